@@ -1,0 +1,89 @@
+# colibri build. `make` builds ./colibri; `make test` runs the suite twice:
+# once optimised, once under AddressSanitizer + UBSan in build-asan/.
+# Never -march=native: AMX faults in some VMs. The baseline is x86-64-v3
+# (AVX2, FMA, F16C); AVX-512 code lives in *_avx512.c files compiled with
+# their own flags and is chosen at run time from CPUID.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+WARN     = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation
+ARCH     = -march=x86-64-v3 -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) $(ARCH) -ffp-contract=off \
+             -pthread -I. $(SAN) $(shell pkg-config --cflags libcjson 2>/dev/null)
+AVX512   = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+LIBS     = -luring -lnuma -lhwloc -lcjson -lpcre2-8 -lxxhash -lm -pthread
+
+LIB_SRC  = $(sort $(wildcard storage/*.c compute/*.c planner/*.c engine/*.c))
+LIB_SRC := $(filter-out engine/main.c,$(LIB_SRC))
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC = $(sort $(wildcard tests/test_*.c))
+TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+# all: build ./colibri (optimised)
+all: colibri
+
+colibri: $(BUILD)/colibri
+	cp $< $@
+
+$(BUILD)/colibri: $(BUILD)/engine/main.o $(BUILD)/libcolibri.a
+	$(CC) $(SAN) -o $@ $^ $(LIBS)
+
+$(BUILD)/libcolibri.a: $(LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(AVX512) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libcolibri.a tests/test_util.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libcolibri.a -lcriterion $(LIBS)
+
+# tests-bin: build the test binaries and the colibri binary into $(BUILD)
+tests-bin: $(BUILD)/colibri $(TEST_BIN)
+
+# deps: install missing Debian packages (apt-get as root, else print the line)
+deps:
+	@./setup.sh --deps
+
+# test: the full suite, optimised and then under ASan/UBSan
+test: deps
+	$(MAKE) --no-print-directory tests-bin
+	COLIBRI_BIN=$(CURDIR)/$(BUILD)/colibri tools/run_tests.sh $(BUILD)
+	$(MAKE) --no-print-directory asan-bin
+	COLIBRI_BIN=$(CURDIR)/build-asan/colibri tools/run_tests.sh build-asan
+
+# asan-bin: build colibri and tests with AddressSanitizer + UBSan in build-asan/
+asan-bin:
+	$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" tests-bin
+
+# debug: unoptimised build with sanitizers, binary in build-asan/colibri
+debug: asan-bin
+
+# demo: the main job: generate the default tiny model, convert it, run it
+demo: deps colibri
+	tools/demo.sh
+
+# bench: reproducible benchmarks (see bench/README.md)
+bench: colibri
+	bench/run_all.sh
+
+# install: copy ./colibri to $(PREFIX)/bin
+PREFIX ?= /usr/local
+install: colibri
+	install -D -m 755 colibri $(DESTDIR)$(PREFIX)/bin/colibri
+
+# clean: remove build outputs
+clean:
+	rm -rf build build-asan colibri
+
+.PHONY: all deps test tests-bin asan-bin debug demo bench install clean
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/engine/main.d

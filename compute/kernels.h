@@ -1,0 +1,63 @@
+/*
+ * kernels — the numerical building blocks of a forward pass.
+ *
+ * Every kernel has a plain scalar version (the reference) and, where it pays,
+ * AVX2 and AVX-512 versions chosen once at run time from CPUID (see cpu.h).
+ * Activations are always f32. Two rules keep results reproducible:
+ *  - each output element is reduced by one thread in a fixed order, so the
+ *    result does not depend on the thread count;
+ *  - row t of matmul() is bit-identical to matvec() on token t, so prefill,
+ *    decode and batched verification agree exactly.
+ */
+#ifndef COLIBRI_COMPUTE_KERNELS_H
+#define COLIBRI_COMPUTE_KERNELS_H
+
+#include <stdint.h>
+#include "compute/quant.h"
+
+struct threadpool;
+
+/* out[rows] = m x, x[cols]. out must not alias x. pool may be NULL (caller's
+ * thread only). */
+void matvec(struct threadpool *pool, float *out, const struct qmatrix *m, const float *x);
+
+/* out[n, rows] = x[n, cols] m^T: n tokens through one matrix, the weights
+ * streamed once. Row t equals matvec(x + t*cols) bit for bit. */
+void matmul(struct threadpool *pool, float *out, const struct qmatrix *m,
+	    const float *x, int64_t n);
+
+/* out[n] = x[n] / sqrt(mean(x^2) + eps) * w[n]; out may alias x. */
+void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+
+/* In-place softmax over x[n], max-subtracted. */
+void softmax(float *x, int64_t n);
+
+/* out[n] = silu(gate[n]) * up[n]; out may alias gate. */
+void swiglu(float *out, const float *gate, const float *up, int64_t n);
+
+/* Rotary embedding of one head vector x[dim] at position pos, rotating the
+ * first rot_dim entries. inv_freq[rot_dim/2] holds the per-pair frequencies.
+ * ROPE_NEOX pairs (i, i + rot_dim/2) ("rotate_half", Llama/Qwen/Mixtral);
+ * ROPE_GPTJ pairs (2i, 2i+1) (interleaved, DeepSeek MLA rope part). */
+enum rope_kind { ROPE_NEOX = 0, ROPE_GPTJ = 1 };
+void rope(float *x, int64_t rot_dim, int64_t pos, const float *inv_freq, enum rope_kind kind);
+
+/* Indices of the k largest values of x[n] in descending order of value (ties:
+ * lower index first) into idx[k]. k <= n. */
+void topk(int32_t *idx, const float *x, int64_t n, int64_t k);
+
+/* Causal attention of one query head over n_ctx cached positions:
+ * out[v_dim] = sum_t softmax_t(scale * q.k_t) v_t, where k_t = k + t*k_stride
+ * (k_dim floats) and v_t = v + t*v_stride (v_dim floats). scratch holds n_ctx
+ * floats. */
+void attention_head(float *out, const float *q, const float *k, int64_t k_stride,
+		    const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
+		    int64_t v_dim, float scale, float *scratch);
+
+/* Dot product of two f32 vectors in the kernels' fixed order. */
+float dot_f32(const float *a, const float *b, int64_t n);
+
+/* out[n] += a * x[n] */
+void axpy_f32(float *out, float a, const float *x, int64_t n);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * convert — Hugging Face checkpoint -> colibri container (docs/FORMAT.md).
+ *
+ * Streams tensor rows through a fixed set of buffers (memory stays at a few
+ * hundred MB plus one expert, whatever the checkpoint size), validates the
+ * whole checkpoint against the family's tensor list before writing, writes
+ * into a temporary sibling of the output folder and renames it into place
+ * only when everything is on disk, so a failed or interrupted conversion
+ * leaves no half-written container.
+ */
+#ifndef COLIBRI_ENGINE_CONVERT_H
+#define COLIBRI_ENGINE_CONVERT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "compute/quant.h"
+
+struct convert_options {
+	const char *hf_dir;
+	const char *out_dir;
+	enum quant_type quant;   /* routed experts; default QUANT_INT4 */
+	int32_t group;           /* default QUANT_GROUP_DEFAULT */
+	bool force;              /* replace an existing container */
+	bool quiet;              /* no progress lines */
+};
+
+void convert_options_default(struct convert_options *o);
+
+/* Runs the conversion. 0 on success; -errno with error_message() naming the
+ * file and tensor at fault. */
+int convert_run(const struct convert_options *o);
+
+/* Dense (non-expert) matrices use the expert quant, except int4 -> int8:
+ * the resident set is small and attention is precision-sensitive. */
+enum quant_type convert_dense_quant(enum quant_type expert_quant);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * files — whole-file reads, JSON parsing, atomic writes, copies and tree
+ * removal, each failing with a message that names the path.
+ */
+#ifndef COLIBRI_ENGINE_FILES_H
+#define COLIBRI_ENGINE_FILES_H
+
+#include <stddef.h>
+
+struct cJSON;
+
+/* Reads a whole file into a malloc'd NUL-terminated buffer (caller frees).
+ * -errno with a message naming the file on failure. */
+int file_read_all(const char *path, char **data, size_t *len);
+
+/* Parses a JSON file; -EINVAL with "PATH: malformed JSON near byte N" on
+ * error, -ENOENT if absent. The caller frees *out with cJSON_Delete. */
+int json_load(const char *path, struct cJSON **out);
+
+/* Writes data to path atomically: PATH.tmp, fsync, rename. */
+int file_write_atomic(const char *path, const void *data, size_t len);
+
+/* Copies src to dst (created or truncated). */
+int file_copy(const char *src, const char *dst);
+
+/* Removes path and everything below it; a missing path is not an error. */
+int dir_remove_tree(const char *path);
+
+#endif

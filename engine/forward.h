@@ -1,0 +1,66 @@
+/*
+ * forward — the forward pass: tokens in, logits out, built from the shared
+ * blocks (attention with optional q/k norm, RMSNorm, softmax top-k router,
+ * SwiGLU experts or dense FFN) chosen by the model config.
+ *
+ * A forward holds the KV cache and every scratch buffer, sized once at init
+ * for `ctx` positions and chunks of up to `batch` tokens; a step allocates
+ * nothing. Routed experts come from the model's expert store in whatever
+ * order it delivers them; each expert's output is kept per (token, slot) and
+ * summed in a fixed order afterwards, so logits are bit-identical whatever
+ * the cache state, delivery order or thread count.
+ */
+#ifndef COLIBRI_ENGINE_FORWARD_H
+#define COLIBRI_ENGINE_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/model.h"
+
+struct threadpool;
+
+struct forward {
+	const struct model *m;
+	struct threadpool *pool;
+	int32_t ctx;                 /* KV cache capacity in positions */
+	int32_t batch;               /* tokens per step at most */
+	int32_t pos;                 /* positions already in the cache */
+	int n_threads;
+	float *k_cache, *v_cache;    /* [n_layers, ctx, kv_dim] */
+	float *x;                    /* [batch, hidden] residual stream */
+	float *xn;                   /* [batch, hidden] normed input of a block */
+	float *q;                    /* [batch, q_dim] */
+	float *k, *v;                /* [batch, kv_dim] */
+	float *att;                  /* [batch, q_dim] attention output */
+	float *tmp;                  /* [batch, hidden] */
+	float *router_logits;        /* [batch, n_experts] */
+	int32_t *sel;                /* [batch, top_k] chosen experts */
+	float *sel_w;                /* [batch, top_k] their weights */
+	float *expert_out;           /* [batch, top_k, hidden] */
+	float *e_in;                 /* [batch, hidden] tokens of one expert */
+	float *e_gate, *e_up;        /* [batch, max(moe_intermediate, intermediate)] */
+	float *e_down;               /* [batch, hidden] */
+	int32_t *e_tok, *e_slot;     /* [batch] */
+	int32_t *wanted;             /* [n_experts] union of a step */
+	float *scores;               /* [n_threads, ctx] attention scratch */
+	float *inv_freq;             /* [head_dim / 2] */
+};
+
+/* Sizes and allocates everything. pool may be NULL. Free with forward_free. */
+int forward_init(struct forward *f, const struct model *m, struct threadpool *pool, int ctx,
+		 int batch);
+void forward_free(struct forward *f);
+
+/* Forgets the cache (pos = 0). */
+void forward_reset(struct forward *f);
+
+/* Runs tokens[0..n) (n <= batch) at positions pos..pos+n-1 and advances pos.
+ * logits: [n, vocab] when all_logits, else [vocab] for the last token; may
+ * be NULL. -ENOSPC when the context is full; -errno from the expert store. */
+int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits);
+
+/* Runs any number of tokens in chunks of batch; logits as forward_step. */
+int forward_tokens(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits);
+
+#endif

@@ -1,0 +1,330 @@
+/*
+ * manifest — JSON <-> struct manifest, and the validation that makes every
+ * offset trustworthy (see manifest.h, docs/FORMAT.md).
+ */
+#include "engine/manifest.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/files.h"
+#include "storage/error.h"
+
+static cJSON *tensor_to_json(const struct manifest_tensor *t, bool resident)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "name", t->name);
+	cJSON_AddStringToObject(o, "type", quant_type_name(t->type));
+	double shape[2] = { (double)t->shape[0], (double)t->shape[1] };
+	cJSON_AddItemToObject(o, "shape", cJSON_CreateDoubleArray(shape, t->ndim));
+	cJSON_AddNumberToObject(o, "group", t->group);
+	cJSON_AddNumberToObject(o, "offset", (double)t->offset);
+	cJSON_AddNumberToObject(o, "bytes", (double)t->bytes);
+	if (resident) {
+		char hex[17];
+		snprintf(hex, sizeof hex, "%016" PRIx64, t->checksum);
+		cJSON_AddStringToObject(o, "xxh3", hex);
+	}
+	return o;
+}
+
+int manifest_write(const struct manifest *m, const char *dir)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddStringToObject(root, "format", MANIFEST_FORMAT);
+	cJSON_AddNumberToObject(root, "version", MANIFEST_VERSION);
+	cJSON_AddStringToObject(root, "model_type", m->model_type);
+	cJSON *q = cJSON_AddObjectToObject(root, "quant");
+	cJSON_AddStringToObject(q, "experts", quant_type_name(m->expert_quant));
+	cJSON_AddStringToObject(q, "dense", quant_type_name(m->dense_quant));
+	cJSON_AddNumberToObject(q, "group_size", m->group);
+	cJSON_AddBoolToObject(root, "tokenizer", m->has_tokenizer);
+
+	cJSON *res = cJSON_AddObjectToObject(root, "resident");
+	cJSON_AddStringToObject(res, "file", m->resident_file);
+	cJSON_AddNumberToObject(res, "bytes", (double)m->resident_bytes);
+	cJSON *ts = cJSON_AddArrayToObject(res, "tensors");
+	for (size_t i = 0; i < m->n_tensors; i++)
+		cJSON_AddItemToArray(ts, tensor_to_json(&m->tensors[i], true));
+
+	cJSON *ex = cJSON_AddObjectToObject(root, "experts");
+	cJSON_AddNumberToObject(ex, "n_experts", m->n_experts);
+	cJSON *ls = cJSON_AddArrayToObject(ex, "layers");
+	for (size_t i = 0; i < m->n_expert_layers; i++) {
+		const struct manifest_expert_layer *l = &m->layers[i];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "layer", l->layer);
+		cJSON_AddStringToObject(o, "file", l->file);
+		cJSON_AddNumberToObject(o, "record_bytes", (double)l->record_bytes);
+		cJSON *parts = cJSON_AddArrayToObject(o, "parts");
+		for (int p = 0; p < EXPERT_PARTS; p++)
+			cJSON_AddItemToArray(parts, tensor_to_json(&l->parts[p], false));
+		cJSON *sums = cJSON_AddArrayToObject(o, "xxh3");
+		for (int e = 0; e < m->n_experts; e++) {
+			char hex[17];
+			snprintf(hex, sizeof hex, "%016" PRIx64, l->checksums[e]);
+			cJSON_AddItemToArray(sums, cJSON_CreateString(hex));
+		}
+		cJSON_AddItemToArray(ls, o);
+	}
+	char *text = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	if (!text)
+		return error_set(ENOMEM, "out of memory writing the manifest");
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	size_t len = strlen(text);
+	text[len] = 0;
+	int rc = file_write_atomic(path, text, len);
+	free(text);
+	return rc;
+}
+
+/* Reads a non-negative integer that fits exactly in a double. */
+static int get_u64(const cJSON *o, const char *key, uint64_t *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
+	    v->valuedouble != floor(v->valuedouble))
+		return -EINVAL;
+	*out = (uint64_t)v->valuedouble;
+	return 0;
+}
+
+static int parse_hex64(const cJSON *v, uint64_t *out)
+{
+	if (!cJSON_IsString(v) || strlen(v->valuestring) != 16)
+		return -EINVAL;
+	char *end;
+	*out = strtoull(v->valuestring, &end, 16);
+	return *end ? -EINVAL : 0;
+}
+
+static int tensor_from_json(struct manifest_tensor *t, const cJSON *o, bool resident,
+			    const char *path)
+{
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
+	const cJSON *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
+	uint64_t group = 0;
+	if (!cJSON_IsString(name) || !cJSON_IsString(type) || !cJSON_IsArray(shape))
+		return error_set(EINVAL, "%s: tensor entry needs name, type and shape", path);
+	t->name = strdup(name->valuestring);
+	if (!t->name)
+		return error_set(ENOMEM, "out of memory");
+	if (quant_type_parse(type->valuestring, &t->type) != 0)
+		return error_set(EINVAL, "%s: tensor %s: unknown type \"%s\"", path, t->name,
+				 type->valuestring);
+	t->ndim = cJSON_GetArraySize(shape);
+	if (t->ndim < 1 || t->ndim > 2)
+		return error_set(EINVAL, "%s: tensor %s: shape must have 1 or 2 dims", path, t->name);
+	t->shape[1] = 1;
+	for (int i = 0; i < t->ndim; i++) {
+		const cJSON *d = cJSON_GetArrayItem(shape, i);
+		if (!cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > 1e12 ||
+		    d->valuedouble != floor(d->valuedouble))
+			return error_set(EINVAL, "%s: tensor %s: bad shape", path, t->name);
+		t->shape[i] = (int64_t)d->valuedouble;
+	}
+	if (get_u64(o, "group", &group) || get_u64(o, "offset", &t->offset) ||
+	    get_u64(o, "bytes", &t->bytes) || group > INT32_MAX)
+		return error_set(EINVAL, "%s: tensor %s: bad group, offset or bytes", path, t->name);
+	t->group = (int32_t)group;
+	if (quant_check_shape(t->type, t->shape[0], t->shape[1], t->group) != 0 ||
+	    quant_matrix_bytes(t->type, t->shape[0], t->shape[1], t->group) != t->bytes)
+		return error_set(EINVAL, "%s: tensor %s: %" PRIu64 " bytes do not match a %s [%" PRId64
+				 ", %" PRId64 "] matrix with group %d", path, t->name, t->bytes,
+				 quant_type_name(t->type), t->shape[0], t->shape[1], t->group);
+	if (resident && parse_hex64(cJSON_GetObjectItemCaseSensitive(o, "xxh3"), &t->checksum))
+		return error_set(EINVAL, "%s: tensor %s: bad xxh3 checksum field", path, t->name);
+	return 0;
+}
+
+static int file_size_of(const char *dir, const char *rel, uint64_t *size)
+{
+	char path[PATH_MAX];
+	struct stat sb;
+	if (strstr(rel, "..") || rel[0] == '/')
+		return error_set(EINVAL, "%s/manifest.json: file name \"%s\" leaves the container", dir, rel);
+	snprintf(path, sizeof path, "%s/%s", dir, rel);
+	if (stat(path, &sb) != 0)
+		return error_set(ENOENT, "%s: missing (%s)", path, strerror(errno));
+	*size = (uint64_t)sb.st_size;
+	return 0;
+}
+
+static int layers_from_json(struct manifest *m, const cJSON *ex, const char *dir, const char *path)
+{
+	uint64_t ne = 0;
+	const cJSON *ls = cJSON_GetObjectItemCaseSensitive(ex, "layers");
+	if (get_u64(ex, "n_experts", &ne) || ne > 1 << 20 || !cJSON_IsArray(ls))
+		return error_set(EINVAL, "%s: experts needs n_experts and layers", path);
+	m->n_experts = (int32_t)ne;
+	int n = cJSON_GetArraySize(ls);
+	m->layers = calloc(n ? (size_t)n : 1, sizeof *m->layers);
+	if (!m->layers)
+		return error_set(ENOMEM, "out of memory");
+	for (const cJSON *o = ls->child; o; o = o->next) {
+		struct manifest_expert_layer *l = &m->layers[m->n_expert_layers++];
+		uint64_t layer, fsize;
+		const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
+		const cJSON *parts = cJSON_GetObjectItemCaseSensitive(o, "parts");
+		const cJSON *sums = cJSON_GetObjectItemCaseSensitive(o, "xxh3");
+		if (get_u64(o, "layer", &layer) || layer >= MODEL_LAYERS_MAX || !cJSON_IsString(file) ||
+		    get_u64(o, "record_bytes", &l->record_bytes) || !cJSON_IsArray(parts) ||
+		    cJSON_GetArraySize(parts) != EXPERT_PARTS || !cJSON_IsArray(sums) ||
+		    cJSON_GetArraySize(sums) != (int)ne)
+			return error_set(EINVAL, "%s: malformed expert layer entry", path);
+		l->layer = (int32_t)layer;
+		if (!(l->file = strdup(file->valuestring)))
+			return error_set(ENOMEM, "out of memory");
+		if (l->record_bytes == 0 || l->record_bytes % MANIFEST_ALIGN)
+			return error_set(EINVAL, "%s: layer %d: record_bytes %" PRIu64 " is not a multiple of %d",
+					 path, l->layer, l->record_bytes, MANIFEST_ALIGN);
+		for (int p = 0; p < EXPERT_PARTS; p++) {
+			int rc = tensor_from_json(&l->parts[p], cJSON_GetArrayItem(parts, p), false, path);
+			if (rc)
+				return rc;
+			if (l->parts[p].offset + l->parts[p].bytes > l->record_bytes)
+				return error_set(EINVAL, "%s: layer %d: part %s runs past its record", path,
+						 l->layer, l->parts[p].name);
+		}
+		l->checksums = calloc(ne ? ne : 1, sizeof *l->checksums);
+		if (!l->checksums)
+			return error_set(ENOMEM, "out of memory");
+		int e = 0;
+		for (const cJSON *s = sums->child; s; s = s->next, e++)
+			if (parse_hex64(s, &l->checksums[e]))
+				return error_set(EINVAL, "%s: layer %d: bad checksum of expert %d", path, l->layer, e);
+		int rc = file_size_of(dir, l->file, &fsize);
+		if (rc)
+			return rc;
+		if (fsize < ne * l->record_bytes)
+			return error_set(EINVAL, "%s/%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected",
+					 dir, l->file, fsize, ne * l->record_bytes);
+	}
+	return 0;
+}
+
+int manifest_load(struct manifest *m, const char *dir)
+{
+	memset(m, 0, sizeof *m);
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	cJSON *root = NULL;
+	int rc = json_load(path, &root);
+	if (rc == -ENOENT) {
+		error_clear();
+		return error_set(ENOENT, "%s: not a colibri container (no manifest.json)", dir);
+	}
+	if (rc)
+		return rc;
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quant");
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(root, "resident");
+	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(root, "experts");
+	uint64_t version = 0, group = 0, fsize = 0;
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, MANIFEST_FORMAT) != 0) {
+		rc = error_set(EINVAL, "%s: not a colibri manifest", path);
+		goto out;
+	}
+	if (get_u64(root, "version", &version) || version != MANIFEST_VERSION) {
+		rc = error_set(EINVAL, "%s: format version %" PRIu64 " is not supported (this colibri reads %d); reconvert the model",
+			       path, version, MANIFEST_VERSION);
+		goto out;
+	}
+	m->version = (int32_t)version;
+	if (!cJSON_IsString(mt) || !cJSON_IsObject(q) || !cJSON_IsObject(res) || !cJSON_IsObject(ex)) {
+		rc = error_set(EINVAL, "%s: needs model_type, quant, resident and experts", path);
+		goto out;
+	}
+	snprintf(m->model_type, sizeof m->model_type, "%s", mt->valuestring);
+	const cJSON *qe = cJSON_GetObjectItemCaseSensitive(q, "experts");
+	const cJSON *qd = cJSON_GetObjectItemCaseSensitive(q, "dense");
+	if (!cJSON_IsString(qe) || quant_type_parse(qe->valuestring, &m->expert_quant) ||
+	    !cJSON_IsString(qd) || quant_type_parse(qd->valuestring, &m->dense_quant) ||
+	    get_u64(q, "group_size", &group) || group > INT32_MAX) {
+		rc = error_set(EINVAL, "%s: bad quant section", path);
+		goto out;
+	}
+	m->group = (int32_t)group;
+	m->has_tokenizer = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "tokenizer"));
+
+	const cJSON *rf = cJSON_GetObjectItemCaseSensitive(res, "file");
+	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(res, "tensors");
+	if (!cJSON_IsString(rf) || !cJSON_IsArray(ts) || get_u64(res, "bytes", &m->resident_bytes)) {
+		rc = error_set(EINVAL, "%s: resident needs file, bytes and tensors", path);
+		goto out;
+	}
+	if (!(m->resident_file = strdup(rf->valuestring))) {
+		rc = error_set(ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = file_size_of(dir, m->resident_file, &fsize)))
+		goto out;
+	if (fsize < m->resident_bytes) {
+		rc = error_set(EINVAL, "%s/%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected", dir,
+			       m->resident_file, fsize, m->resident_bytes);
+		goto out;
+	}
+	int n = cJSON_GetArraySize(ts);
+	m->tensors = calloc(n ? (size_t)n : 1, sizeof *m->tensors);
+	if (!m->tensors) {
+		rc = error_set(ENOMEM, "out of memory");
+		goto out;
+	}
+	for (const cJSON *o = ts->child; o; o = o->next) {
+		struct manifest_tensor *t = &m->tensors[m->n_tensors++];
+		if ((rc = tensor_from_json(t, o, true, path)))
+			goto out;
+		if (t->offset % 64 || t->offset + t->bytes > m->resident_bytes) {
+			rc = error_set(EINVAL, "%s: tensor %s: range %" PRIu64 "+%" PRIu64 " is outside %s",
+				       path, t->name, t->offset, t->bytes, m->resident_file);
+			goto out;
+		}
+	}
+	rc = layers_from_json(m, ex, dir, path);
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+void manifest_free(struct manifest *m)
+{
+	for (size_t i = 0; i < m->n_tensors; i++)
+		free(m->tensors[i].name);
+	free(m->tensors);
+	for (size_t i = 0; i < m->n_expert_layers; i++) {
+		for (int p = 0; p < EXPERT_PARTS; p++)
+			free(m->layers[i].parts[p].name);
+		free(m->layers[i].file);
+		free(m->layers[i].checksums);
+	}
+	free(m->layers);
+	free(m->resident_file);
+	memset(m, 0, sizeof *m);
+}
+
+const struct manifest_tensor *manifest_find(const struct manifest *m, const char *name)
+{
+	for (size_t i = 0; i < m->n_tensors; i++)
+		if (strcmp(m->tensors[i].name, name) == 0)
+			return &m->tensors[i];
+	return NULL;
+}
+
+const struct manifest_expert_layer *manifest_expert_layer(const struct manifest *m, int layer)
+{
+	for (size_t i = 0; i < m->n_expert_layers; i++)
+		if (m->layers[i].layer == layer)
+			return &m->layers[i];
+	return NULL;
+}

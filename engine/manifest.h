@@ -1,0 +1,73 @@
+/*
+ * manifest — the index of a colibri container (docs/FORMAT.md).
+ *
+ * A container folder holds manifest.json, resident.bin, experts/LAYER.bin
+ * and copies of the HF config, generation config and tokenizer files.
+ * manifest_load validates everything that later code trusts: known version,
+ * every byte range inside its file, sizes equal to what the quant type and
+ * shape imply, expert records 4 KiB-aligned. After a successful load, no
+ * offset in the manifest can point outside a file.
+ */
+#ifndef COLIBRI_ENGINE_MANIFEST_H
+#define COLIBRI_ENGINE_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compute/quant.h"
+#include "engine/model_tensors.h"
+
+#define MANIFEST_FORMAT "colibri-container"
+#define MANIFEST_VERSION 1
+#define MANIFEST_ALIGN 4096
+
+struct manifest_tensor {
+	char *name;
+	enum quant_type type;
+	int32_t group;
+	int ndim;
+	int64_t shape[2];     /* [rows, cols]; cols = 1 for vectors */
+	uint64_t offset;      /* in resident.bin, or within an expert record */
+	uint64_t bytes;
+	uint64_t checksum;    /* XXH3-64 of the bytes (resident tensors only) */
+};
+
+struct manifest_expert_layer {
+	int32_t layer;
+	char *file;                         /* relative to the container */
+	uint64_t record_bytes;              /* multiple of MANIFEST_ALIGN */
+	struct manifest_tensor parts[EXPERT_PARTS];
+	uint64_t *checksums;                /* [n_experts], XXH3-64 of each record */
+};
+
+struct manifest {
+	int32_t version;
+	char model_type[32];
+	enum quant_type expert_quant;
+	enum quant_type dense_quant;
+	int32_t group;
+	bool has_tokenizer;
+	char *resident_file;
+	uint64_t resident_bytes;
+	struct manifest_tensor *tensors;    /* [n_tensors] */
+	size_t n_tensors;
+	int32_t n_experts;
+	struct manifest_expert_layer *layers; /* [n_expert_layers], by layer index */
+	size_t n_expert_layers;
+};
+
+/* Writes dir/manifest.json atomically. */
+int manifest_write(const struct manifest *m, const char *dir);
+
+/* Reads and validates dir/manifest.json against the files beside it.
+ * Free with manifest_free, also after a failure. */
+int manifest_load(struct manifest *m, const char *dir);
+void manifest_free(struct manifest *m);
+
+const struct manifest_tensor *manifest_find(const struct manifest *m, const char *name);
+
+/* The expert layer entry for model layer `layer`, NULL for a dense layer. */
+const struct manifest_expert_layer *manifest_expert_layer(const struct manifest *m, int layer);
+
+#endif

@@ -1,0 +1,231 @@
+/*
+ * model — container loading (see model.h).
+ */
+#include "engine/model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "engine/model_tensors.h"
+#include "storage/error.h"
+
+static int read_resident(struct model *m)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", m->dir, m->man.resident_file);
+	uint64_t n = m->man.resident_bytes;
+	m->resident = aligned_alloc(4096, n ? (n + 4095) / 4096 * 4096 : 4096);
+	if (!m->resident)
+		return error_set(ENOMEM, "cannot allocate %" PRIu64 " MiB for resident weights", n >> 20);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(errno, "%s: cannot open: %s", path, strerror(errno));
+	uint64_t done = 0;
+	while (done < n) {
+		ssize_t r = pread(fd, m->resident + done, n - done, (off_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			close(fd);
+			return error_set(EIO, "%s: read failed at offset %" PRIu64, path, done);
+		}
+		done += (uint64_t)r;
+	}
+	close(fd);
+	for (size_t i = 0; i < m->man.n_tensors; i++) {
+		const struct manifest_tensor *t = &m->man.tensors[i];
+		if (XXH3_64bits(m->resident + t->offset, t->bytes) != t->checksum)
+			return error_set(EIO, "%s: tensor %s: checksum mismatch (offset %" PRIu64
+					 "); the container is corrupt, reconvert it", path, t->name, t->offset);
+	}
+	return 0;
+}
+
+/* Finds a resident tensor with the expected shape (cols 0 = a vector). */
+static int find(struct model *m, const char *name, int64_t rows, int64_t cols,
+		const struct manifest_tensor **out)
+{
+	const struct manifest_tensor *t = manifest_find(&m->man, name);
+	if (!t)
+		return error_set(EINVAL, "%s/manifest.json: missing tensor %s", m->dir, name);
+	bool vec = cols == 0;
+	if (t->shape[0] != rows || t->shape[1] != (vec ? 1 : cols) || (vec && t->type != QUANT_F32))
+		return error_set(EINVAL, "%s/manifest.json: tensor %s has the wrong shape or type", m->dir, name);
+	*out = t;
+	return 0;
+}
+
+static int get_matrix(struct model *m, struct qmatrix *q, int64_t rows, int64_t cols,
+		      const char *fmt, int layer)
+{
+	char name[TENSOR_NAME_MAX];
+	snprintf(name, sizeof name, fmt, layer);
+	const struct manifest_tensor *t;
+	int rc = find(m, name, rows, cols, &t);
+	if (rc)
+		return rc;
+	quant_matrix_view(q, m->resident + t->offset, t->type, rows, cols, t->group);
+	return 0;
+}
+
+static int get_vector(struct model *m, const float **v, int64_t n, const char *fmt, int layer)
+{
+	char name[TENSOR_NAME_MAX];
+	snprintf(name, sizeof name, fmt, layer);
+	const struct manifest_tensor *t;
+	int rc = find(m, name, n, 0, &t);
+	if (!rc)
+		*v = (const float *)(m->resident + t->offset);
+	return rc;
+}
+
+static int load_layer(struct model *m, int i)
+{
+	const struct model_config *c = &m->cfg;
+	struct layer_weights *lw = &m->layers[i];
+	int64_t h = c->hidden, q = (int64_t)c->n_heads * c->head_dim;
+	int64_t kv = (int64_t)c->n_kv_heads * c->head_dim;
+	int rc = 0;
+	rc = rc ? rc : get_vector(m, &lw->attn_norm, h, "model.layers.%d.input_layernorm.weight", i);
+	rc = rc ? rc : get_vector(m, &lw->ffn_norm, h, "model.layers.%d.post_attention_layernorm.weight", i);
+	rc = rc ? rc : get_matrix(m, &lw->wq, q, h, "model.layers.%d.self_attn.q_proj.weight", i);
+	rc = rc ? rc : get_matrix(m, &lw->wk, kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
+	rc = rc ? rc : get_matrix(m, &lw->wv, kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
+	rc = rc ? rc : get_matrix(m, &lw->wo, h, q, "model.layers.%d.self_attn.o_proj.weight", i);
+	if (!rc && c->qk_norm != QK_NORM_NONE) {
+		bool full = c->qk_norm == QK_NORM_FULL;
+		rc = get_vector(m, &lw->q_norm, full ? q : c->head_dim, "model.layers.%d.self_attn.q_norm.weight", i);
+		rc = rc ? rc : get_vector(m, &lw->k_norm, full ? kv : c->head_dim,
+					  "model.layers.%d.self_attn.k_norm.weight", i);
+	}
+	if (rc)
+		return rc;
+	lw->moe = c->layer_is_moe[i];
+	if (lw->moe) {
+		const char *fmt = c->expert_naming == EXPERT_NAMING_MIXTRAL
+					  ? "model.layers.%d.block_sparse_moe.gate.weight"
+					  : "model.layers.%d.mlp.gate.weight";
+		rc = get_matrix(m, &lw->router, c->n_experts, h, fmt, i);
+		if (!rc && lw->router.type != QUANT_F32)
+			rc = error_set(EINVAL, "%s: layer %d router is not f32", m->dir, i);
+		lw->experts = manifest_expert_layer(&m->man, i);
+		if (!rc && !lw->experts)
+			rc = error_set(EINVAL, "%s/manifest.json: layer %d has no expert file", m->dir, i);
+		for (int p = 0; !rc && p < EXPERT_PARTS; p++) {
+			int64_t r, cc;
+			model_expert_shape(c, (enum expert_part)p, &r, &cc);
+			if (lw->experts->parts[p].shape[0] != r || lw->experts->parts[p].shape[1] != cc)
+				rc = error_set(EINVAL, "%s/manifest.json: layer %d expert part %s has the wrong shape",
+					       m->dir, i, expert_part_name((enum expert_part)p));
+		}
+	} else {
+		int64_t f = c->intermediate;
+		rc = get_matrix(m, &lw->ffn_gate, f, h, "model.layers.%d.mlp.gate_proj.weight", i);
+		rc = rc ? rc : get_matrix(m, &lw->ffn_up, f, h, "model.layers.%d.mlp.up_proj.weight", i);
+		rc = rc ? rc : get_matrix(m, &lw->ffn_down, h, f, "model.layers.%d.mlp.down_proj.weight", i);
+	}
+	return rc;
+}
+
+uint64_t model_expert_bytes(const struct model *m)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < m->man.n_expert_layers; i++)
+		n += m->man.layers[i].record_bytes * (uint64_t)m->man.n_experts;
+	return n;
+}
+
+static int open_store(struct model *m, const struct model_options *opt)
+{
+	int n = m->cfg.n_layers;
+	struct expert_layer_desc *d = calloc((size_t)n, sizeof *d);
+	char (*paths)[PATH_MAX] = calloc((size_t)n, sizeof *paths);
+	int rc = 0;
+	if (!d || !paths) {
+		free(d);
+		free(paths);
+		return error_set(ENOMEM, "out of memory");
+	}
+	for (int i = 0; i < n; i++) {
+		const struct manifest_expert_layer *l = m->layers[i].moe ? m->layers[i].experts : NULL;
+		if (!l)
+			continue;
+		snprintf(paths[i], PATH_MAX, "%s/%s", m->dir, l->file);
+		d[i].path = paths[i];
+		d[i].record_bytes = l->record_bytes;
+		d[i].n_experts = m->man.n_experts;
+		d[i].checksums = l->checksums;
+	}
+	struct expert_store_options so = {
+		.cache_bytes = opt && opt->expert_cache_bytes ? opt->expert_cache_bytes : model_expert_bytes(m),
+		.io_depth = opt && opt->io_depth > 0 ? opt->io_depth : 32,
+		.buffered = opt && opt->buffered,
+	};
+	uint64_t min = expert_store_min_bytes(d, n, m->max_experts_per_step);
+	if (so.cache_bytes < min)
+		so.cache_bytes = opt && opt->expert_cache_bytes ? so.cache_bytes : min;
+	rc = expert_store_open(&m->store, d, n, m->max_experts_per_step, &so);
+	free(d);
+	free(paths);
+	return rc;
+}
+
+int model_load(struct model *m, const char *dir, const struct model_options *opt)
+{
+	memset(m, 0, sizeof *m);
+	int rc;
+	if (!(m->dir = strdup(dir)))
+		return error_set(ENOMEM, "out of memory");
+	if ((rc = manifest_load(&m->man, dir)) || (rc = model_config_load(&m->cfg, dir)))
+		return rc;
+	if (strcmp(m->man.model_type, m->cfg.model_type) != 0)
+		return error_set(EINVAL, "%s: manifest model_type %s does not match config.json (%s)", dir,
+				 m->man.model_type, m->cfg.model_type);
+	if ((rc = read_resident(m)))
+		return rc;
+	const struct model_config *c = &m->cfg;
+	m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+	if (!m->layers)
+		return error_set(ENOMEM, "out of memory");
+	if ((rc = get_matrix(m, &m->embed, c->vocab, c->hidden, "model.embed_tokens.weight", 0)) ||
+	    (rc = get_vector(m, &m->final_norm, c->hidden, "model.norm.weight", 0)))
+		return rc;
+	if (manifest_find(&m->man, "lm_head.weight"))
+		rc = get_matrix(m, &m->lm_head, c->vocab, c->hidden, "lm_head.weight", 0);
+	else if (c->tie_embeddings)
+		m->lm_head = m->embed;
+	else
+		rc = error_set(EINVAL, "%s/manifest.json: missing tensor lm_head.weight", dir);
+	for (int i = 0; !rc && i < c->n_layers; i++)
+		rc = load_layer(m, i);
+	if (rc)
+		return rc;
+	/* One step pins the union of its tokens' experts: at most n_experts. */
+	m->max_experts_per_step = c->n_experts;
+	return open_store(m, opt);
+}
+
+void model_free(struct model *m)
+{
+	expert_store_close(m->store);
+	free(m->layers);
+	free(m->resident);
+	manifest_free(&m->man);
+	free(m->dir);
+	memset(m, 0, sizeof *m);
+}
+
+void model_expert_part(struct qmatrix *out, const struct layer_weights *lw, const void *record,
+		       enum expert_part part)
+{
+	const struct manifest_tensor *t = &lw->experts->parts[part];
+	quant_matrix_view(out, (const uint8_t *)record + t->offset, t->type, t->shape[0], t->shape[1],
+			  t->group);
+}

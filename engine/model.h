@@ -1,0 +1,69 @@
+/*
+ * model — a loaded container: config, resident weights in RAM, and the
+ * expert store that serves routed experts from disk.
+ *
+ * Resident weights are read whole into one aligned buffer and verified
+ * against their checksums at load; every qmatrix and vector below points
+ * into that buffer. Routed experts never live here: the forward pass asks
+ * the expert store for them layer by layer.
+ */
+#ifndef COLIBRI_ENGINE_MODEL_H
+#define COLIBRI_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "compute/quant.h"
+#include "engine/manifest.h"
+#include "engine/model_config.h"
+#include "storage/expert_store.h"
+
+struct layer_weights {
+	const float *attn_norm;          /* [hidden] */
+	const float *ffn_norm;           /* [hidden] */
+	struct qmatrix wq;               /* [n_heads*head_dim, hidden] */
+	struct qmatrix wk;               /* [n_kv_heads*head_dim, hidden] */
+	struct qmatrix wv;               /* [n_kv_heads*head_dim, hidden] */
+	struct qmatrix wo;               /* [hidden, n_heads*head_dim] */
+	const float *q_norm;             /* [head_dim] or [n_heads*head_dim]; NULL if none */
+	const float *k_norm;             /* [head_dim] or [n_kv_heads*head_dim] */
+	bool moe;
+	struct qmatrix router;           /* [n_experts, hidden], f32 */
+	const struct manifest_expert_layer *experts; /* record layout, moe only */
+	struct qmatrix ffn_gate;         /* [intermediate, hidden], dense only */
+	struct qmatrix ffn_up;           /* [intermediate, hidden] */
+	struct qmatrix ffn_down;         /* [hidden, intermediate] */
+};
+
+struct model_options {
+	uint64_t expert_cache_bytes;     /* 0: enough for every expert */
+	int io_depth;
+	bool buffered;                   /* no O_DIRECT for expert reads */
+};
+
+struct model {
+	struct model_config cfg;
+	struct manifest man;
+	char *dir;
+	uint8_t *resident;               /* resident.bin, man.resident_bytes */
+	struct qmatrix embed;            /* [vocab, hidden] */
+	struct qmatrix lm_head;          /* [vocab, hidden]; the embedding when tied */
+	const float *final_norm;         /* [hidden] */
+	struct layer_weights *layers;    /* [n_layers] */
+	struct expert_store *store;
+	int max_experts_per_step;        /* experts one step may pin at once */
+};
+
+/* Loads the container in dir. On failure returns -errno with a message and
+ * leaves *m freeable with model_free. */
+int model_load(struct model *m, const char *dir, const struct model_options *opt);
+void model_free(struct model *m);
+
+/* Builds a view of one expert part inside a delivered record. */
+void model_expert_part(struct qmatrix *out, const struct layer_weights *lw, const void *record,
+		       enum expert_part part);
+
+/* Bytes of all expert records of the model. */
+uint64_t model_expert_bytes(const struct model *m);
+
+#endif

@@ -1,0 +1,220 @@
+/*
+ * model_config — config.json -> struct model_config for each supported
+ * family. Field names and defaults follow the transformers config classes
+ * (OlmoeConfig, Qwen3MoeConfig, MixtralConfig).
+ */
+#include "engine/model_config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/files.h"
+#include "storage/error.h"
+
+#define CFG_REQUIRED INT64_MIN
+
+/* Reads an integer field; def == CFG_REQUIRED means it must be present. */
+static int cfg_int(const cJSON *j, const char *src, const char *key, int64_t def,
+		   int64_t lo, int64_t hi, int32_t *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+	if (!v || cJSON_IsNull(v)) {
+		if (def == CFG_REQUIRED)
+			return error_set(EINVAL, "%s: missing field %s", src, key);
+		*out = (int32_t)def;
+		return 0;
+	}
+	if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+	    v->valuedouble < (double)lo || v->valuedouble > (double)hi)
+		return error_set(EINVAL, "%s: field %s must be an integer in [%lld, %lld]", src, key,
+				 (long long)lo, (long long)hi);
+	*out = (int32_t)v->valuedouble;
+	return 0;
+}
+
+static int cfg_float(const cJSON *j, const char *src, const char *key, double def, float *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+	if (!v || cJSON_IsNull(v)) {
+		*out = (float)def;
+		return 0;
+	}
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+		return error_set(EINVAL, "%s: field %s must be a number", src, key);
+	*out = (float)v->valuedouble;
+	return 0;
+}
+
+static int cfg_bool(const cJSON *j, const char *src, const char *key, bool def, bool *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+	if (!v || cJSON_IsNull(v)) {
+		*out = def;
+		return 0;
+	}
+	if (!cJSON_IsBool(v))
+		return error_set(EINVAL, "%s: field %s must be true or false", src, key);
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
+/* eos_token_id may be an integer or a list of integers. */
+static int cfg_eos(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "eos_token_id");
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	cfg->n_eos = 0;
+	if (cJSON_IsNumber(v)) {
+		cfg->eos_ids[cfg->n_eos++] = (int32_t)v->valuedouble;
+		return 0;
+	}
+	if (!cJSON_IsArray(v))
+		return error_set(EINVAL, "%s: eos_token_id must be an integer or a list", src);
+	for (const cJSON *e = v->child; e && cfg->n_eos < MODEL_EOS_MAX; e = e->next) {
+		if (!cJSON_IsNumber(e))
+			return error_set(EINVAL, "%s: eos_token_id list holds a non-integer", src);
+		cfg->eos_ids[cfg->n_eos++] = (int32_t)e->valuedouble;
+	}
+	return 0;
+}
+
+int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->bos_id = -1;
+	if (!cJSON_IsObject(j))
+		return error_set(EINVAL, "%s: not a JSON object", src);
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+	if (!cJSON_IsString(mt))
+		return error_set(EINVAL, "%s: missing model_type", src);
+	if (strcmp(mt->valuestring, "olmoe") == 0)
+		cfg->arch = MODEL_ARCH_OLMOE;
+	else if (strcmp(mt->valuestring, "qwen3_moe") == 0)
+		cfg->arch = MODEL_ARCH_QWEN3_MOE;
+	else if (strcmp(mt->valuestring, "mixtral") == 0)
+		cfg->arch = MODEL_ARCH_MIXTRAL;
+	else
+		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral)",
+				 src, mt->valuestring);
+	snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
+
+	int rc = 0;
+	rc = rc ? rc : cfg_int(j, src, "num_hidden_layers", CFG_REQUIRED, 1, MODEL_LAYERS_MAX, &cfg->n_layers);
+	rc = rc ? rc : cfg_int(j, src, "hidden_size", CFG_REQUIRED, 1, 1 << 20, &cfg->hidden);
+	rc = rc ? rc : cfg_int(j, src, "num_attention_heads", CFG_REQUIRED, 1, 4096, &cfg->n_heads);
+	rc = rc ? rc : cfg_int(j, src, "num_key_value_heads", cfg->n_heads, 1, cfg->n_heads, &cfg->n_kv_heads);
+	rc = rc ? rc : cfg_int(j, src, "vocab_size", CFG_REQUIRED, 1, INT32_MAX, &cfg->vocab);
+	rc = rc ? rc : cfg_int(j, src, "max_position_embeddings", 4096, 1, INT32_MAX, &cfg->max_positions);
+	rc = rc ? rc : cfg_float(j, src, "rms_norm_eps", 1e-6, &cfg->rms_eps);
+	rc = rc ? rc : cfg_float(j, src, "rope_theta", 10000.0, &cfg->rope_theta);
+	rc = rc ? rc : cfg_bool(j, src, "tie_word_embeddings", false, &cfg->tie_embeddings);
+	rc = rc ? rc : cfg_int(j, src, "bos_token_id", -1, -1, INT32_MAX, &cfg->bos_id);
+	rc = rc ? rc : cfg_eos(cfg, j, src);
+	if (rc)
+		return rc;
+	if (cfg->n_heads % cfg->n_kv_heads != 0)
+		return error_set(EINVAL, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+				 src, cfg->n_heads, cfg->n_kv_heads);
+	int32_t hd_default = cfg->hidden / cfg->n_heads;
+	rc = cfg_int(j, src, "head_dim", hd_default, 2, 65536, &cfg->head_dim);
+	if (rc)
+		return rc;
+	if (cfg->head_dim % 2)
+		return error_set(EINVAL, "%s: head_dim %d must be even for RoPE", src, cfg->head_dim);
+
+	const cJSON *clip = cJSON_GetObjectItemCaseSensitive(j, "clip_qkv");
+	switch (cfg->arch) {
+	case MODEL_ARCH_OLMOE:
+		cfg->qk_norm = QK_NORM_FULL;
+		cfg->expert_naming = EXPERT_NAMING_MLP;
+		rc = rc ? rc : cfg_int(j, src, "intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
+		rc = rc ? rc : cfg_int(j, src, "num_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
+		rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
+		rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", false, &cfg->norm_topk_prob);
+		if (!rc && clip && !cJSON_IsNull(clip)) {
+			if (!cJSON_IsNumber(clip) || clip->valuedouble <= 0)
+				return error_set(EINVAL, "%s: clip_qkv must be null or a positive number", src);
+			cfg->clip_qkv = (float)clip->valuedouble;
+		}
+		for (int l = 0; l < cfg->n_layers; l++)
+			cfg->layer_is_moe[l] = true;
+		break;
+	case MODEL_ARCH_QWEN3_MOE: {
+		cfg->qk_norm = QK_NORM_HEAD;
+		cfg->expert_naming = EXPERT_NAMING_MLP;
+		int32_t step = 1;
+		rc = rc ? rc : cfg_int(j, src, "intermediate_size", 0, 0, 1 << 24, &cfg->intermediate);
+		rc = rc ? rc : cfg_int(j, src, "moe_intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
+		rc = rc ? rc : cfg_int(j, src, "num_experts", CFG_REQUIRED, 0, 65536, &cfg->n_experts);
+		rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, 65536, &cfg->top_k);
+		rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", false, &cfg->norm_topk_prob);
+		rc = rc ? rc : cfg_int(j, src, "decoder_sparse_step", 1, 1, 1 << 20, &step);
+		if (rc)
+			return rc;
+		if (cfg->top_k > cfg->n_experts && cfg->n_experts > 0)
+			return error_set(EINVAL, "%s: num_experts_per_tok %d exceeds num_experts %d", src,
+					 cfg->top_k, cfg->n_experts);
+		const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers");
+		if (only && !cJSON_IsNull(only) && !cJSON_IsArray(only))
+			return error_set(EINVAL, "%s: mlp_only_layers must be a list", src);
+		for (int l = 0; l < cfg->n_layers; l++) {
+			bool dense_only = false;
+			for (const cJSON *e = only ? only->child : NULL; e; e = e->next)
+				dense_only |= cJSON_IsNumber(e) && (int)e->valuedouble == l;
+			cfg->layer_is_moe[l] = !dense_only && cfg->n_experts > 0 && (l + 1) % step == 0;
+			if (!cfg->layer_is_moe[l] && cfg->intermediate <= 0)
+				return error_set(EINVAL, "%s: layer %d is dense but intermediate_size is missing",
+						 src, l);
+		}
+		break;
+	}
+	case MODEL_ARCH_MIXTRAL:
+		cfg->qk_norm = QK_NORM_NONE;
+		cfg->expert_naming = EXPERT_NAMING_MIXTRAL;
+		cfg->norm_topk_prob = true;
+		rc = rc ? rc : cfg_int(j, src, "intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
+		rc = rc ? rc : cfg_int(j, src, "num_local_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
+		rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
+		for (int l = 0; l < cfg->n_layers; l++)
+			cfg->layer_is_moe[l] = true;
+		break;
+	}
+	return rc;
+}
+
+int model_config_load(struct model_config *cfg, const char *dir)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	cJSON *j = NULL;
+	int rc = json_load(path, &j);
+	if (rc)
+		return rc;
+	rc = model_config_parse(cfg, j, path);
+	cJSON_Delete(j);
+	if (rc)
+		return rc;
+	snprintf(path, sizeof path, "%s/generation_config.json", dir);
+	if (access(path, F_OK) == 0) {
+		rc = json_load(path, &j);
+		if (rc)
+			return rc;
+		rc = cfg_eos(cfg, j, path);
+		cJSON_Delete(j);
+	}
+	return rc;
+}
+
+int model_config_moe_layers(const struct model_config *cfg)
+{
+	int n = 0;
+	for (int l = 0; l < cfg->n_layers; l++)
+		n += cfg->layer_is_moe[l];
+	return n;
+}

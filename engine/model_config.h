@@ -1,0 +1,74 @@
+/*
+ * model_config — the hyperparameters of a model, read from its HF config.json.
+ *
+ * One struct describes every supported family; a family is a choice of
+ * blocks (attention kind, q/k norm kind, router kind, FFN layout), not a
+ * separate engine. Fields a family does not use keep neutral values.
+ */
+#ifndef COLIBRI_ENGINE_MODEL_CONFIG_H
+#define COLIBRI_ENGINE_MODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct cJSON;
+
+enum model_arch {
+	MODEL_ARCH_OLMOE = 0,
+	MODEL_ARCH_QWEN3_MOE,
+	MODEL_ARCH_MIXTRAL,
+};
+
+/* Where q/k RMSNorm applies: not at all, per head (Qwen3), or over the
+ * whole projected q and k vectors (OLMoE). */
+enum qk_norm_kind { QK_NORM_NONE = 0, QK_NORM_HEAD, QK_NORM_FULL };
+
+/* How expert tensors are named in HF checkpoints. */
+enum expert_naming {
+	EXPERT_NAMING_MLP = 0,   /* mlp.experts.E.{gate,up,down}_proj */
+	EXPERT_NAMING_MIXTRAL,   /* block_sparse_moe.experts.E.{w1,w3,w2} */
+};
+
+#define MODEL_LAYERS_MAX 256
+#define MODEL_EOS_MAX 8
+
+struct model_config {
+	enum model_arch arch;
+	char model_type[32];
+	int32_t n_layers;
+	int32_t hidden;              /* d_model */
+	int32_t n_heads;
+	int32_t n_kv_heads;
+	int32_t head_dim;
+	int32_t vocab;
+	int32_t intermediate;        /* dense FFN width (0 if no dense layer) */
+	int32_t moe_intermediate;    /* routed expert FFN width */
+	int32_t n_experts;
+	int32_t top_k;
+	bool norm_topk_prob;         /* renormalise the top-k weights */
+	float rms_eps;
+	float rope_theta;
+	int32_t max_positions;
+	bool tie_embeddings;
+	float clip_qkv;              /* 0 = off (OLMoE option) */
+	enum qk_norm_kind qk_norm;
+	enum expert_naming expert_naming;
+	bool layer_is_moe[MODEL_LAYERS_MAX];
+	int32_t bos_id;              /* -1 if unknown */
+	int32_t eos_ids[MODEL_EOS_MAX];
+	int32_t n_eos;
+};
+
+/* Parses a config.json object. Unknown or missing model_type, missing or
+ * out-of-range fields give -EINVAL with a message naming the field;
+ * `source` names the file in messages. */
+int model_config_parse(struct model_config *cfg, const struct cJSON *json, const char *source);
+
+/* Reads and parses DIR/config.json (and EOS ids from generation_config.json
+ * when present). */
+int model_config_load(struct model_config *cfg, const char *dir);
+
+/* Number of MoE layers. */
+int model_config_moe_layers(const struct model_config *cfg);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * safetensors — reader for Hugging Face .safetensors checkpoints.
+ *
+ * A file is: u64 little-endian header length N, N bytes of JSON
+ * {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}},
+ * then the data block; offsets are relative to the data block. Opening a file
+ * validates the whole header against the file size (offsets in range, sizes
+ * equal to shape x dtype, no overlaps), so later reads cannot run off the end
+ * of a well-formed header. Tensors are read by rows, never mapped whole, so
+ * converting a 700 GB checkpoint needs memory for one chunk of rows only.
+ *
+ * A checkpoint (st_set) is one model.safetensors, or the shards listed in
+ * model.safetensors.index.json, or every model-*.safetensors when no index
+ * exists. Names are looked up through a hash table: O(1) per lookup, fine
+ * for the ~100k tensors of the largest checkpoints.
+ */
+#ifndef COLIBRI_ENGINE_SAFETENSORS_H
+#define COLIBRI_ENGINE_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum st_dtype {
+	ST_DTYPE_UNKNOWN = 0,
+	ST_DTYPE_F32,
+	ST_DTYPE_BF16,
+	ST_DTYPE_F16,
+	ST_DTYPE_F8_E4M3,
+	ST_DTYPE_F64,
+	ST_DTYPE_I64,
+	ST_DTYPE_I32,
+	ST_DTYPE_I16,
+	ST_DTYPE_I8,
+	ST_DTYPE_U8,
+	ST_DTYPE_BOOL,
+};
+
+#define ST_MAX_DIMS 8
+
+struct st_tensor {
+	char *name;
+	enum st_dtype dtype;
+	char dtype_name[16];     /* as written in the header, for messages */
+	int ndim;
+	int64_t shape[ST_MAX_DIMS];
+	uint64_t offset;         /* absolute byte offset in the file */
+	uint64_t nbytes;
+	int file_index;          /* index into st_set.files */
+};
+
+struct st_file {
+	char *path;
+	int fd;
+	uint64_t file_bytes;
+	struct st_tensor *tensors;   /* [n_tensors] */
+	size_t n_tensors;
+};
+
+struct st_set {
+	struct st_file *files;       /* [n_files] */
+	size_t n_files;
+	struct st_tensor **slots;    /* hash table, [n_slots], NULL = empty */
+	size_t n_slots;
+	size_t n_tensors;
+	uint64_t total_bytes;        /* sum of tensor bytes */
+};
+
+/* Bytes per element, 0 for ST_DTYPE_UNKNOWN. */
+size_t st_dtype_size(enum st_dtype dtype);
+
+/* Opens and validates one file. On failure returns -errno with error_set()
+ * naming the file and the problem; *f needs no cleanup then. */
+int st_file_open(struct st_file *f, const char *path);
+void st_file_close(struct st_file *f);
+
+/* Opens every shard of the checkpoint in dir (see above). The caller frees
+ * with st_set_close. */
+int st_set_open(struct st_set *set, const char *dir);
+void st_set_close(struct st_set *set);
+
+/* NULL if absent. */
+const struct st_tensor *st_set_find(const struct st_set *set, const char *name);
+
+/* Path of the file that holds t, for messages. */
+const char *st_set_path(const struct st_set *set, const struct st_tensor *t);
+
+/* Number of "rows": the product of all dims but the last (1 for 1-D). */
+int64_t st_tensor_rows(const struct st_tensor *t);
+/* Size of the last dim (the whole length for 1-D). */
+int64_t st_tensor_cols(const struct st_tensor *t);
+
+/* Reads rows [row, row + n_rows) of t converted to f32 into out
+ * (n_rows * cols floats). F32, BF16, F16 and F8_E4M3 (raw, without block
+ * scales) are converted; other dtypes give -ENOTSUP. Short files give -EIO
+ * with a message naming the file and tensor. */
+int st_tensor_read_f32(const struct st_set *set, const struct st_tensor *t,
+		       int64_t row, int64_t n_rows, float *out);
+
+#endif

@@ -1,0 +1,222 @@
+/*
+ * session — see session.h.
+ */
+#include "engine/session.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute/threadpool.h"
+#include "engine/files.h"
+#include "planner/topology.h"
+#include "storage/error.h"
+
+void session_options_default(struct session_options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->batch = 64;
+	o->io_depth = 32;
+}
+
+static int parse_int(const char *name, const char *arg, int lo, int hi, int *out)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+	if (*arg == 0 || *end || v < lo || v > hi)
+		return error_set(EINVAL, "--%s must be an integer in [%d, %d], not \"%s\"", name, lo, hi, arg);
+	*out = (int)v;
+	return 0;
+}
+
+int session_parse_size(const char *s, uint64_t *bytes)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || !(v > 0) || !isfinite(v))
+		return -EINVAL;
+	double mul = 1024.0 * 1024 * 1024;
+	if (*end) {
+		switch (*end) {
+		case 'k': case 'K': mul = 1024.0; break;
+		case 'm': case 'M': mul = 1024.0 * 1024; break;
+		case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
+		case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+		default: return -EINVAL;
+		}
+		end++;
+		if (*end == 'i')
+			end++;
+		if (*end == 'B' || *end == 'b')
+			end++;
+		if (*end)
+			return -EINVAL;
+	}
+	if (v * mul > 1.8e19)
+		return -EINVAL;
+	*bytes = (uint64_t)(v * mul);
+	return 0;
+}
+
+int session_option(struct session_options *o, int ch, const char *arg)
+{
+	switch (ch) {
+	case SESSION_OPT_MODEL:
+		o->model_dir = arg;
+		return 0;
+	case SESSION_OPT_THREADS:
+		return parse_int("threads", arg, 1, 1024, &o->threads);
+	case SESSION_OPT_CTX:
+		return parse_int("ctx", arg, 1, 1 << 24, &o->ctx);
+	case SESSION_OPT_BATCH:
+		return parse_int("batch", arg, 1, 4096, &o->batch);
+	case SESSION_OPT_IO_DEPTH:
+		return parse_int("io-depth", arg, 1, 4096, &o->io_depth);
+	case SESSION_OPT_RAM:
+		if (strcmp(arg, "min") == 0) {
+			o->ram_min = true;
+			return 0;
+		}
+		if (session_parse_size(arg, &o->ram_bytes) != 0)
+			return error_set(EINVAL, "--ram takes a size such as 24G, 512M, a number of GiB, or min; not \"%s\"", arg);
+		return 0;
+	case SESSION_OPT_NO_DIRECT:
+		o->buffered = true;
+		return 0;
+	case SESSION_OPT_STATS:
+		o->stats = true;
+		return 0;
+	case SESSION_OPT_STATS_JSON:
+		o->stats_json = arg;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int session_parse_tokens(const char *s, int32_t **ids, int *n)
+{
+	*ids = NULL;
+	*n = 0;
+	int cap = 1;
+	for (const char *p = s; *p; p++)
+		cap += *p == ',';
+	int32_t *v = malloc((size_t)cap * sizeof *v);
+	if (!v)
+		return error_set(ENOMEM, "out of memory");
+	const char *p = s;
+	while (*p) {
+		char *end;
+		long x = strtol(p, &end, 10);
+		if (end == p || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+			free(v);
+			return error_set(EINVAL, "--tokens takes comma-separated token ids, got \"%s\"", s);
+		}
+		v[(*n)++] = (int32_t)x;
+		p = *end ? end + 1 : end;
+	}
+	if (*n == 0) {
+		free(v);
+		return error_set(EINVAL, "--tokens is empty");
+	}
+	*ids = v;
+	return 0;
+}
+
+/* The expert cache from the RAM budget: what is left after resident
+ * weights, the KV cache and scratch. */
+static int expert_cache_bytes(const struct session_options *o, uint64_t resident, uint64_t kv,
+			      uint64_t min_cache, uint64_t *out)
+{
+	uint64_t fixed = resident + kv + (64ull << 20);
+	uint64_t need = fixed + min_cache;
+	if (o->ram_min) {
+		*out = min_cache;
+		return 0;
+	}
+	if (!o->ram_bytes) {
+		*out = 0; /* every expert */
+		return 0;
+	}
+	if (o->ram_bytes < need)
+		return error_set(ENOMEM, "--ram %.2f GiB is below the minimum of %.2f GiB for this model "
+				 "(resident weights %.2f GiB, KV cache %.2f GiB, one step's experts %.2f GiB, scratch)",
+				 o->ram_bytes / 1073741824.0, need / 1073741824.0, resident / 1073741824.0,
+				 kv / 1073741824.0, min_cache / 1073741824.0);
+	*out = o->ram_bytes - fixed;
+	return 0;
+}
+
+int session_open(struct session *s, const struct session_options *o, int need_ctx)
+{
+	memset(s, 0, sizeof *s);
+	s->opt = *o;
+	struct model_config cfg;
+	struct manifest man;
+	int rc = model_config_load(&cfg, o->model_dir);
+	if (rc)
+		return rc;
+	int ctx = o->ctx ? o->ctx : need_ctx;
+	if (ctx > cfg.max_positions && !o->ctx)
+		ctx = cfg.max_positions;
+	if (ctx < need_ctx)
+		return error_set(EINVAL, "%d positions needed but the context is %d (--ctx)", need_ctx, ctx);
+	uint64_t kv = 2ull * (uint64_t)cfg.n_layers * (uint64_t)ctx * (uint64_t)cfg.n_kv_heads *
+		      (uint64_t)cfg.head_dim * sizeof(float);
+	if ((rc = manifest_load(&man, o->model_dir))) {
+		manifest_free(&man);
+		return rc;
+	}
+	uint64_t rec = 0;
+	for (size_t i = 0; i < man.n_expert_layers; i++)
+		rec = man.layers[i].record_bytes > rec ? man.layers[i].record_bytes : rec;
+	uint64_t resident = man.resident_bytes;
+	manifest_free(&man);
+	struct model_options mo = { .io_depth = o->io_depth, .buffered = o->buffered };
+	rc = expert_cache_bytes(o, resident, kv, rec * (uint64_t)cfg.n_experts, &mo.expert_cache_bytes);
+	if (rc)
+		return rc;
+	if ((rc = model_load(&s->model, o->model_dir, &mo)))
+		return rc;
+	s->model_loaded = true;
+	int threads = o->threads ? o->threads : topology_physical_cores();
+	if ((rc = threadpool_init(&s->pool, threads)))
+		return error_set(-rc, "cannot start %d threads", threads);
+	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch)))
+		return rc;
+	s->fwd_ready = true;
+	return 0;
+}
+
+void session_close(struct session *s)
+{
+	if (s->fwd_ready)
+		forward_free(&s->fwd);
+	if (s->pool)
+		threadpool_free(s->pool);
+	if (s->model_loaded)
+		model_free(&s->model);
+	memset(s, 0, sizeof *s);
+}
+
+int session_report(struct session *s, FILE *out)
+{
+	const struct expert_store_stats *st = expert_store_stats(s->model.store);
+	double hit = st->requests ? (double)st->hits / (double)st->requests : 0;
+	if (s->opt.stats) {
+		fprintf(out, "experts: %" PRIu64 " requested, %" PRIu64 " hits (%.1f%%), %" PRIu64
+			     " misses, %.1f MB read, %.3f s waiting on disk\n",
+			st->requests, st->hits, 100 * hit, st->misses, st->bytes_read / 1e6, st->disk_wait_s);
+	}
+	if (s->opt.stats_json) {
+		char buf[512];
+		int len = snprintf(buf, sizeof buf,
+				   "{\"expert_requests\":%" PRIu64 ",\"expert_hits\":%" PRIu64
+				   ",\"expert_misses\":%" PRIu64 ",\"hit_rate\":%.6f,\"bytes_read\":%" PRIu64
+				   ",\"disk_wait_s\":%.6f}\n",
+				   st->requests, st->hits, st->misses, hit, st->bytes_read, st->disk_wait_s);
+		return file_write_atomic(s->opt.stats_json, buf, (size_t)len);
+	}
+	return 0;
+}

@@ -1,0 +1,89 @@
+/*
+ * session — what every command that runs a model shares: the common
+ * options (--model, --threads, --ctx, --batch, --ram, --io-depth,
+ * --no-direct, --stats, --stats-json), loading the model, the thread pool
+ * and the forward state, and the statistics report.
+ */
+#ifndef COLIBRI_ENGINE_SESSION_H
+#define COLIBRI_ENGINE_SESSION_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/forward.h"
+#include "engine/model.h"
+
+struct threadpool;
+
+struct session_options {
+	const char *model_dir;
+	int threads;                 /* 0: physical cores */
+	int ctx;                     /* 0: prompt + generation, at most the model's max */
+	int batch;                   /* tokens per forward step (prefill chunk) */
+	uint64_t ram_bytes;          /* 0: no limit given */
+	bool ram_min;                /* --ram min */
+	int io_depth;
+	bool buffered;
+	bool stats;
+	const char *stats_json;
+};
+
+enum {
+	SESSION_OPT_MODEL = 1000,
+	SESSION_OPT_THREADS,
+	SESSION_OPT_CTX,
+	SESSION_OPT_BATCH,
+	SESSION_OPT_RAM,
+	SESSION_OPT_IO_DEPTH,
+	SESSION_OPT_NO_DIRECT,
+	SESSION_OPT_STATS,
+	SESSION_OPT_STATS_JSON,
+};
+
+#define SESSION_LONG_OPTIONS                                                  \
+	{ "model", required_argument, 0, SESSION_OPT_MODEL },                 \
+	{ "threads", required_argument, 0, SESSION_OPT_THREADS },             \
+	{ "ctx", required_argument, 0, SESSION_OPT_CTX },                     \
+	{ "batch", required_argument, 0, SESSION_OPT_BATCH },                 \
+	{ "ram", required_argument, 0, SESSION_OPT_RAM },                     \
+	{ "io-depth", required_argument, 0, SESSION_OPT_IO_DEPTH },           \
+	{ "no-direct", no_argument, 0, SESSION_OPT_NO_DIRECT },               \
+	{ "stats", no_argument, 0, SESSION_OPT_STATS },                       \
+	{ "stats-json", required_argument, 0, SESSION_OPT_STATS_JSON }
+
+#define SESSION_USAGE                                                         \
+	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
+	" [--no-direct] [--stats] [--stats-json FILE]"
+
+struct session {
+	struct session_options opt;
+	struct model model;
+	struct threadpool *pool;
+	struct forward fwd;
+	bool model_loaded, fwd_ready;
+};
+
+void session_options_default(struct session_options *o);
+
+/* Applies one parsed option (ch from SESSION_LONG_OPTIONS). Returns 0 if
+ * handled, -EINVAL with a message for a bad value, -ENOENT if ch is not a
+ * session option. */
+int session_option(struct session_options *o, int ch, const char *arg);
+
+/* Parses "24G", "512M", "1.5T", "64K" or a plain number of GiB. */
+int session_parse_size(const char *s, uint64_t *bytes);
+
+/* Parses "1,2,3" into a malloc'd array. */
+int session_parse_tokens(const char *s, int32_t **ids, int *n);
+
+/* Loads the model and prepares a forward with room for need_ctx positions
+ * (or opt.ctx when set). session_close is safe after a failure. */
+int session_open(struct session *s, const struct session_options *o, int need_ctx);
+void session_close(struct session *s);
+
+/* Prints the storage statistics when --stats, writes --stats-json. */
+int session_report(struct session *s, FILE *out);
+
+#endif

