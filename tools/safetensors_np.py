@@ -1,0 +1,364 @@
+"""safetensors reader/writer and number formats for colibri's offline tools.
+
+A safetensors file is: an unsigned 64-bit little-endian header length N, N
+bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]},
+"__metadata__": {str: str}}, then the raw tensor bytes; offsets are relative
+to the first byte after the header.  This module reads and writes that format
+with numpy only (no torch, no safetensors package), and converts the dtypes
+colibri's tests use: F32, F16, BF16 and F8_E4M3 (e4m3fn: no infinities, one
+NaN pattern per sign, max 448) with DeepSeek-style 128x128 block scales.
+
+Invariants: readers validate every offset against the file size and the
+shape * itemsize and raise ValueError naming the file and tensor; writers
+produce files the reference Rust implementation would accept (header padded
+with spaces to a multiple of 8, tensors packed back to back, no gaps).
+
+Run `/usr/bin/python3 tools/safetensors_np.py --self-test` to check the bf16
+and e4m3 converters exhaustively against an independent brute-force encoder.
+"""
+
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+# dtype name -> (numpy storage dtype, itemsize).  BF16 and F8_E4M3 are stored
+# as raw integers and converted explicitly.
+DTYPES = {
+    "F64": (np.dtype("<f8"), 8),
+    "F32": (np.dtype("<f4"), 4),
+    "F16": (np.dtype("<f2"), 2),
+    "BF16": (np.dtype("<u2"), 2),
+    "F8_E4M3": (np.dtype("u1"), 1),
+    "I64": (np.dtype("<i8"), 8),
+    "I32": (np.dtype("<i4"), 4),
+    "I16": (np.dtype("<i2"), 2),
+    "I8": (np.dtype("i1"), 1),
+    "U8": (np.dtype("u1"), 1),
+    "BOOL": (np.dtype("u1"), 1),
+}
+
+HEADER_BYTES_MAX = 100 * 1024 * 1024
+
+
+class Tensor:
+    """One stored tensor: dtype name, shape and raw storage (a numpy view)."""
+
+    def __init__(self, dtype, shape, raw):
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self.raw = raw
+
+    def __repr__(self):
+        return "Tensor(%s, %s)" % (self.dtype, list(self.shape))
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_header(path):
+    """Returns (header dict without __metadata__, metadata dict, data start)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise ValueError("%s: too short for a safetensors header" % path)
+        (n,) = struct.unpack("<Q", head)
+        if n > HEADER_BYTES_MAX or 8 + n > size:
+            raise ValueError("%s: header length %d does not fit a %d-byte file"
+                             % (path, n, size))
+        text = f.read(n)
+    try:
+        header = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError("%s: malformed JSON header: %s" % (path, e))
+    if not isinstance(header, dict):
+        raise ValueError("%s: header is not a JSON object" % path)
+    meta = header.pop("__metadata__", None) or {}
+    data_start = 8 + n
+    data_bytes = size - data_start
+    for name, info in header.items():
+        try:
+            dtype = info["dtype"]
+            shape = [int(d) for d in info["shape"]]
+            begin, end = (int(o) for o in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError("%s: tensor %r has a malformed header entry" % (path, name))
+        if dtype not in DTYPES:
+            raise ValueError("%s: tensor %r has unknown dtype %r" % (path, name, dtype))
+        want = DTYPES[dtype][1] * math.prod(shape)
+        if begin < 0 or end < begin or end > data_bytes or end - begin != want:
+            raise ValueError("%s: tensor %r offsets [%d, %d) do not match shape %s %s "
+                             "in %d data bytes" % (path, name, begin, end, shape, dtype,
+                                                   data_bytes))
+    return header, meta, data_start
+
+
+def load_file(path):
+    """Maps one .safetensors file; returns {name: Tensor} (read-only views)."""
+    header, _, data_start = read_header(path)
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    out = {}
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        np_dtype = DTYPES[info["dtype"]][0]
+        raw = mm[data_start + begin:data_start + end].view(np_dtype).reshape(info["shape"])
+        out[name] = Tensor(info["dtype"], info["shape"], raw)
+    return out
+
+
+def load_dir(model_dir):
+    """Loads every tensor of a Hugging Face checkpoint directory.
+
+    Uses model.safetensors.index.json when present (and checks that each
+    tensor lies in the shard the index names), else model.safetensors.
+    """
+    index_path = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index_path):
+        with open(index_path) as f:
+            index = json.load(f)
+        weight_map = index.get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ValueError("%s: no weight_map" % index_path)
+        out = {}
+        for shard in sorted(set(weight_map.values())):
+            for name, t in load_file(os.path.join(model_dir, shard)).items():
+                if weight_map.get(name) != shard:
+                    raise ValueError("%s: tensor %r is in %s but the index says %s"
+                                     % (model_dir, name, shard, weight_map.get(name)))
+                out[name] = t
+        missing = sorted(set(weight_map) - set(out))
+        if missing:
+            raise ValueError("%s: index names tensors missing from the shards: %s"
+                             % (model_dir, ", ".join(missing[:5])))
+        return out
+    single = os.path.join(model_dir, "model.safetensors")
+    if not os.path.exists(single):
+        raise ValueError("%s: neither model.safetensors nor an index" % model_dir)
+    return load_file(single)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def write_file(path, tensors, metadata=None):
+    """Writes {name: (dtype name, numpy array of that dtype's storage)}.
+
+    Tensors are laid out as the reference writer does: by decreasing
+    itemsize, then by name, so every tensor is aligned to its itemsize.
+    Writes to path + ".tmp" and renames, so a reader never sees half a file.
+    """
+    order = sorted(tensors, key=lambda n: (-DTYPES[tensors[n][0]][1], n))
+    header = {"__metadata__": dict(metadata or {"format": "pt"})}
+    offset = 0
+    blobs = []
+    for name in order:
+        dtype, arr = tensors[name]
+        np_dtype = DTYPES[dtype][0]
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype != np_dtype:
+            raise ValueError("tensor %r: storage %s does not match dtype %s"
+                             % (name, arr.dtype, dtype))
+        blob = arr.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+    os.replace(tmp, path)
+    return offset
+
+
+# ---------------------------------------------------------------- bf16
+
+
+def bf16_to_f32(raw):
+    """Raw uint16 bf16 bits -> float32 (exact)."""
+    return (np.asarray(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(x):
+    """float32 -> raw uint16 bf16 bits, round to nearest even (NaN stays NaN)."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = (u + (np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1)))) >> 16
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    out = rounded.astype(np.uint16)
+    out[nan] = ((u[nan] >> 16) | np.uint32(0x40)).astype(np.uint16)
+    return out
+
+
+# ---------------------------------------------------------------- e4m3fn
+
+E4M3_MAX = 448.0
+
+
+def _e4m3_table():
+    codes = np.arange(256)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exp = (codes >> 3) & 0xF
+    man = codes & 0x7
+    val = np.where(exp == 0, man / 8.0 * 2.0 ** -6, (1.0 + man / 8.0) * 2.0 ** (exp - 7.0))
+    val = sign * val
+    val[(exp == 0xF) & (man == 0x7)] = np.nan
+    return val
+
+
+E4M3_VALUES = _e4m3_table()          # float64 value of every code, NaN at 0x7F, 0xFF
+_E4M3_POS = E4M3_VALUES[:0x7F]       # codes 0..126 ascending: 0 .. 448
+
+
+def e4m3_to_f32(raw):
+    """Raw uint8 e4m3fn codes -> float32 (exact)."""
+    return E4M3_VALUES.astype(np.float32)[np.asarray(raw, dtype=np.uint8)]
+
+
+def f32_to_e4m3(x):
+    """float -> raw uint8 e4m3fn codes: round to nearest, ties to even code,
+    magnitudes above 448 saturate to 448 (as DeepSeek's quantizer clamps),
+    NaN -> 0x7F.  The sign of zero is kept."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.minimum(np.abs(x), E4M3_MAX)
+    hi = np.searchsorted(_E4M3_POS, a, side="left")      # first value >= a
+    hi = np.minimum(hi, len(_E4M3_POS) - 1)
+    lo = np.maximum(hi - 1, 0)
+    d_hi = _E4M3_POS[hi] - a
+    d_lo = a - _E4M3_POS[lo]
+    take_lo = (d_lo < d_hi) | ((d_lo == d_hi) & (lo % 2 == 0) & (lo != hi))
+    code = np.where(take_lo, lo, hi).astype(np.uint8)
+    code |= np.where(np.signbit(x), 0x80, 0).astype(np.uint8)
+    code[np.isnan(x)] = 0x7F
+    return code
+
+
+def fp8_block_quantize(w, block=(128, 128)):
+    """Quantizes the last two dims of w (float) in blocks, DeepSeek style.
+
+    Returns (codes uint8 same shape, scale_inv float32 of shape
+    [..., ceil(rows/br), ceil(cols/bc)]) with w ~= e4m3(codes) * scale_inv,
+    scale_inv = amax(|block|) / 448 so each block uses the full e4m3 range.
+    """
+    w = np.asarray(w, dtype=np.float32)
+    rows, cols = w.shape[-2:]
+    br, bc = block
+    nr, nc = -(-rows // br), -(-cols // bc)
+    lead = w.shape[:-2]
+    codes = np.empty(w.shape, dtype=np.uint8)
+    scale = np.empty(lead + (nr, nc), dtype=np.float32)
+    for i in range(nr):
+        for j in range(nc):
+            blk = w[..., i * br:(i + 1) * br, j * bc:(j + 1) * bc]
+            amax = np.abs(blk).max(axis=(-2, -1)).astype(np.float32)
+            s = np.where(amax > 0, amax / np.float32(E4M3_MAX), np.float32(1.0)).astype(np.float32)
+            scale[..., i, j] = s
+            codes[..., i * br:(i + 1) * br, j * bc:(j + 1) * bc] = \
+                f32_to_e4m3(blk / s[..., None, None])
+    return codes, scale
+
+
+def fp8_block_dequantize(codes, scale_inv, block=(128, 128)):
+    """Inverse of fp8_block_quantize: float32 e4m3(codes) * scale_inv per block
+    (the product rounded to float32, as DeepSeek's weight_dequant does)."""
+    v = e4m3_to_f32(codes)
+    br, bc = block
+    s = np.repeat(np.repeat(np.asarray(scale_inv, dtype=np.float32), br, axis=-2), bc, axis=-1)
+    s = s[..., :v.shape[-2], :v.shape[-1]]
+    if s.shape != v.shape:
+        raise ValueError("scale_inv shape %s does not cover weight shape %s with blocks %s"
+                         % (list(np.shape(scale_inv)), list(v.shape), list(block)))
+    return (v * s).astype(np.float32)
+
+
+def to_f32(t):
+    """Tensor of a float dtype -> float32 array (fp8 without its scale)."""
+    if t.dtype == "BF16":
+        return bf16_to_f32(t.raw)
+    if t.dtype == "F8_E4M3":
+        return e4m3_to_f32(t.raw)
+    if t.dtype in ("F32", "F16", "F64"):
+        return np.asarray(t.raw, dtype=np.float32)
+    raise ValueError("tensor of dtype %s is not a float tensor" % t.dtype)
+
+
+# ---------------------------------------------------------------- self-test
+
+
+def _self_test():
+    # e4m3: every finite code decodes and re-encodes to itself (both zeros too).
+    codes = np.arange(256, dtype=np.uint8)
+    finite = ~np.isnan(E4M3_VALUES)
+    back = f32_to_e4m3(E4M3_VALUES[finite])
+    assert np.array_equal(back, codes[finite]), "e4m3 round trip"
+    assert E4M3_VALUES[0x7E] == 448.0 and E4M3_VALUES[0x01] == 2.0 ** -9
+    assert E4M3_VALUES[0x08] == 2.0 ** -6 and E4M3_VALUES[0x38] == 1.0
+    # Midpoints go to the even code, one ulp either side to the nearer one.
+    pos = _E4M3_POS
+    mid = (pos[:-1] + pos[1:]) / 2
+    lo_code = np.arange(len(mid))
+    want_tie = np.where(lo_code % 2 == 0, lo_code, lo_code + 1)
+    assert np.array_equal(f32_to_e4m3(mid), want_tie), "e4m3 ties to even"
+    assert np.array_equal(f32_to_e4m3(np.nextafter(mid, 0)), lo_code), "below midpoint"
+    assert np.array_equal(f32_to_e4m3(np.nextafter(mid, 1e9)), lo_code + 1), "above midpoint"
+    assert np.array_equal(f32_to_e4m3(-mid), want_tie | 0x80), "negative ties"
+    assert f32_to_e4m3(np.array([464.0, 1e30, -500.0])).tolist() == [0x7E, 0x7E, 0xFE]
+    assert f32_to_e4m3(np.array([np.nan]))[0] == 0x7F
+    # Brute force on random float32 values over the whole range, including
+    # subnormals: nearest finite value, ties to the even code.
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(200000) * np.exp2(rng.uniform(-12, 10, 200000))).astype(np.float32)
+    x = np.concatenate([x, E4M3_VALUES[finite].astype(np.float32)])
+    a = np.minimum(np.abs(x.astype(np.float64)), 448.0)
+    dist = np.abs(a[:, None] - pos[None, :])
+    best = dist.min(axis=1, keepdims=True)
+    cand = dist == best
+    first = cand.argmax(axis=1)
+    two = cand.sum(axis=1) == 2
+    brute = np.where(two & (first % 2 == 1), first + 1, first).astype(np.uint8)
+    brute |= np.where(np.signbit(x), 0x80, 0).astype(np.uint8)
+    assert np.array_equal(f32_to_e4m3(x), brute), "e4m3 brute force"
+    # bf16: exhaustive round trip of all non-NaN bf16 values, RNE on halves.
+    allbits = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    f = bf16_to_f32(allbits)
+    ok = ~np.isnan(f)
+    assert np.array_equal(f32_to_bf16(f[ok]), allbits[ok]), "bf16 round trip"
+    base = bf16_to_f32(np.arange(0x3F80, 0x3F90, dtype=np.uint16))
+    half = (base.view(np.uint32) + np.uint32(0x8000)).view(np.float32)
+    got = f32_to_bf16(half)
+    want = np.arange(0x3F80, 0x3F90) + (np.arange(0x3F80, 0x3F90) & 1)
+    assert np.array_equal(got, want.astype(np.uint16)), "bf16 ties to even"
+    # Block quantization: error bounded by half an e4m3 ulp of each block.
+    w = (rng.standard_normal((3, 200, 130)) * 0.05).astype(np.float32)
+    q, s = fp8_block_quantize(w)
+    assert s.shape == (3, 2, 2)
+    d = fp8_block_dequantize(q, s)
+    rel = np.abs(d - w) / np.maximum(np.abs(w), 2.0 ** -6 * s.max())
+    assert rel.max() <= 2.0 ** -4 + 1e-6, rel.max()
+    # File round trip.
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        p = os.path.join(tmp, "t.safetensors")
+        write_file(p, {"a": ("BF16", f32_to_bf16(w[0])), "b": ("F32", s), "c": ("F8_E4M3", q)})
+        t = load_file(p)
+        assert np.array_equal(to_f32(t["a"]), bf16_to_f32(f32_to_bf16(w[0])))
+        assert np.array_equal(np.asarray(t["b"].raw), s) and np.array_equal(t["c"].raw, q)
+        with open(p, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+        assert (8 + n) % 8 == 0
+    print("safetensors_np self-test: ok")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--self-test"]:
+        _self_test()
+    else:
+        sys.stderr.write("usage: safetensors_np.py --self-test\n")
+        sys.exit(2)
