@@ -8,6 +8,9 @@
 
 int cmd_convert(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 
 /* Prints "colibri: <message>" for the pending error (or `what` if none) to
  * stderr and returns the exit status 1. */

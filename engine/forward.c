@@ -209,28 +209,15 @@ static void route(struct forward *f, int n)
 	}
 }
 
-static int moe_block(struct forward *f, int layer, int n)
+/* Consumes the store's deliveries of the current request, in delivery
+ * order: each expert runs over the tokens that chose it. */
+static int moe_experts_run(struct forward *f, int layer, int n)
 {
 	const struct model_config *c = &f->m->cfg;
 	const struct layer_weights *lw = &f->m->layers[layer];
 	struct expert_store *store = f->m->store;
 	int64_t H = c->hidden;
-	int E = c->n_experts, K = c->top_k;
-	matmul(f->pool, f->router_logits, &lw->router, f->xn, n);
-	route(f, n);
-
-	/* Union: each expert any token of the chunk needs, once, ascending. */
-	memset(f->wanted, 0, (size_t)E * sizeof(int32_t));
-	for (int i = 0; i < n * K; i++)
-		f->wanted[f->sel[i]] = 1;
-	int n_wanted = 0;
-	for (int e = 0; e < E; e++)
-		if (f->wanted[e])
-			f->wanted[n_wanted++] = e;
-	int rc = expert_store_request(store, layer, f->wanted, n_wanted);
-	if (rc)
-		return rc;
-
+	int K = c->top_k, rc;
 	int32_t e;
 	const void *rec;
 	while ((rc = expert_store_next(store, &e, &rec)) > 0) {
@@ -253,7 +240,39 @@ static int moe_block(struct forward *f, int layer, int n)
 			memcpy(f->expert_out + ((size_t)f->e_tok[j] * K + f->e_slot[j]) * H,
 			       f->e_down + j * H, H * sizeof(float));
 	}
-	if (rc < 0)
+	return rc < 0 ? rc : 0;
+}
+
+static int moe_block(struct forward *f, int layer, int n)
+{
+	const struct model_config *c = &f->m->cfg;
+	const struct layer_weights *lw = &f->m->layers[layer];
+	struct expert_store *store = f->m->store;
+	int64_t H = c->hidden;
+	int E = c->n_experts, K = c->top_k;
+	matmul(f->pool, f->router_logits, &lw->router, f->xn, n);
+	route(f, n);
+
+	/* Union: each expert any token of the chunk needs, once, ascending. */
+	memset(f->wanted, 0, (size_t)E * sizeof(int32_t));
+	for (int i = 0; i < n * K; i++)
+		f->wanted[f->sel[i]] = 1;
+	int n_wanted = 0;
+	for (int e = 0; e < E; e++)
+		if (f->wanted[e])
+			f->wanted[n_wanted++] = e;
+	/* Rounds of at most the store's capacity; each expert's output lands
+	 * in its (token, slot) cell, so the rounds do not change the sum. */
+	int cap = expert_store_capacity(store), rc = 0;
+	if (cap < 1)
+		return error_set(EINVAL, "layer %d: the expert store has no frames", layer);
+	for (int first = 0; first < n_wanted && !rc; first += cap) {
+		int cnt = n_wanted - first < cap ? n_wanted - first : cap;
+		rc = expert_store_request(store, layer, f->wanted + first, cnt);
+		if (!rc)
+			rc = moe_experts_run(f, layer, n);
+	}
+	if (rc)
 		return rc;
 	/* Fixed-order sum: slot 0..K-1, independent of delivery order. */
 	for (int t = 0; t < n; t++) {

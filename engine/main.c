@@ -17,7 +17,10 @@ struct command {
 
 static const struct command commands[] = {
 	{ "convert", cmd_convert, "turn a Hugging Face checkpoint into a colibri container" },
+	{ "run", cmd_run, "generate text, streamed to stdout" },
 	{ "logits", cmd_logits, "teacher-forced logits of a token sequence, as float32" },
+	{ "tokenize", cmd_tokenize, "print the token ids of a text" },
+	{ "detokenize", cmd_detokenize, "print the text of token ids" },
 };
 
 static void usage(FILE *f)

@@ -207,8 +207,9 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 		rc = load_layer(m, i);
 	if (rc)
 		return rc;
-	/* One step pins the union of its tokens' experts: at most n_experts. */
-	m->max_experts_per_step = c->n_experts;
+	/* A step needs one token's top-k pinned at once; larger unions (prefill
+	 * chunks) are requested in rounds that fit the frames. */
+	m->max_experts_per_step = c->top_k;
 	return open_store(m, opt);
 }
 

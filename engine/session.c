@@ -174,7 +174,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	uint64_t resident = man.resident_bytes;
 	manifest_free(&man);
 	struct model_options mo = { .io_depth = o->io_depth, .buffered = o->buffered };
-	rc = expert_cache_bytes(o, resident, kv, rec * (uint64_t)cfg.n_experts, &mo.expert_cache_bytes);
+	rc = expert_cache_bytes(o, resident, kv, rec * (uint64_t)cfg.top_k, &mo.expert_cache_bytes);
 	if (rc)
 		return rc;
 	if ((rc = model_load(&s->model, o->model_dir, &mo)))

@@ -1,0 +1,46 @@
+/*
+ * generate — the generation loop: prefill the prompt in chunks, then decode
+ * one token at a time, streaming text as soon as it forms complete UTF-8,
+ * stopping at the model's EOS tokens or after n tokens. Times prefill and
+ * decode separately for --stats.
+ */
+#ifndef COLIBRI_ENGINE_GENERATE_H
+#define COLIBRI_ENGINE_GENERATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/session.h"
+
+struct tokenizer;
+
+struct generate_options {
+	int n_predict;       /* tokens to generate at most */
+	float temp;          /* 0 = greedy */
+	int32_t top_k;
+	float top_p;
+	uint64_t seed;
+	bool print_ids;      /* print ids instead of text (no tokenizer) */
+};
+
+struct generate_stats {
+	int n_prompt, n_generated;
+	double prefill_s, decode_s;
+	double first_token_s;   /* from start to the first generated token */
+	bool stopped_at_eos;
+};
+
+/* Reads temperature/top_k/top_p/do_sample from DIR/generation_config.json
+ * when present: greedy when the model does not ask for sampling. */
+void generate_options_default(struct generate_options *o, const char *model_dir);
+
+/* Runs the loop; text goes to out as it is produced. tok may be NULL (ids
+ * are printed then). */
+int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *prompt,
+		 int n_prompt, const struct generate_options *o, FILE *out, struct generate_stats *st);
+
+/* Prints the --stats block (speeds, then the storage statistics). */
+void generate_stats_print(const struct generate_stats *st, struct session *s, FILE *f);
+
+#endif

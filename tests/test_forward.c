@@ -1,0 +1,224 @@
+/*
+ * test_forward — the forward pass against the independent numpy reference
+ * (tools/reference.py, written from the transformers model definitions):
+ *  - f32 and bf16 containers of olmoe, qwen3_moe (with a dense layer, fused
+ *    experts, fp8 weights) and mixtral: top-1 equal at every position and
+ *    max |logit - reference| <= 2e-3, teacher-forced;
+ *  - int8 and int4 containers: top-1 agreement and KL divergence against the
+ *    f32 container, reported and bounded;
+ *  - "slow but correct": logits bit-identical at the minimum RAM budget and
+ *    unlimited, IO depth 1 and 64, with and without O_DIRECT, 1 and 2
+ *    threads, prefill chunks of 1 and 64 tokens.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "tests/test_util.h"
+
+static char scratch[4096];
+
+static void setup(void)
+{
+	tu_mkdtemp(scratch, sizeof scratch);
+}
+
+static void teardown(void)
+{
+	tu_rmrf(scratch);
+}
+
+/* Converts fixture `name` at `quant` into scratch/name-quant. */
+static void convert(const char *name, const char *quant, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s-%s", scratch, name, quant);
+	int rc = tu_sh("'%s' convert --quiet --quant %s '%s/hf/%s' '%s'", tu_colibri(), quant,
+		       tu_fixtures(), name, out);
+	cr_assert_eq(rc, 0, "convert %s --quant %s failed", name, quant);
+}
+
+static char *read_tokens(const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/ref/%s.tokens", tu_fixtures(), name);
+	char *t = tu_read(path, NULL);
+	cr_assert_not_null(t, "missing %s (run tools/make_fixtures.sh)", path);
+	t[strcspn(t, "\r\n")] = 0;
+	return t;
+}
+
+/* Runs `colibri logits` with extra options; returns the logits. */
+static float *logits(const char *model, const char *tokens, const char *extra, size_t *n_floats)
+{
+	char out[4200];
+	static int seq;
+	snprintf(out, sizeof out, "%s/logits-%d.f32", scratch, seq++);
+	int rc = tu_sh("'%s' logits --model '%s' --tokens %s --out '%s' %s", tu_colibri(), model,
+		       tokens, out, extra);
+	cr_assert_eq(rc, 0, "logits %s %s failed", model, extra);
+	size_t len;
+	float *l = (float *)tu_read(out, &len);
+	cr_assert_not_null(l);
+	*n_floats = len / sizeof(float);
+	return l;
+}
+
+static float *reference(const char *name, size_t *n_floats)
+{
+	char path[4096];
+	size_t len;
+	snprintf(path, sizeof path, "%s/ref/%s.f32", tu_fixtures(), name);
+	float *r = (float *)tu_read(path, &len);
+	cr_assert_not_null(r, "missing %s", path);
+	*n_floats = len / sizeof(float);
+	return r;
+}
+
+static int argmax(const float *x, int n)
+{
+	int b = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[b])
+			b = i;
+	return b;
+}
+
+static int n_tokens(const char *tokens)
+{
+	int n = 1;
+	for (const char *p = tokens; *p; p++)
+		n += *p == ',';
+	return n;
+}
+
+static void check_exact(const char *name, const char *quant)
+{
+	char model[4200];
+	convert(name, quant, model, sizeof model);
+	char *tokens = read_tokens(name);
+	size_t nl, nr;
+	float *l = logits(model, tokens, "", &nl);
+	float *r = reference(name, &nr);
+	cr_assert_eq(nl, nr, "%s/%s: %zu logits, reference has %zu", name, quant, nl, nr);
+	int T = n_tokens(tokens), V = (int)(nl / (size_t)T);
+	double maxdiff = 0;
+	for (int t = 0; t < T; t++) {
+		cr_expect_eq(argmax(l + (size_t)t * V, V), argmax(r + (size_t)t * V, V),
+			     "%s/%s: top-1 differs at position %d", name, quant, t);
+		for (int v = 0; v < V; v++)
+			maxdiff = fmax(maxdiff, fabs((double)l[(size_t)t * V + v] - r[(size_t)t * V + v]));
+	}
+	cr_log_info("%s --quant %s: max |logit diff| %.3g over %d positions", name, quant, maxdiff, T);
+	cr_expect_leq(maxdiff, 2e-3, "%s/%s: max |logit diff| %.3g > 2e-3", name, quant, maxdiff);
+	free(l);
+	free(r);
+	free(tokens);
+}
+
+TestSuite(forward, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(forward, olmoe_exact) { check_exact("olmoe", "f32"); check_exact("olmoe", "bf16"); }
+Test(forward, qwen3_moe_exact) { check_exact("qwen3_moe", "f32"); check_exact("qwen3_moe", "bf16"); }
+Test(forward, mixtral_exact) { check_exact("mixtral", "f32"); check_exact("mixtral", "bf16"); }
+Test(forward, qwen3_moe_fused_exact) { check_exact("qwen3_moe_fused", "bf16"); }
+Test(forward, qwen3_moe_fp8_exact) { check_exact("qwen3_moe_fp8", "f32"); }
+
+/* Mean KL(f32 || quantized) and top-1 agreement over all positions. */
+static void check_lossy(const char *name, const char *quant, double kl_max, double top1_min)
+{
+	char m32[4200], mq[4200];
+	convert(name, "f32", m32, sizeof m32);
+	convert(name, quant, mq, sizeof mq);
+	char *tokens = read_tokens(name);
+	size_t na, nb;
+	float *a = logits(m32, tokens, "", &na);
+	float *b = logits(mq, tokens, "", &nb);
+	cr_assert_eq(na, nb);
+	int T = n_tokens(tokens), V = (int)(na / (size_t)T);
+	double kl_sum = 0, agree = 0;
+	for (int t = 0; t < T; t++) {
+		const float *x = a + (size_t)t * V, *y = b + (size_t)t * V;
+		double mx = -INFINITY, my = -INFINITY, sx = 0, sy = 0, kl = 0;
+		for (int v = 0; v < V; v++) {
+			mx = fmax(mx, x[v]);
+			my = fmax(my, y[v]);
+		}
+		for (int v = 0; v < V; v++) {
+			sx += exp(x[v] - mx);
+			sy += exp(y[v] - my);
+		}
+		for (int v = 0; v < V; v++) {
+			double lp = x[v] - mx - log(sx), lq = y[v] - my - log(sy);
+			kl += exp(lp) * (lp - lq);
+		}
+		kl_sum += kl;
+		agree += argmax(x, V) == argmax(y, V);
+	}
+	double kl = kl_sum / T, top1 = agree / T;
+	cr_log_info("%s --quant %s vs f32: top-1 agreement %.3f, mean KL %.5f", name, quant, top1, kl);
+	cr_expect_leq(kl, kl_max, "%s/%s: mean KL %.5f > %.5f", name, quant, kl, kl_max);
+	cr_expect_geq(top1, top1_min, "%s/%s: top-1 agreement %.3f < %.3f", name, quant, top1, top1_min);
+	free(a);
+	free(b);
+	free(tokens);
+}
+
+Test(forward, int8_close_to_f32)
+{
+	check_lossy("olmoe", "int8", 0.005, 0.75);
+	check_lossy("qwen3_moe", "int8", 0.005, 0.75);
+	check_lossy("mixtral", "int8", 0.005, 0.75);
+}
+
+Test(forward, int4_close_to_f32)
+{
+	check_lossy("olmoe", "int4", 0.05, 0.5);
+	check_lossy("qwen3_moe", "int4", 0.05, 0.5);
+	check_lossy("mixtral", "int4", 0.05, 0.5);
+}
+
+/* Every setting that may change speed must leave the bits alone. */
+static void check_identical(const char *name, const char *quant)
+{
+	static const char *const variants[] = {
+		"--ram min",
+		"--ram min --io-depth 1",
+		"--io-depth 64",
+		"--no-direct",
+		"--threads 1",
+		"--threads 2 --batch 1",
+		"--ram min --batch 3 --threads 2 --no-direct",
+	};
+	char model[4200];
+	convert(name, quant, model, sizeof model);
+	char *tokens = read_tokens(name);
+	size_t n0;
+	float *base = logits(model, tokens, "", &n0);
+	for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+		size_t n;
+		float *l = logits(model, tokens, variants[i], &n);
+		cr_assert_eq(n, n0);
+		cr_expect_eq(memcmp(base, l, n * sizeof(float)), 0,
+			     "%s/%s: logits with %s differ from the default run", name, quant, variants[i]);
+		free(l);
+	}
+	free(base);
+	free(tokens);
+}
+
+Test(forward, bit_identical_int4) { check_identical("qwen3_moe", "int4"); }
+Test(forward, bit_identical_bf16) { check_identical("mixtral", "bf16"); }
+
+Test(forward, bad_input)
+{
+	char model[4200];
+	convert("olmoe", "bf16", model, sizeof model);
+	cr_expect_neq(tu_sh("'%s' logits --model '%s' --tokens 1,99999999 --out %s/x.f32 2>/dev/null",
+			    tu_colibri(), model, scratch), 0, "out-of-vocabulary token accepted");
+	cr_expect_neq(tu_sh("test -e %s/x.f32", scratch), 0, "partial output left behind");
+	cr_expect_neq(tu_sh("'%s' logits --model '%s' --tokens 1,a,2 --out %s/x.f32 2>/dev/null",
+			    tu_colibri(), model, scratch), 0, "malformed --tokens accepted");
+	cr_expect_neq(tu_sh("'%s' logits --model %s/nope --tokens 1 --out %s/x.f32 2>/dev/null",
+			    tu_colibri(), scratch, scratch), 0, "missing model accepted");
+	cr_expect_neq(tu_sh("'%s' logits --model '%s' --tokens 1 --ram 1M --out %s/x.f32 2>/dev/null",
+			    tu_colibri(), model, scratch), 0, "budget below the minimum accepted");
+}
