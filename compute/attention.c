@@ -1,0 +1,22 @@
+/*
+ * attention — one query head against a KV cache, causal by construction
+ * (the caller passes only the positions it may see).
+ *
+ * Scores go through dot_f32 and the weighted sum through axpy_f32 in
+ * position order, so the result is fixed for a given SIMD level and does
+ * not depend on how heads are spread over threads.
+ */
+#include "compute/kernels.h"
+
+void attention_head(float *out, const float *q, const float *k, int64_t k_stride,
+		    const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
+		    int64_t v_dim, float scale, float *scratch)
+{
+	for (int64_t t = 0; t < n_ctx; t++)
+		scratch[t] = scale * dot_f32(q, k + t * k_stride, k_dim);
+	softmax(scratch, n_ctx);
+	for (int64_t i = 0; i < v_dim; i++)
+		out[i] = 0.0f;
+	for (int64_t t = 0; t < n_ctx; t++)
+		axpy_f32(out, scratch[t], v + t * v_stride, v_dim);
+}

@@ -1,0 +1,274 @@
+/*
+ * quant — the weight storage formats of quant.h: names, shape rules, sizes,
+ * the quantizer used by the converter, and scalar conversions of the
+ * half-width float formats found in Hugging Face checkpoints.
+ *
+ * Invariants: quant_matrix_quantize writes exactly quant_matrix_bytes bytes
+ * for a shape that passes quant_check_shape, and is deterministic (the same
+ * f32 input always yields the same bytes), so containers are reproducible.
+ */
+#include "compute/quant.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+static const char *const quant_names[] = {
+	[QUANT_F32] = "f32",
+	[QUANT_BF16] = "bf16",
+	[QUANT_INT8] = "int8",
+	[QUANT_INT4] = "int4",
+};
+
+const char *quant_type_name(enum quant_type type)
+{
+	if ((unsigned)type >= sizeof quant_names / sizeof quant_names[0])
+		return "unknown";
+	return quant_names[type];
+}
+
+int quant_type_parse(const char *name, enum quant_type *out)
+{
+	if (!name)
+		return -EINVAL;
+	for (unsigned i = 0; i < sizeof quant_names / sizeof quant_names[0]; i++) {
+		if (strcmp(name, quant_names[i]) == 0) {
+			*out = (enum quant_type)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int quant_is_grouped(enum quant_type type)
+{
+	return type == QUANT_INT8 || type == QUANT_INT4;
+}
+
+/* The group size is ignored for F32/BF16 so that a caller may pass its
+ * default group for every type. Sizes are capped at 2^40 elements so that
+ * byte counts can never overflow 64 bits. */
+int quant_check_shape(enum quant_type type, int64_t rows, int64_t cols, int32_t group)
+{
+	if (type != QUANT_F32 && type != QUANT_BF16 && !quant_is_grouped(type))
+		return -EINVAL;
+	if (rows <= 0 || cols <= 0)
+		return -EINVAL;
+	if (rows > ((int64_t)1 << 40) / cols)
+		return -EINVAL;
+	if (!quant_is_grouped(type))
+		return 0;
+	if (group <= 0 || group % 32 != 0 || cols % group != 0)
+		return -EINVAL;
+	return 0;
+}
+
+uint64_t quant_data_bytes(enum quant_type type, int64_t rows, int64_t cols)
+{
+	uint64_t n = (uint64_t)rows * (uint64_t)cols;
+	switch (type) {
+	case QUANT_F32:
+		return n * 4;
+	case QUANT_BF16:
+		return n * 2;
+	case QUANT_INT8:
+		return n;
+	case QUANT_INT4:
+		return n / 2;
+	}
+	return 0;
+}
+
+uint64_t quant_matrix_bytes(enum quant_type type, int64_t rows, int64_t cols, int32_t group)
+{
+	uint64_t bytes = quant_data_bytes(type, rows, cols);
+	if (quant_is_grouped(type) && group > 0)
+		bytes += (uint64_t)rows * (uint64_t)(cols / group) * sizeof(float);
+	return bytes;
+}
+
+/* roundf(v) clamped to [-lim, lim]; NaN (only from NaN weights) maps to 0 so
+ * the float-to-int conversion is always defined. */
+static int quant_round_clamp(float v, int lim)
+{
+	float r = roundf(v);
+	if (!(r == r))
+		return 0;
+	if (r > (float)lim)
+		return lim;
+	if (r < (float)-lim)
+		return -lim;
+	return (int)r;
+}
+
+/* Scale of one group: max|w| / qmax, 0 for an all-zero group. */
+static float quant_group_scale(const float *w, int32_t group, int qmax)
+{
+	float amax = 0.0f;
+	for (int32_t i = 0; i < group; i++) {
+		float a = fabsf(w[i]);
+		if (a > amax)
+			amax = a;
+	}
+	return amax / (float)qmax;
+}
+
+static void quant_row_quantize_int8(int8_t *q, float *scales, const float *w,
+				    int64_t cols, int32_t group)
+{
+	for (int64_t g = 0; g < cols / group; g++) {
+		const float *wg = w + g * group;
+		float s = quant_group_scale(wg, group, 127);
+		scales[g] = s;
+		for (int32_t i = 0; i < group; i++)
+			q[g * group + i] = (int8_t)(s > 0.0f ? quant_round_clamp(wg[i] / s, 127) : 0);
+	}
+}
+
+static void quant_row_quantize_int4(uint8_t *q, float *scales, const float *w,
+				    int64_t cols, int32_t group)
+{
+	for (int64_t g = 0; g < cols / group; g++) {
+		const float *wg = w + g * group;
+		float s = quant_group_scale(wg, group, 7);
+		scales[g] = s;
+		for (int32_t run = 0; run < group; run += 32) {
+			uint8_t *b = q + (g * group + run) / 2;
+			for (int i = 0; i < 16; i++) {
+				int lo = s > 0.0f ? quant_round_clamp(wg[run + i] / s, 7) : 0;
+				int hi = s > 0.0f ? quant_round_clamp(wg[run + 16 + i] / s, 7) : 0;
+				b[i] = (uint8_t)((lo + 8) | ((hi + 8) << 4));
+			}
+		}
+	}
+}
+
+void quant_matrix_quantize(void *dst, const float *src, enum quant_type type,
+			   int64_t rows, int64_t cols, int32_t group)
+{
+	uint8_t *out = dst;
+	float *scales = NULL;
+	if (quant_is_grouped(type))
+		scales = (float *)(out + quant_data_bytes(type, rows, cols));
+	for (int64_t r = 0; r < rows; r++) {
+		const float *w = src + r * cols;
+		switch (type) {
+		case QUANT_F32:
+			memcpy(out + r * cols * 4, w, (size_t)cols * 4);
+			break;
+		case QUANT_BF16: {
+			uint16_t *h = (uint16_t *)(out + r * cols * 2);
+			for (int64_t c = 0; c < cols; c++)
+				h[c] = f32_to_bf16(w[c]);
+			break;
+		}
+		case QUANT_INT8:
+			quant_row_quantize_int8((int8_t *)(out + r * cols), scales + r * (cols / group),
+						w, cols, group);
+			break;
+		case QUANT_INT4:
+			quant_row_quantize_int4(out + r * cols / 2, scales + r * (cols / group),
+						w, cols, group);
+			break;
+		}
+	}
+}
+
+void quant_matrix_view(struct qmatrix *m, const void *base, enum quant_type type,
+		       int64_t rows, int64_t cols, int32_t group)
+{
+	m->type = type;
+	m->rows = rows;
+	m->cols = cols;
+	m->data = base;
+	if (quant_is_grouped(type)) {
+		m->group = group;
+		m->scales = (const float *)((const uint8_t *)base + quant_data_bytes(type, rows, cols));
+	} else {
+		m->group = 0;
+		m->scales = NULL;
+	}
+}
+
+void quant_row_dequantize(float *dst, const struct qmatrix *m, int64_t row)
+{
+	int64_t cols = m->cols;
+	switch (m->type) {
+	case QUANT_F32:
+		memcpy(dst, (const float *)m->data + row * cols, (size_t)cols * sizeof(float));
+		return;
+	case QUANT_BF16: {
+		const uint16_t *h = (const uint16_t *)m->data + row * cols;
+		for (int64_t c = 0; c < cols; c++)
+			dst[c] = bf16_to_f32(h[c]);
+		return;
+	}
+	case QUANT_INT8: {
+		const int8_t *q = (const int8_t *)m->data + row * cols;
+		const float *s = m->scales + row * (cols / m->group);
+		for (int64_t c = 0; c < cols; c++)
+			dst[c] = (float)q[c] * s[c / m->group];
+		return;
+	}
+	case QUANT_INT4: {
+		const uint8_t *q = (const uint8_t *)m->data + row * cols / 2;
+		const float *s = m->scales + row * (cols / m->group);
+		for (int64_t c = 0; c < cols; c++) {
+			uint8_t b = q[(c / 32) * 16 + (c % 16)];
+			int n = (c % 32) < 16 ? (b & 0xf) : (b >> 4);
+			dst[c] = (float)(n - 8) * s[c / m->group];
+		}
+		return;
+	}
+	}
+}
+
+uint16_t f32_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	/* A NaN whose payload sits only in the low half would truncate to
+	 * infinity; setting the quiet bit keeps it a NaN. */
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x0040u);
+	/* Round to nearest even: adding 0x7fff plus the lowest kept bit carries
+	 * into the kept half exactly when the dropped half is above the tie,
+	 * or at the tie with an odd kept half. Overflow rounds to infinity. */
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+float f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+	uint32_t exp = (h >> 10) & 0x1fu;
+	uint32_t man = h & 0x3ffu;
+	uint32_t u;
+	if (exp == 0x1f) {
+		u = sign | 0x7f800000u | (man << 13);
+	} else if (exp != 0) {
+		u = sign | ((exp + 112u) << 23) | (man << 13);
+	} else {
+		/* Zero or subnormal: man * 2^-24 is exact in f32. */
+		float v = (float)man * 0x1p-24f;
+		memcpy(&u, &v, sizeof u);
+		u |= sign;
+	}
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+float fp8_e4m3_to_f32(uint8_t v)
+{
+	uint32_t exp = (v >> 3) & 0xfu;
+	uint32_t man = v & 0x7u;
+	float mag;
+	if (exp == 0xf && man == 0x7)
+		return (v & 0x80) ? -NAN : NAN;
+	if (exp == 0)
+		mag = (float)man * 0x1p-9f;
+	else
+		mag = ldexpf(1.0f + (float)man / 8.0f, (int)exp - 7);
+	return (v & 0x80) ? -mag : mag;
+}

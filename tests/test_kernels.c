@@ -1,0 +1,423 @@
+/*
+ * test_kernels — compute/kernels.h and the per-level tables of
+ * kernels_internal.h:
+ *  - the scalar matvec of every weight type against a naive
+ *    dequantize-then-dot in double precision written here;
+ *  - every SIMD level the CPU has (skipped with a reason otherwise) against
+ *    scalar, on ragged shapes: row counts off the vector width, odd group
+ *    counts, f32/bf16 column tails, 1..7 tokens; tolerance relative to
+ *    sum |w||x|;
+ *  - matmul row t bit-identical to matvec on token t, per level;
+ *  - public matvec/matmul bit-identical with no pool and pools of 1, 2, 3;
+ *  - dot/axpy, rmsnorm, softmax, swiglu, rope (NEOX and GPT-J), topk and
+ *    attention_head against straightforward double-precision references.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "compute/cpu.h"
+#include "compute/kernels.h"
+#include "compute/kernels_internal.h"
+#include "compute/threadpool.h"
+#include "tests/test_util.h"
+
+struct tmat {
+	void *blob;
+	struct qmatrix m;
+	double *deq; /* [rows, cols], dequantized by this file's own decoder */
+};
+
+/* The test's own reading of the quant.h layouts. */
+static double ref_weight(const struct qmatrix *m, int64_t r, int64_t c)
+{
+	switch (m->type) {
+	case QUANT_F32:
+		return ((const float *)m->data)[r * m->cols + c];
+	case QUANT_BF16: {
+		uint32_t u = (uint32_t)((const uint16_t *)m->data)[r * m->cols + c] << 16;
+		float f;
+		memcpy(&f, &u, 4);
+		return f;
+	}
+	case QUANT_INT8: {
+		int q = ((const int8_t *)m->data)[r * m->cols + c];
+		return q * (double)m->scales[r * (m->cols / m->group) + c / m->group];
+	}
+	case QUANT_INT4: {
+		const uint8_t *row = (const uint8_t *)m->data + r * m->cols / 2;
+		int64_t run = c / 32, i = c % 32;
+		uint8_t b = row[run * 16 + i % 16];
+		int q = (i < 16 ? (b & 15) : (b >> 4)) - 8;
+		return q * (double)m->scales[r * (m->cols / m->group) + c / m->group];
+	}
+	}
+	return NAN;
+}
+
+static void tmat_make(struct tmat *t, enum quant_type type, int64_t rows, int64_t cols,
+		      int32_t group, uint64_t seed)
+{
+	cr_assert_eq(quant_check_shape(type, rows, cols, group), 0);
+	float *w = malloc(sizeof(float) * rows * cols);
+	for (int64_t i = 0; i < rows * cols; i++)
+		w[i] = tu_randf(&seed) * 0.5f;
+	t->blob = malloc(quant_matrix_bytes(type, rows, cols, group));
+	quant_matrix_quantize(t->blob, w, type, rows, cols, group);
+	quant_matrix_view(&t->m, t->blob, type, rows, cols, group);
+	t->deq = malloc(sizeof(double) * rows * cols);
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++)
+			t->deq[r * cols + c] = ref_weight(&t->m, r, c);
+	free(w);
+}
+
+static void tmat_free(struct tmat *t)
+{
+	free(t->blob);
+	free(t->deq);
+}
+
+static float *rand_vec(int64_t n, uint64_t seed)
+{
+	float *v = malloc(sizeof(float) * (n > 0 ? n : 1));
+	for (int64_t i = 0; i < n; i++)
+		v[i] = tu_randf(&seed);
+	return v;
+}
+
+/* sum |w||x| of one row, the scale of the rounding error a dot may make. */
+static double row_abs(const struct tmat *t, int64_t r, const float *x)
+{
+	double s = 0;
+	for (int64_t c = 0; c < t->m.cols; c++)
+		s += fabs(t->deq[r * t->m.cols + c] * x[c]);
+	return s;
+}
+
+struct shape {
+	enum quant_type type;
+	int64_t rows, cols;
+	int32_t group;
+};
+
+static const struct shape shapes[] = {
+	{ QUANT_F32, 1, 1, 0 },      { QUANT_F32, 7, 5, 0 },       { QUANT_F32, 13, 17, 0 },
+	{ QUANT_F32, 33, 64, 0 },    { QUANT_F32, 9, 257, 0 },     { QUANT_F32, 21, 1000, 0 },
+	{ QUANT_BF16, 1, 3, 0 },     { QUANT_BF16, 7, 15, 0 },     { QUANT_BF16, 17, 80, 0 },
+	{ QUANT_BF16, 9, 129, 0 },   { QUANT_BF16, 33, 1031, 0 },  { QUANT_INT8, 1, 32, 32 },
+	{ QUANT_INT8, 7, 96, 32 },   { QUANT_INT8, 17, 192, 64 },  { QUANT_INT8, 9, 320, 64 },
+	{ QUANT_INT8, 5, 384, 128 }, { QUANT_INT4, 1, 32, 32 },    { QUANT_INT4, 7, 96, 32 },
+	{ QUANT_INT4, 17, 192, 64 }, { QUANT_INT4, 33, 960, 64 },  { QUANT_INT4, 5, 384, 128 },
+	{ QUANT_INT4, 3, 320, 160 },
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+Test(kernels, scalar_matvec_matches_double_reference)
+{
+	const struct kernels_ops *ops = &kernels_ops_scalar;
+	for (unsigned s = 0; s < N_SHAPES; s++) {
+		const struct shape *sh = &shapes[s];
+		struct tmat t;
+		tmat_make(&t, sh->type, sh->rows, sh->cols, sh->group, 100 + s);
+		float *x = rand_vec(sh->cols, 7 + s);
+		float *out = malloc(sizeof(float) * sh->rows);
+		ops->rows[sh->type](out, sh->rows, &t.m, x, 1, 0, sh->rows);
+		for (int64_t r = 0; r < sh->rows; r++) {
+			double want = 0;
+			for (int64_t c = 0; c < sh->cols; c++)
+				want += t.deq[r * sh->cols + c] * x[c];
+			double tol = 1e-6 * row_abs(&t, r, x) + 1e-30;
+			cr_assert_leq(fabs(out[r] - want), tol, "%s %ldx%ld row %ld: %.9g vs %.9g",
+				      quant_type_name(sh->type), (long)sh->rows, (long)sh->cols,
+				      (long)r, out[r], want);
+		}
+		free(x);
+		free(out);
+		tmat_free(&t);
+	}
+}
+
+/* Level `level` against scalar on every shape and 1..7 tokens, and matmul
+ * rows bit-identical to single-token calls of the same level. */
+static void check_level(enum cpu_simd level)
+{
+	if (cpu_simd_supported() < level)
+		cr_skip_test("this CPU lacks %s (best level: %s)", cpu_simd_name(level),
+			     cpu_simd_name(cpu_simd_supported()));
+	const struct kernels_ops *ops = kernels_ops_for(level);
+	const struct kernels_ops *ref = &kernels_ops_scalar;
+	for (unsigned s = 0; s < N_SHAPES; s++) {
+		const struct shape *sh = &shapes[s];
+		struct tmat t;
+		tmat_make(&t, sh->type, sh->rows, sh->cols, sh->group, 300 + s);
+		int64_t n = 1 + s % 7;
+		float *x = rand_vec(n * sh->cols, 11 + s);
+		float *got = malloc(sizeof(float) * n * sh->rows);
+		float *want = malloc(sizeof(float) * n * sh->rows);
+		float *one = malloc(sizeof(float) * sh->rows);
+		ops->rows[sh->type](got, sh->rows, &t.m, x, n, 0, sh->rows);
+		ref->rows[sh->type](want, sh->rows, &t.m, x, n, 0, sh->rows);
+		for (int64_t tok = 0; tok < n; tok++) {
+			for (int64_t r = 0; r < sh->rows; r++) {
+				float g = got[tok * sh->rows + r];
+				double tol = 1e-5 * row_abs(&t, r, x + tok * sh->cols) + 1e-30;
+				cr_assert_leq(fabs(g - want[tok * sh->rows + r]), tol,
+					      "%s %s %ldx%ld tok %ld row %ld: %.9g vs %.9g",
+					      ops->name, quant_type_name(sh->type), (long)sh->rows,
+					      (long)sh->cols, (long)tok, (long)r, g,
+					      want[tok * sh->rows + r]);
+				ops->rows[sh->type](one, sh->rows, &t.m, x + tok * sh->cols, 1, r, r + 1);
+				cr_assert_eq(memcmp(&one[r], &got[tok * sh->rows + r], 4), 0,
+					     "%s %s: matmul token %ld row %ld differs from matvec",
+					     ops->name, quant_type_name(sh->type), (long)tok, (long)r);
+			}
+		}
+		free(x);
+		free(got);
+		free(want);
+		free(one);
+		tmat_free(&t);
+	}
+	/* dot and axpy on ragged lengths. */
+	for (int64_t len = 0; len < 70; len += 3) {
+		float *a = rand_vec(len, 5 + len), *b = rand_vec(len, 9 + len);
+		double want = 0, mag = 0;
+		for (int64_t i = 0; i < len; i++) {
+			want += (double)a[i] * b[i];
+			mag += fabs((double)a[i] * b[i]);
+		}
+		cr_assert_leq(fabs(ops->dot_f32(a, b, len) - want), 1e-6 * mag + 1e-30);
+		float *o = rand_vec(len, 13 + len);
+		double *ow = malloc(sizeof(double) * (len + 1));
+		for (int64_t i = 0; i < len; i++)
+			ow[i] = o[i] + 0.75 * (double)a[i];
+		ops->axpy_f32(o, 0.75f, a, len);
+		for (int64_t i = 0; i < len; i++)
+			cr_assert_float_eq(o[i], ow[i], 1e-6);
+		free(a);
+		free(b);
+		free(o);
+		free(ow);
+	}
+}
+
+Test(kernels, scalar_self_consistent)
+{
+	check_level(CPU_SIMD_SCALAR);
+}
+
+Test(kernels, avx2_vs_scalar)
+{
+	check_level(CPU_SIMD_AVX2);
+}
+
+Test(kernels, avx512_vs_scalar)
+{
+	check_level(CPU_SIMD_AVX512);
+}
+
+/* Public matvec/matmul: same bits whatever the pool, and matmul row t equal
+ * to matvec on token t. */
+Test(kernels, thread_count_and_matmul_bit_identical)
+{
+	struct threadpool *pools[4] = { NULL };
+	for (int i = 1; i < 4; i++)
+		cr_assert_eq(threadpool_init(&pools[i], i), 0);
+	for (int type = 0; type < 4; type++) {
+		int64_t rows = 301, cols = type >= QUANT_INT8 ? 320 : 333;
+		int64_t n = 7;
+		struct tmat t;
+		tmat_make(&t, (enum quant_type)type, rows, cols, 64, 77 + type);
+		float *x = rand_vec(n * cols, 21 + type);
+		float *base = malloc(sizeof(float) * n * rows);
+		float *got = malloc(sizeof(float) * n * rows);
+		for (int64_t tok = 0; tok < n; tok++)
+			matvec(NULL, base + tok * rows, &t.m, x + tok * cols);
+		for (int p = 0; p < 4; p++) {
+			for (int64_t tok = 0; tok < n; tok++)
+				matvec(pools[p], got + tok * rows, &t.m, x + tok * cols);
+			cr_assert_eq(memcmp(got, base, sizeof(float) * n * rows), 0,
+				     "matvec %s with %d threads", quant_type_name(t.m.type), p);
+			for (int64_t k = 1; k <= n; k++) {
+				memset(got, 0xff, sizeof(float) * n * rows);
+				matmul(pools[p], got, &t.m, x, k);
+				cr_assert_eq(memcmp(got, base, sizeof(float) * k * rows), 0,
+					     "matmul %s n=%ld with %d threads", quant_type_name(t.m.type),
+					     (long)k, p);
+			}
+		}
+		free(x);
+		free(base);
+		free(got);
+		tmat_free(&t);
+	}
+	for (int i = 1; i < 4; i++)
+		threadpool_free(pools[i]);
+}
+
+Test(kernels, simd_level_named)
+{
+	enum cpu_simd lvl = cpu_simd_level(), parsed;
+	cr_assert_leq(lvl, cpu_simd_supported());
+	cr_assert_eq(cpu_simd_parse(cpu_simd_name(lvl), &parsed), 0);
+	cr_assert_eq(parsed, lvl);
+	cr_assert_str_eq(kernels_ops_get()->name, cpu_simd_name(lvl));
+	cr_assert_neq(cpu_simd_parse("sse9", &parsed), 0);
+}
+
+Test(kernels, rmsnorm_reference)
+{
+	int64_t n = 517;
+	float *x = rand_vec(n, 1), *w = rand_vec(n, 2), *out = malloc(sizeof(float) * n);
+	double ss = 0;
+	for (int64_t i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	double inv = 1.0 / sqrt(ss / n + 1e-6);
+	rmsnorm(out, x, w, n, 1e-6f);
+	for (int64_t i = 0; i < n; i++)
+		cr_assert_float_eq(out[i], x[i] * inv * w[i], 1e-5);
+	/* In place. */
+	rmsnorm(x, x, w, n, 1e-6f);
+	cr_assert_eq(memcmp(x, out, sizeof(float) * n), 0);
+	free(x);
+	free(w);
+	free(out);
+}
+
+Test(kernels, softmax_and_swiglu_reference)
+{
+	int64_t n = 203;
+	float *x = rand_vec(n, 3), *up = rand_vec(n, 4), *out = malloc(sizeof(float) * n);
+	double *e = malloc(sizeof(double) * n), sum = 0, max = -INFINITY;
+	for (int64_t i = 0; i < n; i++) {
+		x[i] *= 30.0f; /* large logits: exercises the max subtraction */
+		max = fmax(max, x[i]);
+	}
+	for (int64_t i = 0; i < n; i++)
+		sum += e[i] = exp(x[i] - max);
+	float *gate = rand_vec(n, 5);
+	double *gw = malloc(sizeof(double) * n);
+	for (int64_t i = 0; i < n; i++) {
+		gate[i] *= 8.0f; /* silu over [-8, 8): both tails and the bend */
+		double g = gate[i];
+		gw[i] = g / (1 + exp(-g)) * up[i];
+	}
+	swiglu(out, gate, up, n);
+	for (int64_t i = 0; i < n; i++)
+		cr_assert_float_eq(out[i], gw[i], 1e-5, "swiglu %ld", (long)i);
+	swiglu(gate, gate, up, n);
+	cr_assert_eq(memcmp(gate, out, sizeof(float) * n), 0, "swiglu in place");
+	free(gate);
+	free(gw);
+	softmax(x, n);
+	double total = 0;
+	for (int64_t i = 0; i < n; i++) {
+		cr_assert_float_eq(x[i], e[i] / sum, 1e-6);
+		total += x[i];
+	}
+	cr_assert_float_eq(total, 1.0, 1e-5);
+	free(x);
+	free(up);
+	free(out);
+	free(e);
+}
+
+static void check_rope(enum rope_kind kind)
+{
+	int64_t dim = 128, rot = 64, half = rot / 2;
+	float inv_freq[32];
+	for (int i = 0; i < half; i++)
+		inv_freq[i] = (float)pow(10000.0, -2.0 * i / rot);
+	for (int64_t pos = 0; pos < 300; pos += 37) {
+		float *x = rand_vec(dim, 40 + pos);
+		double *want = malloc(sizeof(double) * dim);
+		for (int64_t i = 0; i < dim; i++)
+			want[i] = x[i];
+		for (int64_t i = 0; i < half; i++) {
+			/* The angle rounds to f32 first, as in the HF cos/sin tables. */
+			double th = (float)pos * inv_freq[i];
+			int64_t a = kind == ROPE_NEOX ? i : 2 * i;
+			int64_t b = kind == ROPE_NEOX ? i + half : 2 * i + 1;
+			want[a] = x[a] * cos(th) - x[b] * sin(th);
+			want[b] = x[b] * cos(th) + x[a] * sin(th);
+		}
+		rope(x, rot, pos, inv_freq, kind);
+		for (int64_t i = 0; i < dim; i++)
+			cr_assert_float_eq(x[i], want[i], 1e-5, "kind %d pos %ld i %ld", kind,
+					   (long)pos, (long)i);
+		free(x);
+		free(want);
+	}
+}
+
+Test(kernels, rope_neox_reference)
+{
+	check_rope(ROPE_NEOX);
+}
+
+Test(kernels, rope_gptj_reference)
+{
+	check_rope(ROPE_GPTJ);
+}
+
+Test(kernels, topk_reference)
+{
+	float x[] = { 0.5f, 2.0f, NAN, 2.0f, -1.0f, 7.0f, 0.5f, -INFINITY, 2.0f };
+	int32_t idx[9];
+	topk(idx, x, 9, 5);
+	int32_t want[] = { 5, 1, 3, 8, 0 };
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(idx[i], want[i], "position %d: %d vs %d", i, idx[i], want[i]);
+	topk(idx, x, 9, 9);
+	int32_t all[] = { 5, 1, 3, 8, 0, 6, 4, 7, 2 };
+	for (int i = 0; i < 9; i++)
+		cr_assert_eq(idx[i], all[i], "full sort position %d", i);
+	/* Random scores with many ties, against selection by repeated argmax. */
+	uint64_t st = 99;
+	float y[300];
+	for (int i = 0; i < 300; i++)
+		y[i] = (float)(int)(tu_randf(&st) * 20);
+	int32_t got[40];
+	char used[300] = { 0 };
+	topk(got, y, 300, 40);
+	for (int j = 0; j < 40; j++) {
+		int best = -1;
+		for (int i = 0; i < 300; i++)
+			if (!used[i] && (best < 0 || y[i] > y[best]))
+				best = i;
+		used[best] = 1;
+		cr_assert_eq(got[j], best, "rank %d", j);
+	}
+}
+
+Test(kernels, attention_head_reference)
+{
+	int64_t n_ctx = 19, k_dim = 48, v_dim = 40, ks = 64, vs = 56;
+	float *q = rand_vec(k_dim, 1), *k = rand_vec(n_ctx * ks, 2), *v = rand_vec(n_ctx * vs, 3);
+	float *out = malloc(sizeof(float) * v_dim), *scratch = malloc(sizeof(float) * n_ctx);
+	float scale = 1.0f / sqrtf((float)k_dim);
+	double p[19], max = -INFINITY, sum = 0;
+	for (int64_t t = 0; t < n_ctx; t++) {
+		double d = 0;
+		for (int64_t i = 0; i < k_dim; i++)
+			d += (double)q[i] * k[t * ks + i];
+		p[t] = scale * d * 4; /* sharpen so one position dominates less trivially */
+		max = fmax(max, p[t]);
+	}
+	for (int64_t i = 0; i < k_dim; i++)
+		q[i] *= 4;
+	for (int64_t t = 0; t < n_ctx; t++)
+		sum += p[t] = exp(p[t] - max);
+	attention_head(out, q, k, ks, v, vs, n_ctx, k_dim, v_dim, scale, scratch);
+	for (int64_t i = 0; i < v_dim; i++) {
+		double want = 0;
+		for (int64_t t = 0; t < n_ctx; t++)
+			want += p[t] / sum * v[t * vs + i];
+		cr_assert_float_eq(out[i], want, 1e-5, "dim %ld", (long)i);
+	}
+	free(q);
+	free(k);
+	free(v);
+	free(out);
+	free(scratch);
+}
