@@ -112,6 +112,20 @@ static bool dtype_convertible(enum st_dtype d)
 	return d == ST_DTYPE_F32 || d == ST_DTYPE_BF16 || d == ST_DTYPE_F16 || d == ST_DTYPE_F8_E4M3;
 }
 
+/* Looks a tensor up by its name, or by the name transformers v5 gives it:
+ * Mixtral's block_sparse_moe became mlp. */
+static const struct st_tensor *find_tensor(const struct converter *c, const char *name)
+{
+	const struct st_tensor *t = st_set_find(&c->set, name);
+	const char *old = strstr(name, ".block_sparse_moe.");
+	if (t || !old)
+		return t;
+	char alias[TENSOR_NAME_MAX + 8];
+	snprintf(alias, sizeof alias, "%.*s.mlp.%s", (int)(old - name), name,
+		 old + strlen(".block_sparse_moe."));
+	return st_set_find(&c->set, alias);
+}
+
 /* Resolves the FP8 scale tensor of t, if t is FP8, and checks its shape. */
 static int resolve_scale(struct converter *c, struct matrix_src *s)
 {
@@ -164,7 +178,7 @@ static int resolve_expert(struct converter *c, int layer, int e, enum expert_par
 	char name[TENSOR_NAME_MAX];
 	model_expert_shape(&c->cfg, p, &s->rows, &s->cols);
 	model_expert_name(&c->cfg, layer, e, p, name, sizeof name);
-	s->t = st_set_find(&c->set, name);
+	s->t = find_tensor(c, name);
 	s->row0 = 0;
 	if (s->t) {
 		int64_t shape[2] = { s->rows, s->cols };
@@ -174,7 +188,7 @@ static int resolve_expert(struct converter *c, int layer, int e, enum expert_par
 	char fused[TENSOR_NAME_MAX];
 	bool gate_up = p != EXPERT_PART_DOWN;
 	model_expert_fused_name(&c->cfg, layer, gate_up, fused, sizeof fused);
-	s->t = st_set_find(&c->set, fused);
+	s->t = find_tensor(c, fused);
 	if (!s->t)
 		return error_set(EINVAL, "%s: missing tensor %s (nor fused %s)", c->opt->hf_dir, name, fused);
 	int64_t E = c->cfg.n_experts, I = c->cfg.moe_intermediate, H = c->cfg.hidden;
@@ -355,7 +369,7 @@ static int write_resident(struct converter *c, struct manifest *m)
 	int rc = 0;
 	for (size_t i = 0; i < c->n_specs && !rc; i++) {
 		const struct tensor_spec *s = &c->specs[i];
-		const struct st_tensor *t = st_set_find(&c->set, s->name);
+		const struct st_tensor *t = find_tensor(c, s->name);
 		if (!t)
 			continue; /* optional and absent: checked in plan */
 		struct manifest_tensor *mt = &m->tensors[m->n_tensors++];
@@ -467,7 +481,7 @@ static int convert_plan(struct converter *c)
 	}
 	for (size_t i = 0; i < c->n_specs; i++) {
 		const struct tensor_spec *s = &c->specs[i];
-		const struct st_tensor *t = st_set_find(&c->set, s->name);
+		const struct st_tensor *t = find_tensor(c, s->name);
 		if (!t) {
 			if (s->optional)
 				continue;

@@ -119,9 +119,13 @@ static void attn_task(void *ctx, int task, int thread)
 	int64_t KV = kv_dim(c), hd = c->head_dim;
 	const float *kc = f->k_cache + (size_t)j->layer * f->ctx * KV + kvh * hd;
 	const float *vc = f->v_cache + (size_t)j->layer * f->ctx * KV + kvh * hd;
+	/* Keys 0..pos are visible, or the last sliding_window of them. */
+	int64_t pos = f->pos + t, first = 0;
+	if (c->sliding_window > 0 && pos + 1 > c->sliding_window)
+		first = pos + 1 - c->sliding_window;
 	attention_head(f->att + (size_t)t * q_dim(c) + h * hd, f->q + (size_t)t * q_dim(c) + h * hd,
-		       kc, KV, vc, KV, f->pos + t + 1, hd, hd, 1.0f / sqrtf((float)hd),
-		       f->scores + (size_t)thread * f->ctx);
+		       kc + first * KV, KV, vc + first * KV, KV, pos + 1 - first, hd, hd,
+		       1.0f / sqrtf((float)hd), f->scores + (size_t)thread * f->ctx);
 }
 
 static void clip(float *x, int64_t n, float c)

@@ -84,6 +84,30 @@ static int cfg_eos(struct model_config *cfg, const cJSON *j, const char *src)
 	return 0;
 }
 
+/* rope_theta, or rope_parameters.rope_theta as the newest transformers
+ * write it. Scaled RoPE variants are refused rather than run wrongly. */
+static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "rope_parameters");
+	const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+	const cJSON *sets[2] = { params, scaling };
+	for (int i = 0; i < 2; i++) {
+		if (!sets[i] || cJSON_IsNull(sets[i]))
+			continue;
+		if (!cJSON_IsObject(sets[i]))
+			return error_set(EINVAL, "%s: %s must be an object", src, i ? "rope_scaling" : "rope_parameters");
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(sets[i], "rope_type");
+		if (!t)
+			t = cJSON_GetObjectItemCaseSensitive(sets[i], "type");
+		if (cJSON_IsString(t) && strcmp(t->valuestring, "default") != 0)
+			return error_set(ENOTSUP, "%s: rope type \"%s\" is not supported for %s", src,
+					 t->valuestring, cfg->model_type);
+	}
+	if (cJSON_GetObjectItemCaseSensitive(j, "rope_theta") || !cJSON_IsObject(params))
+		return cfg_float(j, src, "rope_theta", 10000.0, &cfg->rope_theta);
+	return cfg_float(params, src, "rope_theta", 10000.0, &cfg->rope_theta);
+}
+
 int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src)
 {
 	memset(cfg, 0, sizeof *cfg);
@@ -112,7 +136,7 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	rc = rc ? rc : cfg_int(j, src, "vocab_size", CFG_REQUIRED, 1, INT32_MAX, &cfg->vocab);
 	rc = rc ? rc : cfg_int(j, src, "max_position_embeddings", 4096, 1, INT32_MAX, &cfg->max_positions);
 	rc = rc ? rc : cfg_float(j, src, "rms_norm_eps", 1e-6, &cfg->rms_eps);
-	rc = rc ? rc : cfg_float(j, src, "rope_theta", 10000.0, &cfg->rope_theta);
+	rc = rc ? rc : cfg_rope(cfg, j, src);
 	rc = rc ? rc : cfg_bool(j, src, "tie_word_embeddings", false, &cfg->tie_embeddings);
 	rc = rc ? rc : cfg_int(j, src, "bos_token_id", -1, -1, INT32_MAX, &cfg->bos_id);
 	rc = rc ? rc : cfg_eos(cfg, j, src);
@@ -160,6 +184,8 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		if (cfg->top_k > cfg->n_experts && cfg->n_experts > 0)
 			return error_set(EINVAL, "%s: num_experts_per_tok %d exceeds num_experts %d", src,
 					 cfg->top_k, cfg->n_experts);
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_sliding_window")))
+			return error_set(ENOTSUP, "%s: use_sliding_window is not supported for qwen3_moe", src);
 		const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers");
 		if (only && !cJSON_IsNull(only) && !cJSON_IsArray(only))
 			return error_set(EINVAL, "%s: mlp_only_layers must be a list", src);
@@ -180,6 +206,7 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		cfg->norm_topk_prob = true;
 		rc = rc ? rc : cfg_int(j, src, "intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
 		rc = rc ? rc : cfg_int(j, src, "num_local_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
+		rc = rc ? rc : cfg_int(j, src, "sliding_window", 0, 0, INT32_MAX, &cfg->sliding_window);
 		rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
 		for (int l = 0; l < cfg->n_layers; l++)
 			cfg->layer_is_moe[l] = true;

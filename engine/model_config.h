@@ -51,6 +51,7 @@ struct model_config {
 	int32_t max_positions;
 	bool tie_embeddings;
 	float clip_qkv;              /* 0 = off (OLMoE option) */
+	int32_t sliding_window;      /* keys within this many positions; 0 = off (Mixtral) */
 	enum qk_norm_kind qk_norm;
 	enum expert_naming expert_naming;
 	bool layer_is_moe[MODEL_LAYERS_MAX];

@@ -6,6 +6,8 @@
  *    max |logit - reference| <= 2e-3, teacher-forced;
  *  - int8 and int4 containers: top-1 agreement and KL divergence against the
  *    f32 container, reported and bounded;
+ *  - transformers v5 checkpoints: Mixtral with fused experts under mlp. and
+ *    a sliding window, against a reference generated in the test;
  *  - "slow but correct": logits bit-identical at the minimum RAM budget and
  *    unlimited, IO depth 1 and 64, with and without O_DIRECT, 1 and 2
  *    threads, prefill chunks of 1 and 64 tokens.
@@ -121,6 +123,33 @@ Test(forward, qwen3_moe_exact) { check_exact("qwen3_moe", "f32"); check_exact("q
 Test(forward, mixtral_exact) { check_exact("mixtral", "f32"); check_exact("mixtral", "bf16"); }
 Test(forward, qwen3_moe_fused_exact) { check_exact("qwen3_moe_fused", "bf16"); }
 Test(forward, qwen3_moe_fp8_exact) { check_exact("qwen3_moe_fp8", "f32"); }
+
+Test(forward, mixtral_v5_fused_sliding_window)
+{
+	char hf[4200], model[4200], ref[4200], out[4200];
+	snprintf(hf, sizeof hf, "%s/mixf", scratch);
+	snprintf(model, sizeof model, "%s/mixf-c", scratch);
+	snprintf(ref, sizeof ref, "%s/mixf.f32", scratch);
+	snprintf(out, sizeof out, "%s/mixf-out.f32", scratch);
+	char *tokens = read_tokens("mixtral");
+	cr_assert_eq(tu_sh("/usr/bin/python3 '%s/tools/gen_model.py' --arch mixtral --experts-layout fused --out '%s' >/dev/null && "
+			   "sed -i 's/\"sliding_window\": null/\"sliding_window\": 5/' '%s/config.json' && "
+			   "grep -q '\"sliding_window\": 5' '%s/config.json' && "
+			   "/usr/bin/python3 '%s/tools/reference.py' --quiet --model '%s' --tokens %s --out '%s'",
+			   tu_repo(), hf, hf, hf, tu_repo(), hf, tokens, ref), 0, "fixture generation failed");
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant bf16 '%s' '%s' && '%s' logits --model '%s' --tokens %s --out '%s'",
+			   tu_colibri(), hf, model, tu_colibri(), model, tokens, out), 0);
+	size_t nl = 0, nr = 0;
+	float *l = (float *)tu_read(out, &nl), *r = (float *)tu_read(ref, &nr);
+	cr_assert(l && r && nl == nr && nl > 0);
+	double maxdiff = 0;
+	for (size_t i = 0; i < nl / sizeof(float); i++)
+		maxdiff = fmax(maxdiff, fabs((double)l[i] - r[i]));
+	cr_expect_leq(maxdiff, 2e-3, "max |logit diff| %.3g with a sliding window of 5", maxdiff);
+	free(l);
+	free(r);
+	free(tokens);
+}
 
 /* Mean KL(f32 || quantized) and top-1 agreement over all positions. */
 static void check_lossy(const char *name, const char *quant, double kl_max, double top1_min)

@@ -22,6 +22,13 @@ static inline const char *tu_fixtures(void)
 	return d ? d : "build/fixtures";
 }
 
+/* Root of the repository (COLIBRI_REPO), for tools/ scripts. */
+static inline const char *tu_repo(void)
+{
+	const char *r = getenv("COLIBRI_REPO");
+	return r ? r : ".";
+}
+
 /* Path of the colibri binary under test (COLIBRI_BIN). */
 static inline const char *tu_colibri(void)
 {

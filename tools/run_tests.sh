@@ -5,6 +5,7 @@
 set -u
 build=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
+export COLIBRI_REPO="$here"
 export COLIBRI_FIXTURES="$here/build/fixtures"
 export COLIBRI_BIN="${COLIBRI_BIN:-$here/$build/colibri}"
 "$here/tools/make_fixtures.sh" "$COLIBRI_FIXTURES" || { echo "fixtures: generation failed" >&2; exit 1; }
