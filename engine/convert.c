@@ -9,6 +9,7 @@
  */
 #include "engine/convert.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -532,7 +533,21 @@ static int copy_side_files(struct converter *c, struct manifest *m)
 	return 0;
 }
 
-/* Checks the output path and prepares the temporary sibling folder. */
+static bool dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* Checks the output path and prepares the temporary sibling folder; an
+ * existing container (or empty folder) is replaced only in publish(). */
 static int prepare_out(struct converter *c, char *out, size_t out_len)
 {
 	snprintf(out, out_len, "%s", c->opt->out_dir);
@@ -545,7 +560,7 @@ static int prepare_out(struct converter *c, char *out, size_t out_len)
 		snprintf(mpath, sizeof mpath, "%s/manifest.json", out);
 		if (!c->opt->force)
 			return error_set(EEXIST, "%s: already exists; pass --force to replace it", out);
-		if (!S_ISDIR(sb.st_mode) || (access(mpath, F_OK) != 0 && rmdir(out) != 0))
+		if (!S_ISDIR(sb.st_mode) || (access(mpath, F_OK) != 0 && !dir_is_empty(out)))
 			return error_set(EEXIST, "%s: exists and is not a colibri container; refusing to replace it", out);
 	}
 	snprintf(c->tmp_dir, sizeof c->tmp_dir, "%s.tmp-XXXXXX", out);

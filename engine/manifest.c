@@ -100,7 +100,8 @@ static int get_u64(const cJSON *o, const char *key, uint64_t *out)
 
 static int parse_hex64(const cJSON *v, uint64_t *out)
 {
-	if (!cJSON_IsString(v) || strlen(v->valuestring) != 16)
+	if (!cJSON_IsString(v) || strlen(v->valuestring) != 16 ||
+	    strspn(v->valuestring, "0123456789abcdef") != 16)
 		return -EINVAL;
 	char *end;
 	*out = strtoull(v->valuestring, &end, 16);
@@ -192,8 +193,8 @@ static int layers_from_json(struct manifest *m, const cJSON *ex, const char *dir
 			int rc = tensor_from_json(&l->parts[p], cJSON_GetArrayItem(parts, p), false, path);
 			if (rc)
 				return rc;
-			if (l->parts[p].offset + l->parts[p].bytes > l->record_bytes)
-				return error_set(EINVAL, "%s: layer %d: part %s runs past its record", path,
+			if (l->parts[p].offset % 64 || l->parts[p].offset + l->parts[p].bytes > l->record_bytes)
+				return error_set(EINVAL, "%s: layer %d: part %s is misaligned or runs past its record", path,
 						 l->layer, l->parts[p].name);
 		}
 		l->checksums = calloc(ne ? ne : 1, sizeof *l->checksums);
@@ -206,7 +207,7 @@ static int layers_from_json(struct manifest *m, const cJSON *ex, const char *dir
 		int rc = file_size_of(dir, l->file, &fsize);
 		if (rc)
 			return rc;
-		if (fsize < ne * l->record_bytes)
+		if (ne && (l->record_bytes > fsize / ne || fsize < ne * l->record_bytes))
 			return error_set(EINVAL, "%s/%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected",
 					 dir, l->file, fsize, ne * l->record_bytes);
 	}
@@ -285,7 +286,7 @@ int manifest_load(struct manifest *m, const char *dir)
 		struct manifest_tensor *t = &m->tensors[m->n_tensors++];
 		if ((rc = tensor_from_json(t, o, true, path)))
 			goto out;
-		if (t->offset % 64 || t->offset + t->bytes > m->resident_bytes) {
+		if (t->offset % MANIFEST_ALIGN || t->offset + t->bytes > m->resident_bytes) {
 			rc = error_set(EINVAL, "%s: tensor %s: range %" PRIu64 "+%" PRIu64 " is outside %s",
 				       path, t->name, t->offset, t->bytes, m->resident_file);
 			goto out;

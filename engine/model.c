@@ -169,6 +169,9 @@ static int open_store(struct model *m, const struct model_options *opt)
 		.buffered = opt && opt->buffered,
 	};
 	uint64_t min = expert_store_min_bytes(d, n, m->max_experts_per_step);
+	/* Never more frames than experts: the rest would stay empty. */
+	if (so.cache_bytes > model_expert_bytes(m))
+		so.cache_bytes = model_expert_bytes(m);
 	if (so.cache_bytes < min)
 		so.cache_bytes = opt && opt->expert_cache_bytes ? so.cache_bytes : min;
 	rc = expert_store_open(&m->store, d, n, m->max_experts_per_step, &so);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,7 +107,8 @@ static int st_entry_parse(struct st_tensor *t, const cJSON *e, uint64_t data_sta
 	}
 	const cJSON *b = cJSON_GetArrayItem(off, 0), *en = cJSON_GetArrayItem(off, 1);
 	if (!cJSON_IsNumber(b) || !cJSON_IsNumber(en) || b->valuedouble < 0 ||
-	    en->valuedouble < b->valuedouble || en->valuedouble > (double)data_bytes)
+	    en->valuedouble < b->valuedouble || en->valuedouble > (double)data_bytes ||
+	    b->valuedouble != floor(b->valuedouble) || en->valuedouble != floor(en->valuedouble))
 		return error_set(EINVAL, "%s: tensor %s: data_offsets point outside the data (%llu bytes)",
 				 path, name, (unsigned long long)data_bytes);
 	uint64_t begin = (uint64_t)b->valuedouble, end = (uint64_t)en->valuedouble;
@@ -284,9 +286,10 @@ static int st_set_list(const char *dir, char ***names, size_t *n)
 		}
 		for (const cJSON *e = map->child; e; e = e->next) {
 			if (!cJSON_IsString(e) || strchr(e->valuestring, '/')) {
+				int rc = error_set(EINVAL, "%s: weight_map entry %s is not a file name",
+						   path, e->string);
 				cJSON_Delete(root);
-				return error_set(EINVAL, "%s: weight_map entry %s is not a file name",
-						 path, e->string);
+				return rc;
 			}
 			int seen = 0;
 			for (size_t i = 0; i < *n && !seen; i++)

@@ -124,6 +124,9 @@ int session_parse_tokens(const char *s, int32_t **ids, int *n)
 	return 0;
 }
 
+/* Share of available memory a run takes when --ram is not given. */
+#define SESSION_RAM_DEFAULT_FRACTION 0.85
+
 /* The expert cache from the RAM budget: what is left after resident
  * weights, the KV cache and scratch. */
 static int expert_cache_bytes(const struct session_options *o, uint64_t resident, uint64_t kv,
@@ -136,7 +139,18 @@ static int expert_cache_bytes(const struct session_options *o, uint64_t resident
 		return 0;
 	}
 	if (!o->ram_bytes) {
-		*out = 0; /* every expert */
+		/* Default: most of what the machine can give without swapping;
+		 * never below the minimum (the run then says so). */
+		int64_t avail = topology_available_memory_bytes();
+		uint64_t budget = avail > 0 ? (uint64_t)((double)avail * SESSION_RAM_DEFAULT_FRACTION) : 0;
+		if (budget < need) {
+			fprintf(stderr, "colibri: warning: only %.2f GiB of memory available, below the model's "
+					"minimum of %.2f GiB; running at the minimum\n",
+				avail / 1073741824.0, need / 1073741824.0);
+			*out = min_cache;
+		} else {
+			*out = budget - fixed;
+		}
 		return 0;
 	}
 	if (o->ram_bytes < need)

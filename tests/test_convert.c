@@ -1,0 +1,1339 @@
+/*
+ * test_convert — `colibri convert` end to end, run as a separate process
+ * (tu_colibri()) on the checkpoints of tools/make_fixtures.sh and on variants
+ * generated or edited into scratch folders:
+ *   - every fixture (olmoe, qwen3_moe, sharded mixtral, fused-layout and FP8
+ *     qwen3_moe) under every --quant converts; the manifest loads; resident
+ *     tensors sit at 4 KiB-aligned offsets and expert records at multiples of
+ *     record_bytes (itself a multiple of 4096) with parts 64-byte aligned and
+ *     zero padding; every checksum equals XXH3-64 computed here over the file
+ *     bytes; every tensor has the storage type its role implies;
+ *   - values: every stored matrix is dequantized and compared with the
+ *     checkpoint as read by a small safetensors reader in this file (not
+ *     engine/safetensors.c): f32 bit-exact, bf16 bit-exact to the
+ *     round-to-nearest-even of the source (so lossless on bf16 checkpoints),
+ *     int8/int4 with the documented scale max|w|/qmax and |w - w^| <= scale/2;
+ *     FP8 sources are decoded here as e4m3 x 128x128 block scale_inv;
+ *   - the fused expert layout converts to the same bytes as the per-expert
+ *     layout of the same weights;
+ *   - bad input exits non-zero with one line naming the file or tensor and
+ *     leaves neither OUT_DIR nor a temporary sibling; an existing OUT_DIR is
+ *     kept without --force and replaced with it; --force refuses folders
+ *     that are not containers; an interrupted conversion leaves nothing.
+ */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "compute/quant.h"
+#include "engine/manifest.h"
+#include "storage/error.h"
+#include "tests/test_util.h"
+
+#define PY "/usr/bin/python3"
+
+/* ------------------------------------------------------------ locations */
+
+/* The repository root: two levels above COLIBRI_FIXTURES (build/fixtures,
+ * as tools/run_tests.sh sets it), else the current folder. */
+static const char *repo_root(void)
+{
+	static char root[PATH_MAX];
+	if (root[0])
+		return root;
+	char cand[PATH_MAX + 64];
+	snprintf(cand, sizeof cand, "%s/../..", tu_fixtures());
+	char probe[PATH_MAX + 128];
+	snprintf(probe, sizeof probe, "%s/tools/gen_model.py", cand);
+	if (access(probe, R_OK) == 0 && realpath(cand, root))
+		return root;
+	cr_assert_eq(access("tools/gen_model.py", R_OK), 0,
+		     "cannot find tools/gen_model.py from COLIBRI_FIXTURES or the current folder");
+	cr_assert_not_null(getcwd(root, sizeof root));
+	return root;
+}
+
+static void fixture_path(char *buf, size_t n, const char *name)
+{
+	snprintf(buf, n, "%s/hf/%s", tu_fixtures(), name);
+	char cfg[PATH_MAX + 64];
+	snprintf(cfg, sizeof cfg, "%s/config.json", buf);
+	cr_assert_eq(access(cfg, R_OK), 0, "fixture %s is missing: run tools/make_fixtures.sh "
+		     "(tools/run_tests.sh sets COLIBRI_FIXTURES)", buf);
+}
+
+/* ------------------------------------------- an independent HF reader */
+
+struct hf_tensor {
+	char name[200];
+	char dtype[16];
+	int ndim;
+	int64_t shape[4];
+	const uint8_t *data;
+	uint64_t nbytes;
+};
+
+struct hf_ckpt {
+	char *bufs[16];
+	int n_bufs;
+	struct hf_tensor *t;
+	size_t n;
+	cJSON *config;
+};
+
+/* Reads every *.safetensors in dir whole (the fixtures are small) and
+ * config.json. Header format: u64 LE length, JSON, data block. */
+static void hf_load(struct hf_ckpt *c, const char *dir)
+{
+	memset(c, 0, sizeof *c);
+	DIR *d = opendir(dir);
+	cr_assert_not_null(d, "cannot open %s", dir);
+	struct dirent *de;
+	size_t cap = 0;
+	while ((de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		if (l < 12 || strcmp(de->d_name + l - 12, ".safetensors") != 0)
+			continue;
+		char p[PATH_MAX + 256];
+		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+		size_t len = 0;
+		char *buf = tu_read(p, &len);
+		cr_assert(buf && len >= 8, "cannot read %s", p);
+		cr_assert_lt(c->n_bufs, 16);
+		c->bufs[c->n_bufs++] = buf;
+		uint64_t hlen = 0;
+		for (int i = 7; i >= 0; i--)
+			hlen = hlen << 8 | (uint8_t)buf[i];
+		cr_assert_leq(8 + hlen, len, "%s: bad header length", p);
+		cJSON *h = cJSON_ParseWithLength(buf + 8, hlen);
+		cr_assert(cJSON_IsObject(h), "%s: header is not a JSON object", p);
+		for (cJSON *e = h->child; e; e = e->next) {
+			if (strcmp(e->string, "__metadata__") == 0)
+				continue;
+			if (c->n == cap) {
+				cap = cap ? 2 * cap : 256;
+				c->t = realloc(c->t, cap * sizeof *c->t);
+				cr_assert_not_null(c->t);
+			}
+			struct hf_tensor *t = &c->t[c->n++];
+			memset(t, 0, sizeof *t);
+			snprintf(t->name, sizeof t->name, "%s", e->string);
+			snprintf(t->dtype, sizeof t->dtype, "%s",
+				 cJSON_GetObjectItem(e, "dtype")->valuestring);
+			cJSON *sh = cJSON_GetObjectItem(e, "shape");
+			t->ndim = cJSON_GetArraySize(sh);
+			cr_assert_leq(t->ndim, 4);
+			for (int i = 0; i < t->ndim; i++)
+				t->shape[i] = (int64_t)cJSON_GetArrayItem(sh, i)->valuedouble;
+			cJSON *off = cJSON_GetObjectItem(e, "data_offsets");
+			uint64_t b = (uint64_t)cJSON_GetArrayItem(off, 0)->valuedouble;
+			uint64_t en = (uint64_t)cJSON_GetArrayItem(off, 1)->valuedouble;
+			cr_assert_leq(8 + hlen + en, len, "%s: tensor %s past the end", p, t->name);
+			t->data = (const uint8_t *)buf + 8 + hlen + b;
+			t->nbytes = en - b;
+		}
+		cJSON_Delete(h);
+	}
+	closedir(d);
+	cr_assert_gt(c->n, 0, "%s: no tensors", dir);
+	char p[PATH_MAX + 64];
+	snprintf(p, sizeof p, "%s/config.json", dir);
+	char *text = tu_read(p, NULL);
+	cr_assert_not_null(text, "%s: cannot read", p);
+	c->config = cJSON_Parse(text);
+	free(text);
+	cr_assert_not_null(c->config);
+}
+
+static void hf_free(struct hf_ckpt *c)
+{
+	for (int i = 0; i < c->n_bufs; i++)
+		free(c->bufs[i]);
+	free(c->t);
+	cJSON_Delete(c->config);
+	memset(c, 0, sizeof *c);
+}
+
+static const struct hf_tensor *hf_find(const struct hf_ckpt *c, const char *name)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (strcmp(c->t[i].name, name) == 0)
+			return &c->t[i];
+	return NULL;
+}
+
+/* Looks up a tensor by the name the container uses, or by the name
+ * transformers v5 gives it (Mixtral's block_sparse_moe became mlp). */
+static const struct hf_tensor *hf_find_alias(const struct hf_ckpt *c, const char *name)
+{
+	const struct hf_tensor *t = hf_find(c, name);
+	const char *old = strstr(name, ".block_sparse_moe.");
+	if (t || !old)
+		return t;
+	char alias[256];
+	snprintf(alias, sizeof alias, "%.*s.mlp.%s", (int)(old - name), name,
+		 old + strlen(".block_sparse_moe."));
+	return hf_find(c, alias);
+}
+
+static int cfg_int(const struct hf_ckpt *c, const char *key)
+{
+	cJSON *v = cJSON_GetObjectItem(c->config, key);
+	return cJSON_IsNumber(v) ? (int)v->valuedouble : -1;
+}
+
+static float from_bits(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+static uint32_t to_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+/* e4m3fn: s eeee mmm, bias 7, subnormals at e = 0, 0x7f/0xff NaN. */
+static float e4m3_value(uint8_t v)
+{
+	int e = (v >> 3) & 15, m = v & 7;
+	float mag = e == 0 ? (float)m / 8.0f * 0x1p-6f : (1.0f + (float)m / 8.0f) * ldexpf(1.0f, e - 7);
+	if (e == 15 && m == 7)
+		mag = NAN;
+	return (v & 0x80) ? -mag : mag;
+}
+
+/* Nearest bf16 value of x, ties to even (finite x). */
+static float round_bf16(float x)
+{
+	uint32_t u = to_bits(x), hi = u & 0xffff0000u, rest = u & 0xffffu;
+	if (rest > 0x8000u || (rest == 0x8000u && (hi & 0x10000u)))
+		hi += 0x10000u;
+	return from_bits(hi);
+}
+
+/* Element i of t as f32 (no scale). */
+static float hf_elem(const struct hf_tensor *t, uint64_t i)
+{
+	if (!strcmp(t->dtype, "BF16")) {
+		uint16_t h = (uint16_t)(t->data[2 * i] | t->data[2 * i + 1] << 8);
+		return from_bits((uint32_t)h << 16);
+	}
+	if (!strcmp(t->dtype, "F32")) {
+		uint32_t u = 0;
+		for (int k = 3; k >= 0; k--)
+			u = u << 8 | t->data[4 * i + (uint64_t)k];
+		return from_bits(u);
+	}
+	if (!strcmp(t->dtype, "F8_E4M3"))
+		return e4m3_value(t->data[i]);
+	cr_assert_fail("tensor %s: dtype %s not expected in the fixtures", t->name, t->dtype);
+	return 0;
+}
+
+/* Rows [row0, row0 + rows) of t viewed as a [*, cols] matrix, as the model
+ * means them: FP8 weights times their 128x128 block scale_inv. */
+static void hf_rows(const struct hf_ckpt *c, const struct hf_tensor *t, int64_t row0, int64_t rows,
+		    int64_t cols, float *out, bool *exact_src)
+{
+	const struct hf_tensor *scale = NULL;
+	if (!strcmp(t->dtype, "F8_E4M3")) {
+		char n[256];
+		snprintf(n, sizeof n, "%s_scale_inv", t->name);
+		scale = hf_find(c, n);
+		cr_assert_not_null(scale, "%s has no scale_inv", t->name);
+		cr_assert_eq(t->ndim, 2);
+	}
+	for (int64_t r = 0; r < rows; r++) {
+		for (int64_t k = 0; k < cols; k++) {
+			float v = hf_elem(t, (uint64_t)((row0 + r) * cols + k));
+			if (scale) {
+				int64_t bc = (t->shape[1] + 127) / 128;
+				v = v * hf_elem(scale, (uint64_t)(((row0 + r) / 128) * bc + k / 128));
+			}
+			out[r * cols + k] = v;
+		}
+	}
+	*exact_src = !strcmp(t->dtype, "BF16") || !strcmp(t->dtype, "F32");
+}
+
+/* --------------------------------------------------- families and roles */
+
+static bool is_mixtral(const struct hf_ckpt *c)
+{
+	return !strcmp(cJSON_GetObjectItem(c->config, "model_type")->valuestring, "mixtral");
+}
+
+static int hf_experts_ffn(const struct hf_ckpt *c)
+{
+	int i = cfg_int(c, "moe_intermediate_size");
+	return i > 0 ? i : cfg_int(c, "intermediate_size");
+}
+
+static int hf_n_experts(const struct hf_ckpt *c)
+{
+	int e = cfg_int(c, "num_experts");
+	return e > 0 ? e : cfg_int(c, "num_local_experts");
+}
+
+/* A layer is MoE when the checkpoint has its router. */
+static bool hf_layer_is_moe(const struct hf_ckpt *c, int l)
+{
+	char n[200];
+	snprintf(n, sizeof n, "model.layers.%d.%s.gate.weight", l,
+		 is_mixtral(c) ? "block_sparse_moe" : "mlp");
+	return hf_find_alias(c, n) != NULL;
+}
+
+/* The source rows of expert e's part p (0 gate, 1 up, 2 down) in layer l:
+ * per-expert tensors, or a slice of the fused [E, 2I, H] / [E, H, I] ones. */
+static const struct hf_tensor *hf_expert(const struct hf_ckpt *c, int l, int e, int p,
+					 int64_t *row0)
+{
+	static const char *const mix[3] = { "w1", "w3", "w2" };
+	static const char *const mlp[3] = { "gate_proj", "up_proj", "down_proj" };
+	char n[200];
+	if (is_mixtral(c))
+		snprintf(n, sizeof n, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e, mix[p]);
+	else
+		snprintf(n, sizeof n, "model.layers.%d.mlp.experts.%d.%s.weight", l, e, mlp[p]);
+	const struct hf_tensor *t = hf_find_alias(c, n);
+	*row0 = 0;
+	if (t)
+		return t;
+	int64_t I = hf_experts_ffn(c), H = cfg_int(c, "hidden_size");
+	snprintf(n, sizeof n, "model.layers.%d.mlp.experts.%s", l, p == 2 ? "down_proj" : "gate_up_proj");
+	t = hf_find(c, n);
+	cr_assert_not_null(t, "no expert %d part %d of layer %d in the checkpoint", e, p, l);
+	*row0 = p == 2 ? e * H : e * 2 * I + (p == 1 ? I : 0);
+	return t;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static bool is_grouped(enum quant_type q)
+{
+	return q == QUANT_INT8 || q == QUANT_INT4;
+}
+
+/* The storage type docs/FORMAT.md gives a resident tensor under --quant q:
+ * norms and routers f32; embeddings bf16 (f32 under f32); other matrices
+ * the dense type (int4 -> int8), bf16 when the group does not divide. */
+static enum quant_type expected_type(const char *name, enum quant_type q, int64_t cols, int32_t group)
+{
+	if (ends_with(name, "norm.weight") || ends_with(name, ".mlp.gate.weight") ||
+	    ends_with(name, ".block_sparse_moe.gate.weight"))
+		return QUANT_F32;
+	if (!strcmp(name, "model.embed_tokens.weight"))
+		return q == QUANT_F32 ? QUANT_F32 : QUANT_BF16;
+	enum quant_type d = q == QUANT_INT4 ? QUANT_INT8 : q;
+	if (is_grouped(d) && cols % group != 0)
+		return QUANT_BF16;
+	return d;
+}
+
+/* ------------------------------------------------------ value checking */
+
+/* Compares a stored matrix with the source values `want`. The int layouts
+ * are decoded here from quant.h's description and must agree with
+ * quant_row_dequantize. */
+static void check_matrix(const char *what, const uint8_t *base, enum quant_type type, int32_t group,
+			 int64_t rows, int64_t cols, const float *want, bool exact_src)
+{
+	struct qmatrix m;
+	quant_matrix_view(&m, base, type, rows, cols, group);
+	float *got = malloc((size_t)cols * sizeof *got);
+	cr_assert_not_null(got);
+	for (int64_t r = 0; r < rows; r++) {
+		quant_row_dequantize(got, &m, r);
+		const float *w = want + r * cols;
+		for (int64_t k = 0; k < cols; k++) {
+			if (type == QUANT_F32) {
+				cr_assert_eq(to_bits(got[k]), to_bits(w[k]), "%s [%lld, %lld]: f32 %a, source %a",
+					     what, (long long)r, (long long)k, got[k], w[k]);
+			} else if (type == QUANT_BF16) {
+				cr_assert_eq(to_bits(got[k]), to_bits(round_bf16(w[k])),
+					     "%s [%lld, %lld]: bf16 %a, source %a", what, (long long)r,
+					     (long long)k, got[k], w[k]);
+				if (exact_src)
+					cr_assert_eq(got[k], w[k], "%s: bf16 of a bf16 source must be lossless", what);
+			}
+		}
+		if (!is_grouped(type))
+			continue;
+		int qmax = type == QUANT_INT8 ? 127 : 7;
+		const float *scales = (const float *)(base + (type == QUANT_INT8 ? rows * cols : rows * cols / 2));
+		for (int64_t g = 0; g < cols / group; g++) {
+			float amax = 0;
+			for (int64_t k = g * group; k < (g + 1) * group; k++)
+				amax = fmaxf(amax, fabsf(w[k]));
+			float s;
+			memcpy(&s, &scales[r * (cols / group) + g], sizeof s);
+			float s_want = amax / (float)qmax;
+			cr_assert(fabsf(s - s_want) <= 1e-6f * s_want, "%s row %lld group %lld: scale %a, max|w|/%d = %a",
+				  what, (long long)r, (long long)g, s, qmax, s_want);
+			for (int64_t k = g * group; k < (g + 1) * group; k++) {
+				int q;
+				if (type == QUANT_INT8) {
+					q = (int8_t)base[r * cols + k];
+				} else {
+					uint8_t b = base[r * cols / 2 + (k / 32) * 16 + k % 16];
+					int nib = (k % 32) < 16 ? (b & 15) : (b >> 4);
+					q = nib - 8;
+				}
+				cr_assert(q >= -qmax && q <= qmax, "%s: q = %d outside +-%d", what, q, qmax);
+				cr_assert_eq(to_bits(got[k]), to_bits((float)q * s),
+					     "%s [%lld, %lld]: dequantized %a, q * scale = %a", what, (long long)r,
+					     (long long)k, got[k], (float)q * s);
+				float err = fabsf(w[k] - got[k]);
+				cr_assert(err <= s / 2 + 1e-5f * s, "%s [%lld, %lld]: |w - w^| = %g > scale/2 = %g",
+					  what, (long long)r, (long long)k, err, s / 2);
+			}
+		}
+	}
+	free(got);
+}
+
+static bool all_zero(const uint8_t *p, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static char *read_file(const char *dir, const char *rel, size_t *len)
+{
+	char p[PATH_MAX + 256];
+	snprintf(p, sizeof p, "%s/%s", dir, rel);
+	char *b = tu_read(p, len);
+	cr_assert_not_null(b, "cannot read %s", p);
+	return b;
+}
+
+/* Everything a reader may rely on in the container at out, converted from
+ * the checkpoint hf with --quant q --group-size group. */
+static void check_container(const char *out, const struct hf_ckpt *hf, enum quant_type q, int32_t group)
+{
+	struct manifest m;
+	error_clear();
+	cr_assert_eq(manifest_load(&m, out), 0, "manifest_load(%s): %s", out, error_message());
+	cr_assert_eq(m.version, 1);
+	cr_assert_str_eq(m.model_type, cJSON_GetObjectItem(hf->config, "model_type")->valuestring);
+	cr_assert_eq(m.expert_quant, q);
+	cr_assert_eq(m.dense_quant, q == QUANT_INT4 ? QUANT_INT8 : q);
+	cr_assert_eq(m.group, group);
+
+	/* Resident tensors: every non-expert tensor of the checkpoint, once. */
+	size_t n_src = 0;
+	for (size_t i = 0; i < hf->n; i++) {
+		const char *n = hf->t[i].name;
+		if (strstr(n, ".experts.") || ends_with(n, "_scale_inv"))
+			continue;
+		n_src++;
+	}
+	cr_assert_eq(m.n_tensors, n_src, "%s: %zu resident tensors, the checkpoint has %zu", out,
+		     m.n_tensors, n_src);
+
+	size_t res_len = 0;
+	uint8_t *res = (uint8_t *)read_file(out, m.resident_file, &res_len);
+	cr_assert_eq(res_len, m.resident_bytes);
+	uint64_t end = 0;
+	for (size_t i = 0; i < m.n_tensors; i++) {
+		const struct manifest_tensor *t = &m.tensors[i];
+		cr_assert_eq(t->offset % 4096, 0, "%s at %llu is not 4 KiB-aligned", t->name,
+			     (unsigned long long)t->offset);
+		cr_assert_geq(t->offset, end, "%s overlaps the tensor before it", t->name);
+		cr_assert(all_zero(res + end, t->offset - end), "padding before %s is not zero", t->name);
+		end = t->offset + t->bytes;
+		cr_assert_eq(XXH3_64bits(res + t->offset, t->bytes), t->checksum, "%s: checksum", t->name);
+		enum quant_type want = expected_type(t->name, q, t->shape[1], group);
+		cr_assert_eq(t->type, want, "%s stored as %s, expected %s", t->name,
+			     quant_type_name(t->type), quant_type_name(want));
+		cr_assert_eq(t->group, is_grouped(t->type) ? group : 0, "%s: group %d", t->name, t->group);
+
+		for (size_t k = 0; k < i; k++)
+			cr_assert_str_neq(m.tensors[k].name, t->name, "%s is stored twice", t->name);
+		const struct hf_tensor *src = hf_find_alias(hf, t->name);
+		cr_assert_not_null(src, "%s: %s is not in the checkpoint", out, t->name);
+		int64_t rows = t->shape[0], cols = t->shape[1];
+		cr_assert_eq(t->ndim, src->ndim, "%s: ndim", t->name);
+		cr_assert_eq(rows, src->shape[0], "%s: rows", t->name);
+		if (src->ndim == 2)
+			cr_assert_eq(cols, src->shape[1], "%s: cols", t->name);
+		float *want_v = malloc((size_t)(rows * cols) * sizeof *want_v);
+		bool exact;
+		hf_rows(hf, src, 0, rows, cols, want_v, &exact);
+		check_matrix(t->name, res + t->offset, t->type, t->group, rows, cols, want_v, exact);
+		free(want_v);
+	}
+	cr_assert(all_zero(res + end, res_len - end), "resident.bin: tail padding is not zero");
+	free(res);
+
+	/* Expert files: one per MoE layer, one record per expert. */
+	int E = hf_n_experts(hf), L = cfg_int(hf, "num_hidden_layers");
+	int64_t I = hf_experts_ffn(hf), H = cfg_int(hf, "hidden_size");
+	cr_assert_eq(m.n_experts, E);
+	size_t n_moe = 0;
+	for (int l = 0; l < L; l++) {
+		const struct manifest_expert_layer *el = manifest_expert_layer(&m, l);
+		if (!hf_layer_is_moe(hf, l)) {
+			cr_assert_null(el, "dense layer %d has an expert file", l);
+			continue;
+		}
+		n_moe++;
+		cr_assert_not_null(el, "MoE layer %d has no expert file", l);
+		char name[64];
+		snprintf(name, sizeof name, "experts/layer-%03d.bin", l);
+		cr_assert_str_eq(el->file, name);
+		cr_assert_eq(el->record_bytes % 4096, 0);
+		size_t flen = 0;
+		uint8_t *f = (uint8_t *)read_file(out, el->file, &flen);
+		cr_assert_eq(flen, (uint64_t)E * el->record_bytes, "%s: %zu bytes", el->file, flen);
+		static const char *const pn[3] = { "gate", "up", "down" };
+		uint64_t pend = 0;
+		for (int p = 0; p < 3; p++) {
+			const struct manifest_tensor *pt = &el->parts[p];
+			cr_assert_str_eq(pt->name, pn[p]);
+			cr_assert_eq(pt->type, q);
+			cr_assert_eq(pt->group, is_grouped(q) ? group : 0);
+			cr_assert_eq(pt->offset % 64, 0, "part %s at %llu", pn[p], (unsigned long long)pt->offset);
+			cr_assert_geq(pt->offset, pend);
+			cr_assert_eq(pt->shape[0], p == 2 ? H : I);
+			cr_assert_eq(pt->shape[1], p == 2 ? I : H);
+			pend = pt->offset + pt->bytes;
+		}
+		cr_assert_leq(pend, el->record_bytes);
+		cr_assert_gt(pend + 4096, el->record_bytes, "record_bytes %llu is padded beyond 4 KiB",
+			     (unsigned long long)el->record_bytes);
+		float *want_v = malloc((size_t)(I * H) * sizeof *want_v);
+		for (int e = 0; e < E; e++) {
+			const uint8_t *rec = f + (uint64_t)e * el->record_bytes;
+			cr_assert_eq(XXH3_64bits(rec, el->record_bytes), el->checksums[e],
+				     "%s: record %d checksum", el->file, e);
+			uint64_t at = 0;
+			for (int p = 0; p < 3; p++) {
+				const struct manifest_tensor *pt = &el->parts[p];
+				cr_assert(all_zero(rec + at, pt->offset - at), "%s expert %d: padding before %s",
+					  el->file, e, pn[p]);
+				at = pt->offset + pt->bytes;
+				int64_t row0;
+				const struct hf_tensor *src = hf_expert(hf, l, e, p, &row0);
+				bool exact;
+				hf_rows(hf, src, row0, pt->shape[0], pt->shape[1], want_v, &exact);
+				char what[128];
+				snprintf(what, sizeof what, "layer %d expert %d %s", l, e, pn[p]);
+				check_matrix(what, rec + pt->offset, pt->type, pt->group, pt->shape[0],
+					     pt->shape[1], want_v, exact);
+			}
+			cr_assert(all_zero(rec + at, el->record_bytes - at), "%s expert %d: tail padding",
+				  el->file, e);
+		}
+		free(want_v);
+		free(f);
+	}
+	cr_assert_eq(m.n_expert_layers, n_moe);
+	manifest_free(&m);
+}
+
+/* ------------------------------------------------------- running colibri */
+
+static char ws[PATH_MAX];   /* per-test scratch folder */
+
+static void setup(void)
+{
+	tu_mkdtemp(ws, sizeof ws);
+}
+
+static void teardown(void)
+{
+	tu_rmrf(ws);
+}
+
+TestSuite(convert, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Runs colibri convert; stderr goes to ws/log.txt. Returns the exit status. */
+static int convert(const char *hf, const char *out, const char *args)
+{
+	return tu_sh("'%s' convert '%s' '%s' %s >/dev/null 2>'%s/log.txt'", tu_colibri(), hf, out,
+		     args, ws);
+}
+
+static const char *quants[4] = { "f32", "bf16", "int8", "int4" };
+
+/* Converts fixture `name` under every --quant and checks each container. */
+static void convert_all_quants(const char *name)
+{
+	char hf_dir[PATH_MAX];
+	fixture_path(hf_dir, sizeof hf_dir, name);
+	struct hf_ckpt hf;
+	hf_load(&hf, hf_dir);
+	for (int i = 0; i < 4; i++) {
+		char out[PATH_MAX + 64], args[64];
+		snprintf(out, sizeof out, "%s/%s-%s", ws, name, quants[i]);
+		snprintf(args, sizeof args, "--quant %s --quiet", quants[i]);
+		int st = convert(hf_dir, out, args);
+		char *log = read_file(ws, "log.txt", NULL);
+		cr_assert_eq(st, 0, "convert %s --quant %s: exit %d: %s", name, quants[i], st, log);
+		free(log);
+		enum quant_type q;
+		cr_assert_eq(quant_type_parse(quants[i], &q), 0);
+		check_container(out, &hf, q, 64);
+	}
+	hf_free(&hf);
+}
+
+Test(convert, olmoe_every_quant) { convert_all_quants("olmoe"); }
+Test(convert, qwen3_moe_every_quant) { convert_all_quants("qwen3_moe"); }
+Test(convert, mixtral_sharded_every_quant) { convert_all_quants("mixtral"); }
+Test(convert, qwen3_moe_fused_every_quant) { convert_all_quants("qwen3_moe_fused"); }
+Test(convert, qwen3_moe_fp8_every_quant) { convert_all_quants("qwen3_moe_fp8"); }
+
+/* The types by role, spelled out once for int4 on a model with a dense
+ * layer (qwen3_moe layer 1). */
+Test(convert, types_by_role_under_int4)
+{
+	char hf_dir[PATH_MAX], out[PATH_MAX + 16];
+	fixture_path(hf_dir, sizeof hf_dir, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(convert(hf_dir, out, "--quiet"), 0, "default --quant must be int4");
+	struct manifest m;
+	cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
+	cr_assert_eq(m.expert_quant, QUANT_INT4);
+	cr_assert_eq(m.dense_quant, QUANT_INT8);
+	cr_assert_eq(m.group, 64);
+	static const struct {
+		const char *name;
+		enum quant_type type;
+	} want[] = {
+		{ "model.embed_tokens.weight", QUANT_BF16 },
+		{ "model.layers.0.input_layernorm.weight", QUANT_F32 },
+		{ "model.layers.0.post_attention_layernorm.weight", QUANT_F32 },
+		{ "model.layers.0.self_attn.q_norm.weight", QUANT_F32 },
+		{ "model.layers.0.self_attn.k_norm.weight", QUANT_F32 },
+		{ "model.layers.0.mlp.gate.weight", QUANT_F32 },
+		{ "model.layers.2.mlp.gate.weight", QUANT_F32 },
+		{ "model.norm.weight", QUANT_F32 },
+		{ "model.layers.0.self_attn.q_proj.weight", QUANT_INT8 },
+		{ "model.layers.0.self_attn.k_proj.weight", QUANT_INT8 },
+		{ "model.layers.0.self_attn.v_proj.weight", QUANT_INT8 },
+		{ "model.layers.0.self_attn.o_proj.weight", QUANT_INT8 },
+		{ "model.layers.1.mlp.gate_proj.weight", QUANT_INT8 },
+		{ "model.layers.1.mlp.up_proj.weight", QUANT_INT8 },
+		{ "model.layers.1.mlp.down_proj.weight", QUANT_INT8 },
+		{ "lm_head.weight", QUANT_INT8 },
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		const struct manifest_tensor *t = manifest_find(&m, want[i].name);
+		cr_assert_not_null(t, "%s missing", want[i].name);
+		cr_assert_eq(t->type, want[i].type, "%s is %s", want[i].name, quant_type_name(t->type));
+	}
+	cr_assert_null(manifest_find(&m, "model.layers.1.mlp.gate.weight"), "layer 1 is dense");
+	cr_assert_null(manifest_expert_layer(&m, 1));
+	cr_assert_not_null(manifest_expert_layer(&m, 0));
+	cr_assert_not_null(manifest_expert_layer(&m, 2));
+	for (int p = 0; p < EXPERT_PARTS; p++)
+		cr_assert_eq(manifest_expert_layer(&m, 2)->parts[p].type, QUANT_INT4);
+	manifest_free(&m);
+}
+
+Test(convert, group_size_32)
+{
+	char hf_dir[PATH_MAX], out[PATH_MAX + 16];
+	fixture_path(hf_dir, sizeof hf_dir, "olmoe");
+	struct hf_ckpt hf;
+	hf_load(&hf, hf_dir);
+	snprintf(out, sizeof out, "%s/out4", ws);
+	cr_assert_eq(convert(hf_dir, out, "--quant int4 --group-size 32 --quiet"), 0);
+	check_container(out, &hf, QUANT_INT4, 32);
+	hf_free(&hf);
+}
+
+/* Copies fixture `name` into ws/hf and returns that path in buf. */
+static void copy_fixture(char *buf, size_t n, const char *name)
+{
+	char src[PATH_MAX];
+	fixture_path(src, sizeof src, name);
+	snprintf(buf, n, "%s/hf", ws);
+	cr_assert_eq(tu_sh("cp -r '%s' '%s'", src, buf), 0);
+}
+
+/* An editable safetensors file: its parsed header, its data block, and
+ * bytes to append after the data block. Edits change only the header (and
+ * append data), so every untouched tensor keeps its bytes. */
+struct st_edit {
+	char path[PATH_MAX + 64];
+	char *buf;
+	size_t len;
+	uint64_t hlen;
+	cJSON *h;
+	uint8_t *extra;
+	size_t extra_len;
+};
+
+static void st_edit_open(struct st_edit *e, const char *hf_dir)
+{
+	memset(e, 0, sizeof *e);
+	snprintf(e->path, sizeof e->path, "%s/model.safetensors", hf_dir);
+	e->buf = tu_read(e->path, &e->len);
+	cr_assert(e->buf && e->len >= 8, "cannot read %s", e->path);
+	for (int i = 7; i >= 0; i--)
+		e->hlen = e->hlen << 8 | (uint8_t)e->buf[i];
+	e->h = cJSON_ParseWithLength(e->buf + 8, e->hlen);
+	cr_assert(cJSON_IsObject(e->h), "%s: bad header", e->path);
+}
+
+static uint64_t st_edit_data_bytes(const struct st_edit *e)
+{
+	return e->len - 8 - e->hlen;
+}
+
+static cJSON *st_edit_entry(struct st_edit *e, const char *name)
+{
+	cJSON *t = cJSON_GetObjectItemCaseSensitive(e->h, name);
+	cr_assert_not_null(t, "%s: no tensor %s", e->path, name);
+	return t;
+}
+
+/* Sets the entry's dtype, shape and data_offsets. */
+static void st_edit_set(cJSON *t, const char *dtype, int64_t rows, int64_t cols, uint64_t begin,
+			uint64_t end)
+{
+	cJSON_ReplaceItemInObjectCaseSensitive(t, "dtype", cJSON_CreateString(dtype));
+	cJSON *shape = cJSON_CreateArray();
+	cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)rows));
+	cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)cols));
+	cJSON_ReplaceItemInObjectCaseSensitive(t, "shape", shape);
+	cJSON *off = cJSON_CreateArray();
+	cJSON_AddItemToArray(off, cJSON_CreateNumber((double)begin));
+	cJSON_AddItemToArray(off, cJSON_CreateNumber((double)end));
+	cJSON_ReplaceItemInObjectCaseSensitive(t, "data_offsets", off);
+}
+
+static uint64_t st_edit_num(cJSON *t, const char *key, int i)
+{
+	return (uint64_t)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, key), i)->valuedouble;
+}
+
+/* Appends n bytes (zeros if data is NULL); returns their data offset. */
+static uint64_t st_edit_append(struct st_edit *e, const void *data, size_t n)
+{
+	uint64_t at = st_edit_data_bytes(e) + e->extra_len;
+	e->extra = realloc(e->extra, e->extra_len + n);
+	cr_assert_not_null(e->extra);
+	if (data)
+		memcpy(e->extra + e->extra_len, data, n);
+	else
+		memset(e->extra + e->extra_len, 0, n);
+	e->extra_len += n;
+	return at;
+}
+
+static void st_edit_save(struct st_edit *e)
+{
+	char *text = cJSON_PrintUnformatted(e->h);
+	uint64_t nlen = strlen(text), data = st_edit_data_bytes(e);
+	size_t total = 8 + nlen + data + e->extra_len;
+	char *nb = malloc(total);
+	cr_assert_not_null(nb);
+	for (int i = 0; i < 8; i++)
+		nb[i] = (char)(nlen >> (8 * i));
+	memcpy(nb + 8, text, nlen);
+	memcpy(nb + 8 + nlen, e->buf + 8 + e->hlen, data);
+	if (e->extra_len)
+		memcpy(nb + 8 + nlen + data, e->extra, e->extra_len);
+	cr_assert_eq(tu_write(e->path, nb, total), 0);
+	free(nb);
+	free(text);
+	cJSON_Delete(e->h);
+	free(e->buf);
+	free(e->extra);
+}
+
+enum edit_op { EDIT_DROP, EDIT_HALVE_ROWS, EDIT_RETYPE_I32, EDIT_PAST_END };
+
+/* One change to tensor `name` of HF_DIR/model.safetensors:
+ *   EDIT_DROP        remove it
+ *   EDIT_HALVE_ROWS  keep its first half of rows (a shape mismatch)
+ *   EDIT_RETYPE_I32  store it as I32 of the same shape
+ *   EDIT_PAST_END    move its data_offsets past the end of the data */
+static void edit_checkpoint(const char *hf_dir, enum edit_op op, const char *name)
+{
+	struct st_edit e;
+	st_edit_open(&e, hf_dir);
+	cJSON *t = st_edit_entry(&e, name);
+	cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+	cr_assert_eq(cJSON_GetArraySize(shape), 2, "%s is not 2-D", name);
+	int64_t rows = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
+	int64_t cols = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
+	uint64_t begin = st_edit_num(t, "data_offsets", 0), end = st_edit_num(t, "data_offsets", 1);
+	const char *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring;
+	char dt[16];
+	snprintf(dt, sizeof dt, "%s", dtype);
+	switch (op) {
+	case EDIT_DROP:
+		cJSON_DeleteItemFromObjectCaseSensitive(e.h, name);
+		break;
+	case EDIT_HALVE_ROWS:
+		st_edit_set(t, dt, rows / 2, cols, begin, begin + (end - begin) / 2);
+		break;
+	case EDIT_RETYPE_I32: {
+		uint64_t at = st_edit_append(&e, NULL, (size_t)(rows * cols * 4));
+		st_edit_set(t, "I32", rows, cols, at, at + (uint64_t)(rows * cols * 4));
+		break;
+	}
+	case EDIT_PAST_END: {
+		uint64_t at = st_edit_data_bytes(&e) + 4096;
+		st_edit_set(t, dt, rows, cols, at, at + (end - begin));
+		break;
+	}
+	}
+	st_edit_save(&e);
+}
+
+/* Narrows the dense MLP of every dense layer to 96 (config and tensors):
+ * gate/up keep their first 96 rows, down its first 96 columns. */
+static void narrow_dense_mlp(const char *hf_dir)
+{
+	char p[PATH_MAX + 32];
+	snprintf(p, sizeof p, "%s/config.json", hf_dir);
+	char *text = tu_read(p, NULL);
+	cJSON *cfg = cJSON_Parse(text);
+	free(text);
+	cJSON_ReplaceItemInObjectCaseSensitive(cfg, "intermediate_size", cJSON_CreateNumber(96));
+	text = cJSON_Print(cfg);
+	cJSON_Delete(cfg);
+	cr_assert_eq(tu_write(p, text, strlen(text)), 0);
+	free(text);
+
+	struct st_edit e;
+	st_edit_open(&e, hf_dir);
+	int n = 0;
+	for (cJSON *t = e.h->child; t; t = t->next) {
+		bool gu = strstr(t->string, ".mlp.gate_proj.") || strstr(t->string, ".mlp.up_proj.");
+		bool down = strstr(t->string, ".mlp.down_proj.") != NULL;
+		if (!gu && !down)
+			continue;
+		cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring, "BF16");
+		cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+		int64_t rows = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
+		int64_t cols = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
+		uint64_t begin = st_edit_num(t, "data_offsets", 0);
+		if (gu) {
+			st_edit_set(t, "BF16", 96, cols, begin, begin + 96 * (uint64_t)cols * 2);
+		} else {
+			const char *src = e.buf + 8 + e.hlen + begin;
+			char *cut = malloc((size_t)rows * 96 * 2);
+			for (int64_t r = 0; r < rows; r++)
+				memcpy(cut + r * 96 * 2, src + r * cols * 2, 96 * 2);
+			uint64_t at = st_edit_append(&e, cut, (size_t)rows * 96 * 2);
+			free(cut);
+			st_edit_set(t, "BF16", rows, 96, at, at + (uint64_t)rows * 96 * 2);
+		}
+		n++;
+	}
+	cr_assert_gt(n, 0, "%s has no dense MLP", hf_dir);
+	st_edit_save(&e);
+}
+
+/* A dense matrix whose inputs the group does not divide falls back to bf16;
+ * the other matrices keep the dense type. */
+Test(convert, dense_bf16_fallback)
+{
+	char hf_dir[PATH_MAX], out[PATH_MAX + 16];
+	copy_fixture(hf_dir, sizeof hf_dir, "qwen3_moe");
+	narrow_dense_mlp(hf_dir);
+	struct hf_ckpt hf;
+	hf_load(&hf, hf_dir);
+	for (int i = 2; i < 4; i++) {
+		snprintf(out, sizeof out, "%s/out-%s", ws, quants[i]);
+		char args[64];
+		snprintf(args, sizeof args, "--quant %s --quiet", quants[i]);
+		int st = convert(hf_dir, out, args);
+		char *log = read_file(ws, "log.txt", NULL);
+		cr_assert_eq(st, 0, "%s", log);
+		free(log);
+		enum quant_type q;
+		quant_type_parse(quants[i], &q);
+		check_container(out, &hf, q, 64);
+		struct manifest m;
+		cr_assert_eq(manifest_load(&m, out), 0);
+		cr_assert_eq(manifest_find(&m, "model.layers.1.mlp.down_proj.weight")->type, QUANT_BF16);
+		cr_assert_eq(manifest_find(&m, "model.layers.1.mlp.up_proj.weight")->type, QUANT_INT8);
+		manifest_free(&m);
+	}
+	hf_free(&hf);
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	size_t la = 0, lb = 0;
+	char *x = tu_read(a, &la), *y = tu_read(b, &lb);
+	cr_assert(x && y, "cannot read %s or %s", a, b);
+	bool same = la == lb && memcmp(x, y, la) == 0;
+	free(x);
+	free(y);
+	return same;
+}
+
+/* gen_model.py draws each weight from (seed, per-expert name), whatever the
+ * layout; the fixtures qwen3_moe and qwen3_moe_fused share seed 1. First
+ * check that premise on the checkpoints, then that the containers agree
+ * byte for byte. */
+Test(convert, fused_layout_matches_per_expert)
+{
+	char a_dir[PATH_MAX], b_dir[PATH_MAX];
+	fixture_path(a_dir, sizeof a_dir, "qwen3_moe");
+	fixture_path(b_dir, sizeof b_dir, "qwen3_moe_fused");
+	struct hf_ckpt a, b;
+	hf_load(&a, a_dir);
+	hf_load(&b, b_dir);
+	int64_t I = hf_experts_ffn(&a), H = cfg_int(&a, "hidden_size");
+	float *va = malloc((size_t)(I * H) * sizeof *va), *vb = malloc((size_t)(I * H) * sizeof *vb);
+	int n_fused = 0;
+	for (int l = 0; l < cfg_int(&a, "num_hidden_layers"); l++) {
+		if (!hf_layer_is_moe(&a, l))
+			continue;
+		for (int e = 0; e < hf_n_experts(&a); e++) {
+			for (int p = 0; p < 3; p++) {
+				int64_t r0a, r0b, rows = p == 2 ? H : I, cols = p == 2 ? I : H;
+				bool x;
+				const struct hf_tensor *ta = hf_expert(&a, l, e, p, &r0a);
+				const struct hf_tensor *tb = hf_expert(&b, l, e, p, &r0b);
+				n_fused += tb->ndim == 3;
+				hf_rows(&a, ta, r0a, rows, cols, va, &x);
+				hf_rows(&b, tb, r0b, rows, cols, vb, &x);
+				cr_assert_eq(memcmp(va, vb, (size_t)(rows * cols) * sizeof *va), 0,
+					     "gen_model.py: fused and per-expert weights of seed 1 differ "
+					     "(layer %d expert %d part %d)", l, e, p);
+			}
+		}
+	}
+	cr_assert_gt(n_fused, 0, "qwen3_moe_fused has no fused expert tensors");
+	free(va);
+	free(vb);
+	hf_free(&a);
+	hf_free(&b);
+
+	const char *qs[2] = { "int4", "bf16" };
+	for (int i = 0; i < 2; i++) {
+		char oa[PATH_MAX + 32], ob[PATH_MAX + 32], args[64];
+		snprintf(oa, sizeof oa, "%s/per-expert-%s", ws, qs[i]);
+		snprintf(ob, sizeof ob, "%s/fused-%s", ws, qs[i]);
+		snprintf(args, sizeof args, "--quant %s --quiet", qs[i]);
+		cr_assert_eq(convert(a_dir, oa, args), 0);
+		cr_assert_eq(convert(b_dir, ob, args), 0);
+		struct manifest ma, mb;
+		cr_assert_eq(manifest_load(&ma, oa), 0);
+		cr_assert_eq(manifest_load(&mb, ob), 0);
+		cr_assert_eq(ma.n_expert_layers, mb.n_expert_layers);
+		for (size_t l = 0; l < ma.n_expert_layers; l++) {
+			char fa[PATH_MAX + 128], fb[PATH_MAX + 128];
+			snprintf(fa, sizeof fa, "%s/%s", oa, ma.layers[l].file);
+			snprintf(fb, sizeof fb, "%s/%s", ob, mb.layers[l].file);
+			cr_assert(same_file(fa, fb), "%s and %s differ", fa, fb);
+			cr_assert_eq(memcmp(ma.layers[l].checksums, mb.layers[l].checksums,
+					    (size_t)ma.n_experts * sizeof(uint64_t)), 0);
+		}
+		char ra[PATH_MAX + 32], rb[PATH_MAX + 32];
+		snprintf(ra, sizeof ra, "%s/resident.bin", oa);
+		snprintf(rb, sizeof rb, "%s/resident.bin", ob);
+		cr_assert(same_file(ra, rb), "resident.bin differs between layouts");
+		manifest_free(&ma);
+		manifest_free(&mb);
+	}
+}
+
+/* ----------------------------------------------------------- bad input */
+
+/* Entries of ws whose name starts with "out": the output folder and any
+ * sibling made from its name (out.tmp-XXXXXX, out.old-PID). */
+static int out_entries(char *names, size_t len)
+{
+	DIR *d = opendir(ws);
+	cr_assert_not_null(d);
+	struct dirent *de;
+	int n = 0;
+	names[0] = 0;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "out", 3) != 0)
+			continue;
+		n++;
+		snprintf(names + strlen(names), len - strlen(names), "%s ", de->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+static void assert_one_line(const char *log)
+{
+	size_t n = strlen(log);
+	cr_assert(n > 1 && log[n - 1] == '\n', "expected one line on stderr, got \"%s\"", log);
+	cr_assert_null(memchr(log, '\n', n - 1), "expected one line on stderr, got \"%s\"", log);
+}
+
+/* Runs convert hf -> ws/out with args; it must fail with one line on stderr
+ * containing every needle, and leave nothing named out* in ws. */
+static void expect_failure(const char *hf, const char *args, const char *needle1, const char *needle2)
+{
+	char out[PATH_MAX + 16], names[1024];
+	snprintf(out, sizeof out, "%s/out", ws);
+	int st = convert(hf, out, args);
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "convert %s %s succeeded", hf, args);
+	cr_assert_neq(st, -1, "convert crashed: %s", log);
+	cr_assert_lt(st, 128, "convert died of a signal (status %d): %s", st, log);
+	assert_one_line(log);
+	cr_assert(strstr(log, needle1), "message lacks \"%s\": %s", needle1, log);
+	if (needle2)
+		cr_assert(strstr(log, needle2), "message lacks \"%s\": %s", needle2, log);
+	cr_assert_eq(out_entries(names, sizeof names), 0, "left behind: %s", names);
+	free(log);
+}
+
+Test(convert, missing_config)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	char p[PATH_MAX + 32];
+	snprintf(p, sizeof p, "%s/config.json", hf);
+	cr_assert_eq(unlink(p), 0);
+	expect_failure(hf, "", p, NULL);
+}
+
+Test(convert, missing_hf_dir)
+{
+	char hf[PATH_MAX + 16];
+	snprintf(hf, sizeof hf, "%s/no-such-checkpoint", ws);
+	expect_failure(hf, "", "no-such-checkpoint", NULL);
+}
+
+Test(convert, config_not_json)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/config.json", hf);
+	cr_assert_eq(tu_write(p, "{\"model_type\": \"qwen3_moe\",", 27), 0);
+	expect_failure(hf, "", p, "JSON");
+}
+
+Test(convert, unknown_model_type)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/config.json", hf);
+	char *text = tu_read(p, NULL);
+	cJSON *j = cJSON_Parse(text);
+	free(text);
+	cJSON_ReplaceItemInObject(j, "model_type", cJSON_CreateString("gpt_neox_moe"));
+	text = cJSON_Print(j);
+	cJSON_Delete(j);
+	cr_assert_eq(tu_write(p, text, strlen(text)), 0);
+	free(text);
+	expect_failure(hf, "", "config.json", "gpt_neox_moe");
+}
+
+Test(convert, missing_resident_tensor)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_DROP, "model.layers.2.self_attn.k_proj.weight");
+	expect_failure(hf, "", "model.layers.2.self_attn.k_proj.weight", NULL);
+}
+
+Test(convert, missing_expert_tensor)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_DROP, "model.layers.2.mlp.experts.5.up_proj.weight");
+	expect_failure(hf, "", "model.layers.2.mlp.experts.5.up_proj.weight", NULL);
+}
+
+Test(convert, missing_fp8_scale)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe_fp8");
+	edit_checkpoint(hf, EDIT_DROP, "model.layers.0.self_attn.q_proj.weight_scale_inv");
+	expect_failure(hf, "", "model.layers.0.self_attn.q_proj.weight_scale_inv", NULL);
+}
+
+Test(convert, shape_mismatch)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_HALVE_ROWS, "model.layers.0.self_attn.q_proj.weight");
+	expect_failure(hf, "", "model.layers.0.self_attn.q_proj.weight", "shape");
+}
+
+Test(convert, expert_shape_mismatch)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "olmoe");
+	edit_checkpoint(hf, EDIT_HALVE_ROWS, "model.layers.1.mlp.experts.3.down_proj.weight");
+	expect_failure(hf, "", "model.layers.1.mlp.experts.3.down_proj.weight", "shape");
+}
+
+Test(convert, unsupported_dtype)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_RETYPE_I32, "model.layers.0.self_attn.o_proj.weight");
+	expect_failure(hf, "", "model.layers.0.self_attn.o_proj.weight", "I32");
+}
+
+Test(convert, unsupported_expert_dtype)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_RETYPE_I32, "model.layers.0.mlp.experts.1.down_proj.weight");
+	expect_failure(hf, "", "model.layers.0.mlp.experts.1.down_proj.weight", "I32");
+}
+
+Test(convert, truncated_shard)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 64];
+	copy_fixture(hf, sizeof hf, "mixtral");
+	snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", hf);
+	struct stat sb;
+	cr_assert_eq(stat(p, &sb), 0);
+	cr_assert_eq(truncate(p, sb.st_size / 2), 0);
+	expect_failure(hf, "", p, NULL);
+}
+
+Test(convert, header_offsets_past_end)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	const char *victim = "model.layers.1.self_attn.v_proj.weight";
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_PAST_END, victim);
+	snprintf(p, sizeof p, "%s/model.safetensors", hf);
+	expect_failure(hf, "", p, victim);
+}
+
+Test(convert, group_size_48_refused)
+{
+	char hf[PATH_MAX];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	expect_failure(hf, "--group-size 48", "group-size", "48");
+	expect_failure(hf, "--group-size 0", "group-size", NULL);
+	expect_failure(hf, "--group-size 64x", "group-size", NULL);
+}
+
+Test(convert, group_size_not_dividing_experts)
+{
+	/* Expert down_proj has 64 inputs: --group-size 128 cannot hold it. */
+	char hf[PATH_MAX];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	expect_failure(hf, "--quant int4 --group-size 128", "128", "down");
+}
+
+Test(convert, unknown_quant)
+{
+	char hf[PATH_MAX];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	expect_failure(hf, "--quant int3", "int3", NULL);
+}
+
+Test(convert, existing_out_dir_needs_force)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(convert(hf, out, "--quiet"), 0);
+	snprintf(p, sizeof p, "%s/manifest.json", out);
+	char *before = tu_read(p, NULL);
+	snprintf(p, sizeof p, "%s/marker.txt", out);
+	cr_assert_eq(tu_write(p, "keep", 4), 0);
+
+	int st = convert(hf, out, "--quant f32");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "an existing container was replaced without --force");
+	assert_one_line(log);
+	cr_assert(strstr(log, out) && strstr(log, "--force"), "%s", log);
+	free(log);
+	char *marker = tu_read(p, NULL);
+	cr_assert(marker && !strcmp(marker, "keep"), "old content was touched");
+	free(marker);
+	snprintf(p, sizeof p, "%s/manifest.json", out);
+	char *after = tu_read(p, NULL);
+	cr_assert(after && !strcmp(before, after), "old manifest was changed");
+	free(before);
+	free(after);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+	struct manifest m;
+	cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
+	cr_assert_eq(m.expert_quant, QUANT_INT4);
+	manifest_free(&m);
+}
+
+Test(convert, force_replaces_container)
+{
+	char hf_dir[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
+	fixture_path(hf_dir, sizeof hf_dir, "mixtral");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(convert(hf_dir, out, "--quiet"), 0);
+	snprintf(p, sizeof p, "%s/marker.txt", out);
+	cr_assert_eq(tu_write(p, "old", 3), 0);
+	int st = convert(hf_dir, out, "--force --quant bf16 --quiet");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_eq(st, 0, "%s", log);
+	free(log);
+	cr_assert_neq(access(p, F_OK), 0, "the old container was merged, not replaced");
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+	struct hf_ckpt hf;
+	hf_load(&hf, hf_dir);
+	check_container(out, &hf, QUANT_BF16, 64);
+	hf_free(&hf);
+}
+
+Test(convert, force_refuses_non_container)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(mkdir(out, 0755), 0);
+	snprintf(p, sizeof p, "%s/precious.txt", out);
+	cr_assert_eq(tu_write(p, "data", 4), 0);
+	int st = convert(hf, out, "--force");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "--force replaced a folder that is not a container");
+	assert_one_line(log);
+	cr_assert(strstr(log, out), "%s", log);
+	free(log);
+	char *d = tu_read(p, NULL);
+	cr_assert(d && !strcmp(d, "data"));
+	free(d);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+
+	/* A regular file in the way is not replaced either. */
+	tu_rmrf(out);
+	cr_assert_eq(tu_write(out, "file", 4), 0);
+	st = convert(hf, out, "--force");
+	log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0);
+	assert_one_line(log);
+	free(log);
+	d = tu_read(out, NULL);
+	cr_assert(d && !strcmp(d, "file"));
+	free(d);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+}
+
+/* A failure after the data files are written (here: tokenizer.json is a
+ * folder, found only when the side files are copied) still removes the
+ * temporary folder. */
+Test(convert, late_failure_leaves_nothing)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/tokenizer.json", hf);
+	cr_assert_eq(mkdir(p, 0755), 0);
+	expect_failure(hf, "--quiet", p, NULL);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* SIGINT during a conversion. To interrupt at a known point, tokenizer.json
+ * is a FIFO with no writer: the converter blocks opening it after writing
+ * resident.bin and the expert files into its temporary folder. The test
+ * waits for that folder, then sends SIGINT (again every second, in case the
+ * first one landed before the block) until the process exits. */
+Test(convert, interrupt_leaves_nothing)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], fifo[PATH_MAX + 32], logp[PATH_MAX + 16], names[1024];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(fifo, sizeof fifo, "%s/tokenizer.json", hf);
+	cr_assert_eq(mkfifo(fifo, 0644), 0);
+	snprintf(out, sizeof out, "%s/out", ws);
+	snprintf(logp, sizeof logp, "%s/log.txt", ws);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 2);
+		execl(tu_colibri(), tu_colibri(), "convert", hf, out, "--quiet", (char *)NULL);
+		_exit(127);
+	}
+	double t0 = now_s();
+	bool seen_tmp = false;
+	while (!seen_tmp && now_s() - t0 < 30) {
+		DIR *d = opendir(ws);
+		struct dirent *de;
+		while ((de = readdir(d)))
+			seen_tmp |= strncmp(de->d_name, "out.tmp-", 8) == 0;
+		closedir(d);
+		int st;
+		cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "convert exited before it was interrupted");
+		if (!seen_tmp)
+			usleep(2000);
+	}
+	cr_assert(seen_tmp, "no temporary folder appeared within 30 s");
+	int st = 0;
+	pid_t w = 0;
+	for (int tries = 0; tries < 20 && w == 0; tries++) {
+		kill(pid, SIGINT);
+		double t1 = now_s();
+		while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_s() - t1 < 1.0)
+			usleep(2000);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		cr_assert_fail("convert did not stop on SIGINT");
+	}
+	/* It exits with an error, or (if a later SIGINT arrives after it
+	 * restored the default handler on its way out) dies of SIGINT. */
+	cr_assert(WIFSIGNALED(st) ? WTERMSIG(st) == SIGINT : WEXITSTATUS(st) != 0,
+		  "unexpected status %d", st);
+	if (WIFEXITED(st)) {
+		char *log = tu_read(logp, NULL);
+		assert_one_line(log);
+		free(log);
+	}
+	cr_assert_eq(out_entries(names, sizeof names), 0, "left behind: %s", names);
+}
+
+/* transformers v5 stores Mixtral's router as mlp.gate and its experts as
+ * fused mlp.experts tensors (gen_model.py --arch mixtral --experts-layout
+ * fused writes it so); the container keeps the block_sparse_moe names. */
+Test(convert, mixtral_fused_v5_names)
+{
+	char hf_dir[PATH_MAX + 16], out[PATH_MAX + 16];
+	snprintf(hf_dir, sizeof hf_dir, "%s/hf", ws);
+	cr_assert_eq(tu_sh(PY " '%s/tools/gen_model.py' --arch mixtral --experts-layout fused --out '%s'",
+			   repo_root(), hf_dir), 0);
+	struct hf_ckpt hf;
+	hf_load(&hf, hf_dir);
+	cr_assert_null(hf_find(&hf, "model.layers.0.block_sparse_moe.gate.weight"));
+	cr_assert_not_null(hf_find(&hf, "model.layers.0.mlp.gate.weight"));
+	snprintf(out, sizeof out, "%s/out", ws);
+	int st = convert(hf_dir, out, "--quant int8 --quiet");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_eq(st, 0, "%s", log);
+	free(log);
+	check_container(out, &hf, QUANT_INT8, 64);
+	struct manifest m;
+	cr_assert_eq(manifest_load(&m, out), 0);
+	cr_assert_not_null(manifest_find(&m, "model.layers.1.block_sparse_moe.gate.weight"));
+	manifest_free(&m);
+	hf_free(&hf);
+}
