@@ -564,7 +564,7 @@ static void teardown(void)
 	tu_rmrf(ws);
 }
 
-TestSuite(convert, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(convert, .init = setup, .fini = teardown);
 
 /* Runs colibri convert; stderr goes to ws/log.txt. Returns the exit status. */
 static int convert(const char *hf, const char *out, const char *args)

@@ -1,0 +1,738 @@
+/*
+ * test_expert_store — the expert buffer manager (storage/) against expert
+ * files generated here, whose bytes the test keeps as the reference.
+ *
+ * Covers: every delivered record byte-equal to the file at the smallest,
+ * a medium and a whole-model cache, io_depth 1 and 64, with and without
+ * O_DIRECT, with COLIBRI_NO_IO_URING, COLIBRI_NO_DIRECT and
+ * COLIBRI_NO_FIXED_BUFFERS; prefetch joined by a request (read once);
+ * prefetch bounds; pins protect frames and one release per delivery;
+ * the frequency-aware policy beating LRU on a Zipf routing trace (same
+ * trace for both); fault injection (a corrupt byte fails the request naming
+ * layer, expert, file and offset, other experts still load; truncated files
+ * fail with a clear error); the O_DIRECT-refused path on /dev/shm; the
+ * learned usage counters.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <liburing.h>
+#include <math.h>
+#include <stdbool.h>
+#include <xxhash.h>
+
+#include "storage/error.h"
+#include "storage/expert_store.h"
+#include "tests/test_util.h"
+
+#define FX_LAYERS 4
+#define FX_EXPERTS 32
+#define FX_PER_STEP 8
+
+/* Expert files of one small model: layer 1 has no routed experts, the
+ * others have different record sizes so frames are sized by the largest. */
+struct fixture {
+	char dir[512];
+	char paths[FX_LAYERS][600];
+	uint8_t *content[FX_LAYERS];     /* the whole file, the reference bytes */
+	uint64_t *checksums[FX_LAYERS];
+	struct expert_layer_desc desc[FX_LAYERS];
+	int n_experts;
+};
+
+static uint64_t splitmix(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void fixture_make_in(struct fixture *fx, const char *dir, int n_experts,
+			    const uint64_t record_bytes[FX_LAYERS])
+{
+	memset(fx, 0, sizeof *fx);
+	snprintf(fx->dir, sizeof fx->dir, "%s", dir);
+	fx->n_experts = n_experts;
+	for (int l = 0; l < FX_LAYERS; l++) {
+		if (!record_bytes[l])
+			continue;
+		uint64_t rb = record_bytes[l], n = rb * (uint64_t)n_experts;
+		snprintf(fx->paths[l], sizeof fx->paths[l], "%s/layer-%03d.bin", dir, l);
+		fx->content[l] = malloc(n);
+		fx->checksums[l] = malloc((size_t)n_experts * sizeof(uint64_t));
+		cr_assert(fx->content[l] && fx->checksums[l]);
+		uint64_t seed = 0x1234567ull * (uint64_t)(l + 1);
+		for (uint64_t i = 0; i < n; i += 8) {
+			uint64_t v = splitmix(&seed);
+			memcpy(fx->content[l] + i, &v, 8);
+		}
+		for (int e = 0; e < n_experts; e++)
+			fx->checksums[l][e] = XXH3_64bits(fx->content[l] + (uint64_t)e * rb, rb);
+		cr_assert_eq(tu_write(fx->paths[l], fx->content[l], n), 0, "cannot write %s", fx->paths[l]);
+		fx->desc[l] = (struct expert_layer_desc){
+			.path = fx->paths[l], .record_bytes = rb, .n_experts = n_experts,
+			.checksums = fx->checksums[l],
+		};
+	}
+}
+
+static const uint64_t fx_records[FX_LAYERS] = {4096, 0, 12288, 8192};
+
+static void fixture_make(struct fixture *fx)
+{
+	char dir[512];
+	tu_mkdtemp(dir, sizeof dir);
+	fixture_make_in(fx, dir, FX_EXPERTS, fx_records);
+}
+
+static void fixture_free(struct fixture *fx)
+{
+	for (int l = 0; l < FX_LAYERS; l++) {
+		free(fx->content[l]);
+		free(fx->checksums[l]);
+	}
+	tu_rmrf(fx->dir);
+}
+
+static struct expert_store *store_open(struct fixture *fx, uint64_t frames, int depth, bool buffered,
+				       enum expert_evict evict, int prefetch_depth)
+{
+	struct expert_store_options o = {
+		.cache_bytes = frames * 12288, .io_depth = depth, .buffered = buffered,
+		.evict = evict, .prefetch_depth = prefetch_depth,
+	};
+	struct expert_store *s = NULL;
+	error_clear();
+	int rc = expert_store_open(&s, fx->desc, FX_LAYERS, FX_PER_STEP, &o);
+	cr_assert_eq(rc, 0, "open: %s", error_message());
+	return s;
+}
+
+static const uint8_t *record_ref(const struct fixture *fx, int layer, int32_t e)
+{
+	return fx->content[layer] + (uint64_t)e * fx->desc[layer].record_bytes;
+}
+
+/* One layer step: request, check each delivery against the file bytes and
+ * that each distinct id comes exactly once, release (unless hold). */
+static void step_check(struct expert_store *s, const struct fixture *fx, int layer, const int32_t *ids,
+		       int n, bool hold)
+{
+	bool want[FX_EXPERTS] = {0}, got[FX_EXPERTS] = {0};
+	int n_want = 0;
+	for (int i = 0; i < n; i++)
+		if (!want[ids[i]]) {
+			want[ids[i]] = true;
+			n_want++;
+		}
+	error_clear();
+	cr_assert_eq(expert_store_request(s, layer, ids, n), 0, "request: %s", error_message());
+	int32_t e;
+	const void *rec;
+	int rc, n_got = 0;
+	while ((rc = expert_store_next(s, &e, &rec)) > 0) {
+		cr_assert(e >= 0 && e < FX_EXPERTS && want[e] && !got[e], "unexpected delivery of %d", e);
+		got[e] = true;
+		n_got++;
+		cr_assert_eq((uintptr_t)rec % 4096, 0);
+		cr_assert(memcmp(rec, record_ref(fx, layer, e), fx->desc[layer].record_bytes) == 0,
+			  "layer %d expert %d: delivered bytes differ from the file", layer, e);
+		if (!hold)
+			expert_store_release(s, layer, e);
+	}
+	cr_assert_eq(rc, 0, "next: %s", error_message());
+	cr_assert_eq(n_got, n_want);
+	cr_assert_eq(expert_store_next(s, &e, &rec), 0);
+}
+
+static const int fx_moe_layers[3] = {0, 2, 3};
+
+/* Random steps over the MoE layers (duplicate ids included), with a
+ * prefetch of the next step's ids before each step's deliveries. */
+static void random_steps(struct expert_store *s, const struct fixture *fx, int n_steps, uint64_t seed)
+{
+	int32_t ids[2][16];
+	int n[2], layer[2];
+	for (int k = 0; k < 2; k++) {
+		layer[k] = fx_moe_layers[splitmix(&seed) % 3];
+		n[k] = 1 + (int)(splitmix(&seed) % 12);
+		for (int i = 0; i < n[k]; i++)
+			ids[k][i] = (int32_t)(splitmix(&seed) % (i < FX_PER_STEP ? FX_EXPERTS : 4));
+		/* At most FX_PER_STEP distinct ids: the tail repeats the head. */
+		for (int i = FX_PER_STEP; i < n[k]; i++)
+			ids[k][i] = ids[k][i - FX_PER_STEP];
+	}
+	for (int step = 0; step < n_steps; step++) {
+		int cur = step & 1, nxt = cur ^ 1;
+		layer[nxt] = fx_moe_layers[splitmix(&seed) % 3];
+		n[nxt] = 1 + (int)(splitmix(&seed) % 12);
+		for (int i = 0; i < n[nxt]; i++)
+			ids[nxt][i] = i < FX_PER_STEP ? (int32_t)(splitmix(&seed) % FX_EXPERTS)
+						     : ids[nxt][i - FX_PER_STEP];
+		if (step % 3 == 0)
+			cr_assert(expert_store_prefetch(s, layer[cur], ids[cur], n[cur]) >= 0);
+		step_check(s, fx, layer[cur], ids[cur], n[cur], false);
+	}
+}
+
+static void check_configs(bool buffered)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	const uint64_t frames[3] = {FX_PER_STEP, 20, 3 * FX_EXPERTS};
+	const int depths[2] = {1, 64};
+	for (int c = 0; c < 3; c++)
+		for (int d = 0; d < 2; d++) {
+			struct expert_store *s = store_open(&fx, frames[c], depths[d], buffered,
+							    EXPERT_EVICT_DEFAULT, 0);
+			const struct expert_store_stats *st = expert_store_stats(s);
+			cr_assert_eq(st->n_frames, (int32_t)frames[c]);
+			cr_assert_eq(st->frame_bytes, 12288);
+			random_steps(s, &fx, 150, 7 + (uint64_t)c * 10 + (uint64_t)d);
+			cr_assert_eq(st->requests, st->hits + st->misses + st->joins);
+			cr_assert(st->bytes_read >= st->misses * 4096);
+			if (c == 2)
+				cr_assert(st->bytes_read <= (uint64_t)FX_EXPERTS * (4096 + 12288 + 8192),
+					  "a whole-model cache reads each record at most once (%" PRIu64 ")",
+					  st->bytes_read);
+			expert_store_close(s);
+		}
+	fixture_free(&fx);
+}
+
+Test(expert_store, bytes_match_direct)
+{
+	check_configs(false);
+}
+
+Test(expert_store, bytes_match_buffered)
+{
+	check_configs(true);
+}
+
+Test(expert_store, io_uring_direct_fixed_by_default)
+{
+	struct io_uring ring;
+	int rc = io_uring_queue_init(4, &ring, 0);
+	if (rc < 0)
+		cr_skip_test("io_uring is unavailable here (%s)", strerror(-rc));
+	io_uring_queue_exit(&ring);
+	struct fixture fx;
+	fixture_make(&fx);
+	int fd = open(fx.paths[0], O_RDONLY | O_DIRECT);
+	bool direct = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	cr_assert(st->io_uring);
+	cr_assert_eq(st->o_direct, direct, "O_DIRECT whenever the file system takes it");
+	cr_assert(st->fixed_files);
+	cr_assert(st->fixed_buffers, "registration fails only over RLIMIT_MEMLOCK");
+	cr_assert_eq(st->evict, EXPERT_EVICT_FREQ);
+	cr_assert_eq(st->io_depth, 8);
+	cr_assert_eq(st->prefetch_depth, 4);
+	random_steps(s, &fx, 50, 3);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, env_no_io_uring)
+{
+	setenv("COLIBRI_NO_IO_URING", "1", 1);
+	struct fixture fx;
+	fixture_make(&fx);
+	for (int d = 1; d <= 64; d *= 64) {
+		struct expert_store *s = store_open(&fx, 20, d, false, EXPERT_EVICT_DEFAULT, 0);
+		cr_assert(!expert_store_stats(s)->io_uring);
+		random_steps(s, &fx, 150, 11);
+		expert_store_close(s);
+	}
+	fixture_free(&fx);
+}
+
+Test(expert_store, env_no_direct)
+{
+	setenv("COLIBRI_NO_DIRECT", "1", 1);
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 16, false, EXPERT_EVICT_DEFAULT, 0);
+	cr_assert(!expert_store_stats(s)->o_direct);
+	random_steps(s, &fx, 150, 12);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, env_no_fixed_buffers)
+{
+	setenv("COLIBRI_NO_FIXED_BUFFERS", "1", 1);
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 16, false, EXPERT_EVICT_DEFAULT, 0);
+	cr_assert(!expert_store_stats(s)->fixed_buffers);
+	random_steps(s, &fx, 150, 13);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, prefetch_joined_read_once)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 4);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	int32_t id = 5;
+	cr_assert_eq(expert_store_prefetch(s, 2, &id, 1), 1);
+	cr_assert_eq(expert_store_prefetch(s, 2, &id, 1), 0, "in flight: not prefetched twice");
+	step_check(s, &fx, 2, &id, 1, false);
+	cr_assert_eq(st->misses, 0);
+	cr_assert_eq(st->hits + st->joins, 1);
+	cr_assert_eq(st->bytes_read, 12288, "read once: %" PRIu64, st->bytes_read);
+	cr_assert_eq(st->prefetch_issued_bytes, 12288);
+	cr_assert_eq(st->prefetch_used_bytes, 12288);
+	cr_assert_eq(expert_store_prefetch(s, 2, &id, 1), 0, "resident: nothing to prefetch");
+
+	/* Requested right after the prefetch: its read is still in flight, or
+	 * at least unreaped, so the request joins it. */
+	int32_t two[2] = {6, 7};
+	cr_assert_eq(expert_store_prefetch(s, 3, two, 2), 2);
+	step_check(s, &fx, 3, two, 2, false);
+	cr_assert_eq(st->misses, 0);
+	cr_assert_eq(st->joins, 3, "joins %" PRIu64 ", hits %" PRIu64, st->joins, st->hits);
+	cr_assert_eq(st->bytes_read, 12288 + 2 * 8192);
+
+	/* Bounded: at most prefetch_depth reads in flight, the rest skipped. */
+	int32_t many[10] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
+	cr_assert_eq(expert_store_prefetch(s, 0, many, 10), 4);
+	step_check(s, &fx, 0, many, 8, false);
+	cr_assert_eq(st->misses, 4);
+	cr_assert_eq(st->joins, 7);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, prefetch_joined_while_queued)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 1, false, EXPERT_EVICT_DEFAULT, 1);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	int32_t a[4] = {0, 1, 2, 3}, x = 9;
+	error_clear();
+	cr_assert_eq(expert_store_request(s, 3, a, 4), 0); /* 1 read in the kernel, 3 queued */
+	cr_assert_eq(expert_store_prefetch(s, 3, &x, 1), 1); /* queued behind them */
+	cr_assert_eq(expert_store_prefetch(s, 3, a, 4), 0, "in flight already");
+	/* A new request abandons the first and joins the queued prefetch,
+	 * which moves to the demand queue. */
+	step_check(s, &fx, 3, &x, 1, false);
+	cr_assert_eq(st->joins, 1);
+	step_check(s, &fx, 3, a, 4, false);
+	cr_assert_eq(st->misses, 4, "the abandoned request's reads were not repeated");
+	cr_assert_eq(st->bytes_read, 5 * 8192);
+	cr_assert_eq(st->reads_queued + st->reads_in_kernel, 0);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, prefetch_never_takes_pinned_frames)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, FX_PER_STEP, 8, false, EXPERT_EVICT_DEFAULT, 8);
+	int32_t ids[FX_PER_STEP] = {0, 1, 2, 3, 4, 5, 6, 7};
+	step_check(s, &fx, 2, ids, FX_PER_STEP, true); /* every frame pinned */
+	int32_t more[4] = {20, 21, 22, 23};
+	cr_assert_eq(expert_store_prefetch(s, 2, more, 4), 0);
+	/* The pinned records are intact. */
+	for (int i = 0; i < FX_PER_STEP; i++)
+		expert_store_release(s, 2, ids[i]);
+	cr_assert_eq(expert_store_prefetch(s, 2, more, 4), 4);
+	step_check(s, &fx, 2, more, 4, false);
+	step_check(s, &fx, 2, ids, 4, false);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, pins_protect_frames)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, FX_PER_STEP, 4, false, EXPERT_EVICT_DEFAULT, 0);
+	int32_t a[4] = {0, 1, 2, 3}, b[5] = {10, 11, 12, 13, 14}, c[4] = {20, 21, 22, 23};
+	const void *held[4];
+	int32_t held_id[4];
+	error_clear();
+	cr_assert_eq(expert_store_request(s, 2, a, 4), 0);
+	int32_t e;
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(expert_store_next(s, &held_id[i], &held[i]), 1);
+	cr_assert_eq(expert_store_next(s, &e, &held[0]), 0);
+
+	/* 4 of 8 frames pinned: 5 misses cannot fit. */
+	error_clear();
+	cr_assert_eq(expert_store_request(s, 2, b, 5), -ENOMEM);
+	cr_assert(strstr(error_message(), "unpinned"), "%s", error_message());
+	cr_assert_eq(expert_store_next(s, &e, &held[0]), 0, "a refused request delivers nothing");
+	step_check(s, &fx, 2, c, 4, true); /* 4 fit; now all 8 pinned */
+	int32_t one = 30;
+	error_clear();
+	cr_assert_eq(expert_store_request(s, 2, &one, 1), -ENOMEM);
+	/* Held records were never overwritten. */
+	for (int i = 0; i < 4; i++)
+		cr_assert(memcmp(held[i], record_ref(&fx, 2, held_id[i]), 12288) == 0);
+	/* A pinned expert asked for again is a hit, not a miss. */
+	step_check(s, &fx, 2, a, 2, false); /* pins a[0], a[1] again and releases once */
+	cr_assert_eq(expert_store_request(s, 2, &one, 1), -ENOMEM, "a[0], a[1] are still held once");
+	for (int i = 0; i < 4; i++) {
+		expert_store_release(s, 2, a[i]);
+		expert_store_release(s, 2, c[i]);
+	}
+	/* Released: every frame is evictable again. */
+	int32_t d[8] = {24, 25, 26, 27, 28, 29, 30, 31};
+	step_check(s, &fx, 2, d, 8, false);
+	step_check(s, &fx, 2, a, 4, false);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, one_release_per_delivery)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, FX_PER_STEP, 4, false, EXPERT_EVICT_DEFAULT, 0);
+	int32_t id = 9;
+	step_check(s, &fx, 3, &id, 1, true);
+	step_check(s, &fx, 3, &id, 1, true); /* pinned twice */
+	expert_store_release(s, 3, id);
+	int32_t eight[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+	error_clear();
+	cr_assert_eq(expert_store_request(s, 3, eight, 8), -ENOMEM, "one pin is left");
+	expert_store_release(s, 3, id);
+	step_check(s, &fx, 3, eight, 8, false);
+	/* A request abandoned before its last delivery unpins the rest. */
+	cr_assert_eq(expert_store_request(s, 3, eight, 8), 0);
+	int32_t e;
+	const void *rec;
+	cr_assert_eq(expert_store_next(s, &e, &rec), 1);
+	expert_store_release(s, 3, e);
+	int32_t other[8] = {20, 21, 22, 23, 24, 25, 26, 27};
+	step_check(s, &fx, 3, other, 8, false);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+/* A Zipf(s) routing trace: each step picks k distinct experts of one layer
+ * (layers in turn), with popularity by rank and a different ranking per
+ * layer. */
+static void zipf_trace(int32_t *ids, int n_steps, int k, int n_layers, int n_experts, double skew,
+		       uint64_t seed)
+{
+	double *cdf = malloc((size_t)n_experts * sizeof *cdf);
+	int32_t *perm = malloc((size_t)n_layers * n_experts * sizeof *perm);
+	double sum = 0;
+	for (int r = 0; r < n_experts; r++)
+		cdf[r] = (sum += 1.0 / pow(r + 1, skew));
+	for (int l = 0; l < n_layers; l++) {
+		int32_t *p = perm + l * n_experts;
+		for (int e = 0; e < n_experts; e++)
+			p[e] = e;
+		for (int e = n_experts - 1; e > 0; e--) {
+			int j = (int)(splitmix(&seed) % (uint64_t)(e + 1));
+			int32_t t = p[e];
+			p[e] = p[j];
+			p[j] = t;
+		}
+	}
+	for (int step = 0; step < n_steps; step++) {
+		int32_t *out = ids + (size_t)step * k;
+		const int32_t *p = perm + (step % n_layers) * n_experts;
+		for (int i = 0; i < k;) {
+			double u = (double)(splitmix(&seed) >> 11) / 9007199254740992.0 * sum;
+			int r = 0;
+			while (r < n_experts - 1 && cdf[r] < u)
+				r++;
+			bool dup = false;
+			for (int j = 0; j < i; j++)
+				dup |= out[j] == p[r];
+			if (!dup)
+				out[i++] = p[r];
+		}
+	}
+	free(cdf);
+	free(perm);
+}
+
+static double trace_hit_rate(const struct fixture *fx, const int32_t *ids, int n_steps, int k,
+			     enum expert_evict evict)
+{
+	struct expert_store_options o = {
+		.cache_bytes = 48 * 4096, .io_depth = 16, .buffered = true, .evict = evict,
+	};
+	struct expert_store *s = NULL;
+	error_clear();
+	cr_assert_eq(expert_store_open(&s, fx->desc, 4, k, &o), 0, "%s", error_message());
+	cr_assert_eq(expert_store_stats(s)->evict, evict);
+	for (int step = 0; step < n_steps; step++) {
+		int layer = step % 4;
+		cr_assert_eq(expert_store_request(s, layer, ids + (size_t)step * k, k), 0, "%s",
+			     error_message());
+		int32_t e;
+		const void *rec;
+		int rc;
+		while ((rc = expert_store_next(s, &e, &rec)) > 0) {
+			cr_assert(memcmp(rec, record_ref(fx, layer, e), 4096) == 0);
+			expert_store_release(s, layer, e);
+		}
+		cr_assert_eq(rc, 0, "%s", error_message());
+	}
+	const struct expert_store_stats *st = expert_store_stats(s);
+	cr_assert_eq(st->requests, (uint64_t)n_steps * k);
+	double rate = (double)st->hits / (double)st->requests;
+	for (int l = 0; l < 4; l++)
+		cr_assert(st->layer_requests[l] > 0 && st->layer_hits[l] <= st->layer_requests[l]);
+	expert_store_close(s);
+	return rate;
+}
+
+Test(expert_store, freq_policy_beats_lru_on_zipf)
+{
+	enum { STEPS = 4000, K = 6, EXPERTS = 64 };
+	const uint64_t rec[FX_LAYERS] = {4096, 4096, 4096, 4096};
+	char dir[512];
+	tu_mkdtemp(dir, sizeof dir);
+	struct fixture fx;
+	fixture_make_in(&fx, dir, EXPERTS, rec);
+	int32_t *ids = malloc((size_t)STEPS * K * sizeof *ids);
+	zipf_trace(ids, STEPS, K, 4, EXPERTS, 1.0, 42);
+	double freq = trace_hit_rate(&fx, ids, STEPS, K, EXPERT_EVICT_FREQ);
+	double lru = trace_hit_rate(&fx, ids, STEPS, K, EXPERT_EVICT_LRU);
+	cr_log_info("zipf(1.0) trace, 48 of 256 experts cached: freq %.1f%% hits, lru %.1f%%", 100 * freq,
+		    100 * lru);
+	fprintf(stderr, "zipf(1.0) trace, 48 of 256 experts cached: freq %.1f%% hits, lru %.1f%%\n",
+		100 * freq, 100 * lru);
+	cr_assert(freq > lru + 0.08, "freq %.3f should beat lru %.3f by 8 points", freq, lru);
+	free(ids);
+	fixture_free(&fx);
+}
+
+Test(expert_store, env_selects_lru)
+{
+	setenv("COLIBRI_EVICT", "lru", 1);
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 4, false, EXPERT_EVICT_DEFAULT, 0);
+	cr_assert_eq(expert_store_stats(s)->evict, EXPERT_EVICT_LRU);
+	random_steps(s, &fx, 100, 5);
+	expert_store_close(s);
+	s = store_open(&fx, 20, 4, false, EXPERT_EVICT_FREQ, 0);
+	cr_assert_eq(expert_store_stats(s)->evict, EXPERT_EVICT_FREQ, "the option wins over the env");
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+static void corrupt_byte(const char *path, uint64_t off)
+{
+	int fd = open(path, O_RDWR);
+	cr_assert(fd >= 0);
+	uint8_t b;
+	cr_assert_eq(pread(fd, &b, 1, (off_t)off), 1);
+	b ^= 0x5a;
+	cr_assert_eq(pwrite(fd, &b, 1, (off_t)off), 1);
+	close(fd);
+}
+
+/* Requests ids of layer and drains it; returns next's final result and
+ * counts the deliveries (released). */
+static int drain(struct expert_store *s, int layer, const int32_t *ids, int n, int *n_got)
+{
+	error_clear();
+	int rc = expert_store_request(s, layer, ids, n);
+	*n_got = 0;
+	if (rc)
+		return rc;
+	int32_t e;
+	const void *rec;
+	while ((rc = expert_store_next(s, &e, &rec)) > 0) {
+		(*n_got)++;
+		expert_store_release(s, layer, e);
+	}
+	return rc;
+}
+
+static void check_corrupt(bool buffered, bool no_uring)
+{
+	if (no_uring)
+		setenv("COLIBRI_NO_IO_URING", "1", 1);
+	struct fixture fx;
+	fixture_make(&fx);
+	uint64_t off = 5ull * 8192;
+	corrupt_byte(fx.paths[3], off + 100);
+	struct expert_store *s = store_open(&fx, 20, 8, buffered, EXPERT_EVICT_DEFAULT, 0);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	int32_t ids[3] = {3, 5, 7};
+	int n_got;
+	int rc = drain(s, 3, ids, 3, &n_got);
+	cr_assert_eq(rc, -EIO, "rc %d", rc);
+	const char *msg = error_message();
+	char want[700];
+	snprintf(want, sizeof want, "layer 3 expert 5: checksum mismatch at offset %" PRIu64 " in %s", off,
+		 fx.paths[3]);
+	cr_assert(strstr(msg, want), "message: %s\nwanted: %s", msg, want);
+	cr_assert_eq(st->read_retries, 1);
+	cr_assert_eq(st->read_failures, 1);
+	int32_t e;
+	const void *rec;
+	cr_assert_eq(expert_store_next(s, &e, &rec), -EIO, "the failure sticks until the next request");
+
+	/* The others still load, and the bad one fails again, not cached. */
+	int32_t good[2] = {3, 7};
+	step_check(s, &fx, 3, good, 2, false);
+	cr_assert_eq(drain(s, 3, &ids[1], 1, &n_got), -EIO);
+	step_check(s, &fx, 3, ids, 1, false);
+	cr_assert_eq(st->read_failures, 2);
+	/* Prefetching the bad record fails quietly; the request still reports it. */
+	cr_assert_eq(expert_store_prefetch(s, 3, &ids[1], 1), 1);
+	cr_assert_eq(drain(s, 3, &ids[1], 1, &n_got), -EIO);
+	int32_t l0[3] = {1, 2, 3};
+	step_check(s, &fx, 0, l0, 3, false);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, corrupt_record_direct)
+{
+	check_corrupt(false, false);
+}
+
+Test(expert_store, corrupt_record_buffered)
+{
+	check_corrupt(true, false);
+}
+
+Test(expert_store, corrupt_record_pread)
+{
+	check_corrupt(false, true);
+}
+
+Test(expert_store, truncated_file_refused_at_open)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	cr_assert_eq(truncate(fx.paths[2], 12288 * 20 + 100), 0);
+	struct expert_store_options o = {.cache_bytes = 20 * 12288, .io_depth = 4};
+	struct expert_store *s = NULL;
+	error_clear();
+	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -EINVAL);
+	cr_assert_null(s);
+	cr_assert(strstr(error_message(), fx.paths[2]) && strstr(error_message(), "truncated"), "%s",
+		  error_message());
+	fixture_free(&fx);
+}
+
+static void check_truncated_after_open(bool buffered)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 8, buffered, EXPERT_EVICT_DEFAULT, 0);
+	/* Expert 20 loses its second half, 21 and later vanish. */
+	cr_assert_eq(truncate(fx.paths[2], 12288 * 20 + 6000), 0);
+	int32_t id = 20, n_got;
+	cr_assert_eq(drain(s, 2, &id, 1, &n_got), -EIO);
+	char want[700];
+	snprintf(want, sizeof want, "layer 2 expert 20: unexpected end of file at offset %d in %s",
+		 12288 * 20, fx.paths[2]);
+	cr_assert(strstr(error_message(), want), "%s", error_message());
+	id = 25;
+	cr_assert_eq(drain(s, 2, &id, 1, &n_got), -EIO);
+	cr_assert(strstr(error_message(), "layer 2 expert 25: unexpected end of file"), "%s",
+		  error_message());
+	int32_t ok[3] = {0, 10, 19};
+	step_check(s, &fx, 2, ok, 3, false);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, truncated_after_open_direct)
+{
+	check_truncated_after_open(false);
+}
+
+Test(expert_store, truncated_after_open_buffered)
+{
+	check_truncated_after_open(true);
+}
+
+Test(expert_store, direct_refused_on_dev_shm)
+{
+	struct stat st;
+	if (stat("/dev/shm", &st) != 0 || !S_ISDIR(st.st_mode))
+		cr_skip_test("/dev/shm is missing");
+	char dir[512] = "/dev/shm/colibri-test-XXXXXX";
+	cr_assert(mkdtemp(dir));
+	struct fixture fx;
+	fixture_make_in(&fx, dir, FX_EXPERTS, fx_records);
+	int fd = open(fx.paths[0], O_RDONLY | O_DIRECT);
+	bool refused = fd < 0 && errno == EINVAL;
+	if (fd >= 0)
+		close(fd);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
+	cr_assert_eq(expert_store_stats(s)->o_direct, !refused);
+	random_steps(s, &fx, 100, 21);
+	expert_store_close(s);
+	fixture_free(&fx);
+	if (!refused)
+		cr_skip_test("tmpfs accepts O_DIRECT on this kernel (Linux >= 6.6): the store ran with "
+			     "O_DIRECT on /dev/shm, the refusal fallback was not exercised");
+}
+
+Test(expert_store, usage_counters)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 4, false, EXPERT_EVICT_DEFAULT, 0);
+	int32_t a[4] = {1, 2, 2, 3}, b[2] = {3, 4};
+	step_check(s, &fx, 0, a, 4, false);
+	step_check(s, &fx, 0, b, 2, false);
+	cr_assert_eq(expert_store_prefetch(s, 0, (int32_t[]){9}, 1), 1);
+	const uint32_t *u = expert_store_usage(s, 0);
+	cr_assert_not_null(u);
+	cr_assert_null(expert_store_usage(s, 1));
+	uint32_t want[FX_EXPERTS] = {0, 1, 1, 2, 1};
+	for (int e = 0; e < FX_EXPERTS; e++)
+		cr_assert_eq(u[e], want[e], "expert %d: %u", e, u[e]);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	cr_assert_eq(st->requests, 5);
+	cr_assert_eq(st->layer_requests[0], 5);
+	cr_assert_eq(st->layer_hits[0], 1);
+	cr_assert_eq(st->steps, 2);
+	cr_assert(st->step_s > 0 && st->disk_busy_s > 0 && st->disk_gbps > 0);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, bad_arguments)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 4, false, EXPERT_EVICT_DEFAULT, 0);
+	int32_t bad = FX_EXPERTS, ok = 1;
+	error_clear();
+	cr_assert_eq(expert_store_request(s, 1, &ok, 1), -EINVAL, "layer 1 has no experts");
+	cr_assert_eq(expert_store_request(s, 0, &bad, 1), -EINVAL);
+	cr_assert_eq(expert_store_request(s, FX_LAYERS, &ok, 1), -EINVAL);
+	cr_assert_eq(expert_store_prefetch(s, 0, &bad, 1), -EINVAL);
+	cr_assert_eq(expert_store_request(s, 0, &ok, 0), 0);
+	int32_t e;
+	const void *rec;
+	cr_assert_eq(expert_store_next(s, &e, &rec), 0);
+	expert_store_release(s, 0, 31); /* never delivered: ignored */
+	expert_store_close(s);
+
+	struct expert_store_options o = {.cache_bytes = 7 * 12288, .io_depth = 4};
+	error_clear();
+	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -ENOMEM);
+	cr_assert(strstr(error_message(), "minimum"), "%s", error_message());
+	fixture_free(&fx);
+}
