@@ -1,0 +1,12 @@
+/*
+ * checksum — XXH3-64 compiled inline with the build's SIMD (see checksum.h).
+ */
+#include "storage/checksum.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+uint64_t checksum_xxh3(const void *p, size_t n)
+{
+	return XXH3_64bits(p, n);
+}

@@ -1,0 +1,81 @@
+/*
+ * evictor — which unpinned resident frame gives way to a miss. Internal to
+ * storage/.
+ *
+ * Frames that hold a key sit in LRU lists, one list per frequency level;
+ * the victim is the least recently requested evictable frame of the lowest
+ * non-empty level. The two policies differ only in how a frame's level is
+ * chosen:
+ *
+ *   EVICT_POLICY_FREQ (default): LFU with aging, LRU among equals. Each
+ *   (layer, expert) keeps a decayed request count, its heat, which lives on
+ *   when the expert is evicted and is halved for every expert each age
+ *   period, so the history follows routing that drifts. A frame's level is
+ *   its expert's heat, exact up to 31 and in eighths of an octave above
+ *   (relative error under 12.5%). An expert that routing picks often comes
+ *   back hot after an eviction, and a burst of one-off experts cannot flush
+ *   it, which is what plain LRU gets wrong on skewed (Zipf-like) routing.
+ *
+ *   EVICT_POLICY_LRU: one level, so plain least-recently-requested; kept as
+ *   the baseline that tests and benchmarks compare against.
+ *
+ * The evictor never decides whether a frame may go: evictor_victim returns
+ * only frames that buffer_pool_frame_evictable accepts (RESIDENT, no pins),
+ * skipping pinned and loading ones, which were requested recently and so sit
+ * at the recent ends. All arrays are sized at init.
+ */
+#ifndef COLIBRI_STORAGE_EVICTOR_H
+#define COLIBRI_STORAGE_EVICTOR_H
+
+#include <stdint.h>
+
+#include "storage/buffer_pool.h"
+
+enum evict_policy {
+	EVICT_POLICY_FREQ = 1,
+	EVICT_POLICY_LRU = 2,
+};
+
+#define EVICTOR_LEVELS 120 /* heat levels of a uint16_t heat: 32 exact + 11 octaves of 8 */
+
+struct evictor {
+	enum evict_policy policy;
+	int32_t n_frames;
+	int32_t *prev, *next;         /* [n_frames] links within a level, -1 at the ends */
+	int32_t *key_layer;           /* [n_frames] key of the frame, -1 when not listed */
+	int32_t *key_expert;          /* [n_frames] */
+	uint8_t *level;               /* [n_frames] the list the frame is on */
+	int32_t *scratch;             /* [n_frames] for re-levelling after aging */
+	int32_t oldest[EVICTOR_LEVELS]; /* least recently requested frame of each level */
+	int32_t newest[EVICTOR_LEVELS];
+	uint64_t nonempty[2];         /* bit per level with a frame */
+	int n_layers;
+	int32_t *n_experts;           /* [n_layers] */
+	uint16_t **heat;              /* [n_layers][n_experts] decayed request counts */
+	uint64_t accesses;            /* since the last halving */
+	uint64_t age_period;          /* accesses between halvings */
+};
+
+/* Sizes the evictor for n_frames frames and the key space n_experts[l] per
+ * layer (0 for none). Returns 0 or -errno; free with evictor_free. */
+int evictor_init(struct evictor *ev, enum evict_policy policy, int32_t n_frames, int n_layers,
+		 const int32_t *n_experts);
+void evictor_free(struct evictor *ev);
+
+/* Frame f has just received (layer, expert) (its read starts). */
+void evictor_insert(struct evictor *ev, int32_t f, int layer, int32_t expert);
+
+/* A request asked for the expert that frame f holds. */
+void evictor_access(struct evictor *ev, int32_t f);
+
+/* Frame f lost its key (evicted, or its load failed). */
+void evictor_remove(struct evictor *ev, int32_t f);
+
+/* An evictable frame of bp, or -1 when none is (every frame pinned, loading
+ * or free). Cost: the levels below the victim's plus the pinned and loading
+ * frames passed on the way, O(EVICTOR_LEVELS + pinned + loading). */
+int32_t evictor_victim(struct evictor *ev, const struct buffer_pool *bp);
+
+const char *evict_policy_name(enum evict_policy policy);
+
+#endif
