@@ -128,8 +128,12 @@ int cmd_run(int argc, char **argv)
 	struct generate_stats st;
 	if (!rc)
 		rc = generate_run(&s, tok, ids, n, &go, stdout, &st);
-	if (!rc && (so.stats || so.stats_json))
-		generate_stats_print(&st, &s, stderr);
+	if (!rc && so.stats)
+		generate_stats_print(&st, stderr);
+	if (!rc) {
+		generate_stats_record(&st, &s);
+		rc = session_report(&s, stderr);
+	}
 	session_close(&s);
 	free(ids);
 	tokenizer_free(tok);

@@ -123,12 +123,22 @@ out:
 	return rc;
 }
 
-void generate_stats_print(const struct generate_stats *st, struct session *s, FILE *f)
+void generate_stats_print(const struct generate_stats *st, FILE *f)
 {
 	fprintf(f, "prompt: %d tokens in %.3f s (%.2f tok/s)\n", st->n_prompt, st->prefill_s,
 		st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0);
 	fprintf(f, "decode: %d tokens in %.3f s (%.2f tok/s)%s\n", st->n_generated, st->decode_s,
 		st->decode_s > 0 ? st->n_generated / st->decode_s : 0, st->stopped_at_eos ? ", stopped at EOS" : "");
 	fprintf(f, "time to first token: %.3f s\n", st->first_token_s);
-	session_report(s, f);
+}
+
+void generate_stats_record(const struct generate_stats *st, struct session *s)
+{
+	session_stat(s, "prompt_tokens", st->n_prompt);
+	session_stat(s, "generated_tokens", st->n_generated);
+	session_stat(s, "prefill_s", st->prefill_s);
+	session_stat(s, "decode_s", st->decode_s);
+	session_stat(s, "prompt_tok_s", st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0);
+	session_stat(s, "decode_tok_s", st->decode_s > 0 ? st->n_generated / st->decode_s : 0);
+	session_stat(s, "time_to_first_token_s", st->first_token_s);
 }

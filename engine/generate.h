@@ -40,7 +40,10 @@ void generate_options_default(struct generate_options *o, const char *model_dir)
 int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *prompt,
 		 int n_prompt, const struct generate_options *o, FILE *out, struct generate_stats *st);
 
-/* Prints the --stats block (speeds, then the storage statistics). */
-void generate_stats_print(const struct generate_stats *st, struct session *s, FILE *f);
+/* Prints prompt and decode speeds and the time to first token. */
+void generate_stats_print(const struct generate_stats *st, FILE *f);
+
+/* Adds the same numbers to the session's --stats-json report. */
+void generate_stats_record(const struct generate_stats *st, struct session *s);
 
 #endif

@@ -3,16 +3,20 @@
  */
 #include "engine/session.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "compute/threadpool.h"
 #include "engine/files.h"
 #include "planner/topology.h"
 #include "storage/error.h"
+
+static double now_s(void);
 
 void session_options_default(struct session_options *o)
 {
@@ -194,6 +198,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	if ((rc = model_load(&s->model, o->model_dir, &mo)))
 		return rc;
 	s->model_loaded = true;
+	s->t_open = now_s();
 	int threads = o->threads ? o->threads : topology_physical_cores();
 	if ((rc = threadpool_init(&s->pool, threads)))
 		return error_set(-rc, "cannot start %d threads", threads);
@@ -214,23 +219,108 @@ void session_close(struct session *s)
 	memset(s, 0, sizeof *s);
 }
 
+/* Peak resident set of this process (VmHWM), in bytes; 0 if unknown. */
+static uint64_t peak_rss_bytes(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	uint64_t kb = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmHWM: %" SCNu64 " kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void report_text(struct session *s, const struct expert_store_stats *st, double wall,
+			FILE *out)
+{
+	double hit = st->requests ? (double)st->hits / (double)st->requests : 0;
+	const struct model_config *c = &s->model.cfg;
+	fprintf(out, "experts: %" PRIu64 " requested, %" PRIu64 " hits (%.1f%%), %" PRIu64
+		     " joined in flight, %" PRIu64 " misses\n",
+		st->requests, st->hits, 100 * hit, st->joins, st->misses);
+	fprintf(out, "disk: %.1f MB read, busy %.3f s (%.2f GB/s while busy), waited %.3f s of %.3f s "
+		     "(compute and the rest %.3f s), %" PRIu64 " retries\n",
+		st->bytes_read / 1e6, st->disk_busy_s, st->disk_gbps, st->disk_wait_s, wall,
+		wall > st->disk_wait_s ? wall - st->disk_wait_s : 0, st->read_retries);
+	fprintf(out, "hit rate by layer:");
+	for (int l = 0; l < c->n_layers && l < 256; l++)
+		if (st->layer_requests[l])
+			fprintf(out, " %d:%.0f%%", l, 100.0 * st->layer_hits[l] / st->layer_requests[l]);
+	fprintf(out, "\n");
+	fprintf(out, "store: %s, %s, %d frames of %" PRIu64 " KiB, io depth %d, %s eviction%s\n",
+		st->io_uring ? "io_uring" : "pread threads", st->o_direct ? "O_DIRECT" : "buffered",
+		st->n_frames, st->frame_bytes >> 10, st->io_depth,
+		st->evict == EXPERT_EVICT_LRU ? "LRU" : "frequency-aware",
+		st->fixed_buffers ? ", fixed buffers" : "");
+	fprintf(out, "memory: peak resident set %.1f MiB", peak_rss_bytes() / 1048576.0);
+	if (s->opt.ram_bytes)
+		fprintf(out, " of a %.1f MiB budget", s->opt.ram_bytes / 1048576.0);
+	fprintf(out, "\n");
+}
+
+static int report_json(struct session *s, const struct expert_store_stats *st, double wall)
+{
+	cJSON *j = cJSON_CreateObject();
+	double hit = st->requests ? (double)st->hits / (double)st->requests : 0;
+	cJSON_AddNumberToObject(j, "expert_requests", (double)st->requests);
+	cJSON_AddNumberToObject(j, "expert_hits", (double)st->hits);
+	cJSON_AddNumberToObject(j, "expert_joins", (double)st->joins);
+	cJSON_AddNumberToObject(j, "expert_misses", (double)st->misses);
+	cJSON_AddNumberToObject(j, "hit_rate", hit);
+	cJSON_AddNumberToObject(j, "bytes_read", (double)st->bytes_read);
+	cJSON_AddNumberToObject(j, "read_retries", (double)st->read_retries);
+	cJSON_AddNumberToObject(j, "disk_wait_s", st->disk_wait_s);
+	cJSON_AddNumberToObject(j, "disk_busy_s", st->disk_busy_s);
+	cJSON_AddNumberToObject(j, "disk_gbps", st->disk_gbps);
+	cJSON_AddNumberToObject(j, "wall_s", wall);
+	cJSON_AddNumberToObject(j, "compute_s", wall > st->disk_wait_s ? wall - st->disk_wait_s : 0);
+	cJSON_AddNumberToObject(j, "prefetch_issued_bytes", (double)st->prefetch_issued_bytes);
+	cJSON_AddNumberToObject(j, "prefetch_used_bytes", (double)st->prefetch_used_bytes);
+	cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)peak_rss_bytes());
+	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->opt.ram_bytes);
+	cJSON_AddNumberToObject(j, "frames", st->n_frames);
+	cJSON_AddNumberToObject(j, "frame_bytes", (double)st->frame_bytes);
+	cJSON_AddNumberToObject(j, "io_depth", st->io_depth);
+	cJSON_AddBoolToObject(j, "io_uring", st->io_uring);
+	cJSON_AddBoolToObject(j, "o_direct", st->o_direct);
+	cJSON_AddStringToObject(j, "eviction", st->evict == EXPERT_EVICT_LRU ? "lru" : "freq");
+	cJSON *layers = cJSON_AddArrayToObject(j, "layer_hit_rate");
+	for (int l = 0; l < s->model.cfg.n_layers && l < 256; l++)
+		cJSON_AddItemToArray(layers, st->layer_requests[l]
+					     ? cJSON_CreateNumber((double)st->layer_hits[l] / st->layer_requests[l])
+					     : cJSON_CreateNull());
+	for (size_t i = 0; i < s->n_extra; i++)
+		cJSON_AddNumberToObject(j, s->extra[i].name, s->extra[i].value);
+	char *text = cJSON_Print(j);
+	cJSON_Delete(j);
+	if (!text)
+		return error_set(ENOMEM, "out of memory");
+	int rc = file_write_atomic(s->opt.stats_json, text, strlen(text));
+	free(text);
+	return rc;
+}
+
+void session_stat(struct session *s, const char *name, double value)
+{
+	if (s->n_extra < SESSION_EXTRA_MAX)
+		s->extra[s->n_extra++] = (struct session_stat){ name, value };
+}
+
 int session_report(struct session *s, FILE *out)
 {
 	const struct expert_store_stats *st = expert_store_stats(s->model.store);
-	double hit = st->requests ? (double)st->hits / (double)st->requests : 0;
-	if (s->opt.stats) {
-		fprintf(out, "experts: %" PRIu64 " requested, %" PRIu64 " hits (%.1f%%), %" PRIu64
-			     " misses, %.1f MB read, %.3f s waiting on disk\n",
-			st->requests, st->hits, 100 * hit, st->misses, st->bytes_read / 1e6, st->disk_wait_s);
-	}
-	if (s->opt.stats_json) {
-		char buf[512];
-		int len = snprintf(buf, sizeof buf,
-				   "{\"expert_requests\":%" PRIu64 ",\"expert_hits\":%" PRIu64
-				   ",\"expert_misses\":%" PRIu64 ",\"hit_rate\":%.6f,\"bytes_read\":%" PRIu64
-				   ",\"disk_wait_s\":%.6f}\n",
-				   st->requests, st->hits, st->misses, hit, st->bytes_read, st->disk_wait_s);
-		return file_write_atomic(s->opt.stats_json, buf, (size_t)len);
-	}
-	return 0;
+	double wall = now_s() - s->t_open;
+	if (s->opt.stats)
+		report_text(s, st, wall, out);
+	return s->opt.stats_json ? report_json(s, st, wall) : 0;
 }

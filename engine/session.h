@@ -57,12 +57,23 @@ enum {
 	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
 	" [--no-direct] [--stats] [--stats-json FILE]"
 
+#define SESSION_EXTRA_MAX 16
+
+/* A named number a command adds to the --stats-json report. */
+struct session_stat {
+	const char *name;        /* static string */
+	double value;
+};
+
 struct session {
 	struct session_options opt;
 	struct model model;
 	struct threadpool *pool;
 	struct forward fwd;
 	bool model_loaded, fwd_ready;
+	double t_open;           /* when the model finished loading */
+	struct session_stat extra[SESSION_EXTRA_MAX];
+	size_t n_extra;
 };
 
 void session_options_default(struct session_options *o);
@@ -83,7 +94,11 @@ int session_parse_tokens(const char *s, int32_t **ids, int *n);
 int session_open(struct session *s, const struct session_options *o, int need_ctx);
 void session_close(struct session *s);
 
-/* Prints the storage statistics when --stats, writes --stats-json. */
+/* Adds a number to the --stats-json report (e.g. decode_tok_s). */
+void session_stat(struct session *s, const char *name, double value);
+
+/* Prints the storage, disk and memory statistics when --stats, and writes
+ * them with the extra numbers to --stats-json. */
 int session_report(struct session *s, FILE *out);
 
 #endif
