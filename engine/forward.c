@@ -72,10 +72,16 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	f->wanted = zalloc(E * sizeof(int32_t));
 	f->scores = zalloc((size_t)f->n_threads * (size_t)ctx * sizeof(float));
 	f->inv_freq = zalloc((size_t)c->head_dim / 2 * sizeof(float));
+	f->pred_in = zalloc(B * H * sizeof(float));
+	f->pred_logits = zalloc(B * E * sizeof(float));
+	f->pred_sel = zalloc(B * K * sizeof(int32_t));
+	f->predicted = zalloc((size_t)c->n_layers * E * sizeof(int32_t));
+	f->prefetch = true;
 	if (!f->k_cache || !f->v_cache || !f->x || !f->xn || !f->q || !f->k || !f->v || !f->att ||
 	    !f->tmp || !f->router_logits || !f->sel || !f->sel_w || !f->expert_out || !f->e_in ||
 	    !f->e_gate || !f->e_up || !f->e_down || !f->e_tok || !f->e_slot || !f->wanted ||
-	    !f->scores || !f->inv_freq) {
+	    !f->scores || !f->inv_freq || !f->pred_in || !f->pred_logits || !f->pred_sel ||
+	    !f->predicted) {
 		forward_free(f);
 		return error_set(ENOMEM, "cannot allocate the KV cache (%zu MiB) and scratch for %d positions",
 				 2 * cache >> 20, ctx);
@@ -91,7 +97,8 @@ void forward_free(struct forward *f)
 {
 	void *bufs[] = { f->k_cache, f->v_cache, f->x, f->xn, f->q, f->k, f->v, f->att, f->tmp,
 			 f->router_logits, f->sel, f->sel_w, f->expert_out, f->e_in, f->e_gate,
-			 f->e_up, f->e_down, f->e_tok, f->e_slot, f->wanted, f->scores, f->inv_freq };
+			 f->e_up, f->e_down, f->e_tok, f->e_slot, f->wanted, f->scores, f->inv_freq,
+			 f->pred_in, f->pred_logits, f->pred_sel, f->predicted };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		free(bufs[i]);
 	memset(f, 0, sizeof *f);
@@ -213,6 +220,62 @@ static void route(struct forward *f, int n)
 	}
 }
 
+/* The next MoE layer after `layer`, or -1. */
+static int next_moe_layer(const struct model *m, int layer)
+{
+	for (int l = layer + 1; l < m->cfg.n_layers; l++)
+		if (m->layers[l].moe)
+			return l;
+	return -1;
+}
+
+/* Predicts the experts of the next MoE layer by running its router on this
+ * layer's residual stream (normed with its own FFN norm) and starts their
+ * reads at low priority. The prediction never touches the computation:
+ * prefetch on or off, the logits are the same bits. */
+static void prefetch_next(struct forward *f, int layer, int n)
+{
+	const struct model *m = f->m;
+	const struct model_config *c = &m->cfg;
+	int next = next_moe_layer(m, layer);
+	if (!f->prefetch || next < 0)
+		return;
+	const struct layer_weights *lw = &m->layers[next];
+	int64_t H = c->hidden;
+	int E = c->n_experts, K = c->top_k;
+	for (int t = 0; t < n; t++)
+		rmsnorm(f->pred_in + t * H, f->x + t * H, lw->ffn_norm, H, c->rms_eps);
+	matmul(f->pool, f->pred_logits, &lw->router, f->pred_in, n);
+	int32_t *mark = f->predicted + (size_t)next * E;
+	memset(mark, 0, (size_t)E * sizeof *mark);
+	for (int t = 0; t < n; t++) {
+		/* Softmax is monotone: top-k of the logits is top-k of the probabilities. */
+		topk(f->pred_sel + t * K, f->pred_logits + (size_t)t * E, E, K);
+		for (int k = 0; k < K; k++)
+			mark[f->pred_sel[t * K + k]] = 1;
+	}
+	int np = 0;
+	for (int e = 0; e < E; e++)
+		if (mark[e])
+			f->pred_sel[np++] = e; /* pred_sel reused as the id list */
+	f->pf.predicted += (uint64_t)np;
+	expert_store_prefetch(m->store, next, f->pred_sel, np);
+}
+
+/* Scores the prediction made for this layer against what it needed. */
+static void prefetch_score(struct forward *f, int layer, int n_wanted)
+{
+	const int32_t *mark = f->predicted + (size_t)layer * f->m->cfg.n_experts;
+	bool any = false;
+	for (int e = 0; e < f->m->cfg.n_experts && !any; e++)
+		any = mark[e];
+	if (!f->prefetch || !any)
+		return;
+	f->pf.actual += (uint64_t)n_wanted;
+	for (int i = 0; i < n_wanted; i++)
+		f->pf.correct += mark[f->wanted[i]] != 0;
+}
+
 /* Consumes the store's deliveries of the current request, in delivery
  * order: each expert runs over the tokens that chose it. */
 static int moe_experts_run(struct forward *f, int layer, int n)
@@ -265,6 +328,7 @@ static int moe_block(struct forward *f, int layer, int n)
 	for (int e = 0; e < E; e++)
 		if (f->wanted[e])
 			f->wanted[n_wanted++] = e;
+	prefetch_score(f, layer, n_wanted);
 	/* Rounds of at most the store's capacity; each expert's output lands
 	 * in its (token, slot) cell, so the rounds do not change the sum. */
 	int cap = expert_store_capacity(store), rc = 0;
@@ -273,6 +337,8 @@ static int moe_block(struct forward *f, int layer, int n)
 	for (int first = 0; first < n_wanted && !rc; first += cap) {
 		int cnt = n_wanted - first < cap ? n_wanted - first : cap;
 		rc = expert_store_request(store, layer, f->wanted + first, cnt);
+		if (!rc && first == 0)
+			prefetch_next(f, layer, n); /* overlaps this layer's reads and compute */
 		if (!rc)
 			rc = moe_experts_run(f, layer, n);
 	}

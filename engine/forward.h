@@ -45,6 +45,16 @@ struct forward {
 	int32_t *wanted;             /* [n_experts] union of a step */
 	float *scores;               /* [n_threads, ctx] attention scratch */
 	float *inv_freq;             /* [head_dim / 2] */
+	bool prefetch;               /* predict and prefetch the next MoE layer */
+	float *pred_in;              /* [batch, hidden] prediction input */
+	float *pred_logits;          /* [batch, n_experts] */
+	int32_t *pred_sel;           /* [batch, top_k] */
+	int32_t *predicted;          /* [n_layers, n_experts] 1 if predicted this step */
+	struct forward_prefetch_stats {
+		uint64_t predicted;      /* experts predicted for a layer (union per step) */
+		uint64_t actual;         /* experts that layer then needed */
+		uint64_t correct;        /* predicted and needed */
+	} pf;
 };
 
 /* Sizes and allocates everything. pool may be NULL. Free with forward_free. */

@@ -92,6 +92,9 @@ int session_option(struct session_options *o, int ch, const char *arg)
 	case SESSION_OPT_STATS:
 		o->stats = true;
 		return 0;
+	case SESSION_OPT_NO_PREFETCH:
+		o->no_prefetch = true;
+		return 0;
 	case SESSION_OPT_STATS_JSON:
 		o->stats_json = arg;
 		return 0;
@@ -205,6 +208,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch)))
 		return rc;
 	s->fwd_ready = true;
+	s->fwd.prefetch = !o->no_prefetch;
 	return 0;
 }
 
@@ -262,6 +266,15 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 		st->n_frames, st->frame_bytes >> 10, st->io_depth,
 		st->evict == EXPERT_EVICT_LRU ? "LRU" : "frequency-aware",
 		st->fixed_buffers ? ", fixed buffers" : "");
+	const struct forward_prefetch_stats *pf = &s->fwd.pf;
+	if (s->fwd.prefetch && pf->predicted)
+		fprintf(out, "prefetch: precision %.1f%%, recall %.1f%% (%" PRIu64 " predicted, %" PRIu64
+			     " needed, %" PRIu64 " both), %.1f MB prefetched, %.1f MB of it used\n",
+			100.0 * pf->correct / pf->predicted, pf->actual ? 100.0 * pf->correct / pf->actual : 0,
+			pf->predicted, pf->actual, pf->correct, st->prefetch_issued_bytes / 1e6,
+			st->prefetch_used_bytes / 1e6);
+	else
+		fprintf(out, "prefetch: off\n");
 	fprintf(out, "memory: peak resident set %.1f MiB", peak_rss_bytes() / 1048576.0);
 	if (s->opt.ram_bytes)
 		fprintf(out, " of a %.1f MiB budget", s->opt.ram_bytes / 1048576.0);
@@ -286,6 +299,13 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON_AddNumberToObject(j, "compute_s", wall > st->disk_wait_s ? wall - st->disk_wait_s : 0);
 	cJSON_AddNumberToObject(j, "prefetch_issued_bytes", (double)st->prefetch_issued_bytes);
 	cJSON_AddNumberToObject(j, "prefetch_used_bytes", (double)st->prefetch_used_bytes);
+	const struct forward_prefetch_stats *pf = &s->fwd.pf;
+	cJSON_AddBoolToObject(j, "prefetch", s->fwd.prefetch);
+	cJSON_AddNumberToObject(j, "prefetch_predicted", (double)pf->predicted);
+	cJSON_AddNumberToObject(j, "prefetch_needed", (double)pf->actual);
+	cJSON_AddNumberToObject(j, "prefetch_correct", (double)pf->correct);
+	cJSON_AddNumberToObject(j, "prefetch_precision", pf->predicted ? (double)pf->correct / pf->predicted : 0);
+	cJSON_AddNumberToObject(j, "prefetch_recall", pf->actual ? (double)pf->correct / pf->actual : 0);
 	cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)peak_rss_bytes());
 	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->opt.ram_bytes);
 	cJSON_AddNumberToObject(j, "frames", st->n_frames);

@@ -28,6 +28,7 @@ struct session_options {
 	bool buffered;
 	bool stats;
 	const char *stats_json;
+	bool no_prefetch;            /* do not predict and prefetch the next layer */
 };
 
 enum {
@@ -40,6 +41,7 @@ enum {
 	SESSION_OPT_NO_DIRECT,
 	SESSION_OPT_STATS,
 	SESSION_OPT_STATS_JSON,
+	SESSION_OPT_NO_PREFETCH,
 };
 
 #define SESSION_LONG_OPTIONS                                                  \
@@ -51,11 +53,12 @@ enum {
 	{ "io-depth", required_argument, 0, SESSION_OPT_IO_DEPTH },           \
 	{ "no-direct", no_argument, 0, SESSION_OPT_NO_DIRECT },               \
 	{ "stats", no_argument, 0, SESSION_OPT_STATS },                       \
-	{ "stats-json", required_argument, 0, SESSION_OPT_STATS_JSON }
+	{ "stats-json", required_argument, 0, SESSION_OPT_STATS_JSON },       \
+	{ "no-prefetch", no_argument, 0, SESSION_OPT_NO_PREFETCH }
 
 #define SESSION_USAGE                                                         \
 	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
-	" [--no-direct] [--stats] [--stats-json FILE]"
+	" [--no-direct] [--no-prefetch] [--stats] [--stats-json FILE]"
 
 #define SESSION_EXTRA_MAX 16
 

@@ -10,7 +10,8 @@
  *    a sliding window, against a reference generated in the test;
  *  - "slow but correct": logits bit-identical at the minimum RAM budget and
  *    unlimited, IO depth 1 and 64, with and without O_DIRECT, 1 and 2
- *    threads, prefill chunks of 1 and 64 tokens.
+ *    threads, prefill chunks of 1 and 64 tokens, prefetch on and off, and
+ *    with the storage fallbacks forced.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -216,6 +217,8 @@ static void check_identical(const char *name, const char *quant)
 		"--threads 1",
 		"--threads 2 --batch 1",
 		"--ram min --batch 3 --threads 2 --no-direct",
+		"--no-prefetch",
+		"--no-prefetch --ram min --batch 1",
 	};
 	/* Forced storage fallbacks, set in the environment of the run. */
 	static const char *const envs[] = {
