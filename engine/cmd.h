@@ -6,11 +6,36 @@
 #ifndef COLIBRI_ENGINE_CMD_H
 #define COLIBRI_ENGINE_CMD_H
 
+#include "compute/quant.h"
+#include "engine/model_config.h"
+#include "planner/plan.h"
+
 int cmd_convert(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_iobench(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+int cmd_mirror(int argc, char **argv);
+
+/* A container as the planner sees it (cmd_plan.c): the model half of the
+ * plan inputs (ctx too), and the expert files whose disks the plan names. */
+struct plan_container {
+	struct plan_inputs in;       /* user and machine fields left zero */
+	struct model_config cfg;
+	enum quant_type expert_type;
+	char expert_quant[8];        /* its name */
+	char **paths;                /* [n_paths] "DIR/experts/layer-NNN.bin" */
+	int n_paths;
+};
+
+/* Loads config.json and the manifest of dir; ctx 0 means PLAN_CTX_DEFAULT
+ * positions, at most the model's. Free with plan_container_free, also after
+ * a failure. -errno with a message on failure. */
+int plan_container_load(struct plan_container *c, const char *dir, int ctx);
+void plan_container_free(struct plan_container *c);
 
 /* Prints "colibri: <message>" for the pending error (or `what` if none) to
  * stderr and returns the exit status 1. */

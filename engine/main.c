@@ -21,6 +21,10 @@ static const struct command commands[] = {
 	{ "logits", cmd_logits, "teacher-forced logits of a token sequence, as float32" },
 	{ "tokenize", cmd_tokenize, "print the token ids of a text" },
 	{ "detokenize", cmd_detokenize, "print the text of token ids" },
+	{ "plan", cmd_plan, "how the RAM budget is split, and the decode speed to expect" },
+	{ "iobench", cmd_iobench, "measure random-read bandwidth of a disk, saved for plan and run" },
+	{ "doctor", cmd_doctor, "check a container and this system, with a fix for each problem" },
+	{ "mirror", cmd_mirror, "copy the expert files to another disk and stripe reads over both" },
 };
 
 static void usage(FILE *f)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include "engine/files.h"
 #include "storage/error.h"
@@ -73,6 +74,17 @@ int manifest_write(const struct manifest *m, const char *dir)
 			cJSON_AddItemToArray(sums, cJSON_CreateString(hex));
 		}
 		cJSON_AddItemToArray(ls, o);
+	}
+	if (m->n_mirrors) {
+		cJSON *ms = cJSON_AddArrayToObject(root, "mirrors");
+		for (size_t i = 0; i < m->n_mirrors; i++) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "dir", m->mirrors[i].dir);
+			cJSON *ls2 = cJSON_AddArrayToObject(o, "layers");
+			for (size_t k = 0; k < m->mirrors[i].n_layers; k++)
+				cJSON_AddItemToArray(ls2, cJSON_CreateNumber(m->mirrors[i].layers[k]));
+			cJSON_AddItemToArray(ms, o);
+		}
 	}
 	char *text = cJSON_PrintUnformatted(root);
 	cJSON_Delete(root);
@@ -214,6 +226,59 @@ static int layers_from_json(struct manifest *m, const cJSON *ex, const char *dir
 	return 0;
 }
 
+/* "mirrors" is optional; a listed folder that is missing is not an error
+ * here (the store takes an unreadable copy out of rotation). */
+static int mirrors_from_json(struct manifest *m, const cJSON *ms, const char *path)
+{
+	if (!ms)
+		return 0;
+	if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) > MANIFEST_MIRRORS_MAX)
+		return error_set(EINVAL, "%s: mirrors must be a list of at most %d entries", path,
+				 MANIFEST_MIRRORS_MAX);
+	for (const cJSON *o = ms->child; o; o = o->next) {
+		struct manifest_mirror *mm = &m->mirrors[m->n_mirrors++];
+		const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dir");
+		const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "layers");
+		if (!cJSON_IsString(d) || d->valuestring[0] != '/' || !cJSON_IsArray(ls))
+			return error_set(EINVAL, "%s: a mirror needs an absolute dir and a layers list", path);
+		mm->dir = strdup(d->valuestring);
+		mm->layers = calloc((size_t)cJSON_GetArraySize(ls) + 1, sizeof *mm->layers);
+		if (!mm->dir || !mm->layers)
+			return error_set(ENOMEM, "out of memory");
+		for (const cJSON *l = ls->child; l; l = l->next) {
+			if (!cJSON_IsNumber(l) || l->valueint < 0 || l->valueint >= MODEL_LAYERS_MAX ||
+			    !manifest_expert_layer(m, l->valueint))
+				return error_set(EINVAL, "%s: mirror %s lists a layer without experts", path, mm->dir);
+			mm->layers[mm->n_layers++] = l->valueint;
+		}
+	}
+	return 0;
+}
+
+uint64_t manifest_model_id(const struct manifest *m)
+{
+	XXH3_state_t *st = XXH3_createState();
+	if (!st)
+		return 0;
+	XXH3_64bits_reset(st);
+	XXH3_64bits_update(st, &m->n_experts, sizeof m->n_experts);
+	for (size_t i = 0; i < m->n_expert_layers; i++) {
+		XXH3_64bits_update(st, &m->layers[i].layer, sizeof m->layers[i].layer);
+		XXH3_64bits_update(st, m->layers[i].checksums, (size_t)m->n_experts * sizeof(uint64_t));
+	}
+	uint64_t id = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	return id;
+}
+
+bool manifest_mirror_has(const struct manifest_mirror *mirror, int layer)
+{
+	for (size_t i = 0; i < mirror->n_layers; i++)
+		if (mirror->layers[i] == layer)
+			return true;
+	return false;
+}
+
 int manifest_load(struct manifest *m, const char *dir)
 {
 	memset(m, 0, sizeof *m);
@@ -293,6 +358,8 @@ int manifest_load(struct manifest *m, const char *dir)
 		}
 	}
 	rc = layers_from_json(m, ex, dir, path);
+	if (!rc)
+		rc = mirrors_from_json(m, cJSON_GetObjectItemCaseSensitive(root, "mirrors"), path);
 out:
 	cJSON_Delete(root);
 	return rc;
@@ -311,6 +378,10 @@ void manifest_free(struct manifest *m)
 	}
 	free(m->layers);
 	free(m->resident_file);
+	for (size_t i = 0; i < m->n_mirrors; i++) {
+		free(m->mirrors[i].dir);
+		free(m->mirrors[i].layers);
+	}
 	memset(m, 0, sizeof *m);
 }
 

@@ -41,6 +41,15 @@ struct manifest_expert_layer {
 	uint64_t *checksums;                /* [n_experts], XXH3-64 of each record */
 };
 
+/* A copy of some or all expert files on another disk (colibri mirror). */
+struct manifest_mirror {
+	char *dir;                          /* absolute path of the copy's folder */
+	int32_t *layers;                    /* [n_layers] model layers it holds */
+	size_t n_layers;
+};
+
+#define MANIFEST_MIRRORS_MAX 7
+
 struct manifest {
 	int32_t version;
 	char model_type[32];
@@ -55,7 +64,16 @@ struct manifest {
 	int32_t n_experts;
 	struct manifest_expert_layer *layers; /* [n_expert_layers], by layer index */
 	size_t n_expert_layers;
+	struct manifest_mirror mirrors[MANIFEST_MIRRORS_MAX];
+	size_t n_mirrors;
 };
+
+/* Identity of the model's experts: XXH3-64 over n_experts and every layer's
+ * index and record checksums. Two containers of the same conversion agree. */
+uint64_t manifest_model_id(const struct manifest *m);
+
+/* True when mirror holds the expert file of model layer `layer`. */
+bool manifest_mirror_has(const struct manifest_mirror *mirror, int layer);
 
 /* Writes dir/manifest.json atomically. */
 int manifest_write(const struct manifest *m, const char *dir);
