@@ -190,6 +190,15 @@ void quant_matrix_view(struct qmatrix *m, const void *base, enum quant_type type
 	}
 }
 
+void quant_matrix_rows(struct qmatrix *out, const struct qmatrix *m, int64_t row, int64_t n)
+{
+	*out = *m;
+	out->rows = n;
+	out->data = (const uint8_t *)m->data + quant_data_bytes(m->type, row, m->cols);
+	if (m->scales)
+		out->scales = m->scales + row * (m->cols / m->group);
+}
+
 void quant_row_dequantize(float *dst, const struct qmatrix *m, int64_t row)
 {
 	int64_t cols = m->cols;

@@ -70,6 +70,10 @@ void quant_matrix_quantize(void *dst, const float *src, enum quant_type type,
 void quant_matrix_view(struct qmatrix *m, const void *base, enum quant_type type,
 		       int64_t rows, int64_t cols, int32_t group);
 
+/* A view of rows [row, row + n) of m (a slice of one matrix, e.g. one
+ * attention head's block); shares m's memory. */
+void quant_matrix_rows(struct qmatrix *out, const struct qmatrix *m, int64_t row, int64_t n);
+
 /* Dequantizes row `row` of m into dst[cols]. */
 void quant_row_dequantize(float *dst, const struct qmatrix *m, int64_t row);
 

@@ -429,7 +429,11 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 	snprintf(path, sizeof path, "%s/%s", c->tmp_dir, rel);
 	l->layer = layer;
 	l->file = strdup(rel);
-	expert_layout(c, c->opt->quant, l);
+	/* MTP modules (layers past n_layers) keep int8 or better. */
+	enum quant_type q = c->opt->quant;
+	if (layer >= c->cfg.n_layers && q == QUANT_INT4)
+		q = QUANT_INT8;
+	expert_layout(c, q, l);
 	int E = c->cfg.n_experts;
 	l->checksums = calloc((size_t)E, sizeof *l->checksums);
 	if (!l->file || !l->checksums)
@@ -497,7 +501,7 @@ static int convert_plan(struct converter *c)
 			return rc;
 		c->prog.tensors_total++;
 	}
-	for (int l = 0; l < c->cfg.n_layers; l++) {
+	for (int l = 0; l < c->cfg.n_layers + c->cfg.n_mtp_layers; l++) {
 		if (!c->cfg.layer_is_moe[l])
 			continue;
 		for (int e = 0; e < c->cfg.n_experts; e++) {
@@ -628,7 +632,7 @@ int convert_run(const struct convert_options *o)
 	if ((size_t)c.cfg.hidden > c.f32_floats)
 		c.f32_floats = (size_t)c.cfg.hidden;
 	struct manifest_expert_layer probe = { 0 };
-	expert_layout(&c, o->quant, &probe);
+	expert_layout(&c, o->quant == QUANT_INT4 && c.cfg.n_mtp_layers ? QUANT_INT8 : o->quant, &probe);
 	for (int p = 0; p < EXPERT_PARTS; p++)
 		free(probe.parts[p].name);
 	c.f32 = malloc(c.f32_floats * sizeof(float));
@@ -649,12 +653,13 @@ int convert_run(const struct convert_options *o)
 	m.n_experts = c.cfg.n_experts;
 	if ((rc = write_resident(&c, &m)))
 		goto fail;
-	m.layers = calloc((size_t)c.cfg.n_layers, sizeof *m.layers);
+	int stored = c.cfg.n_layers + c.cfg.n_mtp_layers;
+	m.layers = calloc((size_t)stored, sizeof *m.layers);
 	if (!m.layers) {
 		rc = error_set(ENOMEM, "out of memory");
 		goto fail;
 	}
-	for (int l = 0; l < c.cfg.n_layers; l++) {
+	for (int l = 0; l < stored; l++) {
 		if (!c.cfg.layer_is_moe[l])
 			continue;
 		if ((rc = write_expert_layer(&c, l, &m.layers[m.n_expert_layers++])))

@@ -11,6 +11,7 @@
  *   final norm -> lm_head for the requested rows.
  */
 #include "engine/forward.h"
+#include "engine/forward_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,18 +19,10 @@
 #include <string.h>
 
 #include "compute/kernels.h"
+#include "compute/rope_freq.h"
 #include "compute/threadpool.h"
 #include "storage/error.h"
 
-static int64_t q_dim(const struct model_config *c)
-{
-	return (int64_t)c->n_heads * c->head_dim;
-}
-
-static int64_t kv_dim(const struct model_config *c)
-{
-	return (int64_t)c->n_kv_heads * c->head_dim;
-}
 
 static void *zalloc(size_t n)
 {
@@ -46,18 +39,24 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	f->ctx = ctx;
 	f->batch = batch;
 	f->n_threads = pool ? threadpool_size(pool) : 1;
-	size_t B = (size_t)batch, H = (size_t)c->hidden, Q = (size_t)q_dim(c), KV = (size_t)kv_dim(c);
+	size_t B = (size_t)batch, H = (size_t)c->hidden, Q = (size_t)forward_q_dim(c);
+	size_t KV = (size_t)forward_kv_dim(c), A = (size_t)forward_att_dim(c);
 	size_t K = (size_t)(c->top_k > 0 ? c->top_k : 1), E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
 	size_t I = (size_t)(c->moe_intermediate > c->intermediate ? c->moe_intermediate : c->intermediate);
-	size_t cache = (size_t)c->n_layers * (size_t)ctx * KV * sizeof(float);
-	f->k_cache = zalloc(cache);
-	f->v_cache = zalloc(cache);
+	size_t Ish = (size_t)c->moe_intermediate * (size_t)c->n_shared_experts;
+	I = I > Ish ? I : Ish;
+	size_t kc = (size_t)forward_k_cache_dim(c), vc = (size_t)forward_v_cache_dim(c);
+	size_t cache = (size_t)c->n_layers * (size_t)ctx * (kc + vc) * sizeof(float);
+	f->k_cache = zalloc((size_t)c->n_layers * (size_t)ctx * kc * sizeof(float));
+	f->v_cache = zalloc((size_t)c->n_layers * (size_t)ctx * vc * sizeof(float));
+	f->lat = zalloc(B * (size_t)(c->q_lora_rank + c->kv_lora_rank + c->qk_rope_dim + 1) * sizeof(float));
+	f->head_scratch = zalloc((size_t)f->n_threads * (size_t)forward_head_scratch(c) * sizeof(float));
 	f->x = zalloc(B * H * sizeof(float));
 	f->xn = zalloc(B * H * sizeof(float));
 	f->q = zalloc(B * Q * sizeof(float));
 	f->k = zalloc(B * KV * sizeof(float));
 	f->v = zalloc(B * KV * sizeof(float));
-	f->att = zalloc(B * Q * sizeof(float));
+	f->att = zalloc(B * A * sizeof(float));
 	f->tmp = zalloc(B * H * sizeof(float));
 	f->router_logits = zalloc(B * E * sizeof(float));
 	f->sel = zalloc(B * K * sizeof(int32_t));
@@ -71,8 +70,9 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	f->e_slot = zalloc(B * sizeof(int32_t));
 	f->wanted = zalloc(E * sizeof(int32_t));
 	f->scores = zalloc((size_t)f->n_threads * (size_t)ctx * sizeof(float));
-	f->inv_freq = zalloc((size_t)c->head_dim / 2 * sizeof(float));
+	f->inv_freq = zalloc((size_t)(c->rot_dim / 2 + 1) * sizeof(float));
 	f->pred_in = zalloc(B * H * sizeof(float));
+	f->route_scratch = zalloc(E * sizeof(float));
 	f->pred_logits = zalloc(B * E * sizeof(float));
 	f->pred_sel = zalloc(B * K * sizeof(int32_t));
 	f->predicted = zalloc((size_t)c->n_layers * E * sizeof(int32_t));
@@ -81,15 +81,16 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	    !f->tmp || !f->router_logits || !f->sel || !f->sel_w || !f->expert_out || !f->e_in ||
 	    !f->e_gate || !f->e_up || !f->e_down || !f->e_tok || !f->e_slot || !f->wanted ||
 	    !f->scores || !f->inv_freq || !f->pred_in || !f->pred_logits || !f->pred_sel ||
-	    !f->predicted) {
+	    !f->predicted || !f->lat || !f->head_scratch || !f->route_scratch) {
 		forward_free(f);
 		return error_set(ENOMEM, "cannot allocate the KV cache (%zu MiB) and scratch for %d positions",
-				 2 * cache >> 20, ctx);
+				 cache >> 20, ctx);
 	}
-	/* HF default RoPE: inv_freq[i] = theta^(-2i / head_dim), computed in f32
-	 * from an integer arange as transformers does. */
-	for (int i = 0; i < c->head_dim / 2; i++)
-		f->inv_freq[i] = (float)(1.0 / pow((double)c->rope_theta, (double)(2 * i) / c->head_dim));
+	if (c->yarn)
+		rope_freq_yarn(f->inv_freq, c->rot_dim, c->rope_theta, c->yarn_factor, c->yarn_beta_fast,
+			       c->yarn_beta_slow, c->yarn_original_max);
+	else
+		rope_freq_default(f->inv_freq, c->rot_dim, c->rope_theta);
 	return 0;
 }
 
@@ -98,7 +99,8 @@ void forward_free(struct forward *f)
 	void *bufs[] = { f->k_cache, f->v_cache, f->x, f->xn, f->q, f->k, f->v, f->att, f->tmp,
 			 f->router_logits, f->sel, f->sel_w, f->expert_out, f->e_in, f->e_gate,
 			 f->e_up, f->e_down, f->e_tok, f->e_slot, f->wanted, f->scores, f->inv_freq,
-			 f->pred_in, f->pred_logits, f->pred_sel, f->predicted };
+			 f->pred_in, f->pred_logits, f->pred_sel, f->predicted, f->lat, f->head_scratch,
+			 f->route_scratch };
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		free(bufs[i]);
 	memset(f, 0, sizeof *f);
@@ -109,79 +111,17 @@ void forward_reset(struct forward *f)
 	f->pos = 0;
 }
 
-struct attn_job {
-	struct forward *f;
-	int layer;
-	int n;
-};
-
-/* Task = (token, head): causal attention over positions 0..pos+token. */
-static void attn_task(void *ctx, int task, int thread)
-{
-	struct attn_job *j = ctx;
-	struct forward *f = j->f;
-	const struct model_config *c = &f->m->cfg;
-	int t = task / c->n_heads, h = task % c->n_heads;
-	int kvh = h / (c->n_heads / c->n_kv_heads);
-	int64_t KV = kv_dim(c), hd = c->head_dim;
-	const float *kc = f->k_cache + (size_t)j->layer * f->ctx * KV + kvh * hd;
-	const float *vc = f->v_cache + (size_t)j->layer * f->ctx * KV + kvh * hd;
-	/* Keys 0..pos are visible, or the last sliding_window of them. */
-	int64_t pos = f->pos + t, first = 0;
-	if (c->sliding_window > 0 && pos + 1 > c->sliding_window)
-		first = pos + 1 - c->sliding_window;
-	attention_head(f->att + (size_t)t * q_dim(c) + h * hd, f->q + (size_t)t * q_dim(c) + h * hd,
-		       kc + first * KV, KV, vc + first * KV, KV, pos + 1 - first, hd, hd,
-		       1.0f / sqrtf((float)hd), f->scores + (size_t)thread * f->ctx);
-}
-
-static void clip(float *x, int64_t n, float c)
-{
-	for (int64_t i = 0; i < n; i++)
-		x[i] = x[i] < -c ? -c : (x[i] > c ? c : x[i]);
-}
-
 static void attention_block(struct forward *f, int layer, int n)
 {
 	const struct model_config *c = &f->m->cfg;
 	const struct layer_weights *lw = &f->m->layers[layer];
-	int64_t H = c->hidden, Q = q_dim(c), KV = kv_dim(c), hd = c->head_dim;
+	int64_t H = c->hidden;
 	for (int t = 0; t < n; t++)
 		rmsnorm(f->xn + t * H, f->x + t * H, lw->attn_norm, H, c->rms_eps);
-	matmul(f->pool, f->q, &lw->wq, f->xn, n);
-	matmul(f->pool, f->k, &lw->wk, f->xn, n);
-	matmul(f->pool, f->v, &lw->wv, f->xn, n);
-	for (int t = 0; t < n; t++) {
-		float *q = f->q + t * Q, *k = f->k + t * KV, *v = f->v + t * KV;
-		if (c->qk_norm == QK_NORM_FULL) {
-			rmsnorm(q, q, lw->q_norm, Q, c->rms_eps);
-			rmsnorm(k, k, lw->k_norm, KV, c->rms_eps);
-		} else if (c->qk_norm == QK_NORM_HEAD) {
-			for (int h = 0; h < c->n_heads; h++)
-				rmsnorm(q + h * hd, q + h * hd, lw->q_norm, hd, c->rms_eps);
-			for (int h = 0; h < c->n_kv_heads; h++)
-				rmsnorm(k + h * hd, k + h * hd, lw->k_norm, hd, c->rms_eps);
-		}
-		if (c->clip_qkv > 0) {
-			clip(q, Q, c->clip_qkv);
-			clip(k, KV, c->clip_qkv);
-			clip(v, KV, c->clip_qkv);
-		}
-		int64_t pos = f->pos + t;
-		for (int h = 0; h < c->n_heads; h++)
-			rope(q + h * hd, hd, pos, f->inv_freq, ROPE_NEOX);
-		for (int h = 0; h < c->n_kv_heads; h++)
-			rope(k + h * hd, hd, pos, f->inv_freq, ROPE_NEOX);
-		size_t at = ((size_t)layer * f->ctx + (size_t)pos) * KV;
-		memcpy(f->k_cache + at, k, KV * sizeof(float));
-		memcpy(f->v_cache + at, v, KV * sizeof(float));
-	}
-	struct attn_job job = { f, layer, n };
-	if (f->pool)
-		threadpool_run(f->pool, attn_task, &job, n * c->n_heads);
+	if (c->attn == ATTN_MLA)
+		attn_mla(f, layer, n);
 	else
-		for (int i = 0; i < n * c->n_heads; i++)
-			attn_task(&job, i, 0);
+		attn_gqa(f, layer, n);
 	matmul(f->pool, f->tmp, &lw->wo, f->att, n);
 	for (int64_t i = 0; i < n * H; i++)
 		f->x[i] += f->tmp[i];
@@ -197,17 +137,62 @@ static void swiglu_ffn(struct forward *f, const struct qmatrix *g, const struct 
 	matmul(f->pool, out, d, f->e_gate, m);
 }
 
+/* Sigmoid scores, correction bias for the choice only, top topk_group
+ * groups by the sum of their two best biased scores, top-k inside those
+ * groups (masked scores are 0, as in DeepseekV3TopkRouter); the weights are
+ * the unbiased scores, renormalised (+1e-20) and scaled. */
+static void route_grouped(const struct model_config *c, const float *bias, float *logits, int32_t *sel,
+			  float *w, float *choice)
+{
+	int E = c->n_experts, K = c->top_k, G = c->n_group, per = E / G;
+	for (int e = 0; e < E; e++) {
+		logits[e] = 1.0f / (1.0f + expf(-logits[e]));
+		choice[e] = logits[e] + (bias ? bias[e] : 0.0f);
+	}
+	float gscore[MODEL_GROUPS_MAX] = { 0 };
+	int32_t gsel[MODEL_GROUPS_MAX];
+	for (int g = 0; g < G; g++) {
+		int32_t top2[2];
+		topk(top2, choice + g * per, per, per >= 2 ? 2 : 1);
+		gscore[g] = choice[g * per + top2[0]] + (per >= 2 ? choice[g * per + top2[1]] : 0.0f);
+	}
+	topk(gsel, gscore, G, c->topk_group);
+	for (int g = 0; g < G; g++) {
+		bool keep = false;
+		for (int i = 0; i < c->topk_group; i++)
+			keep |= gsel[i] == g;
+		if (!keep)
+			for (int e = g * per; e < (g + 1) * per; e++)
+				choice[e] = 0.0f;
+	}
+	topk(sel, choice, E, K);
+	float sum = 0;
+	for (int k = 0; k < K; k++) {
+		w[k] = logits[sel[k]];
+		sum += w[k];
+	}
+	for (int k = 0; k < K; k++) {
+		if (c->norm_topk_prob)
+			w[k] /= sum + 1e-20f;
+		w[k] *= c->routed_scaling;
+	}
+}
+
 /* Softmax over all experts, top-k of the probabilities, optional
  * renormalisation: the order of operations of the HF routers. */
-static void route(struct forward *f, int n)
+static void route(struct forward *f, int layer, int n)
 {
 	const struct model_config *c = &f->m->cfg;
 	int E = c->n_experts, K = c->top_k;
 	for (int t = 0; t < n; t++) {
 		float *p = f->router_logits + (size_t)t * E;
-		softmax(p, E);
 		int32_t *sel = f->sel + (size_t)t * K;
 		float *w = f->sel_w + (size_t)t * K;
+		if (c->router == ROUTER_SIGMOID_GROUPED) {
+			route_grouped(c, f->m->layers[layer].router_bias, p, sel, w, f->route_scratch);
+			continue;
+		}
+		softmax(p, E);
 		topk(sel, p, E, K);
 		float sum = 0;
 		for (int k = 0; k < K; k++) {
@@ -318,7 +303,7 @@ static int moe_block(struct forward *f, int layer, int n)
 	int64_t H = c->hidden;
 	int E = c->n_experts, K = c->top_k;
 	matmul(f->pool, f->router_logits, &lw->router, f->xn, n);
-	route(f, n);
+	route(f, layer, n);
 
 	/* Union: each expert any token of the chunk needs, once, ascending. */
 	memset(f->wanted, 0, (size_t)E * sizeof(int32_t));
@@ -344,11 +329,17 @@ static int moe_block(struct forward *f, int layer, int n)
 	}
 	if (rc)
 		return rc;
-	/* Fixed-order sum: slot 0..K-1, independent of delivery order. */
+	/* Fixed-order sum: slot 0..K-1, independent of delivery order; then
+	 * the shared experts, which every token uses. */
 	for (int t = 0; t < n; t++) {
 		float *x = f->x + t * H;
 		for (int k = 0; k < K; k++)
 			axpy_f32(x, f->sel_w[t * K + k], f->expert_out + ((size_t)t * K + k) * H, H);
+	}
+	if (lw->shared) {
+		swiglu_ffn(f, &lw->sh_gate, &lw->sh_up, &lw->sh_down, f->xn, n, f->tmp);
+		for (int64_t i = 0; i < n * H; i++)
+			f->x[i] += f->tmp[i];
 	}
 	return 0;
 }

@@ -27,12 +27,15 @@ struct forward {
 	int32_t batch;               /* tokens per step at most */
 	int32_t pos;                 /* positions already in the cache */
 	int n_threads;
-	float *k_cache, *v_cache;    /* [n_layers, ctx, kv_dim] */
+	float *k_cache;              /* [n_layers, ctx, k_cache_dim]: keys, or MLA's latent + rope key */
+	float *v_cache;              /* [n_layers, ctx, v_cache_dim]; empty for MLA */
+	float *lat;                  /* [batch, q_lora + kv_lora + rope] MLA projections */
+	float *head_scratch;         /* [n_threads, head_scratch] per-head attention scratch */
 	float *x;                    /* [batch, hidden] residual stream */
 	float *xn;                   /* [batch, hidden] normed input of a block */
 	float *q;                    /* [batch, q_dim] */
 	float *k, *v;                /* [batch, kv_dim] */
-	float *att;                  /* [batch, q_dim] attention output */
+	float *att;                  /* [batch, att_dim] attention output, before o_proj */
 	float *tmp;                  /* [batch, hidden] */
 	float *router_logits;        /* [batch, n_experts] */
 	int32_t *sel;                /* [batch, top_k] chosen experts */
@@ -47,6 +50,7 @@ struct forward {
 	float *inv_freq;             /* [head_dim / 2] */
 	bool prefetch;               /* predict and prefetch the next MoE layer */
 	float *pred_in;              /* [batch, hidden] prediction input */
+	float *route_scratch;        /* [n_experts] biased scores of the grouped router */
 	float *pred_logits;          /* [batch, n_experts] */
 	int32_t *pred_sel;           /* [batch, top_k] */
 	int32_t *predicted;          /* [n_layers, n_experts] 1 if predicted this step */

@@ -86,51 +86,96 @@ static int get_vector(struct model *m, const float **v, int64_t n, const char *f
 	return rc;
 }
 
-static int load_layer(struct model *m, int i)
+static int load_attention(struct model *m, int i, struct layer_weights *lw)
 {
 	const struct model_config *c = &m->cfg;
-	struct layer_weights *lw = &m->layers[i];
 	int64_t h = c->hidden, q = (int64_t)c->n_heads * c->head_dim;
 	int64_t kv = (int64_t)c->n_kv_heads * c->head_dim;
 	int rc = 0;
-	rc = rc ? rc : get_vector(m, &lw->attn_norm, h, "model.layers.%d.input_layernorm.weight", i);
-	rc = rc ? rc : get_vector(m, &lw->ffn_norm, h, "model.layers.%d.post_attention_layernorm.weight", i);
+	if (c->attn == ATTN_MLA) {
+		int64_t nh = c->n_heads, qk = c->qk_nope_dim + c->qk_rope_dim;
+		if (c->q_lora_rank > 0) {
+			rc = rc ? rc : get_matrix(m, &lw->q_a, c->q_lora_rank, h, "model.layers.%d.self_attn.q_a_proj.weight", i);
+			rc = rc ? rc : get_vector(m, &lw->q_a_norm, c->q_lora_rank, "model.layers.%d.self_attn.q_a_layernorm.weight", i);
+			rc = rc ? rc : get_matrix(m, &lw->q_b, nh * qk, c->q_lora_rank, "model.layers.%d.self_attn.q_b_proj.weight", i);
+		} else {
+			rc = rc ? rc : get_matrix(m, &lw->wq, nh * qk, h, "model.layers.%d.self_attn.q_proj.weight", i);
+		}
+		rc = rc ? rc : get_matrix(m, &lw->kv_a, c->kv_lora_rank + c->qk_rope_dim, h,
+					  "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", i);
+		rc = rc ? rc : get_vector(m, &lw->kv_a_norm, c->kv_lora_rank, "model.layers.%d.self_attn.kv_a_layernorm.weight", i);
+		rc = rc ? rc : get_matrix(m, &lw->kv_b, nh * (c->qk_nope_dim + c->v_head_dim), c->kv_lora_rank,
+					  "model.layers.%d.self_attn.kv_b_proj.weight", i);
+		rc = rc ? rc : get_matrix(m, &lw->wo, h, nh * c->v_head_dim, "model.layers.%d.self_attn.o_proj.weight", i);
+		return rc;
+	}
 	rc = rc ? rc : get_matrix(m, &lw->wq, q, h, "model.layers.%d.self_attn.q_proj.weight", i);
 	rc = rc ? rc : get_matrix(m, &lw->wk, kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
 	rc = rc ? rc : get_matrix(m, &lw->wv, kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
 	rc = rc ? rc : get_matrix(m, &lw->wo, h, q, "model.layers.%d.self_attn.o_proj.weight", i);
+	if (!rc && c->attn_bias) {
+		rc = get_vector(m, &lw->bq, q, "model.layers.%d.self_attn.q_proj.bias", i);
+		rc = rc ? rc : get_vector(m, &lw->bk, kv, "model.layers.%d.self_attn.k_proj.bias", i);
+		rc = rc ? rc : get_vector(m, &lw->bv, kv, "model.layers.%d.self_attn.v_proj.bias", i);
+	}
 	if (!rc && c->qk_norm != QK_NORM_NONE) {
 		bool full = c->qk_norm == QK_NORM_FULL;
 		rc = get_vector(m, &lw->q_norm, full ? q : c->head_dim, "model.layers.%d.self_attn.q_norm.weight", i);
 		rc = rc ? rc : get_vector(m, &lw->k_norm, full ? kv : c->head_dim,
 					  "model.layers.%d.self_attn.k_norm.weight", i);
 	}
+	return rc;
+}
+
+static int load_moe(struct model *m, int i, struct layer_weights *lw)
+{
+	const struct model_config *c = &m->cfg;
+	int64_t h = c->hidden;
+	const char *fmt = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "model.layers.%d.block_sparse_moe.gate.weight"
+								      : "model.layers.%d.mlp.gate.weight";
+	int rc = get_matrix(m, &lw->router, c->n_experts, h, fmt, i);
+	if (!rc && lw->router.type != QUANT_F32)
+		rc = error_set(EINVAL, "%s: layer %d router is not f32", m->dir, i);
+	if (!rc && c->router_bias)
+		rc = get_vector(m, &lw->router_bias, c->n_experts, "model.layers.%d.mlp.gate.e_score_correction_bias", i);
+	if (!rc && c->n_shared_experts > 0) {
+		int64_t f = (int64_t)c->moe_intermediate * c->n_shared_experts;
+		lw->shared = true;
+		rc = get_matrix(m, &lw->sh_gate, f, h, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
+		rc = rc ? rc : get_matrix(m, &lw->sh_up, f, h, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
+		rc = rc ? rc : get_matrix(m, &lw->sh_down, h, f, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
+	}
+	lw->experts = manifest_expert_layer(&m->man, i);
+	if (!rc && !lw->experts)
+		rc = error_set(EINVAL, "%s/manifest.json: layer %d has no expert file", m->dir, i);
+	for (int p = 0; !rc && p < EXPERT_PARTS; p++) {
+		int64_t r, cc;
+		model_expert_shape(c, (enum expert_part)p, &r, &cc);
+		if (lw->experts->parts[p].shape[0] != r || lw->experts->parts[p].shape[1] != cc)
+			rc = error_set(EINVAL, "%s/manifest.json: layer %d expert part %s has the wrong shape",
+				       m->dir, i, expert_part_name((enum expert_part)p));
+	}
+	return rc;
+}
+
+static int load_layer(struct model *m, int i)
+{
+	const struct model_config *c = &m->cfg;
+	struct layer_weights *lw = &m->layers[i];
+	int64_t h = c->hidden;
+	int rc = 0;
+	rc = rc ? rc : get_vector(m, &lw->attn_norm, h, "model.layers.%d.input_layernorm.weight", i);
+	rc = rc ? rc : get_vector(m, &lw->ffn_norm, h, "model.layers.%d.post_attention_layernorm.weight", i);
+	rc = rc ? rc : load_attention(m, i, lw);
 	if (rc)
 		return rc;
 	lw->moe = c->layer_is_moe[i];
-	if (lw->moe) {
-		const char *fmt = c->expert_naming == EXPERT_NAMING_MIXTRAL
-					  ? "model.layers.%d.block_sparse_moe.gate.weight"
-					  : "model.layers.%d.mlp.gate.weight";
-		rc = get_matrix(m, &lw->router, c->n_experts, h, fmt, i);
-		if (!rc && lw->router.type != QUANT_F32)
-			rc = error_set(EINVAL, "%s: layer %d router is not f32", m->dir, i);
-		lw->experts = manifest_expert_layer(&m->man, i);
-		if (!rc && !lw->experts)
-			rc = error_set(EINVAL, "%s/manifest.json: layer %d has no expert file", m->dir, i);
-		for (int p = 0; !rc && p < EXPERT_PARTS; p++) {
-			int64_t r, cc;
-			model_expert_shape(c, (enum expert_part)p, &r, &cc);
-			if (lw->experts->parts[p].shape[0] != r || lw->experts->parts[p].shape[1] != cc)
-				rc = error_set(EINVAL, "%s/manifest.json: layer %d expert part %s has the wrong shape",
-					       m->dir, i, expert_part_name((enum expert_part)p));
-		}
-	} else {
-		int64_t f = c->intermediate;
-		rc = get_matrix(m, &lw->ffn_gate, f, h, "model.layers.%d.mlp.gate_proj.weight", i);
-		rc = rc ? rc : get_matrix(m, &lw->ffn_up, f, h, "model.layers.%d.mlp.up_proj.weight", i);
-		rc = rc ? rc : get_matrix(m, &lw->ffn_down, h, f, "model.layers.%d.mlp.down_proj.weight", i);
-	}
+	if (lw->moe)
+		return load_moe(m, i, lw);
+	int64_t f = c->intermediate;
+	rc = get_matrix(m, &lw->ffn_gate, f, h, "model.layers.%d.mlp.gate_proj.weight", i);
+	rc = rc ? rc : get_matrix(m, &lw->ffn_up, f, h, "model.layers.%d.mlp.up_proj.weight", i);
+	rc = rc ? rc : get_matrix(m, &lw->ffn_down, h, f, "model.layers.%d.mlp.down_proj.weight", i);
 	return rc;
 }
 

@@ -33,6 +33,20 @@ struct layer_weights {
 	struct qmatrix ffn_gate;         /* [intermediate, hidden], dense only */
 	struct qmatrix ffn_up;           /* [intermediate, hidden] */
 	struct qmatrix ffn_down;         /* [hidden, intermediate] */
+	const float *bq, *bk, *bv;       /* q/k/v biases (attn_bias), else NULL */
+	/* MLA (wq is q_proj when q_lora_rank is 0; wo is o_proj) */
+	struct qmatrix q_a;              /* [q_lora_rank, hidden] */
+	const float *q_a_norm;           /* [q_lora_rank] */
+	struct qmatrix q_b;              /* [n_heads*(nope+rope), q_lora_rank] */
+	struct qmatrix kv_a;             /* [kv_lora_rank + rope, hidden] */
+	const float *kv_a_norm;          /* [kv_lora_rank] */
+	struct qmatrix kv_b;             /* [n_heads*(nope+v), kv_lora_rank] */
+	/* Grouped sigmoid routing and shared experts (DeepSeek-V3, GLM) */
+	const float *router_bias;        /* [n_experts] e_score_correction_bias */
+	bool shared;
+	struct qmatrix sh_gate;          /* [moe_intermediate*n_shared, hidden] */
+	struct qmatrix sh_up;
+	struct qmatrix sh_down;          /* [hidden, moe_intermediate*n_shared] */
 };
 
 struct model_options {

@@ -85,12 +85,14 @@ static int cfg_eos(struct model_config *cfg, const cJSON *j, const char *src)
 }
 
 /* rope_theta, or rope_parameters.rope_theta as the newest transformers
- * write it. Scaled RoPE variants are refused rather than run wrongly. */
+ * write it; YaRN scaling (DeepSeek-V3) is read here, other scaled RoPE
+ * variants are refused rather than run wrongly. */
 static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
 {
 	const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "rope_parameters");
 	const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
 	const cJSON *sets[2] = { params, scaling };
+	cfg->rope_attn_factor = 1.0f;
 	for (int i = 0; i < 2; i++) {
 		if (!sets[i] || cJSON_IsNull(sets[i]))
 			continue;
@@ -99,13 +101,123 @@ static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
 		const cJSON *t = cJSON_GetObjectItemCaseSensitive(sets[i], "rope_type");
 		if (!t)
 			t = cJSON_GetObjectItemCaseSensitive(sets[i], "type");
-		if (cJSON_IsString(t) && strcmp(t->valuestring, "default") != 0)
+		if (!cJSON_IsString(t) || strcmp(t->valuestring, "default") == 0)
+			continue;
+		if (strcmp(t->valuestring, "yarn") != 0 || cfg->arch != MODEL_ARCH_DEEPSEEK_V3)
 			return error_set(ENOTSUP, "%s: rope type \"%s\" is not supported for %s", src,
 					 t->valuestring, cfg->model_type);
+		const cJSON *y = sets[i];
+		int rc = 0;
+		cfg->yarn = true;
+		rc = rc ? rc : cfg_float(y, src, "factor", 1.0, &cfg->yarn_factor);
+		rc = rc ? rc : cfg_float(y, src, "beta_fast", 32.0, &cfg->yarn_beta_fast);
+		rc = rc ? rc : cfg_float(y, src, "beta_slow", 1.0, &cfg->yarn_beta_slow);
+		rc = rc ? rc : cfg_float(y, src, "mscale", 0.0, &cfg->yarn_mscale);
+		rc = rc ? rc : cfg_float(y, src, "mscale_all_dim", 0.0, &cfg->yarn_mscale_all_dim);
+		rc = rc ? rc : cfg_int(y, src, "original_max_position_embeddings", cfg->max_positions, 1,
+				       INT32_MAX, &cfg->yarn_original_max);
+		if (rc)
+			return rc;
+		if (cJSON_GetObjectItemCaseSensitive(y, "attention_factor"))
+			return error_set(ENOTSUP, "%s: an explicit YaRN attention_factor is not supported", src);
+		if (cfg->yarn_factor < 1)
+			return error_set(EINVAL, "%s: YaRN factor must be >= 1", src);
 	}
 	if (cJSON_GetObjectItemCaseSensitive(j, "rope_theta") || !cJSON_IsObject(params))
 		return cfg_float(j, src, "rope_theta", 10000.0, &cfg->rope_theta);
 	return cfg_float(params, src, "rope_theta", 10000.0, &cfg->rope_theta);
+}
+
+/* DeepSeek-V3: MLA, sigmoid grouped routing, shared experts, dense first
+ * layers (DeepseekV3Config). */
+static int parse_deepseek_v3(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int32_t first_dense = 0, freq = 1;
+	int rc = 0;
+	cfg->attn = ATTN_MLA;
+	cfg->qk_norm = QK_NORM_NONE;
+	cfg->expert_naming = EXPERT_NAMING_MLP;
+	cfg->router = ROUTER_SIGMOID_GROUPED;
+	cfg->router_bias = true;
+	rc = rc ? rc : cfg_int(j, src, "q_lora_rank", 0, 0, 1 << 20, &cfg->q_lora_rank);
+	rc = rc ? rc : cfg_int(j, src, "kv_lora_rank", CFG_REQUIRED, 1, 1 << 20, &cfg->kv_lora_rank);
+	rc = rc ? rc : cfg_int(j, src, "qk_nope_head_dim", CFG_REQUIRED, 1, 1 << 16, &cfg->qk_nope_dim);
+	rc = rc ? rc : cfg_int(j, src, "qk_rope_head_dim", CFG_REQUIRED, 2, 1 << 16, &cfg->qk_rope_dim);
+	rc = rc ? rc : cfg_int(j, src, "v_head_dim", CFG_REQUIRED, 1, 1 << 16, &cfg->v_head_dim);
+	rc = rc ? rc : cfg_int(j, src, "first_k_dense_replace", 0, 0, cfg->n_layers, &first_dense);
+	rc = rc ? rc : cfg_int(j, src, "moe_layer_freq", 1, 1, 1 << 20, &freq);
+	rc = rc ? rc : cfg_int(j, src, "num_nextn_predict_layers", 0, 0, 16, &cfg->n_mtp_layers);
+	if (rc)
+		return rc;
+	const cJSON *il = cJSON_GetObjectItemCaseSensitive(j, "rope_interleave");
+	cfg->rope_interleave = !il || cJSON_IsTrue(il); /* HF default: true */
+	cfg->head_dim = cfg->qk_nope_dim + cfg->qk_rope_dim;
+	cfg->rot_dim = cfg->qk_rope_dim;
+	if (cfg->n_layers + cfg->n_mtp_layers > MODEL_LAYERS_MAX)
+		return error_set(EINVAL, "%s: too many layers", src);
+	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++)
+		cfg->layer_is_moe[l] = l >= first_dense && (l >= cfg->n_layers || l % freq == 0);
+	return 0;
+}
+
+/* GLM-4.5/4.6/4.7 (Glm4MoeConfig): GQA with biases, per-head q/k norm,
+ * partial rotary, DeepSeek-style routing and shared experts. */
+static int parse_glm4_moe(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int32_t first_dense = 0;
+	float partial = 0.5f;
+	bool qk_norm = false;
+	int rc = 0;
+	cfg->attn = ATTN_GQA;
+	cfg->expert_naming = EXPERT_NAMING_MLP;
+	cfg->router = ROUTER_SIGMOID_GROUPED;
+	cfg->router_bias = true;
+	rc = rc ? rc : cfg_bool(j, src, "attention_bias", false, &cfg->attn_bias);
+	rc = rc ? rc : cfg_bool(j, src, "use_qk_norm", false, &qk_norm);
+	rc = rc ? rc : cfg_float(j, src, "partial_rotary_factor", 0.5, &partial);
+	rc = rc ? rc : cfg_int(j, src, "first_k_dense_replace", 0, 0, cfg->n_layers, &first_dense);
+	rc = rc ? rc : cfg_int(j, src, "num_nextn_predict_layers", 0, 0, 16, &cfg->n_mtp_layers);
+	if (rc)
+		return rc;
+	if (!(partial > 0 && partial <= 1))
+		return error_set(EINVAL, "%s: partial_rotary_factor must be in (0, 1]", src);
+	cfg->qk_norm = qk_norm ? QK_NORM_HEAD : QK_NORM_NONE;
+	cfg->rot_dim = (int32_t)(cfg->head_dim * partial);
+	cfg->rot_dim -= cfg->rot_dim % 2;
+	cfg->rope_interleave = 0;
+	if (cfg->n_layers + cfg->n_mtp_layers > MODEL_LAYERS_MAX)
+		return error_set(EINVAL, "%s: too many layers", src);
+	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++)
+		cfg->layer_is_moe[l] = l >= first_dense;
+	return 0;
+}
+
+/* Fields DeepSeek-V3 and GLM share: routed and shared experts, grouped
+ * sigmoid routing. */
+static int parse_grouped_moe(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int rc = 0;
+	rc = rc ? rc : cfg_int(j, src, "intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->intermediate);
+	rc = rc ? rc : cfg_int(j, src, "moe_intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
+	rc = rc ? rc : cfg_int(j, src, "n_routed_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
+	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
+	rc = rc ? rc : cfg_int(j, src, "n_shared_experts", 0, 0, 64, &cfg->n_shared_experts);
+	rc = rc ? rc : cfg_int(j, src, "n_group", 1, 1, cfg->n_experts < MODEL_GROUPS_MAX ? cfg->n_experts : MODEL_GROUPS_MAX,
+			       &cfg->n_group);
+	rc = rc ? rc : cfg_int(j, src, "topk_group", 1, 1, cfg->n_group, &cfg->topk_group);
+	rc = rc ? rc : cfg_float(j, src, "routed_scaling_factor", 1.0, &cfg->routed_scaling);
+	rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", true, &cfg->norm_topk_prob);
+	if (rc)
+		return rc;
+	const cJSON *sf = cJSON_GetObjectItemCaseSensitive(j, "scoring_func");
+	if (sf && !(cJSON_IsString(sf) && strcmp(sf->valuestring, "sigmoid") == 0))
+		return error_set(ENOTSUP, "%s: scoring_func other than sigmoid is not supported", src);
+	if (cfg->n_experts % cfg->n_group)
+		return error_set(EINVAL, "%s: n_routed_experts %d is not a multiple of n_group %d", src,
+				 cfg->n_experts, cfg->n_group);
+	if (cfg->top_k > cfg->topk_group * (cfg->n_experts / cfg->n_group))
+		return error_set(EINVAL, "%s: num_experts_per_tok exceeds the experts of topk_group groups", src);
+	return 0;
 }
 
 int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src)
@@ -123,9 +235,13 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		cfg->arch = MODEL_ARCH_QWEN3_MOE;
 	else if (strcmp(mt->valuestring, "mixtral") == 0)
 		cfg->arch = MODEL_ARCH_MIXTRAL;
+	else if (strcmp(mt->valuestring, "deepseek_v3") == 0)
+		cfg->arch = MODEL_ARCH_DEEPSEEK_V3;
+	else if (strcmp(mt->valuestring, "glm4_moe") == 0)
+		cfg->arch = MODEL_ARCH_GLM4_MOE;
 	else
-		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral)",
-				 src, mt->valuestring);
+		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
+				 "deepseek_v3, glm4_moe)", src, mt->valuestring);
 	snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
 
 	int rc = 0;
@@ -136,7 +252,6 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	rc = rc ? rc : cfg_int(j, src, "vocab_size", CFG_REQUIRED, 1, INT32_MAX, &cfg->vocab);
 	rc = rc ? rc : cfg_int(j, src, "max_position_embeddings", 4096, 1, INT32_MAX, &cfg->max_positions);
 	rc = rc ? rc : cfg_float(j, src, "rms_norm_eps", 1e-6, &cfg->rms_eps);
-	rc = rc ? rc : cfg_rope(cfg, j, src);
 	rc = rc ? rc : cfg_bool(j, src, "tie_word_embeddings", false, &cfg->tie_embeddings);
 	rc = rc ? rc : cfg_int(j, src, "bos_token_id", -1, -1, INT32_MAX, &cfg->bos_id);
 	rc = rc ? rc : cfg_eos(cfg, j, src);
@@ -145,6 +260,8 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	if (cfg->n_heads % cfg->n_kv_heads != 0)
 		return error_set(EINVAL, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 				 src, cfg->n_heads, cfg->n_kv_heads);
+	if ((rc = cfg_rope(cfg, j, src)))
+		return rc;
 	int32_t hd_default = cfg->hidden / cfg->n_heads;
 	rc = cfg_int(j, src, "head_dim", hd_default, 2, 65536, &cfg->head_dim);
 	if (rc)
@@ -152,8 +269,18 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	if (cfg->head_dim % 2)
 		return error_set(EINVAL, "%s: head_dim %d must be even for RoPE", src, cfg->head_dim);
 
+	cfg->rot_dim = cfg->head_dim;
+	cfg->routed_scaling = 1.0f;
 	const cJSON *clip = cJSON_GetObjectItemCaseSensitive(j, "clip_qkv");
 	switch (cfg->arch) {
+	case MODEL_ARCH_DEEPSEEK_V3:
+		rc = parse_grouped_moe(cfg, j, src);
+		rc = rc ? rc : parse_deepseek_v3(cfg, j, src);
+		break;
+	case MODEL_ARCH_GLM4_MOE:
+		rc = parse_grouped_moe(cfg, j, src);
+		rc = rc ? rc : parse_glm4_moe(cfg, j, src);
+		break;
 	case MODEL_ARCH_OLMOE:
 		cfg->qk_norm = QK_NORM_FULL;
 		cfg->expert_naming = EXPERT_NAMING_MLP;
@@ -212,7 +339,24 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 			cfg->layer_is_moe[l] = true;
 		break;
 	}
-	return rc;
+	if (rc)
+		return rc;
+	/* Softmax scale: 1/sqrt(q.k dims), times YaRN's mscale^2 (DeepSeek). */
+	cfg->attn_scale = 1.0f / sqrtf((float)cfg->head_dim);
+	if (cfg->yarn && cfg->yarn_mscale_all_dim > 0 && cfg->yarn_factor > 1) {
+		float m = 0.1f * cfg->yarn_mscale_all_dim * logf(cfg->yarn_factor) + 1.0f;
+		cfg->attn_scale *= m * m;
+	}
+	if (cfg->yarn && cfg->yarn_factor > 1) {
+		/* HF: get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+		 * when both are set, else get_mscale(factor). */
+		float a = 0.1f * logf(cfg->yarn_factor);
+		if (cfg->yarn_mscale > 0 && cfg->yarn_mscale_all_dim > 0)
+			cfg->rope_attn_factor = (a * cfg->yarn_mscale + 1.0f) / (a * cfg->yarn_mscale_all_dim + 1.0f);
+		else
+			cfg->rope_attn_factor = a + 1.0f;
+	}
+	return 0;
 }
 
 int model_config_load(struct model_config *cfg, const char *dir)

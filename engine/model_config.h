@@ -17,7 +17,17 @@ enum model_arch {
 	MODEL_ARCH_OLMOE = 0,
 	MODEL_ARCH_QWEN3_MOE,
 	MODEL_ARCH_MIXTRAL,
+	MODEL_ARCH_DEEPSEEK_V3,
+	MODEL_ARCH_GLM4_MOE,
 };
+
+/* Attention block: grouped-query attention over per-head K/V, or DeepSeek's
+ * multi-head latent attention over a compressed KV cache. */
+enum attn_kind { ATTN_GQA = 0, ATTN_MLA };
+
+/* Router: softmax over all experts then top-k (OLMoE, Qwen3, Mixtral), or
+ * sigmoid scores with a correction bias and grouped top-k (DeepSeek-V3, GLM). */
+enum router_kind { ROUTER_SOFTMAX = 0, ROUTER_SIGMOID_GROUPED };
 
 /* Where q/k RMSNorm applies: not at all, per head (Qwen3), or over the
  * whole projected q and k vectors (OLMoE). */
@@ -31,6 +41,7 @@ enum expert_naming {
 
 #define MODEL_LAYERS_MAX 256
 #define MODEL_EOS_MAX 8
+#define MODEL_GROUPS_MAX 256
 
 struct model_config {
 	enum model_arch arch;
@@ -55,6 +66,29 @@ struct model_config {
 	enum qk_norm_kind qk_norm;
 	enum expert_naming expert_naming;
 	bool layer_is_moe[MODEL_LAYERS_MAX];
+	enum attn_kind attn;
+	bool attn_bias;              /* q/k/v projections carry biases (GLM) */
+	/* MLA (ATTN_MLA only) */
+	int32_t q_lora_rank;         /* 0: q_proj directly */
+	int32_t kv_lora_rank;
+	int32_t qk_nope_dim;
+	int32_t qk_rope_dim;
+	int32_t v_head_dim;
+	/* RoPE */
+	int32_t rot_dim;             /* rotated dims of a head (partial rotary) */
+	int rope_interleave;         /* 1: pairs (2i, 2i+1); 0: (i, i + rot_dim/2) */
+	bool yarn;                   /* YaRN scaled frequencies */
+	float yarn_factor, yarn_beta_fast, yarn_beta_slow, yarn_mscale, yarn_mscale_all_dim;
+	int32_t yarn_original_max;
+	float rope_attn_factor;      /* multiplies cos and sin (YaRN attention_factor) */
+	float attn_scale;            /* softmax scale of q.k */
+	/* Routing */
+	enum router_kind router;
+	bool router_bias;            /* e_score_correction_bias */
+	int32_t n_group, topk_group;
+	float routed_scaling;        /* multiplies the routing weights */
+	int32_t n_shared_experts;    /* shared expert width = moe_intermediate * this */
+	int32_t n_mtp_layers;        /* DeepSeek MTP modules stored after the decoder layers */
 	int32_t bos_id;              /* -1 if unknown */
 	int32_t eos_ids[MODEL_EOS_MAX];
 	int32_t n_eos;

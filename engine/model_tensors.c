@@ -35,43 +35,96 @@ static void spec_add(struct spec_list *l, enum tensor_role role, int layer, int6
 	s->optional = optional;
 }
 
+/* Attention tensors of layer i. */
+static void specs_attention(struct spec_list *l, const struct model_config *c, int i)
+{
+	int64_t h = c->hidden, q = (int64_t)c->n_heads * c->head_dim;
+	int64_t kv = (int64_t)c->n_kv_heads * c->head_dim;
+	if (c->attn == ATTN_MLA) {
+		int64_t nh = c->n_heads, qk = c->qk_nope_dim + c->qk_rope_dim;
+		if (c->q_lora_rank > 0) {
+			spec_add(l, TENSOR_ROLE_DENSE, i, c->q_lora_rank, h, false, "model.layers.%d.self_attn.q_a_proj.weight", i);
+			spec_add(l, TENSOR_ROLE_VECTOR, i, c->q_lora_rank, 0, false, "model.layers.%d.self_attn.q_a_layernorm.weight", i);
+			spec_add(l, TENSOR_ROLE_DENSE, i, nh * qk, c->q_lora_rank, false, "model.layers.%d.self_attn.q_b_proj.weight", i);
+		} else {
+			spec_add(l, TENSOR_ROLE_DENSE, i, nh * qk, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
+		}
+		spec_add(l, TENSOR_ROLE_DENSE, i, c->kv_lora_rank + c->qk_rope_dim, h, false,
+			 "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, c->kv_lora_rank, 0, false, "model.layers.%d.self_attn.kv_a_layernorm.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, nh * (c->qk_nope_dim + c->v_head_dim), c->kv_lora_rank, false,
+			 "model.layers.%d.self_attn.kv_b_proj.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, h, nh * c->v_head_dim, false, "model.layers.%d.self_attn.o_proj.weight", i);
+		return;
+	}
+	spec_add(l, TENSOR_ROLE_DENSE, i, q, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.k_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.v_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, h, q, false, "model.layers.%d.self_attn.o_proj.weight", i);
+	if (c->attn_bias) {
+		spec_add(l, TENSOR_ROLE_VECTOR, i, q, 0, false, "model.layers.%d.self_attn.q_proj.bias", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, kv, 0, false, "model.layers.%d.self_attn.k_proj.bias", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, kv, 0, false, "model.layers.%d.self_attn.v_proj.bias", i);
+	}
+	if (c->qk_norm != QK_NORM_NONE) {
+		int64_t qn = c->qk_norm == QK_NORM_FULL ? q : c->head_dim;
+		int64_t kn = c->qk_norm == QK_NORM_FULL ? kv : c->head_dim;
+		spec_add(l, TENSOR_ROLE_VECTOR, i, qn, 0, false, "model.layers.%d.self_attn.q_norm.weight", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, kn, 0, false, "model.layers.%d.self_attn.k_norm.weight", i);
+	}
+}
+
+/* One decoder layer: norms, attention, and the FFN's resident part. */
+static void specs_layer(struct spec_list *l, const struct model_config *c, int i)
+{
+	int64_t h = c->hidden;
+	const char *moe = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "block_sparse_moe" : "mlp";
+	spec_add(l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.input_layernorm.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.post_attention_layernorm.weight", i);
+	specs_attention(l, c, i);
+	if (c->layer_is_moe[i]) {
+		spec_add(l, TENSOR_ROLE_ROUTER, i, c->n_experts, h, false, "model.layers.%d.%s.gate.weight", i, moe);
+		if (c->router_bias)
+			spec_add(l, TENSOR_ROLE_VECTOR, i, c->n_experts, 0, false,
+				 "model.layers.%d.mlp.gate.e_score_correction_bias", i);
+		if (c->n_shared_experts > 0) {
+			int64_t f = (int64_t)c->moe_intermediate * c->n_shared_experts;
+			spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
+			spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
+			spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
+		}
+	} else {
+		int64_t f = c->intermediate;
+		spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.gate_proj.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.up_proj.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.down_proj.weight", i);
+	}
+}
+
 int model_tensors_resident(const struct model_config *c, struct tensor_spec **out, size_t *n)
 {
-	struct spec_list l = { .cap = 4 + (size_t)c->n_layers * 16 };
+	int stored = c->n_layers + c->n_mtp_layers;
+	struct spec_list l = { .cap = 4 + (size_t)stored * 32 };
 	l.v = calloc(l.cap, sizeof *l.v);
 	if (!l.v)
 		return error_set(ENOMEM, "out of memory");
-	int64_t h = c->hidden, q = (int64_t)c->n_heads * c->head_dim;
-	int64_t kv = (int64_t)c->n_kv_heads * c->head_dim;
-	const char *moe = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "block_sparse_moe" : "mlp";
-
+	int64_t h = c->hidden;
 	spec_add(&l, TENSOR_ROLE_EMBED, -1, c->vocab, h, false, "model.embed_tokens.weight");
-	for (int i = 0; i < c->n_layers; i++) {
-		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.input_layernorm.weight", i);
-		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false,
-			 "model.layers.%d.post_attention_layernorm.weight", i);
-		spec_add(&l, TENSOR_ROLE_DENSE, i, q, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
-		spec_add(&l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.k_proj.weight", i);
-		spec_add(&l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.v_proj.weight", i);
-		spec_add(&l, TENSOR_ROLE_DENSE, i, h, q, false, "model.layers.%d.self_attn.o_proj.weight", i);
-		if (c->qk_norm != QK_NORM_NONE) {
-			int64_t qn = c->qk_norm == QK_NORM_FULL ? q : c->head_dim;
-			int64_t kn = c->qk_norm == QK_NORM_FULL ? kv : c->head_dim;
-			spec_add(&l, TENSOR_ROLE_VECTOR, i, qn, 0, false, "model.layers.%d.self_attn.q_norm.weight", i);
-			spec_add(&l, TENSOR_ROLE_VECTOR, i, kn, 0, false, "model.layers.%d.self_attn.k_norm.weight", i);
-		}
-		if (c->layer_is_moe[i]) {
-			spec_add(&l, TENSOR_ROLE_ROUTER, i, c->n_experts, h, false,
-				 "model.layers.%d.%s.gate.weight", i, moe);
-		} else {
-			int64_t f = c->intermediate;
-			spec_add(&l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.gate_proj.weight", i);
-			spec_add(&l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.up_proj.weight", i);
-			spec_add(&l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.down_proj.weight", i);
-		}
-	}
+	for (int i = 0; i < c->n_layers; i++)
+		specs_layer(&l, c, i);
 	spec_add(&l, TENSOR_ROLE_VECTOR, -1, h, 0, false, "model.norm.weight");
 	spec_add(&l, TENSOR_ROLE_DENSE, -1, c->vocab, h, c->tie_embeddings, "lm_head.weight");
+	/* DeepSeek MTP modules: a decoder layer plus its input and output
+	 * heads, stored as layers n_layers.. (MTP weights stay >= int8). */
+	for (int i = c->n_layers; i < stored; i++) {
+		specs_layer(&l, c, i);
+		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.enorm.weight", i);
+		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.hnorm.weight", i);
+		spec_add(&l, TENSOR_ROLE_DENSE, i, h, 2 * h, false, "model.layers.%d.eh_proj.weight", i);
+		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.shared_head.norm.weight", i);
+		spec_add(&l, TENSOR_ROLE_DENSE, i, c->vocab, h, true, "model.layers.%d.shared_head.head.weight", i);
+		spec_add(&l, TENSOR_ROLE_EMBED, i, c->vocab, h, true, "model.layers.%d.embed_tokens.weight", i);
+	}
 	*out = l.v;
 	*n = l.n;
 	return 0;

@@ -1,0 +1,96 @@
+/*
+ * attn_mla — DeepSeek's multi-head latent attention in the absorbed form.
+ *
+ * The cache keeps, per layer and position, only the normed latent c_t
+ * (kv_lora_rank floats) and the roped shared key k_rot_t (qk_rope_dim):
+ * 576 floats for DeepSeek-V3 instead of 2 x 128 heads x 192. For head h,
+ * q_nope . (W_kb_h c_t) = (W_kb_h^T q_nope) . c_t, so each query is absorbed
+ * through kv_b once and attends directly over [c_t, k_rot_t]; the value
+ * side sums p_t c_t in latent space and projects through W_vb_h after.
+ * Prefill and decode use this same form, so they agree bit for bit.
+ */
+#include <string.h>
+
+#include "compute/kernels.h"
+#include "compute/threadpool.h"
+#include "engine/forward_internal.h"
+
+int64_t forward_head_scratch(const struct model_config *c)
+{
+	if (c->attn != ATTN_MLA)
+		return 1;
+	/* absorbed query [kv_lora + rope], latent output [kv_lora], one row of kv_b */
+	return 3 * (int64_t)c->kv_lora_rank + c->qk_rope_dim;
+}
+
+struct mla_job {
+	struct forward *f;
+	int layer;
+};
+
+static void mla_task(void *ctx, int task, int thread)
+{
+	struct mla_job *j = ctx;
+	struct forward *f = j->f;
+	const struct model_config *c = &f->m->cfg;
+	const struct layer_weights *lw = &f->m->layers[j->layer];
+	int t = task / c->n_heads, h = task % c->n_heads;
+	int64_t L = c->kv_lora_rank, R = c->qk_rope_dim, NP = c->qk_nope_dim, V = c->v_head_dim;
+	int64_t W = L + R, Q = forward_q_dim(c);
+	float *qa = f->head_scratch + (size_t)thread * forward_head_scratch(c);
+	float *lat = qa + W, *row = lat + L;
+	const float *q = f->q + (size_t)t * Q + (size_t)h * (NP + R);
+
+	/* Absorb: qa[0..L) = W_kb_h^T q_nope, rows h*(NP+V) .. +NP of kv_b. */
+	memset(qa, 0, (size_t)L * sizeof(float));
+	int64_t r0 = (int64_t)h * (NP + V);
+	for (int64_t i = 0; i < NP; i++) {
+		quant_row_dequantize(row, &lw->kv_b, r0 + i);
+		axpy_f32(qa, q[i], row, L);
+	}
+	memcpy(qa + L, q + NP, (size_t)R * sizeof(float)); /* roped already */
+
+	const float *cache = f->k_cache + (size_t)j->layer * f->ctx * W;
+	int64_t pos = f->pos + t;
+	attention_head(lat, qa, cache, W, cache, W, pos + 1, W, L, c->attn_scale,
+		       f->scores + (size_t)thread * f->ctx);
+
+	/* out_h = W_vb_h lat, rows h*(NP+V)+NP .. +V of kv_b. */
+	struct qmatrix vb;
+	quant_matrix_rows(&vb, &lw->kv_b, r0 + NP, V);
+	matvec(NULL, f->att + (size_t)t * forward_att_dim(c) + (size_t)h * V, &vb, lat);
+}
+
+void attn_mla(struct forward *f, int layer, int n)
+{
+	const struct model_config *c = &f->m->cfg;
+	const struct layer_weights *lw = &f->m->layers[layer];
+	int64_t L = c->kv_lora_rank, R = c->qk_rope_dim, NP = c->qk_nope_dim, W = L + R;
+	int64_t Q = forward_q_dim(c), QL = c->q_lora_rank;
+	float *kva = f->lat;                       /* [n, W] */
+	float *qa = f->lat + (size_t)n * W;        /* [n, QL] */
+	if (QL > 0) {
+		matmul(f->pool, qa, &lw->q_a, f->xn, n);
+		for (int t = 0; t < n; t++)
+			rmsnorm(qa + t * QL, qa + t * QL, lw->q_a_norm, QL, c->rms_eps);
+		matmul(f->pool, f->q, &lw->q_b, qa, n);
+	} else {
+		matmul(f->pool, f->q, &lw->wq, f->xn, n);
+	}
+	matmul(f->pool, kva, &lw->kv_a, f->xn, n);
+	for (int t = 0; t < n; t++) {
+		int64_t pos = f->pos + t;
+		float *kv = kva + t * W;
+		rmsnorm(kv, kv, lw->kv_a_norm, L, c->rms_eps);
+		forward_rope(f, kv + L, pos);
+		memcpy(f->k_cache + ((size_t)layer * f->ctx + (size_t)pos) * W, kv, (size_t)W * sizeof(float));
+		for (int h = 0; h < c->n_heads; h++)
+			forward_rope(f, f->q + t * Q + h * (NP + R) + NP, pos);
+	}
+	struct mla_job job = { f, layer };
+	if (f->pool)
+		threadpool_run(f->pool, mla_task, &job, n * c->n_heads);
+	else
+		for (int i = 0; i < n * c->n_heads; i++)
+			mla_task(&job, i, 0);
+}
