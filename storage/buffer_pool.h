@@ -14,7 +14,9 @@
  *            buffer_pool_frame_evicted
  *
  * Pins are orthogonal to the state: buffer_pool_frame_pin/unpin count the
- * holders of a LOADING or RESIDENT frame. One unpin per successful pin.
+ * holders of a LOADING or RESIDENT frame. One unpin per successful pin. A
+ * frame of the pinned set (perm) holds one pin for as long as it is in the
+ * set, so nothing here treats it specially: it is simply never evictable.
  *
  * Invariants:
  *   - A key is in the page table exactly while its frame is LOADING or
@@ -55,12 +57,14 @@ struct frame {
 	int32_t pins;            /* holders; > 0 means never evicted */
 	int32_t next_free;       /* free-list link while FREE, else -1 */
 	uint8_t state;           /* enum frame_state */
-	/* Owned by expert_store, kept here to stay next to the frame's read. */
+	/* Owned by expert_store (its load state is in store_internal.h). */
 	uint8_t attempt;         /* reads of the current load beyond the first */
 	bool prefetched;         /* loaded by prefetch, not requested since */
 	bool prefetch_inflight;  /* counted against the prefetch bound */
 	bool awaited;            /* the current request waits for this load */
-	struct io_op op;         /* the frame's one read */
+	bool perm;               /* in the pinned set: holds one pin for good */
+	bool pin_wait;           /* a pin call waits for this load */
+	bool pin_drop;           /* leaves the pinned set in the pin call in progress */
 };
 
 struct buffer_pool {

@@ -12,6 +12,7 @@
  */
 #include "storage/evictor.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,19 +148,34 @@ void evictor_insert(struct evictor *ev, int32_t f, int layer, int32_t expert)
 	list_append(ev, f, frame_level(ev, f));
 }
 
-void evictor_access(struct evictor *ev, int32_t f)
+static void heat_bump(struct evictor *ev, int layer, int32_t expert)
 {
-	uint16_t *h = &ev->heat[ev->key_layer[f]][ev->key_expert[f]];
+	uint16_t *h = &ev->heat[layer][expert];
 	if (*h < UINT16_MAX)
 		(*h)++;
+}
+
+void evictor_access(struct evictor *ev, int32_t f)
+{
+	assert(ev->key_layer[f] >= 0);
+	heat_bump(ev, ev->key_layer[f], ev->key_expert[f]);
 	list_unlink(ev, f);
 	list_append(ev, f, frame_level(ev, f));
 	if (ev->policy == EVICT_POLICY_FREQ && ++ev->accesses >= ev->age_period)
 		heat_age(ev);
 }
 
+void evictor_count(struct evictor *ev, int layer, int32_t expert)
+{
+	heat_bump(ev, layer, expert);
+	if (ev->policy == EVICT_POLICY_FREQ && ++ev->accesses >= ev->age_period)
+		heat_age(ev);
+}
+
 void evictor_remove(struct evictor *ev, int32_t f)
 {
+	if (ev->key_layer[f] < 0)
+		return; /* not listed: a frame of the pinned set */
 	list_unlink(ev, f);
 	ev->key_layer[f] = ev->key_expert[f] = -1;
 }

@@ -65,10 +65,16 @@ void evictor_free(struct evictor *ev);
 /* Frame f has just received (layer, expert) (its read starts). */
 void evictor_insert(struct evictor *ev, int32_t f, int layer, int32_t expert);
 
-/* A request asked for the expert that frame f holds. */
+/* A request asked for the expert that frame f holds (f is listed). */
 void evictor_access(struct evictor *ev, int32_t f);
 
-/* Frame f lost its key (evicted, or its load failed). */
+/* A request asked for (layer, expert), whose frame is not listed (it is in
+ * the pinned set): only its heat counts, so it comes back at the right
+ * level when it leaves the set (evictor_insert). */
+void evictor_count(struct evictor *ev, int layer, int32_t expert);
+
+/* Frame f lost its key (evicted, or its load failed), or joins the pinned
+ * set, which is not listed. No effect on a frame that is not listed. */
 void evictor_remove(struct evictor *ev, int32_t f);
 
 /* An evictable frame of bp, or -1 when none is (every frame pinned, loading

@@ -23,6 +23,22 @@
  * (layer, expert) -> frame, pin counts, and a frequency-aware eviction
  * policy (storage/evictor.h). A store is driven by one thread.
  *
+ * Copies. A layer's expert file may exist in several copies with the same
+ * bytes: the primary (copy 0) and mirrors on other disks (copies 1..7, the
+ * same index for every layer; a mirror may lack some layers). Where a layer
+ * has two or more copies in rotation, every read of a record is split into
+ * stripe blocks that go to those copies in proportion to their bandwidth
+ * weights (storage/stripe.h), so one record keeps every disk busy; with one
+ * copy a record is one read, as without mirrors. A copy that fails (read
+ * error, end of file, or a record whose checksum only it breaks) leaves the
+ * rotation with one warning line and the others take its share; the bytes
+ * delivered are the same whatever copies served them. A request fails only
+ * when no copy yields a verified record (storage/copies.h).
+ *
+ * Pinned set. expert_store_pin_set / expert_store_repin load experts and pin
+ * them for good (the learned hot set): they count against the frames, are
+ * never evicted, and their requests are pinned hits.
+ *
  * Environment, read at open (each forced fallback prints one line):
  *   COLIBRI_NO_IO_URING=1       read with a pread thread pool, not io_uring
  *   COLIBRI_NO_DIRECT=1         open expert files without O_DIRECT
@@ -38,12 +54,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* One MoE layer's expert file. A layer without experts has path NULL. */
+#define EXPERT_COPIES_MAX 8                       /* the primary and its mirrors */
+#define EXPERT_MIRRORS_MAX (EXPERT_COPIES_MAX - 1)
+
+/* One MoE layer's expert file and its copies. A layer without experts has
+ * path NULL. mirror_paths[i] is copy i + 1 of the same bytes, or NULL where
+ * that mirror lacks the layer. A copy that cannot be opened or is too short
+ * is left out for this layer (one warning per copy at open); the layer fails
+ * to open only when no copy can be opened, with the primary's error. */
 struct expert_layer_desc {
-	const char *path;
+	const char *path;            /* the primary copy (copy 0) */
 	uint64_t record_bytes;       /* multiple of 4096 */
 	int32_t n_experts;
 	const uint64_t *checksums;   /* [n_experts], XXH3-64 of each record */
+	const char *mirror_paths[EXPERT_MIRRORS_MAX];
+};
+
+/* One expert of the pinned set. */
+struct expert_pin {
+	int32_t layer;
+	int32_t expert;
 };
 
 enum expert_evict {
@@ -60,28 +90,34 @@ struct expert_store_options {
 	enum expert_evict evict;
 	int prefetch_depth;          /* prefetch reads in flight at most; 0: io_depth / 2
 				      * (at least 1); < 0: prefetch off */
+	double copy_gbps[EXPERT_COPIES_MAX]; /* read bandwidth of each copy's disk, [0] the
+				      * primary; the stripe weights. 0: unknown, counted
+				      * as the mean of the known ones (all 0: equal) */
+	uint64_t stripe_bytes;       /* block of a striped read; 0: 1 MiB; a multiple of 4096 */
 };
 
-/* Counters since open. requests = hits + joins + misses; the hit rate is
- * hits / requests, whichever the policy. */
+/* Counters since open. requests = pinned_hits + hits + joins + misses; the
+ * cache hit rate is hits / requests, whichever the policy, and
+ * (pinned_hits + hits) / requests is the share served from RAM. */
 struct expert_store_stats {
 	uint64_t requests;           /* experts asked for (each id once per request) */
-	uint64_t hits;               /* already resident */
+	uint64_t hits;               /* already resident in a cache frame (not the pinned set) */
 	uint64_t misses;             /* read from disk for a request */
 	uint64_t bytes_read;         /* every byte read, retries and prefetch included */
-	uint64_t read_retries;       /* loads read a second time after a failure */
+	uint64_t read_retries;       /* reads of a record repeated after a failure (one per re-read) */
 	double disk_wait_s;          /* time blocked waiting for a completion */
-	uint64_t layer_hits[256];    /* hits per layer (layers >= 256 not counted) */
+	uint64_t layer_hits[256];    /* cache hits per layer (layers >= 256 not counted) */
 	uint64_t layer_requests[256];
 	uint64_t joins;              /* asked for while its read was in flight: joined */
-	uint64_t read_failures;      /* loads that failed after the retry */
+	uint64_t read_failures;      /* loads that failed for good (no copy delivered) */
 	uint64_t steps;              /* successful expert_store_request calls */
 	double step_s;               /* summed time from request to its last delivery */
 	double disk_busy_s;          /* time with at least one of our reads in the kernel */
 	double disk_gbps;            /* bytes_read / disk_busy_s, in GB/s (1e9) */
 	uint64_t prefetch_issued_bytes;
 	uint64_t prefetch_used_bytes; /* prefetched bytes a request then asked for */
-	int reads_queued;            /* now: reads waiting for a slot (as of the last reap) */
+	int reads_queued;            /* now: reads (and loads waiting for a block) not yet in the
+				      * kernel, as of the last reap */
 	int reads_in_kernel;         /* now: reads submitted, completion not yet reaped */
 	/* What open settled on. */
 	bool io_uring;               /* false: pread thread pool */
@@ -94,18 +130,39 @@ struct expert_store_stats {
 	int prefetch_depth;
 	int32_t n_frames;
 	uint64_t frame_bytes;
+
+	/* Pinned set and prefetch. */
+	uint64_t pinned_hits;        /* requests served by the permanently pinned set */
+	uint64_t layer_pinned_hits[256];
+	int32_t n_pinned;            /* now: permanently pinned experts */
+	uint64_t prefetch_issued;    /* prefetch loads started */
+	uint64_t prefetch_used;      /* of those, asked for by a request (hit or join) or pinned */
+	uint64_t prefetch_wasted;    /* of those, evicted, or failed, before any use */
+	uint64_t prefetch_wasted_bytes;
+
+	/* Copies, indexed like copy_gbps: [0] the primary, [c] mirror_paths[c - 1]. */
+	int n_copies;                /* 1 + the highest mirror index any layer names */
+	uint64_t stripe_bytes;
+	double copy_weight[EXPERT_COPIES_MAX];        /* share of the blocks, summing to 1 */
+	int32_t copy_layers[EXPERT_COPIES_MAX];       /* layers the copy holds (opened) */
+	uint64_t copy_bytes_read[EXPERT_COPIES_MAX];
+	uint64_t copy_blocks_read[EXPERT_COPIES_MAX]; /* reads handed to it, a whole record or a block */
+	uint64_t copy_failures[EXPERT_COPIES_MAX];    /* failed blocks, and records only it got wrong */
+	bool copy_in_rotation[EXPERT_COPIES_MAX];     /* false: failed, no longer read while others can */
 };
 
 struct expert_store;
 
 /* Opens the expert files of layers[0..n_layers) (indexed by model layer)
- * and allocates the frame arena. The arena must hold at least the largest
- * request a step will make (max_per_step experts of the largest record);
- * otherwise -ENOMEM with a message naming the minimum. A file shorter than
- * n_experts records is refused (-EINVAL naming the file and both sizes).
- * The caller owns *out and frees it with expert_store_close, which waits
- * for reads in flight; layers[] need not outlive the call except the
- * checksums arrays, which must outlive the store. */
+ * and their copies, and allocates the frame arena. The arena must hold at
+ * least the largest request a step will make (max_per_step experts of the
+ * largest record); otherwise -ENOMEM with a message naming the minimum. A
+ * file shorter than n_experts records is refused (-EINVAL naming the file
+ * and both sizes), unless another copy of that layer opens. stripe_bytes
+ * not a multiple of 4096 is -EINVAL. The caller owns *out and frees it with
+ * expert_store_close, which waits for reads in flight; layers[] need not
+ * outlive the call except the checksums arrays, which must outlive the
+ * store. */
 int expert_store_open(struct expert_store **out, const struct expert_layer_desc *layers,
 		      int n_layers, int max_per_step, const struct expert_store_options *opt);
 void expert_store_close(struct expert_store *s);
@@ -113,8 +170,9 @@ void expert_store_close(struct expert_store *s);
 /* Places experts ids[0..n) of layer (duplicates are placed once) and pins
  * them: resident ones are ready at once, one whose read is in flight (a
  * prefetch) is joined, the others get a frame from the evictor and their
- * reads are submitted in one batch. Undelivered experts of the previous
- * request are unpinned first. Returns 0 or -errno: -EINVAL for a bad layer
+ * reads are submitted in one batch (pinned-set experts are hits that need
+ * no frame). Undelivered experts of the previous request are unpinned
+ * first. Returns 0 or -errno: -EINVAL for a bad layer
  * or id, -ENOMEM when the misses need more frames than are unpinned (nothing
  * is pinned then). A read or checksum failure is reported by
  * expert_store_next. */
@@ -123,21 +181,24 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 /* Delivers the next placed expert of the current request: 1 with *id and
  * *record set (valid until its release), 0 when every requested expert has
  * been delivered, -errno on failure. Blocks only when nothing is ready.
- * A read that fails twice (error, end of file, checksum mismatch) fails the
- * request with a message naming layer, expert, file and offset; the
+ * A record that no copy delivers verified (with one copy: a read that fails
+ * twice by error, end of file or checksum mismatch) fails the request with
+ * a message naming layer, expert, offset and each file; the
  * undelivered experts are then unpinned and later calls return the same
  * error until the next request. */
 int expert_store_next(struct expert_store *s, int32_t *id, const void **record);
 
-/* Unpins one delivered expert. */
+/* Unpins one delivered expert. Never drops a pinned-set pin. */
 void expert_store_release(struct expert_store *s, int layer, int32_t id);
 
 /* Starts low-priority reads of those of ids[0..n) that are neither resident
  * nor in flight, without pinning them. Bounded: at most prefetch_depth
  * prefetch reads in flight, and only free or evictable (unpinned, resident)
- * frames are taken, so a prefetch never displaces a pinned or loading
- * expert; ids beyond the bound are skipped. Returns the number of reads
- * started, or -EINVAL for a bad layer or id. */
+ * frames are taken, so a prefetch never displaces a pinned (by a request
+ * or the pinned set) or loading expert; ids beyond the bound are skipped.
+ * A prefetched expert that a request then asks for counts as used; one
+ * evicted first counts as wasted. Returns the number of reads started, or
+ * -EINVAL for a bad layer or id. */
 int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids, int n);
 
 const struct expert_store_stats *expert_store_stats(const struct expert_store *s);
@@ -147,9 +208,28 @@ const struct expert_store_stats *expert_store_stats(const struct expert_store *s
  * by the store, read-only, updated in place. */
 const uint32_t *expert_store_usage(const struct expert_store *s, int layer);
 
-/* How many experts one request may pin at once (the frame count). A caller
- * with a larger union splits it into requests of at most this many. */
+/* How many experts one request may pin at once: the frames less the pinned
+ * set. A caller with a larger union splits it into requests of at most this
+ * many. */
 int expert_store_capacity(const struct expert_store *s);
+
+/* Makes pins[0..n) the pinned set: experts of the old set not listed become
+ * ordinary cached frames, the listed ones are loaded (reads of those not
+ * resident go to the ring in one batch; the call returns once they are
+ * verified) and pinned for good. Duplicates count once. Call between steps.
+ * Returns 0, -EINVAL for a bad layer or id, -ENOMEM (nothing changed, with
+ * a message) when the set would leave fewer frames outside it than one
+ * step pins (max_per_step), or the load error of a record no copy delivers
+ * (then the experts this call added are unpinned again; the old set's
+ * drops stay done). */
+int expert_store_pin_set(struct expert_store *s, const struct expert_pin *pins, int n);
+
+/* Changes the pinned set at a safe point (between steps): drop[0..n_drop)
+ * leave it and become ordinary cached frames, then add[0..n_add) are
+ * loaded and pinned as by expert_store_pin_set. An expert in both lists
+ * stays pinned; dropping one that is not pinned is ignored. Same results. */
+int expert_store_repin(struct expert_store *s, const struct expert_pin *add, int n_add,
+		       const struct expert_pin *drop, int n_drop);
 
 /* Bytes of frame arena the store needs at minimum for max_per_step. */
 uint64_t expert_store_min_bytes(const struct expert_layer_desc *layers, int n_layers,

@@ -15,7 +15,14 @@
  * naming layer, expert, file and offset after one retry, other experts
  * still load; truncated files fail with a clear error, at open or at read);
  * the O_DIRECT-refused path on /dev/shm; learned usage counters; bad
- * arguments.
+ * arguments. The pinned set: pinned experts stay in their frames under
+ * pressure and count as pinned hits, extra releases never drop them,
+ * capacity shrinks by the set, repin and pin_set swap experts in and out,
+ * a set too large for one step is refused (nothing changed), a record that
+ * fails to load undoes the call, also with the pread pool. Prefetch
+ * counters: issued, used (hit or joined), wasted (evicted unused), and no
+ * prefetch takes a frame of the pinned set.
+ * (Mirrors, striping and failover: tests/test_mirror_store.c.)
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -218,6 +225,9 @@ Test(expert_store, bytes_match_buffered)
 
 Test(expert_store, io_uring_direct_fixed_by_default)
 {
+	const char *forced = getenv("COLIBRI_NO_IO_URING");
+	if (forced && *forced && strcmp(forced, "0") != 0)
+		cr_skip_test("COLIBRI_NO_IO_URING is set: the default backend is not in use");
 	struct io_uring ring;
 	int rc = io_uring_queue_init(4, &ring, 0);
 	if (rc < 0)
@@ -764,5 +774,249 @@ Test(expert_store, bad_arguments)
 	error_clear();
 	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -ENOMEM);
 	cr_assert(strstr(error_message(), "minimum"), "%s", error_message());
+	fixture_free(&fx);
+}
+
+/* ---- the pinned set ---- */
+
+/* Requests ids of layer; stores each delivered record pointer in recs[id]
+ * (when recs), checks the bytes, releases. */
+static void step_recs(struct expert_store *s, const struct fixture *fx, int layer, const int32_t *ids,
+		      int n, const void **recs)
+{
+	error_clear();
+	cr_assert_eq(expert_store_request(s, layer, ids, n), 0, "request: %s", error_message());
+	int32_t e;
+	const void *rec;
+	int rc;
+	while ((rc = expert_store_next(s, &e, &rec)) > 0) {
+		cr_assert(memcmp(rec, record_ref(fx, layer, e), fx->desc[layer].record_bytes) == 0);
+		if (recs)
+			recs[e] = rec;
+		expert_store_release(s, layer, e);
+	}
+	cr_assert_eq(rc, 0, "next: %s", error_message());
+}
+
+static void check_pinned_survive(bool pread)
+{
+	if (pread)
+		setenv("COLIBRI_NO_IO_URING", "1", 1);
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	const struct expert_pin pins[7] = {{2, 0}, {2, 1}, {2, 2}, {3, 4}, {3, 5}, {0, 7}, {2, 1}};
+	error_clear();
+	cr_assert_eq(expert_store_pin_set(s, pins, 7), 0, "%s", error_message());
+	cr_assert_eq(st->n_pinned, 6, "a duplicate counts once");
+	cr_assert_eq(expert_store_capacity(s), 14);
+	cr_assert_eq(st->bytes_read, 3 * 12288 + 2 * 8192 + 4096, "loaded once: %" PRIu64, st->bytes_read);
+	cr_assert_eq(st->requests, 0, "pinning is not a request");
+
+	const void *recs[FX_EXPERTS] = {0}, *again[FX_EXPERTS] = {0};
+	int32_t ids[3] = {0, 1, 2};
+	step_recs(s, &fx, 2, ids, 3, recs);
+	cr_assert_eq(st->pinned_hits, 3);
+	cr_assert_eq(st->layer_pinned_hits[2], 3);
+	cr_assert_eq(st->hits + st->misses + st->joins, 0);
+	/* Extra releases never drop a pin of the set. */
+	for (int i = 0; i < 5; i++)
+		expert_store_release(s, 2, 1);
+
+	random_steps(s, &fx, 300, 77); /* 96 experts through 14 free frames */
+	uint64_t misses = st->misses, bytes = st->bytes_read, pinned = st->pinned_hits;
+	step_recs(s, &fx, 2, ids, 3, again);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(again[i], recs[i], "expert %d moved: it was evicted", i);
+	int32_t l3[2] = {4, 5};
+	step_recs(s, &fx, 3, l3, 2, NULL);
+	cr_assert_eq(st->misses, misses);
+	cr_assert_eq(st->bytes_read, bytes);
+	cr_assert_eq(st->pinned_hits, pinned + 5);
+	cr_assert_eq(st->requests, st->pinned_hits + st->hits + st->joins + st->misses);
+	cr_assert_eq(expert_store_capacity(s), 14);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, pinned_set_survives_pressure)
+{
+	check_pinned_survive(false);
+}
+
+Test(expert_store, pinned_set_survives_pressure_pread)
+{
+	check_pinned_survive(true);
+}
+
+/* Requests 24 other experts of layer 2 in steps of 8, so that with LRU
+ * every unpinned frame is reused. */
+static void flush_layer2(struct expert_store *s, const struct fixture *fx)
+{
+	for (int32_t first = 8; first < 32; first += 8) {
+		int32_t ids[8];
+		for (int i = 0; i < 8; i++)
+			ids[i] = first + i;
+		step_recs(s, fx, 2, ids, 8, NULL);
+	}
+}
+
+Test(expert_store, repin_swaps)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_LRU, 0);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	const struct expert_pin a[2] = {{2, 0}, {2, 1}}, add[2] = {{2, 3}, {2, 1}};
+	const struct expert_pin drop[3] = {{2, 0}, {2, 1}, {2, 9}};
+	cr_assert_eq(expert_store_pin_set(s, a, 2), 0);
+	/* Drop 0, add 3; 1 is in both lists and stays; 9 is not pinned: ignored. */
+	error_clear();
+	cr_assert_eq(expert_store_repin(s, add, 2, drop, 3), 0, "%s", error_message());
+	cr_assert_eq(st->n_pinned, 2);
+	cr_assert_eq(expert_store_capacity(s), 18);
+	int32_t zero = 0, one = 1, three = 3;
+	step_recs(s, &fx, 2, &zero, 1, NULL);
+	cr_assert_eq(st->hits, 1, "dropped: an ordinary cached frame");
+	step_recs(s, &fx, 2, &three, 1, NULL);
+	step_recs(s, &fx, 2, &one, 1, NULL);
+	cr_assert_eq(st->pinned_hits, 2);
+	flush_layer2(s, &fx);
+	uint64_t misses = st->misses;
+	step_recs(s, &fx, 2, &zero, 1, NULL);
+	cr_assert_eq(st->misses, misses + 1, "expert 0 was evicted once dropped");
+	step_recs(s, &fx, 2, &three, 1, NULL);
+	step_recs(s, &fx, 2, &one, 1, NULL);
+	cr_assert_eq(st->pinned_hits, 4);
+
+	/* pin_set replaces the whole set. */
+	const struct expert_pin b[1] = {{3, 6}};
+	cr_assert_eq(expert_store_pin_set(s, b, 1), 0);
+	cr_assert_eq(st->n_pinned, 1);
+	cr_assert_eq(expert_store_capacity(s), 19);
+	flush_layer2(s, &fx);
+	misses = st->misses;
+	step_recs(s, &fx, 2, &one, 1, NULL);
+	cr_assert_eq(st->misses, misses + 1, "expert 1 left the set");
+	cr_assert_eq(expert_store_pin_set(s, NULL, 0), 0);
+	cr_assert_eq(st->n_pinned, 0);
+	cr_assert_eq(expert_store_capacity(s), 20);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, pin_set_too_large_refused)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	struct expert_pin pins[13];
+	for (int i = 0; i < 13; i++)
+		pins[i] = (struct expert_pin){2, i};
+	error_clear();
+	cr_assert_eq(expert_store_pin_set(s, pins, 13), -ENOMEM);
+	cr_assert(strstr(error_message(), "a pinned set of 13 experts leaves 7 of 20 expert frames, fewer than "
+				      "the 8 one step pins"), "%s", error_message());
+	cr_assert_eq(st->n_pinned, 0, "nothing changed");
+	cr_assert_eq(st->bytes_read, 0);
+	cr_assert_eq(expert_store_capacity(s), 20);
+	error_clear();
+	cr_assert_eq(expert_store_pin_set(s, pins, 12), 0, "%s", error_message());
+	cr_assert_eq(expert_store_capacity(s), 8);
+	const struct expert_pin more = {3, 0}, less = {2, 0};
+	error_clear();
+	cr_assert_eq(expert_store_repin(s, &more, 1, NULL, 0), -ENOMEM);
+	cr_assert_eq(st->n_pinned, 12);
+	cr_assert_eq(expert_store_repin(s, &more, 1, &less, 1), 0, "a swap keeps the size");
+	cr_assert_eq(st->n_pinned, 12);
+	/* The frames left still take a full step of misses. */
+	int32_t ids[8] = {20, 21, 22, 23, 24, 25, 26, 27};
+	step_check(s, &fx, 2, ids, 8, false);
+	step_check(s, &fx, 0, ids, 8, false);
+
+	const struct expert_pin bad_layer = {1, 0}, bad_id = {2, FX_EXPERTS};
+	error_clear();
+	cr_assert_eq(expert_store_pin_set(s, &bad_layer, 1), -EINVAL);
+	cr_assert_eq(expert_store_repin(s, NULL, 0, &bad_id, 1), -EINVAL);
+	cr_assert_eq(st->n_pinned, 12);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, pin_set_read_failure_undone)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	corrupt_byte(fx.paths[3], 5 * 8192 + 10);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	const struct expert_pin pins[3] = {{3, 4}, {3, 5}, {2, 9}};
+	error_clear();
+	cr_assert_eq(expert_store_pin_set(s, pins, 3), -EIO);
+	cr_assert(strstr(error_message(), "layer 3 expert 5: checksum mismatch at offset 40960"), "%s",
+		  error_message());
+	cr_assert_eq(st->n_pinned, 0);
+	cr_assert_eq(expert_store_capacity(s), 20);
+	int32_t four = 4;
+	step_check(s, &fx, 3, &four, 1, false);
+	cr_assert_eq(st->hits, 1, "loaded, and kept as an ordinary cached frame");
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+/* ---- prefetch accounting ---- */
+
+Test(expert_store, prefetch_used_and_wasted)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, FX_PER_STEP, 8, false, EXPERT_EVICT_DEFAULT, 8);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	int32_t pre[4] = {20, 21, 22, 23}, used[2] = {20, 21}, other[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+	cr_assert_eq(expert_store_prefetch(s, 2, pre, 4), 4);
+	step_check(s, &fx, 2, used, 2, false);
+	cr_assert_eq(st->prefetch_issued, 4);
+	cr_assert_eq(st->prefetch_used, 2);
+	cr_assert_eq(st->prefetch_wasted, 0);
+	step_check(s, &fx, 2, other, 8, false); /* every frame: 22 and 23 go unused */
+	cr_assert_eq(st->prefetch_wasted, 2);
+	cr_assert_eq(st->prefetch_wasted_bytes, 2 * 12288);
+	cr_assert_eq(st->prefetch_issued_bytes, 4 * 12288);
+	cr_assert_eq(st->prefetch_used_bytes, 2 * 12288);
+	step_check(s, &fx, 2, used, 2, false);
+	cr_assert_eq(st->prefetch_used, 2, "a request after eviction is a miss, not a use");
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, prefetch_never_takes_pinned_set)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 8);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	struct expert_pin pins[12];
+	for (int i = 0; i < 12; i++)
+		pins[i] = (struct expert_pin){3, i};
+	cr_assert_eq(expert_store_pin_set(s, pins, 12), 0);
+	int32_t held[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+	step_check(s, &fx, 2, held, 8, true); /* the other 8 frames pinned by a request */
+	int32_t more[4] = {20, 21, 22, 23};
+	cr_assert_eq(expert_store_prefetch(s, 2, more, 4), 0);
+	for (int i = 0; i < 8; i++)
+		expert_store_release(s, 2, held[i]);
+	int32_t many[12] = {12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+	cr_assert_eq(expert_store_prefetch(s, 3, many, 12), 8, "bounded by prefetch_depth and free frames");
+	int32_t l3[8] = {0, 2, 4, 6, 8, 9, 10, 11};
+	uint64_t pinned = st->pinned_hits, bytes = st->bytes_read;
+	step_check(s, &fx, 3, l3, 8, false);
+	cr_assert_eq(st->pinned_hits, pinned + 8);
+	cr_assert_eq(st->n_pinned, 12);
+	while (st->reads_queued + st->reads_in_kernel > 0)
+		step_check(s, &fx, 3, l3, 1, false); /* reaps the prefetches */
+	cr_assert_eq(st->bytes_read, bytes + 8 * 8192, "only the prefetches were read");
+	expert_store_close(s);
 	fixture_free(&fx);
 }

@@ -1,0 +1,330 @@
+/*
+ * store_open — opening and closing an expert store: validating the layer
+ * descriptors, opening every copy of every layer file (storage/copies.h),
+ * sizing the arena, the evictor, the ring and the block pool, and
+ * registering files and buffers with io_uring (see expert_store.h for the
+ * contract and the environment switches).
+ *
+ * Everything the store allocates is allocated here, once.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage/error.h"
+#include "storage/store_internal.h"
+
+#define STORE_RECORD_MAX_BYTES (1ull << 30) /* io_uring: one read and one registered buffer <= 1 GiB */
+#define STORE_DEPTH_MAX 4096
+#define STORE_FIXED_BUFFERS_MAX 16384       /* the kernel's limit on registered buffers */
+
+_Static_assert(IO_RING_ALIGN == 4096, "records are laid out in 4 KiB blocks");
+_Static_assert(STORE_RECORD_MAX_BYTES % IO_RING_ALIGN == 0, "a registered buffer holds whole blocks");
+
+static bool env_flag(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v && strcmp(v, "0") != 0;
+}
+
+uint64_t expert_store_min_bytes(const struct expert_layer_desc *layers, int n_layers,
+				int max_per_step)
+{
+	uint64_t rec = 0;
+	for (int i = 0; i < n_layers; i++)
+		if (layers[i].path && layers[i].record_bytes > rec)
+			rec = layers[i].record_bytes;
+	return rec * (uint64_t)max_per_step;
+}
+
+/* Copies 0..n named by d: the primary and its mirrors. */
+static int desc_n_copies(const struct expert_layer_desc *d)
+{
+	int n = 1;
+	for (int m = 0; m < EXPERT_MIRRORS_MAX; m++)
+		if (d->mirror_paths[m])
+			n = m + 2;
+	return n;
+}
+
+static int layer_open(struct expert_store *s, int i, const struct expert_layer_desc *d, bool direct,
+		      bool *warned_direct)
+{
+	struct store_layer *l = &s->layers[i];
+	if (d->record_bytes == 0 || d->record_bytes % IO_RING_ALIGN ||
+	    d->record_bytes > STORE_RECORD_MAX_BYTES)
+		return error_set(EINVAL, "%s: record size %" PRIu64 " is not a multiple of %d up to 1 GiB",
+				 d->path, d->record_bytes, IO_RING_ALIGN);
+	if (d->n_experts <= 0 || !d->checksums)
+		return error_set(EINVAL, "%s: %d experts%s", d->path, d->n_experts,
+				 d->checksums ? "" : " without checksums");
+	l->record_bytes = d->record_bytes;
+	l->n_experts = d->n_experts;
+	l->checksums = d->checksums;
+	l->usage = calloc((size_t)d->n_experts, sizeof *l->usage);
+	l->mark = calloc((size_t)d->n_experts, sizeof *l->mark);
+	if (!l->usage || !l->mark)
+		return error_set(ENOMEM, "out of memory");
+	uint64_t want = (uint64_t)d->n_experts * d->record_bytes;
+	char why[512], why_primary[512] = "";
+	int rc_primary = 0;
+	for (int c = 0; c < COPIES_MAX; c++) {
+		const char *path = c == 0 ? d->path : d->mirror_paths[c - 1];
+		if (!path)
+			continue;
+		int rc = copy_file_open(&l->copy[c], path, direct, want, warned_direct, why, sizeof why);
+		if (rc == -ENOMEM)
+			return error_set(ENOMEM, "out of memory");
+		if (rc == 0) {
+			l->holders |= (uint8_t)(1u << c);
+			s->copies.layers_held[c]++;
+			continue;
+		}
+		if (c == 0) {
+			rc_primary = rc;
+			snprintf(why_primary, sizeof why_primary, "%s", why);
+		}
+		copies_missing(&s->copies, c, why);
+	}
+	if (!l->holders) {
+		if (rc_primary == -EINVAL)
+			return error_set(EINVAL, "%s (%d experts of %" PRIu64 " bytes)", why_primary,
+					 d->n_experts, d->record_bytes);
+		return error_set(-rc_primary, "%s", why_primary);
+	}
+	return 0;
+}
+
+static enum expert_evict evict_choice(enum expert_evict opt)
+{
+	if (opt == EXPERT_EVICT_FREQ || opt == EXPERT_EVICT_LRU)
+		return opt;
+	const char *v = getenv("COLIBRI_EVICT");
+	if (v && strcmp(v, "lru") == 0)
+		return EXPERT_EVICT_LRU;
+	if (v && *v && strcmp(v, "freq") != 0)
+		fprintf(stderr, "colibri: warning: COLIBRI_EVICT=%s is neither lru nor freq; using freq\n", v);
+	return EXPERT_EVICT_FREQ;
+}
+
+/* Registers the arena as fixed buffers of whole frames, at most 1 GiB each
+ * (the kernel's limit per buffer). Failure is not fatal. */
+static void arena_register(struct expert_store *s)
+{
+	struct buffer_pool *bp = &s->pool;
+	int32_t per = (int32_t)(STORE_RECORD_MAX_BYTES / bp->frame_bytes);
+	int32_t n = (bp->n_frames + per - 1) / per;
+	const char *why = NULL;
+	int rc = 0;
+	if (n > STORE_FIXED_BUFFERS_MAX) {
+		why = "more than 16384 buffers";
+	} else {
+		struct iovec *iov = calloc((size_t)n, sizeof *iov);
+		if (!iov)
+			return;
+		for (int32_t i = 0; i < n; i++) {
+			int32_t first = i * per;
+			int32_t count = bp->n_frames - first < per ? bp->n_frames - first : per;
+			iov[i].iov_base = buffer_pool_frame_data(bp, first);
+			iov[i].iov_len = (size_t)((uint64_t)count * bp->frame_bytes);
+		}
+		rc = io_ring_register_buffers(&s->ring, iov, n);
+		free(iov);
+		if (rc == 0) {
+			s->frames_per_buf = per;
+			return;
+		}
+		why = strerror(-rc);
+	}
+	fprintf(stderr, "colibri: warning: cannot register the %" PRIu64 " MiB expert arena with io_uring "
+			"(%s%s); using unregistered reads\n",
+		((uint64_t)bp->n_frames * bp->frame_bytes) >> 20, why,
+		rc == -ENOMEM || rc == -EPERM ? ", raise RLIMIT_MEMLOCK" : "");
+}
+
+/* Registers every open copy file as a fixed file. Failure is not fatal. */
+static void files_register(struct expert_store *s)
+{
+	int n = 0;
+	for (int i = 0; i < s->n_layers; i++)
+		n += __builtin_popcount(s->layers[i].holders);
+	int *fds = malloc((size_t)(n ? n : 1) * sizeof *fds);
+	if (!fds)
+		return;
+	n = 0;
+	for (int i = 0; i < s->n_layers; i++)
+		for (int c = 0; c < COPIES_MAX; c++)
+			if (s->layers[i].holders & (1u << c))
+				fds[n++] = s->layers[i].copy[c].fd;
+	if (io_ring_register_files(&s->ring, fds, n) == 0) {
+		n = 0;
+		for (int i = 0; i < s->n_layers; i++)
+			for (int c = 0; c < COPIES_MAX; c++)
+				if (s->layers[i].holders & (1u << c))
+					s->layers[i].copy[c].file_index = n++;
+	}
+	free(fds);
+}
+
+int expert_store_open(struct expert_store **out, const struct expert_layer_desc *layers,
+		      int n_layers, int max_per_step, const struct expert_store_options *opt)
+{
+	struct expert_store *s = calloc(1, sizeof *s);
+	int32_t *n_experts = NULL;
+	int rc = 0;
+	*out = NULL;
+	if (!s)
+		return error_set(ENOMEM, "out of memory");
+	s->n_layers = n_layers;
+	s->max_per_step = max_per_step;
+	s->layers = calloc((size_t)n_layers, sizeof *s->layers);
+	n_experts = calloc((size_t)n_layers, sizeof *n_experts);
+	if (!s->layers || !n_experts) {
+		rc = error_set(ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < n_layers; i++)
+		for (int c = 0; c < COPIES_MAX; c++)
+			s->layers[i].copy[c].fd = s->layers[i].copy[c].file_index = -1;
+
+	int n_copies = 1, n_named = 0;
+	for (int i = 0; i < n_layers; i++)
+		if (layers[i].path) {
+			int n = desc_n_copies(&layers[i]);
+			n_copies = n > n_copies ? n : n_copies;
+			n_named++;
+		}
+	copies_init(&s->copies, n_copies);
+	if ((rc = stripe_init(&s->stripe, opt->stripe_bytes, opt->copy_gbps, n_copies)))
+		goto fail;
+
+	bool no_direct = env_flag("COLIBRI_NO_DIRECT");
+	bool no_uring = env_flag("COLIBRI_NO_IO_URING");
+	bool no_fixed = env_flag("COLIBRI_NO_FIXED_BUFFERS");
+	bool direct = !opt->buffered && !no_direct;
+	bool warned_direct = false;
+	if (no_direct && !opt->buffered)
+		fprintf(stderr, "colibri: warning: COLIBRI_NO_DIRECT is set; reading experts through the page cache\n");
+
+	uint64_t frame_bytes = 0;
+	bool all_direct = true;
+	for (int i = 0; i < n_layers; i++) {
+		if (!layers[i].path)
+			continue;
+		if ((rc = layer_open(s, i, &layers[i], direct, &warned_direct)))
+			goto fail;
+		n_experts[i] = layers[i].n_experts;
+		for (int c = 0; c < COPIES_MAX; c++)
+			if (s->layers[i].holders & (1u << c))
+				all_direct &= s->layers[i].copy[c].direct;
+		if (layers[i].record_bytes > frame_bytes)
+			frame_bytes = layers[i].record_bytes;
+		if (layers[i].n_experts > s->max_experts)
+			s->max_experts = layers[i].n_experts;
+	}
+	copies_report_missing(&s->copies, n_named);
+	struct expert_store_stats *st = &s->stats;
+	st->n_copies = n_copies;
+	st->stripe_bytes = s->stripe.block_bytes;
+	for (int c = 0; c < n_copies; c++) {
+		st->copy_weight[c] = s->stripe.weight[c];
+		st->copy_layers[c] = s->copies.layers_held[c];
+	}
+	if (frame_bytes == 0) {
+		store_stats_sync(s);
+		free(n_experts);
+		*out = s; /* a model without routed experts */
+		return 0;
+	}
+	s->has_experts = true;
+
+	uint64_t min = frame_bytes * (uint64_t)max_per_step;
+	if (opt->cache_bytes < min) {
+		rc = error_set(ENOMEM, "expert cache of %" PRIu64 " MiB is below the minimum of %" PRIu64
+			       " MiB (%d experts of %" PRIu64 " KiB in one step)",
+			       opt->cache_bytes >> 20, (min + (1 << 20) - 1) >> 20, max_per_step,
+			       frame_bytes >> 10);
+		goto fail;
+	}
+	uint64_t n_frames = opt->cache_bytes / frame_bytes;
+	if (n_frames > INT32_MAX / 2)
+		n_frames = INT32_MAX / 2;
+	if ((rc = buffer_pool_init(&s->pool, frame_bytes, (int32_t)n_frames, n_layers, n_experts)))
+		goto fail;
+	enum expert_evict evict = evict_choice(opt->evict);
+	if ((rc = evictor_init(&s->ev, evict == EXPERT_EVICT_LRU ? EVICT_POLICY_LRU : EVICT_POLICY_FREQ,
+			       (int32_t)n_frames, n_layers, n_experts)))
+		goto fail;
+
+	int depth = opt->io_depth < 1 ? 1 : opt->io_depth > STORE_DEPTH_MAX ? STORE_DEPTH_MAX : opt->io_depth;
+	if (no_uring)
+		fprintf(stderr, "colibri: warning: COLIBRI_NO_IO_URING is set; reading experts with pread threads\n");
+	if ((rc = io_ring_init(&s->ring, depth, no_uring)))
+		goto fail;
+	if (s->ring.backend == IO_RING_URING) {
+		files_register(s);
+		if (no_fixed)
+			fprintf(stderr, "colibri: warning: COLIBRI_NO_FIXED_BUFFERS is set; using unregistered reads\n");
+		else
+			arena_register(s);
+	}
+	if ((rc = load_init(s, depth)))
+		goto fail;
+
+	s->uniq = malloc((size_t)s->max_experts * sizeof *s->uniq);
+	s->req_frames = malloc((size_t)s->max_experts * sizeof *s->req_frames);
+	s->ready = malloc((size_t)s->max_experts * sizeof *s->ready);
+	s->pin_frames = malloc(((size_t)n_frames + 1) * sizeof *s->pin_frames);
+	if (!s->uniq || !s->req_frames || !s->ready || !s->pin_frames) {
+		rc = error_set(ENOMEM, "out of memory");
+		goto fail;
+	}
+	s->prefetch_depth = opt->prefetch_depth < 0 ? 0
+			    : opt->prefetch_depth == 0 ? (depth / 2 > 1 ? depth / 2 : 1)
+			    : opt->prefetch_depth > depth ? depth : opt->prefetch_depth;
+
+	st->io_uring = s->ring.backend == IO_RING_URING;
+	st->o_direct = all_direct;
+	st->fixed_buffers = s->ring.fixed_buffers;
+	st->fixed_files = s->ring.fixed_files;
+	st->evict = evict;
+	st->numa_node = s->pool.numa_node;
+	st->io_depth = depth;
+	st->prefetch_depth = s->prefetch_depth;
+	st->n_frames = s->pool.n_frames;
+	st->frame_bytes = s->pool.frame_bytes;
+	store_stats_sync(s);
+	free(n_experts);
+	*out = s;
+	return 0;
+fail:
+	free(n_experts);
+	expert_store_close(s);
+	return rc;
+}
+
+void expert_store_close(struct expert_store *s)
+{
+	if (!s)
+		return;
+	io_ring_free(&s->ring); /* reads in flight finish before the arena goes */
+	load_free(s);
+	evictor_free(&s->ev);
+	buffer_pool_free(&s->pool);
+	for (int i = 0; s->layers && i < s->n_layers; i++) {
+		struct store_layer *l = &s->layers[i];
+		for (int c = 0; c < COPIES_MAX; c++)
+			copy_file_close(&l->copy[c]);
+		free(l->usage);
+		free(l->mark);
+	}
+	free(s->layers);
+	free(s->uniq);
+	free(s->req_frames);
+	free(s->ready);
+	free(s->pin_frames);
+	free(s);
+}
+

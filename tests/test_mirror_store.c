@@ -1,0 +1,617 @@
+/*
+ * test_mirror_store — the expert store reading a layer from several copies
+ * (storage/copies.c, storage/stripe.c, storage/load.c): expert files plus
+ * one or two mirrors with the same bytes, written here in separate scratch
+ * folders, whose bytes the test keeps as the reference.
+ *
+ * Covers: every delivered record byte-equal with 2 and 3 copies, equal and
+ * unequal weights, stripe blocks of 4 KiB, 64 KiB, 1 MiB and the record
+ * size, with io_uring and with the pread pool; each block is its own read
+ * and per-copy bytes follow the weights (within two blocks per layer, the
+ * round robin's bound); one copy keeps one read per record; partial mirrors
+ * (a missing or truncated file at open, or a NULL path) with one warning per
+ * copy; failover: a corrupt record in a mirror or in the primary, a mirror
+ * truncated after open (short read, end of file), each taking the copy out
+ * of rotation with one warning while the bytes stay right; every copy bad
+ * fails with a message naming layer, expert, offset and each file; a bad
+ * stripe size is refused.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <xxhash.h>
+
+#include "storage/error.h"
+#include "storage/expert_store.h"
+#include "tests/test_util.h"
+
+#define MX_LAYERS 4
+#define MX_EXPERTS 16
+#define MX_PER_STEP 6
+#define MX_COPIES 3
+
+/* Layer 1 has no routed experts; the others differ in record size. */
+static const uint64_t mx_records[MX_LAYERS] = {65536, 0, 12288, 262144};
+static const int mx_moe_layers[3] = {0, 2, 3};
+
+struct mfx {
+	char dirs[MX_COPIES][512];
+	char paths[MX_COPIES][MX_LAYERS][600];
+	uint8_t *content[MX_LAYERS];     /* the reference bytes of every copy */
+	uint64_t *checksums[MX_LAYERS];
+	struct expert_layer_desc desc[MX_LAYERS];
+	int n_copies;
+};
+
+static uint64_t splitmix(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void mfx_make(struct mfx *fx, int n_copies)
+{
+	memset(fx, 0, sizeof *fx);
+	fx->n_copies = n_copies;
+	for (int c = 0; c < n_copies; c++)
+		tu_mkdtemp(fx->dirs[c], sizeof fx->dirs[c]);
+	for (int l = 0; l < MX_LAYERS; l++) {
+		uint64_t rb = mx_records[l], n = rb * MX_EXPERTS;
+		if (!rb)
+			continue;
+		fx->content[l] = malloc(n);
+		fx->checksums[l] = malloc(MX_EXPERTS * sizeof(uint64_t));
+		cr_assert(fx->content[l] && fx->checksums[l]);
+		uint64_t seed = 0xabcdefull * (uint64_t)(l + 1);
+		for (uint64_t i = 0; i < n; i += 8) {
+			uint64_t v = splitmix(&seed);
+			memcpy(fx->content[l] + i, &v, 8);
+		}
+		for (int e = 0; e < MX_EXPERTS; e++)
+			fx->checksums[l][e] = XXH3_64bits(fx->content[l] + (uint64_t)e * rb, rb);
+		for (int c = 0; c < n_copies; c++) {
+			char dir[512];
+			memcpy(dir, fx->dirs[c], sizeof dir);
+			snprintf(fx->paths[c][l], sizeof fx->paths[c][l], "%s/layer-%03d.bin", dir, l);
+			cr_assert_eq(tu_write(fx->paths[c][l], fx->content[l], n), 0);
+		}
+		fx->desc[l] = (struct expert_layer_desc){
+			.path = fx->paths[0][l], .record_bytes = rb, .n_experts = MX_EXPERTS,
+			.checksums = fx->checksums[l],
+		};
+		for (int c = 1; c < n_copies; c++)
+			fx->desc[l].mirror_paths[c - 1] = fx->paths[c][l];
+	}
+}
+
+static void mfx_free(struct mfx *fx)
+{
+	for (int l = 0; l < MX_LAYERS; l++) {
+		free(fx->content[l]);
+		free(fx->checksums[l]);
+	}
+	for (int c = 0; c < fx->n_copies; c++)
+		tu_rmrf(fx->dirs[c]);
+}
+
+static struct expert_store *mstore_open(const struct mfx *fx, int frames, int depth, uint64_t stripe,
+					const double *gbps)
+{
+	struct expert_store_options o = {
+		.cache_bytes = (uint64_t)frames * 262144, .io_depth = depth, .stripe_bytes = stripe,
+	};
+	for (int c = 0; gbps && c < fx->n_copies; c++)
+		o.copy_gbps[c] = gbps[c];
+	struct expert_store *s = NULL;
+	error_clear();
+	int rc = expert_store_open(&s, fx->desc, MX_LAYERS, MX_PER_STEP, &o);
+	cr_assert_eq(rc, 0, "open: %s", error_message());
+	return s;
+}
+
+static const uint8_t *record_ref(const struct mfx *fx, int layer, int32_t e)
+{
+	return fx->content[layer] + (uint64_t)e * mx_records[layer];
+}
+
+/* One step: request, every delivery byte-equal and each id once, release.
+ * Returns next's final result (0, or the error). */
+static int step(struct expert_store *s, const struct mfx *fx, int layer, const int32_t *ids, int n)
+{
+	bool want[MX_EXPERTS] = {0}, got[MX_EXPERTS] = {0};
+	int n_want = 0, n_got = 0, rc;
+	for (int i = 0; i < n; i++)
+		if (!want[ids[i]]) {
+			want[ids[i]] = true;
+			n_want++;
+		}
+	error_clear();
+	if ((rc = expert_store_request(s, layer, ids, n)))
+		return rc;
+	int32_t e;
+	const void *rec;
+	while ((rc = expert_store_next(s, &e, &rec)) > 0) {
+		cr_assert(e >= 0 && e < MX_EXPERTS && want[e] && !got[e], "unexpected delivery of %d", e);
+		got[e] = true;
+		n_got++;
+		cr_assert(memcmp(rec, record_ref(fx, layer, e), mx_records[layer]) == 0,
+			  "layer %d expert %d: delivered bytes differ from the file", layer, e);
+		expert_store_release(s, layer, e);
+	}
+	if (rc == 0)
+		cr_assert_eq(n_got, n_want);
+	return rc;
+}
+
+static void step_ok(struct expert_store *s, const struct mfx *fx, int layer, const int32_t *ids, int n)
+{
+	int rc = step(s, fx, layer, ids, n);
+	cr_assert_eq(rc, 0, "layer %d: %s", layer, error_message());
+}
+
+/* Random steps over the MoE layers, duplicates included, with a prefetch
+ * of the step's ids every third step. */
+static void random_steps(struct expert_store *s, const struct mfx *fx, int n_steps, uint64_t seed)
+{
+	for (int k = 0; k < n_steps; k++) {
+		int layer = mx_moe_layers[splitmix(&seed) % 3];
+		int32_t ids[MX_PER_STEP + 3];
+		int n = 1 + (int)(splitmix(&seed) % MX_PER_STEP);
+		for (int i = 0; i < n; i++)
+			ids[i] = (int32_t)(splitmix(&seed) % MX_EXPERTS);
+		ids[n] = ids[0];
+		if (k % 3 == 0)
+			cr_assert(expert_store_prefetch(s, layer, ids, n + 1) >= 0);
+		step_ok(s, fx, layer, ids, n + 1);
+	}
+}
+
+static void stats_check(const struct expert_store_stats *st, int n_copies)
+{
+	cr_assert_eq(st->requests, st->pinned_hits + st->hits + st->joins + st->misses);
+	cr_assert_eq(st->n_copies, n_copies);
+	uint64_t bytes = 0;
+	for (int c = 0; c < n_copies; c++)
+		bytes += st->copy_bytes_read[c];
+	cr_assert_eq(bytes, st->bytes_read, "per-copy bytes add up to the total");
+}
+
+/* ---- stderr capture, to count warning lines ---- */
+
+struct capture {
+	int saved;
+	char path[600];
+};
+
+static void capture_begin(struct capture *c, const char *dir)
+{
+	snprintf(c->path, sizeof c->path, "%s/stderr.txt", dir);
+	fflush(stderr);
+	c->saved = dup(2);
+	int fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert(fd >= 0 && c->saved >= 0);
+	dup2(fd, 2);
+	close(fd);
+}
+
+/* Restores stderr, echoes what was captured; the caller frees the text. */
+static char *capture_end(struct capture *c)
+{
+	fflush(stderr);
+	dup2(c->saved, 2);
+	close(c->saved);
+	char *text = tu_read(c->path, NULL);
+	cr_assert_not_null(text);
+	fputs(text, stderr);
+	unlink(c->path);
+	return text;
+}
+
+static int count(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* ---- bytes and weights ---- */
+
+static void check_bytes(int n_copies, const double *gbps, bool pread)
+{
+	if (pread)
+		setenv("COLIBRI_NO_IO_URING", "1", 1);
+	struct mfx fx;
+	mfx_make(&fx, n_copies);
+	const uint64_t stripes[4] = {4096, 65536, 1 << 20, 262144};
+	for (int i = 0; i < 4; i++) {
+		struct expert_store *s = mstore_open(&fx, 12, 16, stripes[i], gbps);
+		const struct expert_store_stats *st = expert_store_stats(s);
+		cr_assert_eq(st->stripe_bytes, stripes[i]);
+		if (pread)
+			cr_assert(!st->io_uring);
+		random_steps(s, &fx, 120, 100 + (uint64_t)i);
+		stats_check(st, n_copies);
+		for (int c = 0; c < n_copies; c++) {
+			cr_assert(st->copy_bytes_read[c] > 0, "stripe %" PRIu64 ": copy %d was never read",
+				  stripes[i], c);
+			cr_assert(st->copy_in_rotation[c]);
+			cr_assert_eq(st->copy_failures[c], 0);
+			cr_assert_eq(st->copy_layers[c], 3);
+		}
+		cr_assert_eq(st->read_retries, 0);
+		expert_store_close(s);
+	}
+	mfx_free(&fx);
+}
+
+Test(mirror_store, bytes_two_copies_equal)
+{
+	check_bytes(2, NULL, false);
+}
+
+Test(mirror_store, bytes_three_copies_unequal)
+{
+	check_bytes(3, (double[]){1.0, 3.0, 0.5}, false);
+}
+
+Test(mirror_store, bytes_two_copies_pread)
+{
+	check_bytes(2, (double[]){2.0, 1.0}, true);
+}
+
+Test(mirror_store, bytes_three_copies_pread)
+{
+	check_bytes(3, NULL, true);
+}
+
+/* Every record read once, cold, with 4 KiB blocks: each block is one read,
+ * and each copy's share of blocks follows its weight. */
+static void check_weights(int n_copies, const double *gbps, uint64_t stripe)
+{
+	struct mfx fx;
+	mfx_make(&fx, n_copies);
+	struct expert_store *s = mstore_open(&fx, 3 * MX_EXPERTS, 64, stripe, gbps);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	uint64_t blocks = 0, records = 0;
+	for (int k = 0; k < 3; k++) {
+		int layer = mx_moe_layers[k];
+		for (int32_t first = 0; first < MX_EXPERTS; first += MX_PER_STEP) {
+			int32_t ids[MX_PER_STEP];
+			int n = 0;
+			for (int32_t e = first; e < MX_EXPERTS && n < MX_PER_STEP; e++)
+				ids[n++] = e;
+			step_ok(s, &fx, layer, ids, n);
+		}
+		blocks += MX_EXPERTS * ((mx_records[layer] + stripe - 1) / stripe);
+		records += MX_EXPERTS;
+	}
+	stats_check(st, n_copies);
+	double sum = 0;
+	for (int c = 0; c < n_copies; c++)
+		sum += gbps[c];
+	uint64_t got_blocks = 0;
+	for (int c = 0; c < n_copies; c++) {
+		got_blocks += st->copy_blocks_read[c];
+		double want = (double)st->bytes_read * gbps[c] / sum;
+		double dev = fabs((double)st->copy_bytes_read[c] - want);
+		fprintf(stderr, "%d copies, stripe %" PRIu64 ": copy %d weight %.3f read %" PRIu64
+				" bytes in %" PRIu64 " blocks, %.0f expected\n",
+			n_copies, stripe, c, st->copy_weight[c], st->copy_bytes_read[c],
+			st->copy_blocks_read[c], want);
+		cr_assert(fabs(st->copy_weight[c] - gbps[c] / sum) < 1e-9);
+		cr_assert(dev <= (double)(records * stripe), "copy %d: off by more than a block per record", c);
+		cr_assert(dev <= 2.0 * 3 * (double)stripe, "copy %d: off by %.0f bytes, more than two blocks "
+			  "per layer", c, dev);
+	}
+	cr_assert_eq(got_blocks, blocks, "one read per block");
+	cr_assert_eq(st->bytes_read, (uint64_t)MX_EXPERTS * (65536 + 12288 + 262144));
+	expert_store_close(s);
+	mfx_free(&fx);
+}
+
+Test(mirror_store, shares_follow_weights_two)
+{
+	check_weights(2, (double[]){1.0, 3.0}, 4096);
+}
+
+Test(mirror_store, shares_follow_weights_three)
+{
+	check_weights(3, (double[]){2.0, 1.0, 1.0}, 4096);
+}
+
+Test(mirror_store, shares_follow_weights_equal_64k)
+{
+	check_weights(2, (double[]){1.0, 1.0}, 65536);
+}
+
+/* One copy: a record is one read, whatever the stripe size. */
+Test(mirror_store, one_copy_one_read_per_record)
+{
+	struct mfx fx;
+	mfx_make(&fx, 1);
+	struct expert_store *s = mstore_open(&fx, 12, 16, 4096, NULL);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	cr_assert_eq(st->n_copies, 1);
+	int32_t ids[4] = {1, 2, 3, 4};
+	step_ok(s, &fx, 3, ids, 4);
+	step_ok(s, &fx, 0, ids, 4);
+	cr_assert_eq(st->misses, 8);
+	cr_assert_eq(st->copy_blocks_read[0], 8, "%" PRIu64 " reads", st->copy_blocks_read[0]);
+	cr_assert_eq(st->copy_weight[0], 1.0);
+	expert_store_close(s);
+	mfx_free(&fx);
+}
+
+Test(mirror_store, bad_stripe_refused)
+{
+	struct mfx fx;
+	mfx_make(&fx, 2);
+	struct expert_store_options o = {.cache_bytes = 12 * 262144, .io_depth = 4, .stripe_bytes = 6000};
+	struct expert_store *s = NULL;
+	error_clear();
+	cr_assert_eq(expert_store_open(&s, fx.desc, MX_LAYERS, MX_PER_STEP, &o), -EINVAL);
+	cr_assert_null(s);
+	cr_assert(strstr(error_message(), "stripe of 6000 bytes"), "%s", error_message());
+	mfx_free(&fx);
+}
+
+/* ---- partial mirrors ---- */
+
+Test(mirror_store, partial_mirror)
+{
+	struct mfx fx;
+	mfx_make(&fx, 3);
+	/* Copy 1 lacks layer 3's file; copy 2 has a truncated layer 0 and is
+	 * not named for layers 2 and 3 (NULL: silent), so it holds nothing. */
+	cr_assert_eq(unlink(fx.paths[1][3]), 0);
+	cr_assert_eq(truncate(fx.paths[2][0], 65536 * 3), 0);
+	fx.desc[2].mirror_paths[1] = NULL;
+	fx.desc[3].mirror_paths[1] = NULL;
+	struct capture cap;
+	capture_begin(&cap, fx.dirs[0]);
+	struct expert_store *s = mstore_open(&fx, 12, 16, 4096, NULL);
+	char *err = capture_end(&cap);
+	cr_assert_eq(count(err, "lacks"), 2, "one warning per copy");
+	cr_assert(strstr(err, "mirror copy 1 lacks 1 of 3 expert files") && strstr(err, fx.paths[1][3]));
+	cr_assert(strstr(err, "mirror copy 2 lacks 1 of 3 expert files") && strstr(err, "truncated"));
+	free(err);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	cr_assert_eq(st->copy_layers[0], 3);
+	cr_assert_eq(st->copy_layers[1], 2);
+	cr_assert_eq(st->copy_layers[2], 0);
+
+	/* Layer 3 has one copy: one read per record, all from the primary. */
+	int32_t ids[4] = {0, 5, 9, 15};
+	step_ok(s, &fx, 3, ids, 4);
+	cr_assert_eq(st->copy_blocks_read[0], 4);
+	cr_assert_eq(st->copy_bytes_read[1] + st->copy_bytes_read[2], 0);
+	/* Layers 0 and 2: copies 0 and 1. */
+	step_ok(s, &fx, 2, ids, 4);
+	step_ok(s, &fx, 0, ids, 4);
+	cr_assert(st->copy_bytes_read[1] > 0);
+	cr_assert_eq(st->copy_bytes_read[2], 0);
+	random_steps(s, &fx, 100, 7);
+	stats_check(st, 3);
+	cr_assert_eq(st->copy_bytes_read[2], 0, "copy 2 holds no usable layer");
+	expert_store_close(s);
+	mfx_free(&fx);
+}
+
+Test(mirror_store, primary_missing_mirror_serves)
+{
+	struct mfx fx;
+	mfx_make(&fx, 2);
+	cr_assert_eq(unlink(fx.paths[0][2]), 0);
+	struct capture cap;
+	capture_begin(&cap, fx.dirs[1]);
+	struct expert_store *s = mstore_open(&fx, 12, 8, 0, NULL);
+	char *err = capture_end(&cap);
+	cr_assert(strstr(err, "primary copy 0 lacks 1 of 3 expert files"), "%s", err);
+	free(err);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	cr_assert_eq(st->stripe_bytes, 1 << 20, "the default stripe");
+	int32_t ids[3] = {2, 3, 4};
+	step_ok(s, &fx, 2, ids, 3);
+	cr_assert_eq(st->copy_bytes_read[1], 3 * 12288);
+	random_steps(s, &fx, 60, 3);
+	expert_store_close(s);
+
+	/* No copy of a layer opens: the primary's error. */
+	cr_assert_eq(unlink(fx.paths[1][2]), 0);
+	struct expert_store_options o = {.cache_bytes = 12 * 262144, .io_depth = 4};
+	error_clear();
+	cr_assert_eq(expert_store_open(&s, fx.desc, MX_LAYERS, MX_PER_STEP, &o), -ENOENT);
+	cr_assert(strstr(error_message(), fx.paths[0][2]) && strstr(error_message(), "cannot open"), "%s",
+		  error_message());
+	mfx_free(&fx);
+}
+
+/* ---- failover ---- */
+
+/* Flips one byte in every 4 KiB block of a record, so every read of it
+ * that touches the copy breaks the checksum. */
+static void corrupt_record(const char *path, uint64_t off, uint64_t bytes)
+{
+	int fd = open(path, O_RDWR);
+	cr_assert(fd >= 0);
+	for (uint64_t b = 0; b < bytes; b += 4096) {
+		uint8_t v;
+		cr_assert_eq(pread(fd, &v, 1, (off_t)(off + b + 77)), 1);
+		v ^= 0xa5;
+		cr_assert_eq(pwrite(fd, &v, 1, (off_t)(off + b + 77)), 1);
+	}
+	close(fd);
+}
+
+static void check_corrupt_copy(int n_copies, int bad, uint64_t stripe, bool pread)
+{
+	if (pread)
+		setenv("COLIBRI_NO_IO_URING", "1", 1);
+	struct mfx fx;
+	mfx_make(&fx, n_copies);
+	corrupt_record(fx.paths[bad][0], 5 * 65536, 65536);
+	struct expert_store *s = mstore_open(&fx, 12, 16, stripe, NULL);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	struct capture cap;
+	capture_begin(&cap, fx.dirs[0]);
+	int32_t five = 5;
+	step_ok(s, &fx, 0, &five, 1);
+	random_steps(s, &fx, 100, 11);
+	/* Read it again, from the copies left. */
+	int32_t ids[MX_PER_STEP] = {10, 11, 12, 13, 14, 15};
+	step_ok(s, &fx, 0, ids, MX_PER_STEP);
+	step_ok(s, &fx, 0, ids, 2);
+	char *err = capture_end(&cap);
+	cr_assert_eq(count(err, "out of rotation"), 1, "one warning:\n%s", err);
+	char want[800];
+	snprintf(want, sizeof want, "%s copy %d is out of rotation: %s: checksum mismatch in layer 0 expert 5 "
+		 "at offset %d", bad ? "mirror" : "primary", bad, fx.paths[bad][0], 5 * 65536);
+	cr_assert(strstr(err, want), "%s\nwanted: %s", err, want);
+	free(err);
+	stats_check(st, n_copies);
+	for (int c = 0; c < n_copies; c++) {
+		cr_assert_eq(st->copy_in_rotation[c], c != bad, "copy %d", c);
+		cr_assert_eq(st->copy_failures[c], c == bad ? 1u : 0u, "copy %d: %" PRIu64, c,
+			     st->copy_failures[c]);
+	}
+	cr_assert_eq(st->read_failures, 0);
+	cr_assert(st->read_retries >= 1);
+	/* Out of rotation: no more reads go to it. */
+	uint64_t before = st->copy_bytes_read[bad];
+	random_steps(s, &fx, 60, 12);
+	cr_assert_eq(st->copy_bytes_read[bad], before);
+	expert_store_close(s);
+	mfx_free(&fx);
+}
+
+Test(mirror_store, corrupt_mirror_record)
+{
+	check_corrupt_copy(2, 1, 4096, false);
+}
+
+Test(mirror_store, corrupt_mirror_record_pread)
+{
+	check_corrupt_copy(2, 1, 4096, true);
+}
+
+Test(mirror_store, corrupt_mirror_of_three)
+{
+	check_corrupt_copy(3, 2, 65536 / 4, false);
+}
+
+Test(mirror_store, corrupt_primary_record)
+{
+	check_corrupt_copy(2, 0, 4096, false);
+}
+
+Test(mirror_store, corrupt_whole_record_read)
+{
+	/* A stripe of the record size: each read of layer 0 is one block from
+	 * one copy. With weights 1:3 the first block of a fresh layer goes to
+	 * copy 1, which holds a bad record 5: blamed on its own read, without
+	 * suspects, then read from copy 0. */
+	struct mfx fx;
+	mfx_make(&fx, 2);
+	corrupt_record(fx.paths[1][0], 5 * 65536, 65536);
+	struct expert_store *s = mstore_open(&fx, 6, 8, 65536, (double[]){1.0, 3.0});
+	const struct expert_store_stats *st = expert_store_stats(s);
+	int32_t five = 5;
+	step_ok(s, &fx, 0, &five, 1);
+	cr_assert(!st->copy_in_rotation[1]);
+	cr_assert_eq(st->copy_failures[1], 1);
+	cr_assert_eq(st->read_retries, 1, "one read from each copy");
+	cr_assert_eq(st->copy_blocks_read[0], 1);
+	cr_assert_eq(st->copy_blocks_read[1], 1);
+	random_steps(s, &fx, 60, 41);
+	cr_assert_eq(st->copy_blocks_read[1], 1);
+	expert_store_close(s);
+	mfx_free(&fx);
+}
+
+static void check_truncated_mirror(bool pread)
+{
+	if (pread)
+		setenv("COLIBRI_NO_IO_URING", "1", 1);
+	struct mfx fx;
+	mfx_make(&fx, 2);
+	struct expert_store *s = mstore_open(&fx, 12, 16, 65536, NULL);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	/* After open: records 8.. of layer 3 end early or vanish in the mirror. */
+	cr_assert_eq(truncate(fx.paths[1][3], 262144 * 8 + 6000), 0);
+	struct capture cap;
+	capture_begin(&cap, fx.dirs[0]);
+	int32_t ids[4] = {8, 9, 1, 2};
+	step_ok(s, &fx, 3, ids, 4);
+	random_steps(s, &fx, 80, 21);
+	char *err = capture_end(&cap);
+	cr_assert_eq(count(err, "out of rotation"), 1, "%s", err);
+	cr_assert(strstr(err, "mirror copy 1 is out of rotation") && strstr(err, fx.paths[1][3]) &&
+		  strstr(err, "unexpected end of file in layer 3 expert"), "%s", err);
+	free(err);
+	cr_assert(!st->copy_in_rotation[1]);
+	cr_assert(st->copy_in_rotation[0]);
+	cr_assert_eq(st->read_failures, 0);
+	stats_check(st, 2);
+	expert_store_close(s);
+	mfx_free(&fx);
+}
+
+Test(mirror_store, truncated_mirror_after_open)
+{
+	check_truncated_mirror(false);
+}
+
+Test(mirror_store, truncated_mirror_after_open_pread)
+{
+	check_truncated_mirror(true);
+}
+
+static void check_all_bad(bool pread)
+{
+	if (pread)
+		setenv("COLIBRI_NO_IO_URING", "1", 1);
+	struct mfx fx;
+	mfx_make(&fx, 2);
+	corrupt_record(fx.paths[0][2], 5 * 12288, 4096);
+	corrupt_record(fx.paths[1][2], 5 * 12288 + 8192, 4096);
+	struct expert_store *s = mstore_open(&fx, 12, 16, 4096, NULL);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	int32_t ids[3] = {4, 5, 6};
+	int rc = step(s, &fx, 2, ids, 3);
+	cr_assert_eq(rc, -EIO, "rc %d", rc);
+	char want[900];
+	snprintf(want, sizeof want, "layer 2 expert 5: no copy holds a verified record at offset %d (%s: "
+		 "checksum mismatch; %s: checksum mismatch)", 5 * 12288, fx.paths[0][2], fx.paths[1][2]);
+	cr_assert(strstr(error_message(), want), "%s\nwanted: %s", error_message(), want);
+	cr_assert_eq(st->read_failures, 1);
+	int32_t e;
+	const void *rec;
+	cr_assert_eq(expert_store_next(s, &e, &rec), -EIO, "the failure sticks until the next request");
+	/* Both copies are out of rotation now, and both are still read. */
+	cr_assert(!st->copy_in_rotation[0] && !st->copy_in_rotation[1]);
+	int32_t good[2] = {4, 6}, more[MX_PER_STEP] = {0, 1, 2, 3, 7, 8};
+	step_ok(s, &fx, 2, good, 2);
+	step_ok(s, &fx, 2, more, MX_PER_STEP);
+	step_ok(s, &fx, 0, more, MX_PER_STEP);
+	step_ok(s, &fx, 3, more, MX_PER_STEP);
+	cr_assert_eq(step(s, &fx, 2, &ids[1], 1), -EIO);
+	cr_assert_eq(st->read_failures, 2);
+	expert_store_close(s);
+	mfx_free(&fx);
+}
+
+Test(mirror_store, all_copies_bad)
+{
+	check_all_bad(false);
+}
+
+Test(mirror_store, all_copies_bad_pread)
+{
+	check_all_bad(true);
+}
