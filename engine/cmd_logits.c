@@ -5,12 +5,13 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/cmd.h"
-#include "engine/files.h"
 #include "engine/forward.h"
 #include "engine/session.h"
 #include "storage/error.h"
@@ -20,6 +21,40 @@ static void logits_usage(FILE *f)
 	fprintf(f, "usage: colibri logits --model DIR --tokens 1,2,3 --out FILE [--threads N] [--batch N]%s\n"
 		   "  Writes float32 little-endian logits [n_tokens, vocab] of a teacher-forced run.\n",
 		SESSION_USAGE);
+}
+
+/* Runs the tokens in chunks of --batch and appends each chunk's logits to
+ * OUT.tmp, renamed to OUT only when every row is written: memory stays at
+ * one chunk of logits however long the input, and a failure leaves nothing. */
+static int logits_write(struct session *s, const int32_t *tokens, int n, const char *out)
+{
+	size_t V = (size_t)s->model.cfg.vocab;
+	int B = s->fwd.batch;
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof tmp, "%s.tmp", out);
+	float *rows = malloc((size_t)B * V * sizeof(float));
+	FILE *f = rows ? fopen(tmp, "wb") : NULL;
+	int rc = 0;
+	if (!rows)
+		rc = error_set(ENOMEM, "out of memory for %d rows of logits", B);
+	else if (!f)
+		rc = error_set(errno, "%s: cannot create: %s", tmp, strerror(errno));
+	for (int i = 0; !rc && i < n; i += B) {
+		int len = n - i < B ? n - i : B;
+		rc = forward_step(&s->fwd, tokens + i, len, rows, true);
+		if (!rc && fwrite(rows, sizeof(float) * V, (size_t)len, f) != (size_t)len)
+			rc = error_set(EIO, "%s: write failed", tmp);
+	}
+	if (f && (fflush(f) != 0 || fsync(fileno(f)) != 0) && !rc)
+		rc = error_set(errno, "%s: cannot flush: %s", tmp, strerror(errno));
+	if (f)
+		fclose(f);
+	if (!rc && rename(tmp, out) != 0)
+		rc = error_set(errno, "%s: cannot rename into place: %s", out, strerror(errno));
+	if (rc && f)
+		unlink(tmp);
+	free(rows);
+	return rc;
 }
 
 int cmd_logits(int argc, char **argv)
@@ -60,20 +95,15 @@ int cmd_logits(int argc, char **argv)
 	if (session_parse_tokens(tokens_arg, &tokens, &n) != 0)
 		return cmd_fail("bad --tokens");
 	struct session s;
+	so.logits_rows = so.batch;
 	if (session_open(&s, &so, n) != 0) {
 		free(tokens);
 		session_close(&s);
 		return cmd_fail("cannot load the model");
 	}
-	size_t bytes = (size_t)n * (size_t)s.model.cfg.vocab * sizeof(float);
-	float *logits = malloc(bytes);
-	int rc = logits ? forward_tokens(&s.fwd, tokens, n, logits, true)
-			: error_set(ENOMEM, "cannot allocate %zu MiB of logits", bytes >> 20);
+	int rc = logits_write(&s, tokens, n, out);
 	if (!rc)
-		rc = file_write_atomic(out, logits, bytes);
-	if (!rc)
-		session_report(&s, stderr);
-	free(logits);
+		rc = session_report(&s, stderr);
 	free(tokens);
 	session_close(&s);
 	return rc ? cmd_fail("logits failed") : 0;

@@ -14,6 +14,7 @@
 #include "engine/forward_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,69 @@
 #include "storage/error.h"
 
 
-static void *zalloc(size_t n)
+
+/* Every buffer of a forward with its size: the one list that forward_init
+ * allocates, forward_free frees and forward_bytes adds up. */
+struct fbuf {
+	void **ptr;
+	size_t bytes;
+};
+
+#define FORWARD_BUFS 30 /* >= the entries forward_buffers lists */
+
+static int forward_buffers(struct forward *f, const struct model_config *c, struct fbuf *b)
 {
-	return calloc(n ? n : 1, 1);
+	size_t B = (size_t)f->batch, H = (size_t)c->hidden, Q = (size_t)forward_q_dim(c);
+	size_t KV = (size_t)forward_kv_dim(c), A = (size_t)forward_att_dim(c), F = sizeof(float);
+	size_t K = (size_t)(c->top_k > 0 ? c->top_k : 1), E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
+	size_t I = (size_t)(c->moe_intermediate > c->intermediate ? c->moe_intermediate : c->intermediate);
+	size_t Ish = (size_t)c->moe_intermediate * (size_t)c->n_shared_experts;
+	size_t T = (size_t)f->n_threads, C = (size_t)f->ctx, Lyr = (size_t)c->n_layers;
+	I = I > Ish ? I : Ish;
+	int n = 0;
+#define FBUF(field, size) (b[n++] = (struct fbuf){ (void **)&f->field, (size) })
+	FBUF(k_cache, Lyr * C * (size_t)forward_k_cache_dim(c) * F);
+	FBUF(v_cache, Lyr * C * (size_t)forward_v_cache_dim(c) * F);
+	FBUF(lat, B * (size_t)(c->q_lora_rank + c->kv_lora_rank + c->qk_rope_dim + 1) * F);
+	FBUF(head_scratch, T * (size_t)forward_head_scratch(c) * F);
+	FBUF(x, B * H * F);
+	FBUF(xn, B * H * F);
+	FBUF(q, B * Q * F);
+	FBUF(k, B * KV * F);
+	FBUF(v, B * KV * F);
+	FBUF(att, B * A * F);
+	FBUF(tmp, B * H * F);
+	FBUF(router_logits, B * E * F);
+	FBUF(sel, B * K * sizeof(int32_t));
+	FBUF(sel_w, B * K * F);
+	FBUF(expert_out, B * K * H * F);
+	FBUF(e_in, B * H * F);
+	FBUF(e_gate, B * I * F);
+	FBUF(e_up, B * I * F);
+	FBUF(e_down, B * H * F);
+	FBUF(e_tok, B * sizeof(int32_t));
+	FBUF(e_slot, B * sizeof(int32_t));
+	FBUF(wanted, E * sizeof(int32_t));
+	FBUF(scores, T * C * F);
+	FBUF(inv_freq, (size_t)(c->rot_dim / 2 + 1) * F);
+	FBUF(pred_in, B * H * F);
+	FBUF(route_scratch, E * F);
+	FBUF(pred_logits, B * E * F);
+	FBUF(pred_sel, B * K * sizeof(int32_t));
+	FBUF(predicted, Lyr * E * sizeof(int32_t));
+#undef FBUF
+	return n;
+}
+
+uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_threads)
+{
+	struct forward f = { .ctx = ctx, .batch = batch, .n_threads = n_threads };
+	struct fbuf b[FORWARD_BUFS];
+	int n = forward_buffers(&f, c, b);
+	uint64_t sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += b[i].bytes;
+	return sum;
 }
 
 int forward_init(struct forward *f, const struct model *m, struct threadpool *pool, int ctx,
@@ -39,52 +100,16 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	f->ctx = ctx;
 	f->batch = batch;
 	f->n_threads = pool ? threadpool_size(pool) : 1;
-	size_t B = (size_t)batch, H = (size_t)c->hidden, Q = (size_t)forward_q_dim(c);
-	size_t KV = (size_t)forward_kv_dim(c), A = (size_t)forward_att_dim(c);
-	size_t K = (size_t)(c->top_k > 0 ? c->top_k : 1), E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
-	size_t I = (size_t)(c->moe_intermediate > c->intermediate ? c->moe_intermediate : c->intermediate);
-	size_t Ish = (size_t)c->moe_intermediate * (size_t)c->n_shared_experts;
-	I = I > Ish ? I : Ish;
-	size_t kc = (size_t)forward_k_cache_dim(c), vc = (size_t)forward_v_cache_dim(c);
-	size_t cache = (size_t)c->n_layers * (size_t)ctx * (kc + vc) * sizeof(float);
-	f->k_cache = zalloc((size_t)c->n_layers * (size_t)ctx * kc * sizeof(float));
-	f->v_cache = zalloc((size_t)c->n_layers * (size_t)ctx * vc * sizeof(float));
-	f->lat = zalloc(B * (size_t)(c->q_lora_rank + c->kv_lora_rank + c->qk_rope_dim + 1) * sizeof(float));
-	f->head_scratch = zalloc((size_t)f->n_threads * (size_t)forward_head_scratch(c) * sizeof(float));
-	f->x = zalloc(B * H * sizeof(float));
-	f->xn = zalloc(B * H * sizeof(float));
-	f->q = zalloc(B * Q * sizeof(float));
-	f->k = zalloc(B * KV * sizeof(float));
-	f->v = zalloc(B * KV * sizeof(float));
-	f->att = zalloc(B * A * sizeof(float));
-	f->tmp = zalloc(B * H * sizeof(float));
-	f->router_logits = zalloc(B * E * sizeof(float));
-	f->sel = zalloc(B * K * sizeof(int32_t));
-	f->sel_w = zalloc(B * K * sizeof(float));
-	f->expert_out = zalloc(B * K * H * sizeof(float));
-	f->e_in = zalloc(B * H * sizeof(float));
-	f->e_gate = zalloc(B * I * sizeof(float));
-	f->e_up = zalloc(B * I * sizeof(float));
-	f->e_down = zalloc(B * H * sizeof(float));
-	f->e_tok = zalloc(B * sizeof(int32_t));
-	f->e_slot = zalloc(B * sizeof(int32_t));
-	f->wanted = zalloc(E * sizeof(int32_t));
-	f->scores = zalloc((size_t)f->n_threads * (size_t)ctx * sizeof(float));
-	f->inv_freq = zalloc((size_t)(c->rot_dim / 2 + 1) * sizeof(float));
-	f->pred_in = zalloc(B * H * sizeof(float));
-	f->route_scratch = zalloc(E * sizeof(float));
-	f->pred_logits = zalloc(B * E * sizeof(float));
-	f->pred_sel = zalloc(B * K * sizeof(int32_t));
-	f->predicted = zalloc((size_t)c->n_layers * E * sizeof(int32_t));
 	f->prefetch = true;
-	if (!f->k_cache || !f->v_cache || !f->x || !f->xn || !f->q || !f->k || !f->v || !f->att ||
-	    !f->tmp || !f->router_logits || !f->sel || !f->sel_w || !f->expert_out || !f->e_in ||
-	    !f->e_gate || !f->e_up || !f->e_down || !f->e_tok || !f->e_slot || !f->wanted ||
-	    !f->scores || !f->inv_freq || !f->pred_in || !f->pred_logits || !f->pred_sel ||
-	    !f->predicted || !f->lat || !f->head_scratch || !f->route_scratch) {
-		forward_free(f);
-		return error_set(ENOMEM, "cannot allocate the KV cache (%zu MiB) and scratch for %d positions",
-				 cache >> 20, ctx);
+	struct fbuf b[FORWARD_BUFS];
+	int n = forward_buffers(f, c, b);
+	for (int i = 0; i < n; i++) {
+		*b[i].ptr = calloc(b[i].bytes ? b[i].bytes : 1, 1);
+		if (!*b[i].ptr) {
+			forward_free(f);
+			return error_set(ENOMEM, "cannot allocate %" PRIu64 " MiB for the KV cache and scratch of %d positions",
+					 forward_bytes(c, ctx, batch, f->n_threads) >> 20, ctx);
+		}
 	}
 	if (c->yarn)
 		rope_freq_yarn(f->inv_freq, c->rot_dim, c->rope_theta, c->yarn_factor, c->yarn_beta_fast,
@@ -96,13 +121,10 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 
 void forward_free(struct forward *f)
 {
-	void *bufs[] = { f->k_cache, f->v_cache, f->x, f->xn, f->q, f->k, f->v, f->att, f->tmp,
-			 f->router_logits, f->sel, f->sel_w, f->expert_out, f->e_in, f->e_gate,
-			 f->e_up, f->e_down, f->e_tok, f->e_slot, f->wanted, f->scores, f->inv_freq,
-			 f->pred_in, f->pred_logits, f->pred_sel, f->predicted, f->lat, f->head_scratch,
-			 f->route_scratch };
-	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-		free(bufs[i]);
+	struct fbuf b[FORWARD_BUFS];
+	int n = f->m ? forward_buffers(f, &f->m->cfg, b) : 0;
+	for (int i = 0; i < n; i++)
+		free(*b[i].ptr);
 	memset(f, 0, sizeof *f);
 }
 

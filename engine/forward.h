@@ -66,6 +66,10 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 		 int batch);
 void forward_free(struct forward *f);
 
+/* Bytes forward_init allocates for this config, context, batch and threads
+ * (KV cache included): what the RAM budget must set aside. */
+uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_threads);
+
 /* Forgets the cache (pos = 0). */
 void forward_reset(struct forward *f);
 

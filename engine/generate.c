@@ -105,6 +105,8 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 		fflush(out);
 		if (i + 1 < o->n_predict)
 			rc = forward_step(&s->fwd, &id, 1, logits, false);
+		if (i % 16 == 15)
+			session_safe_point(s);
 	}
 	st->decode_s = now_s() - t1;
 	if (have_stream) {

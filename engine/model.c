@@ -191,7 +191,9 @@ static int open_store(struct model *m, const struct model_options *opt)
 {
 	int n = m->cfg.n_layers;
 	struct expert_layer_desc *d = calloc((size_t)n, sizeof *d);
-	char (*paths)[PATH_MAX] = calloc((size_t)n, sizeof *paths);
+	/* [layer][copy] paths: the primary, then mirror k at index k + 1; a
+	 * mirror lacking a layer leaves NULL there, indexes never shift. */
+	char (*paths)[EXPERT_COPIES_MAX][PATH_MAX] = calloc((size_t)n, sizeof *paths);
 	int rc = 0;
 	if (!d || !paths) {
 		free(d);
@@ -202,17 +204,26 @@ static int open_store(struct model *m, const struct model_options *opt)
 		const struct manifest_expert_layer *l = m->layers[i].moe ? m->layers[i].experts : NULL;
 		if (!l)
 			continue;
-		snprintf(paths[i], PATH_MAX, "%s/%s", m->dir, l->file);
-		d[i].path = paths[i];
+		snprintf(paths[i][0], PATH_MAX, "%s/%s", m->dir, l->file);
+		d[i].path = paths[i][0];
 		d[i].record_bytes = l->record_bytes;
 		d[i].n_experts = m->man.n_experts;
 		d[i].checksums = l->checksums;
+		for (size_t k = 0; k < m->man.n_mirrors && k < EXPERT_MIRRORS_MAX; k++) {
+			if (!manifest_mirror_has(&m->man.mirrors[k], i))
+				continue;
+			snprintf(paths[i][k + 1], PATH_MAX, "%s/%s", m->man.mirrors[k].dir, l->file);
+			d[i].mirror_paths[k] = paths[i][k + 1];
+		}
 	}
 	struct expert_store_options so = {
 		.cache_bytes = opt && opt->expert_cache_bytes ? opt->expert_cache_bytes : model_expert_bytes(m),
 		.io_depth = opt && opt->io_depth > 0 ? opt->io_depth : 32,
 		.buffered = opt && opt->buffered,
+		.stripe_bytes = opt ? opt->stripe_bytes : 0,
 	};
+	for (int k = 0; opt && k < EXPERT_COPIES_MAX; k++)
+		so.copy_gbps[k] = opt->copy_gbps[k];
 	uint64_t min = expert_store_min_bytes(d, n, m->max_experts_per_step);
 	/* Never more frames than experts: the rest would stay empty. */
 	if (so.cache_bytes > model_expert_bytes(m))

@@ -53,6 +53,8 @@ struct model_options {
 	uint64_t expert_cache_bytes;     /* 0: enough for every expert */
 	int io_depth;
 	bool buffered;                   /* no O_DIRECT for expert reads */
+	double copy_gbps[EXPERT_COPIES_MAX]; /* disk bandwidth of the primary and each mirror; 0 unknown */
+	uint64_t stripe_bytes;           /* 0: the store's default */
 };
 
 struct model {

@@ -23,6 +23,7 @@ void session_options_default(struct session_options *o)
 	memset(o, 0, sizeof *o);
 	o->batch = 64;
 	o->io_depth = 32;
+	o->logits_rows = 1;
 }
 
 static int parse_int(const char *name, const char *arg, int lo, int hi, int *out)
@@ -95,6 +96,11 @@ int session_option(struct session_options *o, int ch, const char *arg)
 	case SESSION_OPT_NO_PREFETCH:
 		o->no_prefetch = true;
 		return 0;
+	case SESSION_OPT_NO_PIN:
+		o->no_pin = true;
+		return 0;
+	case SESSION_OPT_REPIN:
+		return parse_int("repin", arg, 0, 64, &o->repin);
 	case SESSION_OPT_STATS_JSON:
 		o->stats_json = arg;
 		return 0;
@@ -133,16 +139,48 @@ int session_parse_tokens(const char *s, int32_t **ids, int *n)
 
 /* Share of available memory a run takes when --ram is not given. */
 #define SESSION_RAM_DEFAULT_FRACTION 0.85
+/* Set aside inside the budget for what is not counted exactly: thread
+ * stacks, io_uring rings, allocator slack. */
+#define SESSION_RAM_RESERVE (16ull << 20)
 
 /* The expert cache from the RAM budget: what is left after resident
  * weights, the KV cache and scratch. */
-static int expert_cache_bytes(const struct session_options *o, uint64_t resident, uint64_t kv,
-			      uint64_t min_cache, uint64_t *out)
+/* Current resident set (VmRSS) of this process: what is already spent
+ * (binary, libraries, a loaded tokenizer) before the model loads. */
+static uint64_t rss_now_bytes(void)
 {
-	uint64_t fixed = resident + kv + (64ull << 20);
-	uint64_t need = fixed + min_cache;
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	uint64_t kb = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+/* Where the RAM budget goes; everything but the expert cache is fixed. */
+struct budget {
+	uint64_t process;            /* already resident when the session opens */
+	uint64_t resident;           /* resident weights */
+	uint64_t forward;            /* KV cache and scratch */
+	uint64_t output;             /* logits and sampler buffers */
+	uint64_t min_cache;          /* one token's top-k experts */
+};
+
+static uint64_t budget_fixed(const struct budget *b)
+{
+	return b->process + b->resident + b->forward + b->output + SESSION_RAM_RESERVE;
+}
+
+/* The expert cache from the RAM budget: what is left after the fixed parts.
+ * The promise: peak resident set <= --ram + SESSION_RAM_SLACK. */
+static int expert_cache_bytes(const struct session_options *o, const struct budget *b, uint64_t *out)
+{
+	uint64_t fixed = budget_fixed(b), need = fixed + b->min_cache;
 	if (o->ram_min) {
-		*out = min_cache;
+		*out = b->min_cache;
 		return 0;
 	}
 	if (!o->ram_bytes) {
@@ -154,17 +192,19 @@ static int expert_cache_bytes(const struct session_options *o, uint64_t resident
 			fprintf(stderr, "colibri: warning: only %.2f GiB of memory available, below the model's "
 					"minimum of %.2f GiB; running at the minimum\n",
 				avail / 1073741824.0, need / 1073741824.0);
-			*out = min_cache;
+			*out = b->min_cache;
 		} else {
 			*out = budget - fixed;
 		}
 		return 0;
 	}
 	if (o->ram_bytes < need)
-		return error_set(ENOMEM, "--ram %.2f GiB is below the minimum of %.2f GiB for this model "
-				 "(resident weights %.2f GiB, KV cache %.2f GiB, one step's experts %.2f GiB, scratch)",
-				 o->ram_bytes / 1073741824.0, need / 1073741824.0, resident / 1073741824.0,
-				 kv / 1073741824.0, min_cache / 1073741824.0);
+		return error_set(ENOMEM, "--ram %.0f MiB is below the minimum of %.0f MiB for this model "
+				 "(resident weights %.0f MiB, KV cache and scratch %.0f MiB, one token's experts %.0f MiB, "
+				 "process and buffers %.0f MiB); pass --ram min to run at the minimum",
+				 o->ram_bytes / 1048576.0, need / 1048576.0, b->resident / 1048576.0,
+				 b->forward / 1048576.0, b->min_cache / 1048576.0,
+				 (b->process + b->output + SESSION_RAM_RESERVE) / 1048576.0);
 	*out = o->ram_bytes - fixed;
 	return 0;
 }
@@ -183,8 +223,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 		ctx = cfg.max_positions;
 	if (ctx < need_ctx)
 		return error_set(EINVAL, "%d positions needed but the context is %d (--ctx)", need_ctx, ctx);
-	uint64_t kv = 2ull * (uint64_t)cfg.n_layers * (uint64_t)ctx * (uint64_t)cfg.n_kv_heads *
-		      (uint64_t)cfg.head_dim * sizeof(float);
+	int threads = o->threads ? o->threads : topology_physical_cores();
 	if ((rc = manifest_load(&man, o->model_dir))) {
 		manifest_free(&man);
 		return rc;
@@ -192,17 +231,29 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	uint64_t rec = 0;
 	for (size_t i = 0; i < man.n_expert_layers; i++)
 		rec = man.layers[i].record_bytes > rec ? man.layers[i].record_bytes : rec;
-	uint64_t resident = man.resident_bytes;
+	struct budget b = {
+		.process = rss_now_bytes(),
+		.resident = man.resident_bytes,
+		.forward = forward_bytes(&cfg, ctx, o->batch, threads),
+		.output = (uint64_t)cfg.vocab * sizeof(float) * (uint64_t)(o->logits_rows + 3),
+		.min_cache = rec * (uint64_t)cfg.top_k,
+	};
 	manifest_free(&man);
 	struct model_options mo = { .io_depth = o->io_depth, .buffered = o->buffered };
-	rc = expert_cache_bytes(o, resident, kv, rec * (uint64_t)cfg.top_k, &mo.expert_cache_bytes);
+	rc = expert_cache_bytes(o, &b, &mo.expert_cache_bytes);
 	if (rc)
 		return rc;
 	if ((rc = model_load(&s->model, o->model_dir, &mo)))
 		return rc;
 	s->model_loaded = true;
+	/* Learned pinning takes up to half of the frames beyond one step's
+	 * need; the rest stays a cache for what the workload does now. */
+	const struct expert_store_stats *st = expert_store_stats(s->model.store);
+	int spare = st->n_frames - s->model.max_experts_per_step;
+	if ((rc = pinning_start(&s->pin, &s->model, o->no_pin || spare <= 0 ? 0 : spare / 2)))
+		return rc;
+	s->pin_ready = true;
 	s->t_open = now_s();
-	int threads = o->threads ? o->threads : topology_physical_cores();
 	if ((rc = threadpool_init(&s->pool, threads)))
 		return error_set(-rc, "cannot start %d threads", threads);
 	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch)))
@@ -212,8 +263,16 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	return 0;
 }
 
+void session_safe_point(struct session *s)
+{
+	if (s->pin_ready && s->opt.repin > 0)
+		pinning_repin(&s->pin, &s->model, s->opt.repin);
+}
+
 void session_close(struct session *s)
 {
+	if (s->pin_ready)
+		pinning_finish(&s->pin, &s->model);
 	if (s->fwd_ready)
 		forward_free(&s->fwd);
 	if (s->pool)
@@ -247,11 +306,12 @@ static double now_s(void)
 static void report_text(struct session *s, const struct expert_store_stats *st, double wall,
 			FILE *out)
 {
-	double hit = st->requests ? (double)st->hits / (double)st->requests : 0;
+	double ram = st->requests ? (double)(st->hits + st->pinned_hits) / (double)st->requests : 0;
 	const struct model_config *c = &s->model.cfg;
-	fprintf(out, "experts: %" PRIu64 " requested, %" PRIu64 " hits (%.1f%%), %" PRIu64
-		     " joined in flight, %" PRIu64 " misses\n",
-		st->requests, st->hits, 100 * hit, st->joins, st->misses);
+	fprintf(out, "experts: %" PRIu64 " requested, %.1f%% from RAM (%" PRIu64 " pinned hits, %" PRIu64
+		     " cache hits), %" PRIu64 " joined in flight, %" PRIu64 " misses; %d pinned, %d repinned\n",
+		st->requests, 100 * ram, st->pinned_hits, st->hits, st->joins, st->misses, s->pin.n_pins,
+		s->pin.repins);
 	fprintf(out, "disk: %.1f MB read, busy %.3f s (%.2f GB/s while busy), waited %.3f s of %.3f s "
 		     "(compute and the rest %.3f s), %" PRIu64 " retries\n",
 		st->bytes_read / 1e6, st->disk_busy_s, st->disk_gbps, st->disk_wait_s, wall,
@@ -259,34 +319,51 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 	fprintf(out, "hit rate by layer:");
 	for (int l = 0; l < c->n_layers && l < 256; l++)
 		if (st->layer_requests[l])
-			fprintf(out, " %d:%.0f%%", l, 100.0 * st->layer_hits[l] / st->layer_requests[l]);
+			fprintf(out, " %d:%.0f%%", l,
+				100.0 * (st->layer_hits[l] + st->layer_pinned_hits[l]) / st->layer_requests[l]);
 	fprintf(out, "\n");
 	fprintf(out, "store: %s, %s, %d frames of %" PRIu64 " KiB, io depth %d, %s eviction%s\n",
 		st->io_uring ? "io_uring" : "pread threads", st->o_direct ? "O_DIRECT" : "buffered",
 		st->n_frames, st->frame_bytes >> 10, st->io_depth,
 		st->evict == EXPERT_EVICT_LRU ? "LRU" : "frequency-aware",
 		st->fixed_buffers ? ", fixed buffers" : "");
+	if (st->n_copies > 1) {
+		fprintf(out, "copies:");
+		for (int k = 0; k < st->n_copies && k < EXPERT_COPIES_MAX; k++)
+			fprintf(out, " [%d] %.1f MB, weight %.2f%s%s", k, st->copy_bytes_read[k] / 1e6,
+				st->copy_weight[k], st->copy_in_rotation[k] ? "" : ", OUT OF ROTATION",
+				st->copy_failures[k] ? ", failures" : "");
+		fprintf(out, " (stripe %" PRIu64 " KiB)\n", st->stripe_bytes >> 10);
+	}
 	const struct forward_prefetch_stats *pf = &s->fwd.pf;
 	if (s->fwd.prefetch && pf->predicted)
 		fprintf(out, "prefetch: precision %.1f%%, recall %.1f%% (%" PRIu64 " predicted, %" PRIu64
-			     " needed, %" PRIu64 " both), %.1f MB prefetched, %.1f MB of it used\n",
+			     " needed, %" PRIu64 " both), %.1f MB prefetched: %" PRIu64 " of %" PRIu64
+			     " reads used, %" PRIu64 " wasted\n",
 			100.0 * pf->correct / pf->predicted, pf->actual ? 100.0 * pf->correct / pf->actual : 0,
 			pf->predicted, pf->actual, pf->correct, st->prefetch_issued_bytes / 1e6,
-			st->prefetch_used_bytes / 1e6);
+			st->prefetch_used, st->prefetch_issued, st->prefetch_wasted);
 	else
 		fprintf(out, "prefetch: off\n");
 	fprintf(out, "memory: peak resident set %.1f MiB", peak_rss_bytes() / 1048576.0);
 	if (s->opt.ram_bytes)
-		fprintf(out, " of a %.1f MiB budget", s->opt.ram_bytes / 1048576.0);
+		fprintf(out, " of a %.1f MiB budget (+%llu MiB slack)", s->opt.ram_bytes / 1048576.0,
+			SESSION_RAM_SLACK >> 20);
 	fprintf(out, "\n");
 }
 
 static int report_json(struct session *s, const struct expert_store_stats *st, double wall)
 {
 	cJSON *j = cJSON_CreateObject();
-	double hit = st->requests ? (double)st->hits / (double)st->requests : 0;
+	double hit = st->requests ? (double)(st->hits + st->pinned_hits) / (double)st->requests : 0;
 	cJSON_AddNumberToObject(j, "expert_requests", (double)st->requests);
 	cJSON_AddNumberToObject(j, "expert_hits", (double)st->hits);
+	cJSON_AddNumberToObject(j, "expert_pinned_hits", (double)st->pinned_hits);
+	cJSON_AddNumberToObject(j, "pinned_experts", s->pin.n_pins);
+	cJSON_AddNumberToObject(j, "repinned", s->pin.repins);
+	cJSON_AddNumberToObject(j, "prefetch_reads", (double)st->prefetch_issued);
+	cJSON_AddNumberToObject(j, "prefetch_reads_used", (double)st->prefetch_used);
+	cJSON_AddNumberToObject(j, "prefetch_reads_wasted", (double)st->prefetch_wasted);
 	cJSON_AddNumberToObject(j, "expert_joins", (double)st->joins);
 	cJSON_AddNumberToObject(j, "expert_misses", (double)st->misses);
 	cJSON_AddNumberToObject(j, "hit_rate", hit);
@@ -308,6 +385,11 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON_AddNumberToObject(j, "prefetch_recall", pf->actual ? (double)pf->correct / pf->actual : 0);
 	cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)peak_rss_bytes());
 	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->opt.ram_bytes);
+#ifdef __SANITIZE_ADDRESS__
+	cJSON_AddBoolToObject(j, "sanitizers", true); /* shadow memory inflates the resident set */
+#else
+	cJSON_AddBoolToObject(j, "sanitizers", false);
+#endif
 	cJSON_AddNumberToObject(j, "frames", st->n_frames);
 	cJSON_AddNumberToObject(j, "frame_bytes", (double)st->frame_bytes);
 	cJSON_AddNumberToObject(j, "io_depth", st->io_depth);
@@ -317,8 +399,18 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON *layers = cJSON_AddArrayToObject(j, "layer_hit_rate");
 	for (int l = 0; l < s->model.cfg.n_layers && l < 256; l++)
 		cJSON_AddItemToArray(layers, st->layer_requests[l]
-					     ? cJSON_CreateNumber((double)st->layer_hits[l] / st->layer_requests[l])
+					     ? cJSON_CreateNumber((double)(st->layer_hits[l] + st->layer_pinned_hits[l]) /
+								  st->layer_requests[l])
 					     : cJSON_CreateNull());
+	cJSON *copies = cJSON_AddArrayToObject(j, "copies");
+	for (int k = 0; k < st->n_copies && k < EXPERT_COPIES_MAX; k++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "bytes_read", (double)st->copy_bytes_read[k]);
+		cJSON_AddNumberToObject(o, "weight", st->copy_weight[k]);
+		cJSON_AddNumberToObject(o, "failures", (double)st->copy_failures[k]);
+		cJSON_AddBoolToObject(o, "in_rotation", st->copy_in_rotation[k]);
+		cJSON_AddItemToArray(copies, o);
+	}
 	for (size_t i = 0; i < s->n_extra; i++)
 		cJSON_AddNumberToObject(j, s->extra[i].name, s->extra[i].value);
 	char *text = cJSON_Print(j);

@@ -14,6 +14,7 @@
 
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "engine/pinning.h"
 
 struct threadpool;
 
@@ -29,6 +30,9 @@ struct session_options {
 	bool stats;
 	const char *stats_json;
 	bool no_prefetch;            /* do not predict and prefetch the next layer */
+	bool no_pin;                 /* do not pin the learned hottest experts */
+	int repin;                   /* swaps allowed at each safe point (--repin N) */
+	int logits_rows;             /* logits rows the command holds at once (1 for run) */
 };
 
 enum {
@@ -42,6 +46,8 @@ enum {
 	SESSION_OPT_STATS,
 	SESSION_OPT_STATS_JSON,
 	SESSION_OPT_NO_PREFETCH,
+	SESSION_OPT_NO_PIN,
+	SESSION_OPT_REPIN,
 };
 
 #define SESSION_LONG_OPTIONS                                                  \
@@ -54,13 +60,19 @@ enum {
 	{ "no-direct", no_argument, 0, SESSION_OPT_NO_DIRECT },               \
 	{ "stats", no_argument, 0, SESSION_OPT_STATS },                       \
 	{ "stats-json", required_argument, 0, SESSION_OPT_STATS_JSON },       \
-	{ "no-prefetch", no_argument, 0, SESSION_OPT_NO_PREFETCH }
+	{ "no-prefetch", no_argument, 0, SESSION_OPT_NO_PREFETCH },           \
+	{ "no-pin", no_argument, 0, SESSION_OPT_NO_PIN },                     \
+	{ "repin", required_argument, 0, SESSION_OPT_REPIN }
 
 #define SESSION_USAGE                                                         \
 	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
-	" [--no-direct] [--no-prefetch] [--stats] [--stats-json FILE]"
+	" [--no-direct]\n          [--no-prefetch] [--no-pin] [--repin N] [--stats] [--stats-json FILE]"
 
 #define SESSION_EXTRA_MAX 16
+
+/* The --ram promise: the peak resident set stays within the budget plus
+ * this slack. */
+#define SESSION_RAM_SLACK (32ull << 20)
 
 /* A named number a command adds to the --stats-json report. */
 struct session_stat {
@@ -74,6 +86,8 @@ struct session {
 	struct threadpool *pool;
 	struct forward fwd;
 	bool model_loaded, fwd_ready;
+	struct pinning pin;
+	bool pin_ready;
 	double t_open;           /* when the model finished loading */
 	struct session_stat extra[SESSION_EXTRA_MAX];
 	size_t n_extra;
@@ -96,6 +110,9 @@ int session_parse_tokens(const char *s, int32_t **ids, int *n);
  * (or opt.ctx when set). session_close is safe after a failure. */
 int session_open(struct session *s, const struct session_options *o, int need_ctx);
 void session_close(struct session *s);
+
+/* A safe point between steps: applies --repin. */
+void session_safe_point(struct session *s);
 
 /* Adds a number to the --stats-json report (e.g. decode_tok_s). */
 void session_stat(struct session *s, const char *name, double value);

@@ -149,3 +149,41 @@ Test(run, no_tokenizer)
 	cr_expect(strchr(out, ','), "ids expected: %s", out);
 	free(out);
 }
+
+/* The --ram promise: a budget below the minimum is refused with the
+ * minimum in the message; at exactly that minimum the run works and its
+ * peak resident set stays within the budget plus the stated 32 MiB slack. */
+Test(run, ram_budget_holds)
+{
+	char args[8192], path[4400];
+	snprintf(args, sizeof args, "'%s' run --model '%s' --prompt 'count to ten' -n 16 --temp 0 --ram 1M 2>'%s/low.err'",
+		 tu_colibri(), model, scratch);
+	cr_assert_neq(tu_sh("%s", args), 0, "a 1 MiB budget was accepted");
+	snprintf(path, sizeof path, "%s/low.err", scratch);
+	char *err = tu_read(path, NULL);
+	cr_assert_not_null(err);
+	char *at = strstr(err, "minimum of ");
+	cr_assert_not_null(at, "the refusal does not state the minimum: %s", err);
+	double min_mib = atof(at + strlen("minimum of "));
+	cr_assert_gt(min_mib, 1.0, "%s", err);
+	free(err);
+	/* At the stated minimum (rounded up) the run must work within it. */
+	double ram = min_mib + 1;
+	snprintf(args, sizeof args, "run --model '%s' --prompt 'count to ten' -n 16 --temp 0 --ram %.0fM "
+		 "--stats-json '%s/b.json'", model, ram, scratch);
+	free(run_out("budget", args));
+	snprintf(path, sizeof path, "%s/b.json", scratch);
+	char *js = tu_read(path, NULL);
+	cr_assert_not_null(js);
+	char *p = strstr(js, "\"peak_rss_bytes\":");
+	cr_assert_not_null(p);
+	double peak = atof(p + strlen("\"peak_rss_bytes\":"));
+	cr_log_info("budget %.0f MiB, peak resident set %.1f MiB", ram, peak / 1048576.0);
+	if (strstr(js, "\"sanitizers\":\ttrue") || strstr(js, "\"sanitizers\": true") || strstr(js, "\"sanitizers\":true")) {
+		free(js);
+		cr_skip_test("built with AddressSanitizer: its shadow memory is not the engine's");
+	}
+	cr_expect_leq(peak, (ram + 32) * 1048576.0, "peak resident set %.1f MiB exceeds --ram %.0f MiB + 32 MiB",
+		      peak / 1048576.0, ram);
+	free(js);
+}

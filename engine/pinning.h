@@ -1,0 +1,38 @@
+/*
+ * pinning — learned pinning: the experts this user's workload routes to
+ * most (counted across runs in the usage sidecar) are loaded at start-up
+ * and kept in RAM for the whole run; --repin N lets a run swap up to N cold
+ * pinned experts for hotter streamed ones at safe points between tokens.
+ * Pinning changes which experts are resident, never the results.
+ */
+#ifndef COLIBRI_ENGINE_PINNING_H
+#define COLIBRI_ENGINE_PINNING_H
+
+#include <stdbool.h>
+
+#include "engine/model.h"
+#include "engine/usage.h"
+#include "storage/expert_store.h"
+
+struct pinning {
+	struct usage usage;          /* counts from earlier runs */
+	struct expert_pin *pins;     /* [cap] the current pinned set */
+	int n_pins, cap;
+	int32_t *hot_layer, *hot_expert; /* [cap * 2] scratch for selection */
+	bool enabled;
+	int repins;                  /* swaps made during this run */
+};
+
+/* Loads the sidecar and pins the hottest experts into at most `frames`
+ * frames (0 pins nothing, e.g. --no-pin). A pin set the store refuses is
+ * a warning, not a failure. */
+int pinning_start(struct pinning *p, struct model *m, int frames);
+
+/* Between steps: swaps at most max_swaps of the coldest pinned experts for
+ * hotter unpinned ones, ranked by earlier runs plus this run's counts. */
+int pinning_repin(struct pinning *p, struct model *m, int max_swaps);
+
+/* Adds this run's counts and writes the sidecar (a failure is a warning). */
+void pinning_finish(struct pinning *p, struct model *m);
+
+#endif
