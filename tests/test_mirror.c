@@ -1,0 +1,113 @@
+/*
+ * test_mirror — `colibri mirror` end to end: a copy is written, verified and
+ * registered (also partially, --layers); reads are striped over it with the
+ * logits bit-identical to the unmirrored run; a corrupted or missing mirror
+ * is taken out of rotation with a warning and the logits stay the same;
+ * --verify catches a corrupted copy naming the file; --remove unregisters;
+ * mirroring onto the model's own folder is refused.
+ */
+#include <criterion/criterion.h>
+
+#include "tests/test_util.h"
+
+static char scratch[4096], model[4200], mirror[4200], tokens[1024];
+
+static void setup(void)
+{
+	tu_mkdtemp(scratch, sizeof scratch);
+	snprintf(model, sizeof model, "%s/model", scratch);
+	snprintf(mirror, sizeof mirror, "%s/mirror", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int8 '%s/hf/qwen3_moe' '%s'", tu_colibri(), tu_fixtures(), model), 0);
+	char path[4200];
+	snprintf(path, sizeof path, "%s/ref/qwen3_moe.tokens", tu_fixtures());
+	char *t = tu_read(path, NULL);
+	cr_assert_not_null(t);
+	t[strcspn(t, "\r\n")] = 0;
+	snprintf(tokens, sizeof tokens, "%s", t);
+	free(t);
+}
+
+static void teardown(void)
+{
+	tu_rmrf(scratch);
+}
+
+TestSuite(mirror, .init = setup, .fini = teardown);
+
+/* Logits of the model with extra options; the caller frees. */
+static float *logits(const char *name, const char *extra, size_t *len)
+{
+	char out[4400];
+	snprintf(out, sizeof out, "%s/%s.f32", scratch, name);
+	cr_assert_eq(tu_sh("'%s' logits --model '%s' --tokens %s --out '%s' --ram min --no-pin %s 2>'%s.err'",
+			   tu_colibri(), model, tokens, out, extra, out), 0, "logits %s failed", name);
+	float *l = (float *)tu_read(out, len);
+	cr_assert_not_null(l);
+	return l;
+}
+
+static bool err_has(const char *name, const char *what)
+{
+	char path[4400];
+	snprintf(path, sizeof path, "%s/%s.f32.err", scratch, name);
+	char *e = tu_read(path, NULL);
+	bool has = e && strstr(e, what);
+	free(e);
+	return has;
+}
+
+Test(mirror, striped_reads_same_logits)
+{
+	size_t n0, n1;
+	float *base = logits("base", "", &n0);
+	cr_assert_eq(tu_sh("'%s' mirror --quiet --model '%s' --to '%s'", tu_colibri(), model, mirror), 0);
+	cr_assert_eq(tu_sh("grep -q '\"mirrors\"' '%s/manifest.json'", model), 0, "mirror not registered");
+	cr_assert_eq(tu_sh("cmp -s '%s/experts/layer-000.bin' '%s/experts/layer-000.bin'", model, mirror), 0);
+	float *l = logits("mirrored", "--stats", &n1);
+	cr_assert_eq(n0, n1);
+	cr_expect_eq(memcmp(base, l, n0), 0, "logits differ with a mirror");
+	cr_expect(err_has("mirrored", "copies:"), "no per-copy statistics with a mirror");
+	free(l);
+
+	/* Zero the mirror's layer 0 (same size, every record bad): whichever
+	 * records the stripe order sends there fail their checksum, the copy
+	 * leaves rotation, and the logits stay the same. */
+	cr_assert_eq(tu_sh("f='%s/experts/layer-000.bin'; dd if=/dev/zero of=\"$f\" bs=$(stat -c %%s \"$f\") count=1 conv=notrunc status=none",
+			   mirror), 0);
+	l = logits("corrupt", "--stats", &n1);
+	cr_expect_eq(memcmp(base, l, n0), 0, "logits differ with a corrupted mirror");
+	cr_expect(err_has("corrupt", "OUT OF ROTATION") || err_has("corrupt", "rotation"),
+		  "the bad mirror was not taken out of rotation");
+	free(l);
+	cr_expect_neq(tu_sh("'%s' mirror --quiet --model '%s' --verify 2>'%s/v.err'", tu_colibri(), model, scratch), 0,
+		      "--verify passed a corrupted mirror");
+	cr_expect_eq(tu_sh("grep -q 'layer-000.bin' '%s/v.err'", scratch), 0, "--verify does not name the file");
+
+	/* A mirror that disappeared: a warning, the same logits. */
+	cr_assert_eq(tu_sh("rm -rf '%s'", mirror), 0);
+	l = logits("gone", "", &n1);
+	cr_expect_eq(memcmp(base, l, n0), 0, "logits differ with a missing mirror");
+	free(l);
+	cr_expect_eq(tu_sh("'%s' mirror --model '%s' --to '%s' --remove", tu_colibri(), model, mirror), 0);
+	cr_expect_neq(tu_sh("grep -q '\"mirrors\"' '%s/manifest.json'", model), 0, "mirror still registered");
+	free(base);
+}
+
+Test(mirror, partial_and_refusals)
+{
+	cr_assert_eq(tu_sh("'%s' mirror --quiet --model '%s' --to '%s' --layers 2", tu_colibri(), model, mirror), 0);
+	cr_expect_neq(tu_sh("test -e '%s/experts/layer-000.bin'", mirror), 0, "layer 0 copied into a partial mirror");
+	cr_expect_eq(tu_sh("test -e '%s/experts/layer-002.bin'", mirror), 0);
+	cr_expect_eq(tu_sh("'%s' mirror --quiet --model '%s' --verify", tu_colibri(), model), 0);
+	size_t n0, n1;
+	float *a = logits("partial", "", &n0);
+	cr_assert_eq(tu_sh("'%s' mirror --model '%s' --to '%s' --remove", tu_colibri(), model, mirror), 0);
+	float *b = logits("unmirrored", "", &n1);
+	cr_expect(n0 == n1 && memcmp(a, b, n0) == 0, "partial mirror changed the logits");
+	free(a);
+	free(b);
+	cr_expect_neq(tu_sh("'%s' mirror --quiet --model '%s' --to '%s' 2>/dev/null", tu_colibri(), model, model), 0,
+		      "mirroring onto the model itself was accepted");
+	cr_expect_neq(tu_sh("'%s' mirror --quiet --model '%s' --to '%s/m2' --layers 1 2>/dev/null", tu_colibri(), model,
+			    scratch), 0, "a dense layer was accepted for mirroring");
+}
