@@ -15,6 +15,10 @@
 #include "compute/threadpool.h"
 #include "engine/forward_internal.h"
 
+/* transformers builds q_a_layernorm and kv_a_layernorm with the default eps,
+ * not rms_norm_eps. */
+#define MLA_NORM_EPS 1e-6f
+
 int64_t forward_head_scratch(const struct model_config *c)
 {
 	if (c->attn != ATTN_MLA)
@@ -72,7 +76,7 @@ void attn_mla(struct forward *f, int layer, int n)
 	if (QL > 0) {
 		matmul(f->pool, qa, &lw->q_a, f->xn, n);
 		for (int t = 0; t < n; t++)
-			rmsnorm(qa + t * QL, qa + t * QL, lw->q_a_norm, QL, c->rms_eps);
+			rmsnorm(qa + t * QL, qa + t * QL, lw->q_a_norm, QL, MLA_NORM_EPS);
 		matmul(f->pool, f->q, &lw->q_b, qa, n);
 	} else {
 		matmul(f->pool, f->q, &lw->wq, f->xn, n);
@@ -81,7 +85,7 @@ void attn_mla(struct forward *f, int layer, int n)
 	for (int t = 0; t < n; t++) {
 		int64_t pos = f->pos + t;
 		float *kv = kva + t * W;
-		rmsnorm(kv, kv, lw->kv_a_norm, L, c->rms_eps);
+		rmsnorm(kv, kv, lw->kv_a_norm, L, MLA_NORM_EPS);
 		forward_rope(f, kv + L, pos);
 		memcpy(f->k_cache + ((size_t)layer * f->ctx + (size_t)pos) * W, kv, (size_t)W * sizeof(float));
 		for (int h = 0; h < c->n_heads; h++)

@@ -2,8 +2,10 @@
  * test_forward — the forward pass against the independent numpy reference
  * (tools/reference.py, written from the transformers model definitions):
  *  - f32 and bf16 containers of olmoe, qwen3_moe (with a dense layer, fused
- *    experts, fp8 weights) and mixtral: top-1 equal at every position and
- *    max |logit - reference| <= 2e-3, teacher-forced;
+ *    experts, fp8 weights), mixtral, deepseek_v3 (MLA in the absorbed form,
+ *    YaRN, grouped sigmoid routing, shared experts; with and without
+ *    q_lora; fp8 block-scaled) and glm4_moe: top-1 equal at every position
+ *    and max |logit - reference| <= 2e-3, teacher-forced;
  *  - int8 and int4 containers: top-1 agreement and KL divergence against the
  *    f32 container, reported and bounded;
  *  - transformers v5 checkpoints: Mixtral with fused experts under mlp. and
@@ -124,6 +126,10 @@ Test(forward, qwen3_moe_exact) { check_exact("qwen3_moe", "f32"); check_exact("q
 Test(forward, mixtral_exact) { check_exact("mixtral", "f32"); check_exact("mixtral", "bf16"); }
 Test(forward, qwen3_moe_fused_exact) { check_exact("qwen3_moe_fused", "bf16"); }
 Test(forward, qwen3_moe_fp8_exact) { check_exact("qwen3_moe_fp8", "f32"); }
+Test(forward, deepseek_v3_exact) { check_exact("deepseek_v3", "f32"); check_exact("deepseek_v3", "bf16"); }
+Test(forward, deepseek_v3_noqlora_exact) { check_exact("deepseek_v3_noqlora", "bf16"); }
+Test(forward, deepseek_v3_fp8_exact) { check_exact("deepseek_v3_fp8", "f32"); }
+Test(forward, glm4_moe_exact) { check_exact("glm4_moe", "f32"); check_exact("glm4_moe", "bf16"); }
 
 Test(forward, mixtral_v5_fused_sliding_window)
 {
@@ -255,6 +261,7 @@ static void check_identical(const char *name, const char *quant)
 
 Test(forward, bit_identical_int4) { check_identical("qwen3_moe", "int4"); }
 Test(forward, bit_identical_bf16) { check_identical("mixtral", "bf16"); }
+Test(forward, bit_identical_mla) { check_identical("deepseek_v3", "int4"); }
 
 /* A corrupted expert record stops decoding with a message naming layer,
  * expert, file and offset; a truncated expert file is refused at load. */

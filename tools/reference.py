@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Reference forward pass of OLMoE, Qwen3-MoE and Mixtral in numpy.
+"""Reference forward pass of OLMoE, Qwen3-MoE and Mixtral in numpy
+(DeepSeek-V3 and GLM-4.5 MoE, with their MTP head: ref_deepseek.py).
 
     reference.py --model HF_DIR (--tokens 1,2,3 | --pick-tokens N --tokens-out FILE)
                  --out FILE.f32 [--seed S] [--min-margin EPS] [--dump-hidden] [--quiet]
+                 [--mtp-out FILE.f32 [--mtp-hidden normed|raw]]
 
 An independent re-implementation of the Hugging Face transformers model
 definitions (modeling_olmoe.py, modeling_qwen3_moe.py, modeling_mixtral.py)
@@ -41,6 +43,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
+import ref_deepseek  # noqa: E402
 
 
 class Model:
@@ -269,6 +272,8 @@ def dense_mlp(m, layer, h):
 
 def forward(m, tokens):
     """Returns (logits [n, vocab] float64, hidden [L+1, n, H], routing records)."""
+    if isinstance(m, ref_deepseek.Model):
+        return m.forward(tokens)
     n = len(tokens)
     x = m.rows("model.embed_tokens.weight", np.asarray(tokens))
     cos, sin = rope_tables(m.head_dim, m.rope_theta, n)
@@ -321,6 +326,11 @@ def main(argv=None):
                          "--pick-tokens, unchecked otherwise)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--dump-hidden", action="store_true")
+    ap.add_argument("--mtp-out", help="deepseek_v3 / glm4_moe: also write the MTP head's logits "
+                    "[n_tokens - 1, vocab] (row t predicts token t + 2); its routing counts in the margin")
+    ap.add_argument("--mtp-hidden", choices=("normed", "raw"), default="normed",
+                    help="hidden state fed to the MTP head: after model.norm (default, as vLLM "
+                    "and SGLang) or the residual stream before it")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     if (args.tokens is None) == (args.pick_tokens is None):
@@ -328,7 +338,10 @@ def main(argv=None):
     if args.pick_tokens is not None and not args.tokens_out:
         ap.error("--pick-tokens needs --tokens-out")
 
-    m = Model(args.model)
+    m = (ref_deepseek.load(args.model, args.mtp_out is not None, args.mtp_hidden)
+         or Model(args.model))
+    if args.mtp_out and not getattr(m, "want_mtp", False):
+        ap.error("--mtp-out: the model has no MTP layer")
     if args.tokens is not None:
         try:
             tokens = [int(t) for t in args.tokens.split(",") if t.strip() != ""]
@@ -364,6 +377,8 @@ def main(argv=None):
     if not np.all(np.isfinite(logits)):
         raise SystemExit("reference: non-finite logits")
     logits.astype("<f4").tofile(args.out)
+    if args.mtp_out:
+        m.mtp_logits.astype("<f4").tofile(args.mtp_out)
     if args.dump_hidden:
         hidden.astype("<f4").tofile(args.out + ".hidden.f32")
         with open(args.out + ".routing.json", "w") as f:
