@@ -27,14 +27,21 @@ struct plan_container {
 	struct model_config cfg;
 	enum quant_type expert_type;
 	char expert_quant[8];        /* its name */
-	char **paths;                /* [n_paths] "DIR/experts/layer-NNN.bin" */
+	char **paths;                /* [n_paths]: the n_primary expert files "DIR/experts/layer-NNN.bin"
+				      * in manifest order, then the mirror copies that exist */
+	int *path_layer;             /* [n_paths] index of each file's expert layer (manifest order) */
 	int n_paths;
+	int n_primary;
 };
 
-/* Loads config.json and the manifest of dir; ctx 0 means PLAN_CTX_DEFAULT
- * positions, at most the model's. Free with plan_container_free, also after
- * a failure. -errno with a message on failure. */
-int plan_container_load(struct plan_container *c, const char *dir, int ctx);
+/* Loads config.json and the manifest of dir. ctx 0 means PLAN_CTX_DEFAULT
+ * positions (at most the model's), batch 0 PLAN_BATCH_DEFAULT, threads 0 the
+ * physical cores. kv_bytes_per_position and scratch_bytes are what
+ * forward_init allocates for that ctx, batch and threads (KV cache and
+ * score rows per position; the rest), plus PLAN_OUTPUT_ROWS logits rows
+ * and PLAN_RESERVE_BYTES. Free with plan_container_free, also after a
+ * failure. -errno with a message on failure. */
+int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads);
 void plan_container_free(struct plan_container *c);
 
 /* Prints "colibri: <message>" for the pending error (or `what` if none) to

@@ -20,14 +20,17 @@
 static void run_usage(FILE *f)
 {
 	fprintf(f, "usage: colibri run --model DIR (--prompt TEXT | --tokens IDS) [-n N] [--temp T] [--top-p P]\n"
-		   "                   [--top-k K] [--seed S] [--chat] [--system TEXT]%s\n"
+		   "                   [--top-k K] [--seed S] [--chat] [--system TEXT] [--draft auto|N]%s\n"
 		   "  Generates up to N tokens (default 128) and streams the text to stdout.\n"
 		   "  Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
+		   "  --draft: tokens drafted per step with the model's MTP head and verified in one\n"
+		   "  forward (exact: greedy output is the same with and without); auto (default)\n"
+		   "  measures whether drafting pays and turns it off when it does not.\n"
 		   "  --stats prints prompt and decode tok/s, time to first token and expert statistics to stderr.\n",
 		SESSION_USAGE);
 }
 
-enum { RUN_PROMPT = 2000, RUN_TOKENS, RUN_TEMP, RUN_TOP_P, RUN_TOP_K, RUN_SEED, RUN_CHAT, RUN_SYSTEM };
+enum { RUN_PROMPT = 2000, RUN_TOKENS, RUN_TEMP, RUN_TOP_P, RUN_TOP_K, RUN_SEED, RUN_CHAT, RUN_SYSTEM, RUN_DRAFT };
 
 static int parse_float(const char *name, const char *arg, float lo, float hi, float *out)
 {
@@ -52,6 +55,7 @@ int cmd_run(int argc, char **argv)
 		{ "temp", required_argument, 0, RUN_TEMP },     { "top-p", required_argument, 0, RUN_TOP_P },
 		{ "top-k", required_argument, 0, RUN_TOP_K },   { "seed", required_argument, 0, RUN_SEED },
 		{ "chat", no_argument, 0, RUN_CHAT },           { "system", required_argument, 0, RUN_SYSTEM },
+		{ "draft", required_argument, 0, RUN_DRAFT },
 		{ "help", no_argument, 0, 'h' },                { 0, 0, 0, 0 },
 	};
 	/* The model folder decides the sampling defaults: find it first. */
@@ -88,6 +92,17 @@ int cmd_run(int argc, char **argv)
 			break;
 		case RUN_CHAT: chat = true; break;
 		case RUN_SYSTEM: system = optarg; break;
+		case RUN_DRAFT:
+			if (!strcmp(optarg, "auto")) {
+				go.draft = -1;
+			} else {
+				char *end;
+				long v = strtol(optarg, &end, 10);
+				if (*end || v < 0 || v > 16)
+					rc = error_set(EINVAL, "--draft takes auto or a number of drafts 0..16, not \"%s\"", optarg);
+				go.draft = (int)v;
+			}
+			break;
 		case 'h':
 			run_usage(stdout);
 			return 0;
@@ -124,7 +139,7 @@ int cmd_run(int argc, char **argv)
 	struct session s;
 	memset(&s, 0, sizeof s);
 	if (!rc)
-		rc = session_open(&s, &so, n + go.n_predict);
+		rc = session_open(&s, &so, n + go.n_predict + 17); /* + room to verify drafts */
 	struct generate_stats st;
 	if (!rc)
 		rc = generate_run(&s, tok, ids, n, &go, stdout, &st);

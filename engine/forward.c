@@ -33,7 +33,7 @@ struct fbuf {
 	size_t bytes;
 };
 
-#define FORWARD_BUFS 30 /* >= the entries forward_buffers lists */
+#define FORWARD_BUFS 32 /* >= the entries forward_buffers lists */
 
 static int forward_buffers(struct forward *f, const struct model_config *c, struct fbuf *b)
 {
@@ -42,7 +42,8 @@ static int forward_buffers(struct forward *f, const struct model_config *c, stru
 	size_t K = (size_t)(c->top_k > 0 ? c->top_k : 1), E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
 	size_t I = (size_t)(c->moe_intermediate > c->intermediate ? c->moe_intermediate : c->intermediate);
 	size_t Ish = (size_t)c->moe_intermediate * (size_t)c->n_shared_experts;
-	size_t T = (size_t)f->n_threads, C = (size_t)f->ctx, Lyr = (size_t)c->n_layers;
+	size_t T = (size_t)f->n_threads, C = (size_t)f->ctx;
+	size_t Lyr = (size_t)(c->n_layers + c->n_mtp_layers); /* MTP layers keep their own cache */
 	I = I > Ish ? I : Ish;
 	int n = 0;
 #define FBUF(field, size) (b[n++] = (struct fbuf){ (void **)&f->field, (size) })
@@ -75,6 +76,8 @@ static int forward_buffers(struct forward *f, const struct model_config *c, stru
 	FBUF(pred_logits, B * E * F);
 	FBUF(pred_sel, B * K * sizeof(int32_t));
 	FBUF(predicted, Lyr * E * sizeof(int32_t));
+	FBUF(hidden, B * H * F);
+	FBUF(mtp_in, B * 2 * H * F);
 #undef FBUF
 	return n;
 }
@@ -366,6 +369,24 @@ static int moe_block(struct forward *f, int layer, int n)
 	return 0;
 }
 
+/* One decoder layer over the chunk at positions f->pos..: attention, then
+ * the dense or MoE FFN, each with its residual. */
+static int layer_forward(struct forward *f, int l, int n)
+{
+	const struct model_config *c = &f->m->cfg;
+	const struct layer_weights *lw = &f->m->layers[l];
+	int64_t H = c->hidden;
+	attention_block(f, l, n);
+	for (int t = 0; t < n; t++)
+		rmsnorm(f->xn + t * H, f->x + t * H, lw->ffn_norm, H, c->rms_eps);
+	if (lw->moe)
+		return moe_block(f, l, n);
+	swiglu_ffn(f, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down, f->xn, n, f->tmp);
+	for (int64_t i = 0; i < n * H; i++)
+		f->x[i] += f->tmp[i];
+	return 0;
+}
+
 int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits)
 {
 	const struct model *m = f->m;
@@ -382,27 +403,54 @@ int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits,
 		quant_row_dequantize(f->x + t * H, &m->embed, tokens[t]);
 	}
 	for (int l = 0; l < c->n_layers; l++) {
-		const struct layer_weights *lw = &m->layers[l];
-		attention_block(f, l, n);
-		for (int t = 0; t < n; t++)
-			rmsnorm(f->xn + t * H, f->x + t * H, lw->ffn_norm, H, c->rms_eps);
-		if (lw->moe) {
-			int rc = moe_block(f, l, n);
-			if (rc)
-				return rc;
-		} else {
-			swiglu_ffn(f, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down, f->xn, n, f->tmp);
-			for (int64_t i = 0; i < n * H; i++)
-				f->x[i] += f->tmp[i];
-		}
+		int rc = layer_forward(f, l, n);
+		if (rc)
+			return rc;
 	}
 	f->pos += n;
+	/* Every row's final hidden state stays in f->hidden (the MTP input). */
+	for (int t = 0; t < n; t++)
+		rmsnorm(f->hidden + t * H, f->x + t * H, m->final_norm, H, c->rms_eps);
 	if (!logits)
 		return 0;
 	int first = all_logits ? 0 : n - 1;
-	for (int t = first; t < n; t++)
-		rmsnorm(f->xn + (t - first) * H, f->x + t * H, m->final_norm, H, c->rms_eps);
-	matmul(f->pool, logits, &m->lm_head, f->xn, n - first);
+	matmul(f->pool, logits, &m->lm_head, f->hidden + (size_t)first * H, n - first);
+	return 0;
+}
+
+int forward_mtp(struct forward *f, int module, const float *hidden, const int32_t *next, int n, int pos0,
+		float *logits, float *hidden_out)
+{
+	const struct model *m = f->m;
+	const struct model_config *c = &m->cfg;
+	int64_t H = c->hidden;
+	if (module < 0 || module >= m->n_mtp)
+		return error_set(EINVAL, "the model has no MTP module %d", module);
+	if (n <= 0 || n > f->batch || pos0 < 0 || pos0 + n > f->ctx)
+		return error_set(EINVAL, "MTP: %d rows at position %d do not fit", n, pos0);
+	const struct mtp_weights *w = &m->mtp[module];
+	/* u_t = eh_proj([enorm(E[next_t]); hnorm(h_t)]), embedding first. */
+	for (int t = 0; t < n; t++) {
+		float *in = f->mtp_in + (size_t)t * 2 * H;
+		if (next[t] < 0 || next[t] >= c->vocab)
+			return error_set(EINVAL, "token id %d is outside the vocabulary", next[t]);
+		quant_row_dequantize(in, &w->embed, next[t]);
+		rmsnorm(in, in, w->enorm, H, c->rms_eps);
+		rmsnorm(in + H, hidden + (size_t)t * H, w->hnorm, H, c->rms_eps);
+	}
+	matmul(f->pool, f->x, &w->eh_proj, f->mtp_in, n);
+	int32_t saved = f->pos;
+	f->pos = pos0;
+	int rc = layer_forward(f, c->n_layers + module, n);
+	f->pos = saved;
+	if (rc)
+		return rc;
+	for (int t = 0; t < n; t++)
+		rmsnorm(f->xn + t * H, f->x + t * H, w->head_norm, H, c->rms_eps);
+	if (hidden_out)
+		memcpy(hidden_out, f->xn, (size_t)n * H * sizeof(float));
+	if (logits)
+		matmul(f->pool, logits, &w->head, f->xn, n);
 	return 0;
 }
 

@@ -50,6 +50,8 @@ struct forward {
 	float *inv_freq;             /* [head_dim / 2] */
 	bool prefetch;               /* predict and prefetch the next MoE layer */
 	float *pred_in;              /* [batch, hidden] prediction input */
+	float *hidden;               /* [batch, hidden] final-normed hidden states of the last step */
+	float *mtp_in;               /* [batch, 2 * hidden] MTP module input */
 	float *route_scratch;        /* [n_experts] biased scores of the grouped router */
 	float *pred_logits;          /* [batch, n_experts] */
 	int32_t *pred_sel;           /* [batch, top_k] */
@@ -77,6 +79,15 @@ void forward_reset(struct forward *f);
  * logits: [n, vocab] when all_logits, else [vocab] for the last token; may
  * be NULL. -ENOSPC when the context is full; -errno from the expert store. */
 int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits);
+
+/* Runs MTP module `module` over n rows: row t combines hidden[t] (a final
+ * hidden state, as forward_step leaves in f->hidden) with the token next[t]
+ * that followed it, at MTP cache position pos0 + t, and gives logits for
+ * the token after next[t] ([n, vocab], may be NULL) and the module's normed
+ * output hidden states (may be NULL) for chained drafting. The main
+ * model's cache and position are untouched. */
+int forward_mtp(struct forward *f, int module, const float *hidden, const int32_t *next, int n, int pos0,
+		float *logits, float *hidden_out);
 
 /* Runs any number of tokens in chunks of batch; logits as forward_step. */
 int forward_tokens(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits);

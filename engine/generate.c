@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@ void generate_options_default(struct generate_options *o, const char *model_dir)
 {
 	memset(o, 0, sizeof *o);
 	o->n_predict = 128;
+	o->draft = -1;
 	o->temp = 0;
 	o->top_p = 1;
 	o->seed = (uint64_t)time(NULL);
@@ -58,70 +60,267 @@ static bool is_eos(const struct model_config *c, const struct tokenizer *tok, in
 	return tok && tokenizer_eos_id(tok) == id;
 }
 
+/* One generation: the output stream and what has been emitted. */
+struct gen {
+	struct session *s;
+	const struct tokenizer *tok;
+	const struct generate_options *o;
+	FILE *out;
+	struct generate_stats *st;
+	struct sampler smp;
+	struct tokenizer_stream ts;
+	bool have_stream;
+	bool done;               /* EOS seen or n_predict reached */
+};
+
+/* Emits one sampled token; stops the run at EOS or after n_predict. */
+static void gen_emit(struct gen *g, int32_t id)
+{
+	if (g->done)
+		return;
+	if (is_eos(&g->s->model.cfg, g->tok, id)) {
+		g->st->stopped_at_eos = true;
+		g->done = true;
+		return;
+	}
+	if (g->have_stream) {
+		const char *text;
+		size_t len;
+		if (tokenizer_stream_put(&g->ts, id, &text, &len) == 0 && len)
+			fwrite(text, 1, len, g->out);
+	} else {
+		fprintf(g->out, "%s%d", g->st->n_generated ? "," : "", id);
+	}
+	fflush(g->out);
+	g->st->n_generated++;
+	g->done = g->st->n_generated >= g->o->n_predict;
+}
+
+/* Buffers and state of decoding. The invariant between steps: `cur` is the
+ * next token, sampled but neither emitted nor in the cache; h_prev is the
+ * final hidden state of position f->pos - 1; with an MTP module in use, its
+ * cache holds the true pairs up to position f->pos - 2. */
+struct dec {
+	int n;                   /* drafts per speculative step (0: none) */
+	bool mtp;                /* keep the MTP cache current */
+	float *rows;             /* [n + 1, vocab] logits */
+	float *draft_logits;     /* [vocab] */
+	float *q;                /* [n, vocab] draft distributions */
+	float *p;                /* [vocab] target distribution */
+	float *hid;              /* [n + 1, hidden] */
+	float *mtp_hid;          /* [n, hidden] module output states, for chained drafts */
+	float *h_prev;           /* [hidden] */
+	int32_t *toks;           /* [n + 1] cur and the drafts */
+	int32_t cur;
+	bool drafted;            /* toks[1..n] and q hold drafts for cur */
+};
+
+/* Drafts n tokens after cur: the first from h_prev, the rest chained
+ * through the module's own output state. Writes the true MTP pair of
+ * position f->pos - 1 on the way. */
+static int dec_draft(struct gen *g, struct dec *d)
+{
+	struct forward *f = &g->s->fwd;
+	int64_t H = g->s->model.cfg.hidden, V = g->s->model.cfg.vocab;
+	int32_t prev = d->cur;
+	const float *h = d->h_prev;
+	for (int k = 0; k < d->n; k++) {
+		int rc = forward_mtp(f, 0, h, &prev, 1, f->pos - 1 + k, d->draft_logits, d->mtp_hid + k * H);
+		if (rc)
+			return rc;
+		sampler_probs(&g->smp, d->draft_logits, d->q + (size_t)k * V);
+		prev = sampler_draw(&g->smp, d->q + (size_t)k * V);
+		d->toks[k + 1] = prev;
+		h = d->mtp_hid + k * H;
+	}
+	d->drafted = true;
+	return 0;
+}
+
+/* One token with one forward; keeps the MTP cache current when asked. */
+static int dec_plain(struct gen *g, struct dec *d)
+{
+	struct forward *f = &g->s->fwd;
+	int64_t H = g->s->model.cfg.hidden;
+	gen_emit(g, d->cur);
+	d->drafted = false;
+	if (g->done)
+		return 0;
+	int32_t P = f->pos;
+	int rc = forward_step(f, &d->cur, 1, d->rows, false);
+	g->st->forwards++;
+	if (!rc && d->mtp)
+		rc = forward_mtp(f, 0, d->h_prev, &d->cur, 1, P - 1, NULL, NULL);
+	if (rc)
+		return rc;
+	memcpy(d->h_prev, f->hidden, (size_t)H * sizeof(float));
+	d->cur = sampler_sample(&g->smp, d->rows);
+	return 0;
+}
+
+/* One speculative step: verify [cur, d_1..d_n] in one forward and accept
+ * the longest prefix the model agrees with (speculative sampling: accept
+ * d with probability min(1, p/q), else draw from max(0, p - q); at
+ * temperature 0 exactly the greedy tokens), roll the cache back to what was
+ * accepted, write the true MTP pairs and draft again. */
+static int dec_spec(struct gen *g, struct dec *d)
+{
+	struct forward *f = &g->s->fwd;
+	int64_t H = g->s->model.cfg.hidden, V = g->s->model.cfg.vocab;
+	int rc = d->drafted ? 0 : dec_draft(g, d);
+	if (rc)
+		return rc;
+	int32_t P = f->pos;
+	d->toks[0] = d->cur;
+	if ((rc = forward_step(f, d->toks, d->n + 1, d->rows, true)))
+		return rc;
+	memcpy(d->hid, f->hidden, (size_t)(d->n + 1) * H * sizeof(float));
+	g->st->forwards++;
+	g->st->drafted += (uint64_t)d->n;
+	d->drafted = false;
+	gen_emit(g, d->cur);
+	int j = 0;
+	int32_t next = -1;
+	for (; j < d->n && !g->done; j++) {
+		sampler_probs(&g->smp, d->rows + (size_t)j * V, d->p);
+		int32_t t = d->toks[j + 1];
+		const float *q = d->q + (size_t)j * V;
+		if (d->p[t] < q[t] && sampler_uniform(&g->smp) * q[t] >= d->p[t]) {
+			for (int64_t v = 0; v < V; v++)
+				d->p[v] = d->p[v] > q[v] ? d->p[v] - q[v] : 0.0f;
+			next = sampler_draw(&g->smp, d->p);
+			break;
+		}
+		gen_emit(g, t);
+		g->st->accepted++;
+	}
+	f->pos = P + 1 + j; /* cur and the j accepted drafts stay */
+	if (g->done)
+		return 0;
+	if (next < 0) {
+		sampler_probs(&g->smp, d->rows + (size_t)j * V, d->p);
+		next = sampler_draw(&g->smp, d->p);
+	}
+	if (j > 0 && (rc = forward_mtp(f, 0, d->hid, d->toks + 1, j, P, NULL, NULL)))
+		return rc;
+	memcpy(d->h_prev, d->hid + (size_t)j * H, (size_t)H * sizeof(float));
+	d->cur = next;
+	return dec_draft(g, d);
+}
+
+/* --draft auto: measure decoding with and without drafts over short
+ * windows and keep the faster for a while. Drafting widens the set of
+ * experts each forward needs, so it pays when the cache hits and the drafts
+ * are accepted, and loses when the disk is the bottleneck. */
+#define AUTO_PROBE_TOKENS 16
+#define AUTO_KEEP_TOKENS 128
+
+static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
+{
+	int rc = 0;
+	bool spec = d->n > 0;
+	double rate[2] = { 0, 0 };   /* tokens/s: [0] plain, [1] drafting */
+	int phase = 0;               /* auto: 0 probe drafting, 1 probe plain, 2 keep */
+	int phase_start = g->st->n_generated;
+	double t_phase = now_s();
+	while (!rc && !g->done) {
+		rc = spec ? dec_spec(g, d) : dec_plain(g, d);
+		if (g->st->n_generated % 16 == 15 && !spec)
+			session_safe_point(g->s);
+		if (draft_mode >= 0 || d->n == 0)
+			continue;
+		int done = g->st->n_generated - phase_start;
+		if ((phase < 2 && done >= AUTO_PROBE_TOKENS) || (phase == 2 && done >= AUTO_KEEP_TOKENS)) {
+			double dt = now_s() - t_phase;
+			if (phase < 2)
+				rate[spec] = dt > 0 ? done / dt : 0;
+			phase = (phase + 1) % 3;
+			spec = phase == 0 ? true : phase == 1 ? false : rate[1] > rate[0];
+			g->st->draft_switches++;
+			phase_start = g->st->n_generated;
+			t_phase = now_s();
+		}
+	}
+	return rc;
+}
+
 int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *prompt,
 		 int n_prompt, const struct generate_options *o, FILE *out, struct generate_stats *st)
 {
 	const struct model_config *c = &s->model.cfg;
-	struct sampler smp;
-	struct tokenizer_stream ts;
-	bool have_stream = false;
+	struct forward *f = &s->fwd;
+	struct gen g = { .s = s, .tok = tok, .o = o, .out = out, .st = st };
+	struct dec d = { 0 };
 	memset(st, 0, sizeof *st);
 	st->n_prompt = n_prompt;
-	float *logits = malloc((size_t)c->vocab * sizeof(float));
-	int rc = logits ? sampler_init(&smp, c->vocab, o->temp, o->top_k, o->top_p, o->seed)
-			: error_set(ENOMEM, "out of memory");
-	if (rc) {
-		free(logits);
-		return rc;
-	}
-	if (tok && !o->print_ids) {
-		if ((rc = tokenizer_stream_init(&ts, tok)) != 0) {
+	int has_mtp = s->model.n_mtp > 0;
+	int mode = o->draft; /* -1 auto, 0 off, N */
+	if (mode > 0 && !has_mtp)
+		fprintf(stderr, "colibri: warning: the model has no MTP module; --draft ignored\n");
+	d.n = !has_mtp ? 0 : mode < 0 ? 1 : mode;
+	if (d.n > f->batch - 1)
+		d.n = f->batch - 1;
+	if (d.n > 16)
+		d.n = 16;
+	d.mtp = d.n > 0;
+	int64_t V = c->vocab, H = c->hidden;
+	size_t rows = (size_t)(d.n + 1);
+	d.rows = malloc(rows * V * sizeof(float));
+	d.draft_logits = malloc(V * sizeof(float));
+	d.q = malloc((size_t)(d.n + 1) * V * sizeof(float));
+	d.p = malloc(V * sizeof(float));
+	d.hid = malloc(rows * H * sizeof(float));
+	d.mtp_hid = malloc(rows * H * sizeof(float));
+	d.h_prev = malloc(H * sizeof(float));
+	d.toks = malloc(rows * sizeof(int32_t));
+	int rc = 0;
+	if (!d.rows || !d.draft_logits || !d.q || !d.p || !d.hid || !d.mtp_hid || !d.h_prev || !d.toks)
+		rc = error_set(ENOMEM, "out of memory");
+	if (!rc)
+		rc = sampler_init(&g.smp, c->vocab, o->temp, o->top_k, o->top_p, o->seed);
+	if (!rc && tok && !o->print_ids) {
+		if ((rc = tokenizer_stream_init(&g.ts, tok)) != 0)
 			rc = error_set(-rc, "cannot start the text stream");
-			goto out;
-		}
-		have_stream = true;
+		else
+			g.have_stream = true;
 	}
+	/* Prefill in chunks; with drafting, also the MTP pairs the prompt knows. */
 	double t0 = now_s();
-	rc = forward_tokens(&s->fwd, prompt, n_prompt, logits, false);
+	for (int i = 0; !rc && i < n_prompt; i += f->batch) {
+		int len = n_prompt - i < f->batch ? n_prompt - i : f->batch;
+		rc = forward_step(f, prompt + i, len, d.rows, false);
+		int known = i + len < n_prompt ? len : len - 1;
+		if (!rc && d.mtp && known > 0)
+			rc = forward_mtp(f, 0, f->hidden, prompt + i + 1, known, i, NULL, NULL);
+		if (!rc && i + len == n_prompt)
+			memcpy(d.h_prev, f->hidden + (size_t)(len - 1) * H, (size_t)H * sizeof(float));
+	}
 	st->prefill_s = now_s() - t0;
 	double t1 = now_s();
-	for (int i = 0; !rc && i < o->n_predict; i++) {
-		int32_t id = sampler_sample(&smp, logits);
-		if (i == 0)
-			st->first_token_s = now_s() - t0;
-		if (is_eos(c, tok, id)) {
-			st->stopped_at_eos = true;
-			break;
-		}
-		st->n_generated++;
-		if (have_stream) {
-			const char *text;
-			size_t len;
-			if (tokenizer_stream_put(&ts, id, &text, &len) == 0 && len)
-				fwrite(text, 1, len, out);
-		} else {
-			fprintf(out, "%s%d", i ? "," : "", id);
-		}
-		fflush(out);
-		if (i + 1 < o->n_predict)
-			rc = forward_step(&s->fwd, &id, 1, logits, false);
-		if (i % 16 == 15)
-			session_safe_point(s);
+	if (!rc && o->n_predict > 0) {
+		d.cur = sampler_sample(&g.smp, d.rows);
+		st->first_token_s = now_s() - t0;
+		rc = decode_loop(&g, &d, mode);
 	}
 	st->decode_s = now_s() - t1;
-	if (have_stream) {
+	if (g.have_stream) {
 		const char *text;
 		size_t len;
-		if (tokenizer_stream_flush(&ts, &text, &len) == 0 && len)
+		if (tokenizer_stream_flush(&g.ts, &text, &len) == 0 && len)
 			fwrite(text, 1, len, out);
+		tokenizer_stream_free(&g.ts);
 	}
 	fputc('\n', out);
 	fflush(out);
-out:
-	if (have_stream)
-		tokenizer_stream_free(&ts);
-	sampler_free(&smp);
-	free(logits);
+	sampler_free(&g.smp);
+	free(d.rows);
+	free(d.draft_logits);
+	free(d.q);
+	free(d.p);
+	free(d.hid);
+	free(d.mtp_hid);
+	free(d.h_prev);
+	free(d.toks);
 	return rc;
 }
 
@@ -132,6 +331,11 @@ void generate_stats_print(const struct generate_stats *st, FILE *f)
 	fprintf(f, "decode: %d tokens in %.3f s (%.2f tok/s)%s\n", st->n_generated, st->decode_s,
 		st->decode_s > 0 ? st->n_generated / st->decode_s : 0, st->stopped_at_eos ? ", stopped at EOS" : "");
 	fprintf(f, "time to first token: %.3f s\n", st->first_token_s);
+	if (st->drafted)
+		fprintf(f, "drafting: %" PRIu64 " of %" PRIu64 " drafts accepted (%.1f%%), %.2f tokens per forward%s\n",
+			st->accepted, st->drafted, 100.0 * st->accepted / st->drafted,
+			st->forwards ? (double)st->n_generated / st->forwards : 0,
+			st->draft_switches ? " (auto: switched between drafting and plain)" : "");
 }
 
 void generate_stats_record(const struct generate_stats *st, struct session *s)
@@ -143,4 +347,8 @@ void generate_stats_record(const struct generate_stats *st, struct session *s)
 	session_stat(s, "prompt_tok_s", st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0);
 	session_stat(s, "decode_tok_s", st->decode_s > 0 ? st->n_generated / st->decode_s : 0);
 	session_stat(s, "time_to_first_token_s", st->first_token_s);
+	session_stat(s, "drafted", (double)st->drafted);
+	session_stat(s, "draft_accepted", (double)st->accepted);
+	session_stat(s, "draft_acceptance", st->drafted ? (double)st->accepted / st->drafted : 0);
+	session_stat(s, "tokens_per_forward", st->forwards ? (double)st->n_generated / st->forwards : 0);
 }

@@ -22,6 +22,7 @@ struct generate_options {
 	float top_p;
 	uint64_t seed;
 	bool print_ids;      /* print ids instead of text (no tokenizer) */
+	int draft;           /* MTP drafts per step: -1 auto (default), 0 off, N */
 };
 
 struct generate_stats {
@@ -29,6 +30,9 @@ struct generate_stats {
 	double prefill_s, decode_s;
 	double first_token_s;   /* from start to the first generated token */
 	bool stopped_at_eos;
+	uint64_t forwards;      /* decode forwards (a verification counts once) */
+	uint64_t drafted, accepted;
+	int draft_switches;     /* auto mode changes */
 };
 
 /* Reads temperature/top_k/top_p/do_sample from DIR/generation_config.json

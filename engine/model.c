@@ -179,6 +179,29 @@ static int load_layer(struct model *m, int i)
 	return rc;
 }
 
+static int load_mtp(struct model *m, int layer, struct mtp_weights *w)
+{
+	const struct model_config *c = &m->cfg;
+	int64_t h = c->hidden;
+	int rc = 0;
+	char name[TENSOR_NAME_MAX];
+	rc = rc ? rc : get_vector(m, &w->enorm, h, "model.layers.%d.enorm.weight", layer);
+	rc = rc ? rc : get_vector(m, &w->hnorm, h, "model.layers.%d.hnorm.weight", layer);
+	rc = rc ? rc : get_matrix(m, &w->eh_proj, h, 2 * h, "model.layers.%d.eh_proj.weight", layer);
+	rc = rc ? rc : get_vector(m, &w->head_norm, h, "model.layers.%d.shared_head.norm.weight", layer);
+	if (rc)
+		return rc;
+	snprintf(name, sizeof name, "model.layers.%d.shared_head.head.weight", layer);
+	w->head = m->lm_head;
+	if (manifest_find(&m->man, name))
+		rc = get_matrix(m, &w->head, c->vocab, h, "model.layers.%d.shared_head.head.weight", layer);
+	snprintf(name, sizeof name, "model.layers.%d.embed_tokens.weight", layer);
+	w->embed = m->embed;
+	if (!rc && manifest_find(&m->man, name))
+		rc = get_matrix(m, &w->embed, c->vocab, h, "model.layers.%d.embed_tokens.weight", layer);
+	return rc;
+}
+
 uint64_t model_expert_bytes(const struct model *m)
 {
 	uint64_t n = 0;
@@ -189,7 +212,7 @@ uint64_t model_expert_bytes(const struct model *m)
 
 static int open_store(struct model *m, const struct model_options *opt)
 {
-	int n = m->cfg.n_layers;
+	int n = m->cfg.n_layers + m->n_mtp;
 	struct expert_layer_desc *d = calloc((size_t)n, sizeof *d);
 	/* [layer][copy] paths: the primary, then mirror k at index k + 1; a
 	 * mirror lacking a layer leaves NULL there, indexes never shift. */
@@ -250,8 +273,13 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 	if ((rc = read_resident(m)))
 		return rc;
 	const struct model_config *c = &m->cfg;
-	m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-	if (!m->layers)
+	/* MTP modules load when their tensors are in the container. */
+	char probe[TENSOR_NAME_MAX];
+	snprintf(probe, sizeof probe, "model.layers.%d.eh_proj.weight", c->n_layers);
+	m->n_mtp = c->n_mtp_layers > 0 && manifest_find(&m->man, probe) ? c->n_mtp_layers : 0;
+	m->layers = calloc((size_t)(c->n_layers + m->n_mtp), sizeof *m->layers);
+	m->mtp = calloc((size_t)m->n_mtp + 1, sizeof *m->mtp);
+	if (!m->layers || !m->mtp)
 		return error_set(ENOMEM, "out of memory");
 	if ((rc = get_matrix(m, &m->embed, c->vocab, c->hidden, "model.embed_tokens.weight", 0)) ||
 	    (rc = get_vector(m, &m->final_norm, c->hidden, "model.norm.weight", 0)))
@@ -262,8 +290,10 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 		m->lm_head = m->embed;
 	else
 		rc = error_set(EINVAL, "%s/manifest.json: missing tensor lm_head.weight", dir);
-	for (int i = 0; !rc && i < c->n_layers; i++)
+	for (int i = 0; !rc && i < c->n_layers + m->n_mtp; i++)
 		rc = load_layer(m, i);
+	for (int i = 0; !rc && i < m->n_mtp; i++)
+		rc = load_mtp(m, c->n_layers + i, &m->mtp[i]);
 	if (rc)
 		return rc;
 	/* A step needs one token's top-k pinned at once; larger unions (prefill
@@ -276,6 +306,7 @@ void model_free(struct model *m)
 {
 	expert_store_close(m->store);
 	free(m->layers);
+	free(m->mtp);
 	free(m->resident);
 	manifest_free(&m->man);
 	free(m->dir);

@@ -49,6 +49,18 @@ struct layer_weights {
 	struct qmatrix sh_down;          /* [hidden, moe_intermediate*n_shared] */
 };
 
+/* A DeepSeek/GLM multi-token-prediction module: it turns the final hidden
+ * state of position t and the token at t+1 into logits for t+2 through one
+ * more decoder layer (layers[n_layers + i]). */
+struct mtp_weights {
+	const float *enorm;              /* [hidden] norm of the next token's embedding */
+	const float *hnorm;              /* [hidden] norm of the hidden state */
+	struct qmatrix eh_proj;          /* [hidden, 2*hidden]: [enorm(e); hnorm(h)] -> hidden */
+	const float *head_norm;          /* [hidden] shared_head.norm */
+	struct qmatrix head;             /* [vocab, hidden] shared_head.head, or lm_head */
+	struct qmatrix embed;            /* [vocab, hidden] its embed_tokens, or the model's */
+};
+
 struct model_options {
 	uint64_t expert_cache_bytes;     /* 0: enough for every expert */
 	int io_depth;
@@ -65,7 +77,9 @@ struct model {
 	struct qmatrix embed;            /* [vocab, hidden] */
 	struct qmatrix lm_head;          /* [vocab, hidden]; the embedding when tied */
 	const float *final_norm;         /* [hidden] */
-	struct layer_weights *layers;    /* [n_layers] */
+	struct layer_weights *layers;    /* [n_layers + n_mtp]: decoder layers, then MTP layers */
+	int n_mtp;                       /* MTP modules loaded (0 when the checkpoint has none) */
+	struct mtp_weights *mtp;         /* [n_mtp] */
 	struct expert_store *store;
 	int max_experts_per_step;        /* experts one step may pin at once */
 };

@@ -68,10 +68,10 @@ static int by_prob_desc(const void *a, const void *b, void *ctx)
 	return *(const int32_t *)a - *(const int32_t *)b;
 }
 
-int32_t sampler_sample(struct sampler *s, float *logits)
+/* The candidates idx[0..n) with their normalised probabilities in
+ * prob[id]: temperature, then top-k, then top-p. Returns n. */
+static int32_t sampler_dist(struct sampler *s, float *logits)
 {
-	if (s->temp == 0)
-		return sampler_argmax(logits, s->vocab);
 	int32_t n;
 	if (s->top_k > 0) {
 		topk(s->idx, logits, s->vocab, s->top_k);
@@ -81,7 +81,6 @@ int32_t sampler_sample(struct sampler *s, float *logits)
 			s->idx[i] = i;
 		n = s->vocab;
 	}
-	/* Softmax with temperature over the candidates, into prob[id]. */
 	float mx = -INFINITY, sum = 0;
 	for (int32_t i = 0; i < n; i++)
 		mx = fmaxf(mx, logits[s->idx[i]]);
@@ -116,6 +115,14 @@ int32_t sampler_sample(struct sampler *s, float *logits)
 		for (int32_t i = 0; i < n; i++)
 			s->prob[s->idx[i]] /= sum;
 	}
+	return n;
+}
+
+int32_t sampler_sample(struct sampler *s, float *logits)
+{
+	if (s->temp == 0)
+		return sampler_argmax(logits, s->vocab);
+	int32_t n = sampler_dist(s, logits);
 	float r = rng_uniform(&s->rng), acc = 0;
 	for (int32_t i = 0; i < n; i++) {
 		acc += s->prob[s->idx[i]];
@@ -123,4 +130,39 @@ int32_t sampler_sample(struct sampler *s, float *logits)
 			return s->idx[i];
 	}
 	return s->idx[n - 1];
+}
+
+void sampler_probs(struct sampler *s, float *logits, float *probs)
+{
+	memset(probs, 0, (size_t)s->vocab * sizeof *probs);
+	if (s->temp == 0) {
+		probs[sampler_argmax(logits, s->vocab)] = 1.0f;
+		return;
+	}
+	int32_t n = sampler_dist(s, logits);
+	for (int32_t i = 0; i < n; i++)
+		probs[s->idx[i]] = s->prob[s->idx[i]];
+}
+
+int32_t sampler_draw(struct sampler *s, const float *probs)
+{
+	float sum = 0;
+	for (int32_t i = 0; i < s->vocab; i++)
+		sum += probs[i];
+	float r = rng_uniform(&s->rng) * sum, acc = 0;
+	int32_t last = 0;
+	for (int32_t i = 0; i < s->vocab; i++) {
+		if (probs[i] <= 0)
+			continue;
+		acc += probs[i];
+		last = i;
+		if (r < acc)
+			return i;
+	}
+	return last;
+}
+
+float sampler_uniform(struct sampler *s)
+{
+	return rng_uniform(&s->rng);
 }

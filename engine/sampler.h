@@ -26,6 +26,17 @@ void sampler_free(struct sampler *s);
 /* Returns the chosen id; logits[vocab] may be overwritten. */
 int32_t sampler_sample(struct sampler *s, float *logits);
 
+/* The distribution sampler_sample draws from, dense: probs[vocab], zero
+ * outside the top-k / top-p set (a one-hot argmax at temperature 0).
+ * logits may be overwritten. */
+void sampler_probs(struct sampler *s, float *logits, float *probs);
+
+/* Draws an id from a dense distribution (need not sum exactly to 1). */
+int32_t sampler_draw(struct sampler *s, const float *probs);
+
+/* A uniform float in [0, 1) from the sampler's generator. */
+float sampler_uniform(struct sampler *s);
+
 /* Index of the largest logit, lowest index on ties. */
 int32_t sampler_argmax(const float *logits, int32_t n);
 

@@ -158,6 +158,57 @@ Test(forward, mixtral_v5_fused_sliding_window)
 	free(tokens);
 }
 
+/* The MTP head, teacher-forced: row t from the hidden state of position t
+ * and token t+1, against the reference's MTP logits. */
+static void check_mtp(const char *name)
+{
+	char model[4200], out[4300], mtp[4300], ref[4300];
+	convert(name, "bf16", model, sizeof model);
+	char *tokens = read_tokens(name);
+	snprintf(out, sizeof out, "%s/%s-main.f32", scratch, name);
+	snprintf(mtp, sizeof mtp, "%s/%s-mtp.f32", scratch, name);
+	snprintf(ref, sizeof ref, "%s/ref/%s.mtp.f32", tu_fixtures(), name);
+	cr_assert_eq(tu_sh("'%s' logits --model '%s' --tokens %s --out '%s' --mtp-out '%s'", tu_colibri(), model,
+			   tokens, out, mtp), 0);
+	size_t nl = 0, nr = 0;
+	float *l = (float *)tu_read(mtp, &nl), *r = (float *)tu_read(ref, &nr);
+	cr_assert(l && r && nl == nr && nl > 0, "MTP logits: %zu bytes, reference %zu", nl, nr);
+	double maxdiff = 0;
+	for (size_t i = 0; i < nl / sizeof(float); i++)
+		maxdiff = fmax(maxdiff, fabs((double)l[i] - r[i]));
+	cr_log_info("%s MTP head: max |logit diff| %.3g", name, maxdiff);
+	cr_expect_leq(maxdiff, 2e-3, "%s MTP: max |logit diff| %.3g", name, maxdiff);
+	free(l);
+	free(r);
+	free(tokens);
+}
+
+Test(forward, deepseek_v3_mtp_exact) { check_mtp("deepseek_v3"); }
+Test(forward, glm4_moe_mtp_exact) { check_mtp("glm4_moe"); }
+
+/* Drafting with the MTP head never changes greedy output. */
+Test(forward, mtp_drafting_exact)
+{
+	char model[4200], out[4300];
+	convert("deepseek_v3", "int4", model, sizeof model);
+	const char *drafts[] = { "0", "1", "2", "4", "auto" };
+	char *first = NULL;
+	for (size_t i = 0; i < sizeof drafts / sizeof drafts[0]; i++) {
+		snprintf(out, sizeof out, "%s/draft-%s.txt", scratch, drafts[i]);
+		cr_assert_eq(tu_sh("'%s' run --model '%s' --tokens 5,6,7,8 -n 40 --temp 0 --draft %s --ram min >'%s'",
+				   tu_colibri(), model, drafts[i], out), 0, "--draft %s failed", drafts[i]);
+		char *text = tu_read(out, NULL);
+		cr_assert(text && strchr(text, ','), "no ids with --draft %s", drafts[i]);
+		if (!first)
+			first = text;
+		else {
+			cr_expect_str_eq(text, first, "greedy output differs with --draft %s", drafts[i]);
+			free(text);
+		}
+	}
+	free(first);
+}
+
 /* Mean KL(f32 || quantized) and top-1 agreement over all positions. */
 static void check_lossy(const char *name, const char *quant, double kl_max, double top1_min)
 {
