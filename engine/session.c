@@ -145,15 +145,17 @@ int session_parse_tokens(const char *s, int32_t **ids, int *n)
 
 /* The expert cache from the RAM budget: what is left after resident
  * weights, the KV cache and scratch. */
-/* Current resident set (VmRSS) of this process: what is already spent
- * (binary, libraries, a loaded tokenizer) before the model loads. */
-static uint64_t rss_now_bytes(void)
+/* A memory line of /proc/self/status ("VmRSS", "VmHWM") in bytes; 0 if
+ * unknown. VmRSS is what is already spent (binary, libraries, a loaded
+ * tokenizer) before the model loads; VmHWM the peak, for the report. */
+static uint64_t proc_status_bytes(const char *key)
 {
 	FILE *f = fopen("/proc/self/status", "r");
 	char line[256];
 	uint64_t kb = 0;
+	size_t n = strlen(key);
 	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1)
+		if (!strncmp(line, key, n) && line[n] == ':' && sscanf(line + n + 1, "%" SCNu64, &kb) == 1)
 			break;
 	if (f)
 		fclose(f);
@@ -232,7 +234,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	for (size_t i = 0; i < man.n_expert_layers; i++)
 		rec = man.layers[i].record_bytes > rec ? man.layers[i].record_bytes : rec;
 	struct budget b = {
-		.process = rss_now_bytes(),
+		.process = proc_status_bytes("VmRSS"),
 		.resident = man.resident_bytes,
 		.forward = forward_bytes(&cfg, ctx, o->batch, threads),
 		.output = (uint64_t)cfg.vocab * sizeof(float) * (uint64_t)(o->logits_rows + 3),
@@ -280,20 +282,6 @@ void session_close(struct session *s)
 	if (s->model_loaded)
 		model_free(&s->model);
 	memset(s, 0, sizeof *s);
-}
-
-/* Peak resident set of this process (VmHWM), in bytes; 0 if unknown. */
-static uint64_t peak_rss_bytes(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	uint64_t kb = 0;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "VmHWM: %" SCNu64 " kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kb * 1024;
 }
 
 static double now_s(void)
@@ -345,7 +333,7 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 			st->prefetch_used, st->prefetch_issued, st->prefetch_wasted);
 	else
 		fprintf(out, "prefetch: off\n");
-	fprintf(out, "memory: peak resident set %.1f MiB", peak_rss_bytes() / 1048576.0);
+	fprintf(out, "memory: peak resident set %.1f MiB", proc_status_bytes("VmHWM") / 1048576.0);
 	if (s->opt.ram_bytes)
 		fprintf(out, " of a %.1f MiB budget (+%llu MiB slack)", s->opt.ram_bytes / 1048576.0,
 			SESSION_RAM_SLACK >> 20);
@@ -383,7 +371,7 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON_AddNumberToObject(j, "prefetch_correct", (double)pf->correct);
 	cJSON_AddNumberToObject(j, "prefetch_precision", pf->predicted ? (double)pf->correct / pf->predicted : 0);
 	cJSON_AddNumberToObject(j, "prefetch_recall", pf->actual ? (double)pf->correct / pf->actual : 0);
-	cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)peak_rss_bytes());
+	cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)proc_status_bytes("VmHWM"));
 	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->opt.ram_bytes);
 #ifdef __SANITIZE_ADDRESS__
 	cJSON_AddBoolToObject(j, "sanitizers", true); /* shadow memory inflates the resident set */

@@ -31,26 +31,10 @@ struct comp {
 		return (rc);                                                          \
 	} while (0)
 
-static const cJSON *get(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
-static bool get_bool(const cJSON *o, const char *k, bool def)
-{
-	const cJSON *v = get(o, k);
-	return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
-}
-
-static const char *get_str(const cJSON *o, const char *k)
-{
-	const cJSON *v = get(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 static const char *type_of(struct comp *C, const cJSON *o, const char *what)
 {
-	const char *type = cJSON_IsObject(o) ? get_str(o, "type") : NULL;
+	const char *type = cJSON_IsObject(o) ? tj_str(o, "type") : NULL;
 	if (!type)
 		tok_err(C->err, C->err_len, "%s: %s has no \"type\"", C->path, what);
 	return type;
@@ -66,7 +50,7 @@ static int add_norm(struct comp *C, const cJSON *n)
 		return -EINVAL;
 	if (strcmp(type, "Sequence") == 0) {
 		const cJSON *it;
-		cJSON_ArrayForEach(it, get(n, "normalizers")) {
+		cJSON_ArrayForEach(it, tj_get(n, "normalizers")) {
 			int rc = add_norm(C, it);
 			if (rc)
 				return rc;
@@ -81,12 +65,12 @@ static int add_norm(struct comp *C, const cJSON *n)
 		s->kind = TOK_NORM_NFC;
 	} else if (strcmp(type, "Prepend") == 0) {
 		s->kind = TOK_NORM_PREPEND;
-		if (!(a = get_str(n, "prepend")))
+		if (!(a = tj_str(n, "prepend")))
 			FAIL(C, -EINVAL, "normalizer Prepend has no \"prepend\" string", C->path);
 	} else if (strcmp(type, "Replace") == 0) {
 		s->kind = TOK_NORM_REPLACE;
-		a = get_str(get(n, "pattern"), "String");
-		b = get_str(n, "content");
+		a = tj_str(tj_get(n, "pattern"), "String");
+		b = tj_str(n, "content");
 		if (!a || !b)
 			FAIL(C, -EINVAL, "normalizer Replace needs a String pattern and a content (Regex patterns are not supported)", C->path);
 	} else {
@@ -129,8 +113,8 @@ static int split_behavior(const char *s, enum tok_split_behavior *out)
 
 static int add_metaspace(struct comp *C, struct tok_pre *p, const cJSON *o)
 {
-	const char *rep = get_str(o, "replacement");
-	const char *scheme = get_str(o, "prepend_scheme");
+	const char *rep = tj_str(o, "replacement");
+	const char *scheme = tj_str(o, "prepend_scheme");
 	rep = rep ? rep : "\xE2\x96\x81";	/* U+2581 */
 	p->rep_len = strlen(rep);
 	if (p->rep_len == 0 || p->rep_len >= sizeof(p->rep) || tok_utf8_check(rep, p->rep_len) != p->rep_len)
@@ -140,8 +124,8 @@ static int add_metaspace(struct comp *C, struct tok_pre *p, const cJSON *o)
 		p->prepend = strcmp(scheme, "first") == 0 ? TOK_PREPEND_FIRST
 			   : strcmp(scheme, "never") == 0 ? TOK_PREPEND_NEVER : TOK_PREPEND_ALWAYS;
 	else
-		p->prepend = get_bool(o, "add_prefix_space", true) ? TOK_PREPEND_ALWAYS : TOK_PREPEND_NEVER;
-	p->split = get_bool(o, "split", true);
+		p->prepend = tj_bool(o, "add_prefix_space", true) ? TOK_PREPEND_ALWAYS : TOK_PREPEND_NEVER;
+	p->split = tj_bool(o, "split", true);
 	p->behavior = TOK_SPLIT_MERGED_NEXT;
 	return p->split ? compile(C, p, p->rep, p->rep_len, true, "Metaspace") : 0;
 }
@@ -156,7 +140,7 @@ static int add_pre(struct comp *C, const cJSON *o)
 		return -EINVAL;
 	if (strcmp(type, "Sequence") == 0) {
 		const cJSON *it;
-		cJSON_ArrayForEach(it, get(o, "pretokenizers")) {
+		cJSON_ArrayForEach(it, tj_get(o, "pretokenizers")) {
 			int rc = add_pre(C, it);
 			if (rc)
 				return rc;
@@ -168,11 +152,11 @@ static int add_pre(struct comp *C, const cJSON *o)
 	struct tok_pre *p = &t->pre[t->n_pre++];
 	p->behavior = TOK_SPLIT_ISOLATED;
 	if (strcmp(type, "Split") == 0) {
-		const cJSON *pat = get(o, "pattern");
-		const char *re = get_str(pat, "Regex"), *lit = get_str(pat, "String");
+		const cJSON *pat = tj_get(o, "pattern");
+		const char *re = tj_str(pat, "Regex"), *lit = tj_str(pat, "String");
 		p->kind = TOK_PRE_SPLIT;
-		p->invert = get_bool(o, "invert", false);
-		if (split_behavior(get_str(o, "behavior"), &p->behavior))
+		p->invert = tj_bool(o, "invert", false);
+		if (split_behavior(tj_str(o, "behavior"), &p->behavior))
 			FAIL(C, -EINVAL, "Split pre-tokenizer has an unknown \"behavior\"", C->path);
 		if (!re && !lit)
 			FAIL(C, -EINVAL, "Split pre-tokenizer needs a Regex or String pattern", C->path);
@@ -180,15 +164,15 @@ static int add_pre(struct comp *C, const cJSON *o)
 	}
 	if (strcmp(type, "ByteLevel") == 0) {
 		p->kind = TOK_PRE_BYTE_LEVEL;
-		p->add_prefix_space = get_bool(o, "add_prefix_space", true);
+		p->add_prefix_space = tj_bool(o, "add_prefix_space", true);
 		t->byte_level = true;
-		if (!get_bool(o, "use_regex", true))
+		if (!tj_bool(o, "use_regex", true))
 			return 0;
 		return compile(C, p, tok_gpt2_pattern, strlen(tok_gpt2_pattern), false, "ByteLevel");
 	}
 	if (strcmp(type, "Digits") == 0) {
 		/* Contiguous over single digits equals Isolated over runs of digits. */
-		const char *re = get_bool(o, "individual_digits", false) ? "\\p{N}" : "\\p{N}+";
+		const char *re = tj_bool(o, "individual_digits", false) ? "\\p{N}" : "\\p{N}+";
 		p->kind = TOK_PRE_SPLIT;
 		return compile(C, p, re, strlen(re), false, "Digits");
 	}
@@ -220,7 +204,7 @@ static int add_dec(struct comp *C, struct dec_plan *d, const cJSON *o)
 		return -EINVAL;
 	if (strcmp(type, "Sequence") == 0) {
 		const cJSON *it;
-		cJSON_ArrayForEach(it, get(o, "decoders")) {
+		cJSON_ArrayForEach(it, tj_get(o, "decoders")) {
 			int rc = add_dec(C, d, it);
 			if (rc)
 				return rc;
@@ -232,8 +216,8 @@ static int add_dec(struct comp *C, struct dec_plan *d, const cJSON *o)
 		return 0;
 	}
 	if (strcmp(type, "Strip") == 0) {
-		const char *c = get_str(o, "content");
-		const cJSON *start = get(o, "start"), *stop = get(o, "stop");
+		const char *c = tj_str(o, "content");
+		const cJSON *start = tj_get(o, "start"), *stop = tj_get(o, "stop");
 		if (!d->fused || !c || strcmp(c, " ") != 0 || !cJSON_IsNumber(start) ||
 		    (stop && cJSON_IsNumber(stop) && stop->valuedouble != 0))
 			FAIL(C, -EINVAL, "decoder Strip is only supported after Fuse, stripping leading spaces", C->path);
@@ -249,16 +233,16 @@ static int add_dec(struct comp *C, struct dec_plan *d, const cJSON *o)
 		s->kind = DEC_BYTE_FALLBACK;
 	} else if (strcmp(type, "Replace") == 0) {
 		s->kind = DEC_REPLACE;
-		s->a = get_str(get(o, "pattern"), "String");
-		s->b = get_str(o, "content");
+		s->a = tj_str(tj_get(o, "pattern"), "String");
+		s->b = tj_str(o, "content");
 		if (!s->a || !s->a[0] || !s->b)
 			FAIL(C, -EINVAL, "decoder Replace needs a String pattern and a content", C->path);
 	} else if (strcmp(type, "Metaspace") == 0) {
-		const char *scheme = get_str(o, "prepend_scheme");
+		const char *scheme = tj_str(o, "prepend_scheme");
 		s->kind = DEC_METASPACE;
-		s->a = get_str(o, "replacement");
+		s->a = tj_str(o, "replacement");
 		s->a = s->a ? s->a : "\xE2\x96\x81";
-		if (scheme ? strcmp(scheme, "never") != 0 : get_bool(o, "add_prefix_space", true))
+		if (scheme ? strcmp(scheme, "never") != 0 : tj_bool(o, "add_prefix_space", true))
 			C->t->strip_leading = 1;
 	} else {
 		FAIL(C, -EINVAL, "decoder type \"%s\" is not supported", C->path, type);
@@ -365,11 +349,11 @@ int tok_load_components(struct tokenizer *t, const struct cJSON *root, const cha
 {
 	struct comp C = { t, path, err, err_len };
 	struct dec_plan d = { .n = 0 };
-	int rc = add_norm(&C, get(root, "normalizer"));
+	int rc = add_norm(&C, tj_get(root, "normalizer"));
 	if (!rc)
-		rc = add_pre(&C, get(root, "pre_tokenizer"));
+		rc = add_pre(&C, tj_get(root, "pre_tokenizer"));
 	if (!rc)
-		rc = add_dec(&C, &d, get(root, "decoder"));
+		rc = add_dec(&C, &d, tj_get(root, "decoder"));
 	if (!rc)
 		rc = build_decoded(&C, &d);
 	if (rc)

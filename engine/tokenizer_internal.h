@@ -15,6 +15,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <cjson/cJSON.h>
 
 #include "engine/tokenizer.h"
 
@@ -253,5 +254,24 @@ size_t tok_utf8_lossy(char *dst, const uint8_t *src, size_t len, bool final, siz
 /* GPT-2 byte <-> unicode mapping used by ByteLevel. */
 uint32_t tok_byte_to_cp(uint8_t b);
 int tok_cp_to_byte(uint32_t cp);	/* -1 when cp is not in the mapping */
+
+/* JSON field readers shared by the loaders: absent or mistyped fields give
+ * the default (bool) or NULL. */
+static inline const cJSON *tj_get(const cJSON *o, const char *k)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static inline bool tj_bool(const cJSON *o, const char *k, bool def)
+{
+	const cJSON *v = tj_get(o, k);
+	return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+}
+
+static inline const char *tj_str(const cJSON *o, const char *k)
+{
+	const cJSON *v = tj_get(o, k);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
 
 #endif

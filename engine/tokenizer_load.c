@@ -44,22 +44,6 @@ struct load {
 		return (rc);                                                          \
 	} while (0)
 
-static const cJSON *get(const cJSON *o, const char *k)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, k);
-}
-
-static bool get_bool(const cJSON *o, const char *k, bool def)
-{
-	const cJSON *v = get(o, k);
-	return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
-}
-
-static const char *get_str(const cJSON *o, const char *k)
-{
-	const cJSON *v = get(o, k);
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 static bool get_id(const cJSON *v, int32_t *id)
 {
@@ -94,8 +78,8 @@ static int size_tables(struct load *L, const cJSON *vocab, const cJSON *added)
 		n++;
 	}
 	cJSON_ArrayForEach(it, added) {
-		const char *c = get_str(it, "content");
-		if (!get_id(get(it, "id"), &id) || !c || !c[0] || tok_utf8_check(c, strlen(c)) != strlen(c))
+		const char *c = tj_str(it, "content");
+		if (!get_id(tj_get(it, "id"), &id) || !c || !c[0] || tok_utf8_check(c, strlen(c)) != strlen(c))
 			FAIL(L, -EINVAL, "added_tokens entry lacks a valid \"id\" or UTF-8 \"content\"", L->path);
 		bytes += strlen(c);
 		max_id = id > max_id ? id : max_id;
@@ -236,14 +220,14 @@ static int load_added(struct load *L, const cJSON *added)
 		FAIL(L, -ENOMEM, "out of memory", L->path);
 	const cJSON *it;
 	cJSON_ArrayForEach(it, added) {
-		int32_t id = (int32_t)get(it, "id")->valuedouble;
-		const char *c = get_str(it, "content");
+		int32_t id = (int32_t)tj_get(it, "id")->valuedouble;
+		const char *c = tj_str(it, "content");
 		size_t len = strlen(c);
 		uint32_t off = arena_add(L, c, len);
-		bool special = get_bool(it, "special", false);
+		bool special = tj_bool(it, "special", false);
 		struct tok_added *a = &t->added[t->n_added];
-		*a = (struct tok_added){ id, off, (uint32_t)len, special, get_bool(it, "lstrip", false),
-					 get_bool(it, "rstrip", false), get_bool(it, "single_word", false) };
+		*a = (struct tok_added){ id, off, (uint32_t)len, special, tj_bool(it, "lstrip", false),
+					 tj_bool(it, "rstrip", false), tj_bool(it, "single_word", false) };
 		t->tokens[id] = (struct tok_token){
 			.str_off = off, .str_len = (uint32_t)len,
 			.flags = TOK_FLAG_PRESENT | TOK_FLAG_ADDED | (special ? TOK_FLAG_SPECIAL : 0) };
@@ -257,27 +241,27 @@ static int load_added(struct load *L, const cJSON *added)
 static int load_model(struct load *L, const cJSON *root)
 {
 	struct tokenizer *t = L->t;
-	const cJSON *model = get(root, "model"), *added = get(root, "added_tokens");
+	const cJSON *model = tj_get(root, "model"), *added = tj_get(root, "added_tokens");
 	if (!cJSON_IsObject(model))
 		FAIL(L, -EINVAL, "missing \"model\" object", L->path);
-	const char *type = get_str(model, "type");
+	const char *type = tj_str(model, "type");
 	if (type && strcmp(type, "BPE") != 0)
 		FAIL(L, -EINVAL, "model.type \"%s\" is not supported (only BPE)", L->path, type);
-	const cJSON *vocab = get(model, "vocab"), *merges = get(model, "merges");
+	const cJSON *vocab = tj_get(model, "vocab"), *merges = tj_get(model, "merges");
 	if (!cJSON_IsObject(vocab))
 		FAIL(L, -EINVAL, "model.vocab is missing or not an object", L->path);
 	if (!cJSON_IsArray(merges))
 		FAIL(L, -EINVAL, "model.merges is missing or not an array (is this a BPE model?)", L->path);
 	if (added && !cJSON_IsArray(added))
 		FAIL(L, -EINVAL, "added_tokens is not an array", L->path);
-	const char *pre = get_str(model, "continuing_subword_prefix");
-	const char *suf = get_str(model, "end_of_word_suffix");
+	const char *pre = tj_str(model, "continuing_subword_prefix");
+	const char *suf = tj_str(model, "end_of_word_suffix");
 	if ((pre && pre[0]) || (suf && suf[0]))
 		FAIL(L, -EINVAL, "model.continuing_subword_prefix / end_of_word_suffix are not supported", L->path);
 	/* dropout only applies while training; inference merges deterministically. */
-	t->byte_fallback = get_bool(model, "byte_fallback", false);
-	t->ignore_merges = get_bool(model, "ignore_merges", false);
-	t->fuse_unk = get_bool(model, "fuse_unk", false);
+	t->byte_fallback = tj_bool(model, "byte_fallback", false);
+	t->ignore_merges = tj_bool(model, "ignore_merges", false);
+	t->fuse_unk = tj_bool(model, "fuse_unk", false);
 	int rc = size_tables(L, vocab, added);
 	if (!rc)
 		rc = load_vocab(L, vocab);
@@ -285,7 +269,7 @@ static int load_model(struct load *L, const cJSON *root)
 		rc = load_merges(L, merges);
 	if (!rc)
 		rc = load_added(L, added);
-	const char *unk = get_str(model, "unk_token");
+	const char *unk = tj_str(model, "unk_token");
 	t->unk_id = unk ? tok_strmap_get(&t->vocab, unk, strlen(unk)) : -1;
 	return rc;
 }
