@@ -1,6 +1,7 @@
 /*
- * topology — core count through hwloc and available memory from
- * /proc/meminfo and the cgroup memory controller.
+ * topology — cores, caches and NUMA nodes through hwloc and libnuma;
+ * total and available memory from /proc/meminfo and the cgroup memory
+ * controller.
  *
  * The memory figure is a ceiling for the RAM plan, so where sources
  * disagree the smallest wins: a container's cgroup limit is usually far
@@ -12,6 +13,8 @@
 #include <errno.h>
 #include <hwloc.h>
 #include <inttypes.h>
+#include <numa.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,13 +48,15 @@ static int64_t topology_read_i64(const char *path)
 	return v;
 }
 
-/* Lowers *avail to limit - usage when the limit is a real one. cgroup v1
- * reports "no limit" as a huge page-rounded number, which the comparison
- * with *avail discards naturally. */
-static void topology_apply_limit(int64_t *avail, int64_t limit, int64_t usage)
+/* Lowers *avail to limit - usage and *total to limit when the limit is a
+ * real one. cgroup v1 reports "no limit" as a huge page-rounded number,
+ * which the comparisons discard naturally. */
+static void topology_apply_limit(int64_t *avail, int64_t *total, int64_t limit, int64_t usage)
 {
 	if (limit < 0)
 		return;
+	if (limit < *total)
+		*total = limit;
 	int64_t left = limit;
 	if (usage >= limit)
 		left = 0;
@@ -61,7 +66,7 @@ static void topology_apply_limit(int64_t *avail, int64_t limit, int64_t usage)
 		*avail = left;
 }
 
-static void topology_cgroup_limits(int64_t *avail)
+static void topology_cgroup_limits(int64_t *avail, int64_t *total)
 {
 	FILE *f = fopen("/proc/self/cgroup", "r");
 	char line[4096], path[4400];
@@ -83,7 +88,7 @@ static void topology_cgroup_limits(int64_t *avail)
 				snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", dir);
 				int64_t lim = topology_read_i64(path);
 				snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", dir);
-				topology_apply_limit(avail, lim, topology_read_i64(path));
+				topology_apply_limit(avail, total, lim, topology_read_i64(path));
 				char *slash = strrchr(dir, '/');
 				if (!slash || dir[0] == 0)
 					break;
@@ -98,29 +103,114 @@ static void topology_cgroup_limits(int64_t *avail)
 			int64_t use = topology_read_i64(path);
 			if (use < 0)
 				use = topology_read_i64("/sys/fs/cgroup/memory/memory.usage_in_bytes");
-			topology_apply_limit(avail, lim, use);
+			topology_apply_limit(avail, total, lim, use);
 		}
 	}
 	fclose(f);
 }
 
-int64_t topology_available_memory_bytes(void)
+/* A "Key: N kB" line of /proc/meminfo in bytes; -errno if unreadable. */
+static int64_t topology_meminfo(const char *key)
 {
 	FILE *f = fopen("/proc/meminfo", "r");
 	char line[256];
-	int64_t avail = -1;
+	size_t klen = strlen(key);
+	int64_t v = -EIO;
 	if (!f)
 		return -errno;
 	while (fgets(line, sizeof line, f)) {
 		int64_t kb;
-		if (sscanf(line, "MemAvailable: %" SCNd64 " kB", &kb) == 1) {
-			avail = kb * 1024;
+		if (!strncmp(line, key, klen) && line[klen] == ':' &&
+		    sscanf(line + klen + 1, " %" SCNd64, &kb) == 1) {
+			v = kb * 1024;
 			break;
 		}
 	}
 	fclose(f);
+	return v;
+}
+
+int64_t topology_available_memory_bytes(void)
+{
+	int64_t avail = topology_meminfo("MemAvailable");
+	int64_t total = INT64_MAX;
 	if (avail < 0)
-		return -EIO;
-	topology_cgroup_limits(&avail);
+		return avail;
+	topology_cgroup_limits(&avail, &total);
 	return avail;
+}
+
+int64_t topology_total_memory_bytes(void)
+{
+	int64_t total = topology_meminfo("MemTotal");
+	int64_t avail = INT64_MAX;
+	if (total < 0)
+		return total;
+	topology_cgroup_limits(&avail, &total);
+	return total;
+}
+
+/* Size of the first cache object of a level, or 0. */
+static uint64_t topology_cache_bytes(hwloc_topology_t topo, hwloc_obj_type_t type, int *count)
+{
+	int n = hwloc_get_nbobjs_by_type(topo, type);
+	hwloc_obj_t o = n > 0 ? hwloc_get_obj_by_type(topo, type, 0) : NULL;
+	if (count)
+		*count = n > 0 ? n : 0;
+	return o && o->attr ? (uint64_t)o->attr->cache.size : 0;
+}
+
+static void topology_from_hwloc(struct topology *t)
+{
+	hwloc_topology_t topo;
+	if (hwloc_topology_init(&topo) != 0)
+		return;
+	if (hwloc_topology_load(topo) != 0) {
+		hwloc_topology_destroy(topo);
+		return;
+	}
+	int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+	int pus = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+	if (cores > 0)
+		t->physical_cores = cores;
+	if (pus > 0)
+		t->logical_cpus = pus;
+	int nodes = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+	if (nodes > TOPOLOGY_NODES_MAX)
+		nodes = TOPOLOGY_NODES_MAX;
+	if (nodes > 0)
+		t->numa_nodes = nodes;
+	for (int i = 0; i < nodes; i++) {
+		hwloc_obj_t n = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, (unsigned)i);
+		t->node_memory_bytes[i] = n->attr ? (int64_t)n->attr->numanode.local_memory : 0;
+		t->node_cores[i] = hwloc_get_nbobjs_inside_cpuset_by_type(topo, n->cpuset, HWLOC_OBJ_CORE);
+	}
+	if (nodes <= 1)
+		t->node_cores[0] = t->physical_cores;
+	t->l1d_bytes = topology_cache_bytes(topo, HWLOC_OBJ_L1CACHE, NULL);
+	t->l2_bytes = topology_cache_bytes(topo, HWLOC_OBJ_L2CACHE, NULL);
+	t->l3_bytes = topology_cache_bytes(topo, HWLOC_OBJ_L3CACHE, &t->l3_instances);
+	hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0);
+	const char *model = pkg ? hwloc_obj_get_info_by_name(pkg, "CPUModel") : NULL;
+	if (model)
+		snprintf(t->cpu_model, sizeof t->cpu_model, "%s", model);
+	hwloc_topology_destroy(topo);
+}
+
+void topology_discover(struct topology *t)
+{
+	memset(t, 0, sizeof *t);
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
+	t->physical_cores = t->logical_cpus = online > 0 ? (int)online : 1;
+	t->numa_nodes = 1;
+	t->local_node = -1;
+	topology_from_hwloc(t);
+	if (numa_available() >= 0) {
+		int cpu = sched_getcpu();
+		t->local_node = cpu >= 0 ? numa_node_of_cpu(cpu) : -1;
+	}
+	t->total_memory_bytes = topology_total_memory_bytes();
+	t->available_memory_bytes = topology_available_memory_bytes();
+	if (t->numa_nodes == 1 && t->node_memory_bytes[0] <= 0)
+		t->node_memory_bytes[0] = t->total_memory_bytes > 0 ? t->total_memory_bytes : 0;
 }

@@ -1,0 +1,291 @@
+/*
+ * plan — see plan.h. All sizes are uint64_t bytes; products are formed in
+ * 64 bits after checking that the inputs are in range, so nothing wraps for
+ * any model up to petabytes.
+ */
+#include "planner/plan.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+#define MIB (1ull << 20)
+#define MIB_F 1048576.0
+
+static int plan_fail(struct plan *p, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int plan_fail(struct plan *p, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->error, sizeof p->error, fmt, ap);
+	va_end(ap);
+	return -code;
+}
+
+static int check_inputs(struct plan *p, const struct plan_inputs *in)
+{
+	if (in->n_moe_layers < 0 || in->n_moe_layers > 4096)
+		return plan_fail(p, EINVAL, "plan: %d MoE layers is out of range", in->n_moe_layers);
+	if (in->n_moe_layers > 0 &&
+	    (in->top_k < 1 || in->n_experts < in->top_k || in->n_experts > (1 << 20) || in->record_bytes_max == 0 ||
+	     in->record_bytes_max > (1ull << 40) || in->record_bytes_sum < in->record_bytes_max ||
+	     in->record_bytes_sum > (uint64_t)in->n_moe_layers * in->record_bytes_max))
+		return plan_fail(p, EINVAL, "plan: inconsistent expert sizes (top_k %d of %d experts, records of %" PRIu64
+				 " bytes, %" PRIu64 " per token-layer sum)", in->top_k, in->n_experts,
+				 in->record_bytes_max, in->record_bytes_sum);
+	if (in->ctx < 1 || in->kv_bytes_per_position > (1ull << 32) || in->resident_bytes > (1ull << 50))
+		return plan_fail(p, EINVAL, "plan: context %d or model sizes out of range", in->ctx);
+	return 0;
+}
+
+/* Chooses the budget; refuses an explicit one below the minimum. */
+static int choose_budget(struct plan *p, const struct plan_inputs *in)
+{
+	if (in->ram_min) {
+		p->budget_bytes = p->min_bytes;
+		p->budget_source = PLAN_BUDGET_MIN;
+	} else if (in->ram_bytes) {
+		if (in->ram_bytes < p->min_bytes) {
+			/* Rounded up, so that passing the stated number works. */
+			uint64_t min_mib = (p->min_bytes + MIB - 1) / MIB;
+			return plan_fail(p, ENOMEM,
+					 "--ram %.0f MiB is below the minimum of %" PRIu64 " MiB (%" PRIu64 " bytes) for this "
+					 "model: resident weights %.1f MiB + KV cache %.1f MiB for %d positions + one token's %d "
+					 "experts %.1f MiB + scratch %.1f MiB; pass --ram min to run at the minimum",
+					 in->ram_bytes / MIB_F, min_mib, p->min_bytes, p->resident_bytes / MIB_F,
+					 p->kv_bytes / MIB_F, in->ctx, in->top_k,
+					 (p->min_bytes - p->resident_bytes - p->kv_bytes - p->scratch_bytes) / MIB_F,
+					 p->scratch_bytes / MIB_F);
+		}
+		p->budget_bytes = in->ram_bytes;
+		p->budget_source = PLAN_BUDGET_EXPLICIT;
+	} else {
+		double share = in->available_memory_bytes > 0
+				       ? (double)in->available_memory_bytes * PLAN_RAM_DEFAULT_FRACTION : 0;
+		uint64_t b = (uint64_t)share;
+		if (b < p->min_bytes) {
+			p->budget_bytes = p->min_bytes;
+			p->budget_source = PLAN_BUDGET_DEFAULT_LOW;
+		} else {
+			p->budget_bytes = b < p->full_bytes ? b : p->full_bytes;
+			p->budget_source = PLAN_BUDGET_DEFAULT;
+		}
+	}
+	return 0;
+}
+
+/* Frames that a budget buys, at most one per expert. */
+static uint64_t frames_for(const struct plan *p, uint64_t budget)
+{
+	uint64_t fixed = p->resident_bytes + p->kv_bytes + p->scratch_bytes;
+	if (p->frame_bytes == 0 || budget <= fixed)
+		return 0;
+	uint64_t f = (budget - fixed) / p->frame_bytes;
+	return f < p->frames_all ? f : p->frames_all;
+}
+
+static double hit_rate(const struct plan *p, const struct plan_inputs *in, uint64_t frames)
+{
+	if (p->frames_all == 0 || frames >= p->frames_all)
+		return 1.0;
+	double per_layer = (double)frames / in->n_moe_layers;
+	double h = per_layer / in->n_experts;
+	return h < 1 ? h : 1;
+}
+
+/* The io depth from the profile: the least depth within PLAN_KNEE_FRACTION
+ * of the best bandwidth at the block size nearest the frame. 0 if unknown. */
+static int knee_depth(const struct plan_inputs *in, uint64_t frame)
+{
+	const struct disk_point *near = disk_profile_nearest(in->disk, frame, 1, in->buffered);
+	if (!near)
+		return 0;
+	double best = 0;
+	int knee = 0;
+	for (int i = 0; i < in->disk->n_points; i++) {
+		const struct disk_point *q = &in->disk->points[i];
+		if (q->block_bytes == near->block_bytes && q->buffered == in->buffered && q->gbps > best)
+			best = q->gbps;
+	}
+	for (int i = 0; i < in->disk->n_points; i++) {
+		const struct disk_point *q = &in->disk->points[i];
+		if (q->block_bytes == near->block_bytes && q->buffered == in->buffered &&
+		    q->gbps >= PLAN_KNEE_FRACTION * best && (!knee || q->depth < knee))
+			knee = q->depth;
+	}
+	return knee;
+}
+
+static double seconds(uint64_t bytes, double gbps)
+{
+	if (bytes == 0)
+		return 0;
+	return gbps > 0 ? (double)bytes / (gbps * 1e9) : -1;
+}
+
+/* Disk time, then max(memory, compute); unknown parts make speed unknown,
+ * except that memory and compute need only one of the two known. */
+static struct plan_estimate estimate(const struct plan *p, const struct plan_inputs *in, uint64_t disk_bytes,
+				     double disk_gbps)
+{
+	struct plan_estimate e = {
+		.disk_s = seconds(disk_bytes, disk_gbps),
+		.memory_s = seconds(p->memory_bytes, in->membw_gbps),
+		.compute_s = seconds(p->compute_bytes, in->compute_gbps),
+		.tok_s = -1,
+	};
+	double core = e.memory_s > e.compute_s ? e.memory_s : e.compute_s;
+	if (e.disk_s >= 0 && core >= 0 && e.disk_s + core > 0)
+		e.tok_s = 1.0 / (e.disk_s + core);
+	return e;
+}
+
+static void choose_bottleneck(struct plan *p)
+{
+	const struct plan_estimate *w = &p->warm;
+	if (w->disk_s < 0) {
+		p->bottleneck = PLAN_BOTTLENECK_UNKNOWN;
+		p->help = PLAN_HELP_PROFILE;
+		return;
+	}
+	double worst = w->disk_s;
+	p->bottleneck = PLAN_BOTTLENECK_DISK;
+	if (w->memory_s > worst) {
+		worst = w->memory_s;
+		p->bottleneck = PLAN_BOTTLENECK_MEMORY;
+	}
+	if (w->compute_s > worst) {
+		worst = w->compute_s;
+		p->bottleneck = PLAN_BOTTLENECK_COMPUTE;
+	}
+	if (worst <= 0)
+		p->bottleneck = PLAN_BOTTLENECK_UNKNOWN;
+	if (p->bottleneck == PLAN_BOTTLENECK_MEMORY)
+		p->help = PLAN_HELP_MEMORY;
+	else if (p->bottleneck == PLAN_BOTTLENECK_COMPUTE)
+		p->help = PLAN_HELP_CORES;
+	else if (p->bottleneck == PLAN_BOTTLENECK_DISK)
+		p->help = p->tok_s_double_ram > p->tok_s_two_disks ? PLAN_HELP_RAM : PLAN_HELP_DISK;
+}
+
+int plan_compute(struct plan *p, const struct plan_inputs *in)
+{
+	memset(p, 0, sizeof *p);
+	int rc = check_inputs(p, in);
+	if (rc)
+		return rc;
+	bool moe = in->n_moe_layers > 0;
+	p->resident_bytes = in->resident_bytes;
+	p->kv_bytes = in->kv_bytes_per_position * (uint64_t)in->ctx;
+	p->scratch_bytes = in->scratch_bytes ? in->scratch_bytes : PLAN_SCRATCH_BYTES;
+	p->frame_bytes = moe ? in->record_bytes_max : 0;
+	p->frames_all = moe ? (uint64_t)in->n_experts * (uint64_t)in->n_moe_layers : 0;
+	uint64_t fixed = p->resident_bytes + p->kv_bytes + p->scratch_bytes;
+	p->min_bytes = fixed + (moe ? (uint64_t)in->top_k * p->frame_bytes : 0);
+	p->full_bytes = fixed + p->frames_all * p->frame_bytes;
+	if ((rc = choose_budget(p, in)))
+		return rc;
+
+	p->frames = frames_for(p, p->budget_bytes);
+	p->expert_cache_bytes = p->frames * p->frame_bytes;
+	uint64_t rest = p->budget_bytes - fixed - p->expert_cache_bytes;
+	if (p->frames == p->frames_all)
+		p->unused_bytes = rest;
+	else
+		p->slack_bytes = rest;
+	p->frames_per_layer = moe ? (double)p->frames / in->n_moe_layers : 0;
+	p->hit_rate_warm = hit_rate(p, in, p->frames);
+
+	p->threads_planned = in->physical_cores > 0 ? in->physical_cores : 1;
+	p->threads = in->threads > 0 ? in->threads : p->threads_planned;
+	int knee = knee_depth(in, p->frame_bytes);
+	p->io_depth_measured = knee > 0;
+	p->io_depth_planned = knee > 0 ? knee : PLAN_IO_DEPTH_DEFAULT;
+	if (p->io_depth_planned < in->top_k)
+		p->io_depth_planned = in->top_k;
+	if (p->io_depth_planned > PLAN_IO_DEPTH_MAX)
+		p->io_depth_planned = PLAN_IO_DEPTH_MAX;
+	if (p->io_depth_planned < 1)
+		p->io_depth_planned = 1;
+	p->io_depth = in->io_depth > 0 ? in->io_depth : p->io_depth_planned;
+
+	int per_layer = in->top_k < p->io_depth ? in->top_k : p->io_depth;
+	const struct disk_point *pt = disk_profile_nearest(in->disk, p->frame_bytes, per_layer, in->buffered);
+	p->disk_gain = in->disk_gain >= 1 ? in->disk_gain : 1;
+	if (pt) {
+		p->disk_known = true;
+		p->disk_gbps = pt->gbps * p->disk_gain;
+		p->disk_block_bytes = pt->block_bytes;
+		p->disk_depth = pt->depth;
+	}
+
+	uint64_t dense = in->token_dense_bytes ? in->token_dense_bytes : in->resident_bytes;
+	p->expert_bytes_token = moe ? (uint64_t)in->top_k * in->record_bytes_sum : 0;
+	p->disk_bytes_cold = p->expert_bytes_token;
+	p->disk_bytes_warm = (uint64_t)((double)p->expert_bytes_token * (1.0 - p->hit_rate_warm) + 0.5);
+	p->memory_bytes = dense + p->expert_bytes_token + p->kv_bytes;
+	p->compute_bytes = dense + p->expert_bytes_token;
+	p->cold = estimate(p, in, p->disk_bytes_cold, p->disk_gbps);
+	p->warm = estimate(p, in, p->disk_bytes_warm, p->disk_gbps);
+
+	p->tok_s_two_disks = estimate(p, in, p->disk_bytes_warm, 2 * p->disk_gbps).tok_s;
+	uint64_t twice = p->budget_bytes * 2;
+	p->double_ram_bytes = twice < p->full_bytes ? twice : p->full_bytes;
+	double h2 = hit_rate(p, in, frames_for(p, p->double_ram_bytes));
+	uint64_t disk2 = (uint64_t)((double)p->expert_bytes_token * (1.0 - h2) + 0.5);
+	p->tok_s_double_ram = estimate(p, in, disk2, p->disk_gbps).tok_s;
+	choose_bottleneck(p);
+	return 0;
+}
+
+int plan_print_overrides(const struct plan *p, FILE *f)
+{
+	int n = 0;
+	if (p->threads != p->threads_planned) {
+		fprintf(f, "colibri: --threads %d overrides the plan (%d, the physical cores)\n", p->threads,
+			p->threads_planned);
+		n++;
+	}
+	if (p->io_depth != p->io_depth_planned) {
+		fprintf(f, "colibri: --io-depth %d overrides the plan (%d, %s)\n", p->io_depth, p->io_depth_planned,
+			p->io_depth_measured ? "the knee of the disk profile" : "the default without a disk profile");
+		n++;
+	}
+	return n;
+}
+
+const char *plan_bottleneck_name(enum plan_bottleneck b)
+{
+	switch (b) {
+	case PLAN_BOTTLENECK_DISK: return "disk";
+	case PLAN_BOTTLENECK_MEMORY: return "memory";
+	case PLAN_BOTTLENECK_COMPUTE: return "compute";
+	case PLAN_BOTTLENECK_UNKNOWN: break;
+	}
+	return "unknown";
+}
+
+const char *plan_budget_source_name(enum plan_budget_source s)
+{
+	switch (s) {
+	case PLAN_BUDGET_EXPLICIT: return "explicit";
+	case PLAN_BUDGET_MIN: return "min";
+	case PLAN_BUDGET_DEFAULT: return "default";
+	case PLAN_BUDGET_DEFAULT_LOW: return "default_below_min";
+	}
+	return "unknown";
+}
+
+const char *plan_help_name(enum plan_help h)
+{
+	switch (h) {
+	case PLAN_HELP_PROFILE: return "profile_disk";
+	case PLAN_HELP_RAM: return "more_ram";
+	case PLAN_HELP_DISK: return "second_ssd";
+	case PLAN_HELP_MEMORY: return "faster_memory";
+	case PLAN_HELP_CORES: return "more_cores";
+	case PLAN_HELP_NONE: break;
+	}
+	return "none";
+}

@@ -1,0 +1,165 @@
+/*
+ * plan — how a RAM budget is split between resident weights, the KV cache,
+ * scratch and the expert cache; the IO depth and thread count; and what
+ * decode speed to expect, with the bottleneck named.
+ *
+ * plan_compute is pure arithmetic over plain numbers (plan_inputs): the
+ * model's byte sizes, the user's flags and what the machine measured
+ * (plan_machine.h discovers those). The split always sums to the budget:
+ *
+ *     budget = resident + kv + scratch + expert_cache + slack + unused
+ *
+ * where expert_cache is a whole number of frames (one frame holds the
+ * largest expert record), slack is the remainder smaller than a frame, and
+ * unused is what the budget holds beyond caching every expert. The minimum
+ * budget is resident + kv + scratch + top_k frames (one token's experts,
+ * pinned together); a smaller explicit budget is refused.
+ *
+ * Speed model, per decoded token (docs/PLAN.md explains it):
+ *   disk bytes    = top_k x sum over MoE layers of record bytes x (1 - hit)
+ *                   hit = 0 cold; warm = cached experts per layer / n_experts,
+ *                   which is the hit rate under uniform routing (real routing
+ *                   is skewed, so the measured rate is usually higher);
+ *   memory bytes  = dense bytes a token reads + its experts + the KV cache;
+ *   compute bytes = dense bytes + experts, at the measured kernel rate;
+ *   seconds       = disk time + max(memory time, compute time)
+ *                   (a layer's expert reads wait for its router, so reads and
+ *                   compute are counted in series; prefetch only improves it).
+ */
+#ifndef COLIBRI_PLANNER_PLAN_H
+#define COLIBRI_PLANNER_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "planner/profile.h"
+
+#define PLAN_SCRATCH_BYTES (64ull << 20)     /* scratch when the caller gives none */
+#define PLAN_RESERVE_BYTES (16ull << 20)     /* stacks, rings, allocator slack (as session.c) */
+#define PLAN_OUTPUT_ROWS 4                   /* logits and sampler rows of vocab floats */
+#define PLAN_BATCH_DEFAULT 64                /* tokens per forward step (session default) */
+#define PLAN_RAM_DEFAULT_FRACTION 0.85       /* share of available memory without --ram */
+#define PLAN_IO_DEPTH_DEFAULT 32             /* without a disk profile */
+#define PLAN_IO_DEPTH_MAX 256
+#define PLAN_CTX_DEFAULT 4096                /* positions plan and doctor assume without --ctx */
+#define PLAN_KNEE_FRACTION 0.9               /* io depth: least depth within 10% of the best */
+
+struct plan_inputs {
+	/* The model. */
+	uint64_t resident_bytes;       /* resident.bin, read whole into RAM */
+	uint64_t token_dense_bytes;    /* resident bytes one decoded token reads; 0: resident_bytes */
+	int32_t n_moe_layers;          /* layers with an expert file */
+	int32_t n_experts;             /* routed experts per MoE layer */
+	int32_t top_k;                 /* experts per token per layer */
+	uint64_t record_bytes_max;     /* largest expert record: the frame size */
+	uint64_t record_bytes_sum;     /* one expert of every MoE layer: sum of record_bytes */
+	uint64_t kv_bytes_per_position; /* what grows per position: K and V of every layer, score rows */
+	int32_t ctx;                   /* positions the KV cache holds, >= 1 */
+	uint64_t scratch_bytes;        /* everything else outside the expert cache: forward buffers,
+					* logits, reserve; 0: PLAN_SCRATCH_BYTES */
+	/* The user; zero means "plan it". */
+	uint64_t ram_bytes;            /* --ram SIZE */
+	bool ram_min;                  /* --ram min */
+	int threads;                   /* --threads */
+	int io_depth;                  /* --io-depth */
+	bool buffered;                 /* --no-direct: use buffered disk points */
+	/* The machine; zero or NULL means unknown. */
+	int physical_cores;
+	int64_t available_memory_bytes;
+	double membw_gbps;             /* streaming read, all cores, 1e9 B/s */
+	double compute_gbps;           /* weight bytes per second the kernels consume with `threads` */
+	const struct disk_profile *disk; /* the disk holding the expert files */
+	double disk_gain;              /* read speed-up from mirrors (plan_machine_mirror_gain); 0: 1 */
+};
+
+enum plan_budget_source {
+	PLAN_BUDGET_EXPLICIT = 0,      /* --ram SIZE */
+	PLAN_BUDGET_MIN,               /* --ram min */
+	PLAN_BUDGET_DEFAULT,           /* PLAN_RAM_DEFAULT_FRACTION of available, at most what is needed */
+	PLAN_BUDGET_DEFAULT_LOW,       /* available memory is below the minimum: the minimum */
+};
+
+enum plan_bottleneck {
+	PLAN_BOTTLENECK_UNKNOWN = 0,
+	PLAN_BOTTLENECK_DISK,
+	PLAN_BOTTLENECK_MEMORY,
+	PLAN_BOTTLENECK_COMPUTE,
+};
+
+/* What would raise warm decode speed the most. */
+enum plan_help {
+	PLAN_HELP_NONE = 0,
+	PLAN_HELP_PROFILE,             /* measure the disk first (colibri iobench) */
+	PLAN_HELP_RAM,                 /* a larger budget: more experts cached */
+	PLAN_HELP_DISK,                /* a second SSD (mirror): twice the read bandwidth */
+	PLAN_HELP_MEMORY,              /* faster memory, more channels */
+	PLAN_HELP_CORES,               /* more cores */
+};
+
+/* Seconds per token by resource, and the resulting speed; < 0: unknown. */
+struct plan_estimate {
+	double disk_s;
+	double memory_s;
+	double compute_s;
+	double tok_s;
+};
+
+struct plan {
+	uint64_t budget_bytes;
+	enum plan_budget_source budget_source;
+	uint64_t min_bytes;            /* smallest budget that runs */
+	uint64_t full_bytes;           /* smallest budget that caches every expert */
+	/* The split; sums to budget_bytes. */
+	uint64_t resident_bytes;
+	uint64_t kv_bytes;
+	uint64_t scratch_bytes;
+	uint64_t expert_cache_bytes;   /* frames x frame_bytes */
+	uint64_t slack_bytes;          /* less than one frame */
+	uint64_t unused_bytes;         /* beyond caching every expert */
+	uint64_t frame_bytes;
+	uint64_t frames;
+	uint64_t frames_all;           /* n_experts x n_moe_layers */
+	double frames_per_layer;
+	/* Threads and reads in flight: what runs, and what the plan chose. */
+	int threads, threads_planned;
+	int io_depth, io_depth_planned;
+	bool io_depth_measured;        /* planned from the disk profile's knee */
+	/* The disk point the estimates use (block nearest the frame, depth
+	 * nearest min(io_depth, top_k)). */
+	bool disk_known;
+	double disk_gbps;              /* the point's bandwidth x disk_gain */
+	double disk_gain;
+	uint64_t disk_block_bytes;
+	int disk_depth;
+	/* Per token. */
+	double hit_rate_warm;
+	uint64_t expert_bytes_token;   /* top_k x record_bytes_sum */
+	uint64_t disk_bytes_cold;
+	uint64_t disk_bytes_warm;
+	uint64_t memory_bytes;
+	uint64_t compute_bytes;
+	struct plan_estimate cold, warm;
+	enum plan_bottleneck bottleneck; /* of the warm estimate */
+	enum plan_help help;
+	double tok_s_two_disks;        /* warm, with twice the disk bandwidth; < 0 unknown */
+	uint64_t double_ram_bytes;     /* twice the budget, at most full_bytes */
+	double tok_s_double_ram;       /* warm, with that budget; < 0 unknown */
+	char error[512];               /* why plan_compute failed */
+};
+
+/* Computes the plan. 0, or -EINVAL (inconsistent inputs) / -ENOMEM (an
+ * explicit budget below the minimum) with out->error stating the problem
+ * and, for -ENOMEM, the minimum in GiB and bytes. */
+int plan_compute(struct plan *out, const struct plan_inputs *in);
+
+/* Prints one "colibri: --FLAG V overrides the plan (...)" line per explicit
+ * --threads or --io-depth that differs from the planned value. Returns the
+ * number of lines. */
+int plan_print_overrides(const struct plan *p, FILE *f);
+
+const char *plan_bottleneck_name(enum plan_bottleneck b);
+const char *plan_budget_source_name(enum plan_budget_source s);
+const char *plan_help_name(enum plan_help h);
+
+#endif

@@ -1,0 +1,490 @@
+/*
+ * test_planner — planner/plan.h arithmetic on synthetic inputs, checked
+ * against the formulas of docs/PLAN.md written out again here: the split
+ * sums to the budget, whole frames, the minimum refused with its number in
+ * the message, more RAM never fewer frames, estimates monotone in disk
+ * bandwidth, the io-depth knee, overrides; then the commands end to end on a
+ * converted fixture: `plan --json` against the schema, `doctor` passing on a
+ * good container and failing, naming the file, on a corrupted expert record
+ * (--deep) and on a truncated file (without --deep). Also topology_discover
+ * and membw_measure give sane values. No assertion depends on disk or
+ * memory speed.
+ */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+
+#include "planner/blockdev.h"
+#include "planner/membw.h"
+#include "planner/plan.h"
+#include "planner/plan_machine.h"
+#include "planner/topology.h"
+#include "tests/test_util.h"
+
+#define MIB (1ull << 20)
+
+/* A synthetic model: 48 MoE layers of 128 experts, top-8, 2 MiB records. */
+static struct plan_inputs synthetic(void)
+{
+	struct plan_inputs in = {
+		.resident_bytes = 3000 * MIB,
+		.token_dense_bytes = 2500 * MIB,
+		.n_moe_layers = 48,
+		.n_experts = 128,
+		.top_k = 8,
+		.record_bytes_max = 2 * MIB,
+		.record_bytes_sum = 48 * 2 * MIB,
+		.kv_bytes_per_position = 96 * 1024,
+		.ctx = 4096,
+		.physical_cores = 8,
+		.available_memory_bytes = 16384 * MIB,
+		.membw_gbps = 50,
+		.compute_gbps = 100,
+	};
+	return in;
+}
+
+/* A profile with the given bandwidth at every point (depths 1..64, 2 MiB). */
+static void flat_profile(struct disk_profile *p, double gbps)
+{
+	memset(p, 0, sizeof *p);
+	snprintf(p->dev.key, sizeof p->dev.key, "test");
+	const int depths[] = { 1, 4, 16, 64 };
+	for (int i = 0; i < 4; i++) {
+		struct disk_point pt = { .block_bytes = 2 * MIB, .depth = depths[i], .gbps = gbps, .iops = 1 };
+		cr_assert_eq(disk_profile_put(p, &pt), 0);
+	}
+}
+
+static uint64_t split_sum(const struct plan *p)
+{
+	return p->resident_bytes + p->kv_bytes + p->scratch_bytes + p->expert_cache_bytes + p->slack_bytes +
+	       p->unused_bytes;
+}
+
+Test(plan, split_sums_to_budget_in_whole_frames)
+{
+	struct plan_inputs in = synthetic();
+	uint64_t budgets[] = { 0, 3500 * MIB, 5000 * MIB, 9999 * MIB + 12345, 20000 * MIB, 1ull << 40 };
+	for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+		struct plan p;
+		in.ram_bytes = budgets[i];
+		cr_assert_eq(plan_compute(&p, &in), 0, "%s", p.error);
+		cr_expect_eq(split_sum(&p), p.budget_bytes, "split of %" PRIu64 " sums to %" PRIu64, p.budget_bytes,
+			     split_sum(&p));
+		cr_expect_eq(p.expert_cache_bytes, p.frames * in.record_bytes_max);
+		cr_expect_lt(p.slack_bytes, in.record_bytes_max);
+		cr_expect_leq(p.frames, (uint64_t)in.n_experts * in.n_moe_layers);
+		cr_expect_geq(p.frames, (uint64_t)in.top_k);
+		cr_expect(p.slack_bytes == 0 || p.unused_bytes == 0);
+		cr_expect_eq(p.kv_bytes, in.kv_bytes_per_position * (uint64_t)in.ctx);
+		cr_expect_eq(p.scratch_bytes, PLAN_SCRATCH_BYTES);
+	}
+}
+
+Test(plan, minimum_refused_with_the_number)
+{
+	struct plan_inputs in = synthetic();
+	uint64_t min = in.resident_bytes + in.kv_bytes_per_position * (uint64_t)in.ctx + PLAN_SCRATCH_BYTES +
+		       (uint64_t)in.top_k * in.record_bytes_max;
+	struct plan p;
+	in.ram_min = true;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_eq(p.min_bytes, min);
+	cr_expect_eq(p.budget_bytes, min);
+	cr_expect_eq(p.frames, (uint64_t)in.top_k);
+	in.ram_min = false;
+	in.ram_bytes = min;
+	cr_expect_eq(plan_compute(&p, &in), 0, "the minimum itself must be accepted: %s", p.error);
+	in.ram_bytes = min - 1;
+	cr_assert_eq(plan_compute(&p, &in), -ENOMEM);
+	char mib[64], bytes[64];
+	snprintf(mib, sizeof mib, "minimum of %" PRIu64 " MiB", (uint64_t)((min + MIB - 1) / MIB));
+	snprintf(bytes, sizeof bytes, "%" PRIu64 " bytes", min);
+	cr_expect(strstr(p.error, mib) && strstr(p.error, bytes), "message lacks the %s (%s): %s", mib, bytes,
+		  p.error);
+}
+
+Test(plan, more_ram_more_frames)
+{
+	struct plan_inputs in = synthetic();
+	struct plan p;
+	uint64_t last_frames = 0;
+	double last_hit = -1;
+	for (uint64_t b = 3500 * MIB; b < 20000 * MIB; b += 700 * MIB) {
+		in.ram_bytes = b;
+		cr_assert_eq(plan_compute(&p, &in), 0, "%s", p.error);
+		cr_expect_geq(p.frames, last_frames, "budget %" PRIu64 ": %" PRIu64 " frames < %" PRIu64, b, p.frames,
+			      last_frames);
+		cr_expect_geq(p.hit_rate_warm, last_hit);
+		/* Reference: warm hit = frames per layer / experts per layer, at most 1. */
+		double hit = fmin(1.0, (double)p.frames / in.n_moe_layers / in.n_experts);
+		cr_expect_float_eq(p.hit_rate_warm, hit, 1e-12);
+		last_frames = p.frames;
+		last_hit = p.hit_rate_warm;
+	}
+	cr_expect_eq(last_frames, (uint64_t)in.n_experts * in.n_moe_layers, "a large budget caches every expert");
+	cr_expect_float_eq(last_hit, 1.0, 1e-12);
+}
+
+Test(plan, estimates_follow_the_formula_and_disk_bandwidth)
+{
+	struct plan_inputs in = synthetic();
+	struct disk_profile *prof = malloc(sizeof *prof);
+	struct plan p;
+	double last_cold = 0, last_warm = 0;
+	in.ram_bytes = 8000 * MIB;
+	in.disk = prof;
+	for (double gbps = 0.25; gbps <= 64; gbps *= 2) {
+		flat_profile(prof, gbps);
+		cr_assert_eq(plan_compute(&p, &in), 0, "%s", p.error);
+		cr_assert(p.disk_known);
+		/* Reference, docs/PLAN.md: disk + max(memory, compute). */
+		double expert = (double)in.top_k * (double)in.record_bytes_sum;
+		double mem = (double)in.token_dense_bytes + expert + (double)p.kv_bytes;
+		double comp = (double)in.token_dense_bytes + expert;
+		double core = fmax(mem / (in.membw_gbps * 1e9), comp / (in.compute_gbps * 1e9));
+		double cold = 1 / (expert / (gbps * 1e9) + core);
+		double warm = 1 / (round(expert * (1 - p.hit_rate_warm)) / (gbps * 1e9) + core);
+		cr_expect_float_eq(p.cold.tok_s, cold, cold * 1e-9, "cold %g, reference %g", p.cold.tok_s, cold);
+		cr_expect_float_eq(p.warm.tok_s, warm, warm * 1e-9, "warm %g, reference %g", p.warm.tok_s, warm);
+		cr_expect_gt(p.cold.tok_s, last_cold);
+		cr_expect_geq(p.warm.tok_s, last_warm);
+		cr_expect_geq(p.warm.tok_s, p.cold.tok_s);
+		last_cold = p.cold.tok_s;
+		last_warm = p.warm.tok_s;
+	}
+	/* Slow disk: the disk is the bottleneck and a remedy is named. */
+	flat_profile(prof, 0.1);
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_eq(p.bottleneck, PLAN_BOTTLENECK_DISK);
+	cr_expect(p.help == PLAN_HELP_RAM || p.help == PLAN_HELP_DISK);
+	cr_expect_gt(p.tok_s_two_disks, p.warm.tok_s);
+	cr_expect_gt(p.tok_s_double_ram, p.warm.tok_s);
+	/* Everything cached: disk time is zero, memory or compute limits. */
+	in.ram_bytes = 1ull << 40;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_eq(p.disk_bytes_warm, 0);
+	cr_expect_eq(p.bottleneck, PLAN_BOTTLENECK_MEMORY, "memory (%g s) > compute (%g s)", p.warm.memory_s,
+		     p.warm.compute_s);
+	/* No profile: cold speed unknown, and the advice is to measure. */
+	in.disk = NULL;
+	in.ram_bytes = 8000 * MIB;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_lt(p.cold.tok_s, 0);
+	cr_expect_eq(p.help, PLAN_HELP_PROFILE);
+	free(prof);
+}
+
+Test(plan, default_budget_and_io_depth_knee)
+{
+	struct plan_inputs in = synthetic();
+	struct plan p;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_eq(p.budget_source, PLAN_BUDGET_DEFAULT);
+	cr_expect_eq(p.budget_bytes, (uint64_t)((double)in.available_memory_bytes * PLAN_RAM_DEFAULT_FRACTION));
+	cr_expect_eq(p.io_depth, PLAN_IO_DEPTH_DEFAULT, "no profile: the default depth");
+	in.available_memory_bytes = 1ll << 45;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_eq(p.budget_bytes, p.full_bytes, "the default takes no more than caching everything needs");
+	in.available_memory_bytes = 100 * MIB;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_eq(p.budget_source, PLAN_BUDGET_DEFAULT_LOW);
+	cr_expect_eq(p.budget_bytes, p.min_bytes);
+
+	/* Knee: least depth within 90% of the best: 16 here (3.5 >= 0.9 * 3.6). */
+	struct disk_profile *prof = calloc(1, sizeof *prof);
+	const int depths[] = { 1, 4, 16, 64 };
+	const double gbps[] = { 1.0, 3.0, 3.5, 3.6 };
+	for (int i = 0; i < 4; i++) {
+		struct disk_point pt = { .block_bytes = 2 * MIB, .depth = depths[i], .gbps = gbps[i] };
+		disk_profile_put(prof, &pt);
+	}
+	in = synthetic();
+	in.disk = prof;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_eq(p.io_depth_planned, 16);
+	cr_expect(p.io_depth_measured);
+	free(prof);
+}
+
+Test(plan, explicit_flags_override_with_a_line)
+{
+	struct plan_inputs in = synthetic();
+	struct plan p;
+	in.threads = 3;
+	in.io_depth = 5;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_eq(p.threads, 3);
+	cr_expect_eq(p.threads_planned, 8);
+	cr_expect_eq(p.io_depth, 5);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	cr_expect_eq(plan_print_overrides(&p, f), 2);
+	fclose(f);
+	cr_expect(strstr(buf, "--threads 3 overrides the plan") && strstr(buf, "--io-depth 5 overrides the plan"),
+		  "%s", buf);
+	free(buf);
+	in.threads = 8;
+	in.io_depth = 0;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	f = open_memstream(&buf, &len);
+	cr_expect_eq(plan_print_overrides(&p, f), 0, "a flag equal to the plan is not an override");
+	fclose(f);
+	free(buf);
+}
+
+Test(plan, inconsistent_inputs_refused)
+{
+	struct plan_inputs in = synthetic();
+	struct plan p;
+	in.top_k = 200;
+	cr_expect_eq(plan_compute(&p, &in), -EINVAL);
+	cr_expect(strstr(p.error, "top_k"), "%s", p.error);
+	in = synthetic();
+	in.ctx = 0;
+	cr_expect_eq(plan_compute(&p, &in), -EINVAL);
+}
+
+Test(machine, topology_and_memory_bandwidth_are_sane)
+{
+	struct topology t;
+	topology_discover(&t);
+	cr_expect_geq(t.physical_cores, 1);
+	cr_expect_geq(t.logical_cpus, t.physical_cores);
+	cr_expect_geq(t.numa_nodes, 1);
+	cr_expect_gt(t.total_memory_bytes, 0);
+	cr_expect_gt(t.available_memory_bytes, 0);
+	cr_expect_leq(t.available_memory_bytes, t.total_memory_bytes);
+	double gbps = 0;
+	cr_expect_eq(membw_measure(&gbps, 16 * MIB, 0.02, 2), 0);
+	cr_expect_gt(gbps, 0);
+}
+
+/* A primary copy on the scratch file system, a mirror on /dev/shm (another
+ * "disk"): the layer reads at the sum of both bandwidths. */
+Test(machine, mirror_copies_on_another_disk_add_bandwidth)
+{
+	char dir[4096], shm[64] = "/dev/shm/colibri-test-XXXXXX", a[4200], a2[4200], b[4200];
+	tu_mkdtemp(dir, sizeof dir);
+	if (!mkdtemp(shm)) {
+		tu_rmrf(dir);
+		cr_skip_test("no /dev/shm");
+	}
+	snprintf(a, sizeof a, "%s/layer.bin", dir);
+	snprintf(a2, sizeof a2, "%s/copy.bin", dir);
+	snprintf(b, sizeof b, "%s/layer.bin", shm);
+	cr_assert_eq(tu_write(a, "x", 1) | tu_write(a2, "x", 1) | tu_write(b, "x", 1), 0);
+	setenv("COLIBRI_CACHE_DIR", dir, 1);
+	struct blockdev da, db;
+	cr_assert_eq(blockdev_identify(&da, a) | blockdev_identify(&db, b), 0);
+	bool distinct = strcmp(da.key, db.key) != 0;
+	struct plan_machine *m = calloc(1, sizeof *m);
+	const char *paths[] = { a, b, a2 };
+	int layer[] = { 0, 0, 0 };
+	cr_assert_eq(plan_machine_discover(m, paths, 3, 0), 0);
+	cr_expect_float_eq(plan_machine_mirror_gain(m, paths, layer, 2, 1, 1, 2 * MIB, 8, false), 1.0, 0,
+			   "no profiles: no gain");
+	for (int i = 0; i < m->n_disks; i++) {
+		struct disk_point pt = { .block_bytes = 2 * MIB, .depth = 8, .gbps = i == 0 ? 1.0 : 3.0 };
+		m->disks[i].profiled = true;
+		m->disks[i].profile.n_points = 0;
+		disk_profile_put(&m->disks[i].profile, &pt);
+	}
+	if (distinct) {
+		cr_assert_eq(m->n_disks, 2);
+		cr_expect_float_eq(plan_machine_mirror_gain(m, paths, layer, 2, 1, 1, 2 * MIB, 8, false), 4.0, 1e-12,
+				   "1 GB/s + 3 GB/s over 1 GB/s");
+	} else {
+		cr_log_warn("%s and /dev/shm are one file system: the two-disk case is not checked", dir);
+	}
+	const char *same[] = { a, a2 };
+	cr_expect_float_eq(plan_machine_mirror_gain(m, same, layer, 2, 1, 1, 2 * MIB, 8, false), 1.0, 0,
+			   "a copy on the same disk adds nothing");
+	free(m);
+	tu_rmrf(shm);
+	tu_rmrf(dir);
+}
+
+/* End to end: the commands on a converted fixture. */
+static char scratch[4096], model[4200], cache[4200];
+
+static void setup(void)
+{
+	tu_mkdtemp(scratch, sizeof scratch);
+	snprintf(model, sizeof model, "%s/model", scratch);
+	snprintf(cache, sizeof cache, "%s/cache", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/qwen3_moe' '%s'", tu_colibri(), tu_fixtures(), model), 0,
+		     "convert failed");
+}
+
+static void teardown(void)
+{
+	tu_rmrf(scratch);
+}
+
+TestSuite(commands, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Runs colibri with args and COLIBRI_CACHE_DIR set; stdout into out. */
+static int colibri(const char *out, const char *args)
+{
+	return tu_sh("COLIBRI_CACHE_DIR='%s' '%s' %s >'%s' 2>'%s.err'", cache, tu_colibri(), args, out, out);
+}
+
+static double jnum(const cJSON *o, const char *path)
+{
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", path);
+	const cJSON *v = o;
+	for (char *save, *k = strtok_r(buf, ".", &save); k; k = strtok_r(NULL, ".", &save))
+		v = cJSON_GetObjectItemCaseSensitive(v, k);
+	cr_assert(cJSON_IsNumber(v), "%s is not a number", path);
+	return v->valuedouble;
+}
+
+Test(commands, plan_json_matches_the_schema)
+{
+	char out[4400], args[8400];
+	snprintf(out, sizeof out, "%s/plan.json", scratch);
+	snprintf(args, sizeof args, "plan --model '%s' --ram 1G --ctx 256 --threads 1 --io-depth 3 --json", model);
+	cr_assert_eq(colibri(out, args), 0);
+	char *text = tu_read(out, NULL);
+	cJSON *j = cJSON_Parse(text);
+	cr_assert_not_null(j, "not JSON: %s", text);
+	cr_expect_str_eq(cJSON_GetObjectItem(j, "schema")->valuestring, "colibri-plan");
+	cr_expect_eq(jnum(j, "version"), 1);
+	/* The model half, against the fixture's config.json. */
+	char cfgp[4400];
+	snprintf(cfgp, sizeof cfgp, "%s/hf/qwen3_moe/config.json", tu_fixtures());
+	char *cfgt = tu_read(cfgp, NULL);
+	cJSON *cfg = cJSON_Parse(cfgt);
+	cr_expect_eq(jnum(j, "model.n_experts"), jnum(cfg, "num_experts"));
+	cr_expect_eq(jnum(j, "model.top_k"), jnum(cfg, "num_experts_per_tok"));
+	cr_expect_eq(jnum(j, "model.layers"), jnum(cfg, "num_hidden_layers"));
+	/* Per position: f32 K and V of every layer, and one f32 score per thread. */
+	cr_expect_eq(jnum(j, "model.kv_bytes_per_position"),
+		     2 * 4 * jnum(cfg, "num_hidden_layers") * jnum(cfg, "num_key_value_heads") * jnum(cfg, "head_dim") +
+			     4 * 1);
+	cr_expect_eq(jnum(j, "ctx"), 256);
+	cr_expect_eq(jnum(j, "budget.bytes"), 1 << 30);
+	cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "budget"), "source")->valuestring, "explicit");
+	double sum = jnum(j, "split.resident_bytes") + jnum(j, "split.kv_bytes") + jnum(j, "split.scratch_bytes") +
+		     jnum(j, "split.expert_cache_bytes") + jnum(j, "split.slack_bytes") + jnum(j, "split.unused_bytes");
+	cr_expect_eq(sum, jnum(j, "budget.bytes"));
+	cr_expect_eq(jnum(j, "expert_cache.frames"), jnum(j, "expert_cache.frames_all"), "1 GiB caches everything");
+	cr_expect_eq(jnum(j, "threads.value"), 1);
+	cr_expect_eq(jnum(j, "io_depth.value"), 3);
+	const cJSON *disks = cJSON_GetObjectItem(j, "disks");
+	cr_expect_eq(cJSON_GetArraySize(disks), 1);
+	cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetArrayItem(disks, 0), "profiled")),
+		  "a fresh cache has no disk profile");
+	const cJSON *est = cJSON_GetObjectItem(j, "estimate");
+	cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(est, "cold"), "tok_s")),
+		  "without a profile the cold speed is unknown");
+	cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(cJSON_GetObjectItem(est, "warm"), "tok_s")),
+		  "every expert cached: the warm speed needs no disk profile");
+	cJSON_Delete(cfg);
+	cJSON_Delete(j);
+	free(cfgt);
+	free(text);
+
+	/* At the minimum the disk matters, and it is not measured yet. */
+	snprintf(args, sizeof args, "plan --model '%s' --ram min --json", model);
+	cr_assert_eq(colibri(out, args), 0);
+	text = tu_read(out, NULL);
+	j = cJSON_Parse(text);
+	cr_assert_not_null(j);
+	est = cJSON_GetObjectItem(j, "estimate");
+	cr_expect_eq(jnum(j, "budget.bytes"), jnum(j, "budget.min_bytes"));
+	cr_expect_str_eq(cJSON_GetObjectItem(est, "would_help_most")->valuestring, "profile_disk");
+	cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(est, "warm"), "tok_s")));
+	cJSON_Delete(j);
+	free(text);
+}
+
+Test(commands, plan_text_explains_and_refuses_low_budget)
+{
+	char out[4400], args[8400];
+	snprintf(out, sizeof out, "%s/plan.txt", scratch);
+	snprintf(args, sizeof args, "plan --model '%s' --ram 1G", model);
+	cr_assert_eq(colibri(out, args), 0);
+	char *text = tu_read(out, NULL);
+	const char *labels[] = { "budget", "resident", "kv cache", "scratch", "expert cache", "minimum", "threads",
+				 "io depth", "disk", "memory", "decode, cold", "decode, warm", "bottleneck" };
+	for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
+		cr_expect(strstr(text, labels[i]), "no \"%s\" line in:\n%s", labels[i], text);
+	cr_expect(strstr(text, "colibri iobench"), "no profile: the plan must suggest iobench");
+	free(text);
+	snprintf(args, sizeof args, "plan --model '%s' --ram 1M", model);
+	cr_expect_neq(colibri(out, args), 0, "a budget below the minimum must be refused");
+	snprintf(out + strlen(out), 8, ".err");
+	text = tu_read(out, NULL);
+	cr_expect(text && strstr(text, "below the minimum of"), "%s", text);
+	free(text);
+}
+
+Test(commands, doctor_passes_on_a_good_container)
+{
+	char out[4400], args[8400];
+	snprintf(out, sizeof out, "%s/doctor.txt", scratch);
+	snprintf(args, sizeof args, "doctor --model '%s' --deep", model);
+	int rc = colibri(out, args);
+	char *text = tu_read(out, NULL);
+	cr_expect_eq(rc, 0, "doctor failed on a good container:\n%s", text);
+	cr_expect(strstr(text, "pass  checksums"), "%s", text);
+	cr_expect(!strstr(text, "FAIL"), "%s", text);
+	free(text);
+}
+
+/* Flips one byte of a file at offset. */
+static void flip_byte(const char *path, long off)
+{
+	FILE *f = fopen(path, "r+b");
+	cr_assert_not_null(f, "%s", path);
+	fseek(f, off, SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, off, SEEK_SET);
+	fputc(c ^ 0x40, f);
+	fclose(f);
+}
+
+Test(commands, doctor_deep_names_a_corrupted_expert_record)
+{
+	char out[4400], args[8400], file[4400];
+	/* Expert 1 of the first MoE layer, whose record size the manifest gives. */
+	snprintf(file, sizeof file, "%s/manifest.json", model);
+	char *mtext = tu_read(file, NULL);
+	cJSON *man = cJSON_Parse(mtext);
+	const cJSON *layer = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(man, "experts"), "layers"), 0);
+	long record = (long)jnum(layer, "record_bytes");
+	snprintf(file, sizeof file, "%s/%s", model, cJSON_GetObjectItem(layer, "file")->valuestring);
+	cJSON_Delete(man);
+	free(mtext);
+	flip_byte(file, record + 100);
+	snprintf(out, sizeof out, "%s/doctor.txt", scratch);
+	snprintf(args, sizeof args, "doctor --model '%s'", model);
+	cr_expect_eq(colibri(out, args), 0, "without --deep the records are not read");
+	snprintf(args, sizeof args, "doctor --model '%s' --deep", model);
+	cr_expect_neq(colibri(out, args), 0, "doctor --deep passed a corrupted record");
+	char *text = tu_read(out, NULL);
+	char want[4500];
+	snprintf(want, sizeof want, "%s: expert 1", file);
+	cr_expect(strstr(text, "FAIL  checksums") && strstr(text, want), "no line naming %s:\n%s", want, text);
+	free(text);
+}
+
+Test(commands, doctor_names_a_truncated_file)
+{
+	char out[4400], args[8400], file[4400];
+	snprintf(file, sizeof file, "%s/experts/layer-000.bin", model);
+	cr_assert_eq(truncate(file, 4096), 0);
+	snprintf(out, sizeof out, "%s/doctor.txt", scratch);
+	snprintf(args, sizeof args, "doctor --model '%s'", model);
+	cr_expect_neq(colibri(out, args), 0, "doctor passed a truncated container");
+	char *text = tu_read(out, NULL);
+	cr_expect(strstr(text, "FAIL") && strstr(text, file) && strstr(text, "truncated"), "%s", text);
+	free(text);
+}
