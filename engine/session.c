@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,6 +14,11 @@
 
 #include "compute/threadpool.h"
 #include "engine/files.h"
+#include "engine/cmd.h"
+#include "planner/blockdev.h"
+#include "planner/plan.h"
+#include "planner/plan_machine.h"
+#include "planner/profile.h"
 #include "planner/topology.h"
 #include "storage/error.h"
 
@@ -22,7 +28,7 @@ void session_options_default(struct session_options *o)
 {
 	memset(o, 0, sizeof *o);
 	o->batch = 64;
-	o->io_depth = 32;
+	o->io_depth = 0; /* planned */
 	o->logits_rows = 1;
 }
 
@@ -137,11 +143,6 @@ int session_parse_tokens(const char *s, int32_t **ids, int *n)
 	return 0;
 }
 
-/* Share of available memory a run takes when --ram is not given. */
-#define SESSION_RAM_DEFAULT_FRACTION 0.85
-/* Set aside inside the budget for what is not counted exactly: thread
- * stacks, io_uring rings, allocator slack. */
-#define SESSION_RAM_RESERVE (16ull << 20)
 
 /* The expert cache from the RAM budget: what is left after resident
  * weights, the KV cache and scratch. */
@@ -162,53 +163,33 @@ static uint64_t proc_status_bytes(const char *key)
 	return kb * 1024;
 }
 
-/* Where the RAM budget goes; everything but the expert cache is fixed. */
-struct budget {
-	uint64_t process;            /* already resident when the session opens */
-	uint64_t resident;           /* resident weights */
-	uint64_t forward;            /* KV cache and scratch */
-	uint64_t output;             /* logits and sampler buffers */
-	uint64_t min_cache;          /* one token's top-k experts */
-};
-
-static uint64_t budget_fixed(const struct budget *b)
+/* Bandwidth of each copy's disk (0 primary, k mirror k-1) from the saved
+ * disk profiles at the frame size, so stripes follow measured speed; 0
+ * where a disk has no profile (the store then weighs it like the others). */
+static void copy_bandwidths(const char *model_dir, uint64_t block, int depth, bool buffered,
+			    double *gbps)
 {
-	return b->process + b->resident + b->forward + b->output + SESSION_RAM_RESERVE;
-}
-
-/* The expert cache from the RAM budget: what is left after the fixed parts.
- * The promise: peak resident set <= --ram + SESSION_RAM_SLACK. */
-static int expert_cache_bytes(const struct session_options *o, const struct budget *b, uint64_t *out)
-{
-	uint64_t fixed = budget_fixed(b), need = fixed + b->min_cache;
-	if (o->ram_min) {
-		*out = b->min_cache;
-		return 0;
+	struct manifest man;
+	if (manifest_load(&man, model_dir) != 0 || man.n_expert_layers == 0) {
+		error_clear();
+		manifest_free(&man);
+		return;
 	}
-	if (!o->ram_bytes) {
-		/* Default: most of what the machine can give without swapping;
-		 * never below the minimum (the run then says so). */
-		int64_t avail = topology_available_memory_bytes();
-		uint64_t budget = avail > 0 ? (uint64_t)((double)avail * SESSION_RAM_DEFAULT_FRACTION) : 0;
-		if (budget < need) {
-			fprintf(stderr, "colibri: warning: only %.2f GiB of memory available, below the model's "
-					"minimum of %.2f GiB; running at the minimum\n",
-				avail / 1073741824.0, need / 1073741824.0);
-			*out = b->min_cache;
-		} else {
-			*out = budget - fixed;
-		}
-		return 0;
+	for (size_t k = 0; k <= man.n_mirrors && k < EXPERT_COPIES_MAX; k++) {
+		char path[PATH_MAX];
+		if (k == 0)
+			snprintf(path, sizeof path, "%s/%s", model_dir, man.layers[0].file);
+		else
+			snprintf(path, sizeof path, "%s", man.mirrors[k - 1].dir);
+		struct blockdev dev;
+		struct disk_profile prof;
+		if (blockdev_identify(&dev, path) != 0 || profile_disk_load(&prof, dev.key) != 0)
+			continue;
+		const struct disk_point *pt = disk_profile_nearest(&prof, block, depth, buffered);
+		gbps[k] = pt ? pt->gbps : 0;
 	}
-	if (o->ram_bytes < need)
-		return error_set(ENOMEM, "--ram %.0f MiB is below the minimum of %.0f MiB for this model "
-				 "(resident weights %.0f MiB, KV cache and scratch %.0f MiB, one token's experts %.0f MiB, "
-				 "process and buffers %.0f MiB); pass --ram min to run at the minimum",
-				 o->ram_bytes / 1048576.0, need / 1048576.0, b->resident / 1048576.0,
-				 b->forward / 1048576.0, b->min_cache / 1048576.0,
-				 (b->process + b->output + SESSION_RAM_RESERVE) / 1048576.0);
-	*out = o->ram_bytes - fixed;
-	return 0;
+	error_clear();
+	manifest_free(&man);
 }
 
 int session_open(struct session *s, const struct session_options *o, int need_ctx)
@@ -216,33 +197,56 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	memset(s, 0, sizeof *s);
 	s->opt = *o;
 	struct model_config cfg;
-	struct manifest man;
 	int rc = model_config_load(&cfg, o->model_dir);
 	if (rc)
 		return rc;
+	int threads = o->threads;
 	int ctx = o->ctx ? o->ctx : need_ctx;
 	if (ctx > cfg.max_positions && !o->ctx)
 		ctx = cfg.max_positions;
 	if (ctx < need_ctx)
 		return error_set(EINVAL, "%d positions needed but the context is %d (--ctx)", need_ctx, ctx);
-	int threads = o->threads ? o->threads : topology_physical_cores();
-	if ((rc = manifest_load(&man, o->model_dir))) {
-		manifest_free(&man);
-		return rc;
+	/* The plan sizes the expert cache, the IO depth and the threads;
+	 * explicit flags override it and the run says so. */
+	struct plan_container pc;
+	struct plan_machine *pm = calloc(1, sizeof *pm);
+	struct plan plan;
+	rc = pm ? plan_container_load(&pc, o->model_dir, ctx, o->batch, o->threads)
+		: error_set(ENOMEM, "out of memory");
+	if (!rc && (rc = plan_machine_discover(pm, (const char *const *)pc.paths, pc.n_paths, 0)) != 0)
+		rc = error_set(-rc, "%s: cannot inspect the disks of the expert files", o->model_dir);
+	if (!rc) {
+		plan_inputs_machine(&pc.in, pm);
+		/* What is resident already (binary, a loaded tokenizer), and the
+		 * command's logits rows beyond the plan's own. */
+		pc.in.scratch_bytes += proc_status_bytes("VmRSS");
+		if (o->logits_rows > PLAN_OUTPUT_ROWS)
+			pc.in.scratch_bytes += (uint64_t)(o->logits_rows - PLAN_OUTPUT_ROWS) * cfg.vocab * sizeof(float);
+		pc.in.ram_bytes = o->ram_bytes;
+		pc.in.ram_min = o->ram_min;
+		pc.in.threads = o->threads;
+		pc.in.io_depth = o->io_depth;
+		pc.in.buffered = o->buffered;
+		if ((rc = plan_compute(&plan, &pc.in)) != 0)
+			rc = error_set(-rc, "%s", plan.error);
 	}
-	uint64_t rec = 0;
-	for (size_t i = 0; i < man.n_expert_layers; i++)
-		rec = man.layers[i].record_bytes > rec ? man.layers[i].record_bytes : rec;
-	struct budget b = {
-		.process = proc_status_bytes("VmRSS"),
-		.resident = man.resident_bytes,
-		.forward = forward_bytes(&cfg, ctx, o->batch, threads),
-		.output = (uint64_t)cfg.vocab * sizeof(float) * (uint64_t)(o->logits_rows + 3),
-		.min_cache = rec * (uint64_t)cfg.top_k,
-	};
-	manifest_free(&man);
-	struct model_options mo = { .io_depth = o->io_depth, .buffered = o->buffered };
-	rc = expert_cache_bytes(o, &b, &mo.expert_cache_bytes);
+	if (!rc) {
+		if (plan.budget_source == PLAN_BUDGET_DEFAULT_LOW)
+			fprintf(stderr, "colibri: warning: available memory is below the model's minimum of %.0f MiB; "
+					"running at the minimum\n", plan.min_bytes / 1048576.0);
+		plan_print_overrides(&plan, stderr);
+		s->plan_budget = plan.budget_bytes;
+	}
+	struct model_options mo = { .buffered = o->buffered };
+	if (!rc) {
+		mo.expert_cache_bytes = plan.expert_cache_bytes;
+		mo.io_depth = plan.io_depth;
+		threads = plan.threads;
+		copy_bandwidths(o->model_dir, plan.frame_bytes, plan.io_depth, o->buffered, mo.copy_gbps);
+	}
+	if (pm)
+		plan_container_free(&pc);
+	free(pm);
 	if (rc)
 		return rc;
 	if ((rc = model_load(&s->model, o->model_dir, &mo)))
@@ -334,8 +338,8 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 	else
 		fprintf(out, "prefetch: off\n");
 	fprintf(out, "memory: peak resident set %.1f MiB", proc_status_bytes("VmHWM") / 1048576.0);
-	if (s->opt.ram_bytes)
-		fprintf(out, " of a %.1f MiB budget (+%llu MiB slack)", s->opt.ram_bytes / 1048576.0,
+	if (s->plan_budget)
+		fprintf(out, " of a %.1f MiB budget (+%llu MiB slack)", s->plan_budget / 1048576.0,
 			SESSION_RAM_SLACK >> 20);
 	fprintf(out, "\n");
 }
@@ -372,7 +376,7 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON_AddNumberToObject(j, "prefetch_precision", pf->predicted ? (double)pf->correct / pf->predicted : 0);
 	cJSON_AddNumberToObject(j, "prefetch_recall", pf->actual ? (double)pf->correct / pf->actual : 0);
 	cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)proc_status_bytes("VmHWM"));
-	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->opt.ram_bytes);
+	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->plan_budget);
 #ifdef __SANITIZE_ADDRESS__
 	cJSON_AddBoolToObject(j, "sanitizers", true); /* shadow memory inflates the resident set */
 #else

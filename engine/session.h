@@ -25,7 +25,7 @@ struct session_options {
 	int batch;                   /* tokens per forward step (prefill chunk) */
 	uint64_t ram_bytes;          /* 0: no limit given */
 	bool ram_min;                /* --ram min */
-	int io_depth;
+	int io_depth;                /* 0: planned from the disk profile */
 	bool buffered;
 	bool stats;
 	const char *stats_json;
@@ -89,6 +89,7 @@ struct session {
 	struct pinning pin;
 	bool pin_ready;
 	double t_open;           /* when the model finished loading */
+	uint64_t plan_budget;    /* the RAM budget the plan settled on */
 	struct session_stat extra[SESSION_EXTRA_MAX];
 	size_t n_extra;
 };

@@ -187,3 +187,17 @@ Test(run, ram_budget_holds)
 		      peak / 1048576.0, ram);
 	free(js);
 }
+
+/* run follows the plan; explicit flags override it and the run says so. */
+Test(run, flags_override_the_plan)
+{
+	char args[8192], path[4400];
+	snprintf(args, sizeof args, "run --model '%s' --tokens 9707 -n 2 --temp 0 --io-depth 8 --threads 1 --stats", model);
+	free(run_out("override", args));
+	snprintf(path, sizeof path, "%s/override.err", scratch);
+	char *err = tu_read(path, NULL);
+	cr_assert_not_null(err);
+	cr_expect(strstr(err, "--io-depth 8 overrides the plan"), "no override line for --io-depth: %s", err);
+	cr_expect(strstr(err, "io depth 8"), "the store does not use the flag's depth: %s", err);
+	free(err);
+}
