@@ -3,15 +3,19 @@
  * parallel-for at a time.
  *
  * Protocol for one run (generation g):
- *   caller: writes fn/ctx/n_tasks, resets next_task and n_finished, then
- *           publishes generation g (release) and wakes sleepers;
- *   every thread, caller included: claims task indices from next_task with
- *           fetch_add until they run out, then increments n_finished;
- *   caller: returns once n_finished == size.
- * Because the caller waits for every worker to check out, no worker can
- * still be claiming from run g when run g + 1 resets the counters, so each
- * task runs exactly once. Workers spin for a short while after a run (a
- * decode step issues runs back to back) and then sleep on a condvar.
+ *   caller: closes the work word to (g, CLOSED) so no late thread of run
+ *           g - 1 can claim, writes fn/ctx/n_tasks, opens the word at
+ *           (g, 0), then publishes generation g and wakes sleepers;
+ *   every thread, caller included: claims task indices by compare-and-swap
+ *           on the work word, which carries the generation, so a claim made
+ *           with a stale generation fails; counts each finished task;
+ *   caller: returns once every task of run g has finished.
+ * The caller never waits for a worker that has not started (descheduled by
+ * another process, or still waking): it takes the remaining tasks itself.
+ * That matters on a busy machine, where waiting for every worker to check
+ * in would cost a scheduler quantum per kernel. Workers spin for a short
+ * while after a run (a decode step issues runs back to back) and then sleep
+ * on a condvar.
  */
 #include "compute/threadpool.h"
 
@@ -20,6 +24,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -48,8 +53,8 @@ struct threadpool {
 	void *ctx;
 	int n_tasks;
 
-	atomic_int next_task;
-	atomic_int n_finished;
+	_Atomic uint64_t work;       /* generation << 32 | next task index */
+	atomic_int n_done;           /* tasks of the current run finished */
 	atomic_uint generation;
 	atomic_bool stop;
 
@@ -57,15 +62,23 @@ struct threadpool {
 	pthread_cond_t wake;
 };
 
-static void threadpool_work(struct threadpool *pool, int thread)
+#define THREADPOOL_CLOSED 0xffffffffu
+
+/* Claims and runs tasks of run `gen` until none is left or the run is over. */
+static void threadpool_work(struct threadpool *pool, int thread, unsigned gen)
 {
+	uint64_t w = atomic_load_explicit(&pool->work, memory_order_acquire);
 	for (;;) {
-		int task = atomic_fetch_add_explicit(&pool->next_task, 1, memory_order_relaxed);
-		if (task >= pool->n_tasks)
-			break;
-		pool->fn(pool->ctx, task, thread);
+		uint32_t task = (uint32_t)w;
+		if ((unsigned)(w >> 32) != gen || task == THREADPOOL_CLOSED || task >= (uint32_t)pool->n_tasks)
+			return;
+		if (!atomic_compare_exchange_weak_explicit(&pool->work, &w, w + 1, memory_order_acq_rel,
+							   memory_order_acquire))
+			continue; /* w now holds the current word */
+		pool->fn(pool->ctx, (int)task, thread);
+		atomic_fetch_add_explicit(&pool->n_done, 1, memory_order_release);
+		w = atomic_load_explicit(&pool->work, memory_order_acquire);
 	}
-	atomic_fetch_add_explicit(&pool->n_finished, 1, memory_order_release);
 }
 
 /* Waits until the generation differs from seen; returns the new one. */
@@ -94,7 +107,7 @@ static void *threadpool_worker_main(void *arg)
 		seen = threadpool_wait_generation(pool, seen);
 		if (atomic_load_explicit(&pool->stop, memory_order_acquire))
 			return NULL;
-		threadpool_work(pool, w->index);
+		threadpool_work(pool, w->index, seen);
 	}
 }
 
@@ -119,8 +132,8 @@ int threadpool_init(struct threadpool **out, int n_threads)
 	if (!pool)
 		return -ENOMEM;
 	pool->size = 1;
-	atomic_init(&pool->next_task, 0);
-	atomic_init(&pool->n_finished, 0);
+	atomic_init(&pool->work, (uint64_t)THREADPOOL_CLOSED);
+	atomic_init(&pool->n_done, 0);
 	atomic_init(&pool->generation, 0);
 	atomic_init(&pool->stop, false);
 	if ((err = -pthread_mutex_init(&pool->lock, NULL)) != 0) {
@@ -184,15 +197,16 @@ void threadpool_run(struct threadpool *pool, threadpool_task_fn fn, void *ctx, i
 			fn(ctx, i, 0);
 		return;
 	}
+	unsigned gen = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
+	atomic_store_explicit(&pool->work, (uint64_t)gen << 32 | THREADPOOL_CLOSED, memory_order_release);
 	pool->fn = fn;
 	pool->ctx = ctx;
 	pool->n_tasks = n_tasks;
-	atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
-	atomic_store_explicit(&pool->n_finished, 0, memory_order_relaxed);
+	atomic_store_explicit(&pool->n_done, 0, memory_order_relaxed);
+	atomic_store_explicit(&pool->work, (uint64_t)gen << 32, memory_order_release);
 	threadpool_publish(pool);
-	threadpool_work(pool, 0);
-	for (int i = 0;
-	     atomic_load_explicit(&pool->n_finished, memory_order_acquire) < pool->size; i++) {
+	threadpool_work(pool, 0, gen);
+	for (int i = 0; atomic_load_explicit(&pool->n_done, memory_order_acquire) < n_tasks; i++) {
 		if (i < THREADPOOL_WAIT_SPIN_ITERS)
 			THREADPOOL_PAUSE();
 		else
