@@ -5,6 +5,8 @@
                  [--experts-layout {per-expert,fused}] [--weights-dtype {bf16,fp8}]
                  [--shards N] [--tokenizer DIR] [--vocab-size N]
                  [--size {tiny,small}] [--clip-qkv X]
+    gen_model.py --shape {olmoe-1b-7b,qwen3-30b-a3b} --out DIR [--seed N]
+                 [--weights-dtype {bf16,fp8}] [--shards N] [--layers N]
 
 The directory gets config.json and generation_config.json with the field
 names, model_type and architectures of the real models, and safetensors
@@ -17,6 +19,10 @@ the layout, weight dtype, shard count or vocabulary: a fused or fp8 model is
 the per-expert bf16 model stored differently.  Magnitudes are chosen so the
 residual stream stays O(1), routing is decisive and varies from token to
 token, and the logits are spread (std ~1.5).
+
+--shape writes a real model's dimensions (GBs) for benchmarks, streamed
+tensor by tensor with bounded memory, with skewed routing (see the "real
+shapes" section below).
 """
 
 import argparse

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""A DeepSeek-V3 checkpoint whose MTP head agrees with the model.
+
+    mtp_agree.py --src HF_DIR --out HF_DIR2 [--alpha A]
+
+Random weights give an MTP head that never predicts what the model then
+samples, so drafting is never accepted. This rewrites a generated
+checkpoint (tools/gen_model.py --arch deepseek_v3) so that it does:
+
+- every layer's output projections (self_attn.o_proj, mlp.down_proj,
+  mlp.shared_experts.down_proj, mlp.experts.E.down_proj; the MTP layer's
+  too) are scaled by A (default 0.05): the residual stream stays close to
+  the token embedding, and the model is close to a bigram model,
+  next = argmax lm_head(norm(embed(token)));
+- the MTP layer takes the embedding half of its input only: eh_proj =
+  [I | 0] (eh_proj's input is cat(enorm(embed(next)), hnorm(h))), enorm
+  weight 1, shared_head.norm = model.norm (shared_head.head is already
+  lm_head): its prediction is that same bigram of the token it is given.
+
+So the MTP head predicts, up to the residual contributions A scales down,
+what the model itself will predict one position later: A = 0 agrees
+always, larger A less often. Every layer still routes and computes every
+expert (the cost of a forward does not change); only the values differ.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import safetensors_np as st  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--src", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--alpha", type=float, default=0.05)
+    a = ap.parse_args()
+    with open(os.path.join(a.src, "config.json")) as f:
+        cfg = json.load(f)
+    if cfg.get("model_type") != "deepseek_v3" or not cfg.get("num_nextn_predict_layers"):
+        sys.exit("mtp_agree: %s is not a deepseek_v3 checkpoint with an MTP layer" % a.src)
+    if os.path.exists(os.path.join(a.src, "model.safetensors.index.json")):
+        sys.exit("mtp_agree: sharded checkpoints are not handled")
+    H = cfg["hidden_size"]
+    mtp = cfg["num_hidden_layers"]
+    t = st.load_file(os.path.join(a.src, "model.safetensors"))
+
+    def f32(name):
+        x = t[name]
+        if x.dtype == "BF16":
+            return st.bf16_to_f32(x.raw)
+        if x.dtype == "F32":
+            return np.array(x.raw, dtype=np.float32)
+        sys.exit("mtp_agree: %s is %s; use a bf16 checkpoint" % (name, x.dtype))
+
+    out = {}
+    for name, x in t.items():
+        out[name] = (x.dtype, np.array(x.raw))
+
+    def put(name, v):
+        dtype = t[name].dtype
+        out[name] = (dtype, st.f32_to_bf16(v) if dtype == "BF16" else v.astype(np.float32))
+
+    scaled = 0
+    for name in t:
+        if name.endswith(("self_attn.o_proj.weight", "down_proj.weight")):
+            put(name, f32(name) * a.alpha)
+            scaled += 1
+    p = "model.layers.%d." % mtp
+    eh = np.zeros((H, 2 * H), dtype=np.float32)
+    eh[:, :H] = np.eye(H, dtype=np.float32)
+    put(p + "eh_proj.weight", eh)
+    put(p + "enorm.weight", np.ones(H, dtype=np.float32))
+    put(p + "shared_head.norm.weight", f32("model.norm.weight"))
+    os.makedirs(a.out, exist_ok=True)
+    st.write_file(os.path.join(a.out, "model.safetensors"), out)
+    for f in os.listdir(a.src):
+        if f.endswith(".json"):
+            shutil.copy(os.path.join(a.src, f), os.path.join(a.out, f))
+    print("mtp_agree: %s -> %s: %d output projections scaled by %g, MTP eh_proj = [I | 0]"
+          % (a.src, a.out, scaled, a.alpha), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""bench/pinning.sh's runs folder -> markdown tables and one raw JSON.
+
+    pinning_report.py RUNS_DIR --json OUT.json --out OUT.md
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+
+DESC = {
+    "lru": "`COLIBRI_EVICT=lru --no-pin`: plain LRU, nothing pinned",
+    "freq": "`--no-pin`: frequency-aware eviction (the default), nothing pinned",
+    "pin": "defaults: frequency-aware eviction and learned pinning (usage.json from the runs before)",
+    "repin": "as pin, plus `--repin 8`",
+}
+
+
+def load(runs_dir):
+    with open(os.path.join(runs_dir, "info.json")) as f:
+        info = json.load(f)
+    per = []
+    for p in sorted(glob.glob(os.path.join(runs_dir, "*-r*-p*.json"))):
+        if p.endswith(".stats.json"):
+            continue
+        with open(p) as f:
+            r = json.load(f)
+        c, run, prompt = re.match(r"(\w+)-r(\d+)-p(\d+)$", r["label"]).groups()
+        st = r["stats"] or {}
+        per.append({"config": c, "run": int(run), "prompt": int(prompt), "rc": r["rc"],
+                    "argv": r["argv"], "output": r["output"],
+                    "requests": st.get("expert_requests", 0), "hits": st.get("expert_hits", 0),
+                    "pinned_hits": st.get("expert_pinned_hits", 0), "joins": st.get("expert_joins", 0),
+                    "misses": st.get("expert_misses", 0), "pinned_experts": st.get("pinned_experts", 0),
+                    "bytes_read": st.get("bytes_read", 0), "generated": st.get("generated_tokens", 0),
+                    "decode_s": st.get("decode_s", 0), "prefill_s": st.get("prefill_s", 0),
+                    "wall_s": st.get("wall_s", 0), "disk_wait_s": st.get("disk_wait_s", 0),
+                    "frames": st.get("frames"), "frame_bytes": st.get("frame_bytes"),
+                    "eviction": st.get("eviction"), "decode_tok_s": st.get("decode_tok_s")})
+    return info, per
+
+
+def aggregate(per):
+    out = {}
+    for x in per:
+        k = (x["config"], x["run"])
+        a = out.setdefault(k, {"config": x["config"], "run": x["run"], "prompts": 0, "requests": 0,
+                               "hits": 0, "pinned_hits": 0, "joins": 0, "misses": 0, "bytes_read": 0,
+                               "generated": 0, "decode_s": 0.0, "wall_s": 0.0, "disk_wait_s": 0.0,
+                               "pinned_experts": [], "frames": x["frames"],
+                               "frame_bytes": x["frame_bytes"], "failed": 0})
+        a["prompts"] += 1
+        a["failed"] += x["rc"] != 0
+        for f in ("requests", "hits", "pinned_hits", "joins", "misses", "bytes_read", "generated",
+                  "decode_s", "wall_s", "disk_wait_s"):
+            a[f] += x[f]
+        a["pinned_experts"].append(x["pinned_experts"])
+    for a in out.values():
+        a["hit_rate"] = (a["hits"] + a["pinned_hits"]) / a["requests"] if a["requests"] else None
+        a["pinned_share"] = a["pinned_hits"] / a["requests"] if a["requests"] else None
+        a["tok_s"] = a["generated"] / a["decode_s"] if a["decode_s"] else None
+        a["gb_read"] = a["bytes_read"] / 1e9
+    return out
+
+
+def report(info, per, agg):
+    L = []
+    w = L.append
+    configs = [c for c in info["configs"] if any(k[0] == c for k in agg)]
+    runs = sorted({k[1] for k in agg})
+    w("# colibri learned pinning vs LRU")
+    w("")
+    w("- date: %s; colibri %s (`git rev-parse --short HEAD`)" % (info["date"], info["colibri_rev"]))
+    w("- host: %s, %d CPUs (shared: tok/s is noisy, hit rates are not)" % (info["host"], info["cpus"]))
+    w("- model: `%s`" % info["container"])
+    for line in info["provenance"].strip().splitlines():
+        w("  - %s" % line)
+    x = next(iter(agg.values()))
+    w("- `--ram %s`: an expert cache of %s frames of %s bytes (%s experts in all); learned pinning "
+      "takes up to half of the frames beyond one step's top-k" % (
+          info["ram"], x["frames"], x["frame_bytes"], "%d" % (x["frames"] and
+                                                              round(x["frames"] / (info["cache_pct"] / 100.0)))))
+    w("- workload (one run): %d prompts of 8 token ids, each decoded greedily for %d tokens, one "
+      "process per prompt: %s" % (len(info["prompts"]), info["tokens"],
+                                  "; ".join("`%s`" % p for p in info["prompts"])))
+    w("- `%s`" % info["env"])
+    w("")
+    w("Configurations:")
+    w("")
+    for c in configs:
+        w("- **%s**: %s" % (c, DESC.get(c, c)))
+    w("")
+    w("Command (one prompt; pin adds nothing, lru prefixes `env COLIBRI_EVICT=lru` and adds `--no-pin`):")
+    w("")
+    ex = next((p for p in per if p["config"] == "pin"), per[0])
+    w("    " + " ".join(ex["argv"]))
+    w("")
+    w("Hit rate = (expert_hits + expert_pinned_hits) / expert_requests of `--stats-json`, summed over "
+      "the run's prompts (prefill included); tok/s = generated tokens / decode seconds, summed.")
+    w("")
+    w("## Hit rate per run")
+    w("")
+    w("| run | " + " | ".join(configs) + " | pin - lru |")
+    w("| ---: | " + " | ".join("---:" for _ in configs) + " | ---: |")
+    for r in runs:
+        cells = []
+        for c in configs:
+            a = agg.get((c, r))
+            cells.append("-" if not a or a["hit_rate"] is None else "%.1f%%" % (100 * a["hit_rate"]))
+        d = ""
+        if ("pin", r) in agg and ("lru", r) in agg:
+            d = "%+.1f pts" % (100 * (agg[("pin", r)]["hit_rate"] - agg[("lru", r)]["hit_rate"]))
+        w("| %d | %s | %s |" % (r, " | ".join(cells), d))
+    w("")
+    w("## tok/s per run")
+    w("")
+    w("| run | " + " | ".join(configs) + " | pin / lru |")
+    w("| ---: | " + " | ".join("---:" for _ in configs) + " | ---: |")
+    for r in runs:
+        cells = []
+        for c in configs:
+            a = agg.get((c, r))
+            cells.append("-" if not a or not a["tok_s"] else "%.2f" % a["tok_s"])
+        d = ""
+        if ("pin", r) in agg and ("lru", r) in agg and agg[("lru", r)]["tok_s"]:
+            d = "%.2f" % (agg[("pin", r)]["tok_s"] / agg[("lru", r)]["tok_s"])
+        w("| %d | %s | %s |" % (r, " | ".join(cells), d))
+    w("")
+    w("## Details")
+    w("")
+    w("| config | run | requests | pinned hits | cache hits | joined | misses | hit rate | pinned "
+      "experts (per prompt) | GB read | decode s | disk wait s | tok/s |")
+    w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
+    for c in configs:
+        for r in runs:
+            a = agg.get((c, r))
+            if not a:
+                continue
+            w("| %s | %d | %d | %d | %d | %d | %d | %.1f%% | %s | %.2f | %.1f | %.1f | %.2f |" % (
+                c, r, a["requests"], a["pinned_hits"], a["hits"], a["joins"], a["misses"],
+                100 * (a["hit_rate"] or 0), ", ".join(str(p) for p in a["pinned_experts"]),
+                a["gb_read"], a["decode_s"], a["disk_wait_s"], a["tok_s"] or 0))
+    fails = sum(a["failed"] for a in agg.values())
+    w("")
+    same = all(len({p["output"] for p in per if p["prompt"] == i and p["rc"] == 0}) == 1
+               for i in {p["prompt"] for p in per})
+    w("Failed runs: %d. Each prompt generated the same tokens in every run and configuration: %s." % (
+        fails, "yes" if same else "NO"))
+    return "\n".join(L) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs")
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    info, per = load(a.runs)
+    agg = aggregate(per)
+    md = report(info, per, agg)
+    with open(a.out, "w") as fp:
+        fp.write(md)
+    with open(a.json, "w") as fp:
+        json.dump({"info": info, "per_prompt": per,
+                   "per_run": sorted(agg.values(), key=lambda a: (a["config"], a["run"]))}, fp, indent=1)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
