@@ -151,8 +151,9 @@ def section(raw, raw_name):
     if repeats:
         out.append("Medians over the %d repeats, of the runs without ‡ when there are any "
                    "(n: how many runs):\n" % max(r.get("repeat", 1) for r in runs))
-        out.append("| run | n | tok/s | hit rate | busy / fio | wall / fio | decode / fio |")
-        out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        out.append("| run | n | tok/s | hit rate | busy / fio | wall / fio | decode / fio "
+                   "| decode / fio, all runs (min-max) |")
+        out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         names = []
         for r in runs:
             if r["name"] not in names:
@@ -161,6 +162,7 @@ def section(raw, raw_name):
             ns = [run_numbers(r, meta) for r in runs if r["name"] == name and r["exit"] == 0]
             if not ns:
                 continue
+            every = sorted(x for x in (ratio(n["win_gbps"], n["fio"]) for n in ns) if x is not None)
             clean = [n for n in ns if not n["contended"]]
             tag = "" if clean else " (all ‡)"
             ns = clean or ns
@@ -168,11 +170,15 @@ def section(raw, raw_name):
             def med(f):
                 v = sorted(x for x in (f(n) for n in ns) if x is not None)
                 return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2 if v else None
-            out.append("| %s%s | %d | %.2f | %s | %s | %s | %s |"
+            all_med = (every[len(every) // 2] if len(every) % 2 else
+                       (every[len(every) // 2 - 1] + every[len(every) // 2]) / 2) if every else None
+            out.append("| %s%s | %d | %.2f | %s | %s | %s | %s | %s (%s-%s) |"
                        % (name, tag, len(ns), med(lambda n: n["tok_s"]), pct(med(lambda n: n["hit"])),
                           fmt_ratio(med(lambda n: ratio(n["busy_gbps"], n["fio"]))),
                           fmt_ratio(med(lambda n: ratio(n["wall_gbps"], n["fio"]))),
-                          fmt_ratio(med(lambda n: ratio(n["win_gbps"], n["fio"])))))
+                          fmt_ratio(med(lambda n: ratio(n["win_gbps"], n["fio"]))),
+                          fmt_ratio(all_med), fmt_ratio(every[0] if every else None),
+                          fmt_ratio(every[-1] if every else None)))
         out.append("")
 
     out.append("Cross-checks:\n")
