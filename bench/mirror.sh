@@ -7,13 +7,17 @@
 #    (bench/model_lib.sh: generated once, int4, 2.7 GB of experts in 768
 #    records of 3.4 MiB).
 # 2. Two "disks": sparse image files attached as loop devices, mkfs.ext4,
-#    mounted. Disk A's image is in bench/work/mirror/ (losetup
-#    --direct-io=on: its reads go past the page cache to the real disk);
-#    disk B's is in /dev/shm (RAM), because colibri keys disk profiles by the
-#    physical disk behind a loop device: two images on the same disk would
-#    share one profile, and the stripe weights could never differ. The
-#    container goes to A; `colibri mirror --model A/model --to B/model`
-#    copies its experts to B.
+#    mounted. The images live in /dev/shm (RAM) by default, so that the
+#    throttles below are the only limit: on a shared machine the real disk
+#    is busy with other work, and reads of one image on it compete with
+#    everything else (BENCH_MIRROR_A_DIR / _B_DIR put them elsewhere; an
+#    image on a block device is attached with losetup --direct-io=on, and
+#    that disk's reads by others are reported). colibri keys a disk profile
+#    by the physical disk behind a loop device (a loop device over tmpfs by
+#    its own name), so two images on the same real disk would share one
+#    profile and the stripe weights could never differ. The container goes
+#    to A; `colibri mirror --model A/model --to B/model` copies its experts
+#    to B. RAM used: the container (3.1 GB) plus its experts (2.7 GB).
 # 3. A cgroup v1 blkio group (/sys/fs/cgroup/blkio/colibri-mirror-bench)
 #    throttles reads of each loop device (blkio.throttle.read_bps_device,
 #    "MAJ:MIN BYTES/s"); fio, colibri iobench and colibri run inside it.
@@ -28,8 +32,8 @@
 #      mirror-prof both copies, with this pair's profiles: weights by bandwidth
 #    Then one-copy decodes (`colibri mirror --remove`; re-added after) with
 #    disk A throttled to each rate of the pairs.
-#    Every run also samples the real disk under A's image, so that reads of
-#    other processes competing with A show in the report.
+#    With A's image on a real disk, every run also samples that disk, so
+#    that reads of other processes competing with A show in the report.
 # 5. bench/mirror_report.py: bench/results/mirror-<date>.md and the raw .json.
 # Everything is undone on exit: umount, losetup -d, rmdir of the cgroup,
 # the images deleted (unless BENCH_MIRROR_KEEP=1).
@@ -41,8 +45,8 @@
 #   BENCH_MIRROR_BUDGETS [min,25]  --ram min, or a cache of N% of the expert bytes
 #   BENCH_MIRROR_PAIRS [250:250,300:150,150:300]  read throttles of A:B, MB/s (1e6)
 #   BENCH_MIRROR_REPEAT [2]      BENCH_MIRROR_FIO_SECONDS [5]
-#   BENCH_MIRROR_DISK_GB [6]     size of each image
-#   BENCH_MIRROR_B_DIR [/dev/shm]  where disk B's image lives
+#   BENCH_MIRROR_DISK_GB [6]     size of each (sparse) image
+#   BENCH_MIRROR_A_DIR, BENCH_MIRROR_B_DIR [/dev/shm]  where the images live
 #   BENCH_MIRROR_IO_DEPTH [32]   BENCH_MIRROR_THREADS [0: colibri's default]
 #   BENCH_MIRROR_KEEP [0]        keep the images (not the mounts) for a rerun
 set -euo pipefail
@@ -62,6 +66,7 @@ pairs=${BENCH_MIRROR_PAIRS:-250:250,300:150,150:300}
 repeat=${BENCH_MIRROR_REPEAT:-2}
 fio_s=${BENCH_MIRROR_FIO_SECONDS:-5}
 disk_gb=${BENCH_MIRROR_DISK_GB:-6}
+a_dir=${BENCH_MIRROR_A_DIR:-/dev/shm}
 b_dir=${BENCH_MIRROR_B_DIR:-/dev/shm}
 depth=${BENCH_MIRROR_IO_DEPTH:-32}
 threads=${BENCH_MIRROR_THREADS:-0}
@@ -79,7 +84,7 @@ command -v fio >/dev/null || { say "fio is missing"; exit 1; }
 
 src=$(prepare_olmoe "$layers" "$quant")
 mkdir -p "$work" "$results"
-img_a=$work/disk-a.img img_b=$b_dir/colibri-mirror-disk-b.img
+img_a=$a_dir/colibri-mirror-disk-a.img img_b=$b_dir/colibri-mirror-disk-b.img
 mnt_a=$work/a mnt_b=$work/b
 dev_a= dev_b=
 runs=$work/runs-$date
@@ -109,18 +114,26 @@ if [ $fresh = 1 ]; then
   rm -f "$img_a" "$img_b"
   truncate -s "${disk_gb}G" "$img_a" "$img_b"
 fi
-dev_a=$(losetup --find --show --direct-io=on "$img_a")
-dev_b=$(losetup --find --show "$img_b")   # tmpfs: no O_DIRECT under the loop
+attach() { # image: tmpfs has no O_DIRECT under the loop
+  if [ "$(stat -f -c %T "$(dirname "$1")")" = tmpfs ]; then
+    losetup --find --show "$1"
+  else
+    losetup --find --show --direct-io=on "$1"
+  fi
+}
+dev_a=$(attach "$img_a")
+dev_b=$(attach "$img_b")
 if [ $fresh = 1 ]; then
   mkfs.ext4 -q -F "$dev_a"; mkfs.ext4 -q -F "$dev_b"
 fi
 mount "$dev_a" "$mnt_a"; mount "$dev_b" "$mnt_b"
 name_a=$(basename "$dev_a") name_b=$(basename "$dev_b")
 mm_a=$(cat /sys/block/$name_a/dev) mm_b=$(cat /sys/block/$name_b/dev)
-# The real disk under A's image, sampled to see competing reads.
-under_a=$(basename "$(df --output=source "$work" | tail -1)")
+# The real disk under A's image (none on tmpfs), sampled to see competing reads.
+under_a=$(basename "$(df --output=source "$a_dir" | tail -1)")
 [ -e "/sys/class/block/$under_a/stat" ] || under_a=
-say "disk A: $dev_a ($mm_a) on $mnt_a, image on ${under_a:-?}; disk B: $dev_b ($mm_b) on $mnt_b, image in $b_dir"
+backing() { echo "$(stat -f -c %T "$(dirname "$1")") ($(dirname "$1")$([ "$(stat -f -c %T "$(dirname "$1")")" = tmpfs ] || echo ", losetup --direct-io=on"))"; }
+say "disk A: $dev_a ($mm_a) on $mnt_a, image on $(backing "$img_a"); disk B: $dev_b ($mm_b) on $mnt_b, image on $(backing "$img_b")"
 
 ctr=$mnt_a/model mirror=$mnt_b/model
 if [ ! -f "$ctr/manifest.json" ] || ! cmp -s "$src/bench-provenance.txt" "$ctr/bench-provenance.txt"; then
@@ -238,8 +251,8 @@ json.dump({"date": "$(date -Iseconds)", "colibri_rev": "$rev", "colibri": "$coli
            "host": "$(uname -srm)", "cpus": $(nproc), "fio": "$(fio --version)",
            "container": "$src", "provenance": open("$src/bench-provenance.txt").read(),
            "record_bytes": $rec, "expert_bytes": $ebytes, "tokens": $tokens,
-           "disk_a": "$dev_a ($mm_a): ${disk_gb} GiB sparse image $img_a on ${under_a:-?}, ext4, losetup --direct-io=on",
-           "disk_b": "$dev_b ($mm_b): ${disk_gb} GiB sparse image $img_b (tmpfs), ext4",
+           "disk_a": "$dev_a ($mm_a): ext4 on a ${disk_gb} GiB sparse image $img_a on $(backing "$img_a")",
+           "disk_b": "$dev_b ($mm_b): ext4 on a ${disk_gb} GiB sparse image $img_b on $(backing "$img_b")",
            "dev_a": "$name_a", "dev_b": "$name_b", "under_a": "$under_a", "cgroup": "$cg",
            "mirror_cmd": "$mirror_cmd", "mirror_add_s": $mirror_s,
            "fio_cmd": "fio --name=X --filename=<expert files on X> $fio_common",
