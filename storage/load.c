@@ -168,11 +168,11 @@ static void block_issue(struct expert_store *s, int32_t f, struct store_block *b
 	struct store_load *ld = &s->loads[f];
 	uint32_t i = ld->next_block++;
 	uint8_t cand = load_candidates(s, l, ld);
-	int c = popcount8(cand) == 1 ? lowest(cand) : stripe_pick(&s->stripe, &l->credit, cand);
-	const struct copy_file *cf = &l->copy[c];
 	uint64_t rec_off;
 	uint32_t len;
 	stripe_block_range(&s->stripe, l->record_bytes, ld->n_blocks, i, &rec_off, &len);
+	int c = popcount8(cand) == 1 ? lowest(cand) : stripe_pick(&s->stripe, &l->credit, cand, len);
+	const struct copy_file *cf = &l->copy[c];
 
 	struct io_op *op = &b->op;
 	memset(op, 0, sizeof *op);

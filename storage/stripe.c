@@ -63,7 +63,7 @@ void stripe_block_range(const struct stripe *st, uint64_t record_bytes, uint32_t
 	*len = (uint32_t)(end - off);
 }
 
-int stripe_pick(const struct stripe *st, struct stripe_credit *cr, uint8_t candidates)
+int stripe_pick(const struct stripe *st, struct stripe_credit *cr, uint8_t candidates, uint64_t bytes)
 {
 	assert(candidates);
 	int best = -1;
@@ -71,11 +71,11 @@ int stripe_pick(const struct stripe *st, struct stripe_credit *cr, uint8_t candi
 	for (int c = 0; c < STRIPE_COPIES_MAX; c++) {
 		if (!(candidates & (1u << c)))
 			continue;
-		cr->credit[c] += st->weight[c];
+		cr->credit[c] += st->weight[c] * (double)bytes;
 		total += st->weight[c];
 		if (best < 0 || cr->credit[c] > cr->credit[best])
 			best = c;
 	}
-	cr->credit[best] -= total;
+	cr->credit[best] -= total * (double)bytes;
 	return best;
 }

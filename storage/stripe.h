@@ -52,8 +52,9 @@ uint32_t stripe_blocks(const struct stripe *st, uint64_t record_bytes, int n_can
 void stripe_block_range(const struct stripe *st, uint64_t record_bytes, uint32_t n_blocks, uint32_t i,
 			uint64_t *offset, uint32_t *len);
 
-/* The copy that reads the next block of a layer: one of candidates (bit c
- * for copy c, at least one set), by smooth weighted round robin. */
-int stripe_pick(const struct stripe *st, struct stripe_credit *cr, uint8_t candidates);
+/* The copy that reads the next block of a layer, of `bytes` bytes: one of
+ * candidates (bit c for copy c, at least one set), by smooth weighted round
+ * robin over bytes, so a record's short last block does not skew the split. */
+int stripe_pick(const struct stripe *st, struct stripe_credit *cr, uint8_t candidates, uint64_t bytes);
 
 #endif
