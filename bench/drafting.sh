@@ -81,7 +81,20 @@ model() {
   fi
   { echo "$name: $(cat "$hf/.command")"
     [ "$kind" = agree ] && echo "  then: $py bench/mtp_agree.py --src $hf --out $src --alpha $alpha"
-    echo "  then: colibri convert $src $ctr --quant int4"; } >> "$runs/models.txt"
+    echo "  then: colibri convert $src $ctr --quant int4"
+    $py - "$ctr" <<'PYEOF'
+import json, os, sys
+m = json.load(open(os.path.join(sys.argv[1], "manifest.json")))
+e = m["experts"]
+recs = sorted({l["record_bytes"] for l in e["layers"]})
+total = sum(l["record_bytes"] for l in e["layers"]) * e["n_experts"]
+frame = max(recs)
+print("  %d expert layers x %d experts = %d experts, records of %s bytes (the last layer is the MTP "
+      "layer), %.1f MB in all; frames are %d bytes, so caching every expert takes %d frames, and "
+      "the experts' total bytes make %d" % (len(e["layers"]), e["n_experts"], len(e["layers"]) * e["n_experts"],
+      " / ".join(str(r) for r in recs), total / 1e6, frame, len(e["layers"]) * e["n_experts"], total // frame))
+PYEOF
+  } >> "$runs/models.txt"
   echo "$ctr"
 }
 

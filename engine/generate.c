@@ -236,6 +236,10 @@ static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 				rate[spec] = dt > 0 ? done / dt : 0;
 			phase = (phase + 1) % 3;
 			spec = phase == 0 ? true : phase == 1 ? false : rate[1] > rate[0];
+			/* Plain stretches skip the MTP module entirely; drafts made after
+			 * one see a stale MTP cache, which costs acceptance, never
+			 * exactness. */
+			d->mtp = spec;
 			g->st->draft_switches++;
 			phase_start = g->st->n_generated;
 			t_phase = now_s();
