@@ -36,11 +36,17 @@ prepare_olmoe() {
   echo "$_ctr"
 }
 
-# The exact colibri revision, for the reports.
+# The exact colibri revision, for the reports: HEAD, flagged when the
+# sources have uncommitted changes or $colibri is older than the last commit
+# that touched them (a binary built before HEAD).
 colibri_rev() {
   _r=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
   if [ -n "$(git -C "$root" status --porcelain -- storage engine compute planner 2>/dev/null)" ]; then
     _r="$_r (+ uncommitted changes in storage/ engine/ compute/ planner/)"
+  fi
+  _c=$(git -C "$root" log -1 --format=%ct -- storage engine compute planner 2>/dev/null || echo 0)
+  if [ -n "$_c" ] && [ "$(stat -c %Y "$colibri")" -lt "$_c" ]; then
+    _r="$_r (WARNING: $colibri was built before the last source commit; rebuild)"
   fi
   echo "$_r"
 }

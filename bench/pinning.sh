@@ -14,7 +14,7 @@
 #   freq  default frequency-aware eviction, --no-pin
 #   pin   default eviction and learned pinning (usage.json accumulates over
 #         the runs; deleted before the first)
-#   repin as pin, plus --repin 8 (only with BENCH_PIN_REPIN=1)
+#   repin as pin, plus --repin 8 (swaps of the pinned set during a run)
 # Each configuration has its own model folder (symbolic links to the
 # container's files), so its usage.json is its own. Runs are interleaved
 # (run 1 of every configuration, then run 2, ...) so that disk and CPU drift
@@ -26,7 +26,7 @@
 #   COLIBRI [./colibri]  BENCH_RESULTS [bench/results]  BENCH_DIR [bench/work]
 #   BENCH_PIN_LAYERS [12]  BENCH_PIN_QUANT [int4]  BENCH_PIN_PROMPTS [4]
 #   BENCH_PIN_TOKENS [64]  BENCH_PIN_RUNS [5]      BENCH_PIN_CACHE [30]
-#   BENCH_PIN_CONFIGS [lru,freq,pin]  BENCH_PIN_THREADS [0: default]
+#   BENCH_PIN_CONFIGS [lru,freq,pin,repin]  BENCH_PIN_THREADS [0: default]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,7 +42,7 @@ n_prompts=${BENCH_PIN_PROMPTS:-4}
 tokens=${BENCH_PIN_TOKENS:-64}
 n_runs=${BENCH_PIN_RUNS:-5}
 cache=${BENCH_PIN_CACHE:-30}
-configs=${BENCH_PIN_CONFIGS:-lru,freq,pin}
+configs=${BENCH_PIN_CONFIGS:-lru,freq,pin,repin}
 threads=${BENCH_PIN_THREADS:-0}
 date=$(date +%Y-%m-%d)
 . "$here/model_lib.sh"
@@ -125,6 +125,7 @@ json.dump({"date": "$(date -Iseconds)", "colibri_rev": "$(colibri_rev)", "colibr
            "provenance": open("$src/bench-provenance.txt").read(), "ram": "$ram", "cache_pct": $cache,
            "prompts": """$prompts""".split(), "tokens": $tokens, "runs": $n_runs,
            "configs": "$configs".split(","),
+           "experts_total": $($py -c 'import json,sys; e=json.load(open(sys.argv[1]))["experts"]; print(len(e["layers"]) * e["n_experts"])' "$src/manifest.json"),
            "env": "BENCH_PIN_LAYERS=$layers BENCH_PIN_PROMPTS=$n_prompts BENCH_PIN_TOKENS=$tokens BENCH_PIN_RUNS=$n_runs BENCH_PIN_CACHE=$cache BENCH_PIN_CONFIGS=$configs"},
           open(sys.argv[1], "w"), indent=1)
 EOF

@@ -88,10 +88,11 @@ def report(info, per, agg):
     for line in info["provenance"].strip().splitlines():
         w("  - %s" % line)
     x = next(iter(agg.values()))
-    w("- `--ram %s`: an expert cache of %s frames of %s bytes (%s experts in all); learned pinning "
+    total = info.get("experts_total")
+    w("- `--ram %s`: an expert cache of %s frames of %s bytes (%s of the %s experts); learned pinning "
       "takes up to half of the frames beyond one step's top-k" % (
-          info["ram"], x["frames"], x["frame_bytes"], "%d" % (x["frames"] and
-                                                              round(x["frames"] / (info["cache_pct"] / 100.0)))))
+          info["ram"], x["frames"], x["frame_bytes"],
+          "%.0f%%" % (100.0 * x["frames"] / total) if total and x["frames"] else "?", total or "?"))
     w("- workload (one run): %d prompts of 8 token ids, each decoded greedily for %d tokens, one "
       "process per prompt: %s" % (len(info["prompts"]), info["tokens"],
                                   "; ".join("`%s`" % p for p in info["prompts"])))

@@ -5,3 +5,6 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 "$here/decode.sh"
+"$here/mirror.sh"
+"$here/pinning.sh"
+"$here/drafting.sh"
