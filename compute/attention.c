@@ -8,6 +8,19 @@
  */
 #include "compute/kernels.h"
 
+void attention_head_keys(float *out, const float *q, const float *k, int64_t k_stride,
+			 const float *v, int64_t v_stride, const int32_t *keys, int64_t n_keys,
+			 int64_t k_dim, int64_t v_dim, float scale, float *scratch)
+{
+	for (int64_t i = 0; i < n_keys; i++)
+		scratch[i] = scale * dot_f32(q, k + keys[i] * k_stride, k_dim);
+	softmax(scratch, n_keys);
+	for (int64_t i = 0; i < v_dim; i++)
+		out[i] = 0.0f;
+	for (int64_t i = 0; i < n_keys; i++)
+		axpy_f32(out, scratch[i], v + keys[i] * v_stride, v_dim);
+}
+
 void attention_head(float *out, const float *q, const float *k, int64_t k_stride,
 		    const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
 		    int64_t v_dim, float scale, float *scratch)

@@ -46,6 +46,11 @@ void rope(float *x, int64_t rot_dim, int64_t pos, const float *inv_freq, enum ro
  * lower index first) into idx[k]. k <= n. */
 void topk(int32_t *idx, const float *x, int64_t n, int64_t k);
 
+/* The set of the k largest values of x[n] (ties: lower index first), as
+ * indices in increasing order into idx[k]; expected O(n) time. scratch holds
+ * n floats. k <= n; NaN ranks lowest, as in topk. */
+void topk_set(int32_t *idx, const float *x, int64_t n, int64_t k, float *scratch);
+
 /* Causal attention of one query head over n_ctx cached positions:
  * out[v_dim] = sum_t softmax_t(scale * q.k_t) v_t, where k_t = k + t*k_stride
  * (k_dim floats) and v_t = v + t*v_stride (v_dim floats). scratch holds n_ctx
@@ -53,6 +58,12 @@ void topk(int32_t *idx, const float *x, int64_t n, int64_t k);
 void attention_head(float *out, const float *q, const float *k, int64_t k_stride,
 		    const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
 		    int64_t v_dim, float scale, float *scratch);
+
+/* attention_head over the positions keys[n_keys] only (increasing), as
+ * sparse attention selects them. */
+void attention_head_keys(float *out, const float *q, const float *k, int64_t k_stride,
+			 const float *v, int64_t v_stride, const int32_t *keys, int64_t n_keys,
+			 int64_t k_dim, int64_t v_dim, float scale, float *scratch);
 
 /* Dot product of two f32 vectors in the kernels' fixed order. */
 float dot_f32(const float *a, const float *b, int64_t n);

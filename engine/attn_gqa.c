@@ -44,8 +44,13 @@ int64_t forward_v_cache_dim(const struct model_config *c)
 
 void forward_rope(const struct forward *f, float *x, int64_t pos)
 {
+	forward_rope_as(f, x, pos, f->m->cfg.rope_interleave);
+}
+
+void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interleave)
+{
 	const struct model_config *c = &f->m->cfg;
-	rope(x, c->rot_dim, pos, f->inv_freq, c->rope_interleave ? ROPE_GPTJ : ROPE_NEOX);
+	rope(x, c->rot_dim, pos, f->inv_freq, interleave ? ROPE_GPTJ : ROPE_NEOX);
 	if (c->rope_attn_factor != 1.0f)
 		for (int64_t i = 0; i < c->rot_dim; i++)
 			x[i] *= c->rope_attn_factor;

@@ -56,8 +56,13 @@ static void mla_task(void *ctx, int task, int thread)
 
 	const float *cache = f->k_cache + (size_t)j->layer * f->ctx * W;
 	int64_t pos = f->pos + t;
-	attention_head(lat, qa, cache, W, cache, W, pos + 1, W, L, c->attn_scale,
-		       f->scores + (size_t)thread * f->ctx);
+	float *scratch = f->scores + (size_t)thread * f->ctx;
+	if (c->dsa) {
+		const int32_t *keys = f->ix_sel + (size_t)t * forward_dsa_keep(c, f->ctx);
+		attention_head_keys(lat, qa, cache, W, cache, W, keys, f->ix_nsel[t], W, L, c->attn_scale, scratch);
+	} else {
+		attention_head(lat, qa, cache, W, cache, W, pos + 1, W, L, c->attn_scale, scratch);
+	}
 
 	/* out_h = W_vb_h lat, rows h*(NP+V)+NP .. +V of kv_b. */
 	struct qmatrix vb;
@@ -91,6 +96,8 @@ void attn_mla(struct forward *f, int layer, int n)
 		for (int h = 0; h < c->n_heads; h++)
 			forward_rope(f, f->q + t * Q + h * (NP + R) + NP, pos);
 	}
+	if (c->dsa)
+		dsa_select(f, layer, n, qa);
 	struct mla_job job = { f, layer };
 	if (f->pool)
 		threadpool_run(f->pool, mla_task, &job, n * c->n_heads);

@@ -33,7 +33,7 @@ struct fbuf {
 	size_t bytes;
 };
 
-#define FORWARD_BUFS 32 /* >= the entries forward_buffers lists */
+#define FORWARD_BUFS 40 /* >= the entries forward_buffers lists */
 
 static int forward_buffers(struct forward *f, const struct model_config *c, struct fbuf *b)
 {
@@ -51,6 +51,14 @@ static int forward_buffers(struct forward *f, const struct model_config *c, stru
 	FBUF(v_cache, Lyr * C * (size_t)forward_v_cache_dim(c) * F);
 	FBUF(lat, B * (size_t)(c->q_lora_rank + c->kv_lora_rank + c->qk_rope_dim + 1) * F);
 	FBUF(head_scratch, T * (size_t)forward_head_scratch(c) * F);
+	size_t IH = c->dsa ? (size_t)c->index_n_heads : 0, ID = c->dsa ? (size_t)c->index_head_dim : 0;
+	FBUF(ix_k_cache, Lyr * C * ID * F);
+	FBUF(ix_q, B * IH * ID * F);
+	FBUF(ix_k, B * ID * F);
+	FBUF(ix_w, B * IH * F);
+	FBUF(ix_scores, (c->dsa ? B * C : 0) * F);
+	FBUF(ix_sel, B * (size_t)forward_dsa_keep(c, f->ctx) * sizeof(int32_t));
+	FBUF(ix_nsel, (c->dsa ? B : 0) * sizeof(int32_t));
 	FBUF(x, B * H * F);
 	FBUF(xn, B * H * F);
 	FBUF(q, B * Q * F);
@@ -164,7 +172,8 @@ static void swiglu_ffn(struct forward *f, const struct qmatrix *g, const struct 
 
 /* Sigmoid scores, correction bias for the choice only, top topk_group
  * groups by the sum of their two best biased scores, top-k inside those
- * groups (masked scores are 0, as in DeepseekV3TopkRouter); the weights are
+ * groups (masked scores are 0, as in DeepseekV3TopkRouter, or -inf as in the
+ * DeepSeek-V3.2 and GLM-5 routers); the weights are
  * the unbiased scores, renormalised (+1e-20) and scaled. */
 static void route_grouped(const struct model_config *c, const float *bias, float *logits, int32_t *sel,
 			  float *w, float *choice)
@@ -188,7 +197,7 @@ static void route_grouped(const struct model_config *c, const float *bias, float
 			keep |= gsel[i] == g;
 		if (!keep)
 			for (int e = g * per; e < (g + 1) * per; e++)
-				choice[e] = 0.0f;
+				choice[e] = c->router_mask_inf ? -INFINITY : 0.0f;
 	}
 	topk(sel, choice, E, K);
 	float sum = 0;

@@ -30,6 +30,14 @@ struct forward {
 	float *k_cache;              /* [n_layers, ctx, k_cache_dim]: keys, or MLA's latent + rope key */
 	float *v_cache;              /* [n_layers, ctx, v_cache_dim]; empty for MLA */
 	float *lat;                  /* [batch, q_lora + kv_lora + rope] MLA projections */
+	/* DSA indexer (empty without DSA); ID = index_head_dim, IH = index_n_heads */
+	float *ix_k_cache;           /* [n_layers, ctx, ID] roped indexer keys */
+	float *ix_q;                 /* [batch, IH * ID] */
+	float *ix_k;                 /* [batch, ID] */
+	float *ix_w;                 /* [batch, IH] head weights */
+	float *ix_scores;            /* [batch, ctx] index scores */
+	int32_t *ix_sel;             /* [batch, dsa_keep] kept positions, increasing */
+	int32_t *ix_nsel;            /* [batch] how many */
 	float *head_scratch;         /* [n_threads, head_scratch] per-head attention scratch */
 	float *x;                    /* [batch, hidden] residual stream */
 	float *xn;                   /* [batch, hidden] normed input of a block */

@@ -27,5 +27,15 @@ void attn_mla(struct forward *f, int layer, int n);
 
 /* Rotates x[rot_dim] at pos with the model's pairing and YaRN factor. */
 void forward_rope(const struct forward *f, float *x, int64_t pos);
+/* The same with the pairing given: interleave 1 pairs (2i, 2i+1). */
+void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interleave);
+
+/* Positions the DSA indexer keeps per query in a context of ctx (0 without
+ * DSA): the width of f->ix_sel. */
+int64_t forward_dsa_keep(const struct model_config *c, int ctx);
+/* Runs the indexer of layer for n tokens (input f->xn, query latent qr
+ * [n, q_lora_rank]); appends to its key cache and leaves each token's kept
+ * positions, increasing, in f->ix_sel / f->ix_nsel (attn_dsa.c). */
+void dsa_select(struct forward *f, int layer, int n, const float *qr);
 
 #endif

@@ -86,6 +86,22 @@ static int get_vector(struct model *m, const float **v, int64_t n, const char *f
 	return rc;
 }
 
+static int load_indexer(struct model *m, int i, struct layer_weights *lw)
+{
+	const struct model_config *c = &m->cfg;
+	int64_t ih = c->index_n_heads, id = c->index_head_dim;
+	int rc = 0;
+	rc = rc ? rc : get_matrix(m, &lw->ix_wq_b, ih * id, c->q_lora_rank, "model.layers.%d.self_attn.indexer.wq_b.weight", i);
+	rc = rc ? rc : get_matrix(m, &lw->ix_wk, id, c->hidden, "model.layers.%d.self_attn.indexer.wk.weight", i);
+	rc = rc ? rc : get_vector(m, &lw->ix_k_norm, id, "model.layers.%d.self_attn.indexer.k_norm.weight", i);
+	rc = rc ? rc : get_vector(m, &lw->ix_k_bias, id, "model.layers.%d.self_attn.indexer.k_norm.bias", i);
+	rc = rc ? rc : get_matrix(m, &lw->ix_weights, ih, c->hidden, "model.layers.%d.self_attn.indexer.weights_proj.weight", i);
+	if (!rc && lw->ix_weights.type != QUANT_F32)
+		rc = error_set(EINVAL, "%s: layer %d indexer weights_proj is not f32", m->dir, i);
+	lw->indexer = !rc;
+	return rc;
+}
+
 static int load_attention(struct model *m, int i, struct layer_weights *lw)
 {
 	const struct model_config *c = &m->cfg;
@@ -107,6 +123,8 @@ static int load_attention(struct model *m, int i, struct layer_weights *lw)
 		rc = rc ? rc : get_matrix(m, &lw->kv_b, nh * (c->qk_nope_dim + c->v_head_dim), c->kv_lora_rank,
 					  "model.layers.%d.self_attn.kv_b_proj.weight", i);
 		rc = rc ? rc : get_matrix(m, &lw->wo, h, nh * c->v_head_dim, "model.layers.%d.self_attn.o_proj.weight", i);
+		if (!rc && c->dsa && !c->index_shared[i])
+			rc = load_indexer(m, i, lw);
 		return rc;
 	}
 	rc = rc ? rc : get_matrix(m, &lw->wq, q, h, "model.layers.%d.self_attn.q_proj.weight", i);

@@ -41,6 +41,12 @@ struct layer_weights {
 	struct qmatrix kv_a;             /* [kv_lora_rank + rope, hidden] */
 	const float *kv_a_norm;          /* [kv_lora_rank] */
 	struct qmatrix kv_b;             /* [n_heads*(nope+v), kv_lora_rank] */
+	/* DSA indexer (dsa models; absent in layers that reuse a selection) */
+	bool indexer;
+	struct qmatrix ix_wq_b;          /* [index_n_heads*index_head_dim, q_lora_rank] */
+	struct qmatrix ix_wk;            /* [index_head_dim, hidden] */
+	const float *ix_k_norm, *ix_k_bias; /* [index_head_dim] LayerNorm */
+	struct qmatrix ix_weights;       /* [index_n_heads, hidden], f32 */
 	/* Grouped sigmoid routing and shared experts (DeepSeek-V3, GLM) */
 	const float *router_bias;        /* [n_experts] e_score_correction_bias */
 	bool shared;

@@ -103,7 +103,8 @@ static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
 			t = cJSON_GetObjectItemCaseSensitive(sets[i], "type");
 		if (!cJSON_IsString(t) || strcmp(t->valuestring, "default") == 0)
 			continue;
-		if (strcmp(t->valuestring, "yarn") != 0 || cfg->arch != MODEL_ARCH_DEEPSEEK_V3)
+		bool deepseek = cfg->arch == MODEL_ARCH_DEEPSEEK_V3 || cfg->arch == MODEL_ARCH_DEEPSEEK_V32;
+		if (strcmp(t->valuestring, "yarn") != 0 || !deepseek)
 			return error_set(ENOTSUP, "%s: rope type \"%s\" is not supported for %s", src,
 					 t->valuestring, cfg->model_type);
 		const cJSON *y = sets[i];
@@ -132,7 +133,8 @@ static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
  * layers (DeepseekV3Config). */
 static int parse_deepseek_v3(struct model_config *cfg, const cJSON *j, const char *src)
 {
-	int32_t first_dense = 0, freq = 1;
+	/* DeepseekV3Config and its successors default to three dense layers. */
+	int32_t first_dense = 3, freq = 1;
 	int rc = 0;
 	cfg->attn = ATTN_MLA;
 	cfg->qk_norm = QK_NORM_NONE;
@@ -144,19 +146,131 @@ static int parse_deepseek_v3(struct model_config *cfg, const cJSON *j, const cha
 	rc = rc ? rc : cfg_int(j, src, "qk_nope_head_dim", CFG_REQUIRED, 1, 1 << 16, &cfg->qk_nope_dim);
 	rc = rc ? rc : cfg_int(j, src, "qk_rope_head_dim", CFG_REQUIRED, 2, 1 << 16, &cfg->qk_rope_dim);
 	rc = rc ? rc : cfg_int(j, src, "v_head_dim", CFG_REQUIRED, 1, 1 << 16, &cfg->v_head_dim);
-	rc = rc ? rc : cfg_int(j, src, "first_k_dense_replace", 0, 0, cfg->n_layers, &first_dense);
+	rc = rc ? rc : cfg_int(j, src, "first_k_dense_replace", first_dense, 0, cfg->n_layers, &first_dense);
 	rc = rc ? rc : cfg_int(j, src, "moe_layer_freq", 1, 1, 1 << 20, &freq);
 	rc = rc ? rc : cfg_int(j, src, "num_nextn_predict_layers", 0, 0, 16, &cfg->n_mtp_layers);
 	if (rc)
 		return rc;
 	const cJSON *il = cJSON_GetObjectItemCaseSensitive(j, "rope_interleave");
-	cfg->rope_interleave = !il || cJSON_IsTrue(il); /* HF default: true */
+	if (il && !cJSON_IsBool(il))
+		return error_set(EINVAL, "%s: field rope_interleave must be true or false", src);
+	if (cfg->arch == MODEL_ARCH_GLM_MOE_DSA)
+		/* transformers' GlmMoeDsaAttention rotates halves and reads no flag;
+		 * the GLM-5 release sets rope_interleave, which vLLM and SGLang honour. */
+		cfg->rope_interleave = il && cJSON_IsTrue(il);
+	else if (cfg->arch == MODEL_ARCH_DEEPSEEK_V32)
+		cfg->rope_interleave = 1; /* DeepseekV32Attention: always interleaved */
+	else
+		cfg->rope_interleave = !il || cJSON_IsTrue(il); /* HF default: true */
 	cfg->head_dim = cfg->qk_nope_dim + cfg->qk_rope_dim;
 	cfg->rot_dim = cfg->qk_rope_dim;
 	if (cfg->n_layers + cfg->n_mtp_layers > MODEL_LAYERS_MAX)
 		return error_set(EINVAL, "%s: too many layers", src);
 	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++)
 		cfg->layer_is_moe[l] = l >= first_dense && (l >= cfg->n_layers || l % freq == 0);
+	return 0;
+}
+
+/* mlp_layer_types (DeepSeek-V3.2, GLM-5): "dense" or "sparse" per decoder
+ * layer, overriding first_k_dense_replace when present. */
+static int parse_mlp_layer_types(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "mlp_layer_types");
+	if (!a || cJSON_IsNull(a))
+		return 0;
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != cfg->n_layers)
+		return error_set(EINVAL, "%s: mlp_layer_types must list num_hidden_layers (%d) entries", src,
+				 cfg->n_layers);
+	int l = 0;
+	for (const cJSON *e = a->child; e; e = e->next, l++) {
+		bool dense = cJSON_IsString(e) && strcmp(e->valuestring, "dense") == 0;
+		bool sparse = cJSON_IsString(e) && strcmp(e->valuestring, "sparse") == 0;
+		if (!dense && !sparse)
+			return error_set(EINVAL, "%s: mlp_layer_types[%d] must be \"dense\" or \"sparse\"", src, l);
+		cfg->layer_is_moe[l] = sparse;
+	}
+	return 0;
+}
+
+/* Which layers reuse the previous layer's selection (GlmMoeDsaConfig):
+ * indexer_types ("full" / "shared"), else index_topk_pattern ("F"/"S"
+ * characters or a list of words), else layer i is full when
+ * max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0. */
+static int parse_indexer_types(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *types = cJSON_GetObjectItemCaseSensitive(j, "indexer_types");
+	const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(j, "index_topk_pattern");
+	const char *field = "indexer_types";
+	if (!types || cJSON_IsNull(types)) {
+		types = pattern;
+		field = "index_topk_pattern";
+	}
+	int N = cfg->n_layers;
+	if (types && cJSON_IsString(types)) {
+		if ((int)strlen(types->valuestring) != N)
+			return error_set(EINVAL, "%s: %s must have num_hidden_layers (%d) characters", src, field, N);
+		for (int l = 0; l < N; l++) {
+			char ch = types->valuestring[l];
+			if (ch != 'F' && ch != 'S')
+				return error_set(EINVAL, "%s: %s may hold only F and S", src, field);
+			cfg->index_shared[l] = ch == 'S';
+		}
+	} else if (types && !cJSON_IsNull(types)) {
+		if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != N)
+			return error_set(EINVAL, "%s: %s must list num_hidden_layers (%d) entries", src, field, N);
+		int l = 0;
+		for (const cJSON *e = types->child; e; e = e->next, l++) {
+			bool full = cJSON_IsString(e) && strcmp(e->valuestring, "full") == 0;
+			bool shared = cJSON_IsString(e) && strcmp(e->valuestring, "shared") == 0;
+			if (!full && !shared)
+				return error_set(EINVAL, "%s: %s[%d] must be \"full\" or \"shared\"", src, field, l);
+			cfg->index_shared[l] = shared;
+		}
+	} else {
+		int32_t freq = 1, offset = 2;
+		int rc = cfg_int(j, src, "index_topk_freq", 1, INT32_MIN, INT32_MAX, &freq);
+		rc = rc ? rc : cfg_int(j, src, "index_skip_topk_offset", 2, INT32_MIN, INT32_MAX, &offset);
+		if (rc)
+			return rc;
+		if (freq < 1)
+			freq = 1;
+		for (int l = 0; l < N; l++) {
+			int64_t d = (int64_t)l - offset + 1;
+			cfg->index_shared[l] = (d > 0 ? d : 0) % freq != 0;
+		}
+	}
+	/* A shared layer with no full layer before it runs its own indexer
+	 * (transformers: prev_topk_indices is None). */
+	cfg->index_shared[0] = false;
+	return 0;
+}
+
+/* DeepSeek-V3.2 and GLM-5: MLA as deepseek_v3 plus the DSA indexer. */
+static int parse_dsa(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int32_t n_heads_default = cfg->arch == MODEL_ARCH_GLM_MOE_DSA ? 32 : 64;
+	int rc = 0;
+	cfg->dsa = true;
+	cfg->router_mask_inf = true; /* DeepseekV32 / GlmMoeDsa routers mask with -inf */
+	rc = rc ? rc : cfg_int(j, src, "index_n_heads", n_heads_default, 1, 4096, &cfg->index_n_heads);
+	rc = rc ? rc : cfg_int(j, src, "index_head_dim", 128, 1, 1 << 16, &cfg->index_head_dim);
+	rc = rc ? rc : cfg_int(j, src, "index_topk", 2048, 1, INT32_MAX, &cfg->index_topk);
+	rc = rc ? rc : parse_mlp_layer_types(cfg, j, src);
+	if (rc)
+		return rc;
+	if (cfg->q_lora_rank == 0)
+		return error_set(EINVAL, "%s: the DSA indexer needs q_lora_rank (it reads the query latent)", src);
+	if (cfg->index_head_dim < cfg->qk_rope_dim)
+		return error_set(EINVAL, "%s: index_head_dim %d is smaller than qk_rope_head_dim %d", src,
+				 cfg->index_head_dim, cfg->qk_rope_dim);
+	const cJSON *il = cJSON_GetObjectItemCaseSensitive(j, "indexer_rope_interleave");
+	if (il && !cJSON_IsBool(il))
+		return error_set(EINVAL, "%s: field indexer_rope_interleave must be true or false", src);
+	/* Both transformers files rotate halves in the indexer; vLLM reads this
+	 * flag (default false), which the GLM-5 release sets. */
+	cfg->index_rope_interleave = il && cJSON_IsTrue(il);
+	if (cfg->arch == MODEL_ARCH_GLM_MOE_DSA)
+		return parse_indexer_types(cfg, j, src);
 	return 0;
 }
 
@@ -239,9 +353,13 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		cfg->arch = MODEL_ARCH_DEEPSEEK_V3;
 	else if (strcmp(mt->valuestring, "glm4_moe") == 0)
 		cfg->arch = MODEL_ARCH_GLM4_MOE;
+	else if (strcmp(mt->valuestring, "deepseek_v32") == 0)
+		cfg->arch = MODEL_ARCH_DEEPSEEK_V32;
+	else if (strcmp(mt->valuestring, "glm_moe_dsa") == 0)
+		cfg->arch = MODEL_ARCH_GLM_MOE_DSA;
 	else
 		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
-				 "deepseek_v3, glm4_moe)", src, mt->valuestring);
+				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa)", src, mt->valuestring);
 	snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
 
 	int rc = 0;
@@ -276,6 +394,12 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	case MODEL_ARCH_DEEPSEEK_V3:
 		rc = parse_grouped_moe(cfg, j, src);
 		rc = rc ? rc : parse_deepseek_v3(cfg, j, src);
+		break;
+	case MODEL_ARCH_DEEPSEEK_V32:
+	case MODEL_ARCH_GLM_MOE_DSA:
+		rc = parse_grouped_moe(cfg, j, src);
+		rc = rc ? rc : parse_deepseek_v3(cfg, j, src);
+		rc = rc ? rc : parse_dsa(cfg, j, src);
 		break;
 	case MODEL_ARCH_GLM4_MOE:
 		rc = parse_grouped_moe(cfg, j, src);

@@ -19,6 +19,8 @@ enum model_arch {
 	MODEL_ARCH_MIXTRAL,
 	MODEL_ARCH_DEEPSEEK_V3,
 	MODEL_ARCH_GLM4_MOE,
+	MODEL_ARCH_DEEPSEEK_V32,     /* DeepSeek-V3.2: deepseek_v3 plus the DSA indexer */
+	MODEL_ARCH_GLM_MOE_DSA,      /* GLM-5: the same blocks, GLM's RoPE defaults */
 };
 
 /* Attention block: grouped-query attention over per-head K/V, or DeepSeek's
@@ -74,6 +76,14 @@ struct model_config {
 	int32_t qk_nope_dim;
 	int32_t qk_rope_dim;
 	int32_t v_head_dim;
+	/* DeepSeek sparse attention (DSA): a "lightning indexer" per layer keeps,
+	 * for each query, only the index_topk keys it scores highest. */
+	bool dsa;
+	int32_t index_n_heads;
+	int32_t index_head_dim;      /* its first qk_rope_dim dims are rotated */
+	int32_t index_topk;
+	int index_rope_interleave;   /* the indexer's RoPE pairing, as rope_interleave */
+	bool index_shared[MODEL_LAYERS_MAX]; /* reuses the previous layer's selection (GLM-5 "shared") */
 	/* RoPE */
 	int32_t rot_dim;             /* rotated dims of a head (partial rotary) */
 	int rope_interleave;         /* 1: pairs (2i, 2i+1); 0: (i, i + rot_dim/2) */
@@ -85,6 +95,7 @@ struct model_config {
 	/* Routing */
 	enum router_kind router;
 	bool router_bias;            /* e_score_correction_bias */
+	bool router_mask_inf;        /* dropped groups score -inf, not 0 (DSA models' routers) */
 	int32_t n_group, topk_group;
 	float routed_scaling;        /* multiplies the routing weights */
 	int32_t n_shared_experts;    /* shared expert width = moe_intermediate * this */

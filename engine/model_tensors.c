@@ -55,6 +55,20 @@ static void specs_attention(struct spec_list *l, const struct model_config *c, i
 		spec_add(l, TENSOR_ROLE_DENSE, i, nh * (c->qk_nope_dim + c->v_head_dim), c->kv_lora_rank, false,
 			 "model.layers.%d.self_attn.kv_b_proj.weight", i);
 		spec_add(l, TENSOR_ROLE_DENSE, i, h, nh * c->v_head_dim, false, "model.layers.%d.self_attn.o_proj.weight", i);
+		if (c->dsa) {
+			/* The indexer; a layer that reuses the previous selection
+			 * never runs its own. weights_proj stays f32 (transformers
+			 * keeps it out of fp8: _keep_in_fp32_modules). */
+			bool opt = c->index_shared[i];
+			int64_t ih = c->index_n_heads, id = c->index_head_dim;
+			spec_add(l, TENSOR_ROLE_DENSE, i, ih * id, c->q_lora_rank, opt,
+				 "model.layers.%d.self_attn.indexer.wq_b.weight", i);
+			spec_add(l, TENSOR_ROLE_DENSE, i, id, h, opt, "model.layers.%d.self_attn.indexer.wk.weight", i);
+			spec_add(l, TENSOR_ROLE_VECTOR, i, id, 0, opt, "model.layers.%d.self_attn.indexer.k_norm.weight", i);
+			spec_add(l, TENSOR_ROLE_VECTOR, i, id, 0, opt, "model.layers.%d.self_attn.indexer.k_norm.bias", i);
+			spec_add(l, TENSOR_ROLE_ROUTER, i, ih, h, opt,
+				 "model.layers.%d.self_attn.indexer.weights_proj.weight", i);
+		}
 		return;
 	}
 	spec_add(l, TENSOR_ROLE_DENSE, i, q, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
@@ -104,7 +118,7 @@ static void specs_layer(struct spec_list *l, const struct model_config *c, int i
 int model_tensors_resident(const struct model_config *c, struct tensor_spec **out, size_t *n)
 {
 	int stored = c->n_layers + c->n_mtp_layers;
-	struct spec_list l = { .cap = 4 + (size_t)stored * 32 };
+	struct spec_list l = { .cap = 4 + (size_t)stored * 40 };
 	l.v = calloc(l.cap, sizeof *l.v);
 	if (!l.v)
 		return error_set(ENOMEM, "out of memory");

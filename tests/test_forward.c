@@ -4,8 +4,10 @@
  *  - f32 and bf16 containers of olmoe, qwen3_moe (with a dense layer, fused
  *    experts, fp8 weights), mixtral, deepseek_v3 (MLA in the absorbed form,
  *    YaRN, grouped sigmoid routing, shared experts; with and without
- *    q_lora; fp8 block-scaled) and glm4_moe: top-1 equal at every position
- *    and max |logit - reference| <= 2e-3, teacher-forced;
+ *    q_lora; fp8 block-scaled), glm4_moe, deepseek_v32 and glm_moe_dsa (MLA
+ *    with the DSA indexer keeping 4 of up to 16 positions; GLM-5's shared
+ *    layer, both RoPE pairings): top-1 equal at every position and
+ *    max |logit - reference| <= 2e-3, teacher-forced;
  *  - int8 and int4 containers: top-1 agreement and KL divergence against the
  *    f32 container, reported and bounded;
  *  - transformers v5 checkpoints: Mixtral with fused experts under mlp. and
@@ -130,6 +132,10 @@ Test(forward, deepseek_v3_exact) { check_exact("deepseek_v3", "f32"); check_exac
 Test(forward, deepseek_v3_noqlora_exact) { check_exact("deepseek_v3_noqlora", "bf16"); }
 Test(forward, deepseek_v3_fp8_exact) { check_exact("deepseek_v3_fp8", "f32"); }
 Test(forward, glm4_moe_exact) { check_exact("glm4_moe", "f32"); check_exact("glm4_moe", "bf16"); }
+Test(forward, deepseek_v32_exact) { check_exact("deepseek_v32", "f32"); check_exact("deepseek_v32", "bf16"); }
+Test(forward, deepseek_v32_fp8_exact) { check_exact("deepseek_v32_fp8", "f32"); }
+Test(forward, glm_moe_dsa_exact) { check_exact("glm_moe_dsa", "f32"); check_exact("glm_moe_dsa", "bf16"); }
+Test(forward, glm_moe_dsa_interleave_exact) { check_exact("glm_moe_dsa_interleave", "bf16"); }
 
 Test(forward, mixtral_v5_fused_sliding_window)
 {
@@ -185,12 +191,14 @@ static void check_mtp(const char *name)
 
 Test(forward, deepseek_v3_mtp_exact) { check_mtp("deepseek_v3"); }
 Test(forward, glm4_moe_mtp_exact) { check_mtp("glm4_moe"); }
+Test(forward, deepseek_v32_mtp_exact) { check_mtp("deepseek_v32"); }
+Test(forward, glm_moe_dsa_mtp_exact) { check_mtp("glm_moe_dsa"); }
 
 /* Drafting with the MTP head never changes greedy output. */
-Test(forward, mtp_drafting_exact)
+static void check_drafting(const char *name)
 {
 	char model[4200], out[4300];
-	convert("deepseek_v3", "int4", model, sizeof model);
+	convert(name, "int4", model, sizeof model);
 	const char *drafts[] = { "0", "1", "2", "4", "auto" };
 	char *first = NULL;
 	for (size_t i = 0; i < sizeof drafts / sizeof drafts[0]; i++) {
@@ -202,12 +210,16 @@ Test(forward, mtp_drafting_exact)
 		if (!first)
 			first = text;
 		else {
-			cr_expect_str_eq(text, first, "greedy output differs with --draft %s", drafts[i]);
+			cr_expect_str_eq(text, first, "%s: greedy output differs with --draft %s", name, drafts[i]);
 			free(text);
 		}
 	}
 	free(first);
 }
+
+Test(forward, mtp_drafting_exact) { check_drafting("deepseek_v3"); }
+/* Verification rolls back the indexer's key cache with the latent cache. */
+Test(forward, mtp_drafting_exact_dsa) { check_drafting("glm_moe_dsa"); }
 
 /* Mean KL(f32 || quantized) and top-1 agreement over all positions. */
 static void check_lossy(const char *name, const char *quant, double kl_max, double top1_min)
@@ -313,6 +325,7 @@ static void check_identical(const char *name, const char *quant)
 Test(forward, bit_identical_int4) { check_identical("qwen3_moe", "int4"); }
 Test(forward, bit_identical_bf16) { check_identical("mixtral", "bf16"); }
 Test(forward, bit_identical_mla) { check_identical("deepseek_v3", "int4"); }
+Test(forward, bit_identical_dsa) { check_identical("deepseek_v32", "int4"); }
 
 /* A corrupted expert record stops decoding with a message naming layer,
  * expert, file and offset; a truncated expert file is refused at load. */

@@ -32,7 +32,8 @@ import numpy as np
 
 import arch_glm
 
-ARCHS = ("deepseek_v3", "glm4_moe")
+ARCHS = ("deepseek_v3", "glm4_moe", "deepseek_v32", "glm_moe_dsa")
+DSA = ("deepseek_v32", "glm_moe_dsa")
 
 # Tiny dimensions.  Every matrix input dimension is a multiple of 64, except
 # the MLA up-projections whose input is the 64-wide latent (still 64).
@@ -43,9 +44,14 @@ DEEPSEEK_TINY = dict(q_lora_rank=64, kv_lora_rank=64, qk_nope=32, qk_rope=16, v_
                      n_group=4, topk_group=2, rope_theta=10000, max_pos=256,
                      yarn_factor=4, yarn_original_max=64, mscale=1.0, mscale_all_dim=1.0)
 
+# The DSA indexer (deepseek_v32, glm_moe_dsa): 8 heads of 32 dims (16 roped),
+# keeping 4 positions, so that positions 4.. of a 16-token prompt attend
+# sparsely.  GLM-5's layer 2 reuses layer 1's selection ("shared").
+DSA_TINY = dict(index_n_heads=8, index_head_dim=32, index_topk=4)
+
 # Options added to gen_model's parser (all default None: "not given").
 OPTIONS = ("q_lora_rank", "mscale", "mscale_all_dim", "mtp_layers", "n_group", "topk_group",
-           "rope_interleave")
+           "rope_interleave", "indexer_rope_interleave")
 
 
 def add_arguments(ap):
@@ -59,6 +65,10 @@ def add_arguments(ap):
     g.add_argument("--rope-interleave", choices=("absent", "true", "false"),
                    help="deepseek_v3: rope_interleave in config.json (default absent, "
                         "which transformers reads as true, as in the real config)")
+    g.add_argument("--indexer-rope-interleave", choices=("absent", "true", "false"),
+                   help="deepseek_v32 / glm_moe_dsa: indexer_rope_interleave in config.json "
+                        "(default absent); for glm_moe_dsa \"true\" also sets rope_interleave, "
+                        "as GLM-5's release does")
     g.add_argument("--mtp-layers", type=int, metavar="N",
                    help="num_nextn_predict_layers (default 1)")
     g.add_argument("--n-group", type=int, metavar="G",
@@ -107,6 +117,38 @@ def build_config(arch, args, vocab):
         if args.topk_group is not None:
             cfg["topk_group"] = args.topk_group
         return cfg
+    cfg = deepseek_config(common, t, args)
+    if arch in DSA:
+        cfg = dsa_config(cfg, arch, args)
+    return cfg
+
+
+def dsa_config(cfg, arch, args):
+    """deepseek_v32 (DeepSeek-V3.2-Exp's config.json field set) or
+    glm_moe_dsa (GLM-5's) from the deepseek_v3 config."""
+    cfg = dict(cfg, **DSA_TINY)
+    cfg.pop("rope_interleave", None)   # DeepseekV32Config rejects the field
+    if arch == "deepseek_v32":
+        cfg.update(architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32")
+    else:
+        # GLM-5: default RoPE (no YaRN), one router group, layer 2 "shared".
+        for k in ("rope_scaling", "aux_loss_alpha", "ep_size", "moe_layer_freq", "pretraining_tp",
+                  "seq_aux", "topk_method", "scoring_func"):
+            cfg.pop(k, None)
+        cfg.update(architectures=["GlmMoeDsaForCausalLM"], model_type="glm_moe_dsa",
+                   rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
+                   n_group=1 if args.n_group is None else args.n_group,
+                   topk_group=1 if args.topk_group is None else args.topk_group,
+                   indexer_types=["full"] * (cfg["num_hidden_layers"] - 1) + ["shared"])
+        cfg.pop("rope_theta", None)
+    if args.indexer_rope_interleave in ("true", "false"):
+        cfg["indexer_rope_interleave"] = args.indexer_rope_interleave == "true"
+        if arch == "glm_moe_dsa":
+            cfg["rope_interleave"] = cfg["indexer_rope_interleave"]
+    return cfg
+
+
+def deepseek_config(common, t, args):
     d = DEEPSEEK_TINY
     q_lora = d["q_lora_rank"] if args.q_lora_rank is None else args.q_lora_rank
     # Field set and order of deepseek-ai/DeepSeek-V3's config.json (no
@@ -170,6 +212,24 @@ def mla_specs(cfg, p):
     yield a + "kv_a_layernorm.weight", (kvr,), "norm", 0.1
     yield a + "kv_b_proj.weight", (nh * (cfg["qk_nope_head_dim"] + vd), kvr), "proj", kvr ** -0.5
     yield a + "o_proj.weight", (H, nh * vd), "proj", 0.7 * (nh * vd) ** -0.5
+    if cfg["model_type"] in DSA and indexer_runs(cfg, p):
+        # Real layout: wq_b and wk F8_E4M3 in the fp8 release, k_norm F32,
+        # weights_proj BF16 (kind "linear": never fp8).
+        ih, idim = cfg["index_n_heads"], cfg["index_head_dim"]
+        x = a + "indexer."
+        yield x + "wq_b.weight", (ih * idim, qr), "proj", qr ** -0.5
+        yield x + "wk.weight", (idim, H), "proj", H ** -0.5
+        yield x + "k_norm.weight", (idim,), "norm32", 0.1
+        yield x + "k_norm.bias", (idim,), "bias32", 0.1
+        yield x + "weights_proj.weight", (ih, H), "linear", H ** -0.5
+
+
+def indexer_runs(cfg, prefix):
+    """Whether the layer of this tensor prefix runs its own indexer (GLM-5's
+    "shared" layers reuse the previous selection and carry none here)."""
+    L = int(prefix.split(".")[2])
+    types = cfg.get("indexer_types")
+    return not types or L >= len(types) or types[L] == "full"
 
 
 # Router weight std (times hidden^-0.5) and e_score_correction_bias std:
@@ -247,7 +307,10 @@ def build_tensors(cfg, seed, layout, weights_dtype, g):
             if ex[2] == "down" and ex[1] == n_experts - 1:
                 groups.extend(g.fused_groups(ex[0], experts, weights_dtype))
             continue
-        if kind == "bias32":
+        if kind == "norm32":
+            w = g.master_weight(seed, master or name, shape, "norm", std)
+            groups.append({name: ("F32", np.ascontiguousarray(w, dtype=np.float32))})
+        elif kind == "bias32":
             # e_score_correction_bias is F32 in the real checkpoints
             # (transformers keeps it in float32: _keep_in_fp32_modules_strict).
             groups.append({name: ("F32", np.ascontiguousarray(w, dtype=np.float32))})
@@ -263,7 +326,8 @@ def main(args, ap, g):
     """gen_model's main for these families; g is the gen_model module."""
     if args.arch not in ARCHS:
         ap.error("--q-lora-rank, --mscale, --mscale-all-dim, --rope-interleave, --mtp-layers, "
-                 "--n-group and --topk-group apply to --arch deepseek_v3 / glm4_moe only")
+                 "--indexer-rope-interleave, --n-group and --topk-group apply to --arch "
+                 "deepseek_v3 / deepseek_v32 / glm4_moe / glm_moe_dsa only")
     for opt, bad in (("--shape", getattr(args, "shape", None)),
                      ("--layers", getattr(args, "layers", None) is not None),
                      ("--tokenizer", args.tokenizer),
@@ -275,6 +339,15 @@ def main(args, ap, g):
         for opt in ("q_lora_rank", "mscale", "mscale_all_dim", "rope_interleave"):
             if getattr(args, opt) is not None:
                 ap.error("--%s applies to deepseek_v3 only" % opt.replace("_", "-"))
+    if args.arch in DSA:
+        if args.rope_interleave is not None:
+            ap.error("--rope-interleave: use --indexer-rope-interleave for %s" % args.arch)
+        if args.q_lora_rank == 0:
+            ap.error("--q-lora-rank 0: the DSA indexer reads the query latent")
+        if args.arch == "glm_moe_dsa" and (args.mscale is not None or args.mscale_all_dim is not None):
+            ap.error("--mscale / --mscale-all-dim: glm_moe_dsa has no YaRN")
+    elif args.indexer_rope_interleave is not None:
+        ap.error("--indexer-rope-interleave applies to deepseek_v32 / glm_moe_dsa only")
     shards = 1 if args.shards is None else args.shards
     if shards < 1:
         ap.error("--shards must be >= 1")

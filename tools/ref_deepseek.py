@@ -35,7 +35,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
 
-ARCHS = ("deepseek_v3", "glm4_moe")
+ARCHS = ("deepseek_v3", "glm4_moe", "deepseek_v32", "glm_moe_dsa")
+MLA_ARCHS = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+DSA_ARCHS = ("deepseek_v32", "glm_moe_dsa")
 
 
 def load(model_dir, mtp=False, mtp_hidden="normed"):
@@ -162,14 +164,19 @@ class Model:
         self.topk_group = cfg.get("topk_group") or 1
         self.norm_topk = bool(cfg.get("norm_topk_prob", True))
         self.rsf = float(cfg.get("routed_scaling_factor", 1.0))
-        self.first_dense = cfg.get("first_k_dense_replace", 0)
+        # HF DeepseekV3Config / DeepseekV32Config / GlmMoeDsaConfig default: 3.
+        self.first_dense = cfg.get("first_k_dense_replace", 3)
+        # DeepseekV32Config / GlmMoeDsaConfig: mlp_layer_types overrides it.
+        types = cfg.get("mlp_layer_types") if self.arch in DSA_ARCHS else None
+        self.moe_layers = ([t == "sparse" for t in types] if types else None)
         if cfg.get("scoring_func", "sigmoid") != "sigmoid":
             raise SystemExit("reference: scoring_func %r is not implemented" % cfg["scoring_func"])
         if self.n_experts % self.n_group or self.n_experts // self.n_group < 2:
             raise SystemExit("reference: %d experts do not split into %d groups of >= 2"
                              % (self.n_experts, self.n_group))
         params, theta, kind = rope_parameters(cfg)
-        if self.arch == "deepseek_v3":
+        self.dsa = self.arch in DSA_ARCHS
+        if self.arch in MLA_ARCHS:
             self.q_lora = cfg.get("q_lora_rank")
             self.kv_lora = cfg["kv_lora_rank"]
             self.nope = cfg["qk_nope_head_dim"]
@@ -178,14 +185,37 @@ class Model:
             # HF DeepseekV3Config: rope_interleave defaults to True (the real
             # config.json does not set it).
             self.interleave = bool(cfg.get("rope_interleave", True))
+            if self.arch == "deepseek_v32":
+                # HF DeepseekV32Attention: apply_rotary_pos_emb_interleave,
+                # always (the config has no rope_interleave field).
+                self.interleave = True
+            elif self.arch == "glm_moe_dsa":
+                # HF GlmMoeDsaAttention rotates halves and reads no flag; the
+                # GLM-5 release sets rope_interleave: true, which vLLM and
+                # SGLang honour.  Follow the flag, defaulting to transformers.
+                self.interleave = bool(cfg.get("rope_interleave", False))
             # HF DeepseekV3Attention: scaling = qk_head_dim^-0.5, times
             # yarn_get_mscale(factor, mscale_all_dim)^2 when rope scaling is
             # set and mscale_all_dim is non-zero.
             self.scale = (self.nope + self.rope_dim) ** -0.5
+            if self.arch == "glm_moe_dsa" and kind != "default":
+                # HF GlmMoeDsaAttention: scaling = qk_head_dim^-0.5, no mscale.
+                raise SystemExit("reference: glm_moe_dsa with rope type %r is not implemented" % kind)
             if kind != "default" and params.get("mscale_all_dim", 0):
                 ms = get_mscale(float(params["factor"]), params["mscale_all_dim"])
                 self.scale *= ms * ms
             rot_dim = self.rope_dim
+            if self.dsa:
+                if not self.q_lora:
+                    raise SystemExit("reference: the DSA indexer needs q_lora_rank")
+                self.index_heads = cfg.get("index_n_heads", 64 if self.arch == "deepseek_v32" else 32)
+                self.index_dim = cfg.get("index_head_dim", 128)
+                self.index_topk = cfg.get("index_topk", 2048)
+                # Indexer RoPE: both transformers files rotate halves
+                # (apply_rotary_pos_emb); vLLM reads indexer_rope_interleave
+                # (default false), which GLM-5's release sets to true.
+                self.index_interleave = bool(cfg.get("indexer_rope_interleave", False))
+                self.index_shared = self.indexer_types(cfg)
         else:
             self.n_kv = cfg.get("num_key_value_heads") or self.n_heads
             self.head_dim = cfg.get("head_dim") or self.hidden // self.n_heads
@@ -206,6 +236,26 @@ class Model:
         self.fp8_block = tuple(q.get("weight_block_size") or (128, 128))
         self.tensors = st.load_dir(model_dir)
         self._cache = {}
+
+    def indexer_types(self, cfg):
+        """Per decoder layer, whether it reuses the previous layer's selection
+        (HF GlmMoeDsaConfig.__post_init__: indexer_types, else
+        index_topk_pattern, else the index_topk_freq / index_skip_topk_offset
+        schedule).  DeepSeek-V3.2 runs every indexer."""
+        N = self.n_layers
+        if self.arch != "glm_moe_dsa":
+            return [False] * N
+        types = cfg.get("indexer_types")
+        if types is None:
+            pattern = cfg.get("index_topk_pattern")
+            if pattern is not None:
+                types = ([{"F": "full", "S": "shared"}[c] for c in pattern]
+                         if isinstance(pattern, str) else list(pattern))
+            else:
+                freq = max(cfg.get("index_topk_freq", 1), 1)
+                offset = cfg.get("index_skip_topk_offset", 2)
+                types = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(N)]
+        return [t == "shared" for t in types]
 
     # ------------------------------------------------------------ weights
 
@@ -253,7 +303,7 @@ class Model:
         ang = ang.astype(np.float64)
         return np.cos(ang) * self.attention_factor, np.sin(ang) * self.attention_factor
 
-    def rope(self, x, cos, sin):
+    def rope(self, x, cos, sin, interleave=None):
         """x [n, heads, d] with d = rot_dim.  Interleaved: each pair
         (x[2i], x[2i+1]) is rotated by angle_i (the complex form of DeepSeek's
         apply_rotary_emb; HF's apply_rotary_pos_emb_interleave de-interleaves
@@ -261,7 +311,7 @@ class Model:
         rotate-half: the pairs are (x[i], x[i + d/2])."""
         c, s = cos[:, None, :], sin[:, None, :]
         out = np.empty_like(x)
-        if self.interleave:
+        if self.interleave if interleave is None else interleave:
             a, b = x[..., 0::2], x[..., 1::2]
             out[..., 0::2] = a * c - b * s
             out[..., 1::2] = b * c + a * s
@@ -274,17 +324,57 @@ class Model:
 
     # ------------------------------------------------------------ attention
 
-    def softmax_attend(self, scores, v):
-        """scores [n, n] of one head (already scaled), causal, times v [n, dv]."""
+    def softmax_attend(self, scores, v, keep=None):
+        """scores [n, n] of one head (already scaled), causal (and only the
+        keys keep [n, n] allows, when given), times v [n, dv]."""
         n = scores.shape[0]
         allowed = np.arange(n)[None, :] <= np.arange(n)[:, None]
+        if keep is not None:
+            allowed = allowed & keep
         s = np.where(allowed, scores, -np.inf)
         s = s - s.max(axis=-1, keepdims=True)
         e = np.exp(s)
         return (e / e.sum(axis=-1, keepdims=True)) @ v
 
+    def indexer(self, layer, h, qa, cos, sin, record):
+        """HF DeepseekV32Indexer / GlmMoeDsaIndexer: which keys each query
+        keeps, as a bool [n, n] (query, key).  Appends the selection margins
+        (gap between the index_topk-th and the next score) to record."""
+        if layer < self.n_layers and self.index_shared[layer] and self._keep is not None:
+            return self._keep     # HF: a "shared" layer reuses prev_topk_indices
+        p = "model.layers.%d.self_attn.indexer." % layer
+        n = h.shape[0]
+        IH, ID, R, K = self.index_heads, self.index_dim, self.rope_dim, self.index_topk
+        q = self.linear(qa, p + "wq_b").reshape(n, IH, ID)
+        k = self.linear(h, p + "wk")
+        # HF: k_norm = nn.LayerNorm(head_dim, eps=1e-6)
+        mu = k.mean(axis=-1, keepdims=True)
+        var = ((k - mu) ** 2).mean(axis=-1, keepdims=True)
+        k = (k - mu) / np.sqrt(var + 1e-6) * self.w(p + "k_norm.weight") + self.w(p + "k_norm.bias")
+        # HF: rope part first: torch.split(q, [qk_rope_head_dim, head_dim - qk_rope_head_dim])
+        q = np.concatenate([self.rope(q[..., :R], cos, sin, self.index_interleave), q[..., R:]], axis=-1)
+        k = np.concatenate([self.rope(k[:, None, :R], cos, sin, self.index_interleave)[:, 0], k[:, R:]],
+                           axis=-1)
+        w = self.linear(h, p + "weights_proj") * IH ** -0.5                 # [n, IH]
+        s = np.einsum("shd,td->sht", q, k) * ID ** -0.5
+        score = np.einsum("sht,sh->st", np.maximum(s, 0.0), w)            # [n, n]
+        keep = np.zeros((n, n), dtype=bool)
+        margins = []
+        for i in range(n):
+            vis = i + 1
+            if vis <= K:
+                keep[i, :vis] = True    # HF: topk over masked scores keeps them all
+                continue
+            order = np.argsort(-score[i, :vis], kind="stable")
+            keep[i, order[:K]] = True
+            margins.append(score[i, order[K - 1]] - score[i, order[K]])
+        record.append({"layer": layer, "indexer": True, "margins": margins})
+        self._keep = keep
+        return keep
+
     def mla(self, layer, h, cos, sin):
-        """HF DeepseekV3Attention (eager), without the KV-cache."""
+        """HF DeepseekV3Attention (eager), without the KV-cache; with the DSA
+        indexer's mask for deepseek_v32 / glm_moe_dsa."""
         p = "model.layers.%d.self_attn." % layer
         n = h.shape[0]
         nh, nope, rd, vd = self.n_heads, self.nope, self.rope_dim, self.v_dim
@@ -295,6 +385,7 @@ class Model:
             # not config.rms_norm_eps (same for kv_a_layernorm).
             qa = rms_norm(self.linear(h, p + "q_a_proj"), self.w(p + "q_a_layernorm.weight"), 1e-6)
             q = self.linear(qa, p + "q_b_proj")
+        keep = self.indexer(layer, h, qa, cos, sin, self._record) if self.dsa else None
         q = q.reshape(n, nh, nope + rd)
         q_nope, q_pe = q[..., :nope], q[..., nope:]
         ckv = self.linear(h, p + "kv_a_proj_with_mqa")
@@ -307,7 +398,7 @@ class Model:
         out = np.empty((n, nh, vd))
         for head in range(nh):
             s = (q_nope[:, head] @ k_nope[:, head].T + q_pe[:, head] @ k_pe.T) * self.scale
-            out[:, head] = self.softmax_attend(s, v[:, head])
+            out[:, head] = self.softmax_attend(s, v[:, head], keep)
         return self.linear(out.reshape(n, nh * vd), p + "o_proj")
 
     def gqa(self, layer, h, cos, sin):
@@ -351,9 +442,11 @@ class Model:
         keep = np.zeros((n, G), dtype=bool)
         np.put_along_axis(keep, g_order[:, :KG], True, axis=-1)
         mask = np.repeat(keep, per, axis=-1)
-        # HF: masked_fill(~score_mask, 0.0) -- 0.0, not -inf: a kept expert
-        # whose biased score is negative ranks below every masked one.
-        masked = np.where(mask, choice, 0.0)
+        # HF DeepseekV3 / Glm4Moe: masked_fill(~score_mask, 0.0) -- 0.0, not
+        # -inf: a kept expert whose biased score is negative ranks below every
+        # masked one.  DeepseekV32 / GlmMoeDsa mask with -inf.
+        fill, other = (-np.inf, 0.0) if self.dsa else (0.0, -np.inf)
+        masked = np.where(mask, choice, fill)
         order = np.argsort(-masked, axis=-1, kind="stable")
         top = order[:, :K]
         weights = np.take_along_axis(scores, top, axis=-1)          # unbiased scores
@@ -371,7 +464,7 @@ class Model:
             # own inference Gate mask with -inf instead of 0.0.  A token whose
             # selection depends on that difference gets margin 0, so picked
             # fixtures hold under both conventions.
-            alt = np.argsort(-np.where(mask, choice, -np.inf), axis=-1, kind="stable")[:, :K]
+            alt = np.argsort(-np.where(mask, choice, other), axis=-1, kind="stable")[:, :K]
             differs = np.any(np.sort(alt, axis=-1) != np.sort(top, axis=-1), axis=-1)
             margins = np.where(differs, 0.0, margins)
         return top, weights, margins
@@ -403,11 +496,15 @@ class Model:
     def layer(self, L, x, cos, sin, routing):
         p = "model.layers.%d." % L
         h = rms_norm(x, self.w(p + "input_layernorm.weight"), self.eps)
-        attn = self.mla if self.arch == "deepseek_v3" else self.gqa
+        attn = self.mla if self.arch in MLA_ARCHS else self.gqa
+        self._record = routing
         x = x + attn(L, h, cos, sin)
         h = rms_norm(x, self.w(p + "post_attention_layernorm.weight"), self.eps)
         # HF: MoE when layer_idx >= first_k_dense_replace.
-        if L >= self.first_dense:
+        moe = L >= self.first_dense
+        if self.moe_layers is not None and L < self.n_layers:
+            moe = self.moe_layers[L]
+        if moe:
             return x + self.moe(L, h, routing)
         return x + self.mlp(p + "mlp.", h)
 
@@ -421,6 +518,7 @@ class Model:
         x = self.rows("model.embed_tokens.weight", tokens)
         cos, sin = self.rope_tables(n)
         hidden = [x.copy()]
+        self._keep = None
         routing = []
         for L in range(self.n_layers):
             x = self.layer(L, x, cos, sin, routing)
