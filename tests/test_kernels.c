@@ -421,3 +421,63 @@ Test(kernels, attention_head_reference)
 	free(out);
 	free(scratch);
 }
+
+/* topk_set keeps the same set as topk (ties: lower index), in index order. */
+Test(kernels, topk_set_matches_topk)
+{
+	float x[] = { 0.5f, 2.0f, NAN, 2.0f, -1.0f, 7.0f, 0.5f, -INFINITY, 2.0f };
+	int32_t got[9];
+	float scratch[9];
+	topk_set(got, x, 9, 3, scratch);
+	int32_t want3[] = { 1, 3, 5 }; /* 7, then the first two of three 2.0s */
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(got[i], want3[i], "k=3 position %d: %d", i, got[i]);
+	topk_set(got, x, 9, 9, scratch);
+	for (int i = 0; i < 9; i++)
+		cr_assert_eq(got[i], i, "k=n keeps everything in order");
+	uint64_t st = 7;
+	for (int trial = 0; trial < 200; trial++) {
+		int n = 1 + (int)(fabsf(tu_randf(&st)) * 299), k = 1 + (int)(fabsf(tu_randf(&st)) * (n - 1));
+		float y[300], sc[300];
+		/* Coarse values give many ties; some exact zeros as relu makes them. */
+		for (int i = 0; i < n; i++)
+			y[i] = trial % 2 ? (float)(int)(tu_randf(&st) * 4) : tu_randf(&st);
+		int32_t a[300], b[300];
+		topk(a, y, n, k);
+		topk_set(b, y, n, k, sc);
+		char in_a[300] = { 0 };
+		for (int i = 0; i < k; i++)
+			in_a[a[i]] = 1;
+		for (int i = 0; i < k; i++) {
+			cr_assert(in_a[b[i]], "trial %d: index %d kept by topk_set, not by topk", trial, b[i]);
+			cr_assert(i == 0 || b[i] > b[i - 1], "trial %d: not increasing", trial);
+		}
+	}
+}
+
+/* attention_head_keys over a subset equals attention_head over those keys
+ * gathered contiguously, bit for bit; over all keys it is attention_head. */
+Test(kernels, attention_head_keys_subset)
+{
+	int64_t n_ctx = 23, k_dim = 40, v_dim = 24, ks = 48, vs = 32;
+	float *q = rand_vec(k_dim, 11), *k = rand_vec(n_ctx * ks, 12), *v = rand_vec(n_ctx * vs, 13);
+	float a[24], b[24], scratch[23];
+	int32_t keys[] = { 0, 3, 4, 9, 15, 22 }, all[23];
+	int64_t nk = 6;
+	float kg[6 * 48], vg[6 * 32];
+	for (int64_t i = 0; i < nk; i++) {
+		memcpy(kg + i * ks, k + keys[i] * ks, sizeof(float) * (size_t)ks);
+		memcpy(vg + i * vs, v + keys[i] * vs, sizeof(float) * (size_t)vs);
+	}
+	attention_head_keys(a, q, k, ks, v, vs, keys, nk, k_dim, v_dim, 0.3f, scratch);
+	attention_head(b, q, kg, ks, vg, vs, nk, k_dim, v_dim, 0.3f, scratch);
+	cr_assert_eq(memcmp(a, b, sizeof a), 0, "subset differs from the gathered keys");
+	for (int i = 0; i < 23; i++)
+		all[i] = i;
+	attention_head_keys(a, q, k, ks, v, vs, all, n_ctx, k_dim, v_dim, 0.3f, scratch);
+	attention_head(b, q, k, ks, v, vs, n_ctx, k_dim, v_dim, 0.3f, scratch);
+	cr_assert_eq(memcmp(a, b, sizeof a), 0, "all keys differ from attention_head");
+	free(q);
+	free(k);
+	free(v);
+}
