@@ -4,7 +4,8 @@
  * logits bit-identical to the unmirrored run; a corrupted or missing mirror
  * is taken out of rotation with a warning and the logits stay the same;
  * --verify catches a corrupted copy naming the file; --remove unregisters;
- * mirroring onto the model's own folder is refused.
+ * mirroring onto the model's own folder is refused; a disk without a saved
+ * profile is measured once after mirroring, so stripes follow bandwidth.
  */
 #include <criterion/criterion.h>
 
@@ -60,7 +61,7 @@ Test(mirror, striped_reads_same_logits)
 {
 	size_t n0, n1;
 	float *base = logits("base", "", &n0);
-	cr_assert_eq(tu_sh("'%s' mirror --quiet --model '%s' --to '%s'", tu_colibri(), model, mirror), 0);
+	cr_assert_eq(tu_sh("'%s' mirror --quiet --no-probe --model '%s' --to '%s'", tu_colibri(), model, mirror), 0);
 	cr_assert_eq(tu_sh("grep -q '\"mirrors\"' '%s/manifest.json'", model), 0, "mirror not registered");
 	cr_assert_eq(tu_sh("cmp -s '%s/experts/layer-000.bin' '%s/experts/layer-000.bin'", model, mirror), 0);
 	float *l = logits("mirrored", "--stats", &n1);
@@ -95,7 +96,7 @@ Test(mirror, striped_reads_same_logits)
 
 Test(mirror, partial_and_refusals)
 {
-	cr_assert_eq(tu_sh("'%s' mirror --quiet --model '%s' --to '%s' --layers 2", tu_colibri(), model, mirror), 0);
+	cr_assert_eq(tu_sh("'%s' mirror --quiet --no-probe --model '%s' --to '%s' --layers 2", tu_colibri(), model, mirror), 0);
 	cr_expect_neq(tu_sh("test -e '%s/experts/layer-000.bin'", mirror), 0, "layer 0 copied into a partial mirror");
 	cr_expect_eq(tu_sh("test -e '%s/experts/layer-002.bin'", mirror), 0);
 	cr_expect_eq(tu_sh("'%s' mirror --quiet --model '%s' --verify", tu_colibri(), model), 0);
@@ -110,4 +111,29 @@ Test(mirror, partial_and_refusals)
 		      "mirroring onto the model itself was accepted");
 	cr_expect_neq(tu_sh("'%s' mirror --quiet --model '%s' --to '%s/m2' --layers 1 2>/dev/null", tu_colibri(), model,
 			    scratch), 0, "a dense layer was accepted for mirroring");
+}
+
+/* The disk profile that weighs the stripes is measured after mirroring when
+ * none is saved, once (both copies share this test's disk), and not with
+ * --no-probe. */
+Test(mirror, measures_unprofiled_disks)
+{
+	char err[4400], cache[4200];
+	snprintf(err, sizeof err, "%s/probe.err", scratch);
+	snprintf(cache, sizeof cache, "%s/cache-a", scratch);
+	cr_assert_eq(tu_sh("COLIBRI_CACHE_DIR='%s' '%s' mirror --quiet --no-probe --model '%s' --to '%s' 2>'%s'",
+			   cache, tu_colibri(), model, mirror, err), 0);
+	cr_expect_neq(tu_sh("test -e '%s/disks.json'", cache), 0, "--no-probe measured a disk");
+	cr_assert_eq(tu_sh("'%s' mirror --model '%s' --to '%s' --remove", tu_colibri(), model, mirror), 0);
+	cr_assert_eq(tu_sh("COLIBRI_CACHE_DIR='%s' '%s' mirror --quiet --model '%s' --to '%s' 2>'%s'", cache,
+			   tu_colibri(), model, mirror, err), 0);
+	char *e = tu_read(err, NULL);
+	cr_assert_not_null(e);
+	cr_expect(strstr(e, "measuring the disk of the model's expert files"), "no probe: %s", e);
+	cr_expect_null(strstr(e, "measuring the disk of the mirror"), "same disk measured twice: %s", e);
+	free(e);
+	cr_expect_eq(tu_sh("grep -q '\"points\"' '%s/disks.json'", cache), 0, "no profile saved");
+	/* The plan now reads the disk's bandwidth from the saved profile. */
+	cr_expect_eq(tu_sh("COLIBRI_CACHE_DIR='%s' '%s' plan --model '%s' | grep -q 'profile of'", cache, tu_colibri(),
+			   model), 0, "plan does not see the measured profile");
 }
