@@ -146,7 +146,7 @@ fi
 rm -f "$ctr/usage.json"
 "$colibri" mirror --model "$ctr" --to "$mirror" --remove 2>/dev/null || true
 t0=$(date +%s%N)
-mirror_cmd="$colibri mirror --model $ctr --to $mirror --quiet"
+mirror_cmd="$colibri mirror --model $ctr --to $mirror --quiet --no-probe"  # profiles are measured per pair below
 $mirror_cmd
 mirror_s=$(( ($(date +%s%N) - t0) / 1000000 ))e-3
 say "mirror added in $mirror_s s"
