@@ -239,7 +239,13 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	}
 	struct model_options mo = { .buffered = o->buffered };
 	if (!rc) {
+		/* The store opens exactly the frames the plan counted, class by class. */
 		mo.expert_cache_bytes = plan.expert_cache_bytes;
+		for (int c = 0; c < plan.n_classes && c < EXPERT_CLASSES_MAX; c++)
+			mo.class_frames[c] = (struct expert_class_frames){
+				.frame_bytes = plan.classes[c].frame_bytes,
+				.n_frames = plan.classes[c].frames > INT32_MAX ? INT32_MAX : (int32_t)plan.classes[c].frames,
+			};
 		mo.io_depth = plan.io_depth;
 		threads = plan.threads;
 		copy_bandwidths(o->model_dir, plan.frame_bytes, plan.io_depth, o->buffered, mo.copy_gbps);
