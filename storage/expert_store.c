@@ -310,10 +310,14 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 			n_newly_pinned++;
 	}
 	int32_t unpinned = fc->n_frames - fc->n_pinned - n_newly_pinned;
-	if (n_miss > unpinned)
-		return error_set(ENOMEM, "layer %d: %d experts to read but only %d of %d expert frames of %"
-				 PRIu64 " KiB are unpinned (release delivered experts, or raise the expert cache)",
-				 layer, n_miss, unpinned, fc->n_frames, fc->frame_bytes >> 10);
+	if (n_miss > unpinned) {
+		char what[48] = "";
+		if (s->n_classes > 1)
+			snprintf(what, sizeof what, " of %" PRIu64 " KiB", fc->frame_bytes >> 10);
+		return error_set(ENOMEM, "layer %d: %d experts to read but only %d of %d expert frames%s are "
+				 "unpinned (release delivered experts, or raise the expert cache)",
+				 layer, n_miss, unpinned, fc->n_frames, what);
+	}
 
 	s->req_open = true;
 	s->t_request = io_ring_now_s();

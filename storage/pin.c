@@ -11,10 +11,11 @@
  *
  * A change goes: check every entry; count the set it would leave in each
  * frame class and refuse it, changing nothing, when fewer than max_per_step
- * frames of some class would stay out of the set; drop; pin what is mapped (pass 1, so no miss can evict it);
- * give each miss a frame and start its load (pass 2, one batch); wait for
- * every load the call started or joined. If one fails, the experts this
- * call added leave the set again. O(n_frames) per call for the drop scan,
+ * frames of some class would stay out of the set; drop; pin what is mapped
+ * (pass 1, so no miss can evict it); give each miss a frame of its layer's
+ * class and start its load (pass 2, one batch); wait for every load the
+ * call started or joined. If one fails, the experts this call added leave
+ * the set again. O(n_frames) per call for the drop scan,
  * fine between steps.
  */
 #include <assert.h>
