@@ -58,7 +58,7 @@ def run_numbers(r, meta):
         n["win_tok_s"] = w["steps"] / w["seconds"]
     else:
         n["win_gbps"] = n["win_dev_busy"] = n["win_tok_s"] = None
-    n["cache_bytes"] = s["frames"] * s["frame_bytes"] if s.get("frames") else None
+    n["cache_bytes"] = s.get("cache_bytes") or (s["frames"] * s["frame_bytes"] if s.get("frames") else None)
     # Other processes on the machine during the run: CPU share, and disk
     # bytes (reads not ours, plus writes) in the decode window.
     n["others_cpu"] = r.get("others_cpu_share")

@@ -361,7 +361,7 @@ static void check_memory(struct doctor *d, struct plan_container *c)
 		       "(at %d positions)", plan_bytes_str(a, (uint64_t)avail), plan_bytes_str(b, p.min_bytes),
 		       plan_bytes_str(e, p.full_bytes), c->in.ctx);
 	struct rlimit rl;
-	uint64_t arena = p.frames_all * p.frame_bytes;
+	uint64_t arena = p.cache_bytes_all;
 	if (avail > 0 && arena > (uint64_t)avail)
 		arena = (uint64_t)avail;
 	if (geteuid() != 0 && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&

@@ -45,6 +45,28 @@ static int add_path(struct plan_container *c, const char *dir, const char *file,
 	return 0;
 }
 
+/* Counts one MoE layer of record_bytes in its frame class (the sizes kept
+ * ascending, as the expert store orders its classes). */
+static int class_add(struct plan_inputs *in, uint64_t record_bytes)
+{
+	int k = 0;
+	while (k < in->n_classes && in->class_record_bytes[k] < record_bytes)
+		k++;
+	if (k == in->n_classes || in->class_record_bytes[k] != record_bytes) {
+		if (in->n_classes == PLAN_CLASSES_MAX)
+			return error_set(EINVAL, "expert records come in more than %d sizes", PLAN_CLASSES_MAX);
+		for (int j = in->n_classes; j > k; j--) {
+			in->class_record_bytes[j] = in->class_record_bytes[j - 1];
+			in->class_layers[j] = in->class_layers[j - 1];
+		}
+		in->class_record_bytes[k] = record_bytes;
+		in->class_layers[k] = 0;
+		in->n_classes++;
+	}
+	in->class_layers[k]++;
+	return 0;
+}
+
 int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads)
 {
 	struct manifest man;
@@ -78,7 +100,8 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 		const struct manifest_expert_layer *l = &man.layers[i];
 		in->record_bytes_max = l->record_bytes > in->record_bytes_max ? l->record_bytes : in->record_bytes_max;
 		in->record_bytes_sum += l->record_bytes;
-		rc = add_path(c, dir, l->file, (int)i);
+		rc = rc ? rc : class_add(in, l->record_bytes);
+		rc = rc ? rc : add_path(c, dir, l->file, (int)i);
 	}
 	c->n_primary = c->n_paths;
 	/* Mirror copies that are there; a missing mirror is out of rotation. */

@@ -350,7 +350,7 @@ static int moe_block(struct forward *f, int layer, int n)
 	prefetch_score(f, layer, n_wanted);
 	/* Rounds of at most the store's capacity; each expert's output lands
 	 * in its (token, slot) cell, so the rounds do not change the sum. */
-	int cap = expert_store_capacity(store), rc = 0;
+	int cap = expert_store_capacity(store, layer), rc = 0;
 	if (cap < 1)
 		return error_set(EINVAL, "layer %d: the expert store has no frames", layer);
 	for (int first = 0; first < n_wanted && !rc; first += cap) {

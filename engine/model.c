@@ -265,10 +265,11 @@ static int open_store(struct model *m, const struct model_options *opt)
 	};
 	for (int k = 0; opt && k < EXPERT_COPIES_MAX; k++)
 		so.copy_gbps[k] = opt->copy_gbps[k];
+	if (opt)
+		memcpy(so.class_frames, opt->class_frames, sizeof so.class_frames);
+	/* The store keeps no more frames of a class than it has records, so
+	 * the whole model's bytes are every expert whatever the classes. */
 	uint64_t min = expert_store_min_bytes(d, n, m->max_experts_per_step);
-	/* Never more frames than experts: the rest would stay empty. */
-	if (so.cache_bytes > model_expert_bytes(m))
-		so.cache_bytes = model_expert_bytes(m);
 	if (so.cache_bytes < min)
 		so.cache_bytes = opt && opt->expert_cache_bytes ? so.cache_bytes : min;
 	rc = expert_store_open(&m->store, d, n, m->max_experts_per_step, &so);

@@ -68,7 +68,11 @@ struct mtp_weights {
 };
 
 struct model_options {
-	uint64_t expert_cache_bytes;     /* 0: enough for every expert */
+	uint64_t expert_cache_bytes;     /* 0: enough for every expert; split over the frame classes
+					  * by the store's rule (expert_store_split) */
+	struct expert_class_frames class_frames[EXPERT_CLASSES_MAX]; /* frames per record size as
+					  * the plan chose them, overriding expert_cache_bytes;
+					  * [0].frame_bytes 0: unset */
 	int io_depth;
 	bool buffered;                   /* no O_DIRECT for expert reads */
 	double copy_gbps[EXPERT_COPIES_MAX]; /* disk bandwidth of the primary and each mirror; 0 unknown */

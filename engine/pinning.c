@@ -17,7 +17,7 @@ static double score(const struct pinning *p, const struct model *m, int layer, i
 	return p->usage.counts[(size_t)layer * p->usage.n_experts + expert] + (now ? now[expert] : 0);
 }
 
-int pinning_start(struct pinning *p, struct model *m, int frames)
+int pinning_start(struct pinning *p, struct model *m, bool enabled)
 {
 	memset(p, 0, sizeof *p);
 	int rc = usage_init(&p->usage, &m->man, m->cfg.n_layers);
@@ -25,7 +25,12 @@ int pinning_start(struct pinning *p, struct model *m, int frames)
 		return rc;
 	if (usage_load(&p->usage, m->dir) != 0)
 		error_clear();
-	p->cap = frames > 0 ? frames : 0;
+	const struct expert_store_stats *st = expert_store_stats(m->store);
+	for (int c = 0; enabled && c < st->n_classes && c < EXPERT_CLASSES_MAX; c++) {
+		int spare = st->classes[c].n_frames - m->max_experts_per_step;
+		p->class_cap[c] = spare > 0 ? spare / 2 : 0;
+		p->cap += p->class_cap[c];
+	}
 	p->pins = calloc((size_t)p->cap + 1, sizeof *p->pins);
 	p->hot_layer = calloc((size_t)p->cap * 2 + 1, sizeof *p->hot_layer);
 	p->hot_expert = calloc((size_t)p->cap * 2 + 1, sizeof *p->hot_expert);
@@ -34,13 +39,21 @@ int pinning_start(struct pinning *p, struct model *m, int frames)
 	p->enabled = p->cap > 0;
 	if (!p->enabled)
 		return 0;
-	int n = usage_hottest(&p->usage, p->cap, p->hot_layer, p->hot_expert);
-	for (int i = 0; i < n; i++)
-		p->pins[i] = (struct expert_pin){ p->hot_layer[i], p->hot_expert[i] };
+	/* Twice the cap of candidates, so that a class already full leaves
+	 * room for the next hottest of the others. */
+	int n_hot = usage_hottest(&p->usage, p->cap * 2, p->hot_layer, p->hot_expert), n = 0;
+	for (int i = 0; i < n_hot && n < p->cap; i++) {
+		int c = expert_store_layer_class(m->store, p->hot_layer[i]);
+		if (c < 0 || p->class_pins[c] >= p->class_cap[c])
+			continue;
+		p->class_pins[c]++;
+		p->pins[n++] = (struct expert_pin){ p->hot_layer[i], p->hot_expert[i] };
+	}
 	if (n > 0 && expert_store_pin_set(m->store, p->pins, n) != 0) {
 		fprintf(stderr, "colibri: warning: not pinning the learned experts: %s\n", error_message());
 		error_clear();
 		n = 0;
+		memset(p->class_pins, 0, sizeof p->class_pins);
 	}
 	p->n_pins = n;
 	return 0;
@@ -64,11 +77,14 @@ int pinning_repin(struct pinning *p, struct model *m, int max_swaps)
 		max_swaps = 64;
 	/* Hottest unpinned candidates, by repeated max: O(cells * swaps), fine
 	 * at the few thousand experts of the largest models. */
+	int in_class[EXPERT_CLASSES_MAX]; /* pins of each class once this call's swaps are done */
+	memcpy(in_class, p->class_pins, sizeof in_class);
 	for (int s = 0; s < max_swaps; s++) {
 		double best = 0;
 		int bl = -1, be = -1;
 		for (int l = 0; l < m->cfg.n_layers; l++) {
-			if (!m->layers[l].moe)
+			int lc = expert_store_layer_class(m->store, l);
+			if (!m->layers[l].moe || lc < 0 || p->class_cap[lc] == 0)
 				continue;
 			for (int e = 0; e < m->cfg.n_experts; e++) {
 				double v = score(p, m, l, e);
@@ -84,14 +100,19 @@ int pinning_repin(struct pinning *p, struct model *m, int max_swaps)
 		}
 		if (bl < 0)
 			break;
-		/* Pinning more while there is room; otherwise swap for the coldest pinned. */
-		if (p->n_pins - n_drop + n_add < p->cap) {
+		/* Pinning more while its class has room; otherwise swap for the
+		 * coldest pinned of the same class. */
+		int bc = expert_store_layer_class(m->store, bl);
+		if (in_class[bc] < p->class_cap[bc]) {
 			add[n_add++] = (struct expert_pin){ bl, be };
+			in_class[bc]++;
 			continue;
 		}
 		int cold = -1;
 		double cv = best;
 		for (int i = 0; i < p->n_pins; i++) {
+			if (expert_store_layer_class(m->store, p->pins[i].layer) != bc)
+				continue;
 			double v = score(p, m, p->pins[i].layer, p->pins[i].expert);
 			bool dropped = false;
 			for (int k = 0; k < n_drop && !dropped; k++)
@@ -114,6 +135,7 @@ int pinning_repin(struct pinning *p, struct model *m, int max_swaps)
 		error_clear();
 		return 0;
 	}
+	memcpy(p->class_pins, in_class, sizeof p->class_pins);
 	/* Mirror the store's set: remove the dropped, append the added. */
 	int k = 0;
 	for (int i = 0; i < p->n_pins; i++) {

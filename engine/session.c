@@ -239,7 +239,13 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	}
 	struct model_options mo = { .buffered = o->buffered };
 	if (!rc) {
+		/* The store opens exactly the frames the plan counted, class by class. */
 		mo.expert_cache_bytes = plan.expert_cache_bytes;
+		for (int c = 0; c < plan.n_classes && c < EXPERT_CLASSES_MAX; c++)
+			mo.class_frames[c] = (struct expert_class_frames){
+				.frame_bytes = plan.classes[c].frame_bytes,
+				.n_frames = plan.classes[c].frames > INT32_MAX ? INT32_MAX : (int32_t)plan.classes[c].frames,
+			};
 		mo.io_depth = plan.io_depth;
 		threads = plan.threads;
 		copy_bandwidths(o->model_dir, plan.frame_bytes, plan.io_depth, o->buffered, mo.copy_gbps);
@@ -252,11 +258,9 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	if ((rc = model_load(&s->model, o->model_dir, &mo)))
 		return rc;
 	s->model_loaded = true;
-	/* Learned pinning takes up to half of the frames beyond one step's
-	 * need; the rest stays a cache for what the workload does now. */
-	const struct expert_store_stats *st = expert_store_stats(s->model.store);
-	int spare = st->n_frames - s->model.max_experts_per_step;
-	if ((rc = pinning_start(&s->pin, &s->model, o->no_pin || spare <= 0 ? 0 : spare / 2)))
+	/* Learned pinning takes up to half of each frame class's frames beyond
+	 * one step's need; the rest stays a cache for what the workload does now. */
+	if ((rc = pinning_start(&s->pin, &s->model, !o->no_pin)))
 		return rc;
 	s->pin_ready = true;
 	s->t_open = now_s();
@@ -314,11 +318,27 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 			fprintf(out, " %d:%.0f%%", l,
 				100.0 * (st->layer_hits[l] + st->layer_pinned_hits[l]) / st->layer_requests[l]);
 	fprintf(out, "\n");
-	fprintf(out, "store: %s, %s, %d frames of %" PRIu64 " KiB, io depth %d, %s eviction%s\n",
+	char frames[EXPERT_CLASSES_MAX * 48] = "";
+	size_t len = 0;
+	for (int c = 0; c < st->n_classes && c < EXPERT_CLASSES_MAX; c++)
+		len += (size_t)snprintf(frames + len, sizeof frames - len, "%s%d frames of %" PRIu64 " KiB",
+					c ? " + " : "", st->classes[c].n_frames, st->classes[c].frame_bytes >> 10);
+	fprintf(out, "store: %s, %s, %s, io depth %d, %s eviction%s\n",
 		st->io_uring ? "io_uring" : "pread threads", st->o_direct ? "O_DIRECT" : "buffered",
-		st->n_frames, st->frame_bytes >> 10, st->io_depth,
+		st->n_classes ? frames : "no frames", st->io_depth,
 		st->evict == EXPERT_EVICT_LRU ? "LRU" : "frequency-aware",
 		st->fixed_buffers ? ", fixed buffers" : "");
+	if (st->n_classes > 1) {
+		fprintf(out, "frame classes:");
+		for (int c = 0; c < st->n_classes && c < EXPERT_CLASSES_MAX; c++) {
+			const struct expert_class_stats *k = &st->classes[c];
+			fprintf(out, " [%" PRIu64 " KiB, %d layers] %" PRIu64 " requested, %.1f%% from RAM, %" PRIu64
+				     " misses, %" PRIu64 " evictions;", k->frame_bytes >> 10, k->n_layers, k->requests,
+				k->requests ? 100.0 * (k->hits + k->pinned_hits) / k->requests : 0, k->misses,
+				k->evictions);
+		}
+		fprintf(out, "\n");
+	}
 	if (st->n_copies > 1) {
 		fprintf(out, "copies:");
 		for (int k = 0; k < st->n_copies && k < EXPERT_COPIES_MAX; k++)
@@ -384,6 +404,24 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 #endif
 	cJSON_AddNumberToObject(j, "frames", st->n_frames);
 	cJSON_AddNumberToObject(j, "frame_bytes", (double)st->frame_bytes);
+	cJSON_AddNumberToObject(j, "cache_bytes", (double)st->cache_bytes);
+	cJSON *classes = cJSON_AddArrayToObject(j, "frame_classes");
+	for (int c = 0; c < st->n_classes && c < EXPERT_CLASSES_MAX; c++) {
+		const struct expert_class_stats *k = &st->classes[c];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "frame_bytes", (double)k->frame_bytes);
+		cJSON_AddNumberToObject(o, "frames", k->n_frames);
+		cJSON_AddNumberToObject(o, "layers", k->n_layers);
+		cJSON_AddNumberToObject(o, "pinned", k->n_pinned);
+		cJSON_AddNumberToObject(o, "requests", (double)k->requests);
+		cJSON_AddNumberToObject(o, "hits", (double)k->hits);
+		cJSON_AddNumberToObject(o, "pinned_hits", (double)k->pinned_hits);
+		cJSON_AddNumberToObject(o, "joins", (double)k->joins);
+		cJSON_AddNumberToObject(o, "misses", (double)k->misses);
+		cJSON_AddNumberToObject(o, "evictions", (double)k->evictions);
+		cJSON_AddNumberToObject(o, "bytes_read", (double)k->bytes_read);
+		cJSON_AddItemToArray(classes, o);
+	}
 	cJSON_AddNumberToObject(j, "io_depth", st->io_depth);
 	cJSON_AddBoolToObject(j, "io_uring", st->io_uring);
 	cJSON_AddBoolToObject(j, "o_direct", st->o_direct);

@@ -36,7 +36,44 @@ static int check_inputs(struct plan *p, const struct plan_inputs *in)
 				 in->record_bytes_max, in->record_bytes_sum);
 	if (in->ctx < 1 || in->kv_bytes_per_position > (1ull << 32) || in->resident_bytes > (1ull << 50))
 		return plan_fail(p, EINVAL, "plan: context %d or model sizes out of range", in->ctx);
+	if (in->n_moe_layers == 0 || in->n_classes == 0)
+		return 0;
+	if (in->n_classes < 0 || in->n_classes > PLAN_CLASSES_MAX)
+		return plan_fail(p, EINVAL, "plan: %d record sizes (at most %d)", in->n_classes, PLAN_CLASSES_MAX);
+	int32_t layers = 0;
+	uint64_t sum = 0;
+	for (int c = 0; c < in->n_classes; c++) {
+		uint64_t rb = in->class_record_bytes[c];
+		if (rb == 0 || rb > in->record_bytes_max || (c > 0 && rb <= in->class_record_bytes[c - 1]) ||
+		    in->class_layers[c] < 1 || in->class_layers[c] > in->n_moe_layers)
+			return plan_fail(p, EINVAL, "plan: record size class %d (%" PRIu64 " bytes, %d layers) is "
+					 "inconsistent", c, rb, in->class_layers[c]);
+		layers += in->class_layers[c];
+		sum += rb * (uint64_t)in->class_layers[c];
+	}
+	if (layers != in->n_moe_layers || sum != in->record_bytes_sum ||
+	    in->class_record_bytes[in->n_classes - 1] != in->record_bytes_max)
+		return plan_fail(p, EINVAL, "plan: the record size classes (%d layers, %" PRIu64 " bytes per token-layer "
+				 "sum) do not add up to the model's", layers, sum);
 	return 0;
+}
+
+/* The frame classes of the inputs: as given, or one class of the largest
+ * record for every MoE layer; and the main class, of the most layers
+ * (ties: the smaller records). */
+static void classes_init(struct plan *p, const struct plan_inputs *in)
+{
+	if (in->n_moe_layers == 0)
+		return;
+	p->n_classes = in->n_classes > 0 ? in->n_classes : 1;
+	for (int c = 0; c < p->n_classes; c++) {
+		struct plan_class *pc = &p->classes[c];
+		pc->frame_bytes = in->n_classes > 0 ? in->class_record_bytes[c] : in->record_bytes_max;
+		pc->layers = in->n_classes > 0 ? in->class_layers[c] : in->n_moe_layers;
+		pc->frames_all = (uint64_t)in->n_experts * (uint64_t)pc->layers;
+		if (pc->layers > p->classes[p->main_class].layers)
+			p->main_class = c;
+	}
 }
 
 /* Chooses the budget; refuses an explicit one below the minimum. */
@@ -75,23 +112,51 @@ static int choose_budget(struct plan *p, const struct plan_inputs *in)
 	return 0;
 }
 
-/* Frames that a budget buys, at most one per expert. */
-static uint64_t frames_for(const struct plan *p, uint64_t budget)
+/* Frames of each class that a budget buys (the rule of plan.h): top_k of
+ * every class first, then the classes in order of layers (most first; ties:
+ * smaller records), each up to all its experts. Returns their sum. */
+static uint64_t frames_for(const struct plan *p, const struct plan_inputs *in, uint64_t budget,
+			   uint64_t frames[PLAN_CLASSES_MAX])
 {
 	uint64_t fixed = p->resident_bytes + p->kv_bytes + p->scratch_bytes;
-	if (p->frame_bytes == 0 || budget <= fixed)
-		return 0;
-	uint64_t f = (budget - fixed) / p->frame_bytes;
-	return f < p->frames_all ? f : p->frames_all;
+	uint64_t left = budget > fixed ? budget - fixed : 0, total = 0;
+	int order[PLAN_CLASSES_MAX];
+	for (int c = 0; c < p->n_classes; c++) {
+		int k = c;
+		while (k > 0 && p->classes[order[k - 1]].layers < p->classes[c].layers)
+			k--;
+		memmove(&order[k + 1], &order[k], (size_t)(c - k) * sizeof *order);
+		order[k] = c;
+		frames[c] = 0;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 0; k < p->n_classes; k++) {
+			const struct plan_class *pc = &p->classes[order[k]];
+			uint64_t want = pass == 0 ? (uint64_t)in->top_k : pc->frames_all;
+			uint64_t add = want - frames[order[k]], afford = left / pc->frame_bytes;
+			add = add < afford ? add : afford;
+			frames[order[k]] += add;
+			left -= add * pc->frame_bytes;
+		}
+	for (int c = 0; c < p->n_classes; c++)
+		total += frames[c];
+	return total;
 }
 
-static double hit_rate(const struct plan *p, const struct plan_inputs *in, uint64_t frames)
+/* The share of a token's expert bytes the frames hold under uniform
+ * routing: each class's cached share of its experts, weighted by the bytes
+ * of its layers' records. */
+static double hit_rate(const struct plan *p, const uint64_t frames[PLAN_CLASSES_MAX])
 {
-	if (p->frames_all == 0 || frames >= p->frames_all)
-		return 1.0;
-	double per_layer = (double)frames / in->n_moe_layers;
-	double h = per_layer / in->n_experts;
-	return h < 1 ? h : 1;
+	double hit = 0, all = 0;
+	for (int c = 0; c < p->n_classes; c++) {
+		const struct plan_class *pc = &p->classes[c];
+		double h = frames[c] >= pc->frames_all ? 1.0 : (double)frames[c] / (double)pc->frames_all;
+		double w = (double)pc->frame_bytes * pc->layers;
+		hit += h * w;
+		all += w;
+	}
+	return all > 0 ? hit / all : 1.0;
 }
 
 /* The io depth from the profile: the least depth within PLAN_KNEE_FRACTION
@@ -179,23 +244,34 @@ int plan_compute(struct plan *p, const struct plan_inputs *in)
 	p->resident_bytes = in->resident_bytes;
 	p->kv_bytes = in->kv_bytes_per_position * (uint64_t)in->ctx;
 	p->scratch_bytes = in->scratch_bytes ? in->scratch_bytes : PLAN_SCRATCH_BYTES;
-	p->frame_bytes = moe ? in->record_bytes_max : 0;
-	p->frames_all = moe ? (uint64_t)in->n_experts * (uint64_t)in->n_moe_layers : 0;
-	uint64_t fixed = p->resident_bytes + p->kv_bytes + p->scratch_bytes;
-	p->min_bytes = fixed + (moe ? (uint64_t)in->top_k * p->frame_bytes : 0);
-	p->full_bytes = fixed + p->frames_all * p->frame_bytes;
+	classes_init(p, in);
+	p->frame_bytes = moe ? p->classes[p->main_class].frame_bytes : 0;
+	uint64_t fixed = p->resident_bytes + p->kv_bytes + p->scratch_bytes, one_token = 0;
+	for (int c = 0; c < p->n_classes; c++) {
+		p->frames_all += p->classes[c].frames_all;
+		p->cache_bytes_all += p->classes[c].frames_all * p->classes[c].frame_bytes;
+		one_token += (uint64_t)in->top_k * p->classes[c].frame_bytes;
+	}
+	p->min_bytes = fixed + one_token;
+	p->full_bytes = fixed + p->cache_bytes_all;
 	if ((rc = choose_budget(p, in)))
 		return rc;
 
-	p->frames = frames_for(p, p->budget_bytes);
-	p->expert_cache_bytes = p->frames * p->frame_bytes;
+	uint64_t frames[PLAN_CLASSES_MAX] = {0};
+	p->frames = frames_for(p, in, p->budget_bytes, frames);
+	for (int c = 0; c < p->n_classes; c++) {
+		struct plan_class *pc = &p->classes[c];
+		pc->frames = frames[c];
+		pc->hit_rate_warm = pc->frames_all ? (double)pc->frames / (double)pc->frames_all : 1.0;
+		p->expert_cache_bytes += pc->frames * pc->frame_bytes;
+	}
 	uint64_t rest = p->budget_bytes - fixed - p->expert_cache_bytes;
 	if (p->frames == p->frames_all)
 		p->unused_bytes = rest;
 	else
 		p->slack_bytes = rest;
 	p->frames_per_layer = moe ? (double)p->frames / in->n_moe_layers : 0;
-	p->hit_rate_warm = hit_rate(p, in, p->frames);
+	p->hit_rate_warm = hit_rate(p, frames);
 
 	p->threads_planned = in->physical_cores > 0 ? in->physical_cores : 1;
 	p->threads = in->threads > 0 ? in->threads : p->threads_planned;
@@ -232,7 +308,9 @@ int plan_compute(struct plan *p, const struct plan_inputs *in)
 	p->tok_s_two_disks = estimate(p, in, p->disk_bytes_warm, 2 * p->disk_gbps).tok_s;
 	uint64_t twice = p->budget_bytes * 2;
 	p->double_ram_bytes = twice < p->full_bytes ? twice : p->full_bytes;
-	double h2 = hit_rate(p, in, frames_for(p, p->double_ram_bytes));
+	uint64_t frames2[PLAN_CLASSES_MAX] = {0};
+	frames_for(p, in, p->double_ram_bytes, frames2);
+	double h2 = hit_rate(p, frames2);
 	uint64_t disk2 = (uint64_t)((double)p->expert_bytes_token * (1.0 - h2) + 0.5);
 	p->tok_s_double_ram = estimate(p, in, disk2, p->disk_gbps).tok_s;
 	choose_bottleneck(p);

@@ -9,17 +9,28 @@
  *
  *     budget = resident + kv + scratch + expert_cache + slack + unused
  *
- * where expert_cache is a whole number of frames (one frame holds the
- * largest expert record), slack is the remainder smaller than a frame, and
- * unused is what the budget holds beyond caching every expert. The minimum
- * budget is resident + kv + scratch + top_k frames (one token's experts,
- * pinned together); a smaller explicit budget is refused.
+ * where expert_cache is a whole number of frames in each frame class (the
+ * MoE layers whose records have one size; a frame holds one record of its
+ * class), slack is the remainder smaller than a frame, and unused is what
+ * the budget holds beyond caching every expert. The minimum budget is
+ * resident + kv + scratch + top_k frames of every class (one token's
+ * experts of a layer are pinned together, in frames of that layer's
+ * class); a smaller explicit budget is refused.
+ *
+ * The frames of the classes (the rule the expert store applies, see
+ * expert_store_split in storage/expert_store.h, and the store opens exactly
+ * what the plan says): every class gets its top_k; the rest goes to the
+ * main class (the most MoE layers; ties: smaller records) up to all of its
+ * experts, then to the next class in that order, and so on. So an MTP
+ * layer kept at int8 beside int4 routed layers costs the int4 class only
+ * one token's int8 experts, not frames of twice the size for every expert.
  *
  * Speed model, per decoded token (docs/PLAN.md explains it):
  *   disk bytes    = top_k x sum over MoE layers of record bytes x (1 - hit)
- *                   hit = 0 cold; warm = cached experts per layer / n_experts,
- *                   which is the hit rate under uniform routing (real routing
- *                   is skewed, so the measured rate is usually higher);
+ *                   hit = 0 cold; warm = a class's cached experts per layer /
+ *                   n_experts for the layers of that class, which is the hit
+ *                   rate under uniform routing (real routing is skewed, so
+ *                   the measured rate is usually higher);
  *   memory bytes  = dense bytes a token reads + its experts + the KV cache;
  *   compute bytes = dense bytes + experts, at the measured kernel rate;
  *   seconds       = disk time + max(memory time, compute time)
@@ -44,6 +55,7 @@
 #define PLAN_IO_DEPTH_MAX 256
 #define PLAN_CTX_DEFAULT 4096                /* positions plan and doctor assume without --ctx */
 #define PLAN_KNEE_FRACTION 0.9               /* io depth: least depth within 10% of the best */
+#define PLAN_CLASSES_MAX 8                   /* frame classes (as EXPERT_CLASSES_MAX) */
 
 struct plan_inputs {
 	/* The model. */
@@ -52,8 +64,11 @@ struct plan_inputs {
 	int32_t n_moe_layers;          /* layers with an expert file */
 	int32_t n_experts;             /* routed experts per MoE layer */
 	int32_t top_k;                 /* experts per token per layer */
-	uint64_t record_bytes_max;     /* largest expert record: the frame size */
+	uint64_t record_bytes_max;     /* largest expert record */
 	uint64_t record_bytes_sum;     /* one expert of every MoE layer: sum of record_bytes */
+	int32_t n_classes;             /* distinct record sizes; 0: one, record_bytes_max */
+	uint64_t class_record_bytes[PLAN_CLASSES_MAX]; /* each size, ascending */
+	int32_t class_layers[PLAN_CLASSES_MAX];        /* MoE layers whose records have it */
 	uint64_t kv_bytes_per_position; /* what grows per position: K and V of every layer, score rows */
 	int32_t ctx;                   /* positions the KV cache holds, >= 1 */
 	uint64_t scratch_bytes;        /* everything else outside the expert cache: forward buffers,
@@ -105,6 +120,15 @@ struct plan_estimate {
 	double tok_s;
 };
 
+/* One frame class of the expert cache. */
+struct plan_class {
+	uint64_t frame_bytes;          /* its record size */
+	int32_t layers;                /* MoE layers of that record size */
+	uint64_t frames;
+	uint64_t frames_all;           /* layers x n_experts */
+	double hit_rate_warm;          /* frames / frames_all */
+};
+
 struct plan {
 	uint64_t budget_bytes;
 	enum plan_budget_source budget_source;
@@ -114,19 +138,23 @@ struct plan {
 	uint64_t resident_bytes;
 	uint64_t kv_bytes;
 	uint64_t scratch_bytes;
-	uint64_t expert_cache_bytes;   /* frames x frame_bytes */
+	uint64_t expert_cache_bytes;   /* sum over the classes of frames x frame_bytes */
 	uint64_t slack_bytes;          /* less than one frame */
 	uint64_t unused_bytes;         /* beyond caching every expert */
-	uint64_t frame_bytes;
-	uint64_t frames;
+	uint64_t frame_bytes;          /* the main class's (the only one's): the common read */
+	uint64_t frames;               /* of every class */
 	uint64_t frames_all;           /* n_experts x n_moe_layers */
+	uint64_t cache_bytes_all;      /* the expert cache that holds every expert */
 	double frames_per_layer;
+	int n_classes;                 /* frame classes, ascending frame_bytes */
+	int main_class;                /* the one with the most layers */
+	struct plan_class classes[PLAN_CLASSES_MAX];
 	/* Threads and reads in flight: what runs, and what the plan chose. */
 	int threads, threads_planned;
 	int io_depth, io_depth_planned;
 	bool io_depth_measured;        /* planned from the disk profile's knee */
-	/* The disk point the estimates use (block nearest the frame, depth
-	 * nearest min(io_depth, top_k)). */
+	/* The disk point the estimates use (block nearest the main class's
+	 * frame, depth nearest min(io_depth, top_k)). */
 	bool disk_known;
 	double disk_gbps;              /* the point's bandwidth x disk_gain */
 	double disk_gain;

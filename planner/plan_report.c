@@ -82,16 +82,32 @@ static void text_budget(FILE *f, const struct plan *p, const struct plan_inputs 
 	    plan_bytes_str(a, in->kv_bytes_per_position));
 	row(f, "  scratch", plan_bytes_str(v, p->scratch_bytes),
 	    "activations and buffers of the forward pass, logits, a reserve for stacks and rings");
-	row(f, "  expert cache", plan_bytes_str(v, p->expert_cache_bytes),
-	    "%" PRIu64 " frames of %s, %.1f per MoE layer of %d experts%s", p->frames, plan_bytes_str(a, p->frame_bytes),
-	    p->frames_per_layer, in->n_experts, p->frames == p->frames_all ? " (every expert fits)" : "");
+	if (p->n_classes <= 1) {
+		row(f, "  expert cache", plan_bytes_str(v, p->expert_cache_bytes),
+		    "%" PRIu64 " frames of %s, %.1f per MoE layer of %d experts%s", p->frames,
+		    plan_bytes_str(a, p->frame_bytes), p->frames_per_layer, in->n_experts,
+		    p->frames == p->frames_all ? " (every expert fits)" : "");
+	} else {
+		row(f, "  expert cache", plan_bytes_str(v, p->expert_cache_bytes),
+		    "%" PRIu64 " frames in %d classes by record size: top_k frames for each class, the rest to the "
+		    "main one (most layers) first%s", p->frames, p->n_classes,
+		    p->frames == p->frames_all ? " (every expert fits)" : "");
+		for (int c = 0; c < p->n_classes; c++) {
+			const struct plan_class *pc = &p->classes[c];
+			row(f, "    class", plan_bytes_str(v, pc->frames * pc->frame_bytes),
+			    "%" PRIu64 " frames of %s for %d MoE layer(s), %.1f per layer of %d experts%s", pc->frames,
+			    plan_bytes_str(a, pc->frame_bytes), pc->layers, (double)pc->frames / pc->layers, in->n_experts,
+			    c == p->main_class ? " (main)" : "");
+		}
+	}
 	if (p->slack_bytes)
 		row(f, "  slack", plan_bytes_str(v, p->slack_bytes), "left over: less than one frame");
 	if (p->unused_bytes)
 		row(f, "  unused", plan_bytes_str(v, p->unused_bytes), "beyond what caching every expert needs");
 	row(f, "minimum", plan_bytes_str(v, p->min_bytes),
-	    "resident + KV + scratch + one token's %d experts (%s); a smaller --ram is refused", in->top_k,
-	    plan_bytes_str(b, (uint64_t)in->top_k * p->frame_bytes));
+	    "resident + KV + scratch + one token's %d experts%s (%s); a smaller --ram is refused", in->top_k,
+	    p->n_classes > 1 ? " in frames of every class" : "",
+	    plan_bytes_str(b, p->min_bytes - p->resident_bytes - p->kv_bytes - p->scratch_bytes));
 	row(f, "every expert", plan_bytes_str(v, p->full_bytes), "the budget that caches all %" PRIu64 " experts",
 	    p->frames_all);
 }
@@ -337,6 +353,17 @@ cJSON *plan_report_json(const struct plan *p, const struct plan_inputs *in, cons
 	cJSON_AddNumberToObject(ec, "frames_all", (double)p->frames_all);
 	cJSON_AddNumberToObject(ec, "frames_per_layer", p->frames_per_layer);
 	cJSON_AddNumberToObject(ec, "warm_hit_rate", p->hit_rate_warm);
+	cJSON *cl = cJSON_AddArrayToObject(ec, "classes");
+	for (int c = 0; c < p->n_classes; c++) {
+		const struct plan_class *pc = &p->classes[c];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "frame_bytes", (double)pc->frame_bytes);
+		cJSON_AddNumberToObject(o, "layers", pc->layers);
+		cJSON_AddNumberToObject(o, "frames", (double)pc->frames);
+		cJSON_AddNumberToObject(o, "frames_all", (double)pc->frames_all);
+		cJSON_AddBoolToObject(o, "main", c == p->main_class);
+		cJSON_AddItemToArray(cl, o);
+	}
 	cJSON *th = cJSON_AddObjectToObject(r, "threads");
 	cJSON_AddNumberToObject(th, "value", p->threads);
 	cJSON_AddNumberToObject(th, "planned", p->threads_planned);

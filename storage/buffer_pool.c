@@ -1,7 +1,8 @@
 /*
- * buffer_pool — arena, frames, page table and frame state machine (see
- * buffer_pool.h for the diagram and invariants). Every transition asserts
- * the state it starts from: a wrong transition is a programmer error.
+ * buffer_pool — arena, frame classes, frames, page table and frame state
+ * machine (see buffer_pool.h for the diagram and invariants). Every
+ * transition asserts the state it starts from: a wrong transition is a
+ * programmer error.
  */
 #include "storage/buffer_pool.h"
 
@@ -20,6 +21,7 @@
 
 _Static_assert(IO_RING_ALIGN == 4096, "frames are laid out for 4 KiB O_DIRECT blocks");
 _Static_assert(BUFFER_POOL_HUGE_BYTES % IO_RING_ALIGN == 0, "huge page alignment implies block alignment");
+_Static_assert(BUFFER_POOL_CLASSES_MAX <= 255, "a frame's class is a uint8_t");
 
 /* Binds [p, p + bytes) to the NUMA node of the calling CPU: strictly when the
  * node has room for it, else as a preference, so a full node spills over
@@ -45,24 +47,42 @@ static int arena_bind_local_node(void *p, uint64_t bytes)
 	return rc == 0 ? node : -1;
 }
 
-int buffer_pool_init(struct buffer_pool *bp, uint64_t frame_bytes, int32_t n_frames, int n_layers,
-		     const int32_t *n_experts)
+int buffer_pool_init(struct buffer_pool *bp, int n_classes, const uint64_t *frame_bytes,
+		     const int32_t *n_frames, int n_layers, const int32_t *n_experts,
+		     const int8_t *layer_class)
 {
 	memset(bp, 0, sizeof *bp);
-	bp->free_head = -1;
 	bp->numa_node = -1;
-	bp->frame_bytes = frame_bytes;
-	bp->n_frames = n_frames;
 	bp->n_layers = n_layers;
-	assert(frame_bytes > 0 && frame_bytes % IO_RING_ALIGN == 0 && n_frames > 0);
+	bp->n_classes = n_classes;
+	assert(n_classes >= 1 && n_classes <= BUFFER_POOL_CLASSES_MAX);
+	uint64_t arena_bytes = 0;
+	int32_t total = 0;
+	for (int c = 0; c < n_classes; c++) {
+		struct frame_class *fc = &bp->classes[c];
+		assert(frame_bytes[c] > 0 && frame_bytes[c] % IO_RING_ALIGN == 0 && n_frames[c] > 0);
+		assert(n_frames[c] <= INT32_MAX - total);
+		fc->frame_bytes = frame_bytes[c];
+		fc->n_frames = n_frames[c];
+		fc->first = total;
+		fc->free_head = -1;
+		total += n_frames[c];
+		arena_bytes += frame_bytes[c] * (uint64_t)n_frames[c];
+	}
+	bp->n_frames = total;
+	bp->arena_bytes = arena_bytes;
 
 	bp->frame_of = calloc((size_t)n_layers, sizeof *bp->frame_of);
-	bp->frames = calloc((size_t)n_frames, sizeof *bp->frames);
-	if (!bp->frame_of || !bp->frames)
+	bp->layer_class = malloc((size_t)(n_layers ? n_layers : 1) * sizeof *bp->layer_class);
+	bp->frames = calloc((size_t)total, sizeof *bp->frames);
+	if (!bp->frame_of || !bp->layer_class || !bp->frames)
 		goto nomem;
 	for (int l = 0; l < n_layers; l++) {
+		bp->layer_class[l] = -1;
 		if (n_experts[l] <= 0)
 			continue;
+		assert(layer_class[l] >= 0 && layer_class[l] < n_classes);
+		bp->layer_class[l] = layer_class[l];
 		bp->frame_of[l] = malloc((size_t)n_experts[l] * sizeof **bp->frame_of);
 		if (!bp->frame_of[l])
 			goto nomem;
@@ -70,7 +90,6 @@ int buffer_pool_init(struct buffer_pool *bp, uint64_t frame_bytes, int32_t n_fra
 			bp->frame_of[l][e] = -1;
 	}
 
-	uint64_t arena_bytes = frame_bytes * (uint64_t)n_frames;
 	bp->map_bytes = arena_bytes + BUFFER_POOL_HUGE_BYTES;
 	bp->map = mmap(NULL, (size_t)bp->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
 		       -1, 0);
@@ -88,14 +107,21 @@ int buffer_pool_init(struct buffer_pool *bp, uint64_t frame_bytes, int32_t n_fra
 	bp->hugepages = madvise(bp->arena, (size_t)arena_bytes, MADV_HUGEPAGE) == 0;
 	bp->numa_node = arena_bind_local_node(bp->arena, arena_bytes);
 
-	for (int32_t f = n_frames - 1; f >= 0; f--) {
-		struct frame *fr = &bp->frames[f];
-		fr->layer = fr->expert = -1;
-		fr->state = FRAME_FREE;
-		fr->next_free = bp->free_head;
-		bp->free_head = f;
+	uint64_t off = 0;
+	for (int c = 0; c < n_classes; c++) {
+		struct frame_class *fc = &bp->classes[c];
+		fc->data = bp->arena + off;
+		off += fc->frame_bytes * (uint64_t)fc->n_frames;
+		for (int32_t f = fc->first + fc->n_frames - 1; f >= fc->first; f--) {
+			struct frame *fr = &bp->frames[f];
+			fr->layer = fr->expert = -1;
+			fr->state = FRAME_FREE;
+			fr->cls = (uint8_t)c;
+			fr->next_free = fc->free_head;
+			fc->free_head = f;
+		}
+		fc->n_free = fc->n_frames;
 	}
-	bp->n_free = n_frames;
 	return 0;
 nomem:
 	buffer_pool_free(bp);
@@ -109,20 +135,22 @@ void buffer_pool_free(struct buffer_pool *bp)
 	for (int l = 0; bp->frame_of && l < bp->n_layers; l++)
 		free(bp->frame_of[l]);
 	free(bp->frame_of);
+	free(bp->layer_class);
 	free(bp->frames);
 	memset(bp, 0, sizeof *bp);
 }
 
-int32_t buffer_pool_free_pop(struct buffer_pool *bp)
+int32_t buffer_pool_free_pop(struct buffer_pool *bp, int cls)
 {
-	int32_t f = bp->free_head;
+	struct frame_class *fc = &bp->classes[cls];
+	int32_t f = fc->free_head;
 	if (f < 0)
 		return -1;
 	struct frame *fr = &bp->frames[f];
-	assert(fr->state == FRAME_FREE);
-	bp->free_head = fr->next_free;
+	assert(fr->state == FRAME_FREE && fr->cls == cls);
+	fc->free_head = fr->next_free;
 	fr->next_free = -1;
-	bp->n_free--;
+	fc->n_free--;
 	return f;
 }
 
@@ -130,32 +158,35 @@ void buffer_pool_frame_load(struct buffer_pool *bp, int32_t f, int layer, int32_
 {
 	struct frame *fr = &bp->frames[f];
 	assert(fr->state == FRAME_FREE && fr->pins == 0 && fr->next_free == -1);
+	assert(bp->layer_class[layer] == fr->cls);
 	assert(bp->frame_of[layer][expert] < 0);
 	fr->state = FRAME_LOADING;
 	fr->layer = layer;
 	fr->expert = expert;
 	bp->frame_of[layer][expert] = f;
-	bp->n_loading++;
+	bp->classes[fr->cls].n_loading++;
 }
 
 void buffer_pool_frame_loaded(struct buffer_pool *bp, int32_t f)
 {
 	struct frame *fr = &bp->frames[f];
+	struct frame_class *fc = &bp->classes[fr->cls];
 	assert(fr->state == FRAME_LOADING);
 	fr->state = FRAME_RESIDENT;
-	bp->n_loading--;
+	fc->n_loading--;
 	if (fr->pins == 0)
-		bp->n_evictable++;
+		fc->n_evictable++;
 }
 
 static void buffer_pool_frame_free_push(struct buffer_pool *bp, int32_t f)
 {
 	struct frame *fr = &bp->frames[f];
+	struct frame_class *fc = &bp->classes[fr->cls];
 	fr->state = FRAME_FREE;
 	fr->layer = fr->expert = -1;
-	fr->next_free = bp->free_head;
-	bp->free_head = f;
-	bp->n_free++;
+	fr->next_free = fc->free_head;
+	fc->free_head = f;
+	fc->n_free++;
 }
 
 void buffer_pool_frame_load_failed(struct buffer_pool *bp, int32_t f)
@@ -163,7 +194,7 @@ void buffer_pool_frame_load_failed(struct buffer_pool *bp, int32_t f)
 	struct frame *fr = &bp->frames[f];
 	assert(fr->state == FRAME_LOADING && fr->pins == 0);
 	bp->frame_of[fr->layer][fr->expert] = -1;
-	bp->n_loading--;
+	bp->classes[fr->cls].n_loading--;
 	buffer_pool_frame_free_push(bp, f);
 }
 
@@ -173,7 +204,7 @@ void buffer_pool_frame_evict(struct buffer_pool *bp, int32_t f)
 	assert(fr->state == FRAME_RESIDENT && fr->pins == 0);
 	bp->frame_of[fr->layer][fr->expert] = -1;
 	fr->state = FRAME_EVICTING;
-	bp->n_evictable--;
+	bp->classes[fr->cls].n_evictable--;
 }
 
 void buffer_pool_frame_evicted(struct buffer_pool *bp, int32_t f)
@@ -185,21 +216,23 @@ void buffer_pool_frame_evicted(struct buffer_pool *bp, int32_t f)
 void buffer_pool_frame_pin(struct buffer_pool *bp, int32_t f)
 {
 	struct frame *fr = &bp->frames[f];
+	struct frame_class *fc = &bp->classes[fr->cls];
 	assert(fr->state == FRAME_LOADING || fr->state == FRAME_RESIDENT);
 	if (fr->pins++ == 0) {
-		bp->n_pinned++;
+		fc->n_pinned++;
 		if (fr->state == FRAME_RESIDENT)
-			bp->n_evictable--;
+			fc->n_evictable--;
 	}
 }
 
 void buffer_pool_frame_unpin(struct buffer_pool *bp, int32_t f)
 {
 	struct frame *fr = &bp->frames[f];
+	struct frame_class *fc = &bp->classes[fr->cls];
 	assert(fr->pins > 0);
 	if (--fr->pins == 0) {
-		bp->n_pinned--;
+		fc->n_pinned--;
 		if (fr->state == FRAME_RESIDENT)
-			bp->n_evictable++;
+			fc->n_evictable++;
 	}
 }

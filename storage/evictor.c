@@ -5,7 +5,8 @@
  * Aging: every age_period requested experts, each expert's heat is halved
  * and every listed frame is moved to its new level, keeping the recency
  * order among frames that land on the same level. The period is 8 times the
- * larger of the frame count and the number of experts: long enough for a
+ * larger of the class's frame count and the number of its layers' experts
+ * (each class's evictor ages on its own requests): long enough for a
  * popular expert's heat to rise well above a one-off's, short enough to
  * follow routing that shifts over a few hundred tokens. A halving is
  * O(experts + frames), once per period, so O(1) per request amortised.
@@ -30,11 +31,16 @@ static uint8_t heat_level(uint16_t heat)
 	return (uint8_t)(32 + 8 * (octave - 5) + ((heat >> (octave - 3)) & 7));
 }
 
-int evictor_init(struct evictor *ev, enum evict_policy policy, int32_t n_frames, int n_layers,
+int evictor_init(struct evictor *ev, enum evict_policy policy, const struct buffer_pool *bp, int cls,
 		 const int32_t *n_experts)
 {
+	const struct frame_class *fc = &bp->classes[cls];
+	int32_t n_frames = fc->n_frames;
+	int n_layers = bp->n_layers;
 	memset(ev, 0, sizeof *ev);
 	ev->policy = policy;
+	ev->cls = cls;
+	ev->first = fc->first;
 	ev->n_frames = n_frames;
 	ev->n_layers = n_layers;
 	for (int i = 0; i < EVICTOR_LEVELS; i++)
@@ -45,16 +51,16 @@ int evictor_init(struct evictor *ev, enum evict_policy policy, int32_t n_frames,
 	ev->key_expert = malloc((size_t)n_frames * sizeof *ev->key_expert);
 	ev->level = calloc((size_t)n_frames, sizeof *ev->level);
 	ev->scratch = malloc((size_t)n_frames * sizeof *ev->scratch);
-	ev->n_experts = calloc((size_t)n_layers, sizeof *ev->n_experts);
-	ev->heat = calloc((size_t)n_layers, sizeof *ev->heat);
+	ev->n_experts = calloc((size_t)(n_layers ? n_layers : 1), sizeof *ev->n_experts);
+	ev->heat = calloc((size_t)(n_layers ? n_layers : 1), sizeof *ev->heat);
 	if (!ev->prev || !ev->next || !ev->key_layer || !ev->key_expert || !ev->level || !ev->scratch ||
 	    !ev->n_experts || !ev->heat)
 		goto nomem;
-	for (int32_t f = 0; f < n_frames; f++)
-		ev->prev[f] = ev->next[f] = ev->key_layer[f] = ev->key_expert[f] = -1;
+	for (int32_t i = 0; i < n_frames; i++)
+		ev->prev[i] = ev->next[i] = ev->key_layer[i] = ev->key_expert[i] = -1;
 	uint64_t keys = 0;
 	for (int l = 0; l < n_layers; l++) {
-		ev->n_experts[l] = n_experts[l] > 0 ? n_experts[l] : 0;
+		ev->n_experts[l] = n_experts[l] > 0 && bp->layer_class[l] == cls ? n_experts[l] : 0;
 		if (!ev->n_experts[l])
 			continue;
 		ev->heat[l] = calloc((size_t)ev->n_experts[l], sizeof **ev->heat);
@@ -84,19 +90,27 @@ void evictor_free(struct evictor *ev)
 	memset(ev, 0, sizeof *ev);
 }
 
+/* Index of frame f in the per-frame arrays. */
+static int32_t slot(const struct evictor *ev, int32_t f)
+{
+	assert(f >= ev->first && f - ev->first < ev->n_frames);
+	return f - ev->first;
+}
+
 static void list_unlink(struct evictor *ev, int32_t f)
 {
-	int lv = ev->level[f];
-	int32_t p = ev->prev[f], n = ev->next[f];
+	int32_t i = slot(ev, f);
+	int lv = ev->level[i];
+	int32_t p = ev->prev[i], n = ev->next[i];
 	if (p >= 0)
-		ev->next[p] = n;
+		ev->next[slot(ev, p)] = n;
 	else
 		ev->oldest[lv] = n;
 	if (n >= 0)
-		ev->prev[n] = p;
+		ev->prev[slot(ev, n)] = p;
 	else
 		ev->newest[lv] = p;
-	ev->prev[f] = ev->next[f] = -1;
+	ev->prev[i] = ev->next[i] = -1;
 	if (ev->oldest[lv] < 0)
 		ev->nonempty[lv >> 6] &= ~(1ull << (lv & 63));
 }
@@ -104,11 +118,12 @@ static void list_unlink(struct evictor *ev, int32_t f)
 /* Appends f as the most recent frame of level lv. */
 static void list_append(struct evictor *ev, int32_t f, int lv)
 {
-	ev->level[f] = (uint8_t)lv;
-	ev->next[f] = -1;
-	ev->prev[f] = ev->newest[lv];
+	int32_t i = slot(ev, f);
+	ev->level[i] = (uint8_t)lv;
+	ev->next[i] = -1;
+	ev->prev[i] = ev->newest[lv];
 	if (ev->newest[lv] >= 0)
-		ev->next[ev->newest[lv]] = f;
+		ev->next[slot(ev, ev->newest[lv])] = f;
 	else
 		ev->oldest[lv] = f;
 	ev->newest[lv] = f;
@@ -119,7 +134,8 @@ static int frame_level(const struct evictor *ev, int32_t f)
 {
 	if (ev->policy == EVICT_POLICY_LRU)
 		return 0;
-	return heat_level(ev->heat[ev->key_layer[f]][ev->key_expert[f]]);
+	int32_t i = slot(ev, f);
+	return heat_level(ev->heat[ev->key_layer[i]][ev->key_expert[i]]);
 }
 
 /* Halves every heat and re-levels every listed frame, oldest first within
@@ -131,7 +147,7 @@ static void heat_age(struct evictor *ev)
 			ev->heat[l][e] >>= 1;
 	int32_t n = 0;
 	for (int lv = 0; lv < EVICTOR_LEVELS; lv++) {
-		for (int32_t f = ev->oldest[lv]; f >= 0; f = ev->next[f])
+		for (int32_t f = ev->oldest[lv]; f >= 0; f = ev->next[slot(ev, f)])
 			ev->scratch[n++] = f;
 		ev->oldest[lv] = ev->newest[lv] = -1;
 	}
@@ -143,13 +159,16 @@ static void heat_age(struct evictor *ev)
 
 void evictor_insert(struct evictor *ev, int32_t f, int layer, int32_t expert)
 {
-	ev->key_layer[f] = layer;
-	ev->key_expert[f] = expert;
+	int32_t i = slot(ev, f);
+	assert(ev->heat[layer]);
+	ev->key_layer[i] = layer;
+	ev->key_expert[i] = expert;
 	list_append(ev, f, frame_level(ev, f));
 }
 
 static void heat_bump(struct evictor *ev, int layer, int32_t expert)
 {
+	assert(ev->heat[layer]);
 	uint16_t *h = &ev->heat[layer][expert];
 	if (*h < UINT16_MAX)
 		(*h)++;
@@ -157,8 +176,9 @@ static void heat_bump(struct evictor *ev, int layer, int32_t expert)
 
 void evictor_access(struct evictor *ev, int32_t f)
 {
-	assert(ev->key_layer[f] >= 0);
-	heat_bump(ev, ev->key_layer[f], ev->key_expert[f]);
+	int32_t i = slot(ev, f);
+	assert(ev->key_layer[i] >= 0);
+	heat_bump(ev, ev->key_layer[i], ev->key_expert[i]);
 	list_unlink(ev, f);
 	list_append(ev, f, frame_level(ev, f));
 	if (ev->policy == EVICT_POLICY_FREQ && ++ev->accesses >= ev->age_period)
@@ -174,22 +194,23 @@ void evictor_count(struct evictor *ev, int layer, int32_t expert)
 
 void evictor_remove(struct evictor *ev, int32_t f)
 {
-	if (ev->key_layer[f] < 0)
+	int32_t i = slot(ev, f);
+	if (ev->key_layer[i] < 0)
 		return; /* not listed: a frame of the pinned set */
 	list_unlink(ev, f);
-	ev->key_layer[f] = ev->key_expert[f] = -1;
+	ev->key_layer[i] = ev->key_expert[i] = -1;
 }
 
 int32_t evictor_victim(struct evictor *ev, const struct buffer_pool *bp)
 {
-	if (bp->n_evictable == 0)
+	if (bp->classes[ev->cls].n_evictable == 0)
 		return -1;
 	for (int word = 0; word < 2; word++) {
 		uint64_t bits = ev->nonempty[word];
 		while (bits) {
 			int lv = word * 64 + __builtin_ctzll(bits);
 			bits &= bits - 1;
-			for (int32_t f = ev->oldest[lv]; f >= 0; f = ev->next[f])
+			for (int32_t f = ev->oldest[lv]; f >= 0; f = ev->next[slot(ev, f)])
 				if (buffer_pool_frame_evictable(bp, f))
 					return f;
 		}

@@ -19,6 +19,11 @@
  *   EVICT_POLICY_LRU: one level, so plain least-recently-requested; kept as
  *   the baseline that tests and benchmarks compare against.
  *
+ * One evictor serves one frame class (buffer_pool.h): it lists only that
+ * class's frames and keeps heat only for the experts of that class's
+ * layers, so a miss in one class can never evict a frame of another, and
+ * each class ages on its own accesses.
+ *
  * The evictor never decides whether a frame may go: evictor_victim returns
  * only frames that buffer_pool_frame_evictable accepts (RESIDENT, no pins),
  * skipping pinned and loading ones, which were requested recently and so sit
@@ -38,10 +43,14 @@ enum evict_policy {
 
 #define EVICTOR_LEVELS 120 /* heat levels of a uint16_t heat: 32 exact + 11 octaves of 8 */
 
+/* Frames are global frame indexes; the arrays below hold the class's
+ * frames [first, first + n_frames) at index f - first. */
 struct evictor {
 	enum evict_policy policy;
+	int cls;                      /* the frame class it serves */
+	int32_t first;                /* the class's first frame */
 	int32_t n_frames;
-	int32_t *prev, *next;         /* [n_frames] links within a level, -1 at the ends */
+	int32_t *prev, *next;         /* [n_frames] links within a level (frames), -1 at the ends */
 	int32_t *key_layer;           /* [n_frames] key of the frame, -1 when not listed */
 	int32_t *key_expert;          /* [n_frames] */
 	uint8_t *level;               /* [n_frames] the list the frame is on */
@@ -51,18 +60,22 @@ struct evictor {
 	uint64_t nonempty[2];         /* bit per level with a frame */
 	int n_layers;
 	int32_t *n_experts;           /* [n_layers] */
-	uint16_t **heat;              /* [n_layers][n_experts] decayed request counts */
+	uint16_t **heat;              /* [n_layers][n_experts] decayed request counts; NULL
+				       * for layers of other classes */
 	uint64_t accesses;            /* since the last halving */
 	uint64_t age_period;          /* accesses between halvings */
 };
 
-/* Sizes the evictor for n_frames frames and the key space n_experts[l] per
- * layer (0 for none). Returns 0 or -errno; free with evictor_free. */
-int evictor_init(struct evictor *ev, enum evict_policy policy, int32_t n_frames, int n_layers,
+/* Sizes the evictor for the frames of class cls of bp and the key space of
+ * that class's layers (n_experts[l] experts for each layer l of bp whose
+ * layer_class is cls). Returns 0 or -errno; free with evictor_free. bp
+ * must outlive the evictor. */
+int evictor_init(struct evictor *ev, enum evict_policy policy, const struct buffer_pool *bp, int cls,
 		 const int32_t *n_experts);
 void evictor_free(struct evictor *ev);
 
-/* Frame f has just received (layer, expert) (its read starts). */
+/* Frame f (of the evictor's class) has just received (layer, expert) (its
+ * read starts). */
 void evictor_insert(struct evictor *ev, int32_t f, int layer, int32_t expert);
 
 /* A request asked for the expert that frame f holds (f is listed). */
@@ -77,8 +90,8 @@ void evictor_count(struct evictor *ev, int layer, int32_t expert);
  * set, which is not listed. No effect on a frame that is not listed. */
 void evictor_remove(struct evictor *ev, int32_t f);
 
-/* An evictable frame of bp, or -1 when none is (every frame pinned, loading
- * or free). Cost: the levels below the victim's plus the pinned and loading
+/* An evictable frame of the evictor's class, or -1 when none is (every one
+ * pinned, loading or free). Cost: the levels below the victim's plus the pinned and loading
  * frames passed on the way, O(EVICTOR_LEVELS + pinned + loading). */
 int32_t evictor_victim(struct evictor *ev, const struct buffer_pool *bp);
 

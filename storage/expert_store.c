@@ -4,8 +4,9 @@
  * store_open.c, the other files behind it are listed in store_internal.h).
  *
  * Modules underneath, each with its own invariants:
- *   buffer_pool  arena, frames, page table, FREE/LOADING/RESIDENT/EVICTING
- *   evictor      which unpinned resident frame gives way (FREQ or LRU)
+ *   buffer_pool  arena, frame classes, frames, page table,
+ *                FREE/LOADING/RESIDENT/EVICTING
+ *   evictor      which unpinned resident frame of a class gives way (FREQ or LRU)
  *   io_ring      bounded read loop over io_uring, or the pread pool
  *   load         a frame's reads, striped over the copies, with failover
  *
@@ -13,8 +14,9 @@
  * same request also asked for: pass 1 pins every id already mapped (hits are
  * ready at once, reads in flight are joined), pass 2 gives each miss a frame
  * and starts its load; one io_ring_submit sends the batch. The request
- * checks up front that the misses fit in the frames left unpinned, so it
- * either succeeds or changes nothing.
+ * checks up front that the misses fit in the frames of the layer's class
+ * left unpinned, so it either succeeds or changes nothing. Every frame a
+ * request, a prefetch or a pin takes is one of the layer's class.
  *
  * Every load ends on the caller's thread in store_frame_loaded or
  * store_frame_failed. A frame the current request waits for is `awaited`;
@@ -43,6 +45,8 @@ void store_stats_sync(struct expert_store *s)
 	st->reads_queued = s->ring.n_queued + s->ring.n_sq + s->n_pumping;
 	st->reads_in_kernel = s->ring.n_kernel;
 	st->n_pinned = s->n_perm;
+	for (int c = 0; c < s->n_classes; c++)
+		st->classes[c].n_pinned = s->cls[c].n_perm;
 	for (int c = 0; c < COPIES_MAX; c++) {
 		st->copy_bytes_read[c] = s->copies.bytes_read[c];
 		st->copy_blocks_read[c] = s->copies.blocks_read[c];
@@ -93,6 +97,7 @@ void store_frame_failed(struct expert_store *s, int32_t f, int rc)
 		fr->prefetched = false;
 		s->stats.prefetch_wasted++;
 		s->stats.prefetch_wasted_bytes += l->record_bytes;
+		store_frame_stats(s, f)->prefetch_wasted++;
 	}
 	if (fr->awaited) {
 		if (!s->req_rc)
@@ -110,10 +115,11 @@ void store_frame_failed(struct expert_store *s, int32_t f, int rc)
 	if (fr->perm) {
 		fr->perm = false;
 		s->n_perm--;
+		s->cls[fr->cls].n_perm--;
 		buffer_pool_frame_unpin(&s->pool, f);
 	}
 	assert(fr->pins == 0);
-	evictor_remove(&s->ev, f);
+	evictor_remove(store_frame_ev(s, f), f);
 	buffer_pool_frame_load_failed(&s->pool, f);
 }
 
@@ -124,30 +130,35 @@ int store_reap(struct expert_store *s, bool wait)
 	return rc;
 }
 
-int32_t store_frame_take(struct expert_store *s)
+int32_t store_frame_take(struct expert_store *s, int cls)
 {
-	int32_t f = buffer_pool_free_pop(&s->pool);
+	int32_t f = buffer_pool_free_pop(&s->pool, cls);
 	if (f >= 0)
 		return f;
-	f = evictor_victim(&s->ev, &s->pool);
+	struct evictor *ev = &s->cls[cls].ev;
+	f = evictor_victim(ev, &s->pool);
 	if (f < 0)
 		return -1;
 	struct frame *fr = &s->pool.frames[f];
+	struct expert_class_stats *cst = &s->stats.classes[cls];
+	assert(fr->cls == cls);
 	if (fr->prefetched) {
 		s->stats.prefetch_wasted++;
 		s->stats.prefetch_wasted_bytes += s->layers[fr->layer].record_bytes;
+		cst->prefetch_wasted++;
 	}
-	evictor_remove(&s->ev, f);
+	cst->evictions++;
+	evictor_remove(ev, f);
 	buffer_pool_frame_evict(&s->pool, f);
 	buffer_pool_frame_evicted(&s->pool, f);
-	return buffer_pool_free_pop(&s->pool);
+	return buffer_pool_free_pop(&s->pool, cls);
 }
 
 void store_frame_assign(struct expert_store *s, int32_t f, int layer, int32_t expert)
 {
 	struct frame *fr = &s->pool.frames[f];
 	buffer_pool_frame_load(&s->pool, f, layer, expert);
-	evictor_insert(&s->ev, f, layer, expert);
+	evictor_insert(store_frame_ev(s, f), f, layer, expert);
 	fr->attempt = 0;
 	fr->prefetched = false;
 	fr->prefetch_inflight = false;
@@ -227,6 +238,7 @@ static int32_t request_dedup(struct expert_store *s, struct store_layer *l, cons
 static void request_count(struct expert_store *s, struct store_layer *l, int layer, int32_t e)
 {
 	s->stats.requests++;
+	s->stats.classes[l->cls].requests++;
 	if (layer < 256)
 		s->stats.layer_requests[layer]++;
 	if (l->usage[e] < UINT32_MAX)
@@ -237,21 +249,24 @@ static void request_count(struct expert_store *s, struct store_layer *l, int lay
 static void request_mapped(struct expert_store *s, struct store_layer *l, int layer, int32_t e, int32_t f)
 {
 	struct frame *fr = &s->pool.frames[f];
+	struct evictor *ev = store_frame_ev(s, f);
+	struct expert_class_stats *cst = store_frame_stats(s, f);
 	request_count(s, l, layer, e);
 	buffer_pool_frame_pin(&s->pool, f);
 	s->req_frames[s->n_req++] = f;
 	if (fr->perm && fr->state == FRAME_RESIDENT) {
-		evictor_count(&s->ev, layer, e);
+		evictor_count(ev, layer, e);
 		s->stats.pinned_hits++;
+		cst->pinned_hits++;
 		if (layer < 256)
 			s->stats.layer_pinned_hits[layer]++;
 		ready_push(s, f);
 		return;
 	}
 	if (fr->perm)
-		evictor_count(&s->ev, layer, e);
+		evictor_count(ev, layer, e);
 	else
-		evictor_access(&s->ev, f);
+		evictor_access(ev, f);
 	if (fr->prefetched) {
 		fr->prefetched = false;
 		s->stats.prefetch_used++;
@@ -259,11 +274,13 @@ static void request_mapped(struct expert_store *s, struct store_layer *l, int la
 	}
 	if (fr->state == FRAME_RESIDENT) {
 		s->stats.hits++;
+		cst->hits++;
 		if (layer < 256)
 			s->stats.layer_hits[layer]++;
 		ready_push(s, f);
 	} else {
 		s->stats.joins++;
+		cst->joins++;
 		fr->awaited = true;
 		s->n_awaiting++;
 		load_promote(s, f);
@@ -279,9 +296,11 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 		return rc;
 	struct store_layer *l = &s->layers[layer];
 	struct buffer_pool *bp = &s->pool;
+	const struct frame_class *fc = &bp->classes[l->cls];
 	int32_t n_uniq = request_dedup(s, l, ids, n);
 
-	/* Capacity: every miss needs a frame that no one has pinned. */
+	/* Capacity: every miss needs a frame of the layer's class that no one
+	 * has pinned. */
 	int32_t n_miss = 0, n_newly_pinned = 0;
 	for (int32_t i = 0; i < n_uniq; i++) {
 		int32_t f = buffer_pool_lookup(bp, layer, s->uniq[i]);
@@ -290,11 +309,15 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 		else if (bp->frames[f].pins == 0)
 			n_newly_pinned++;
 	}
-	int32_t unpinned = bp->n_frames - bp->n_pinned - n_newly_pinned;
-	if (n_miss > unpinned)
-		return error_set(ENOMEM, "layer %d: %d experts to read but only %d of %d expert frames are "
+	int32_t unpinned = fc->n_frames - fc->n_pinned - n_newly_pinned;
+	if (n_miss > unpinned) {
+		char what[48] = "";
+		if (s->n_classes > 1)
+			snprintf(what, sizeof what, " of %" PRIu64 " KiB", fc->frame_bytes >> 10);
+		return error_set(ENOMEM, "layer %d: %d experts to read but only %d of %d expert frames%s are "
 				 "unpinned (release delivered experts, or raise the expert cache)",
-				 layer, n_miss, unpinned, bp->n_frames);
+				 layer, n_miss, unpinned, fc->n_frames, what);
+	}
 
 	s->req_open = true;
 	s->t_request = io_ring_now_s();
@@ -313,7 +336,7 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 		if (buffer_pool_lookup(bp, layer, e) >= 0)
 			continue;
 		int32_t f;
-		while ((f = store_frame_take(s)) < 0) {
+		while ((f = store_frame_take(s, l->cls)) < 0) {
 			/* Only unpinned loads (prefetches) are in the way: wait for one. */
 			if (io_ring_pending(&s->ring) == 0) {
 				rc = error_set(EAGAIN, "layer %d: no expert frame can be freed", layer);
@@ -326,9 +349,10 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 		store_frame_assign(s, f, layer, e);
 		request_count(s, l, layer, e);
 		buffer_pool_frame_pin(bp, f);
-		evictor_access(&s->ev, f);
+		evictor_access(store_frame_ev(s, f), f);
 		s->req_frames[s->n_req++] = f;
 		s->stats.misses++;
+		s->stats.classes[l->cls].misses++;
 		fr->awaited = true;
 		s->n_awaiting++;
 		load_start(s, f, IO_OP_PRIO_DEMAND);
@@ -400,7 +424,7 @@ int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids,
 	for (int i = 0; i < n && s->n_prefetch_inflight < s->prefetch_depth; i++) {
 		if (buffer_pool_lookup(&s->pool, layer, ids[i]) >= 0)
 			continue;
-		int32_t f = store_frame_take(s);
+		int32_t f = store_frame_take(s, l->cls);
 		if (f < 0)
 			break;
 		struct frame *fr = &s->pool.frames[f];
@@ -409,6 +433,7 @@ int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids,
 		fr->prefetch_inflight = true;
 		s->n_prefetch_inflight++;
 		s->stats.prefetch_issued++;
+		s->stats.classes[l->cls].prefetch_issued++;
 		s->stats.prefetch_issued_bytes += l->record_bytes;
 		load_start(s, f, IO_OP_PRIO_PREFETCH);
 		issued++;
@@ -426,9 +451,17 @@ const struct expert_store_stats *expert_store_stats(const struct expert_store *s
 	return &s->stats;
 }
 
-int expert_store_capacity(const struct expert_store *s)
+int expert_store_capacity(const struct expert_store *s, int layer)
 {
-	return s->has_experts ? s->pool.n_frames - s->n_perm : 0;
+	int c = expert_store_layer_class(s, layer);
+	return c < 0 ? 0 : s->pool.classes[c].n_frames - s->cls[c].n_perm;
+}
+
+int expert_store_layer_class(const struct expert_store *s, int layer)
+{
+	if (!s->has_experts || layer < 0 || layer >= s->n_layers || !s->layers[layer].holders)
+		return -1;
+	return s->layers[layer].cls;
 }
 
 const uint32_t *expert_store_usage(const struct expert_store *s, int layer)

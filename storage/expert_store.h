@@ -23,6 +23,16 @@
  * (layer, expert) -> frame, pin counts, and a frequency-aware eviction
  * policy (storage/evictor.h). A store is driven by one thread.
  *
+ * Frame classes. Frames are sized by record: the layers whose records have
+ * one size form a class with frames of exactly that size, so a container
+ * whose MTP layer keeps int8 experts beside int4 routed ones does not pay
+ * an int8 frame for every int4 record. Each class has its own frames, free
+ * list, evictor and pinned-set share: a miss, a prefetch or a pin of one
+ * class only ever takes frames of that class, and every class must hold
+ * one step (max_per_step frames). Records all of one size make one class.
+ * How cache_bytes is split is expert_store_split's rule; a caller with a
+ * plan names the frames of each class instead.
+ *
  * Copies. A layer's expert file may exist in several copies with the same
  * bytes: the primary (copy 0) and mirrors on other disks (copies 1..7, the
  * same index for every layer; a mirror may lack some layers). Where a layer
@@ -56,6 +66,7 @@
 
 #define EXPERT_COPIES_MAX 8                       /* the primary and its mirrors */
 #define EXPERT_MIRRORS_MAX (EXPERT_COPIES_MAX - 1)
+#define EXPERT_CLASSES_MAX 8                      /* distinct record sizes (frame classes) */
 
 /* One MoE layer's expert file and its copies. A layer without experts has
  * path NULL. mirror_paths[i] is copy i + 1 of the same bytes, or NULL where
@@ -82,9 +93,19 @@ enum expert_evict {
 	EXPERT_EVICT_LRU,            /* plain LRU, the baseline */
 };
 
+/* The frames of one frame class: records of frame_bytes. */
+struct expert_class_frames {
+	uint64_t frame_bytes;        /* a record size; 0 ends a list */
+	int32_t n_frames;
+};
+
 /* Zero fields take the defaults. */
 struct expert_store_options {
-	uint64_t cache_bytes;        /* frame arena size; rounded down to whole frames */
+	uint64_t cache_bytes;        /* frame arena size, split over the classes by
+				      * expert_store_split; unused when class_frames is set */
+	struct expert_class_frames class_frames[EXPERT_CLASSES_MAX]; /* the frames of each
+				      * class, as a plan chose them; must name every class of
+				      * the store (others are ignored); [0].frame_bytes 0: unset */
 	int io_depth;                /* reads in flight at most (>= 1) */
 	bool buffered;               /* do not use O_DIRECT */
 	enum expert_evict evict;
@@ -94,6 +115,24 @@ struct expert_store_options {
 				      * primary; the stripe weights. 0: unknown, counted
 				      * as the mean of the known ones (all 0: equal) */
 	uint64_t stripe_bytes;       /* block of a striped read; 0: 1 MiB; a multiple of 4096 */
+};
+
+/* One frame class's counters since open; the same identities as the
+ * store's (requests = pinned_hits + hits + joins + misses). */
+struct expert_class_stats {
+	uint64_t frame_bytes;        /* the record size of its layers */
+	int32_t n_frames;
+	int32_t n_layers;            /* layers whose records have this size */
+	int32_t n_pinned;            /* now: its frames in the pinned set */
+	uint64_t requests;
+	uint64_t pinned_hits;
+	uint64_t hits;
+	uint64_t joins;
+	uint64_t misses;
+	uint64_t evictions;          /* resident frames given up for another expert */
+	uint64_t bytes_read;
+	uint64_t prefetch_issued;
+	uint64_t prefetch_wasted;
 };
 
 /* Counters since open. requests = pinned_hits + hits + joins + misses; the
@@ -128,8 +167,11 @@ struct expert_store_stats {
 	int numa_node;               /* node the arena is bound to, or -1 */
 	int io_depth;
 	int prefetch_depth;
-	int32_t n_frames;
-	uint64_t frame_bytes;
+	int32_t n_frames;            /* of every class */
+	uint64_t frame_bytes;        /* the largest frame (the only one with one class) */
+	uint64_t cache_bytes;        /* the arena: frames x their sizes, summed */
+	int n_classes;               /* record sizes, ascending in classes[] */
+	struct expert_class_stats classes[EXPERT_CLASSES_MAX];
 
 	/* Pinned set and prefetch. */
 	uint64_t pinned_hits;        /* requests served by the permanently pinned set */
@@ -154,9 +196,13 @@ struct expert_store_stats {
 struct expert_store;
 
 /* Opens the expert files of layers[0..n_layers) (indexed by model layer)
- * and their copies, and allocates the frame arena. The arena must hold at
- * least the largest request a step will make (max_per_step experts of the
- * largest record); otherwise -ENOMEM with a message naming the minimum. A
+ * and their copies, and allocates the frame arena: the frames of each
+ * class, from opt->class_frames or else from opt->cache_bytes by
+ * expert_store_split, never more than the class has records (or
+ * max_per_step). Every class must hold the largest request a step will
+ * make (max_per_step experts); otherwise -ENOMEM with a message naming the
+ * minimum. More than EXPERT_CLASSES_MAX record sizes, or class_frames
+ * lacking a class, is -EINVAL. A
  * file shorter than n_experts records is refused (-EINVAL naming the file
  * and both sizes), unless another copy of that layer opens. stripe_bytes
  * not a multiple of 4096 is -EINVAL. The caller owns *out and frees it with
@@ -208,18 +254,22 @@ const struct expert_store_stats *expert_store_stats(const struct expert_store *s
  * by the store, read-only, updated in place. */
 const uint32_t *expert_store_usage(const struct expert_store *s, int layer);
 
-/* How many experts one request may pin at once: the frames less the pinned
- * set. A caller with a larger union splits it into requests of at most this
- * many. */
-int expert_store_capacity(const struct expert_store *s);
+/* How many experts one request of layer may pin at once: the frames of the
+ * layer's class less its pinned set; 0 for a layer without experts. A
+ * caller with a larger union splits it into requests of at most this many. */
+int expert_store_capacity(const struct expert_store *s, int layer);
+
+/* The index in stats->classes of layer's frame class, or -1 for a layer
+ * without experts. */
+int expert_store_layer_class(const struct expert_store *s, int layer);
 
 /* Makes pins[0..n) the pinned set: experts of the old set not listed become
  * ordinary cached frames, the listed ones are loaded (reads of those not
  * resident go to the ring in one batch; the call returns once they are
  * verified) and pinned for good. Duplicates count once. Call between steps.
  * Returns 0, -EINVAL for a bad layer or id, -ENOMEM (nothing changed, with
- * a message) when the set would leave fewer frames outside it than one
- * step pins (max_per_step), or the load error of a record no copy delivers
+ * a message) when the set would leave fewer frames of some class outside
+ * it than one step pins (max_per_step), or the load error of a record no copy delivers
  * (then the experts this call added are unpinned again; the old set's
  * drops stay done). */
 int expert_store_pin_set(struct expert_store *s, const struct expert_pin *pins, int n);
@@ -231,8 +281,22 @@ int expert_store_pin_set(struct expert_store *s, const struct expert_pin *pins, 
 int expert_store_repin(struct expert_store *s, const struct expert_pin *add, int n_add,
 		       const struct expert_pin *drop, int n_drop);
 
-/* Bytes of frame arena the store needs at minimum for max_per_step. */
+/* Bytes of frame arena the store needs at minimum: max_per_step frames of
+ * every class. */
 uint64_t expert_store_min_bytes(const struct expert_layer_desc *layers, int n_layers,
 				int max_per_step);
+
+/* The frame classes of layers[0..n_layers) (one per record size among the
+ * layers with experts, ascending) and the frames cache_bytes buys each,
+ * into out[]; returns how many classes, or -EINVAL (with a message) for
+ * more than EXPERT_CLASSES_MAX sizes. The rule: every class first gets
+ * max_per_step frames (the minimum, one step's experts, so a rare class
+ * such as an MTP layer's works at all), then the rest goes whole to the
+ * class of the most layers (ties: the smaller records), which serves the
+ * most requests (one per layer per token), up to one frame per record;
+ * what is left after that to the next class in the same order, and so on.
+ * Below the minimum some class gets fewer than max_per_step. */
+int expert_store_split(const struct expert_layer_desc *layers, int n_layers, int max_per_step,
+		       uint64_t cache_bytes, struct expert_class_frames out[EXPERT_CLASSES_MAX]);
 
 #endif

@@ -181,7 +181,7 @@ static void block_issue(struct expert_store *s, int32_t f, struct store_block *b
 	op->fd = cf->fd;
 	op->file_index = cf->file_index;
 	op->direct = cf->direct;
-	op->buf_index = s->frames_per_buf ? f / s->frames_per_buf : -1;
+	op->buf_index = store_frame_buf_index(s, f);
 	op->buf = buffer_pool_frame_data(&s->pool, f) + rec_off;
 	op->offset = (uint64_t)fr->expert * l->record_bytes + rec_off; /* 64-bit before the multiply */
 	op->len_bytes = len;
@@ -377,6 +377,7 @@ static void load_block_done(struct io_op *op)
 	int32_t f = b->frame;
 	struct store_load *ld = &s->loads[f];
 	s->stats.bytes_read += op->done_bytes;
+	store_frame_stats(s, f)->bytes_read += op->done_bytes;
 	copies_count(&s->copies, b->copy, op->done_bytes);
 	ld->bytes_done += op->done_bytes;
 	if (op->res) {

@@ -6,18 +6,22 @@
  * also leaves the evictor's lists (it cannot be a victim, and a large set
  * would only lengthen the victim scan) while its heat keeps counting
  * (evictor_count), and re-enters them at its level when it leaves the set.
- * n_perm frames are in the set; expert_store_capacity is n_frames - n_perm.
+ * n_perm frames are in the set, cls[c].n_perm of them in class c;
+ * expert_store_capacity of a layer is its class's frames less those.
  *
- * A change goes: check every entry; count the set it would leave and refuse
- * it, changing nothing, when fewer than max_per_step frames would stay out
- * of the set; drop; pin what is mapped (pass 1, so no miss can evict it);
- * give each miss a frame and start its load (pass 2, one batch); wait for
- * every load the call started or joined. If one fails, the experts this
- * call added leave the set again. O(n_frames) per call for the drop scan,
+ * A change goes: check every entry; count the set it would leave in each
+ * frame class and refuse it, changing nothing, when fewer than max_per_step
+ * frames of some class would stay out of the set; drop; pin what is mapped
+ * (pass 1, so no miss can evict it); give each miss a frame of its layer's
+ * class and start its load (pass 2, one batch); wait for every load the
+ * call started or joined. If one fails, the experts this call added leave
+ * the set again. O(n_frames) per call for the drop scan,
  * fine between steps.
  */
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 
 #include "storage/error.h"
 #include "storage/store_internal.h"
@@ -43,7 +47,8 @@ static void perm_drop(struct expert_store *s, int32_t f)
 	assert(fr->perm && fr->state == FRAME_RESIDENT && fr->pins > 0);
 	fr->perm = false;
 	s->n_perm--;
-	evictor_insert(&s->ev, f, fr->layer, fr->expert);
+	s->cls[fr->cls].n_perm--;
+	evictor_insert(store_frame_ev(s, f), f, fr->layer, fr->expert);
 	buffer_pool_frame_unpin(&s->pool, f);
 }
 
@@ -54,8 +59,9 @@ static void perm_add(struct expert_store *s, int32_t f, int32_t *n_added)
 	assert(!fr->perm);
 	fr->perm = true;
 	s->n_perm++;
+	s->cls[fr->cls].n_perm++;
 	buffer_pool_frame_pin(&s->pool, f);
-	evictor_remove(&s->ev, f);
+	evictor_remove(store_frame_ev(s, f), f);
 	if (fr->prefetched) {
 		fr->prefetched = false;
 		s->stats.prefetch_used++;
@@ -69,19 +75,20 @@ static void perm_add(struct expert_store *s, int32_t f, int32_t *n_added)
 	s->pin_frames[(*n_added)++] = f;
 }
 
-/* Marks the frames that leave the set (pin_drop) and returns how many. */
-static int32_t drops_mark(struct expert_store *s, const struct expert_pin *drop, int n_drop, bool replace)
+/* Marks the frames that leave the set (pin_drop) and counts them per
+ * class into n_out[]. */
+static void drops_mark(struct expert_store *s, const struct expert_pin *drop, int n_drop, bool replace,
+		       int32_t n_out[EXPERT_CLASSES_MAX])
 {
-	int32_t n = 0;
 	if (replace) {
 		for (int32_t f = 0; f < s->pool.n_frames; f++) {
 			struct frame *fr = &s->pool.frames[f];
 			if (fr->perm && s->layers[fr->layer].mark[fr->expert] != s->serial) {
 				fr->pin_drop = true;
-				n++;
+				n_out[fr->cls]++;
 			}
 		}
-		return n;
+		return;
 	}
 	for (int i = 0; i < n_drop; i++) {
 		int32_t f = buffer_pool_lookup(&s->pool, drop[i].layer, drop[i].expert);
@@ -90,10 +97,9 @@ static int32_t drops_mark(struct expert_store *s, const struct expert_pin *drop,
 		struct frame *fr = &s->pool.frames[f];
 		if (fr->perm && !fr->pin_drop && s->layers[fr->layer].mark[fr->expert] != s->serial) {
 			fr->pin_drop = true;
-			n++;
+			n_out[fr->cls]++;
 		}
 	}
-	return n;
 }
 
 static void drops_apply(struct expert_store *s, bool keep)
@@ -117,24 +123,30 @@ static int pin_change(struct expert_store *s, const struct expert_pin *add, int 
 	if (!s->has_experts)
 		return 0; /* no layer has experts, so both lists are empty */
 
-	/* The set after the change, counted before anything changes. */
+	/* The set after the change, counted per class before anything changes. */
 	store_serial_next(s);
-	int32_t n_new = 0;
+	int32_t n_new[EXPERT_CLASSES_MAX] = {0}, n_out[EXPERT_CLASSES_MAX] = {0};
 	for (int i = 0; i < n_add; i++) {
 		struct store_layer *l = &s->layers[add[i].layer];
 		if (l->mark[add[i].expert] == s->serial)
 			continue;
 		l->mark[add[i].expert] = s->serial;
 		int32_t f = buffer_pool_lookup(&s->pool, add[i].layer, add[i].expert);
-		n_new += f < 0 || !s->pool.frames[f].perm;
+		n_new[l->cls] += f < 0 || !s->pool.frames[f].perm;
 	}
-	int32_t n_after = s->n_perm - drops_mark(s, drop, n_drop, replace) + n_new;
-	int32_t left = s->pool.n_frames - n_after;
-	if (left < s->max_per_step) {
-		drops_apply(s, true); /* unmarks them */
-		return error_set(ENOMEM, "a pinned set of %d experts leaves %d of %d expert frames, fewer than "
-				 "the %d one step pins (pin fewer experts, or raise the expert cache)",
-				 n_after, left, s->pool.n_frames, s->max_per_step);
+	drops_mark(s, drop, n_drop, replace, n_out);
+	for (int c = 0; c < s->n_classes; c++) {
+		int32_t n_after = s->cls[c].n_perm - n_out[c] + n_new[c];
+		int32_t frames = s->pool.classes[c].n_frames, left = frames - n_after;
+		if (left < s->max_per_step) {
+			drops_apply(s, true); /* unmarks them */
+			char what[48] = "";
+			if (s->n_classes > 1)
+				snprintf(what, sizeof what, " of %" PRIu64 " KiB", s->pool.classes[c].frame_bytes >> 10);
+			return error_set(ENOMEM, "a pinned set of %d experts leaves %d of %d expert frames%s, "
+					 "fewer than the %d one step pins (pin fewer experts, or raise the "
+					 "expert cache)", n_after, left, frames, what, s->max_per_step);
+		}
 	}
 	drops_apply(s, false);
 
@@ -150,7 +162,7 @@ static int pin_change(struct expert_store *s, const struct expert_pin *add, int 
 		if (buffer_pool_lookup(&s->pool, add[i].layer, add[i].expert) >= 0)
 			continue;
 		int32_t f;
-		while ((f = store_frame_take(s)) < 0 && !rc) {
+		while ((f = store_frame_take(s, s->layers[add[i].layer].cls)) < 0 && !rc) {
 			if (io_ring_pending(&s->ring) == 0)
 				rc = error_set(ENOMEM, "no expert frame is free for the pinned set "
 						       "(release delivered experts first)");

@@ -2,7 +2,8 @@
  * store_internal — the expert store's state, shared by the files that
  * implement expert_store.h. Internal to storage/.
  *
- *   store_open.c    open and close: copies, arena, evictor, ring, blocks
+ *   store_open.c    open and close: copies, frame classes and their arena,
+ *                   evictors, ring, blocks
  *   expert_store.c  requests, delivery, prefetch, statistics
  *   load.c          a frame's load: its reads, blocks over the copies, the
  *                   checksum, failover between copies
@@ -34,6 +35,7 @@
 struct store_layer {
 	struct copy_file copy[COPIES_MAX];
 	uint8_t holders;             /* copies that hold the layer; 0: no routed experts */
+	int8_t cls;                  /* its frame class, -1 without experts */
 	uint64_t record_bytes;
 	int32_t n_experts;
 	const uint64_t *checksums;   /* [n_experts], owned by the caller */
@@ -71,18 +73,28 @@ struct store_block {
 	bool prefetch;               /* counted in n_blocks_prefetch */
 };
 
+/* A frame class (buffer_pool.h): its evictor, its share of the pinned set,
+ * and where its frames lie among the registered buffers. Its counters are
+ * stats.classes[c]. */
+struct store_class {
+	struct evictor ev;
+	int32_t n_perm;              /* its frames in the pinned set */
+	int32_t buf_first;           /* its first registered buffer */
+	int32_t frames_per_buf;      /* frames per registered buffer, 0 when unregistered */
+};
+
 struct expert_store {
 	struct store_layer *layers;  /* [n_layers] */
 	int n_layers;
 	int32_t max_experts;         /* largest n_experts of any layer */
 	int max_per_step;
 	struct buffer_pool pool;
-	struct evictor ev;
+	int n_classes;
+	struct store_class cls[EXPERT_CLASSES_MAX];
 	struct io_ring ring;
 	struct copy_set copies;
 	struct stripe stripe;
 	bool has_experts;
-	int32_t frames_per_buf;      /* frames per registered buffer, 0 when unregistered */
 	int prefetch_depth;
 	int n_prefetch_inflight;     /* prefetch loads not finished */
 
@@ -97,7 +109,7 @@ struct expert_store {
 	int32_t n_pumping;
 
 	/* The pinned set. */
-	int32_t n_perm;              /* frames pinned for good */
+	int32_t n_perm;              /* frames pinned for good, all classes */
 	int32_t *pin_frames;         /* [n_frames + 1] frames one pin call added */
 	int32_t n_pin_loading;       /* its loads not finished */
 	int pin_rc;                  /* its first load failure */
@@ -146,9 +158,31 @@ void store_frame_loaded(struct expert_store *s, int32_t f);
  * waiters, or 0 when none waits. LOADING -> FREE. */
 void store_frame_failed(struct expert_store *s, int32_t f, int rc);
 
-/* A FREE frame, evicting the policy's victim if none is free; -1 when every
- * frame is pinned or loading. Counts a wasted prefetch. */
-int32_t store_frame_take(struct expert_store *s);
+/* A FREE frame of class cls, evicting the policy's victim of that class if
+ * none is free; -1 when every frame of the class is pinned or loading.
+ * Counts a wasted prefetch. */
+int32_t store_frame_take(struct expert_store *s, int cls);
+
+/* The evictor of frame f's class. */
+static inline struct evictor *store_frame_ev(struct expert_store *s, int32_t f)
+{
+	return &s->cls[s->pool.frames[f].cls].ev;
+}
+
+/* The counters of frame f's class. */
+static inline struct expert_class_stats *store_frame_stats(struct expert_store *s, int32_t f)
+{
+	return &s->stats.classes[s->pool.frames[f].cls];
+}
+
+/* The registered buffer holding frame f, or -1 when unregistered. */
+static inline int store_frame_buf_index(const struct expert_store *s, int32_t f)
+{
+	const struct store_class *c = &s->cls[s->pool.frames[f].cls];
+	if (!c->frames_per_buf)
+		return -1;
+	return c->buf_first + (f - s->pool.classes[s->pool.frames[f].cls].first) / c->frames_per_buf;
+}
 
 /* Gives (layer, expert) frame f, LOADING, with a fresh load. */
 void store_frame_assign(struct expert_store *s, int32_t f, int layer, int32_t expert);

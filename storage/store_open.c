@@ -1,7 +1,8 @@
 /*
  * store_open — opening and closing an expert store: validating the layer
  * descriptors, opening every copy of every layer file (storage/copies.h),
- * sizing the arena, the evictor, the ring and the block pool, and
+ * sizing the frame classes and the arena, the evictors, the ring and the
+ * block pool, and
  * registering files and buffers with io_uring (see expert_store.h for the
  * contract and the environment switches).
  *
@@ -29,14 +30,100 @@ static bool env_flag(const char *name)
 	return v && *v && strcmp(v, "0") != 0;
 }
 
+/* The distinct record sizes of the layers with experts, ascending, with
+ * each one's layers and records; layer_class[i] (when not NULL) the class
+ * of layer i, -1 without experts. Returns the count, or -EINVAL past
+ * EXPERT_CLASSES_MAX. */
+struct class_shape {
+	uint64_t frame_bytes;
+	int32_t n_layers;
+	uint64_t records;
+};
+
+static int classes_of(const struct expert_layer_desc *layers, int n_layers,
+		      struct class_shape out[EXPERT_CLASSES_MAX], int8_t *layer_class)
+{
+	int n = 0;
+	for (int i = 0; i < n_layers; i++) {
+		if (!layers[i].path)
+			continue;
+		uint64_t rb = layers[i].record_bytes;
+		int c = 0;
+		while (c < n && out[c].frame_bytes < rb)
+			c++;
+		if (c == n || out[c].frame_bytes != rb) {
+			if (n == EXPERT_CLASSES_MAX)
+				return error_set(EINVAL, "expert records come in more than %d sizes",
+						 EXPERT_CLASSES_MAX);
+			memmove(&out[c + 1], &out[c], (size_t)(n - c) * sizeof *out);
+			out[c] = (struct class_shape){ .frame_bytes = rb };
+			n++;
+		}
+		out[c].n_layers++;
+		out[c].records += layers[i].n_experts > 0 ? (uint64_t)layers[i].n_experts : 0;
+	}
+	for (int i = 0; layer_class && i < n_layers; i++) {
+		layer_class[i] = -1;
+		for (int c = 0; layers[i].path && c < n; c++)
+			if (out[c].frame_bytes == layers[i].record_bytes)
+				layer_class[i] = (int8_t)c;
+	}
+	return n;
+}
+
+/* Frames worth keeping in a class: one per record, and at least one step. */
+static uint64_t class_frames_max(const struct class_shape *c, int max_per_step)
+{
+	return c->records > (uint64_t)max_per_step ? c->records : (uint64_t)max_per_step;
+}
+
 uint64_t expert_store_min_bytes(const struct expert_layer_desc *layers, int n_layers,
 				int max_per_step)
 {
-	uint64_t rec = 0;
-	for (int i = 0; i < n_layers; i++)
-		if (layers[i].path && layers[i].record_bytes > rec)
-			rec = layers[i].record_bytes;
-	return rec * (uint64_t)max_per_step;
+	struct class_shape cs[EXPERT_CLASSES_MAX];
+	int n = classes_of(layers, n_layers, cs, NULL);
+	uint64_t min = 0;
+	for (int c = 0; c < n; c++)
+		min += cs[c].frame_bytes * (uint64_t)max_per_step;
+	if (n < 0)
+		error_clear();
+	return min;
+}
+
+int expert_store_split(const struct expert_layer_desc *layers, int n_layers, int max_per_step,
+		       uint64_t cache_bytes, struct expert_class_frames out[EXPERT_CLASSES_MAX])
+{
+	struct class_shape cs[EXPERT_CLASSES_MAX];
+	int n = classes_of(layers, n_layers, cs, NULL);
+	if (n < 0)
+		return n;
+	/* Order of precedence: most layers first, then smaller records. */
+	int order[EXPERT_CLASSES_MAX];
+	for (int c = 0; c < n; c++) {
+		int k = c;
+		while (k > 0 && cs[order[k - 1]].n_layers < cs[c].n_layers)
+			k--;
+		memmove(&order[k + 1], &order[k], (size_t)(c - k) * sizeof *order);
+		order[k] = c;
+	}
+	memset(out, 0, EXPERT_CLASSES_MAX * sizeof *out);
+	uint64_t left = cache_bytes, frames[EXPERT_CLASSES_MAX] = {0};
+	for (int pass = 0; pass < 2; pass++) {
+		for (int k = 0; k < n; k++) {
+			int c = order[k];
+			uint64_t want = pass == 0 ? (uint64_t)max_per_step : class_frames_max(&cs[c], max_per_step);
+			uint64_t add = want - frames[c], afford = left / cs[c].frame_bytes;
+			add = add < afford ? add : afford;
+			frames[c] += add;
+			left -= add * cs[c].frame_bytes;
+		}
+	}
+	for (int c = 0; c < n; c++) {
+		out[c].frame_bytes = cs[c].frame_bytes;
+		out[c].n_frames = frames[c] > INT32_MAX / (2 * EXPERT_CLASSES_MAX)
+					  ? INT32_MAX / (2 * EXPERT_CLASSES_MAX) : (int32_t)frames[c];
+	}
+	return n;
 }
 
 /* Copies 0..n named by d: the primary and its mirrors. */
@@ -109,13 +196,19 @@ static enum expert_evict evict_choice(enum expert_evict opt)
 	return EXPERT_EVICT_FREQ;
 }
 
-/* Registers the arena as fixed buffers of whole frames, at most 1 GiB each
- * (the kernel's limit per buffer). Failure is not fatal. */
+/* Registers the arena as fixed buffers of whole frames of one class, at
+ * most 1 GiB each (the kernel's limit per buffer): class c's frames go to
+ * buffers buf_first.. Failure is not fatal. */
 static void arena_register(struct expert_store *s)
 {
 	struct buffer_pool *bp = &s->pool;
-	int32_t per = (int32_t)(STORE_RECORD_MAX_BYTES / bp->frame_bytes);
-	int32_t n = (bp->n_frames + per - 1) / per;
+	int32_t n = 0, per[EXPERT_CLASSES_MAX];
+	for (int c = 0; c < s->n_classes; c++) {
+		const struct frame_class *fc = &bp->classes[c];
+		per[c] = (int32_t)(STORE_RECORD_MAX_BYTES / fc->frame_bytes);
+		s->cls[c].buf_first = n;
+		n += (fc->n_frames + per[c] - 1) / per[c];
+	}
 	const char *why = NULL;
 	int rc = 0;
 	if (n > STORE_FIXED_BUFFERS_MAX) {
@@ -124,24 +217,73 @@ static void arena_register(struct expert_store *s)
 		struct iovec *iov = calloc((size_t)n, sizeof *iov);
 		if (!iov)
 			return;
-		for (int32_t i = 0; i < n; i++) {
-			int32_t first = i * per;
-			int32_t count = bp->n_frames - first < per ? bp->n_frames - first : per;
-			iov[i].iov_base = buffer_pool_frame_data(bp, first);
-			iov[i].iov_len = (size_t)((uint64_t)count * bp->frame_bytes);
+		for (int c = 0; c < s->n_classes; c++) {
+			const struct frame_class *fc = &bp->classes[c];
+			for (int32_t first = 0, i = s->cls[c].buf_first; first < fc->n_frames; first += per[c], i++) {
+				int32_t count = fc->n_frames - first < per[c] ? fc->n_frames - first : per[c];
+				iov[i].iov_base = buffer_pool_frame_data(bp, fc->first + first);
+				iov[i].iov_len = (size_t)((uint64_t)count * fc->frame_bytes);
+			}
 		}
 		rc = io_ring_register_buffers(&s->ring, iov, n);
 		free(iov);
 		if (rc == 0) {
-			s->frames_per_buf = per;
+			for (int c = 0; c < s->n_classes; c++)
+				s->cls[c].frames_per_buf = per[c];
 			return;
 		}
 		why = strerror(-rc);
 	}
 	fprintf(stderr, "colibri: warning: cannot register the %" PRIu64 " MiB expert arena with io_uring "
 			"(%s%s); using unregistered reads\n",
-		((uint64_t)bp->n_frames * bp->frame_bytes) >> 20, why,
-		rc == -ENOMEM || rc == -EPERM ? ", raise RLIMIT_MEMLOCK" : "");
+		bp->arena_bytes >> 20, why, rc == -ENOMEM || rc == -EPERM ? ", raise RLIMIT_MEMLOCK" : "");
+}
+
+/* The frames of each class: as opt names them, else split from
+ * cache_bytes; each at most class_frames_max. -ENOMEM (with the minimum)
+ * when a class gets fewer than one step, -EINVAL when opt lacks a class. */
+static int frames_choose(const struct expert_store *s, const struct expert_layer_desc *layers,
+			 const struct class_shape *cs, const struct expert_store_options *opt,
+			 int32_t frames[EXPERT_CLASSES_MAX])
+{
+	struct expert_class_frames split[EXPERT_CLASSES_MAX];
+	const struct expert_class_frames *given = opt->class_frames;
+	bool named = given[0].frame_bytes != 0;
+	if (!named) {
+		int rc = expert_store_split(layers, s->n_layers, s->max_per_step, opt->cache_bytes, split);
+		if (rc < 0)
+			return rc;
+		given = split;
+	}
+	uint64_t min = 0, have = 0;
+	bool short_class = false;
+	char sizes[EXPERT_CLASSES_MAX * 24] = "";
+	size_t len = 0;
+	for (int c = 0; c < s->n_classes; c++) {
+		int k = 0;
+		while (k < EXPERT_CLASSES_MAX && given[k].frame_bytes && given[k].frame_bytes != cs[c].frame_bytes)
+			k++;
+		if (k == EXPERT_CLASSES_MAX || given[k].frame_bytes != cs[c].frame_bytes)
+			return error_set(EINVAL, "no frame count given for the expert records of %" PRIu64 " KiB",
+					 cs[c].frame_bytes >> 10);
+		uint64_t f = given[k].n_frames > 0 ? (uint64_t)given[k].n_frames : 0;
+		uint64_t cap = class_frames_max(&cs[c], s->max_per_step);
+		frames[c] = (int32_t)(f < cap ? f : cap);
+		short_class |= frames[c] < s->max_per_step;
+		min += cs[c].frame_bytes * (uint64_t)s->max_per_step;
+		have += cs[c].frame_bytes * (uint64_t)frames[c];
+		len += (size_t)snprintf(sizes + len, sizeof sizes - len, "%s%" PRIu64, c ? " + " : "",
+					cs[c].frame_bytes >> 10);
+	}
+	if (!short_class)
+		return 0;
+	if (named)
+		return error_set(ENOMEM, "expert cache of %" PRIu64 " MiB in frames of %s KiB is below the "
+			       "minimum of %d experts of each size in one step (%" PRIu64 " MiB)",
+			       have >> 20, sizes, s->max_per_step, (min + (1 << 20) - 1) >> 20);
+	return error_set(ENOMEM, "expert cache of %" PRIu64 " MiB is below the minimum of %" PRIu64
+		       " MiB (%d experts of %s KiB in one step)", opt->cache_bytes >> 20,
+		       (min + (1 << 20) - 1) >> 20, s->max_per_step, sizes);
 }
 
 /* Registers every open copy file as a fixed file. Failure is not fatal. */
@@ -173,6 +315,7 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 {
 	struct expert_store *s = calloc(1, sizeof *s);
 	int32_t *n_experts = NULL;
+	int8_t *layer_class = NULL;
 	int rc = 0;
 	*out = NULL;
 	if (!s)
@@ -180,14 +323,17 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 	s->n_layers = n_layers;
 	s->max_per_step = max_per_step;
 	s->layers = calloc((size_t)n_layers, sizeof *s->layers);
-	n_experts = calloc((size_t)n_layers, sizeof *n_experts);
-	if (!s->layers || !n_experts) {
+	n_experts = calloc((size_t)(n_layers ? n_layers : 1), sizeof *n_experts);
+	layer_class = calloc((size_t)(n_layers ? n_layers : 1), sizeof *layer_class);
+	if (!s->layers || !n_experts || !layer_class) {
 		rc = error_set(ENOMEM, "out of memory");
 		goto fail;
 	}
-	for (int i = 0; i < n_layers; i++)
+	for (int i = 0; i < n_layers; i++) {
+		s->layers[i].cls = -1;
 		for (int c = 0; c < COPIES_MAX; c++)
 			s->layers[i].copy[c].fd = s->layers[i].copy[c].file_index = -1;
+	}
 
 	int n_copies = 1, n_named = 0;
 	for (int i = 0; i < n_layers; i++)
@@ -208,7 +354,6 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 	if (no_direct && !opt->buffered)
 		fprintf(stderr, "colibri: warning: COLIBRI_NO_DIRECT is set; reading experts through the page cache\n");
 
-	uint64_t frame_bytes = 0;
 	bool all_direct = true;
 	for (int i = 0; i < n_layers; i++) {
 		if (!layers[i].path)
@@ -219,8 +364,6 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 		for (int c = 0; c < COPIES_MAX; c++)
 			if (s->layers[i].holders & (1u << c))
 				all_direct &= s->layers[i].copy[c].direct;
-		if (layers[i].record_bytes > frame_bytes)
-			frame_bytes = layers[i].record_bytes;
 		if (layers[i].n_experts > s->max_experts)
 			s->max_experts = layers[i].n_experts;
 	}
@@ -232,31 +375,36 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 		st->copy_weight[c] = s->stripe.weight[c];
 		st->copy_layers[c] = s->copies.layers_held[c];
 	}
-	if (frame_bytes == 0) {
+	struct class_shape cs[EXPERT_CLASSES_MAX];
+	if ((rc = classes_of(layers, n_layers, cs, layer_class)) < 0)
+		goto fail;
+	s->n_classes = rc;
+	rc = 0;
+	if (s->n_classes == 0) {
 		store_stats_sync(s);
 		free(n_experts);
+		free(layer_class);
 		*out = s; /* a model without routed experts */
 		return 0;
 	}
 	s->has_experts = true;
+	for (int i = 0; i < n_layers; i++)
+		s->layers[i].cls = layer_class[i];
 
-	uint64_t min = frame_bytes * (uint64_t)max_per_step;
-	if (opt->cache_bytes < min) {
-		rc = error_set(ENOMEM, "expert cache of %" PRIu64 " MiB is below the minimum of %" PRIu64
-			       " MiB (%d experts of %" PRIu64 " KiB in one step)",
-			       opt->cache_bytes >> 20, (min + (1 << 20) - 1) >> 20, max_per_step,
-			       frame_bytes >> 10);
+	int32_t frames[EXPERT_CLASSES_MAX];
+	uint64_t frame_bytes[EXPERT_CLASSES_MAX];
+	if ((rc = frames_choose(s, layers, cs, opt, frames)))
 		goto fail;
-	}
-	uint64_t n_frames = opt->cache_bytes / frame_bytes;
-	if (n_frames > INT32_MAX / 2)
-		n_frames = INT32_MAX / 2;
-	if ((rc = buffer_pool_init(&s->pool, frame_bytes, (int32_t)n_frames, n_layers, n_experts)))
+	for (int c = 0; c < s->n_classes; c++)
+		frame_bytes[c] = cs[c].frame_bytes;
+	if ((rc = buffer_pool_init(&s->pool, s->n_classes, frame_bytes, frames, n_layers, n_experts,
+				   layer_class)))
 		goto fail;
 	enum expert_evict evict = evict_choice(opt->evict);
-	if ((rc = evictor_init(&s->ev, evict == EXPERT_EVICT_LRU ? EVICT_POLICY_LRU : EVICT_POLICY_FREQ,
-			       (int32_t)n_frames, n_layers, n_experts)))
-		goto fail;
+	for (int c = 0; c < s->n_classes; c++)
+		if ((rc = evictor_init(&s->cls[c].ev, evict == EXPERT_EVICT_LRU ? EVICT_POLICY_LRU : EVICT_POLICY_FREQ,
+				       &s->pool, c, n_experts)))
+			goto fail;
 
 	int depth = opt->io_depth < 1 ? 1 : opt->io_depth > STORE_DEPTH_MAX ? STORE_DEPTH_MAX : opt->io_depth;
 	if (no_uring)
@@ -276,7 +424,7 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 	s->uniq = malloc((size_t)s->max_experts * sizeof *s->uniq);
 	s->req_frames = malloc((size_t)s->max_experts * sizeof *s->req_frames);
 	s->ready = malloc((size_t)s->max_experts * sizeof *s->ready);
-	s->pin_frames = malloc(((size_t)n_frames + 1) * sizeof *s->pin_frames);
+	s->pin_frames = malloc(((size_t)s->pool.n_frames + 1) * sizeof *s->pin_frames);
 	if (!s->uniq || !s->req_frames || !s->ready || !s->pin_frames) {
 		rc = error_set(ENOMEM, "out of memory");
 		goto fail;
@@ -294,13 +442,22 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 	st->io_depth = depth;
 	st->prefetch_depth = s->prefetch_depth;
 	st->n_frames = s->pool.n_frames;
-	st->frame_bytes = s->pool.frame_bytes;
+	st->cache_bytes = s->pool.arena_bytes;
+	st->n_classes = s->n_classes;
+	for (int c = 0; c < s->n_classes; c++) {
+		st->classes[c].frame_bytes = s->pool.classes[c].frame_bytes;
+		st->classes[c].n_frames = s->pool.classes[c].n_frames;
+		st->classes[c].n_layers = cs[c].n_layers;
+		st->frame_bytes = st->classes[c].frame_bytes; /* ascending: the largest */
+	}
 	store_stats_sync(s);
 	free(n_experts);
+	free(layer_class);
 	*out = s;
 	return 0;
 fail:
 	free(n_experts);
+	free(layer_class);
 	expert_store_close(s);
 	return rc;
 }
@@ -311,7 +468,8 @@ void expert_store_close(struct expert_store *s)
 		return;
 	io_ring_free(&s->ring); /* reads in flight finish before the arena goes */
 	load_free(s);
-	evictor_free(&s->ev);
+	for (int c = 0; c < s->n_classes; c++)
+		evictor_free(&s->cls[c].ev);
 	buffer_pool_free(&s->pool);
 	for (int i = 0; s->layers && i < s->n_layers; i++) {
 		struct store_layer *l = &s->layers[i];

@@ -21,7 +21,11 @@
  * a set too large for one step is refused (nothing changed), a record that
  * fails to load undoes the call, also with the pread pool. Prefetch
  * counters: issued, used (hit or joined), wasted (evicted unused), and no
- * prefetch takes a frame of the pinned set.
+ * prefetch takes a frame of the pinned set. Frame classes: records of
+ * three sizes byte-equal at several caches and with every backend; the
+ * split of a budget (one step per class, then the main class) and named
+ * frames per class; misses in one class never evict another's frames;
+ * capacity, the pinned set, prefetch and the counters per class.
  * (Mirrors, striping and failover: tests/test_mirror_store.c.)
  */
 #include <criterion/criterion.h>
@@ -41,8 +45,9 @@
 #define FX_EXPERTS 32
 #define FX_PER_STEP 8
 
-/* Expert files of one small model: layer 1 has no routed experts, the
- * others have different record sizes so frames are sized by the largest. */
+/* Expert files of one small model: layer 1 has no routed experts. The
+ * default fixture's records are all one size (one frame class); the class
+ * tests below give layers different sizes. */
 struct fixture {
 	char dir[512];
 	char paths[FX_LAYERS][600];
@@ -89,7 +94,8 @@ static void fixture_make_in(struct fixture *fx, const char *dir, int n_experts,
 	}
 }
 
-static const uint64_t fx_records[FX_LAYERS] = {4096, 0, 12288, 8192};
+#define FX_REC 8192
+static const uint64_t fx_records[FX_LAYERS] = {FX_REC, 0, FX_REC, FX_REC};
 
 static void fixture_make(struct fixture *fx)
 {
@@ -111,7 +117,7 @@ static struct expert_store *store_open(struct fixture *fx, uint64_t frames, int 
 				       enum expert_evict evict, int prefetch_depth)
 {
 	struct expert_store_options o = {
-		.cache_bytes = frames * 12288, .io_depth = depth, .buffered = buffered,
+		.cache_bytes = frames * FX_REC, .io_depth = depth, .buffered = buffered,
 		.evict = evict, .prefetch_depth = prefetch_depth,
 	};
 	struct expert_store *s = NULL;
@@ -200,12 +206,18 @@ static void check_configs(bool buffered)
 							    EXPERT_EVICT_DEFAULT, 0);
 			const struct expert_store_stats *st = expert_store_stats(s);
 			cr_assert_eq(st->n_frames, (int32_t)frames[c]);
-			cr_assert_eq(st->frame_bytes, 12288);
+			cr_assert_eq(st->frame_bytes, FX_REC);
+			cr_assert_eq(st->n_classes, 1, "one record size, one class");
+			cr_assert_eq(st->classes[0].n_frames, (int32_t)frames[c]);
+			cr_assert_eq(st->classes[0].n_layers, 3);
+			cr_assert_eq(st->cache_bytes, frames[c] * FX_REC);
 			random_steps(s, &fx, 150, 7 + (uint64_t)c * 10 + (uint64_t)d);
 			cr_assert_eq(st->requests, st->hits + st->misses + st->joins);
-			cr_assert(st->bytes_read >= st->misses * 4096);
+			cr_assert(st->bytes_read >= st->misses * FX_REC);
+			cr_assert_eq(st->classes[0].requests, st->requests);
+			cr_assert_eq(st->classes[0].bytes_read, st->bytes_read);
 			if (c == 2)
-				cr_assert(st->bytes_read <= (uint64_t)FX_EXPERTS * (4096 + 12288 + 8192),
+				cr_assert(st->bytes_read <= (uint64_t)FX_EXPERTS * 3 * FX_REC,
 					  "a whole-model cache reads each record at most once (%" PRIu64 ")",
 					  st->bytes_read);
 			expert_store_close(s);
@@ -303,9 +315,9 @@ Test(expert_store, prefetch_joined_read_once)
 	step_check(s, &fx, 2, &id, 1, false);
 	cr_assert_eq(st->misses, 0);
 	cr_assert_eq(st->hits + st->joins, 1);
-	cr_assert_eq(st->bytes_read, 12288, "read once: %" PRIu64, st->bytes_read);
-	cr_assert_eq(st->prefetch_issued_bytes, 12288);
-	cr_assert_eq(st->prefetch_used_bytes, 12288);
+	cr_assert_eq(st->bytes_read, FX_REC, "read once: %" PRIu64, st->bytes_read);
+	cr_assert_eq(st->prefetch_issued_bytes, FX_REC);
+	cr_assert_eq(st->prefetch_used_bytes, FX_REC);
 	cr_assert_eq(expert_store_prefetch(s, 2, &id, 1), 0, "resident: nothing to prefetch");
 
 	/* Requested right after the prefetch: its read is still in flight, or
@@ -315,7 +327,7 @@ Test(expert_store, prefetch_joined_read_once)
 	step_check(s, &fx, 3, two, 2, false);
 	cr_assert_eq(st->misses, 0);
 	cr_assert_eq(st->joins, 3, "joins %" PRIu64 ", hits %" PRIu64, st->joins, st->hits);
-	cr_assert_eq(st->bytes_read, 12288 + 2 * 8192);
+	cr_assert_eq(st->bytes_read, 3 * FX_REC);
 
 	/* Bounded: at most prefetch_depth reads in flight, the rest skipped. */
 	int32_t many[10] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
@@ -344,7 +356,7 @@ Test(expert_store, prefetch_joined_while_queued)
 	cr_assert_eq(st->joins, 1);
 	step_check(s, &fx, 3, a, 4, false);
 	cr_assert_eq(st->misses, 4, "the abandoned request's reads were not repeated");
-	cr_assert_eq(st->bytes_read, 5 * 8192);
+	cr_assert_eq(st->bytes_read, 5 * FX_REC);
 	cr_assert_eq(st->reads_queued + st->reads_in_kernel, 0);
 	expert_store_close(s);
 	fixture_free(&fx);
@@ -395,7 +407,7 @@ Test(expert_store, pins_protect_frames)
 	cr_assert_eq(expert_store_request(s, 2, &one, 1), -ENOMEM);
 	/* Held records were never overwritten. */
 	for (int i = 0; i < 4; i++)
-		cr_assert(memcmp(held[i], record_ref(&fx, 2, held_id[i]), 12288) == 0);
+		cr_assert(memcmp(held[i], record_ref(&fx, 2, held_id[i]), FX_REC) == 0);
 	/* A pinned expert asked for again is a hit, not a miss. */
 	step_check(s, &fx, 2, a, 2, false); /* pins a[0], a[1] again and releases once */
 	cr_assert_eq(expert_store_request(s, 2, &one, 1), -ENOMEM, "a[0], a[1] are still held once");
@@ -607,7 +619,7 @@ static void check_corrupt(bool buffered, bool no_uring)
 		setenv("COLIBRI_NO_IO_URING", "1", 1);
 	struct fixture fx;
 	fixture_make(&fx);
-	uint64_t off = 5ull * 8192;
+	uint64_t off = 5ull * FX_REC;
 	corrupt_byte(fx.paths[3], off + 100);
 	struct expert_store *s = store_open(&fx, 20, 8, buffered, EXPERT_EVICT_DEFAULT, 0);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -660,8 +672,8 @@ Test(expert_store, truncated_file_refused_at_open)
 {
 	struct fixture fx;
 	fixture_make(&fx);
-	cr_assert_eq(truncate(fx.paths[2], 12288 * 20 + 100), 0);
-	struct expert_store_options o = {.cache_bytes = 20 * 12288, .io_depth = 4};
+	cr_assert_eq(truncate(fx.paths[2], FX_REC * 20 + 100), 0);
+	struct expert_store_options o = {.cache_bytes = 20 * FX_REC, .io_depth = 4};
 	struct expert_store *s = NULL;
 	error_clear();
 	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -EINVAL);
@@ -677,12 +689,12 @@ static void check_truncated_after_open(bool buffered)
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 8, buffered, EXPERT_EVICT_DEFAULT, 0);
 	/* Expert 20 loses its second half, 21 and later vanish. */
-	cr_assert_eq(truncate(fx.paths[2], 12288 * 20 + 6000), 0);
+	cr_assert_eq(truncate(fx.paths[2], FX_REC * 20 + 6000), 0);
 	int32_t id = 20, n_got;
 	cr_assert_eq(drain(s, 2, &id, 1, &n_got), -EIO);
 	char want[700];
 	snprintf(want, sizeof want, "layer 2 expert 20: unexpected end of file at offset %d in %s",
-		 12288 * 20, fx.paths[2]);
+		 FX_REC * 20, fx.paths[2]);
 	cr_assert(strstr(error_message(), want), "%s", error_message());
 	id = 25;
 	cr_assert_eq(drain(s, 2, &id, 1, &n_got), -EIO);
@@ -770,7 +782,7 @@ Test(expert_store, bad_arguments)
 	expert_store_release(s, 0, 31); /* never delivered: ignored */
 	expert_store_close(s);
 
-	struct expert_store_options o = {.cache_bytes = 7 * 12288, .io_depth = 4};
+	struct expert_store_options o = {.cache_bytes = 7 * FX_REC, .io_depth = 4};
 	error_clear();
 	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -ENOMEM);
 	cr_assert(strstr(error_message(), "minimum"), "%s", error_message());
@@ -810,8 +822,8 @@ static void check_pinned_survive(bool pread)
 	error_clear();
 	cr_assert_eq(expert_store_pin_set(s, pins, 7), 0, "%s", error_message());
 	cr_assert_eq(st->n_pinned, 6, "a duplicate counts once");
-	cr_assert_eq(expert_store_capacity(s), 14);
-	cr_assert_eq(st->bytes_read, 3 * 12288 + 2 * 8192 + 4096, "loaded once: %" PRIu64, st->bytes_read);
+	cr_assert_eq(expert_store_capacity(s, 2), 14);
+	cr_assert_eq(st->bytes_read, 6 * FX_REC, "loaded once: %" PRIu64, st->bytes_read);
 	cr_assert_eq(st->requests, 0, "pinning is not a request");
 
 	const void *recs[FX_EXPERTS] = {0}, *again[FX_EXPERTS] = {0};
@@ -835,7 +847,7 @@ static void check_pinned_survive(bool pread)
 	cr_assert_eq(st->bytes_read, bytes);
 	cr_assert_eq(st->pinned_hits, pinned + 5);
 	cr_assert_eq(st->requests, st->pinned_hits + st->hits + st->joins + st->misses);
-	cr_assert_eq(expert_store_capacity(s), 14);
+	cr_assert_eq(expert_store_capacity(s, 0), 14);
 	expert_store_close(s);
 	fixture_free(&fx);
 }
@@ -875,7 +887,7 @@ Test(expert_store, repin_swaps)
 	error_clear();
 	cr_assert_eq(expert_store_repin(s, add, 2, drop, 3), 0, "%s", error_message());
 	cr_assert_eq(st->n_pinned, 2);
-	cr_assert_eq(expert_store_capacity(s), 18);
+	cr_assert_eq(expert_store_capacity(s, 2), 18);
 	int32_t zero = 0, one = 1, three = 3;
 	step_recs(s, &fx, 2, &zero, 1, NULL);
 	cr_assert_eq(st->hits, 1, "dropped: an ordinary cached frame");
@@ -894,14 +906,15 @@ Test(expert_store, repin_swaps)
 	const struct expert_pin b[1] = {{3, 6}};
 	cr_assert_eq(expert_store_pin_set(s, b, 1), 0);
 	cr_assert_eq(st->n_pinned, 1);
-	cr_assert_eq(expert_store_capacity(s), 19);
+	cr_assert_eq(expert_store_capacity(s, 3), 19);
 	flush_layer2(s, &fx);
 	misses = st->misses;
 	step_recs(s, &fx, 2, &one, 1, NULL);
 	cr_assert_eq(st->misses, misses + 1, "expert 1 left the set");
 	cr_assert_eq(expert_store_pin_set(s, NULL, 0), 0);
 	cr_assert_eq(st->n_pinned, 0);
-	cr_assert_eq(expert_store_capacity(s), 20);
+	cr_assert_eq(expert_store_capacity(s, 2), 20);
+	cr_assert_eq(expert_store_capacity(s, 1), 0, "no experts, no frames");
 	expert_store_close(s);
 	fixture_free(&fx);
 }
@@ -921,10 +934,10 @@ Test(expert_store, pin_set_too_large_refused)
 				      "the 8 one step pins"), "%s", error_message());
 	cr_assert_eq(st->n_pinned, 0, "nothing changed");
 	cr_assert_eq(st->bytes_read, 0);
-	cr_assert_eq(expert_store_capacity(s), 20);
+	cr_assert_eq(expert_store_capacity(s, 2), 20);
 	error_clear();
 	cr_assert_eq(expert_store_pin_set(s, pins, 12), 0, "%s", error_message());
-	cr_assert_eq(expert_store_capacity(s), 8);
+	cr_assert_eq(expert_store_capacity(s, 0), 8);
 	const struct expert_pin more = {3, 0}, less = {2, 0};
 	error_clear();
 	cr_assert_eq(expert_store_repin(s, &more, 1, NULL, 0), -ENOMEM);
@@ -958,7 +971,7 @@ Test(expert_store, pin_set_read_failure_undone)
 	cr_assert(strstr(error_message(), "layer 3 expert 5: checksum mismatch at offset 40960"), "%s",
 		  error_message());
 	cr_assert_eq(st->n_pinned, 0);
-	cr_assert_eq(expert_store_capacity(s), 20);
+	cr_assert_eq(expert_store_capacity(s, 3), 20);
 	int32_t four = 4;
 	step_check(s, &fx, 3, &four, 1, false);
 	cr_assert_eq(st->hits, 1, "loaded, and kept as an ordinary cached frame");
@@ -982,9 +995,9 @@ Test(expert_store, prefetch_used_and_wasted)
 	cr_assert_eq(st->prefetch_wasted, 0);
 	step_check(s, &fx, 2, other, 8, false); /* every frame: 22 and 23 go unused */
 	cr_assert_eq(st->prefetch_wasted, 2);
-	cr_assert_eq(st->prefetch_wasted_bytes, 2 * 12288);
-	cr_assert_eq(st->prefetch_issued_bytes, 4 * 12288);
-	cr_assert_eq(st->prefetch_used_bytes, 2 * 12288);
+	cr_assert_eq(st->prefetch_wasted_bytes, 2 * FX_REC);
+	cr_assert_eq(st->prefetch_issued_bytes, 4 * FX_REC);
+	cr_assert_eq(st->prefetch_used_bytes, 2 * FX_REC);
 	step_check(s, &fx, 2, used, 2, false);
 	cr_assert_eq(st->prefetch_used, 2, "a request after eviction is a miss, not a use");
 	expert_store_close(s);
@@ -1016,7 +1029,341 @@ Test(expert_store, prefetch_never_takes_pinned_set)
 	cr_assert_eq(st->n_pinned, 12);
 	while (st->reads_queued + st->reads_in_kernel > 0)
 		step_check(s, &fx, 3, l3, 1, false); /* reaps the prefetches */
-	cr_assert_eq(st->bytes_read, bytes + 8 * 8192, "only the prefetches were read");
+	cr_assert_eq(st->bytes_read, bytes + 8 * FX_REC, "only the prefetches were read");
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+/* ---- frame classes ---- */
+
+/* The MTP shape: layers 0 and 2 hold the common small records (the int4
+ * routed experts), layer 3 records twice their size (an MTP layer at int8). */
+#define CX_SMALL 4096
+#define CX_BIG 8192
+static const uint64_t cx_records[FX_LAYERS] = {CX_SMALL, 0, CX_SMALL, CX_BIG};
+
+static void fixture_make_records(struct fixture *fx, const uint64_t records[FX_LAYERS])
+{
+	char dir[512];
+	tu_mkdtemp(dir, sizeof dir);
+	fixture_make_in(fx, dir, FX_EXPERTS, records);
+}
+
+static struct expert_store *store_open_bytes(struct fixture *fx, uint64_t cache_bytes, int depth,
+					     bool buffered, int prefetch_depth)
+{
+	struct expert_store_options o = {
+		.cache_bytes = cache_bytes, .io_depth = depth, .buffered = buffered,
+		.prefetch_depth = prefetch_depth,
+	};
+	struct expert_store *s = NULL;
+	error_clear();
+	int rc = expert_store_open(&s, fx->desc, FX_LAYERS, FX_PER_STEP, &o);
+	cr_assert_eq(rc, 0, "open: %s", error_message());
+	return s;
+}
+
+/* Each class's counters add up, match its layers' and sum to the store's. */
+static void class_stats_check(const struct expert_store *s, const struct fixture *fx)
+{
+	const struct expert_store_stats *st = expert_store_stats(s);
+	uint64_t requests = 0, misses = 0, bytes = 0;
+	int32_t frames = 0;
+	for (int c = 0; c < st->n_classes; c++) {
+		const struct expert_class_stats *k = &st->classes[c];
+		cr_assert_eq(k->requests, k->pinned_hits + k->hits + k->joins + k->misses, "class %d", c);
+		uint64_t layer_requests = 0;
+		int layers = 0;
+		for (int l = 0; l < FX_LAYERS; l++)
+			if (fx->desc[l].path && fx->desc[l].record_bytes == k->frame_bytes) {
+				cr_assert_eq(expert_store_layer_class(s, l), c);
+				layer_requests += st->layer_requests[l];
+				layers++;
+			}
+		cr_assert_eq(k->n_layers, layers);
+		cr_assert_eq(k->requests, layer_requests, "class %d counts only its layers", c);
+		requests += k->requests;
+		misses += k->misses;
+		bytes += k->bytes_read;
+		frames += k->n_frames;
+		if (c > 0)
+			cr_assert_gt(k->frame_bytes, st->classes[c - 1].frame_bytes, "classes ascend by size");
+	}
+	cr_assert_eq(requests, st->requests);
+	cr_assert_eq(misses, st->misses);
+	cr_assert_eq(bytes, st->bytes_read);
+	cr_assert_eq(frames, st->n_frames);
+	cr_assert_eq(st->frame_bytes, st->classes[st->n_classes - 1].frame_bytes);
+}
+
+/* Three record sizes, one layer each: three classes, every record byte-equal
+ * at the smallest, a medium and a whole-model cache, io_depth 1 and 64. */
+static void check_class_configs(bool buffered)
+{
+	const uint64_t rec[FX_LAYERS] = {4096, 0, 12288, 8192}, step = 4096 + 8192 + 12288;
+	struct fixture fx;
+	fixture_make_records(&fx, rec);
+	const uint64_t caches[3] = {FX_PER_STEP * step, FX_PER_STEP * step + 20 * 4096, FX_EXPERTS * step};
+	for (int c = 0; c < 3; c++)
+		for (int d = 1; d <= 64; d *= 64) {
+			struct expert_store *s = store_open_bytes(&fx, caches[c], d, buffered, 0);
+			const struct expert_store_stats *st = expert_store_stats(s);
+			cr_assert_eq(st->n_classes, 3);
+			cr_assert_eq(st->classes[0].frame_bytes, 4096);
+			cr_assert_eq(st->classes[1].frame_bytes, 8192);
+			cr_assert_eq(st->classes[2].frame_bytes, 12288);
+			for (int k = 0; k < 3; k++)
+				cr_assert_geq(st->classes[k].n_frames, FX_PER_STEP);
+			cr_assert_leq(st->cache_bytes, caches[c]);
+			if (c == 1)
+				cr_assert_eq(st->classes[0].n_frames, FX_PER_STEP + 20,
+					     "a tie in layers goes to the smaller records");
+			const char *no_fixed = getenv("COLIBRI_NO_FIXED_BUFFERS");
+			if (st->io_uring && !(no_fixed && *no_fixed && strcmp(no_fixed, "0")))
+				cr_assert(st->fixed_buffers, "every class's frames registered");
+			random_steps(s, &fx, 200, 31 + (uint64_t)c * 10 + (uint64_t)d);
+			class_stats_check(s, &fx);
+			if (c == 2)
+				cr_assert_leq(st->bytes_read, FX_EXPERTS * step, "a whole-model cache reads each once");
+			expert_store_close(s);
+		}
+	fixture_free(&fx);
+}
+
+Test(expert_store, classes_bytes_match_direct)
+{
+	check_class_configs(false);
+}
+
+Test(expert_store, classes_bytes_match_buffered)
+{
+	check_class_configs(true);
+}
+
+Test(expert_store, classes_bytes_match_pread)
+{
+	setenv("COLIBRI_NO_IO_URING", "1", 1);
+	check_class_configs(false);
+}
+
+/* The split: every class one step first, then the main class (most
+ * layers) up to all its records, then the rest. The small class gets what
+ * a store without the big layer would get from the budget less the big
+ * class's reserve. */
+Test(expert_store, split_main_class_first)
+{
+	struct fixture fx, plain;
+	fixture_make_records(&fx, cx_records);
+	const uint64_t no_big[FX_LAYERS] = {CX_SMALL, 0, CX_SMALL, 0};
+	fixture_make_records(&plain, no_big);
+	const uint64_t reserve = FX_PER_STEP * CX_BIG, min = FX_PER_STEP * (CX_SMALL + CX_BIG);
+	cr_assert_eq(expert_store_min_bytes(fx.desc, FX_LAYERS, FX_PER_STEP), min);
+	cr_assert_eq(expert_store_min_bytes(plain.desc, FX_LAYERS, FX_PER_STEP), FX_PER_STEP * CX_SMALL);
+	struct {
+		uint64_t cache;
+		int32_t small, big;
+	} cases[] = {
+		{min, FX_PER_STEP, FX_PER_STEP},
+		{min - 1, FX_PER_STEP + 1, FX_PER_STEP - 1}, /* the big one short, the rest to the main */
+		{reserve + 40 * CX_SMALL + CX_SMALL - 1, 40, FX_PER_STEP},
+		{reserve + 2 * FX_EXPERTS * CX_SMALL + 3 * CX_BIG, 2 * FX_EXPERTS, FX_PER_STEP + 3},
+		{1ull << 30, 2 * FX_EXPERTS, FX_EXPERTS},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct expert_class_frames out[EXPERT_CLASSES_MAX], alone[EXPERT_CLASSES_MAX];
+		cr_assert_eq(expert_store_split(fx.desc, FX_LAYERS, FX_PER_STEP, cases[i].cache, out), 2);
+		cr_assert_eq(out[0].frame_bytes, CX_SMALL);
+		cr_assert_eq(out[1].frame_bytes, CX_BIG);
+		cr_assert_eq(out[0].n_frames, cases[i].small, "case %zu: %d small frames", i, out[0].n_frames);
+		cr_assert_eq(out[1].n_frames, cases[i].big, "case %zu: %d big frames", i, out[1].n_frames);
+		if (cases[i].cache < min) {
+			struct expert_store_options o = {.cache_bytes = cases[i].cache, .io_depth = 4};
+			struct expert_store *s = NULL;
+			error_clear();
+			cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -ENOMEM);
+			cr_assert(strstr(error_message(), "below the minimum of") && strstr(error_message(), "4 + 8 KiB"),
+				  "%s", error_message());
+			continue;
+		}
+		/* Until every small record fits, exactly what the store without the big layer gets. */
+		cr_assert_eq(expert_store_split(plain.desc, FX_LAYERS, FX_PER_STEP, cases[i].cache - reserve, alone), 1);
+		if (alone[0].n_frames < 2 * FX_EXPERTS)
+			cr_assert_eq(out[0].n_frames, alone[0].n_frames);
+		struct expert_store *s = store_open_bytes(&fx, cases[i].cache, 4, false, 0);
+		const struct expert_store_stats *st = expert_store_stats(s);
+		cr_assert_eq(st->classes[0].n_frames, out[0].n_frames, "the store opens what the split says");
+		cr_assert_eq(st->classes[1].n_frames, out[1].n_frames);
+		cr_assert_eq(st->cache_bytes, out[0].n_frames * CX_SMALL + (uint64_t)out[1].n_frames * CX_BIG);
+		expert_store_close(s);
+	}
+	/* More record sizes than classes. */
+	struct expert_layer_desc many[EXPERT_CLASSES_MAX + 1];
+	struct expert_class_frames out[EXPERT_CLASSES_MAX];
+	for (int i = 0; i <= EXPERT_CLASSES_MAX; i++)
+		many[i] = (struct expert_layer_desc){ .path = "x", .record_bytes = 4096 * (uint64_t)(i + 1), .n_experts = 8 };
+	error_clear();
+	cr_assert_eq(expert_store_split(many, EXPERT_CLASSES_MAX + 1, FX_PER_STEP, 1 << 30, out), -EINVAL);
+	cr_assert(strstr(error_message(), "sizes"), "%s", error_message());
+	fixture_free(&fx);
+	fixture_free(&plain);
+}
+
+/* Frames named per class, as a plan passes them. */
+Test(expert_store, class_frames_named)
+{
+	struct fixture fx;
+	fixture_make_records(&fx, cx_records);
+	struct expert_store_options o = {
+		.cache_bytes = 1, /* ignored */
+		.io_depth = 4,
+		.class_frames = {{CX_BIG, 9}, {16384, 4}, {CX_SMALL, 30}}, /* any order; 16 KiB: no such class */
+	};
+	struct expert_store *s = NULL;
+	error_clear();
+	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), 0, "%s", error_message());
+	const struct expert_store_stats *st = expert_store_stats(s);
+	cr_assert_eq(st->classes[0].n_frames, 30);
+	cr_assert_eq(st->classes[1].n_frames, 9);
+	random_steps(s, &fx, 100, 3);
+	class_stats_check(s, &fx);
+	expert_store_close(s);
+
+	o.class_frames[0] = (struct expert_class_frames){CX_BIG, 1000};
+	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), 0, "%s", error_message());
+	cr_assert_eq(expert_store_stats(s)->classes[1].n_frames, FX_EXPERTS, "never more frames than records");
+	expert_store_close(s);
+
+	o.class_frames[0] = (struct expert_class_frames){CX_BIG, FX_PER_STEP - 1};
+	error_clear();
+	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -ENOMEM);
+	cr_assert(strstr(error_message(), "minimum"), "%s", error_message());
+	cr_assert_null(s);
+
+	memset(o.class_frames, 0, sizeof o.class_frames);
+	o.class_frames[0] = (struct expert_class_frames){CX_SMALL, 30};
+	error_clear();
+	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -EINVAL);
+	cr_assert(strstr(error_message(), "no frame count given for the expert records of 8 KiB"), "%s",
+		  error_message());
+	fixture_free(&fx);
+}
+
+/* Requests ids of layer, holding nothing; records the delivered pointers. */
+static void step_ptrs(struct expert_store *s, const struct fixture *fx, int layer, int32_t first, int n,
+		      const void **recs)
+{
+	int32_t ids[FX_PER_STEP];
+	for (int i = 0; i < n; i++)
+		ids[i] = first + i;
+	step_recs(s, fx, layer, ids, n, recs);
+}
+
+/* Misses in one class evict only that class's frames: the other class's
+ * experts stay resident in the same frames, and its counters do not move. */
+Test(expert_store, eviction_stays_in_class)
+{
+	struct fixture fx;
+	fixture_make_records(&fx, cx_records);
+	struct expert_store *s = store_open_bytes(&fx, FX_PER_STEP * CX_BIG + 16 * CX_SMALL, 8, false, 0);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	const struct expert_class_stats *small = &st->classes[0], *big = &st->classes[1];
+	cr_assert_eq(small->n_frames, 16);
+	cr_assert_eq(big->n_frames, FX_PER_STEP);
+
+	const void *big_recs[FX_EXPERTS] = {0}, *again[FX_EXPERTS] = {0};
+	step_ptrs(s, &fx, 3, 0, FX_PER_STEP, big_recs);
+	uint64_t big_misses = big->misses, big_bytes = big->bytes_read;
+	/* 96 small experts through 16 small frames. */
+	for (int round = 0; round < 3; round++)
+		for (int32_t first = 0; first < FX_EXPERTS; first += FX_PER_STEP) {
+			step_ptrs(s, &fx, 0, first, FX_PER_STEP, NULL);
+			step_ptrs(s, &fx, 2, first, FX_PER_STEP, NULL);
+		}
+	cr_assert_gt(small->evictions, 0);
+	cr_assert_eq(big->evictions, 0, "the small class never takes a big frame");
+	step_ptrs(s, &fx, 3, 0, FX_PER_STEP, again);
+	for (int e = 0; e < FX_PER_STEP; e++)
+		cr_assert_eq(again[e], big_recs[e], "big expert %d moved", e);
+	cr_assert_eq(big->misses, big_misses);
+	cr_assert_eq(big->hits, FX_PER_STEP);
+	cr_assert_eq(big->bytes_read, big_bytes);
+
+	/* The other way round: the big class churns, the small one keeps its experts. */
+	const void *small_recs[FX_EXPERTS] = {0};
+	step_ptrs(s, &fx, 0, 0, FX_PER_STEP, small_recs);
+	uint64_t small_misses = small->misses, small_evictions = small->evictions;
+	for (int32_t first = FX_PER_STEP; first < FX_EXPERTS; first += FX_PER_STEP)
+		step_ptrs(s, &fx, 3, first, FX_PER_STEP, NULL);
+	cr_assert_eq(big->evictions, (uint64_t)FX_EXPERTS - FX_PER_STEP);
+	cr_assert_eq(small->evictions, small_evictions);
+	step_ptrs(s, &fx, 0, 0, FX_PER_STEP, again);
+	for (int e = 0; e < FX_PER_STEP; e++)
+		cr_assert_eq(again[e], small_recs[e], "small expert %d moved", e);
+	cr_assert_eq(small->misses, small_misses);
+	/* The big class's 8 frames hold 8 distinct records: their lowest
+	 * address starts its region, which no small record overlaps. */
+	const uint8_t *big_lo = big_recs[0];
+	for (int e = 1; e < FX_PER_STEP; e++)
+		if ((const uint8_t *)big_recs[e] < big_lo)
+			big_lo = big_recs[e];
+	for (int e = 0; e < FX_PER_STEP; e++)
+		cr_assert((const uint8_t *)small_recs[e] + CX_SMALL <= big_lo ||
+			  (const uint8_t *)small_recs[e] >= big_lo + FX_PER_STEP * CX_BIG);
+	class_stats_check(s, &fx);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+/* Capacity, the pinned set and prefetch are per class. */
+Test(expert_store, pins_and_prefetch_per_class)
+{
+	struct fixture fx;
+	fixture_make_records(&fx, cx_records);
+	struct expert_store *s = store_open_bytes(&fx, FX_PER_STEP * CX_BIG + 20 * CX_SMALL, 8, false, 8);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	cr_assert_eq(expert_store_capacity(s, 0), 20);
+	cr_assert_eq(expert_store_capacity(s, 2), 20);
+	cr_assert_eq(expert_store_capacity(s, 3), FX_PER_STEP);
+	cr_assert_eq(expert_store_layer_class(s, 1), -1);
+
+	/* The big class has exactly one step: no pin fits there. */
+	const struct expert_pin big_pin = {3, 0};
+	error_clear();
+	cr_assert_eq(expert_store_pin_set(s, &big_pin, 1), -ENOMEM);
+	cr_assert(strstr(error_message(), "leaves 7 of 8 expert frames of 8 KiB"), "%s", error_message());
+	/* Twelve small ones fit beside a small step. */
+	struct expert_pin pins[13];
+	for (int i = 0; i < 13; i++)
+		pins[i] = (struct expert_pin){i % 2 ? 2 : 0, i};
+	error_clear();
+	cr_assert_eq(expert_store_pin_set(s, pins, 13), -ENOMEM);
+	cr_assert_eq(expert_store_pin_set(s, pins, 12), 0, "%s", error_message());
+	cr_assert_eq(st->classes[0].n_pinned, 12);
+	cr_assert_eq(st->classes[1].n_pinned, 0);
+	cr_assert_eq(expert_store_capacity(s, 0), 8);
+	cr_assert_eq(expert_store_capacity(s, 3), FX_PER_STEP);
+	step_ptrs(s, &fx, 3, 0, FX_PER_STEP, NULL);
+	step_ptrs(s, &fx, 0, 16, FX_PER_STEP, NULL);
+	int32_t hot[2] = {0, 2};
+	step_recs(s, &fx, 0, hot, 2, NULL);
+	cr_assert_eq(st->classes[0].pinned_hits, 2);
+
+	/* Every big frame held by a request: a big prefetch finds no frame,
+	 * a small one still does, and counts in its class. */
+	int32_t big_ids[FX_PER_STEP] = {8, 9, 10, 11, 12, 13, 14, 15};
+	step_check(s, &fx, 3, big_ids, FX_PER_STEP, true);
+	int32_t more[4] = {20, 21, 22, 23};
+	cr_assert_eq(expert_store_prefetch(s, 3, more, 4), 0);
+	cr_assert_eq(expert_store_prefetch(s, 2, more, 4), 4);
+	cr_assert_eq(st->classes[0].prefetch_issued, 4);
+	cr_assert_eq(st->classes[1].prefetch_issued, 0);
+	for (int i = 0; i < FX_PER_STEP; i++)
+		expert_store_release(s, 3, big_ids[i]);
+	cr_assert_eq(expert_store_prefetch(s, 3, more, 4), 4);
+	step_check(s, &fx, 3, more, 4, false);
+	step_check(s, &fx, 2, more, 4, false);
+	cr_assert_eq(st->classes[1].prefetch_issued, 4);
+	class_stats_check(s, &fx);
 	expert_store_close(s);
 	fixture_free(&fx);
 }

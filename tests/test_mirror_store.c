@@ -33,8 +33,10 @@
 #define MX_PER_STEP 6
 #define MX_COPIES 3
 
-/* Layer 1 has no routed experts; the others differ in record size. */
+/* Layer 1 has no routed experts; the others differ in record size, so the
+ * store has three frame classes, each striped over the copies. */
 static const uint64_t mx_records[MX_LAYERS] = {65536, 0, 12288, 262144};
+#define MX_STEP_BYTES (65536 + 12288 + 262144) /* one frame of each class */
 static const int mx_moe_layers[3] = {0, 2, 3};
 
 struct mfx {
@@ -99,11 +101,14 @@ static void mfx_free(struct mfx *fx)
 		tu_rmrf(fx->dirs[c]);
 }
 
+/* A store whose cache is `frames` frames of every record size: each class
+ * gets one step, the rest goes by expert_store_split's order (all three
+ * classes have one layer: the smaller records first). */
 static struct expert_store *mstore_open(const struct mfx *fx, int frames, int depth, uint64_t stripe,
 					const double *gbps)
 {
 	struct expert_store_options o = {
-		.cache_bytes = (uint64_t)frames * 262144, .io_depth = depth, .stripe_bytes = stripe,
+		.cache_bytes = (uint64_t)frames * MX_STEP_BYTES, .io_depth = depth, .stripe_bytes = stripe,
 	};
 	for (int c = 0; gbps && c < fx->n_copies; c++)
 		o.copy_gbps[c] = gbps[c];
@@ -233,10 +238,17 @@ static void check_bytes(int n_copies, const double *gbps, bool pread)
 		struct expert_store *s = mstore_open(&fx, 12, 16, stripes[i], gbps);
 		const struct expert_store_stats *st = expert_store_stats(s);
 		cr_assert_eq(st->stripe_bytes, stripes[i]);
+		cr_assert_eq(st->n_classes, 3);
+		for (int k = 0; k < 3; k++)
+			cr_assert_geq(st->classes[k].n_frames, MX_PER_STEP);
 		if (pread)
 			cr_assert(!st->io_uring);
 		random_steps(s, &fx, 120, 100 + (uint64_t)i);
 		stats_check(st, n_copies);
+		uint64_t class_bytes = 0;
+		for (int k = 0; k < 3; k++)
+			class_bytes += st->classes[k].bytes_read;
+		cr_assert_eq(class_bytes, st->bytes_read, "per-class bytes add up to the total");
 		for (int c = 0; c < n_copies; c++) {
 			cr_assert(st->copy_bytes_read[c] > 0, "stripe %" PRIu64 ": copy %d was never read",
 				  stripes[i], c);

@@ -129,6 +129,76 @@ Test(plan, more_ram_more_frames)
 	cr_expect_float_eq(last_hit, 1.0, 1e-12);
 }
 
+/* The synthetic model plus an MTP layer whose records are twice the size
+ * (int8 beside int4): two frame classes. */
+static struct plan_inputs synthetic_mtp(void)
+{
+	struct plan_inputs in = synthetic();
+	in.n_moe_layers = 49;
+	in.record_bytes_max = 4 * MIB;
+	in.record_bytes_sum = 48 * 2 * MIB + 4 * MIB;
+	in.n_classes = 2;
+	in.class_record_bytes[0] = 2 * MIB;
+	in.class_layers[0] = 48;
+	in.class_record_bytes[1] = 4 * MIB;
+	in.class_layers[1] = 1;
+	return in;
+}
+
+Test(plan, frame_classes_split_the_cache)
+{
+	struct plan_inputs plain = synthetic(), in = synthetic_mtp();
+	uint64_t fixed = plain.resident_bytes + plain.kv_bytes_per_position * (uint64_t)plain.ctx + PLAN_SCRATCH_BYTES;
+	uint64_t reserve = (uint64_t)in.top_k * 4 * MIB;
+	struct plan p, q;
+	in.ram_min = true;
+	cr_assert_eq(plan_compute(&p, &in), 0, "%s", p.error);
+	cr_expect_eq(p.min_bytes, fixed + (uint64_t)in.top_k * (2 + 4) * MIB, "top_k frames of each class");
+	cr_expect_eq(p.n_classes, 2);
+	cr_expect_eq(p.main_class, 0);
+	cr_expect_eq(p.frame_bytes, 2 * MIB, "the main class's frame is the common read");
+	cr_expect_eq(p.classes[0].frames, (uint64_t)in.top_k);
+	cr_expect_eq(p.classes[1].frames, (uint64_t)in.top_k);
+	in.ram_min = false;
+	for (uint64_t b = p.min_bytes; b < 20000 * MIB; b += 333 * MIB + 4097) {
+		in.ram_bytes = b;
+		cr_assert_eq(plan_compute(&p, &in), 0, "%s", p.error);
+		cr_expect_eq(split_sum(&p), p.budget_bytes);
+		cr_expect_eq(p.expert_cache_bytes, p.classes[0].frames * 2 * MIB + p.classes[1].frames * 4 * MIB);
+		cr_expect_eq(p.frames, p.classes[0].frames + p.classes[1].frames);
+		cr_expect_lt(p.slack_bytes, in.record_bytes_max);
+		/* The int4 class gets what a model without the MTP layer gets from
+		 * the budget less one token's int8 experts. */
+		plain.ram_bytes = b - reserve;
+		cr_assert_eq(plan_compute(&q, &plain), 0, "%s", q.error);
+		if (q.frames < q.frames_all) {
+			cr_expect_eq(p.classes[1].frames, (uint64_t)in.top_k);
+			cr_expect_eq(p.classes[0].frames, q.frames, "budget %" PRIu64 ": %" PRIu64 " int4 frames, %" PRIu64
+				     " without MTP", b, p.classes[0].frames, q.frames);
+			/* One class of int8-sized frames held half as many. */
+			cr_expect_geq(p.classes[0].frames + 1, 2 * ((b - fixed) / (4 * MIB)) - 2 * in.top_k);
+		}
+		/* Reference: the hit rate weighs each class by its bytes per token. */
+		double h0 = fmin(1.0, (double)p.classes[0].frames / (48.0 * in.n_experts));
+		double h1 = fmin(1.0, (double)p.classes[1].frames / in.n_experts);
+		double hit = (h0 * 48 * 2 + h1 * 4) / (48 * 2 + 4);
+		cr_expect_float_eq(p.hit_rate_warm, hit, 1e-12);
+	}
+	in.ram_bytes = 1ull << 40;
+	cr_assert_eq(plan_compute(&p, &in), 0);
+	cr_expect_eq(p.classes[0].frames, 48ull * in.n_experts);
+	cr_expect_eq(p.classes[1].frames, (uint64_t)in.n_experts, "once the main class is full the rest fills");
+	cr_expect_eq(p.full_bytes, fixed + (48ull * 2 + 4) * MIB * in.n_experts);
+	cr_expect_eq(p.cache_bytes_all, p.expert_cache_bytes);
+
+	/* Classes that do not add up to the model are refused. */
+	in.class_layers[1] = 2;
+	cr_expect_eq(plan_compute(&p, &in), -EINVAL);
+	in.class_layers[1] = 1;
+	in.class_record_bytes[0] = 4 * MIB;
+	cr_expect_eq(plan_compute(&p, &in), -EINVAL, "sizes must ascend");
+}
+
 Test(plan, estimates_follow_the_formula_and_disk_bandwidth)
 {
 	struct plan_inputs in = synthetic();
@@ -487,4 +557,83 @@ Test(commands, doctor_names_a_truncated_file)
 	char *text = tu_read(out, NULL);
 	cr_expect(strstr(text, "FAIL") && strstr(text, file) && strstr(text, "truncated"), "%s", text);
 	free(text);
+}
+
+/* Runs `plan --json` with args on dir; the parsed report (the caller
+ * deletes it). */
+static cJSON *plan_json(const char *dir, const char *args)
+{
+	char out[4400], cmd[8800];
+	snprintf(out, sizeof out, "%s/pj.json", scratch);
+	snprintf(cmd, sizeof cmd, "plan --model '%s' --json %s", dir, args);
+	cr_assert_eq(colibri(out, cmd), 0, "plan %s failed", args);
+	char *text = tu_read(out, NULL);
+	cJSON *j = cJSON_Parse(text);
+	cr_assert_not_null(j, "not JSON: %s", text);
+	free(text);
+	return j;
+}
+
+static uint64_t plan_fixed(const cJSON *j)
+{
+	return (uint64_t)(jnum(j, "split.resident_bytes") + jnum(j, "split.kv_bytes") + jnum(j, "split.scratch_bytes"));
+}
+
+/* A DeepSeek-V3 container at int4 keeps its MTP layer's experts at int8:
+ * two frame classes. At the same expert cache budget it opens as many
+ * int4 frames as the same model without the MTP layer, less the int8
+ * class's reserve of one token's experts. */
+Test(commands, plan_frame_classes_beside_mtp)
+{
+	char mtp[4400], plain[4400], hf[4400];
+	snprintf(mtp, sizeof mtp, "%s/ds-mtp", scratch);
+	snprintf(plain, sizeof plain, "%s/ds-plain", scratch);
+	snprintf(hf, sizeof hf, "%s/hf-plain", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/deepseek_v3' '%s'", tu_colibri(), tu_fixtures(), mtp), 0);
+	cr_assert_eq(tu_sh("cp -r '%s/hf/deepseek_v3' '%s' && sed -i 's/\"num_nextn_predict_layers\": *1/"
+			   "\"num_nextn_predict_layers\": 0/' '%s/config.json'", tu_fixtures(), hf, hf), 0);
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s' '%s'", tu_colibri(), hf, plain), 0);
+
+	cJSON *jm = plan_json(mtp, "--ram min"), *jp = plan_json(plain, "--ram min");
+	const cJSON *cm = cJSON_GetObjectItem(cJSON_GetObjectItem(jm, "expert_cache"), "classes");
+	const cJSON *cp = cJSON_GetObjectItem(cJSON_GetObjectItem(jp, "expert_cache"), "classes");
+	cr_assert_eq(cJSON_GetArraySize(cm), 2, "int4 routed experts and the int8 MTP layer");
+	cr_assert_eq(cJSON_GetArraySize(cp), 1, "one record size, one class");
+	double small = jnum(cJSON_GetArrayItem(cm, 0), "frame_bytes"), big = jnum(cJSON_GetArrayItem(cm, 1), "frame_bytes");
+	double top_k = jnum(jm, "model.top_k");
+	cr_expect_eq(jnum(cJSON_GetArrayItem(cp, 0), "frame_bytes"), small, "the same int4 records");
+	cr_expect_gt(big, 1.5 * small, "the MTP layer's int8 records");
+	cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(cm, 0), "main")));
+	cr_expect_eq(jnum(cJSON_GetArrayItem(cm, 1), "layers"), 1);
+	cr_expect_eq(jnum(cJSON_GetArrayItem(cm, 0), "frames"), top_k);
+	cr_expect_eq(jnum(cJSON_GetArrayItem(cm, 1), "frames"), top_k);
+	cr_expect_eq(jnum(jm, "budget.min_bytes"), (double)plan_fixed(jm) + top_k * (small + big),
+		     "the minimum is top_k frames of each class");
+	uint64_t fixed_m = plan_fixed(jm), fixed_p = plan_fixed(jp);
+	cJSON_Delete(jm);
+	cJSON_Delete(jp);
+
+	int reserve = (int)((top_k * big + small - 1) / small); /* int4 frames the int8 reserve costs */
+	for (uint64_t c = 256 << 10; c <= 512 << 10; c += 128 << 10) {
+		char args[64];
+		snprintf(args, sizeof args, "--ram %" PRIu64 "K", (fixed_m + c + 1023) / 1024);
+		jm = plan_json(mtp, args);
+		snprintf(args, sizeof args, "--ram %" PRIu64 "K", (fixed_p + c + 1023) / 1024);
+		jp = plan_json(plain, args);
+		cm = cJSON_GetObjectItem(cJSON_GetObjectItem(jm, "expert_cache"), "classes");
+		cp = cJSON_GetObjectItem(cJSON_GetObjectItem(jp, "expert_cache"), "classes");
+		double int4 = jnum(cJSON_GetArrayItem(cm, 0), "frames"), int8 = jnum(cJSON_GetArrayItem(cm, 1), "frames");
+		double alone = jnum(cJSON_GetArrayItem(cp, 0), "frames");
+		double one_size = (double)(c / (uint64_t)big); /* every frame int8-sized */
+		cr_log_info("expert cache %" PRIu64 " KiB: %.0f int4 + %.0f int8 frames with MTP, %.0f without; "
+			    "%.0f frames of one size", c >> 10, int4, int8, alone, one_size);
+		cr_expect_eq(int8, top_k, "the MTP class keeps one token's experts");
+		cr_expect_geq(int4 + reserve, alone, "%.0f int4 frames beside MTP, %.0f without", int4, alone);
+		cr_expect_leq(int4, alone);
+		cr_expect_gt(int4 + int8, one_size, "more experts cached than with int8-sized frames");
+		cr_expect_eq(jnum(jm, "expert_cache.frames"), int4 + int8);
+		cr_expect_eq(jnum(jm, "split.expert_cache_bytes"), int4 * small + int8 * big);
+		cJSON_Delete(jm);
+		cJSON_Delete(jp);
+	}
 }

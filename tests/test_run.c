@@ -3,8 +3,12 @@
  * greedy output identical across thread counts, budgets and runs; --stats
  * reports speeds and expert statistics; sampling with a seed reproduces;
  * generation stops at EOS; a model without a tokenizer refuses text but
- * takes --tokens; tokenize/detokenize round-trip through the container.
+ * takes --tokens; tokenize/detokenize round-trip through the container;
+ * a DeepSeek-V3 int4 container with its int8 MTP layer opens two frame
+ * classes, top_k frames each at --ram min (within the budget, drafting)
+ * and a frame per expert when everything fits, with the same greedy text.
  */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 
 #include "tests/test_util.h"
@@ -200,4 +204,69 @@ Test(run, flags_override_the_plan)
 	cr_expect(strstr(err, "--io-depth 8 overrides the plan"), "no override line for --io-depth: %s", err);
 	cr_expect(strstr(err, "io depth 8"), "the store does not use the flag's depth: %s", err);
 	free(err);
+}
+
+/* Reads the stats JSON at path: frames of each frame class into frames[]
+ * (ascending record size), peak RSS and budget; returns the class count. */
+static int stats_classes(const char *path, double frames[4], double bytes[4], double *peak, double *budget,
+			 bool *sanitizers)
+{
+	char *js = tu_read(path, NULL);
+	cr_assert_not_null(js, "no --stats-json file %s", path);
+	cJSON *j = cJSON_Parse(js);
+	cr_assert_not_null(j, "%s", js);
+	const cJSON *cl = cJSON_GetObjectItem(j, "frame_classes");
+	int n = cJSON_GetArraySize(cl);
+	for (int i = 0; i < n && i < 4; i++) {
+		frames[i] = cJSON_GetObjectItem(cJSON_GetArrayItem(cl, i), "frames")->valuedouble;
+		bytes[i] = cJSON_GetObjectItem(cJSON_GetArrayItem(cl, i), "frame_bytes")->valuedouble;
+	}
+	*peak = cJSON_GetObjectItem(j, "peak_rss_bytes")->valuedouble;
+	*budget = cJSON_GetObjectItem(j, "ram_budget_bytes")->valuedouble;
+	*sanitizers = cJSON_IsTrue(cJSON_GetObjectItem(j, "sanitizers"));
+	cJSON_Delete(j);
+	free(js);
+	return n;
+}
+
+/* DeepSeek-V3 at int4 keeps the MTP layer's experts at int8: the store
+ * opens two frame classes. At --ram min each has one token's experts (the
+ * true minimum), drafting through the MTP layer works within the budget
+ * plus the slack, and the greedy text is the one an unlimited budget gives,
+ * where the store opens a frame for every expert of both classes. */
+Test(run, frame_classes_beside_mtp)
+{
+	char ds[4400], args[8192], path[4400];
+	snprintf(ds, sizeof ds, "%s/ds-int4", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/deepseek_v3' '%s'", tu_colibri(), tu_fixtures(), ds), 0);
+	double frames[4], bytes[4], peak, budget;
+	bool san;
+
+	snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 24 --temp 0 --draft 2 --ram min --stats "
+		 "--stats-json '%s/min.json'", ds, scratch);
+	char *at_min = run_out("ds-min", args);
+	snprintf(path, sizeof path, "%s/min.json", scratch);
+	cr_assert_eq(stats_classes(path, frames, bytes, &peak, &budget, &san), 2);
+	cr_expect_lt(bytes[0], bytes[1]);
+	cr_expect_eq(frames[0], 4, "top_k int4 frames at the minimum, not %.0f", frames[0]);
+	cr_expect_eq(frames[1], 4, "top_k int8 frames at the minimum, not %.0f", frames[1]);
+	cr_log_info("--ram min: budget %.1f MiB, peak resident set %.1f MiB", budget / 1048576.0, peak / 1048576.0);
+	if (!san)
+		cr_expect_leq(peak, budget + 32 * 1048576.0, "peak %.1f MiB over the %.1f MiB budget + 32 MiB",
+			      peak / 1048576.0, budget / 1048576.0);
+	snprintf(path, sizeof path, "%s/ds-min.err", scratch);
+	char *err = tu_read(path, NULL);
+	cr_expect(err && strstr(err, "4 frames of 16 KiB + 4 frames of 28 KiB"), "store line: %s", err);
+	free(err);
+
+	snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 24 --temp 0 --draft 2 --ram 1G "
+		 "--stats-json '%s/big.json'", ds, scratch);
+	char *at_big = run_out("ds-big", args);
+	snprintf(path, sizeof path, "%s/big.json", scratch);
+	cr_assert_eq(stats_classes(path, frames, bytes, &peak, &budget, &san), 2);
+	cr_expect_eq(frames[0], 2 * 16, "every int4 expert of the two MoE layers has a frame");
+	cr_expect_eq(frames[1], 16, "every int8 MTP expert has a frame");
+	cr_expect_str_eq(at_min, at_big, "greedy text differs between --ram min and 1G");
+	free(at_min);
+	free(at_big);
 }
