@@ -305,17 +305,18 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 	double ram = st->requests ? (double)(st->hits + st->pinned_hits) / (double)st->requests : 0;
 	const struct model_config *c = &s->model.cfg;
 	fprintf(out, "experts: %" PRIu64 " requested, %.1f%% from RAM (%" PRIu64 " pinned hits, %" PRIu64
-		     " cache hits), %" PRIu64 " joined in flight, %" PRIu64 " misses; %d pinned, %d repinned\n",
-		st->requests, 100 * ram, st->pinned_hits, st->hits, st->joins, st->misses, s->pin.n_pins,
-		s->pin.repins);
+		     " cache hits of which %" PRIu64 " prefetched in time), %" PRIu64 " joined in flight, %" PRIu64
+		     " misses; %d pinned, %d repinned\n",
+		st->requests, 100 * ram, st->pinned_hits, st->hits, st->prefetch_hits, st->joins, st->misses,
+		s->pin.n_pins, s->pin.repins);
 	fprintf(out, "disk: %.1f MB read, busy %.3f s (%.2f GB/s while busy), waited %.3f s of %.3f s "
 		     "(compute and the rest %.3f s), %" PRIu64 " retries\n",
 		st->bytes_read / 1e6, st->disk_busy_s, st->disk_gbps, st->disk_wait_s, wall,
 		wall > st->disk_wait_s ? wall - st->disk_wait_s : 0, st->read_retries);
 	fprintf(out, "hit rate by layer:");
-	for (int l = 0; l < c->n_layers && l < 256; l++)
+	for (int l = 0; l < c->n_layers + c->n_mtp_layers && l < 256; l++)
 		if (st->layer_requests[l])
-			fprintf(out, " %d:%.0f%%", l,
+			fprintf(out, " %s%d:%.0f%%", l >= c->n_layers ? "mtp" : "", l,
 				100.0 * (st->layer_hits[l] + st->layer_pinned_hits[l]) / st->layer_requests[l]);
 	fprintf(out, "\n");
 	char frames[EXPERT_CLASSES_MAX * 48] = "";
@@ -371,6 +372,7 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON_AddNumberToObject(j, "expert_requests", (double)st->requests);
 	cJSON_AddNumberToObject(j, "expert_hits", (double)st->hits);
 	cJSON_AddNumberToObject(j, "expert_pinned_hits", (double)st->pinned_hits);
+	cJSON_AddNumberToObject(j, "expert_prefetch_hits", (double)st->prefetch_hits);
 	cJSON_AddNumberToObject(j, "pinned_experts", s->pin.n_pins);
 	cJSON_AddNumberToObject(j, "repinned", s->pin.repins);
 	cJSON_AddNumberToObject(j, "prefetch_reads", (double)st->prefetch_issued);
@@ -426,8 +428,9 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON_AddBoolToObject(j, "io_uring", st->io_uring);
 	cJSON_AddBoolToObject(j, "o_direct", st->o_direct);
 	cJSON_AddStringToObject(j, "eviction", st->evict == EXPERT_EVICT_LRU ? "lru" : "freq");
+	/* Decoder layers, then MTP layers (requested only while drafting). */
 	cJSON *layers = cJSON_AddArrayToObject(j, "layer_hit_rate");
-	for (int l = 0; l < s->model.cfg.n_layers && l < 256; l++)
+	for (int l = 0; l < s->model.cfg.n_layers + s->model.cfg.n_mtp_layers && l < 256; l++)
 		cJSON_AddItemToArray(layers, st->layer_requests[l]
 					     ? cJSON_CreateNumber((double)(st->layer_hits[l] + st->layer_pinned_hits[l]) /
 								  st->layer_requests[l])

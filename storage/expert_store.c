@@ -267,13 +267,15 @@ static void request_mapped(struct expert_store *s, struct store_layer *l, int la
 		evictor_count(ev, layer, e);
 	else
 		evictor_access(ev, f);
-	if (fr->prefetched) {
+	bool prefetched = fr->prefetched;
+	if (prefetched) {
 		fr->prefetched = false;
 		s->stats.prefetch_used++;
 		s->stats.prefetch_used_bytes += l->record_bytes;
 	}
 	if (fr->state == FRAME_RESIDENT) {
 		s->stats.hits++;
+		s->stats.prefetch_hits += prefetched;
 		cst->hits++;
 		if (layer < 256)
 			s->stats.layer_hits[layer]++;

@@ -179,6 +179,7 @@ struct expert_store_stats {
 	int32_t n_pinned;            /* now: permanently pinned experts */
 	uint64_t prefetch_issued;    /* prefetch loads started */
 	uint64_t prefetch_used;      /* of those, asked for by a request (hit or join) or pinned */
+	uint64_t prefetch_hits;      /* hits (counted in hits) on an expert a prefetch had read */
 	uint64_t prefetch_wasted;    /* of those, evicted, or failed, before any use */
 	uint64_t prefetch_wasted_bytes;
 

@@ -319,6 +319,12 @@ Test(expert_store, prefetch_joined_read_once)
 	cr_assert_eq(st->prefetch_issued_bytes, FX_REC);
 	cr_assert_eq(st->prefetch_used_bytes, FX_REC);
 	cr_assert_eq(expert_store_prefetch(s, 2, &id, 1), 0, "resident: nothing to prefetch");
+	/* A hit on the prefetched expert is reported as prefetched in time;
+	 * the next request of it is an ordinary hit. */
+	uint64_t ph = st->prefetch_hits;
+	cr_assert_eq(ph, st->hits, "prefetch hits %" PRIu64 ", hits %" PRIu64, ph, st->hits);
+	step_check(s, &fx, 2, &id, 1, false);
+	cr_assert_eq(st->prefetch_hits, ph, "a second request counted as a prefetch hit");
 
 	/* Requested right after the prefetch: its read is still in flight, or
 	 * at least unreaped, so the request joins it. */
