@@ -96,6 +96,29 @@ static void put_span(struct chat_sb *b, struct span x)
 	chat_put(b, x.s, (size_t)(x.e - x.s));
 }
 
+/*
+ * The reasoning and the answer of an assistant turn's content, as Qwen3's
+ * and GLM's templates split them: when there is a </think>,
+ *   reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+ *   content   = content.split('</think>')[-1].lstrip('\n')
+ * else the reasoning is empty and the content whole.
+ */
+static void think_split(const char *c, struct span *content, struct span *reasoning)
+{
+	*content = (struct span){ c, c + strlen(c) };
+	*reasoning = (struct span){ c, c };
+	const char *end_think = strstr(c, "</think>");
+	if (!end_think)
+		return;
+	content->s = last_in(*content, "</think>") + 8;
+	*content = lstrip_nl(*content);
+	*reasoning = rstrip_nl((struct span){ c, end_think });
+	const char *open = last_in(*reasoning, "<think>");
+	if (open)
+		reasoning->s = open + 7;
+	*reasoning = lstrip_nl(*reasoning);
+}
+
 /* User turns that wrap a tool response do not count as the last query. */
 static bool is_query(const struct chat_message *m)
 {
@@ -126,19 +149,8 @@ int chat_render_qwen3(const struct chat_template *ct, struct chat_sb *b, const s
 		if (is(&m[i], "user") || (is(&m[i], "system") && i > 0)) {
 			chat_cat(b, 5, "<|im_start|>", m[i].role, "\n", c, "<|im_end|>\n");
 		} else if (is(&m[i], "assistant")) {
-			struct span content = { c, c + strlen(c) }, reasoning = { c, c };
-			const char *end_think = strstr(c, "</think>");
-			if (end_think) {
-				/* content.split('</think>')[-1].lstrip('\n') */
-				content.s = last_in(content, "</think>") + 8;
-				content = lstrip_nl(content);
-				/* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
-				reasoning = rstrip_nl((struct span){ c, end_think });
-				const char *open = last_in(reasoning, "<think>");
-				if (open)
-					reasoning.s = open + 7;
-				reasoning = lstrip_nl(reasoning);
-			}
+			struct span content, reasoning;
+			think_split(c, &content, &reasoning);
 			chat_cat(b, 1, "<|im_start|>assistant\n");
 			if (i > last_query && (i == n - 1 || reasoning.e > reasoning.s)) {
 				chat_cat(b, 1, "<think>\n");
