@@ -30,8 +30,8 @@ void chat_set_err(char *err, size_t err_len, const char *fmt, ...)
 
 const char *chat_family_name(enum chat_family f)
 {
-	static const char *const names[] = { "qwen3", "chatml", "tulu", "mistral", "deepseek_v3" };
-	return (unsigned)f < 5 ? names[f] : "unknown";
+	static const char *const names[] = { "qwen3", "chatml", "tulu", "mistral", "deepseek_v3", "glm4" };
+	return (unsigned)f < sizeof(names) / sizeof(names[0]) ? names[f] : "unknown";
 }
 
 static bool has(const char *s, const char *frag)
@@ -74,22 +74,63 @@ static char *chatml_default_system(const char *t)
 	return NULL;
 }
 
+/*
+ * GLM-4.5 / GLM-4.6: the markers that set them apart from GLM-4.7 and
+ * GLM-5, whose templates share the [gMASK]<sop> prefix but put no newline
+ * after the role tags, write "</think>" rather than "\n<think></think>" for
+ * a turn without reasoning, open the generation prompt with <think> and
+ * drop /nothink; those are refused. What follows <|user|> decides the
+ * newline there: zai-org's templates keep it, llama.cpp's copy of GLM-4.5
+ * trims it ("{%-").
+ */
+static int glm4_detect(struct chat_template *ct, const char *t, char *err, size_t err_len)
+{
+	static const char *const markers[] = {
+		"<|assistant|>", "<|system|>\n{{", "'\\n<think></think>'", "'\\n<think>' + reasoning_content.strip()",
+		"'\\n' + content.strip()", "'/nothink'", "'\\n<tool_response>\\n'",
+	};
+	bool known = true;
+	for (size_t i = 0; i < sizeof(markers) / sizeof(markers[0]); i++)
+		known = known && has(t, markers[i]);
+	if (known && (has(t, "<|user|>\n{{") || has(t, "<|user|>\n{% set"))) {
+		ct->family = CHAT_FAMILY_GLM4;
+		ct->variant = CHAT_VARIANT_GLM_USER_NL;	/* GLM writes no bos_token */
+		return 0;
+	}
+	if (known && has(t, "<|user|>\n{%- set")) {
+		ct->family = CHAT_FAMILY_GLM4;
+		ct->variant = 0;
+		return 0;
+	}
+	chat_set_err(err, err_len, "this [gMASK]<sop> chat template is not recognised (GLM-4.5's and GLM-4.6's are; "
+		     "GLM-4.7 and GLM-5 format turns differently and are not supported)");
+	return -EINVAL;
+}
+
 static int detect(struct chat_template *ct, const char *t, const char *model_type,
 		  char *err, size_t err_len)
 {
 	if (!t) {
+		/*
+		 * glm_moe_dsa (GLM-5) is missing on purpose: its template formats
+		 * turns unlike GLM-4.5's (see glm4_detect).
+		 */
 		static const struct {
 			const char *type;
 			enum chat_family f;
-		} by_type[] = { { "qwen3", CHAT_FAMILY_QWEN3 }, { "qwen3_moe", CHAT_FAMILY_QWEN3 },
-				{ "olmoe", CHAT_FAMILY_TULU }, { "mixtral", CHAT_FAMILY_MISTRAL },
-				{ "deepseek_v3", CHAT_FAMILY_DEEPSEEK_V3 } };
+			unsigned variant;
+		} by_type[] = {
+			{ "qwen3", CHAT_FAMILY_QWEN3, CHAT_VARIANT_QWEN3_NO_THINK },
+			{ "qwen3_moe", CHAT_FAMILY_QWEN3, CHAT_VARIANT_QWEN3_NO_THINK },
+			{ "olmoe", CHAT_FAMILY_TULU, CHAT_VARIANT_BOS },
+			{ "mixtral", CHAT_FAMILY_MISTRAL, CHAT_VARIANT_BOS | CHAT_VARIANT_MISTRAL_SYSTEM },
+			{ "deepseek_v3", CHAT_FAMILY_DEEPSEEK_V3, CHAT_VARIANT_BOS },
+			{ "glm4_moe", CHAT_FAMILY_GLM4, CHAT_VARIANT_GLM_USER_NL },
+		};
 		for (size_t i = 0; model_type && i < sizeof(by_type) / sizeof(by_type[0]); i++)
 			if (strcmp(model_type, by_type[i].type) == 0) {
 				ct->family = by_type[i].f;
-				ct->variant = ct->family == CHAT_FAMILY_QWEN3 ? CHAT_VARIANT_QWEN3_NO_THINK
-					    : ct->family == CHAT_FAMILY_MISTRAL ? CHAT_VARIANT_BOS | CHAT_VARIANT_MISTRAL_SYSTEM
-					    : CHAT_VARIANT_BOS;
+				ct->variant = by_type[i].variant;
 				return 0;
 			}
 		chat_set_err(err, err_len, "the model has no chat_template and model_type \"%s\" has no built-in one",
@@ -124,6 +165,8 @@ static int detect(struct chat_template *ct, const char *t, const char *model_typ
 		ct->family = CHAT_FAMILY_DEEPSEEK_V3;
 		return 0;
 	}
+	if (has(t, "[gMASK]<sop>"))
+		return glm4_detect(ct, t, err, err_len);
 	if (has(t, "[INST]")) {
 		ct->family = CHAT_FAMILY_MISTRAL;
 		if (has(t, "' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]'") &&
@@ -147,7 +190,7 @@ static int detect(struct chat_template *ct, const char *t, const char *model_typ
 			ct->variant |= CHAT_VARIANT_TULU3;
 		return 0;
 	}
-	chat_set_err(err, err_len, "chat template not recognised (supported: Qwen3/ChatML, OLMoE, Mixtral, DeepSeek-V3): \"%.60s...\"", t);
+	chat_set_err(err, err_len, "chat template not recognised (supported: Qwen3/ChatML, OLMoE, Mixtral, DeepSeek-V3, GLM-4.5/4.6): \"%.60s...\"", t);
 	return -EINVAL;
 }
 
@@ -195,6 +238,7 @@ int chat_template_render(const struct chat_template *ct, const struct chat_messa
 	case CHAT_FAMILY_TULU: rc = chat_render_tulu(ct, &b, msgs, n, opt, err, err_len); break;
 	case CHAT_FAMILY_MISTRAL: rc = chat_render_mistral(ct, &b, msgs, n, err, err_len); break;
 	case CHAT_FAMILY_DEEPSEEK_V3: rc = chat_render_deepseek_v3(ct, &b, msgs, n, opt, err, err_len); break;
+	case CHAT_FAMILY_GLM4: rc = chat_render_glm4(ct, &b, msgs, n, opt, err, err_len); break;
 	default: rc = -EINVAL; break;
 	}
 	if (rc == 0 && b.rc == 0)

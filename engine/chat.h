@@ -11,6 +11,8 @@
  *   MISTRAL      Mixtral-Instruct's [INST] ... [/INST], with or without the
  *                system-message variant
  *   DEEPSEEK_V3  <｜begin▁of▁sentence｜>{system}<｜User｜>...<｜Assistant｜>
+ *   GLM4         GLM-4.5 / GLM-4.6: [gMASK]<sop><|system|>\n...<|user|>\n...
+ *                <|assistant|>\n<think>...</think>... (glm4_moe)
  * Anything else is an error that names the problem, never a guess.
  *
  * Invariant: for the conversations a family accepts, the output is byte for
@@ -29,9 +31,10 @@ enum chat_family {
 	CHAT_FAMILY_TULU,
 	CHAT_FAMILY_MISTRAL,
 	CHAT_FAMILY_DEEPSEEK_V3,
+	CHAT_FAMILY_GLM4,
 };
 
-/* One message; role is "system", "user", "assistant" or (Qwen3, DeepSeek-V3) "tool". */
+/* One message; role is "system", "user", "assistant" or (Qwen3, DeepSeek-V3, GLM) "tool". */
 struct chat_message {
 	const char *role;
 	const char *content;
@@ -46,7 +49,7 @@ struct chat_template {
 
 struct chat_options {
 	bool add_generation_prompt;	/* end with the assistant header */
-	bool no_thinking;		/* Qwen3: enable_thinking=false (empty <think> block) */
+	bool no_thinking;		/* Qwen3, GLM: enable_thinking=false (empty <think> block) */
 };
 
 /*

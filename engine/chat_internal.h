@@ -17,6 +17,7 @@ enum {
 	CHAT_VARIANT_TULU3 = 8,		/* no newline after a final assistant turn */
 	CHAT_VARIANT_MISTRAL_SYSTEM = 16,	/* system message merged into the first [INST] */
 	CHAT_VARIANT_CHATML_NO_TOOL = 32,	/* the template formats tool turns its own way */
+	CHAT_VARIANT_GLM_USER_NL = 64,	/* a newline after <|user|> (all but llama.cpp's GLM-4.5 copy) */
 };
 
 /* Growable output string; the first allocation failure sticks in rc. */
@@ -44,5 +45,7 @@ int chat_render_mistral(const struct chat_template *ct, struct chat_sb *b, const
 int chat_render_deepseek_v3(const struct chat_template *ct, struct chat_sb *b,
 			    const struct chat_message *m, size_t n, const struct chat_options *opt,
 			    char *err, size_t err_len);
+int chat_render_glm4(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+		     size_t n, const struct chat_options *opt, char *err, size_t err_len);
 
 #endif

@@ -96,6 +96,70 @@ static void put_span(struct chat_sb *b, struct span x)
 	chat_put(b, x.s, (size_t)(x.e - x.s));
 }
 
+/*
+ * The reasoning and the answer of an assistant turn's content, as Qwen3's
+ * and GLM's templates split them: when there is a </think>,
+ *   reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+ *   content   = content.split('</think>')[-1].lstrip('\n')
+ * else the reasoning is empty and the content whole.
+ */
+static void think_split(const char *c, struct span *content, struct span *reasoning)
+{
+	*content = (struct span){ c, c + strlen(c) };
+	*reasoning = (struct span){ c, c };
+	const char *end_think = strstr(c, "</think>");
+	if (!end_think)
+		return;
+	content->s = last_in(*content, "</think>") + 8;
+	*content = lstrip_nl(*content);
+	*reasoning = rstrip_nl((struct span){ c, end_think });
+	const char *open = last_in(*reasoning, "<think>");
+	if (open)
+		reasoning->s = open + 7;
+	*reasoning = lstrip_nl(*reasoning);
+}
+
+/*
+ * Byte length of the character starting at p (at most n bytes of UTF-8)
+ * when Python's str.isspace() holds for it, else 0: ASCII \t-\r, \x1c-\x1f
+ * and space, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F,
+ * U+205F and U+3000.
+ */
+static size_t py_space_len(const char *p, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)p;
+	if (n >= 1 && ((u[0] >= 0x09 && u[0] <= 0x0d) || (u[0] >= 0x1c && u[0] <= 0x20)))
+		return 1;
+	if (n >= 2 && u[0] == 0xc2 && (u[1] == 0x85 || u[1] == 0xa0))
+		return 2;
+	if (n < 3)
+		return 0;
+	if ((u[0] == 0xe1 && u[1] == 0x9a && u[2] == 0x80) || (u[0] == 0xe3 && u[1] == 0x80 && u[2] == 0x80))
+		return 3;
+	if (u[0] == 0xe2 && u[1] == 0x80 &&
+	    ((u[2] >= 0x80 && u[2] <= 0x8a) || u[2] == 0xa8 || u[2] == 0xa9 || u[2] == 0xaf))
+		return 3;
+	if (u[0] == 0xe2 && u[1] == 0x81 && u[2] == 0x9f)
+		return 3;
+	return 0;
+}
+
+/* Python's str.strip() with no argument: Unicode whitespace on both ends. */
+static struct span py_strip(struct span x)
+{
+	for (size_t k; x.s < x.e && (k = py_space_len(x.s, (size_t)(x.e - x.s))) > 0;)
+		x.s += k;
+	for (bool more = true; more;) {
+		more = false;
+		for (size_t k = 1; k <= 3 && !more; k++)
+			if ((size_t)(x.e - x.s) >= k && py_space_len(x.e - k, k) == k) {
+				x.e -= k;
+				more = true;
+			}
+	}
+	return x;
+}
+
 /* User turns that wrap a tool response do not count as the last query. */
 static bool is_query(const struct chat_message *m)
 {
@@ -126,19 +190,8 @@ int chat_render_qwen3(const struct chat_template *ct, struct chat_sb *b, const s
 		if (is(&m[i], "user") || (is(&m[i], "system") && i > 0)) {
 			chat_cat(b, 5, "<|im_start|>", m[i].role, "\n", c, "<|im_end|>\n");
 		} else if (is(&m[i], "assistant")) {
-			struct span content = { c, c + strlen(c) }, reasoning = { c, c };
-			const char *end_think = strstr(c, "</think>");
-			if (end_think) {
-				/* content.split('</think>')[-1].lstrip('\n') */
-				content.s = last_in(content, "</think>") + 8;
-				content = lstrip_nl(content);
-				/* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
-				reasoning = rstrip_nl((struct span){ c, end_think });
-				const char *open = last_in(reasoning, "<think>");
-				if (open)
-					reasoning.s = open + 7;
-				reasoning = lstrip_nl(reasoning);
-			}
+			struct span content, reasoning;
+			think_split(c, &content, &reasoning);
 			chat_cat(b, 1, "<|im_start|>assistant\n");
 			if (i > last_query && (i == n - 1 || reasoning.e > reasoning.s)) {
 				chat_cat(b, 1, "<think>\n");
@@ -306,5 +359,59 @@ int chat_render_deepseek_v3(const struct chat_template *ct, struct chat_sb *b,
 		chat_cat(b, 1, "<" FW_BAR "tool" LOW_BLOCK "outputs" LOW_BLOCK "end" FW_BAR ">");
 	if (opt->add_generation_prompt && !is_tool)
 		chat_cat(b, 1, "<" FW_BAR "Assistant" FW_BAR ">");
+	return 0;
+}
+
+/*
+ * GLM-4.5 / GLM-4.6 (zai-org's chat_template.jinja; also llama.cpp's
+ * models/templates/glm_4_5.jinja and GLM-4.6.jinja): "[gMASK]<sop>", then
+ * turns with no separator between them. Each assistant turn opens with a
+ * think block that holds its reasoning (split from the content; the
+ * message has no reasoning_content field) only when it follows the last
+ * user turn, and is empty otherwise; its content is stripped of
+ * whitespace. enable_thinking=false appends /nothink to each user turn
+ * that lacks it and an empty think block to the generation prompt. Not
+ * implemented: tool definitions and assistant tool_calls.
+ */
+int chat_render_glm4(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+		     size_t n, const struct chat_options *opt, char *err, size_t err_len)
+{
+	size_t after_last_user = 0;	/* loop.index0 > ns.last_user_index <=> i >= after_last_user */
+	for (size_t i = 0; i < n; i++)
+		if (is(&m[i], "user"))
+			after_last_user = i + 1;
+	chat_cat(b, 1, "[gMASK]<sop>");
+	for (size_t i = 0; i < n; i++) {
+		const char *c = m[i].content;
+		if (is(&m[i], "user")) {
+			size_t len = strlen(c);
+			bool has_nothink = len >= 8 && strcmp(c + len - 8, "/nothink") == 0;
+			chat_cat(b, 3, "<|user|>", (ct->variant & CHAT_VARIANT_GLM_USER_NL) ? "\n" : "", c);
+			if (opt->no_thinking && !has_nothink)
+				chat_cat(b, 1, "/nothink");
+		} else if (is(&m[i], "assistant")) {
+			struct span content, reasoning;
+			think_split(c, &content, &reasoning);
+			chat_cat(b, 1, "<|assistant|>\n<think>");
+			if (i >= after_last_user)
+				put_span(b, py_strip(reasoning));
+			chat_cat(b, 1, "</think>");
+			content = py_strip(content);
+			if (content.e > content.s) {
+				chat_cat(b, 1, "\n");
+				put_span(b, content);
+			}
+		} else if (is(&m[i], "tool")) {
+			if (i == 0 || !is(&m[i - 1], "tool"))
+				chat_cat(b, 1, "<|observation|>");
+			chat_cat(b, 3, "\n<tool_response>\n", c, "\n</tool_response>");
+		} else if (is(&m[i], "system")) {
+			chat_cat(b, 2, "<|system|>\n", c);
+		} else {
+			return bad_role(ct, m[i].role, err, err_len);
+		}
+	}
+	if (opt->add_generation_prompt)
+		chat_cat(b, 2, "<|assistant|>", opt->no_thinking ? "\n<think></think>" : "");
 	return 0;
 }

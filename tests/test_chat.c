@@ -13,6 +13,13 @@
  *     settings (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks),
  *     not copied from our output. (Jinja2 also agrees with the package on
  *     every conversation of the other templates here.)
+ *   - GLM-4.5 / GLM-4.6 (no template text is kept here): expected strings
+ *     rendered once with Python's Jinja2 3.1.6 under Hugging Face's settings
+ *     from llama.cpp's models/templates/GLM-4.6.jinja (the built-in for
+ *     glm4_moe; zai-org's GLM-4.5 template renders the same) and, where
+ *     noted, models/templates/glm_4_5.jinja, whose user turns lack the
+ *     newline after <|user|>. The renderer was also compared with Jinja2 on
+ *     tens of thousands of random conversations, outside this suite.
  * Conversations: system+user, user only, multi-turn with and without the
  * generation prompt, reasoning in history, tool results, and conversations
  * the templates reject (same error message as the template's
@@ -231,6 +238,118 @@ Test(chat, deepseek_v3)
 	compare(&f, extra, sizeof(extra) / sizeof(extra[0]));
 }
 
+/* Renders each conversation with ct and checks it against cv[i].expected. */
+static void expect_renders(const struct chat_template *ct, const struct conv *cv, size_t n_conv)
+{
+	for (size_t i = 0; i < n_conv; i++) {
+		struct chat_options opt = { .add_generation_prompt = cv[i].gen, .no_thinking = cv[i].no_thinking };
+		char err[256] = "", *out = NULL;
+		size_t len;
+		int rc = chat_template_render(ct, cv[i].m, cv[i].n, &opt, &out, &len, err, sizeof(err));
+		cr_expect_eq(rc, 0, "%s: %s", cv[i].name, err);
+		if (rc == 0) {
+			cr_expect_str_eq(out, cv[i].expected, "%s: rendering differs from the template", cv[i].name);
+			cr_expect_eq(strlen(out), len);
+		}
+		free(out);
+	}
+}
+
+Test(chat, glm4)
+{
+	static const struct conv glm46[] = {
+		{ "system+user", SYS_USER, true, false,
+		  "[gMASK]<sop><|system|>\nYou are a helpful assistant.<|user|>\nWhat is 2+2?<|assistant|>" },
+		{ "user only", USER_ONLY, true, false, "[gMASK]<sop><|user|>\nHello!<|assistant|>" },
+		{ "multi-turn", MULTI, true, false,
+		  "[gMASK]<sop><|user|>\nHi<|assistant|>\n<think></think>\nHello! How can I help?<|user|>\n"
+		  "Tell me a joke.<|assistant|>" },
+		{ "system multi-turn, no generation prompt", SYS_MULTI, false, false,
+		  "[gMASK]<sop><|system|>\nBe brief.<|user|>\nHi<|assistant|>\n<think></think>\nHello." },
+		{ "user only, no generation prompt", USER_ONLY, false, false, "[gMASK]<sop><|user|>\nHello!" },
+		{ "reasoning in history is dropped",
+		  { { "user", "Q1" }, { "assistant", "<think>\nplan\n</think>\n\nA1" }, { "user", "Q2" } }, 3, true, false,
+		  "[gMASK]<sop><|user|>\nQ1<|assistant|>\n<think></think>\nA1<|user|>\nQ2<|assistant|>" },
+		{ "reasoning after the last user turn is kept, stripped",
+		  { { "user", "Q" }, { "assistant", "<think>\n\n plan \n\n</think>\n\n\nA" } }, 2, false, false,
+		  "[gMASK]<sop><|user|>\nQ<|assistant|>\n<think>plan</think>\nA" },
+		{ "whitespace around assistant content",
+		  { { "user", "Hi" }, { "assistant", " \n Hello there \t\n" }, { "user", "Again" } }, 3, true, false,
+		  "[gMASK]<sop><|user|>\nHi<|assistant|>\n<think></think>\nHello there<|user|>\nAgain<|assistant|>" },
+		{ "empty system, empty assistant", { { "system", "" }, { "user", "Hi" }, { "assistant", "" } }, 3, false, false,
+		  "[gMASK]<sop><|system|>\n<|user|>\nHi<|assistant|>\n<think></think>" },
+		/* U+3000 and U+00A0 are whitespace to Python's str.strip() */
+		{ "unicode",
+		  { { "system", "Réponds en français." }, { "user", "日本語で？ 🙂" },
+		    { "assistant", "<think>考える\xE3\x80\x80</think>\xC2\xA0はい。\xE3\x80\x80" } }, 3, false, false,
+		  "[gMASK]<sop><|system|>\nRéponds en français.<|user|>\n日本語で？ 🙂<|assistant|>\n<think>考える</think>\nはい。" },
+		{ "enable_thinking=false", USER_ONLY, true, true,
+		  "[gMASK]<sop><|user|>\nHello!/nothink<|assistant|>\n<think></think>" },
+		{ "enable_thinking=false, multi-turn",
+		  { { "user", "Hi" }, { "assistant", "Hello." }, { "user", "Joke? /nothink" } }, 3, true, true,
+		  "[gMASK]<sop><|user|>\nHi/nothink<|assistant|>\n<think></think>\nHello.<|user|>\nJoke? /nothink"
+		  "<|assistant|>\n<think></think>" },
+		{ "tool results",
+		  { { "user", "Weather?" }, { "assistant", "Let me check." }, { "tool", "{\"temp\": 20}" },
+		    { "tool", "{\"wind\": 5}" } }, 4, true, false,
+		  "[gMASK]<sop><|user|>\nWeather?<|assistant|>\n<think></think>\nLet me check.<|observation|>\n"
+		  "<tool_response>\n{\"temp\": 20}\n</tool_response>\n<tool_response>\n{\"wind\": 5}\n</tool_response>"
+		  "<|assistant|>" },
+		{ "no user turn: the reasoning is kept; split at the first and last </think>",
+		  { { "system", "S" }, { "assistant", "a<think>r1</think>b</think>\nc" } }, 2, false, false,
+		  "[gMASK]<sop><|system|>\nS<|assistant|>\n<think>r1</think>\nc" },
+	};
+	/* llama.cpp's glm_4_5.jinja: no newline after <|user|> */
+	static const struct conv glm45_llama[] = {
+		{ "system+user", SYS_USER, true, false,
+		  "[gMASK]<sop><|system|>\nYou are a helpful assistant.<|user|>What is 2+2?<|assistant|>" },
+		{ "multi-turn", MULTI, true, false,
+		  "[gMASK]<sop><|user|>Hi<|assistant|>\n<think></think>\nHello! How can I help?<|user|>"
+		  "Tell me a joke.<|assistant|>" },
+		{ "enable_thinking=false, multi-turn",
+		  { { "user", "Hi" }, { "assistant", "Hello." }, { "user", "Joke? /nothink" } }, 3, true, true,
+		  "[gMASK]<sop><|user|>Hi/nothink<|assistant|>\n<think></think>\nHello.<|user|>Joke? /nothink"
+		  "<|assistant|>\n<think></think>" },
+	};
+	/* Not a template: the markers chat.c recognises GLM-4.5 / 4.6 by, with each user-turn spelling. */
+	static const char markers[] = "[gMASK]<sop> <|assistant|> <|system|>\n{{ '\\n<think></think>' "
+		"'\\n<think>' + reasoning_content.strip() '\\n' + content.strip() '/nothink' '\\n<tool_response>\\n' ";
+	struct chat_template ct;
+	char err[256] = "", tmpl[512];
+	cr_assert_eq(chat_template_init(&ct, NULL, "glm4_moe", "", "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(ct.family, CHAT_FAMILY_GLM4);
+	expect_renders(&ct, glm46, sizeof(glm46) / sizeof(glm46[0]));
+	chat_template_free(&ct);
+
+	snprintf(tmpl, sizeof(tmpl), "%s<|user|>\n{{ visible_text(m.content) }}", markers);	/* GLM-4.6 */
+	cr_assert_eq(chat_template_init(&ct, tmpl, NULL, "", "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
+	expect_renders(&ct, glm46, sizeof(glm46) / sizeof(glm46[0]));
+	chat_template_free(&ct);
+	snprintf(tmpl, sizeof(tmpl), "%s<|user|>\n{%% set content = visible_text(m.content) %%}", markers);	/* zai-org GLM-4.5 */
+	cr_assert_eq(chat_template_init(&ct, tmpl, NULL, "", "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
+	expect_renders(&ct, glm46, sizeof(glm46) / sizeof(glm46[0]));
+	chat_template_free(&ct);
+	snprintf(tmpl, sizeof(tmpl), "%s<|user|>\n{%%- set user_content = visible_text(m.content) -%%}", markers);
+	cr_assert_eq(chat_template_init(&ct, tmpl, NULL, "", "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
+	expect_renders(&ct, glm45_llama, sizeof(glm45_llama) / sizeof(glm45_llama[0]));
+
+	struct chat_message m[2] = { { "user", "hi" }, { "observer", "x" } };
+	char *out = (char *)&out;
+	size_t len;
+	cr_expect_eq(chat_template_render(&ct, m, 2, NULL, &out, &len, err, sizeof(err)), -EINVAL);
+	cr_expect_null(out);
+	cr_expect(strstr(err, "observer") && strstr(err, "glm4"), "%s", err);
+	chat_template_free(&ct);
+
+	/* GLM-4.7 / GLM-5 style: no newline after the role tags, "</think>" for a turn without reasoning. */
+	cr_expect_eq(chat_template_init(&ct, "[gMASK]<sop><|system|>{{ c }}<|user|>{{ c }}<|assistant|>{{ '</think>' }}"
+					"<|assistant|>{{ '<think>' }}", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "[gMASK]<sop>") && strstr(err, "GLM-4.7"), "%s", err);
+	/* GLM-5 has no built-in template: its format is not GLM-4.5's. */
+	cr_expect_eq(chat_template_init(&ct, NULL, "glm_moe_dsa", NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "glm_moe_dsa"), "%s", err);
+}
+
 /* OLMoE-1B-7B-0924-Instruct's template (the Tulu 2 format of open-instruct). */
 static const char olmoe_template[] =
 	"{{ bos_token }}{% for message in messages %}\n{% if message['role'] == 'system' %}\n"
@@ -314,7 +433,8 @@ Test(chat, recognition_and_errors)
 		const char *type;
 		enum chat_family f;
 	} by_type[] = { { "qwen3_moe", CHAT_FAMILY_QWEN3 }, { "olmoe", CHAT_FAMILY_TULU },
-			{ "mixtral", CHAT_FAMILY_MISTRAL }, { "deepseek_v3", CHAT_FAMILY_DEEPSEEK_V3 } };
+			{ "mixtral", CHAT_FAMILY_MISTRAL }, { "deepseek_v3", CHAT_FAMILY_DEEPSEEK_V3 },
+			{ "glm4_moe", CHAT_FAMILY_GLM4 } };
 	struct chat_template ct;
 	char err[256] = "";
 	for (size_t i = 0; i < sizeof(by_type) / sizeof(by_type[0]); i++) {
@@ -331,6 +451,9 @@ Test(chat, recognition_and_errors)
 					"Assistant\xEF\xBD\x9C><think>\\n", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
 	cr_expect(strstr(err, "DeepSeek"), "%s", err);
 	cr_expect_eq(chat_template_init(&ct, "[INST] <<SYS>> system", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect_eq(chat_template_init(&ct, "{{ '<|user|>\\n' + message['content'] }}{{ '<|assistant|>\\n' }}<think>",
+					NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "<think>"), "%s", err);
 
 	/* A ChatML template that handles tools its own way: tool turns are refused, not guessed. */
 	cr_assert_eq(chat_template_init(&ct, "{% if tools %}...{% endif %}{% for message in messages %}"
