@@ -12,10 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/draft_policy.h"
 #include "engine/files.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "storage/error.h"
+#include "storage/expert_store.h"
 
 static double now_s(void)
 {
@@ -113,6 +115,7 @@ struct dec {
 	int32_t *toks;           /* [n + 1] cur and the drafts */
 	int32_t cur;
 	bool drafted;            /* toks[1..n] and q hold drafts for cur */
+	int examined;            /* draft positions the last verification decided */
 };
 
 /* Drafts n tokens after cur: the first from h_prev, the rest chained
@@ -194,6 +197,7 @@ static int dec_spec(struct gen *g, struct dec *d)
 		gen_emit(g, t);
 		g->st->accepted++;
 	}
+	d->examined = j + (next >= 0); /* a rejected draft was decided too */
 	f->pos = P + 1 + j; /* cur and the j accepted drafts stay */
 	if (g->done)
 		return 0;
@@ -208,42 +212,62 @@ static int dec_spec(struct gen *g, struct dec *d)
 	return dec_draft(g, d);
 }
 
-/* --draft auto: measure decoding with and without drafts over short
- * windows and keep the faster for a while. Drafting widens the set of
- * experts each forward needs, so it pays when the cache hits and the drafts
- * are accepted, and loses when the disk is the bottleneck. */
-#define AUTO_PROBE_TOKENS 16
-#define AUTO_KEEP_TOKENS 128
-
+/* --draft auto: before each step, the cost model of draft_policy.h picks
+ * drafting or plain from what the steps so far measured: their time less
+ * disk wait, their expert misses and disk wait from the store's counters,
+ * and the drafts accepted. Exactness does not depend on the choice; only
+ * speed does. */
 static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 {
 	int rc = 0;
 	bool spec = d->n > 0;
-	double rate[2] = { 0, 0 };   /* tokens/s: [0] plain, [1] drafting */
-	int phase = 0;               /* auto: 0 probe drafting, 1 probe plain, 2 keep */
-	int phase_start = g->st->n_generated;
-	double t_phase = now_s();
+	bool autom = draft_mode < 0 && d->n > 0;
+	struct draft_policy pol;
+	if (autom)
+		draft_policy_init(&pol, d->n);
+	const struct expert_store *store = g->s->model.store;
+	const struct expert_store_stats *es = store ? expert_store_stats(store) : NULL;
 	while (!rc && !g->done) {
+		/* The first drafts after a plain stretch are made outside the
+		 * measured step: a drafting step in the stream drafts once. */
+		if (spec && !d->drafted && (rc = dec_draft(g, d)))
+			break;
+		struct draft_sample smp = { .drafted = spec };
+		int n0 = g->st->n_generated;
+		uint64_t acc0 = g->st->accepted, miss0 = es ? es->misses : 0, req0 = es ? es->requests : 0;
+		double wait0 = es ? es->disk_wait_s : 0, t0 = now_s();
 		rc = spec ? dec_spec(g, d) : dec_plain(g, d);
+		if (spec) {
+			g->st->draft_forwards++;
+			g->st->draft_tokens += g->st->n_generated - n0;
+		}
 		if (g->st->n_generated % 16 == 15 && !spec)
 			session_safe_point(g->s);
-		if (draft_mode >= 0 || d->n == 0)
+		if (!autom || rc)
 			continue;
-		int done = g->st->n_generated - phase_start;
-		if ((phase < 2 && done >= AUTO_PROBE_TOKENS) || (phase == 2 && done >= AUTO_KEEP_TOKENS)) {
-			double dt = now_s() - t_phase;
-			if (phase < 2)
-				rate[spec] = dt > 0 ? done / dt : 0;
-			phase = (phase + 1) % 3;
-			spec = phase == 0 ? true : phase == 1 ? false : rate[1] > rate[0];
-			/* Plain stretches skip the MTP module entirely; drafts made after
-			 * one see a stale MTP cache, which costs acceptance, never
-			 * exactness. */
-			d->mtp = spec;
-			g->st->draft_switches++;
-			phase_start = g->st->n_generated;
-			t_phase = now_s();
+		smp.wall_s = now_s() - t0;
+		smp.tokens = g->st->n_generated - n0;
+		smp.accepted = (int)(g->st->accepted - acc0);
+		smp.examined = spec ? d->examined : 0;
+		if (es) {
+			smp.wait_s = es->disk_wait_s - wait0;
+			smp.misses = es->misses - miss0;
+			smp.requests = es->requests - req0;
 		}
+		bool want = draft_policy_step(&pol, &smp) == DRAFT_MODE_DRAFT;
+		if (want != spec) {
+			/* Plain stretches skip the MTP module entirely; drafts made
+			 * after one see a stale MTP cache, which costs acceptance,
+			 * never exactness. */
+			spec = want;
+			d->mtp = spec;
+		}
+	}
+	if (autom) {
+		g->st->draft_auto = true;
+		g->st->draft_switches = pol.switches;
+		g->st->draft_judged = pol.judged;
+		g->st->draft_last = pol.last;
 	}
 	return rc;
 }
@@ -344,10 +368,20 @@ void generate_stats_print(const struct generate_stats *st, FILE *f)
 		decode_tok_s(st), st->stopped_at_eos ? ", stopped at EOS" : "");
 	fprintf(f, "time to first token: %.3f s\n", st->first_token_s);
 	if (st->drafted)
-		fprintf(f, "drafting: %" PRIu64 " of %" PRIu64 " drafts accepted (%.1f%%), %.2f tokens per forward%s\n",
+		fprintf(f, "drafting: %" PRIu64 " of %" PRIu64 " drafts accepted (%.1f%%), %.2f tokens per forward\n",
 			st->accepted, st->drafted, 100.0 * st->accepted / st->drafted,
-			st->forwards ? (double)st->n_generated / st->forwards : 0,
-			st->draft_switches ? " (auto: switched between drafting and plain)" : "");
+			st->forwards ? (double)st->n_generated / st->forwards : 0);
+	if (!st->draft_auto)
+		return;
+	fprintf(f, "draft auto: %" PRIu64 " of %" PRIu64 " forwards drafted (%d of %d tokens), %d switches",
+		st->draft_forwards, st->forwards, st->draft_tokens, st->n_generated, st->draft_switches);
+	const struct draft_estimate *e = &st->draft_last;
+	if (st->draft_judged)
+		fprintf(f, "; last estimate: plain %.3f ms/token, drafting %.3f ms/token "
+			   "(%.2f tokens per step at %.0f%% acceptance per draft): %s",
+			e->plain_s * 1e3, e->draft_s * 1e3, e->tokens_per_step, 100 * e->acceptance,
+			e->pays ? "drafting pays" : "plain");
+	fputc('\n', f);
 }
 
 void generate_stats_record(const struct generate_stats *st, struct session *s)
@@ -363,4 +397,17 @@ void generate_stats_record(const struct generate_stats *st, struct session *s)
 	session_stat(s, "draft_accepted", (double)st->accepted);
 	session_stat(s, "draft_acceptance", st->drafted ? (double)st->accepted / st->drafted : 0);
 	session_stat(s, "tokens_per_forward", st->forwards ? (double)st->n_generated / st->forwards : 0);
+	session_stat(s, "decode_forwards", (double)st->forwards);
+	session_stat(s, "draft_forwards", (double)st->draft_forwards);
+	session_stat(s, "draft_tokens", st->draft_tokens);
+	session_stat(s, "draft_auto", st->draft_auto);
+	session_stat(s, "draft_switches", st->draft_switches);
+	if (!st->draft_judged)
+		return;
+	const struct draft_estimate *e = &st->draft_last;
+	session_stat(s, "draft_est_plain_s_per_token", e->plain_s);
+	session_stat(s, "draft_est_draft_s_per_token", e->draft_s);
+	session_stat(s, "draft_est_tokens_per_step", e->tokens_per_step);
+	session_stat(s, "draft_est_acceptance", e->acceptance);
+	session_stat(s, "draft_est_pays", e->pays);
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/draft_policy.h"
 #include "engine/session.h"
 
 struct tokenizer;
@@ -32,7 +33,13 @@ struct generate_stats {
 	bool stopped_at_eos;
 	uint64_t forwards;      /* decode forwards (a verification counts once) */
 	uint64_t drafted, accepted;
-	int draft_switches;     /* auto mode changes */
+	uint64_t draft_forwards;   /* forwards that verified drafts */
+	int draft_tokens;          /* tokens those forwards emitted */
+	/* --draft auto: what the policy did and its last judgement. */
+	bool draft_auto;
+	int draft_switches;        /* mode changes */
+	bool draft_judged;         /* draft_last holds a judgement */
+	struct draft_estimate draft_last;
 };
 
 /* Reads temperature/top_k/top_p/do_sample from DIR/generation_config.json
@@ -44,7 +51,8 @@ void generate_options_default(struct generate_options *o, const char *model_dir)
 int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *prompt,
 		 int n_prompt, const struct generate_options *o, FILE *out, struct generate_stats *st);
 
-/* Prints prompt and decode speeds and the time to first token. */
+/* Prints prompt and decode speeds, the time to first token and, with
+ * drafting, its acceptance and what --draft auto decided. */
 void generate_stats_print(const struct generate_stats *st, FILE *f);
 
 /* Adds the same numbers to the session's --stats-json report. */

@@ -68,7 +68,7 @@ enum {
 	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
 	" [--no-direct]\n          [--no-prefetch] [--no-pin] [--repin N] [--stats] [--stats-json FILE]"
 
-#define SESSION_EXTRA_MAX 16
+#define SESSION_EXTRA_MAX 32
 
 /* The --ram promise: the peak resident set stays within the budget plus
  * this slack. */

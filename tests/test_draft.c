@@ -5,12 +5,17 @@
  *  - the policy driven by simulated steps (no clock): where drafting never
  *    pays it drafts a few steps per doubling backoff; where it pays it
  *    drafts; when the cache warms it re-tries drafting before the backoff;
- *    when acceptance collapses it stops.
+ *    when acceptance collapses it stops;
+ *  - end to end on the DeepSeek-V3 fixture, with its random MTP head and
+ *    with one rewritten to agree with the model (bench/mtp_agree.py):
+ *    greedy output identical with --draft 0, 1 and auto, and --stats /
+ *    --stats-json report what auto decided.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 
 #include "engine/draft_policy.h"
+#include "tests/test_util.h"
 
 /* The model: plain = compute + misses * miss_s; drafting divides by
  * E = sum_{i=0..n} a^i. */
@@ -241,4 +246,130 @@ Test(draft, policy_zero_token_steps)
 	}
 	cr_expect(p.mode == DRAFT_MODE_PLAIN || p.mode == DRAFT_MODE_DRAFT);
 	cr_expect(isfinite(p.last.plain_s) && isfinite(p.last.draft_s));
+}
+
+/* End to end. */
+
+static char scratch[4096];
+
+static void setup(void)
+{
+	tu_mkdtemp(scratch, sizeof scratch);
+}
+
+static void teardown(void)
+{
+	tu_rmrf(scratch);
+}
+
+TestSuite(draft_run, .init = setup, .fini = teardown);
+
+/* Converts the DeepSeek-V3 fixture, or its agreeing rewrite, into scratch. */
+static void model(bool agree, char *out, size_t n)
+{
+	char hf[4200];
+	snprintf(hf, sizeof hf, "%s/hf/deepseek_v3", tu_fixtures());
+	if (agree) {
+		snprintf(hf, sizeof hf, "%s/hf-agree", scratch);
+		cr_assert_eq(tu_sh("/usr/bin/python3 '%s/bench/mtp_agree.py' --src '%s/hf/deepseek_v3' --out '%s' "
+				   "--alpha 0.05 >/dev/null 2>&1", tu_repo(), tu_fixtures(), hf), 0, "mtp_agree.py failed");
+	}
+	snprintf(out, n, "%s/%s-int4", scratch, agree ? "agree" : "random");
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s' '%s'", tu_colibri(), hf, out), 0,
+		     "convert failed");
+}
+
+/* Runs greedily with --draft d; returns stdout (malloc'd). */
+static char *run(const char *m, const char *tokens, const char *d, const char *ram, const char *tag)
+{
+	char out[4400];
+	snprintf(out, sizeof out, "%s/%s-%s-%s", scratch, tag, d, ram);
+	cr_assert_eq(tu_sh("'%s' run --model '%s' --tokens %s -n 220 --temp 0 --draft %s --ram %s --no-pin "
+			   "--stats --stats-json '%s.json' >'%s' 2>'%s.err'",
+			   tu_colibri(), m, tokens, d, ram, out, out, out), 0, "run --draft %s --ram %s failed", d, ram);
+	char *s = tu_read(out, NULL);
+	cr_assert(s && strchr(s, ','), "no ids with --draft %s", d);
+	return s;
+}
+
+/* 220 tokens pass the opening trial and the first re-try after 128. */
+static void check_exact(bool agree)
+{
+	char m[4300];
+	model(agree, m, sizeof m);
+	const char *tokens[] = { "1,2,3", "400,401,402" };
+	const char *rams[] = { "min", "1G" };
+	const char *drafts[] = { "1", "auto" };
+	for (size_t t = 0; t < 2; t++)
+		for (size_t r = 0; r < 2; r++) {
+			char *base = run(m, tokens[t], "0", rams[r], agree ? "agree" : "random");
+			for (size_t d = 0; d < 2; d++) {
+				char *s = run(m, tokens[t], drafts[d], rams[r], agree ? "agree" : "random");
+				cr_expect_str_eq(s, base, "greedy output differs with --draft %s --ram %s, prompt %s",
+						 drafts[d], rams[r], tokens[t]);
+				free(s);
+			}
+			free(base);
+		}
+}
+
+Test(draft_run, auto_exact_random_head) { check_exact(false); }
+Test(draft_run, auto_exact_agreeing_head) { check_exact(true); }
+
+static double json_num(const char *js, const char *key)
+{
+	char k[128];
+	snprintf(k, sizeof k, "\"%s\":", key);
+	const char *p = strstr(js, k);
+	cr_assert_not_null(p, "stats json lacks %s: %s", key, js);
+	return strtod(p + strlen(k), NULL);
+}
+
+Test(draft_run, stats_report_the_decision)
+{
+	char m[4300], path[4500];
+	model(true, m, sizeof m);
+	free(run(m, "1,2,3", "auto", "min", "stats"));
+	snprintf(path, sizeof path, "%s/stats-auto-min.json", scratch);
+	char *js = tu_read(path, NULL);
+	cr_assert_not_null(js, "no --stats-json file");
+	cr_expect_eq(json_num(js, "draft_auto"), 1);
+	cr_expect_geq(json_num(js, "draft_switches"), 1);
+	double fw = json_num(js, "decode_forwards"), dfw = json_num(js, "draft_forwards");
+	cr_expect_geq(dfw, DRAFT_POLICY_MIN_STEPS, "the opening trial drafts");
+	cr_expect_lt(dfw, fw);
+	cr_expect_eq(json_num(js, "drafted"), dfw, "auto drafts one token per drafting forward");
+	cr_expect_geq(json_num(js, "draft_tokens"), dfw);
+	cr_expect_gt(json_num(js, "draft_est_plain_s_per_token"), 0);
+	cr_expect_gt(json_num(js, "draft_est_draft_s_per_token"), 0);
+	cr_expect_gt(json_num(js, "draft_est_tokens_per_step"), 1);
+	cr_expect_gt(json_num(js, "draft_est_acceptance"), 0.5, "the agreeing head is accepted");
+	json_num(js, "draft_est_pays");
+	json_num(js, "tokens_per_forward");
+	json_num(js, "draft_acceptance");
+	free(js);
+	snprintf(path, sizeof path, "%s/stats-auto-min.err", scratch);
+	char *err = tu_read(path, NULL);
+	cr_assert_not_null(err);
+	cr_expect(strstr(err, "draft auto: ") && strstr(err, "last estimate: plain "), "--stats: %s", err);
+	cr_expect(strstr(err, "tokens per forward"), "--stats: %s", err);
+	free(err);
+
+	/* --draft 0 and N: no auto decision; N drafts every forward. */
+	free(run(m, "1,2,3", "0", "min", "stats"));
+	snprintf(path, sizeof path, "%s/stats-0-min.json", scratch);
+	js = tu_read(path, NULL);
+	cr_assert_not_null(js);
+	cr_expect_eq(json_num(js, "draft_auto"), 0);
+	cr_expect_eq(json_num(js, "draft_forwards"), 0);
+	cr_expect_eq(json_num(js, "draft_switches"), 0);
+	cr_expect(!strstr(js, "draft_est_"), "estimates without auto: %s", js);
+	free(js);
+	free(run(m, "1,2,3", "2", "min", "stats"));
+	snprintf(path, sizeof path, "%s/stats-2-min.json", scratch);
+	js = tu_read(path, NULL);
+	cr_assert_not_null(js);
+	cr_expect_eq(json_num(js, "draft_forwards"), json_num(js, "decode_forwards"));
+	cr_expect_eq(json_num(js, "draft_auto"), 0);
+	free(js);
 }
