@@ -25,7 +25,8 @@ static void run_usage(FILE *f)
 		   "  Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
 		   "  --draft: tokens drafted per step with the model's MTP head and verified in one\n"
 		   "  forward (exact: greedy output is the same with and without); auto (default)\n"
-		   "  measures whether drafting pays and turns it off when it does not.\n"
+		   "  drafts when a cost model fed by the measured step times, expert misses and\n"
+		   "  acceptance says it pays, and re-checks rarely when it does not.\n"
 		   "  --stats prints prompt and decode tok/s, time to first token and expert statistics to stderr.\n",
 		SESSION_USAGE);
 }
