@@ -4,8 +4,10 @@
  * steps themselves measured; no clock and no I/O here, so the decision is a
  * pure function of the samples it is given.
  *
- * Each mode keeps running means per step: compute (wall time less disk
- * wait), experts missed, disk wait per miss, experts requested. Then
+ * Each mode keeps its last DRAFT_POLICY_WINDOW steps: compute (wall time
+ * less disk wait; the median, so that a step preempted on a shared core
+ * does not move the verdict), experts missed (the mean), disk wait per
+ * miss (the median over steps that missed). Then
  *
  *     plain per token = compute_p + misses_p * miss_s_p
  *     draft per token = (compute_d + misses_d * miss_s_d) / E,
@@ -14,11 +16,11 @@
  * and drafting pays when its cost per token is below plain's. compute_d
  * covers the verify forward of n + 1 positions, the MTP pairs and the next
  * drafts; misses_d the wider expert set they need. The mode that is not
- * running keeps its last means, with its misses scaled by how far the
+ * running keeps its last window, with its misses scaled by how far the
  * running mode's miss rate has moved since (the cache warms or cools for
  * both); when that estimate says the other mode wins, it is tried.
  *
- * Decoding opens with a trial of DRAFT_POLICY_MIN_STEPS drafting steps
+ * Decoding opens with a trial of DRAFT_POLICY_DRAFT_STEPS drafting steps
  * while the MTP cache is still fresh from the prefill (the one moment the
  * acceptance is measured undisturbed), then runs plain. The losing mode is
  * re-tried after a backoff that starts at DRAFT_POLICY_BACKOFF_MIN tokens
@@ -31,7 +33,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define DRAFT_POLICY_MIN_STEPS 2        /* steps of a mode before it is judged */
+#define DRAFT_POLICY_DRAFT_STEPS 2      /* drafting steps before they are judged */
+#define DRAFT_POLICY_PLAIN_STEPS 4      /* plain steps before they are judged: a median of 4 */
 #define DRAFT_POLICY_BACKOFF_MIN 128    /* tokens before the losing mode is re-tried */
 #define DRAFT_POLICY_BACKOFF_MAX 8192
 #define DRAFT_POLICY_MARGIN 0.10        /* drafting must win by this on an estimate */
@@ -74,10 +77,15 @@ struct draft_sample {
 	uint64_t requests;
 };
 
-/* Running means of one mode's steps. */
-struct draft_mean {
-	double n;                /* samples in the mean, capped at its horizon */
-	double compute_s, wait_s, misses, requests;
+#define DRAFT_POLICY_WINDOW 8          /* steps each mode's estimate looks back on */
+
+/* The last steps of one mode. */
+struct draft_window {
+	int n, next;             /* samples held; where the next one goes */
+	double compute_s[DRAFT_POLICY_WINDOW];
+	double wait_s[DRAFT_POLICY_WINDOW];
+	double misses[DRAFT_POLICY_WINDOW];
+	double requests[DRAFT_POLICY_WINDOW];
 	uint64_t last_token;     /* decoded tokens when the mode last ran */
 	double ref_rate;         /* its miss rate early in its current stretch */
 };
@@ -85,7 +93,7 @@ struct draft_mean {
 struct draft_policy {
 	int n_draft;             /* drafts per step when drafting */
 	enum draft_mode mode;    /* what the next step does */
-	struct draft_mean mean[2];   /* [DRAFT_MODE_PLAIN], [DRAFT_MODE_DRAFT] */
+	struct draft_window win[2];  /* [DRAFT_MODE_PLAIN], [DRAFT_MODE_DRAFT] */
 	double accepted, examined;   /* decayed draft positions */
 	int stretch_steps;       /* steps in the current mode */
 	uint64_t stretch_tokens;

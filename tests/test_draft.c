@@ -3,9 +3,10 @@
  *  - the cost model against costs worked out by hand: a high miss rate and
  *    low acceptance choose plain, all hits and high acceptance drafting;
  *  - the policy driven by simulated steps (no clock): where drafting never
- *    pays it drafts a few steps per doubling backoff; where it pays it
- *    drafts; when the cache warms it re-tries drafting before the backoff;
- *    when acceptance collapses it stops;
+ *    pays it drafts a few steps per doubling backoff, also when plain steps
+ *    are now and then preempted; where it pays it drafts; when the cache
+ *    warms it re-tries drafting before the backoff; when acceptance
+ *    collapses it stops;
  *  - end to end on the DeepSeek-V3 fixture, with its random MTP head and
  *    with one rewritten to agree with the model (bench/mtp_agree.py):
  *    greedy output identical with --draft 0, 1 and auto, and --stats /
@@ -67,6 +68,9 @@ struct sim {
 	double miss_s;
 	double acceptance;       /* per draft, drawn from a fixed LCG */
 	uint64_t rng;
+	int spike_every;         /* every so many plain steps is preempted */
+	double spike_s;          /* for this long */
+	uint64_t plain_steps;
 };
 
 struct sim_totals {
@@ -83,6 +87,8 @@ static struct draft_sample sim_step(struct sim *m, bool drafted, int n)
 		s.requests = (uint64_t)m->plain_requests;
 		s.wait_s = m->plain_misses * m->miss_s;
 		s.wall_s = m->plain_compute_s + s.wait_s;
+		if (m->spike_every && ++m->plain_steps % (uint64_t)m->spike_every == 0)
+			s.wall_s += m->spike_s;
 		return s;
 	}
 	int j = 0;
@@ -154,7 +160,7 @@ Test(draft, policy_never_pays_costs_a_few_steps)
 	struct sim m = never_pays;
 	draft_policy_init(&p, 1);
 	struct sim_totals t = sim_run(&p, &m, 128, 0, NULL);
-	cr_expect_eq(t.draft_steps, DRAFT_POLICY_MIN_STEPS,
+	cr_expect_eq(t.draft_steps, DRAFT_POLICY_DRAFT_STEPS,
 		     "128 tokens: only the opening trial should draft, drafted %llu steps",
 		     (unsigned long long)t.draft_steps);
 	cr_expect(p.judged && !p.last.pays);
@@ -171,8 +177,8 @@ Test(draft, policy_never_pays_costs_a_few_steps)
 		if (b < DRAFT_POLICY_BACKOFF_MAX)
 			b *= 2;
 	}
-	cr_expect_eq(t.draft_steps, (uint64_t)(1 + trials) * DRAFT_POLICY_MIN_STEPS,
-		     "expected %d re-tries of %d steps, drafted %llu steps", trials, DRAFT_POLICY_MIN_STEPS,
+	cr_expect_eq(t.draft_steps, (uint64_t)(1 + trials) * DRAFT_POLICY_DRAFT_STEPS,
+		     "expected %d re-tries of %d steps, drafted %llu steps", trials, DRAFT_POLICY_DRAFT_STEPS,
 		     (unsigned long long)t.draft_steps);
 	cr_expect_lt((double)t.draft_steps / t.tokens, 0.001);
 	cr_expect_eq(p.backoff_tokens, DRAFT_POLICY_BACKOFF_MAX);
@@ -193,6 +199,28 @@ Test(draft, policy_drafts_when_it_pays)
 	t = sim_run(&p, &m, 10000, 0, NULL);
 	cr_expect_gt((double)t.draft_tokens / t.tokens, 0.97);
 	cr_expect_gt(p.last.tokens_per_step, 3);
+}
+
+/* A plain step in four preempted (a shared core) must not make
+ * drafting look cheaper: only the opening trial and the backoff re-tries
+ * draft. */
+Test(draft, policy_ignores_preempted_steps)
+{
+	struct sim m = {
+		.plain_compute_s = 0.00014, .plain_requests = 8,
+		.draft_compute_s = 0.00036, .draft_requests = 20,
+		.acceptance = 1, .rng = 1, .spike_every = 4, .spike_s = 0.003,
+	};
+	struct draft_policy p;
+	draft_policy_init(&p, 1);
+	struct sim_totals t = sim_run(&p, &m, 128, 0, NULL);
+	cr_expect_eq(t.draft_steps, DRAFT_POLICY_DRAFT_STEPS, "drafted %llu steps in 128 tokens",
+		     (unsigned long long)t.draft_steps);
+	cr_expect(!p.last.pays);
+	/* Re-tries after 128, 256, 512 and 1024 plain tokens. */
+	t = sim_run(&p, &m, 2000, 0, NULL);
+	cr_expect_eq(t.draft_steps, 4 * DRAFT_POLICY_DRAFT_STEPS, "drafted %llu steps in 2000 more tokens",
+		     (unsigned long long)t.draft_steps);
 }
 
 /* Cold: every expert misses and drafting's wider set loses. Warm: all
@@ -336,7 +364,7 @@ Test(draft_run, stats_report_the_decision)
 	cr_expect_eq(json_num(js, "draft_auto"), 1);
 	cr_expect_geq(json_num(js, "draft_switches"), 1);
 	double fw = json_num(js, "decode_forwards"), dfw = json_num(js, "draft_forwards");
-	cr_expect_geq(dfw, DRAFT_POLICY_MIN_STEPS, "the opening trial drafts");
+	cr_expect_geq(dfw, DRAFT_POLICY_DRAFT_STEPS, "the opening trial drafts");
 	cr_expect_lt(dfw, fw);
 	cr_expect_eq(json_num(js, "drafted"), dfw, "auto drafts one token per drafting forward");
 	cr_expect_geq(json_num(js, "draft_tokens"), dfw);
