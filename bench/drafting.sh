@@ -16,7 +16,11 @@
 # For each model, RAM budget (min: every expert streamed, one step's frames;
 # full: every expert fits) and --draft (0, 1, 2, 4, auto), BENCH_DRAFT_PROMPTS
 # prompts are decoded greedily for BENCH_DRAFT_TOKENS tokens (one process
-# each, --stats-json). Expert reads are O_DIRECT from the container's disk.
+# each, --stats-json), BENCH_DRAFT_REPEATS times. The runs of one prompt and
+# repeat take every --draft in turn, so that a slow patch of a shared machine
+# hits them alike. BENCH_DRAFT_BEFORE names a second colibri binary (an
+# older build) whose --draft auto runs as one more row, "before", in the
+# same turn. Expert reads are O_DIRECT from the container's disk.
 # bench/drafting_report.py writes bench/results/drafting-<date>.md and .json.
 #
 # Environment (defaults in brackets):
@@ -25,6 +29,7 @@
 #   BENCH_DRAFT_DRAFTS [0,1,2,4,auto]   BENCH_DRAFT_BUDGETS [min,full]
 #   BENCH_DRAFT_TOKENS [128]  BENCH_DRAFT_PROMPTS ["2,3,4 100,200,300 400,401,402"]
 #   BENCH_DRAFT_ALPHA [0.05]  BENCH_DRAFT_THREADS [0: default]
+#   BENCH_DRAFT_REPEATS [1]  BENCH_DRAFT_BEFORE [none]
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,11 +46,17 @@ tokens=${BENCH_DRAFT_TOKENS:-128}
 prompts=${BENCH_DRAFT_PROMPTS:-2,3,4 100,200,300 400,401,402}
 alpha=${BENCH_DRAFT_ALPHA:-0.05}
 threads=${BENCH_DRAFT_THREADS:-0}
+repeats=${BENCH_DRAFT_REPEATS:-1}
+before=${BENCH_DRAFT_BEFORE:-}
 date=$(date +%Y-%m-%d)
 . "$here/model_lib.sh"
 
 say() { echo "drafting: $*" >&2; }
 [ -x "$colibri" ] || { say "$colibri is missing: run make"; exit 1; }
+if [ -n "$before" ]; then
+  [ -x "$before" ] || { say "BENCH_DRAFT_BEFORE=$before is not executable"; exit 1; }
+  drafts="$drafts,before"
+fi
 mkdir -p "$work" "$results"
 runs=$work/runs-$date
 rm -rf "$runs"; mkdir -p "$runs"
@@ -118,16 +129,20 @@ for name in "${model_list[@]}"; do
   for b in "${budget_list[@]}"; do
     ram=min
     [ "$b" = full ] && ram=$(ram_full "$ctr")
-    for d in "${draft_list[@]}"; do
+    for r in $(seq 1 "$repeats"); do
       i=0
       for p in $prompts; do
         i=$((i + 1))
-        tag=$name-$b-d$d-p$i
-        set -- "$colibri" run --model "$ctr" --tokens "$p" -n "$tokens" --temp 0 --ram "$ram" \
-            --draft "$d" --no-pin --stats-json "$runs/$tag.stats.json"
-        [ "$threads" != 0 ] && set -- "$@" --threads "$threads"
-        rm -f "$ctr/usage.json"
-        $py "$here/sampled_run.py" --out "$runs/$tag.json" --label "$tag" -- "$@" || say "run $tag failed"
+        for d in "${draft_list[@]}"; do
+          tag=$name-$b-d$d-p$i-r$r
+          bin=$colibri flag=$d
+          [ "$d" = before ] && bin=$before flag=auto
+          set -- "$bin" run --model "$ctr" --tokens "$p" -n "$tokens" --temp 0 --ram "$ram" \
+              --draft "$flag" --no-pin --stats-json "$runs/$tag.stats.json"
+          [ "$threads" != 0 ] && set -- "$@" --threads "$threads"
+          rm -f "$ctr/usage.json"
+          $py "$here/sampled_run.py" --out "$runs/$tag.json" --label "$tag" -- "$@" || say "run $tag failed"
+        done
       done
     done
     say "$name, --ram $ram: done"
@@ -138,8 +153,9 @@ $py - "$runs/info.json" <<EOF
 import json, sys
 json.dump({"date": "$(date -Iseconds)", "colibri_rev": "$(colibri_rev)", "colibri": "$colibri",
            "host": "$(uname -srm)", "cpus": $(nproc), "models": open("$runs/models.txt").read(),
-           "tokens": $tokens, "prompts": "$prompts".split(), "alpha": $alpha,
-           "env": "BENCH_DRAFT_MODELS=$models BENCH_DRAFT_DRAFTS=$drafts BENCH_DRAFT_BUDGETS=$budgets BENCH_DRAFT_TOKENS=$tokens BENCH_DRAFT_ALPHA=$alpha"},
+           "tokens": $tokens, "prompts": "$prompts".split(), "alpha": $alpha, "repeats": $repeats,
+           "before": "$before",
+           "env": "BENCH_DRAFT_MODELS=$models BENCH_DRAFT_DRAFTS=${BENCH_DRAFT_DRAFTS:-0,1,2,4,auto} BENCH_DRAFT_BUDGETS=$budgets BENCH_DRAFT_TOKENS=$tokens BENCH_DRAFT_ALPHA=$alpha BENCH_DRAFT_REPEATS=$repeats BENCH_DRAFT_BEFORE=$before"},
           open(sys.argv[1], "w"), indent=1)
 EOF
 $py "$here/drafting_report.py" "$runs" --json "$results/drafting-$date.json" --out "$results/drafting-$date.md"

@@ -20,12 +20,13 @@ def load(runs_dir):
             continue
         with open(p) as f:
             r = json.load(f)
-        m = re.match(r"(\w+-\w+)-(min|full)-d(\w+)-p(\d+)$", r["label"])
-        model, budget, draft, prompt = m.groups()
+        m = re.match(r"(\w+-\w+)-(min|full)-d(\w+)-p(\d+)(?:-r(\d+))?$", r["label"])
+        model, budget, draft, prompt, rep = m.groups()
         st = r["stats"] or {}
         gen = st.get("generated_tokens", 0)
         tpf = st.get("tokens_per_forward", 0)
         per.append({"model": model, "budget": budget, "draft": draft, "prompt": int(prompt),
+                    "rep": int(rep or 1), "switches": st.get("draft_switches"),
                     "rc": r["rc"], "argv": r["argv"], "output": r["output"], "generated": gen,
                     "forwards": round(gen / tpf) if tpf else 0,
                     "drafted": st.get("drafted", 0), "accepted": st.get("draft_accepted", 0),
@@ -37,7 +38,17 @@ def load(runs_dir):
     return info, per
 
 
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return None if not n else v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
 def aggregate(per):
+    """Sums per (model, budget, draft), and the median over prompts and
+    repeats of tok/s against the --draft 0 run of the same prompt and repeat
+    (the run just before or after it on the machine)."""
+    base = {(x["model"], x["budget"], x["prompt"], x["rep"]): x for x in per if x["draft"] == "0"}
     agg = {}
     for x in per:
         k = (x["model"], x["budget"], x["draft"])
@@ -46,6 +57,12 @@ def aggregate(per):
                                "prompts": 0, "failed": 0})
         a["prompts"] += 1
         a["failed"] += x["rc"] != 0
+        if x["switches"] is None:
+            a["no_switches"] = True  # an older build does not report them
+        a["switches"] = a.get("switches", 0) + (x["switches"] or 0)
+        b = base.get((x["model"], x["budget"], x["prompt"], x["rep"]))
+        if b and b["decode_s"] and x["decode_s"] and x["rc"] == 0 and b["rc"] == 0:
+            a.setdefault("paired", []).append((x["generated"] / x["decode_s"]) / (b["generated"] / b["decode_s"]))
         for f in ("generated", "forwards", "drafted", "accepted", "requests", "misses", "hits", "joins",
                   "prefetch_reads", "bytes_read", "decode_s"):
             a[f] = a.get(f, 0) + x[f]
@@ -57,11 +74,18 @@ def aggregate(per):
         a["requested_per_token"] = a["requests"] / g
         a["reads_per_token"] = (a["misses"] + a["prefetch_reads"]) / g
         a["mb_per_token"] = a["bytes_read"] / g / 1e6
+        p = a.get("paired", [])
+        a["paired_median"] = median(p)
+        a["paired_range"] = (min(p), max(p)) if p else None
     return agg
 
 
 def order(d):
-    return (d == "auto", int(d) if d.isdigit() else 99)
+    return ({"auto": 1, "before": 2}.get(d, 0), int(d) if d.isdigit() else 99)
+
+
+def label(d):
+    return "auto, before" if d == "before" else d
 
 
 def report(info, per, agg):
@@ -77,8 +101,14 @@ def report(info, per, agg):
     w(info["models"].strip())
     w("```")
     w("")
+    reps = info.get("repeats", 1)
     w("- workload per cell: prompts %s, each decoded greedily for %d tokens, one process each, "
-      "`--no-pin`; sums over the prompts" % (", ".join("`%s`" % p for p in info["prompts"]), info["tokens"]))
+      "`--no-pin`%s; sums over the prompts%s" % (
+          ", ".join("`%s`" % p for p in info["prompts"]), info["tokens"],
+          ", %d repeats; each prompt and repeat runs every --draft in turn" % reps if reps > 1 else "",
+          " and repeats" if reps > 1 else ""))
+    if info.get("before"):
+        w("- `auto, before`: `--draft auto` of `%s`, an older build, run in the same turn" % info["before"])
     w("- `%s`" % info["env"])
     w("")
     ex = per[0]["argv"] if per else []
@@ -90,7 +120,10 @@ def report(info, per, agg):
       "forward needs, per layer, MTP layer included); read/token = `(expert_misses + prefetch_reads) / "
       "generated_tokens`, experts read from disk; MB/token = `bytes_read / generated_tokens`; "
       "tokens/forward and acceptance from `tokens_per_forward`, `drafted`, `draft_accepted`; "
-      "drafting forwards = `drafted / N` (auto drafts N = 1) over all decode forwards. The prompt's "
+      "drafting forwards = `drafted / N` (auto drafts N = 1) over all decode forwards; switches = "
+      "`draft_switches` summed; tok/s vs --draft 0 = summed tokens over summed decode time, against "
+      "the same for --draft 0; paired = the median (and range) over prompts and repeats of each run's "
+      "tok/s over that of the --draft 0 run of the same prompt and repeat. The prompt's "
       "prefill (3 tokens) is included in the counts.")
     models = []
     for x in per:
@@ -108,20 +141,23 @@ def report(info, per, agg):
             w("## %s, --ram %s (%s frames of %s KiB)" % (m, c0["ram"], c0["frames"],
                                                          (c0["frame_bytes"] or 0) // 1024))
             w("")
-            w("| --draft | tokens | forwards | tokens/forward | acceptance | drafting forwards | "
-              "requested/token | read/token | MB/token | tok/s | tok/s vs --draft 0 |")
-            w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            w("| --draft | tokens | forwards | tokens/forward | acceptance | drafting forwards | switches | "
+              "requested/token | read/token | MB/token | tok/s | tok/s vs --draft 0 | paired (range) |")
+            w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
             for a in cells:
-                n = 1 if a["draft"] == "auto" else int(a["draft"])
+                n = 1 if a["draft"] in ("auto", "before") else int(a["draft"])
                 dfw = a["drafted"] / n if n else 0
-                w("| %s | %d | %d | %s | %s | %s | %.1f | %.1f | %.2f | %s | %s |" % (
-                    a["draft"], a["generated"], a["forwards"],
+                pr = a["paired_range"]
+                w("| %s | %d | %d | %s | %s | %s | %s | %.1f | %.1f | %.2f | %s | %s | %s |" % (
+                    label(a["draft"]), a["generated"], a["forwards"],
                     "%.2f" % a["tokens_per_forward"] if a["tokens_per_forward"] else "-",
                     "%.1f%%" % (100 * a["acceptance"]) if a["acceptance"] is not None else "-",
                     "%d of %d" % (dfw, a["forwards"]) if n else "-",
+                    "%d" % a["switches"] if a["draft"] in ("auto", "before") and not a.get("no_switches") else "-",
                     a["requested_per_token"], a["reads_per_token"], a["mb_per_token"],
                     "%.1f" % a["tok_s"] if a["tok_s"] else "-",
-                    "%.2f" % (a["tok_s"] / base["tok_s"]) if base and base["tok_s"] and a["tok_s"] else "-"))
+                    "%.2f" % (a["tok_s"] / base["tok_s"]) if base and base["tok_s"] and a["tok_s"] else "-",
+                    "%.2f (%.2f-%.2f)" % (a["paired_median"], pr[0], pr[1]) if pr and a["draft"] != "0" else "-"))
     fails = sum(a["failed"] for a in agg.values())
     same = True
     for m in models:
