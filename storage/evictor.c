@@ -130,6 +130,21 @@ static void list_append(struct evictor *ev, int32_t f, int lv)
 	ev->nonempty[lv >> 6] |= 1ull << (lv & 63);
 }
 
+/* Inserts f as the least recent frame of level lv. */
+static void list_prepend(struct evictor *ev, int32_t f, int lv)
+{
+	int32_t i = slot(ev, f);
+	ev->level[i] = (uint8_t)lv;
+	ev->prev[i] = -1;
+	ev->next[i] = ev->oldest[lv];
+	if (ev->oldest[lv] >= 0)
+		ev->prev[slot(ev, ev->oldest[lv])] = f;
+	else
+		ev->newest[lv] = f;
+	ev->oldest[lv] = f;
+	ev->nonempty[lv >> 6] |= 1ull << (lv & 63);
+}
+
 static int frame_level(const struct evictor *ev, int32_t f)
 {
 	if (ev->policy == EVICT_POLICY_LRU)
@@ -199,6 +214,19 @@ void evictor_remove(struct evictor *ev, int32_t f)
 		return; /* not listed: a frame of the pinned set */
 	list_unlink(ev, f);
 	ev->key_layer[i] = ev->key_expert[i] = -1;
+}
+
+void evictor_cool_layer(struct evictor *ev, int layer)
+{
+	if (layer < 0 || layer >= ev->n_layers)
+		return;
+	for (int32_t e = 0; e < ev->n_experts[layer]; e++)
+		ev->heat[layer][e] = 0;
+	for (int32_t i = 0; i < ev->n_frames; i++)
+		if (ev->key_layer[i] == layer) {
+			list_unlink(ev, ev->first + i);
+			list_prepend(ev, ev->first + i, 0);
+		}
 }
 
 int32_t evictor_victim(struct evictor *ev, const struct buffer_pool *bp)

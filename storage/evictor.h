@@ -90,6 +90,12 @@ void evictor_count(struct evictor *ev, int layer, int32_t expert);
  * set, which is not listed. No effect on a frame that is not listed. */
 void evictor_remove(struct evictor *ev, int32_t f);
 
+/* Forgets the heat of layer's experts and moves its listed frames to the
+ * least recent end of the lowest level, so they are the first victims: for
+ * a layer that will not be requested for a while. No effect for a layer of
+ * another class. O(n_frames + experts). */
+void evictor_cool_layer(struct evictor *ev, int layer);
+
 /* An evictable frame of the evictor's class, or -1 when none is (every one
  * pinned, loading or free). Cost: the levels below the victim's plus the pinned and loading
  * frames passed on the way, O(EVICTOR_LEVELS + pinned + loading). */

@@ -448,6 +448,16 @@ int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids,
 	return issued;
 }
 
+int expert_store_cool_layer(struct expert_store *s, int layer)
+{
+	if (layer < 0 || layer >= s->n_layers)
+		return -EINVAL;
+	int c = s->pool.layer_class[layer];
+	if (c >= 0)
+		evictor_cool_layer(&s->cls[c].ev, layer);
+	return 0;
+}
+
 const struct expert_store_stats *expert_store_stats(const struct expert_store *s)
 {
 	return &s->stats;

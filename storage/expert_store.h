@@ -248,6 +248,12 @@ void expert_store_release(struct expert_store *s, int layer, int32_t id);
  * -EINVAL for a bad layer or id. */
 int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids, int n);
 
+/* Makes layer's resident experts (outside the pinned set) the first to give
+ * way to a miss or a prefetch, and forgets how often they were asked for:
+ * for a layer the caller will not request for a while, such as an MTP layer
+ * while drafting is off. Changes no result. -EINVAL for a bad layer. */
+int expert_store_cool_layer(struct expert_store *s, int layer);
+
 const struct expert_store_stats *expert_store_stats(const struct expert_store *s);
 
 /* How often each expert of layer has been requested since open (each id

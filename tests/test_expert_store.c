@@ -25,7 +25,8 @@
  * three sizes byte-equal at several caches and with every backend; the
  * split of a budget (one step per class, then the main class) and named
  * frames per class; misses in one class never evict another's frames;
- * capacity, the pinned set, prefetch and the counters per class.
+ * capacity, the pinned set, prefetch and the counters per class. A cooled
+ * layer's experts are evicted before colder ones of other layers.
  * (Mirrors, striping and failover: tests/test_mirror_store.c.)
  */
 #include <criterion/criterion.h>
@@ -1373,3 +1374,40 @@ Test(expert_store, pins_and_prefetch_per_class)
 	expert_store_close(s);
 	fixture_free(&fx);
 }
+
+/* Hits of one released step. */
+static uint64_t step_hits(struct expert_store *s, const struct fixture *fx, int layer, const int32_t *ids, int n)
+{
+	uint64_t h0 = expert_store_stats(s)->hits;
+	step_check(s, fx, layer, ids, n, false);
+	return expert_store_stats(s)->hits - h0;
+}
+
+/* A cooled layer gives way first: layer 3 asked for three times and layer
+ * 2 once fill the frames; a step of new experts then evicts layer 2 (the
+ * colder), unless layer 3 was cooled, which then goes instead. */
+static void check_cool(bool cool)
+{
+	struct fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 2 * FX_PER_STEP, 4, false, EXPERT_EVICT_DEFAULT, 0);
+	int32_t ids[FX_PER_STEP];
+	for (int i = 0; i < FX_PER_STEP; i++)
+		ids[i] = i;
+	for (int k = 0; k < 3; k++)
+		step_check(s, &fx, 3, ids, FX_PER_STEP, false);
+	step_check(s, &fx, 2, ids, FX_PER_STEP, false);
+	if (cool)
+		cr_assert_eq(expert_store_cool_layer(s, 3), 0);
+	cr_assert_eq(step_hits(s, &fx, 0, ids, FX_PER_STEP), 0);
+	cr_expect_eq(step_hits(s, &fx, 2, ids, FX_PER_STEP), cool ? FX_PER_STEP : 0);
+	cr_expect_eq(step_hits(s, &fx, 3, ids, FX_PER_STEP), cool ? 0 : FX_PER_STEP);
+	cr_expect_eq(expert_store_cool_layer(s, 1), 0, "a layer without experts");
+	cr_expect_eq(expert_store_cool_layer(s, FX_LAYERS), -EINVAL);
+	cr_expect_eq(expert_store_cool_layer(s, -1), -EINVAL);
+	expert_store_close(s);
+	fixture_free(&fx);
+}
+
+Test(expert_store, cool_layer_gives_way_first) { check_cool(true); }
+Test(expert_store, uncooled_hot_layer_stays) { check_cool(false); }
