@@ -225,7 +225,7 @@ static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 	struct draft_policy pol;
 	if (autom)
 		draft_policy_init(&pol, d->n);
-	const struct expert_store *store = g->s->model.store;
+	struct expert_store *store = g->s->model.store;
 	const struct expert_store_stats *es = store ? expert_store_stats(store) : NULL;
 	while (!rc && !g->done) {
 		/* The first drafts after a plain stretch are made outside the
@@ -261,6 +261,10 @@ static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 			 * never exactness. */
 			spec = want;
 			d->mtp = spec;
+			/* The MTP layers' experts would otherwise keep frames the
+			 * plain steps need for as long as their heat lasts. */
+			for (int k = 0; !spec && store && k < g->s->model.n_mtp; k++)
+				(void)expert_store_cool_layer(store, g->s->model.cfg.n_layers + k);
 		}
 	}
 	if (autom) {
