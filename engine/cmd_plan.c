@@ -118,6 +118,10 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 	int bt = batch > 0 ? batch : PLAN_BATCH_DEFAULT;
 	uint64_t f1 = forward_bytes(&c->cfg, 1, bt, t), f2 = forward_bytes(&c->cfg, 2, bt, t);
 	in->kv_bytes_per_position = f2 - f1;
+	if (c->cfg.dsa)
+		in->kv_what = "MLA latent and rope key, and the DSA indexer's key, of every layer; score rows";
+	else if (c->cfg.attn == ATTN_MLA)
+		in->kv_what = "MLA latent and rope key of every layer; score rows";
 	in->scratch_bytes = (f1 - in->kv_bytes_per_position) + PLAN_OUTPUT_ROWS * (uint64_t)c->cfg.vocab * sizeof(float) +
 			    PLAN_RESERVE_BYTES;
 	in->ctx = ctx > 0 ? ctx : c->cfg.max_positions < PLAN_CTX_DEFAULT ? c->cfg.max_positions : PLAN_CTX_DEFAULT;

@@ -70,6 +70,7 @@ struct plan_inputs {
 	uint64_t class_record_bytes[PLAN_CLASSES_MAX]; /* each size, ascending */
 	int32_t class_layers[PLAN_CLASSES_MAX];        /* MoE layers whose records have it */
 	uint64_t kv_bytes_per_position; /* what grows per position: K and V of every layer, score rows */
+	const char *kv_what;         /* what that is for this attention, for the report; NULL: K and V */
 	int32_t ctx;                   /* positions the KV cache holds, >= 1 */
 	uint64_t scratch_bytes;        /* everything else outside the expert cache: forward buffers,
 					* logits, reserve; 0: PLAN_SCRATCH_BYTES */

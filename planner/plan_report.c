@@ -78,8 +78,9 @@ static void text_budget(FILE *f, const struct plan *p, const struct plan_inputs 
 	}
 	row(f, "  resident", plan_bytes_str(v, p->resident_bytes),
 	    "dense weights (embeddings, attention, norms, routers), read whole into RAM");
-	row(f, "  kv cache", plan_bytes_str(v, p->kv_bytes), "%d positions x %s (K and V of every layer, attention score rows)", in->ctx,
-	    plan_bytes_str(a, in->kv_bytes_per_position));
+	row(f, "  kv cache", plan_bytes_str(v, p->kv_bytes), "%d positions x %s (%s)", in->ctx,
+	    plan_bytes_str(a, in->kv_bytes_per_position),
+	    in->kv_what ? in->kv_what : "K and V of every layer, attention score rows");
 	row(f, "  scratch", plan_bytes_str(v, p->scratch_bytes),
 	    "activations and buffers of the forward pass, logits, a reserve for stacks and rings");
 	if (p->n_classes <= 1) {
