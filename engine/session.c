@@ -343,9 +343,10 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 	if (st->n_copies > 1) {
 		fprintf(out, "copies:");
 		for (int k = 0; k < st->n_copies && k < EXPERT_COPIES_MAX; k++)
-			fprintf(out, " [%d] %.1f MB, weight %.2f%s%s", k, st->copy_bytes_read[k] / 1e6,
+			fprintf(out, " [%d] %.1f MB, weight %.2f%s%s%s", k, st->copy_bytes_read[k] / 1e6,
 				st->copy_weight[k], st->copy_in_rotation[k] ? "" : ", OUT OF ROTATION",
-				st->copy_failures[k] ? ", failures" : "");
+				st->copy_failures[k] ? ", failures" : "",
+				st->copy_readmissions[k] ? ", returned after a wait" : "");
 		fprintf(out, " (stripe %" PRIu64 " KiB)\n", st->stripe_bytes >> 10);
 	}
 	const struct forward_prefetch_stats *pf = &s->fwd.pf;
@@ -442,6 +443,7 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 		cJSON_AddNumberToObject(o, "weight", st->copy_weight[k]);
 		cJSON_AddNumberToObject(o, "failures", (double)st->copy_failures[k]);
 		cJSON_AddBoolToObject(o, "in_rotation", st->copy_in_rotation[k]);
+		cJSON_AddNumberToObject(o, "readmissions", st->copy_readmissions[k]);
 		cJSON_AddItemToArray(copies, o);
 	}
 	for (size_t i = 0; i < s->n_extra; i++)

@@ -3,6 +3,7 @@
  * copies.h).
  */
 #include "storage/copies.h"
+#include "storage/io_ring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,16 +17,32 @@
 
 _Static_assert(COPIES_MAX <= 8, "sets of copies are 8-bit masks");
 
-void copies_init(struct copy_set *cs, int n_copies)
+static const char *copy_name(int c)
+{
+	return c == 0 ? "primary copy" : "mirror copy";
+}
+
+void copies_init(struct copy_set *cs, int n_copies, double readmit_s)
 {
 	memset(cs, 0, sizeof *cs);
 	cs->n_copies = n_copies;
 	cs->rotation = (uint8_t)((1u << n_copies) - 1);
+	cs->readmit_s = readmit_s > 0 ? readmit_s : COPIES_READMIT_DEFAULT_S;
 }
 
-static const char *copy_name(int c)
+void copies_readmit(struct copy_set *cs, double now)
 {
-	return c == 0 ? "primary copy" : "mirror copy";
+	for (int c = 0; c < cs->n_copies; c++) {
+		if (copies_in_rotation(cs, c) || cs->back_at[c] <= 0 || now < cs->back_at[c])
+			continue;
+		cs->rotation |= (uint8_t)(1u << c);
+		cs->back_at[c] = 0;
+		cs->readmissions[c]++;
+		fprintf(stderr, "colibri: %s %d is back in rotation after %g s (%" PRIu64
+				" failed reads so far); a new failure takes it out for %g s\n",
+			copy_name(c), c, cs->wait_s[c], cs->failures[c],
+			cs->wait_s[c] * 2 < COPIES_READMIT_MAX_S ? cs->wait_s[c] * 2 : COPIES_READMIT_MAX_S);
+	}
 }
 
 int copy_file_open(struct copy_file *cf, const char *path, bool direct, uint64_t want_bytes,
@@ -101,12 +118,18 @@ void copies_fail(struct copy_set *cs, int c, const char *fmt, ...)
 	if (!copies_in_rotation(cs, c))
 		return;
 	cs->rotation &= (uint8_t)~(1u << c);
+	cs->wait_s[c] = cs->wait_s[c] > 0 ? cs->wait_s[c] * 2 : cs->readmit_s;
+	if (cs->wait_s[c] > COPIES_READMIT_MAX_S)
+		cs->wait_s[c] = COPIES_READMIT_MAX_S;
+	cs->back_at[c] = io_ring_now_s() + cs->wait_s[c];
 	char why[768];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "colibri: warning: %s %d is out of rotation: %s; %s\n", copy_name(c), c, why,
+	fprintf(stderr, "colibri: warning: %s %d is out of rotation: %s; %s; it is tried again in %g s\n",
+		copy_name(c), c, why,
 		cs->rotation ? "the other copies take its share"
-			     : "no copy is left in rotation, every copy is still tried");
+			     : "no copy is left in rotation, every copy is still tried",
+		cs->wait_s[c]);
 }

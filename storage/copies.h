@@ -11,6 +11,11 @@
  * out with one warning line naming it and why, and is then read only where
  * no copy in rotation holds a layer (copies_candidates), so a read is tried
  * on every copy before it fails. Failures are counted per copy either way.
+ * A copy out of rotation comes back on probation after readmit_s seconds
+ * (copies_readmit, called at each request), so one transient error does
+ * not cost its disk's bandwidth for the rest of the run; each failure after
+ * a return doubles the wait (up to COPIES_READMIT_MAX_S), so a copy that
+ * stays broken costs one failed block per wait, retried on another copy.
  * Copies absent at open are reported once per copy (copies_report_missing),
  * not once per layer.
  */
@@ -24,6 +29,8 @@
 #include "storage/expert_store.h"
 
 #define COPIES_MAX EXPERT_COPIES_MAX
+#define COPIES_READMIT_DEFAULT_S 30.0
+#define COPIES_READMIT_MAX_S 3600.0
 
 /* One copy of one layer's file. */
 struct copy_file {
@@ -42,10 +49,19 @@ struct copy_set {
 	uint64_t bytes_read[COPIES_MAX];
 	uint64_t blocks_read[COPIES_MAX];
 	uint64_t failures[COPIES_MAX];
+	double readmit_s;            /* first wait before a failed copy returns */
+	double wait_s[COPIES_MAX];   /* its current wait; 0 before any failure */
+	double back_at[COPIES_MAX];  /* monotonic time it returns; 0 in rotation */
+	uint32_t readmissions[COPIES_MAX];
 };
 
-/* Every copy in rotation, none held yet. */
-void copies_init(struct copy_set *cs, int n_copies);
+/* Every copy in rotation, none held yet; a failed copy returns after
+ * readmit_s seconds (<= 0: COPIES_READMIT_DEFAULT_S). */
+void copies_init(struct copy_set *cs, int n_copies, double readmit_s);
+
+/* Puts back in rotation, with one line each, the copies whose wait has
+ * passed at monotonic time now (seconds). */
+void copies_readmit(struct copy_set *cs, double now);
 
 /* Opens path read-only (O_DIRECT when direct; a file system that refuses it
  * gets a buffered descriptor and, the first time *warned_direct is false,

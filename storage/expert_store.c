@@ -52,6 +52,7 @@ void store_stats_sync(struct expert_store *s)
 		st->copy_blocks_read[c] = s->copies.blocks_read[c];
 		st->copy_failures[c] = s->copies.failures[c];
 		st->copy_in_rotation[c] = c < s->copies.n_copies && copies_in_rotation(&s->copies, c);
+		st->copy_readmissions[c] = s->copies.readmissions[c];
 	}
 }
 
@@ -323,6 +324,7 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 
 	s->req_open = true;
 	s->t_request = io_ring_now_s();
+	copies_readmit(&s->copies, s->t_request);
 	s->stats.steps++;
 
 	/* Pass 1: hits are ready now, reads in flight are joined. */

@@ -115,6 +115,8 @@ struct expert_store_options {
 				      * primary; the stripe weights. 0: unknown, counted
 				      * as the mean of the known ones (all 0: equal) */
 	uint64_t stripe_bytes;       /* block of a striped read; 0: 1 MiB; a multiple of 4096 */
+	double readmit_s;            /* a copy taken out of rotation returns after this many
+				      * seconds, doubled after each new failure; 0: 30 s */
 };
 
 /* One frame class's counters since open; the same identities as the
@@ -191,7 +193,9 @@ struct expert_store_stats {
 	uint64_t copy_bytes_read[EXPERT_COPIES_MAX];
 	uint64_t copy_blocks_read[EXPERT_COPIES_MAX]; /* reads handed to it, a whole record or a block */
 	uint64_t copy_failures[EXPERT_COPIES_MAX];    /* failed blocks, and records only it got wrong */
-	bool copy_in_rotation[EXPERT_COPIES_MAX];     /* false: failed, no longer read while others can */
+	bool copy_in_rotation[EXPERT_COPIES_MAX];     /* false: failed, not read while others can
+						       * until its wait has passed */
+	uint32_t copy_readmissions[EXPERT_COPIES_MAX]; /* returns to rotation after a wait */
 };
 
 struct expert_store;

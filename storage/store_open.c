@@ -342,7 +342,7 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 			n_copies = n > n_copies ? n : n_copies;
 			n_named++;
 		}
-	copies_init(&s->copies, n_copies);
+	copies_init(&s->copies, n_copies, opt->readmit_s);
 	if ((rc = stripe_init(&s->stripe, opt->stripe_bytes, opt->copy_gbps, n_copies)))
 		goto fail;
 

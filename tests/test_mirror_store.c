@@ -627,3 +627,55 @@ Test(mirror_store, all_copies_bad_pread)
 {
 	check_all_bad(true);
 }
+
+/* A copy taken out of rotation comes back after its wait: repaired, it
+ * serves its share again; broken again, it leaves for twice as long. */
+Test(mirror_store, failed_copy_readmitted)
+{
+	struct mfx fx;
+	mfx_make(&fx, 2);
+	corrupt_record(fx.paths[1][0], 5 * 65536, 65536);
+	struct expert_store_options o = {
+		.cache_bytes = 6 * MX_STEP_BYTES, .io_depth = 8, .stripe_bytes = 65536, .readmit_s = 0.25,
+		.copy_gbps = { 1.0, 3.0 }, /* the mirror's turn first */
+	};
+	struct expert_store *s = NULL;
+	error_clear();
+	cr_assert_eq(expert_store_open(&s, fx.desc, MX_LAYERS, MX_PER_STEP, &o), 0, "open: %s", error_message());
+	const struct expert_store_stats *st = expert_store_stats(s);
+	struct capture cap;
+	capture_begin(&cap, fx.dirs[0]);
+	int32_t five = 5;
+	step_ok(s, &fx, 0, &five, 1);
+	cr_assert(!st->copy_in_rotation[1]);
+	cr_assert_eq(st->copy_failures[1], 1);
+	uint64_t blocks = st->copy_blocks_read[1];
+	/* Within the wait the copy stays out. */
+	int32_t others[2] = {1, 2};
+	step_ok(s, &fx, 0, others, 2);
+	cr_assert(!st->copy_in_rotation[1]);
+	cr_assert_eq(st->copy_blocks_read[1], blocks, "read from a copy out of rotation");
+	/* Repaired (the corruption is an XOR) and past the wait: back, and read. */
+	corrupt_record(fx.paths[1][0], 5 * 65536, 65536);
+	usleep(300 * 1000);
+	random_steps(s, &fx, 40, 5);
+	cr_assert(st->copy_in_rotation[1]);
+	cr_assert_eq(st->copy_readmissions[1], 1);
+	cr_assert_gt(st->copy_blocks_read[1], blocks, "the returned copy is not read");
+	cr_assert_eq(st->copy_failures[1], 1);
+	/* Broken again: out at the next bad read, for twice the first wait. */
+	corrupt_record(fx.paths[1][3], 0, 262144 * MX_EXPERTS);
+	for (int k = 0; k < 20 && st->copy_in_rotation[1]; k++) {
+		int32_t ids[3] = { (int32_t)(3 * k % MX_EXPERTS), (int32_t)((3 * k + 1) % MX_EXPERTS),
+				   (int32_t)((3 * k + 2) % MX_EXPERTS) };
+		step_ok(s, &fx, 3, ids, 3);
+	}
+	cr_assert(!st->copy_in_rotation[1], "a failing returned copy stays in rotation");
+	char *err = capture_end(&cap);
+	cr_assert(strstr(err, "mirror copy 1 is back in rotation after 0.25 s"), "%s", err);
+	cr_assert(strstr(err, "it is tried again in 0.5 s") && count(err, "out of rotation") == 2, "%s", err);
+	free(err);
+	stats_check(st, 2);
+	expert_store_close(s);
+	mfx_free(&fx);
+}
