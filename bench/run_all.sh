@@ -1,5 +1,5 @@
 #!/bin/sh
-# Every benchmark, in turn (make bench). Not part of make test: the decode
+# Every benchmark, in turn (make bench): decode, mirrors, pinning, drafting, DSA. Not part of make test: the decode
 # benchmark generates a 14 GB checkpoint once, keeps a 4.3 GB container in
 # bench/work/, and runs for about ten minutes. See bench/README.md.
 set -eu
@@ -8,3 +8,4 @@ here=$(cd "$(dirname "$0")" && pwd)
 "$here/mirror.sh"
 "$here/pinning.sh"
 "$here/drafting.sh"
+"$here/dsa.sh"
