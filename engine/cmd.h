@@ -42,6 +42,9 @@ struct plan_container {
  * and PLAN_RESERVE_BYTES. Free with plan_container_free, also after a
  * failure. -errno with a message on failure. */
 int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads);
+/* The record size most MoE layers share (ties: the smaller): the read the
+ * disk mostly serves, and the block a disk probe should measure. */
+uint64_t plan_container_main_record(const struct plan_container *c);
 void plan_container_free(struct plan_container *c);
 
 /* Prints "colibri: <message>" for the pending error (or `what` if none) to

@@ -40,7 +40,7 @@ static void probe_group(const struct plan_container *c, const char *const *paths
 	if (plan_machine_discover(m, paths, n, 0) || plan_machine_disk(m))
 		goto out;
 	fprintf(stderr, "colibri: measuring the disk of the %s for 2 s (no saved profile)\n", what);
-	if (plan_machine_probe(m, paths, n, c->in.record_bytes_max, c->in.top_k, 2.0, false, err, sizeof err))
+	if (plan_machine_probe(m, paths, n, plan_container_main_record(c), c->in.top_k, 2.0, false, err, sizeof err))
 		fprintf(stderr, "colibri: warning: disk probe failed (%s); `colibri iobench` measures it later\n", err);
 out:
 	free(m);

@@ -128,6 +128,15 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 	return rc;
 }
 
+uint64_t plan_container_main_record(const struct plan_container *c)
+{
+	int best = 0;
+	for (int k = 1; k < c->in.n_classes; k++)
+		if (c->in.class_layers[k] > c->in.class_layers[best])
+			best = k; /* ascending sizes: a tie keeps the smaller */
+	return c->in.n_classes ? c->in.class_record_bytes[best] : c->in.record_bytes_max;
+}
+
 void plan_container_free(struct plan_container *c)
 {
 	for (int i = 0; c->paths && i < c->n_paths; i++)
@@ -262,7 +271,7 @@ int cmd_plan(int argc, char **argv)
 	if (probe && !plan_machine_disk(m) && c.n_paths) {
 		char err[512];
 		fprintf(stderr, "colibri: no disk profile; probing for 2 s at the expert record size\n");
-		if ((rc = plan_machine_probe(m, (const char *const *)c.paths, c.n_paths, c.in.record_bytes_max,
+		if ((rc = plan_machine_probe(m, (const char *const *)c.paths, c.n_paths, plan_container_main_record(&c),
 					     c.in.top_k, 2.0, so.buffered, err, sizeof err))) {
 			rc = error_set(-rc, "disk probe failed: %s", err);
 			goto out;
@@ -277,7 +286,7 @@ int cmd_plan(int argc, char **argv)
 	(void)measure_compute(m, c.expert_type, so.threads > 0 ? so.threads : m->topo.physical_cores);
 	plan_inputs_machine(&c.in, m);
 	c.in.disk_gain = plan_machine_mirror_gain(m, (const char *const *)c.paths, c.path_layer, c.n_paths, c.n_primary,
-						  c.in.n_moe_layers, c.in.record_bytes_max, c.in.top_k, so.buffered);
+						  c.in.n_moe_layers, plan_container_main_record(&c), c.in.top_k, so.buffered);
 	if ((rc = plan_compute(&p, &c.in))) {
 		rc = error_set(-rc, "%s", p.error);
 		goto out;
