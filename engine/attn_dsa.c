@@ -64,6 +64,8 @@ static void score_task(void *ctx, int task, int thread)
 	int64_t IH = c->index_n_heads, ID = c->index_head_dim;
 	int64_t visible = f->pos + t + 1, s0 = (int64_t)b * DSA_KEY_BLOCK;
 	int64_t s1 = s0 + DSA_KEY_BLOCK < visible ? s0 + DSA_KEY_BLOCK : visible;
+	if (visible <= forward_dsa_keep(c, f->ctx))
+		return; /* keeps every position: select_task needs no scores */
 	const float *q = f->ix_q + (size_t)t * IH * ID, *w = f->ix_w + (size_t)t * IH;
 	const float *keys = f->ix_k_cache + (size_t)j->layer * f->ctx * ID;
 	float *out = f->ix_scores + (size_t)t * f->ctx;
@@ -118,7 +120,7 @@ void dsa_select(struct forward *f, int layer, int n, const float *qr)
 		for (int64_t h = 0; h < IH; h++)
 			f->ix_w[t * IH + h] *= wscale;
 	}
-	/* Score only where some position will be dropped. */
+	/* Score only tokens that will drop some position. */
 	int64_t keep = forward_dsa_keep(c, f->ctx);
 	int blocks = (int)((f->pos + n + DSA_KEY_BLOCK - 1) / DSA_KEY_BLOCK);
 	struct dsa_job job = { f, layer, n, blocks };
