@@ -49,9 +49,8 @@ struct bench_group {
 
 struct bench {
 	const char *path;
-	char **owned;                    /* paths built for a container */
-	int n_owned;
-	uint64_t record_bytes;           /* container's largest record, 0 for a file */
+	struct plan_container pc;        /* a container's expert files and mirror copies */
+	uint64_t record_bytes;           /* its main frame class's record, 0 for a file */
 	struct bench_group *groups;
 	int n_groups;
 	uint64_t blocks[IOBENCH_BLOCKS_MAX];
@@ -73,37 +72,13 @@ static int collect_files(struct bench *b, const char ***files, int *n)
 		*n = 1;
 		return 0;
 	}
-	struct manifest man;
-	int rc = manifest_load(&man, b->path);
-	if (!rc && (man.n_expert_layers == 0 || man.n_expert_layers > IOBENCH_FILES_MAX))
-		rc = error_set(EINVAL, "%s: no expert files to measure", b->path);
-	if (!rc && !(b->owned = calloc(man.n_expert_layers * (1 + man.n_mirrors), sizeof *b->owned)))
-		rc = error_set(ENOMEM, "out of memory");
 	/* The expert files, then their mirror copies that exist (other disks). */
-	for (size_t k = 0; !rc && k <= man.n_mirrors; k++) {
-		const char *dir = k == 0 ? b->path : man.mirrors[k - 1].dir;
-		for (size_t i = 0; !rc && i < man.n_expert_layers; i++) {
-			if (k && !manifest_mirror_has(&man.mirrors[k - 1], man.layers[i].layer))
-				continue;
-			size_t len = strlen(dir) + strlen(man.layers[i].file) + 2;
-			char *p = malloc(len);
-			if (!p) {
-				rc = error_set(ENOMEM, "out of memory");
-				break;
-			}
-			snprintf(p, len, "%s/%s", dir, man.layers[i].file);
-			if (k && access(p, R_OK) != 0) {
-				free(p);
-				continue;
-			}
-			b->owned[b->n_owned++] = p;
-			if (man.layers[i].record_bytes > b->record_bytes)
-				b->record_bytes = man.layers[i].record_bytes;
-		}
-	}
-	manifest_free(&man);
-	*files = (const char **)b->owned;
-	*n = b->n_owned;
+	int rc = plan_container_load(&b->pc, b->path, 0, 0, 0);
+	if (!rc && (b->pc.n_paths == 0 || b->pc.n_paths > IOBENCH_FILES_MAX))
+		rc = error_set(EINVAL, "%s: no expert files to measure", b->path);
+	b->record_bytes = rc ? 0 : plan_container_main_record(&b->pc);
+	*files = (const char **)b->pc.paths;
+	*n = rc ? 0 : b->pc.n_paths;
 	return rc;
 }
 
@@ -405,8 +380,6 @@ out:
 		free(b.groups[g].files);
 	}
 	free(b.groups);
-	for (int i = 0; i < b.n_owned; i++)
-		free(b.owned[i]);
-	free(b.owned);
+	plan_container_free(&b.pc);
 	return rc ? cmd_fail("iobench failed") : 0;
 }

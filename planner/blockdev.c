@@ -180,12 +180,6 @@ static int resolve_dev(struct blockdev *out, unsigned long long dev, int depth)
 	return 0;
 }
 
-int blockdev_identify_dev(struct blockdev *out, unsigned long long dev)
-{
-	memset(out, 0, sizeof *out);
-	return resolve_dev(out, dev, 0);
-}
-
 int blockdev_identify(struct blockdev *out, const char *path)
 {
 	struct stat st;

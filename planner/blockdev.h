@@ -32,7 +32,4 @@ struct blockdev {
  * with resolved false and an "fs:" key. */
 int blockdev_identify(struct blockdev *out, const char *path);
 
-/* Same, for a device number (st_dev of a file). */
-int blockdev_identify_dev(struct blockdev *out, unsigned long long dev);
-
 #endif

@@ -367,7 +367,9 @@ static void cpuinfo(const char *key, char *buf, size_t n)
 		fclose(f);
 }
 
-void profile_machine_key(char *buf, size_t n)
+/* The identity of this machine: CPU model, logical CPUs, total memory and
+ * /etc/machine-id, so a resized VM is measured again. */
+static void profile_machine_key(char *buf, size_t n)
 {
 	char model[256], id[64] = "";
 	long long mem_kb = 0;

@@ -3,7 +3,7 @@
  * that plan and run reuse it without measuring again: the random-read
  * profile of each disk (iobench points), keyed by the disk's identity
  * (blockdev.h), and per-machine numbers such as memory bandwidth, keyed by
- * the machine (profile_machine_key).
+ * the machine (its CPU model, CPU count, memory and machine-id).
  *
  * The file is $COLIBRI_CACHE_DIR/disks.json, else
  * $XDG_CACHE_HOME/colibri/disks.json, else ~/.cache/colibri/disks.json
@@ -64,10 +64,6 @@ int disk_profile_put(struct disk_profile *p, const struct disk_point *pt);
  * ratio; a tie goes to the deeper point). NULL when none. */
 const struct disk_point *disk_profile_nearest(const struct disk_profile *p, uint64_t block_bytes,
 					      int depth, bool buffered);
-
-/* The identity of this machine: CPU model, logical CPUs, total memory and
- * /etc/machine-id, so a resized VM is measured again. */
-void profile_machine_key(char *buf, size_t n);
 
 /* A number measured on this machine (e.g. "membw_gbps"). 0, or -ENOENT. */
 int profile_machine_get(const char *name, double *value);
