@@ -14,7 +14,7 @@
 
 #include "compute/threadpool.h"
 #include "engine/files.h"
-#include "engine/cmd.h"
+#include "engine/plan_container.h"
 #include "planner/blockdev.h"
 #include "planner/plan.h"
 #include "planner/plan_machine.h"
