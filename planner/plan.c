@@ -10,6 +10,10 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "storage/expert_store.h"
+
+_Static_assert(PLAN_CLASSES_MAX == EXPERT_CLASSES_MAX, "the planner mirrors the store's frame classes");
+
 #define MIB (1ull << 20)
 #define MIB_F 1048576.0
 
@@ -71,9 +75,17 @@ static void classes_init(struct plan *p, const struct plan_inputs *in)
 		pc->frame_bytes = in->n_classes > 0 ? in->class_record_bytes[c] : in->record_bytes_max;
 		pc->layers = in->n_classes > 0 ? in->class_layers[c] : in->n_moe_layers;
 		pc->frames_all = (uint64_t)in->n_experts * (uint64_t)pc->layers;
-		if (pc->layers > p->classes[p->main_class].layers)
-			p->main_class = c;
 	}
+	p->main_class = in->n_classes > 0 ? plan_main_class(in) : 0;
+}
+
+int plan_main_class(const struct plan_inputs *in)
+{
+	int best = 0;
+	for (int c = 1; c < in->n_classes; c++)
+		if (in->class_layers[c] > in->class_layers[best])
+			best = c; /* ascending sizes: a tie keeps the smaller */
+	return best;
 }
 
 /* Chooses the budget; refuses an explicit one below the minimum. */
@@ -118,26 +130,16 @@ static int choose_budget(struct plan *p, const struct plan_inputs *in)
 static uint64_t frames_for(const struct plan *p, const struct plan_inputs *in, uint64_t budget,
 			   uint64_t frames[PLAN_CLASSES_MAX])
 {
-	uint64_t fixed = p->resident_bytes + p->kv_bytes + p->scratch_bytes;
-	uint64_t left = budget > fixed ? budget - fixed : 0, total = 0;
-	int order[PLAN_CLASSES_MAX];
+	uint64_t fixed = p->resident_bytes + p->kv_bytes + p->scratch_bytes, total = 0;
+	uint64_t fb[PLAN_CLASSES_MAX] = {0}, mx[PLAN_CLASSES_MAX] = {0};
+	int32_t nl[PLAN_CLASSES_MAX] = {0};
 	for (int c = 0; c < p->n_classes; c++) {
-		int k = c;
-		while (k > 0 && p->classes[order[k - 1]].layers < p->classes[c].layers)
-			k--;
-		memmove(&order[k + 1], &order[k], (size_t)(c - k) * sizeof *order);
-		order[k] = c;
-		frames[c] = 0;
+		fb[c] = p->classes[c].frame_bytes;
+		nl[c] = p->classes[c].layers;
+		mx[c] = p->classes[c].frames_all;
 	}
-	for (int pass = 0; pass < 2; pass++)
-		for (int k = 0; k < p->n_classes; k++) {
-			const struct plan_class *pc = &p->classes[order[k]];
-			uint64_t want = pass == 0 ? (uint64_t)in->top_k : pc->frames_all;
-			uint64_t add = want - frames[order[k]], afford = left / pc->frame_bytes;
-			add = add < afford ? add : afford;
-			frames[order[k]] += add;
-			left -= add * pc->frame_bytes;
-		}
+	expert_frames_split(p->n_classes, fb, nl, mx, (uint64_t)in->top_k, budget > fixed ? budget - fixed : 0,
+			    frames);
 	for (int c = 0; c < p->n_classes; c++)
 		total += frames[c];
 	return total;

@@ -177,6 +177,11 @@ struct plan {
 	char error[512];               /* why plan_compute failed */
 };
 
+/* The main frame class of in's classes (class_record_bytes/class_layers):
+ * the one of the most MoE layers, ties to the smaller records. 0 when there
+ * are none. */
+int plan_main_class(const struct plan_inputs *in);
+
 /* Computes the plan. 0, or -EINVAL (inconsistent inputs) / -ENOMEM (an
  * explicit budget below the minimum) with out->error stating the problem
  * and, for -ENOMEM, the minimum in GiB and bytes. */

@@ -297,6 +297,15 @@ int expert_store_repin(struct expert_store *s, const struct expert_pin *add, int
 uint64_t expert_store_min_bytes(const struct expert_layer_desc *layers, int n_layers,
 				int max_per_step);
 
+/* The split rule on plain numbers, shared by the store and the planner
+ * (planner/plan.c), so a plan opens exactly what the store would: per_step
+ * frames of each of the n classes first, then the classes by most layers
+ * (ties: the lower index, i.e. the smaller records), each up to
+ * max_frames[c] (at least per_step). Writes frames[c]; returns the bytes
+ * left over. */
+uint64_t expert_frames_split(int n, const uint64_t frame_bytes[], const int32_t layers[],
+			     const uint64_t max_frames[], uint64_t per_step, uint64_t bytes, uint64_t frames[]);
+
 /* The frame classes of layers[0..n_layers) (one per record size among the
  * layers with experts, ascending) and the frames cache_bytes buys each,
  * into out[]; returns how many classes, or -EINVAL (with a message) for

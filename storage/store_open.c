@@ -90,6 +90,30 @@ uint64_t expert_store_min_bytes(const struct expert_layer_desc *layers, int n_la
 	return min;
 }
 
+uint64_t expert_frames_split(int n, const uint64_t frame_bytes[], const int32_t layers[],
+			     const uint64_t max_frames[], uint64_t per_step, uint64_t bytes, uint64_t frames[])
+{
+	int order[EXPERT_CLASSES_MAX];
+	for (int c = 0; c < n; c++) {
+		int k = c;
+		while (k > 0 && layers[order[k - 1]] < layers[c])
+			k--;
+		memmove(&order[k + 1], &order[k], (size_t)(c - k) * sizeof *order);
+		order[k] = c;
+		frames[c] = 0;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 0; k < n; k++) {
+			int c = order[k];
+			uint64_t want = pass == 0 || max_frames[c] < per_step ? per_step : max_frames[c];
+			uint64_t add = want - frames[c], afford = bytes / frame_bytes[c];
+			add = add < afford ? add : afford;
+			frames[c] += add;
+			bytes -= add * frame_bytes[c];
+		}
+	return bytes;
+}
+
 int expert_store_split(const struct expert_layer_desc *layers, int n_layers, int max_per_step,
 		       uint64_t cache_bytes, struct expert_class_frames out[EXPERT_CLASSES_MAX])
 {
@@ -97,27 +121,15 @@ int expert_store_split(const struct expert_layer_desc *layers, int n_layers, int
 	int n = classes_of(layers, n_layers, cs, NULL);
 	if (n < 0)
 		return n;
-	/* Order of precedence: most layers first, then smaller records. */
-	int order[EXPERT_CLASSES_MAX];
+	uint64_t fb[EXPERT_CLASSES_MAX] = {0}, mx[EXPERT_CLASSES_MAX] = {0}, frames[EXPERT_CLASSES_MAX];
+	int32_t nl[EXPERT_CLASSES_MAX] = {0};
 	for (int c = 0; c < n; c++) {
-		int k = c;
-		while (k > 0 && cs[order[k - 1]].n_layers < cs[c].n_layers)
-			k--;
-		memmove(&order[k + 1], &order[k], (size_t)(c - k) * sizeof *order);
-		order[k] = c;
+		fb[c] = cs[c].frame_bytes;
+		nl[c] = cs[c].n_layers;
+		mx[c] = cs[c].records;
 	}
+	expert_frames_split(n, fb, nl, mx, (uint64_t)max_per_step, cache_bytes, frames);
 	memset(out, 0, EXPERT_CLASSES_MAX * sizeof *out);
-	uint64_t left = cache_bytes, frames[EXPERT_CLASSES_MAX] = {0};
-	for (int pass = 0; pass < 2; pass++) {
-		for (int k = 0; k < n; k++) {
-			int c = order[k];
-			uint64_t want = pass == 0 ? (uint64_t)max_per_step : class_frames_max(&cs[c], max_per_step);
-			uint64_t add = want - frames[c], afford = left / cs[c].frame_bytes;
-			add = add < afford ? add : afford;
-			frames[c] += add;
-			left -= add * cs[c].frame_bytes;
-		}
-	}
 	for (int c = 0; c < n; c++) {
 		out[c].frame_bytes = cs[c].frame_bytes;
 		out[c].n_frames = frames[c] > INT32_MAX / (2 * EXPERT_CLASSES_MAX)
