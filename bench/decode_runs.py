@@ -40,6 +40,8 @@ import sys
 import tempfile
 import time
 
+from bench_lib import count_tokens, decode_span, drop_caches, proc_read_bytes
+
 CGROUP_ROOT = "/sys/fs/cgroup"
 CGROUP_NAME = "colibri-bench"
 SCRATCH_BYTES = 64 << 20     # session.c: fixed scratch beside resident + KV
@@ -130,12 +132,6 @@ def diskstat_delta(a, b):
     return {k: b[k] - a[k] for k in a}
 
 
-def drop_caches():
-    subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
 # ---------------------------------------------------------------- cgroups
 
 
@@ -222,19 +218,6 @@ def fio(container, iodepth, seconds):
 # ---------------------------------------------------------------- one run
 
 
-def proc_read_bytes(pid):
-    """Bytes this process (all its threads, io_uring workers included) had
-    the block layer read for it: O_DIRECT and page-cache misses, not hits."""
-    try:
-        with open("/proc/%d/io" % pid) as f:
-            for line in f:
-                if line.startswith("read_bytes:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
 def read_cpu_busy_s():
     """Seconds of non-idle CPU time of the whole machine since boot."""
     with open("/proc/stat") as f:
@@ -265,10 +248,8 @@ def run_sampled(argv, preexec, stat_path, scratch):
             text += chunk
             read = proc_read_bytes(p.pid)
             last_read = read if read is not None else last_read
-            body = text.strip()
-            samples.append({"t": time.monotonic() - t0,
-                            "tokens": body.count(b",") + 1 if body else 0,
-                            "text": body.decode(errors="replace"),
+            samples.append({"t": time.monotonic() - t0, "tokens": count_tokens(text),
+                            "text": text.strip().decode(errors="replace"),
                             "dev": read_diskstat(stat_path), "proc_read": last_read})
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -290,14 +271,11 @@ def decode_window(samples):
     Each token after the first is one forward step, so steps / seconds is
     the decode rate; bytes and device busy time are what the disk did in
     between (device counters include any other process's I/O)."""
-    with_tokens = [x for x in samples if x["tokens"] > 0]
-    if len(with_tokens) < 2:
+    span = decode_span(samples)
+    if not span:
         return None
-    first = with_tokens[0]
-    last = next(x for x in with_tokens if x["tokens"] == with_tokens[-1]["tokens"])
+    first, last = span
     secs = last["t"] - first["t"]
-    if secs <= 0:
-        return None
     dev = diskstat_delta(first["dev"], last["dev"])
     return {"steps": last["tokens"] - first["tokens"], "seconds": secs,
             "process_read_bytes": last["proc_read"] - first["proc_read"],

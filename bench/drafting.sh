@@ -33,12 +33,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-py=/usr/bin/python3
-colibri=${COLIBRI:-$root/colibri}
-colibri=$(cd "$(dirname "$colibri")" && pwd)/$(basename "$colibri")
-results=${BENCH_RESULTS:-$root/bench/results}
-work=${BENCH_DIR:-$root/bench/work}/drafting
+. "$here/model_lib.sh"
+bench_init drafting
 models=${BENCH_DRAFT_MODELS:-tiny-random,tiny-agree,mid-random,mid-agree}
 drafts=${BENCH_DRAFT_DRAFTS:-0,1,2,4,auto}
 budgets=${BENCH_DRAFT_BUDGETS:-min,full}
@@ -48,8 +44,6 @@ alpha=${BENCH_DRAFT_ALPHA:-0.05}
 threads=${BENCH_DRAFT_THREADS:-0}
 repeats=${BENCH_DRAFT_REPEATS:-1}
 before=${BENCH_DRAFT_BEFORE:-}
-date=$(date +%Y-%m-%d)
-. "$here/model_lib.sh"
 
 say() { echo "drafting: $*" >&2; }
 [ -x "$colibri" ] || { say "$colibri is missing: run make"; exit 1; }

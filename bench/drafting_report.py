@@ -4,24 +4,16 @@
     drafting_report.py RUNS_DIR --json OUT.json --out OUT.md
 """
 
-import argparse
-import glob
-import json
 import os
-import re
+
+from bench_lib import median, read_json, report_args, sampled_runs, write_report
 
 
 def load(runs_dir):
-    with open(os.path.join(runs_dir, "info.json")) as f:
-        info = json.load(f)
+    info = read_json(os.path.join(runs_dir, "info.json"))
     per = []
-    for p in sorted(glob.glob(os.path.join(runs_dir, "*-p*.json"))):
-        if p.endswith(".stats.json"):
-            continue
-        with open(p) as f:
-            r = json.load(f)
-        m = re.match(r"(\w+-\w+)-(min|full)-d(\w+)-p(\d+)(?:-r(\d+))?$", r["label"])
-        model, budget, draft, prompt, rep = m.groups()
+    for r, (model, budget, draft, prompt, rep) in sampled_runs(
+            runs_dir, "*-p*.json", r"(\w+-\w+)-(min|full)-d(\w+)-p(\d+)(?:-r(\d+))?$"):
         st = r["stats"] or {}
         gen = st.get("generated_tokens", 0)
         tpf = st.get("tokens_per_forward", 0)
@@ -36,12 +28,6 @@ def load(runs_dir):
                     "decode_s": st.get("decode_s", 0), "frames": st.get("frames"),
                     "frame_bytes": st.get("frame_bytes"), "ram": r["argv"][r["argv"].index("--ram") + 1]})
     return info, per
-
-
-def median(v):
-    v = sorted(v)
-    n = len(v)
-    return None if not n else v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
 def aggregate(per):
@@ -171,21 +157,12 @@ def report(info, per, agg):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("runs")
-    ap.add_argument("--json", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = report_args()
     info, per = load(a.runs)
     agg = aggregate(per)
-    md = report(info, per, agg)
-    with open(a.out, "w") as fp:
-        fp.write(md)
-    with open(a.json, "w") as fp:
-        json.dump({"info": info, "per_prompt": per,
-                   "cells": sorted(agg.values(), key=lambda a: (a["model"], a["budget"], order(a["draft"])))},
-                  fp, indent=1)
-    print(md)
+    write_report(a, report(info, per, agg), {
+        "info": info, "per_prompt": per,
+        "cells": sorted(agg.values(), key=lambda a: (a["model"], a["budget"], order(a["draft"])))})
 
 
 if __name__ == "__main__":

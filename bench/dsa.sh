@@ -40,21 +40,14 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-py=/usr/bin/python3
-colibri=${COLIBRI:-$root/colibri}
-[ -x "$colibri" ] || [ -n "${COLIBRI:-}" ] || colibri=$root/build/colibri
-colibri=$(cd "$(dirname "$colibri")" && pwd)/$(basename "$colibri")
-results=${BENCH_RESULTS:-$root/bench/results}
-work=${BENCH_DIR:-$root/bench/work}/dsa
+. "$here/model_lib.sh"
+bench_init dsa build/colibri
 contexts=${BENCH_DSA_CONTEXTS:-256,512,1024,2048,4096,8192}
 topk=${BENCH_DSA_TOPK:-256}
 tokens=${BENCH_DSA_TOKENS:-128}
 repeats=${BENCH_DSA_REPEATS:-3}
 threads=${BENCH_DSA_THREADS:-0}
 seed=${BENCH_DSA_SEED:-7}
-date=$(date +%Y-%m-%d)
-. "$here/model_lib.sh"
 
 say() { echo "dsa: $*" >&2; }
 [ -x "$colibri" ] || { say "$colibri is missing: run make build/colibri"; exit 1; }

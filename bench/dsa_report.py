@@ -10,31 +10,16 @@ context; the arithmetic per decode step from the shape in config.json; the
 prefill times; whether greedy output agrees.
 """
 
-import argparse
-import glob
-import json
 import os
-import re
 
-
-def median(v):
-    v = sorted(x for x in v if x is not None)
-    n = len(v)
-    return None if not n else v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+from bench_lib import median, read_json, report_args, sampled_runs, write_report
 
 
 def load(runs_dir):
-    with open(os.path.join(runs_dir, "info.json")) as f:
-        info = json.load(f)
-    with open(os.path.join(runs_dir, "config.json")) as f:
-        cfg = json.load(f)
+    info = read_json(os.path.join(runs_dir, "info.json"))
+    cfg = read_json(os.path.join(runs_dir, "config.json"))
     per = []
-    for p in sorted(glob.glob(os.path.join(runs_dir, "*-c*-r*.json"))):
-        if p.endswith(".stats.json"):
-            continue
-        with open(p) as f:
-            r = json.load(f)
-        kind, ctx, rep = re.match(r"(sparse|dense)-c(\d+)-r(\d+)$", r["label"]).groups()
+    for r, (kind, ctx, rep) in sampled_runs(runs_dir, "*-c*-r*.json", r"(sparse|dense)-c(\d+)-r(\d+)$"):
         st = r["stats"] or {}
         out = [int(x) for x in r["output"].replace(" ", "").split(",") if x.strip().isdigit()]
         per.append({"label": r["label"], "kind": kind, "ctx": int(ctx), "rep": int(rep),
@@ -161,7 +146,7 @@ def mmac(x):
     return "%.1f" % (x / 1e6)
 
 
-def write_md(info, cfg, per, rows, base, path):
+def report(info, cfg, per, rows, base):
     topk, tokens = cfg["index_topk"], info["tokens"]
     hd, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     L, R, NP, V = cfg["kv_lora_rank"], cfg["qk_rope_head_dim"], cfg["qk_nope_head_dim"], cfg["v_head_dim"]
@@ -296,21 +281,15 @@ def write_md(info, cfg, per, rows, base, path):
              f(x["bytes_read"] and x["bytes_read"] / 1e6, "%.1f"),
              f(x["peak_rss_bytes"] and x["peak_rss_bytes"] / 2 ** 20, "%.0f")))
     w("")
-    with open(path, "w") as fh:
-        fh.write("\n".join(o))
+    return "\n".join(o)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("runs")
-    ap.add_argument("--json", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = report_args(__doc__.split("\n")[0])
     info, cfg, per = load(a.runs)
     rows, base = aggregate(info, cfg, per)
-    with open(a.json, "w") as fh:
-        json.dump({"info": info, "config": cfg, "contexts": rows, "runs": per}, fh, indent=1)
-    write_md(info, cfg, per, rows, base, a.out)
+    write_report(a, report(info, cfg, per, rows, base),
+                 {"info": info, "config": cfg, "contexts": rows, "runs": per}, echo=False)
 
 
 if __name__ == "__main__":

@@ -52,12 +52,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-py=/usr/bin/python3
-colibri=${COLIBRI:-$root/colibri}
-colibri=$(cd "$(dirname "$colibri")" && pwd)/$(basename "$colibri")
-results=${BENCH_RESULTS:-$root/bench/results}
-work=${BENCH_DIR:-$root/bench/work}/mirror
+. "$here/model_lib.sh"
+bench_init mirror
 layers=${BENCH_MIRROR_LAYERS:-12}
 quant=${BENCH_MIRROR_QUANT:-int4}
 tokens=${BENCH_MIRROR_TOKENS:-16}
@@ -71,9 +67,7 @@ b_dir=${BENCH_MIRROR_B_DIR:-/dev/shm}
 depth=${BENCH_MIRROR_IO_DEPTH:-32}
 threads=${BENCH_MIRROR_THREADS:-0}
 keep=${BENCH_MIRROR_KEEP:-0}
-date=$(date +%Y-%m-%d)
 cg=/sys/fs/cgroup/blkio/colibri-mirror-bench
-. "$here/model_lib.sh"
 rev=$(colibri_rev)
 
 say() { echo "mirror: $*" >&2; }
@@ -166,23 +160,8 @@ fio_common="--ioengine=io_uring --direct=1 --rw=randread --bs=$rec --iodepth=$de
 iobench_a="$colibri iobench $ctr --block-kb $((rec / 1024)) --depth $depth --seconds 3 --json"
 iobench_b="$colibri iobench $mirror/experts/layer-000.bin --block-kb $((rec / 1024)) --depth $depth --seconds 3 --json"
 
-ram_for() { # budget -> --ram value
-  $py - "$ctr" "$1" "$tokens" <<'EOF'
-import json, sys, os
-ctr, budget, tokens = sys.argv[1], sys.argv[2], int(sys.argv[3])
-if budget == "min":
-    print("min"); sys.exit()
-m = json.load(open(os.path.join(ctr, "manifest.json")))
-c = json.load(open(os.path.join(ctr, "config.json")))
-e = m["experts"]
-experts = sum(l["record_bytes"] for l in e["layers"]) * e["n_experts"]
-heads = c["num_attention_heads"]; kv = c.get("num_key_value_heads") or heads
-hd = c.get("head_dim") or c["hidden_size"] // heads
-ctx = 1 + tokens + 17
-kvb = 2 * c["num_hidden_layers"] * ctx * kv * hd * 4
-total = m["resident"]["bytes"] + kvb + (64 << 20) + (16 << 20) + int(experts * float(budget) / 100)
-print("%dM" % -(-total // (1 << 20)))
-EOF
+ram_for() { # budget -> --ram value: min, or a cache of that percentage (context: prompt, tokens, 17)
+  if [ "$1" = min ]; then echo min; else ram_for_cache "$ctr" "$1" $((1 + tokens + 17)); fi
 }
 
 # fio on A, B and both at once; colibri iobench of each disk into the

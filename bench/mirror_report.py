@@ -4,36 +4,27 @@
     mirror_report.py RUNS_DIR --json OUT.json --out OUT.md
 """
 
-import argparse
 import glob
-import json
 import os
 import re
-import statistics
+
+from bench_lib import median, read_json, report_args, sampled_runs, write_report
 
 
 def fio_bw(path):
-    with open(path) as f:
-        j = json.load(f)
-    return sum(job["read"]["bw_bytes"] for job in j["jobs"]) / 1e6
+    return sum(job["read"]["bw_bytes"] for job in read_json(path)["jobs"]) / 1e6
 
 
 def load(runs_dir):
-    with open(os.path.join(runs_dir, "info.json")) as f:
-        info = json.load(f)
+    info = read_json(os.path.join(runs_dir, "info.json"))
     fio = {}
     for p in sorted(glob.glob(os.path.join(runs_dir, "fio-*.json"))):
         m = re.match(r"fio-(\d+)-(\d+)-(A|B|AB)\.json$", os.path.basename(p))
         if m:
             fio.setdefault("%s:%s" % (m.group(1), m.group(2)), {})[m.group(3)] = fio_bw(p)
     runs = []
-    for p in sorted(glob.glob(os.path.join(runs_dir, "*-r*.json"))):
-        if p.endswith(".stats.json"):
-            continue
-        with open(p) as f:
-            r = json.load(f)
-        m = re.match(r"(mirror-eq|mirror-prof|single)-(\d+)-?(\d+)?-(\w+)-r(\d+)$", r["label"])
-        kind, ta, tb, budget, rep = m.groups()
+    for r, (kind, ta, tb, budget, rep) in sampled_runs(
+            runs_dir, "*-r*.json", r"(mirror-eq|mirror-prof|single)-(\d+)-?(\d+)?-(\w+)-r(\d+)$"):
         st, dec = r["stats"] or {}, r["decode"] or {}
         da, db = info["dev_a"], info["dev_b"]
         secs = dec.get("seconds") or 0
@@ -68,18 +59,12 @@ def load(runs_dir):
     return info, fio, runs
 
 
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
 def f(x, fmt="%.0f"):
     return "-" if x is None else fmt % x
 
 
 def iobench_gbps(path):
-    with open(path) as f:
-        j = json.load(f)
+    j = read_json(path)
     return j["devices"][0]["points"][0]["gbps"] * 1e3, j["devices"][0]["key"]
 
 
@@ -177,7 +162,7 @@ def report(info, fio, runs, runs_dir):
 
         def single(rate):
             s = [r for r in runs if r["kind"] == "single" and r["budget"] == b and r["throttle_a"] == rate]
-            return med(x["decode_mbps"] for x in s), med(x["tok_s"] for x in s)
+            return median(x["decode_mbps"] for x in s), median(x["tok_s"] for x in s)
         for k, v in fio.items():
             ta, tb = (int(x) for x in k.split(":"))
             for kind, wname in (("mirror-eq", "equal"), ("mirror-prof", "profiled")):
@@ -185,7 +170,7 @@ def report(info, fio, runs, runs_dir):
                        r["throttle_a"] == ta and r["throttle_b"] == tb]
                 if not mir:
                     continue
-                m_mbps, m_tok = med(x["decode_mbps"] for x in mir), med(x["tok_s"] for x in mir)
+                m_mbps, m_tok = median(x["decode_mbps"] for x in mir), median(x["tok_s"] for x in mir)
                 sa, sa_tok = single(ta)
                 sb, sb_tok = single(tb)
                 rows = []
@@ -218,18 +203,10 @@ def report(info, fio, runs, runs_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("runs")
-    ap.add_argument("--json", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = report_args()
     info, fio, runs = load(a.runs)
     md, ratios = report(info, fio, runs, a.runs)
-    with open(a.out, "w") as fp:
-        fp.write(md)
-    with open(a.json, "w") as fp:
-        json.dump({"info": info, "fio_mbps": fio, "runs": runs, "ratios": ratios}, fp, indent=1)
-    print(md)
+    write_report(a, md, {"info": info, "fio_mbps": fio, "runs": runs, "ratios": ratios})
 
 
 if __name__ == "__main__":

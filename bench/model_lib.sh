@@ -1,4 +1,15 @@
-# Sourced by bench/mirror.sh and bench/pinning.sh: the benchmark model.
+# Sourced by the benchmark scripts (mirror.sh, pinning.sh, drafting.sh,
+# dsa.sh): their common settings, the benchmark model, the --ram of a cache
+# size and the colibri revision.
+#
+# bench_init NAME [FALLBACK] (with $here = bench/) sets
+#   root     the repository
+#   py       /usr/bin/python3
+#   colibri  $COLIBRI, else ./colibri, else FALLBACK (relative to the
+#            repository, when given and ./colibri is not executable); absolute
+#   results  $BENCH_RESULTS, else bench/results
+#   work     $BENCH_DIR/NAME, else bench/work/NAME
+#   date     today, YYYY-MM-DD
 #
 # prepare_olmoe LAYERS QUANT -> prints the container folder
 #   bench/work/olmoe12/olmoe-1b-7b-<LAYERS>l-<QUANT>, generated once:
@@ -6,6 +17,17 @@
 #   (random weights, skewed token-dependent routing), converted with
 #   colibri convert --quant QUANT, the source deleted afterwards.
 # Needs: $root (repository), $colibri (binary), $py (/usr/bin/python3).
+
+bench_init() {
+  root=$(cd "$here/.." && pwd)
+  py=/usr/bin/python3
+  colibri=${COLIBRI:-$root/colibri}
+  [ -z "${2:-}" ] || [ -x "$colibri" ] || [ -n "${COLIBRI:-}" ] || colibri=$root/$2
+  colibri=$(cd "$(dirname "$colibri")" && pwd)/$(basename "$colibri")
+  results=${BENCH_RESULTS:-$root/bench/results}
+  work=${BENCH_DIR:-$root/bench/work}/$1
+  date=$(date +%Y-%m-%d)
+}
 
 model_say() { echo "bench: $*" >&2; }
 
@@ -34,6 +56,26 @@ prepare_olmoe() {
     > "$_ctr/bench-provenance.txt"
   rm -rf "$_src"
   echo "$_ctr"
+}
+
+# ram_for_cache CTR PERCENT CTX -> the --ram value (e.g. 1246M) that gives
+# an expert cache of PERCENT of CTR's expert bytes: on top of it the session
+# (session.c) holds the resident weights, the KV cache of CTX positions and
+# 64 MiB of scratch; 16 MiB more for the process and reserve.
+ram_for_cache() {
+  $py - "$1" "$2" "$3" <<'EOF'
+import json, os, sys
+ctr, pct, ctx = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+m = json.load(open(os.path.join(ctr, "manifest.json")))
+c = json.load(open(os.path.join(ctr, "config.json")))
+e = m["experts"]
+experts = sum(l["record_bytes"] for l in e["layers"]) * e["n_experts"]
+heads = c["num_attention_heads"]; kv = c.get("num_key_value_heads") or heads
+hd = c.get("head_dim") or c["hidden_size"] // heads
+kvb = 2 * c["num_hidden_layers"] * ctx * kv * hd * 4
+total = m["resident"]["bytes"] + kvb + (64 << 20) + (16 << 20) + int(experts * pct / 100)
+print("%dM" % -(-total // (1 << 20)))
+EOF
 }
 
 # The exact colibri revision, for the reports: HEAD, flagged when the

@@ -30,12 +30,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-py=/usr/bin/python3
-colibri=${COLIBRI:-$root/colibri}
-colibri=$(cd "$(dirname "$colibri")" && pwd)/$(basename "$colibri")
-results=${BENCH_RESULTS:-$root/bench/results}
-work=${BENCH_DIR:-$root/bench/work}/pinning
+. "$here/model_lib.sh"
+bench_init pinning
 layers=${BENCH_PIN_LAYERS:-12}
 quant=${BENCH_PIN_QUANT:-int4}
 n_prompts=${BENCH_PIN_PROMPTS:-4}
@@ -44,8 +40,6 @@ n_runs=${BENCH_PIN_RUNS:-5}
 cache=${BENCH_PIN_CACHE:-30}
 configs=${BENCH_PIN_CONFIGS:-lru,freq,pin,repin}
 threads=${BENCH_PIN_THREADS:-0}
-date=$(date +%Y-%m-%d)
-. "$here/model_lib.sh"
 
 say() { echo "pinning: $*" >&2; }
 [ -x "$colibri" ] || { say "$colibri is missing: run make"; exit 1; }
@@ -64,23 +58,7 @@ for _ in range(int(sys.argv[2])):
     print(",".join(str(int(x)) for x in rng.integers(2, cfg["vocab_size"] - 1, 8)))
 EOF
 )
-ram=$($py - "$src" "$cache" "$tokens" <<'EOF'
-import json, os, sys
-ctr, pct, tokens = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
-m = json.load(open(os.path.join(ctr, "manifest.json")))
-c = json.load(open(os.path.join(ctr, "config.json")))
-e = m["experts"]
-experts = sum(l["record_bytes"] for l in e["layers"]) * e["n_experts"]
-heads = c["num_attention_heads"]; kv = c.get("num_key_value_heads") or heads
-hd = c.get("head_dim") or c["hidden_size"] // heads
-ctx = 8 + tokens + 17
-kvb = 2 * c["num_hidden_layers"] * ctx * kv * hd * 4
-# session.c: resident + KV and scratch + the expert cache; 64 MiB scratch,
-# 16 MiB for the process and reserve.
-total = m["resident"]["bytes"] + kvb + (64 << 20) + (16 << 20) + int(experts * pct / 100)
-print("%dM" % -(-total // (1 << 20)))
-EOF
-)
+ram=$(ram_for_cache "$src" "$cache" $((8 + tokens + 17)))  # context: prompt, tokens, 17
 say "model $src, --ram $ram (expert cache about $cache% of the experts)"
 
 IFS=, read -r -a config_list <<< "$configs"

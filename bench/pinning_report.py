@@ -4,11 +4,9 @@
     pinning_report.py RUNS_DIR --json OUT.json --out OUT.md
 """
 
-import argparse
-import glob
-import json
 import os
-import re
+
+from bench_lib import read_json, report_args, sampled_runs, write_report
 
 DESC = {
     "lru": "`COLIBRI_EVICT=lru --no-pin`: plain LRU, nothing pinned",
@@ -19,15 +17,9 @@ DESC = {
 
 
 def load(runs_dir):
-    with open(os.path.join(runs_dir, "info.json")) as f:
-        info = json.load(f)
+    info = read_json(os.path.join(runs_dir, "info.json"))
     per = []
-    for p in sorted(glob.glob(os.path.join(runs_dir, "*-r*-p*.json"))):
-        if p.endswith(".stats.json"):
-            continue
-        with open(p) as f:
-            r = json.load(f)
-        c, run, prompt = re.match(r"(\w+)-r(\d+)-p(\d+)$", r["label"]).groups()
+    for r, (c, run, prompt) in sampled_runs(runs_dir, "*-r*-p*.json", r"(\w+)-r(\d+)-p(\d+)$"):
         st = r["stats"] or {}
         per.append({"config": c, "run": int(run), "prompt": int(prompt), "rc": r["rc"],
                     "argv": r["argv"], "output": r["output"],
@@ -75,6 +67,20 @@ def aggregate(per):
     return out
 
 
+def pct(x):
+    return "-" if x is None else "%.1f%%" % (100 * x)
+
+
+def per_run_table(w, configs, runs, agg, show, last_head, last):
+    """One row per run, one column per configuration: show(aggregate), or -
+    where that configuration lacks the run; then last(run) under last_head."""
+    w("| run | " + " | ".join(configs) + " | %s |" % last_head)
+    w("| ---: | " + " | ".join("---:" for _ in configs) + " | ---: |")
+    for r in runs:
+        cells = (show(agg[(c, r)]) if (c, r) in agg else "-" for c in configs)
+        w("| %d | %s | %s |" % (r, " | ".join(cells), last(r)))
+
+
 def report(info, per, agg):
     L = []
     w = L.append
@@ -113,17 +119,12 @@ def report(info, per, agg):
     w("")
     w("## Hit rate per run")
     w("")
-    w("| run | " + " | ".join(configs) + " | pin - lru |")
-    w("| ---: | " + " | ".join("---:" for _ in configs) + " | ---: |")
-    for r in runs:
-        cells = []
-        for c in configs:
-            a = agg.get((c, r))
-            cells.append("-" if not a or a["hit_rate"] is None else "%.1f%%" % (100 * a["hit_rate"]))
-        d = ""
+
+    def pin_minus_lru(r):
         if ("pin", r) in agg and ("lru", r) in agg:
-            d = "%+.1f pts" % (100 * (agg[("pin", r)]["hit_rate"] - agg[("lru", r)]["hit_rate"]))
-        w("| %d | %s | %s |" % (r, " | ".join(cells), d))
+            return "%+.1f pts" % (100 * (agg[("pin", r)]["hit_rate"] - agg[("lru", r)]["hit_rate"]))
+        return ""
+    per_run_table(w, configs, runs, agg, lambda a: pct(a["hit_rate"]), "pin - lru", pin_minus_lru)
     w("")
     w("## Requests served without any disk read, per run")
     w("")
@@ -132,29 +133,20 @@ def report(info, per, agg):
       "expert that a request finds resident as a hit, although it was read from disk moments before; "
       "this share is what the cache and the pinned set save the disk.")
     w("")
-    w("| run | " + " | ".join(configs) + " | GB read: " + " / ".join(configs) + " |")
-    w("| ---: | " + " | ".join("---:" for _ in configs) + " | ---: |")
-    for r in runs:
-        cells = []
-        for c in configs:
-            a = agg.get((c, r))
-            cells.append("-" if not a or a["no_read_rate"] is None else "%.1f%%" % (100 * a["no_read_rate"]))
-        gb = " / ".join("%.1f" % agg[(c, r)]["gb_read"] if (c, r) in agg else "-" for c in configs)
-        w("| %d | %s | %s |" % (r, " | ".join(cells), gb))
+    per_run_table(w, configs, runs, agg, lambda a: pct(a["no_read_rate"]),
+                  "GB read: " + " / ".join(configs),
+                  lambda r: " / ".join("%.1f" % agg[(c, r)]["gb_read"] if (c, r) in agg else "-"
+                                       for c in configs))
     w("")
     w("## tok/s per run")
     w("")
-    w("| run | " + " | ".join(configs) + " | pin / lru |")
-    w("| ---: | " + " | ".join("---:" for _ in configs) + " | ---: |")
-    for r in runs:
-        cells = []
-        for c in configs:
-            a = agg.get((c, r))
-            cells.append("-" if not a or not a["tok_s"] else "%.2f" % a["tok_s"])
-        d = ""
+
+    def pin_over_lru(r):
         if ("pin", r) in agg and ("lru", r) in agg and agg[("lru", r)]["tok_s"]:
-            d = "%.2f" % (agg[("pin", r)]["tok_s"] / agg[("lru", r)]["tok_s"])
-        w("| %d | %s | %s |" % (r, " | ".join(cells), d))
+            return "%.2f" % (agg[("pin", r)]["tok_s"] / agg[("lru", r)]["tok_s"])
+        return ""
+    per_run_table(w, configs, runs, agg, lambda a: "%.2f" % a["tok_s"] if a["tok_s"] else "-",
+                  "pin / lru", pin_over_lru)
     w("")
     w("## Details")
     w("")
@@ -181,20 +173,12 @@ def report(info, per, agg):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("runs")
-    ap.add_argument("--json", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = report_args()
     info, per = load(a.runs)
     agg = aggregate(per)
-    md = report(info, per, agg)
-    with open(a.out, "w") as fp:
-        fp.write(md)
-    with open(a.json, "w") as fp:
-        json.dump({"info": info, "per_prompt": per,
-                   "per_run": sorted(agg.values(), key=lambda a: (a["config"], a["run"]))}, fp, indent=1)
-    print(md)
+    write_report(a, report(info, per, agg), {
+        "info": info, "per_prompt": per,
+        "per_run": sorted(agg.values(), key=lambda a: (a["config"], a["run"]))})
 
 
 if __name__ == "__main__":

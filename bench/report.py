@@ -15,6 +15,8 @@ import json
 import os
 import sys
 
+from bench_lib import median
+
 TARGET = 0.85   # cold decode should keep the disk this busy, relative to fio
 DRIFT = 0.25    # fio after vs before: beyond this the disk drifted during the run
 BUSY_CPU = 0.25  # other processes' share of the CPU beyond which a run is contended
@@ -168,10 +170,8 @@ def section(raw, raw_name):
             ns = clean or ns
 
             def med(f):
-                v = sorted(x for x in (f(n) for n in ns) if x is not None)
-                return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2 if v else None
-            all_med = (every[len(every) // 2] if len(every) % 2 else
-                       (every[len(every) // 2 - 1] + every[len(every) // 2]) / 2) if every else None
+                return median(f(n) for n in ns)
+            all_med = median(every)
             out.append("| %s%s | %d | %.2f | %s | %s | %s | %s | %s (%s-%s) |"
                        % (name, tag, len(ns), med(lambda n: n["tok_s"]), pct(med(lambda n: n["hit"])),
                           fmt_ratio(med(lambda n: ratio(n["busy_gbps"], n["fio"]))),

@@ -28,22 +28,13 @@ import subprocess
 import sys
 import time
 
+from bench_lib import count_tokens, decode_span, drop_caches, proc_read_bytes
+
 
 def diskstat(name):
     with open("/sys/class/block/%s/stat" % name) as f:
         v = [int(x) for x in f.read().split()]
     return {"read_bytes": v[2] * 512, "busy_ms": v[9]}
-
-
-def proc_read(pid):
-    try:
-        with open("/proc/%d/io" % pid) as f:
-            for line in f:
-                if line.startswith("read_bytes:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
 
 
 def cgroup_bytes(cg):
@@ -57,14 +48,6 @@ def cgroup_bytes(cg):
             if len(p) == 3 and p[1] == "Read":
                 out[p[0]] = int(p[2])
     return out
-
-
-def count_tokens(text):
-    body = text.strip()
-    if not body:
-        return 0
-    # With --tokens and no tokenizer colibri prints comma-separated ids.
-    return body.count(b",") + 1
 
 
 def main(argv=None):
@@ -83,9 +66,7 @@ def main(argv=None):
     if stats_path and os.path.exists(stats_path):
         os.unlink(stats_path)
     if a.drop_caches:
-        subprocess.run(["sync"], check=True)
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
+        drop_caches()
 
     def preexec():
         if a.blkio_cgroup:
@@ -94,7 +75,7 @@ def main(argv=None):
 
     def sample(t, tokens, pid):
         return {"t": t, "tokens": tokens, "dev": {d: diskstat(d) for d in a.dev},
-                "proc_read": proc_read(pid)}
+                "proc_read": proc_read_bytes(pid)}
 
     cg0 = cgroup_bytes(a.blkio_cgroup)
     err_path = a.out + ".stderr"
@@ -129,13 +110,8 @@ def main(argv=None):
                         for d in a.dev},
                 "proc_read_bytes": (s1["proc_read"] or 0) - (s0["proc_read"] or 0)}
 
-    with_tok = [s for s in samples if s["tokens"] > 0]
-    decode = None
-    if len(with_tok) >= 2:
-        first = with_tok[0]
-        last = next(s for s in with_tok if s["tokens"] == with_tok[-1]["tokens"])
-        if last["t"] > first["t"]:
-            decode = window(first, last)
+    span = decode_span(samples)
+    decode = window(*span) if span else None
     stats = None
     if stats_path and os.path.exists(stats_path):
         with open(stats_path) as f:
