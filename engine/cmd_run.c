@@ -139,8 +139,9 @@ int cmd_run(int argc, char **argv)
 	}
 	struct session s;
 	memset(&s, 0, sizeof s);
+	so.logits_rows = generate_logits_rows(&go);
 	if (!rc)
-		rc = session_open(&s, &so, n + go.n_predict + 17); /* + room to verify drafts */
+		rc = session_open(&s, &so, n + go.n_predict);
 	struct generate_stats st;
 	if (!rc)
 		rc = generate_run(&s, tok, ids, n, &go, stdout, &st);

@@ -161,6 +161,14 @@ static int dec_plain(struct gen *g, struct dec *d)
 	return 0;
 }
 
+/* Whether a speculative step fits in the context: the verify forward of
+ * cur and n drafts, and the drafts after it. */
+static bool dec_room(const struct gen *g, const struct dec *d)
+{
+	const struct forward *f = &g->s->fwd;
+	return f->pos + d->n + 1 <= f->ctx;
+}
+
 /* One speculative step: verify [cur, d_1..d_n] in one forward and accept
  * the longest prefix the model agrees with (speculative sampling: accept
  * d with probability min(1, p/q), else draw from max(0, p - q); at
@@ -209,7 +217,7 @@ static int dec_spec(struct gen *g, struct dec *d)
 		return rc;
 	memcpy(d->h_prev, d->hid + (size_t)j * H, (size_t)H * sizeof(float));
 	d->cur = next;
-	return dec_draft(g, d);
+	return dec_room(g, d) ? dec_draft(g, d) : 0;
 }
 
 /* --draft auto: before each step, the cost model of draft_policy.h picks
@@ -227,23 +235,28 @@ static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 		draft_policy_init(&pol, d->n);
 	struct expert_store *store = g->s->model.store;
 	const struct expert_store_stats *es = store ? expert_store_stats(store) : NULL;
+	int safe_at = 16; /* repinning waits for a step boundary every 16 tokens */
 	while (!rc && !g->done) {
+		/* Near the end of the context there is no room to verify drafts. */
+		bool draft_now = spec && dec_room(g, d);
 		/* The first drafts after a plain stretch are made outside the
 		 * measured step: a drafting step in the stream drafts once. */
-		if (spec && !d->drafted && (rc = dec_draft(g, d)))
+		if (draft_now && !d->drafted && (rc = dec_draft(g, d)))
 			break;
-		struct draft_sample smp = { .drafted = spec };
+		struct draft_sample smp = { .drafted = draft_now };
 		int n0 = g->st->n_generated;
 		uint64_t acc0 = g->st->accepted, miss0 = es ? es->misses : 0, req0 = es ? es->requests : 0;
 		double wait0 = es ? es->disk_wait_s : 0, t0 = now_s();
-		rc = spec ? dec_spec(g, d) : dec_plain(g, d);
-		if (spec) {
+		rc = draft_now ? dec_spec(g, d) : dec_plain(g, d);
+		if (draft_now) {
 			g->st->draft_forwards++;
 			g->st->draft_tokens += g->st->n_generated - n0;
 		}
-		if (g->st->n_generated % 16 == 15 && !spec)
+		if (g->st->n_generated >= safe_at) {
 			session_safe_point(g->s);
-		if (!autom || rc)
+			safe_at = g->st->n_generated + 16;
+		}
+		if (!autom || rc || (spec && !draft_now))
 			continue;
 		smp.wall_s = now_s() - t0;
 		smp.tokens = g->st->n_generated - n0;
@@ -276,6 +289,13 @@ static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 	return rc;
 }
 
+int generate_logits_rows(const struct generate_options *o)
+{
+	int n = o->draft < 0 ? 1 : o->draft > 16 ? 16 : o->draft;
+	/* rows [n+1] + q [n] + draft_logits + p + the sampler's two */
+	return (n + 1) + (n > 0 ? n : 1) + 4;
+}
+
 int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *prompt,
 		 int n_prompt, const struct generate_options *o, FILE *out, struct generate_stats *st)
 {
@@ -295,14 +315,16 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 	if (d.n > 16)
 		d.n = 16;
 	d.mtp = d.n > 0;
+	if (n_prompt <= 0)
+		return error_set(EINVAL, "the prompt is empty: nothing to continue from");
 	int64_t V = c->vocab, H = c->hidden;
-	size_t rows = (size_t)(d.n + 1);
+	size_t rows = (size_t)(d.n + 1), drafts = (size_t)(d.n > 0 ? d.n : 1);
 	d.rows = malloc(rows * V * sizeof(float));
 	d.draft_logits = malloc(V * sizeof(float));
-	d.q = malloc((size_t)(d.n + 1) * V * sizeof(float));
+	d.q = malloc(drafts * V * sizeof(float));
 	d.p = malloc(V * sizeof(float));
 	d.hid = malloc(rows * H * sizeof(float));
-	d.mtp_hid = malloc(rows * H * sizeof(float));
+	d.mtp_hid = malloc(drafts * H * sizeof(float));
 	d.h_prev = malloc(H * sizeof(float));
 	d.toks = malloc(rows * sizeof(int32_t));
 	int rc = 0;

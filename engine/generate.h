@@ -46,8 +46,15 @@ struct generate_stats {
  * when present: greedy when the model does not ask for sampling. */
 void generate_options_default(struct generate_options *o, const char *model_dir);
 
+/* Vocabulary-wide rows generate_run holds at once for these options (the
+ * verified logits, the draft distributions, the sampler's buffers): what
+ * the RAM budget sets aside (session_options.logits_rows). */
+int generate_logits_rows(const struct generate_options *o);
+
 /* Runs the loop; text goes to out as it is produced. tok may be NULL (ids
- * are printed then). */
+ * are printed then); an empty prompt is refused. The context must hold the
+ * prompt and n_predict tokens; drafting uses what room is left and steps
+ * plainly where none is. */
 int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *prompt,
 		 int n_prompt, const struct generate_options *o, FILE *out, struct generate_stats *st);
 

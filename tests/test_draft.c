@@ -383,7 +383,9 @@ Test(draft_run, stats_report_the_decision)
 	cr_expect(strstr(err, "tokens per forward"), "--stats: %s", err);
 	free(err);
 
-	/* --draft 0 and N: no auto decision; N drafts every forward. */
+	/* --draft 0 and N: no auto decision; N drafts every forward that has
+	 * room to verify them (the context holds prompt + -n, so the last N
+	 * positions go plainly). */
 	free(run(m, "1,2,3", "0", "min", "stats"));
 	snprintf(path, sizeof path, "%s/stats-0-min.json", scratch);
 	js = tu_read(path, NULL);
@@ -397,7 +399,8 @@ Test(draft_run, stats_report_the_decision)
 	snprintf(path, sizeof path, "%s/stats-2-min.json", scratch);
 	js = tu_read(path, NULL);
 	cr_assert_not_null(js);
-	cr_expect_eq(json_num(js, "draft_forwards"), json_num(js, "decode_forwards"));
+	double plain = json_num(js, "decode_forwards") - json_num(js, "draft_forwards");
+	cr_expect(json_num(js, "draft_forwards") > 0 && plain >= 0 && plain <= 2, "%s", js);
 	cr_expect_eq(json_num(js, "draft_auto"), 0);
 	free(js);
 }

@@ -270,3 +270,25 @@ Test(run, frame_classes_beside_mtp)
 	free(at_min);
 	free(at_big);
 }
+
+/* The context needs the prompt and -n, nothing more: drafting uses what
+ * room is left and steps plainly at the end, with the same greedy text;
+ * one position less is refused. */
+Test(run, context_holds_prompt_and_n)
+{
+	char ds[4400], args[8192];
+	snprintf(ds, sizeof ds, "%s/ds-ctx", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/deepseek_v3' '%s'", tu_colibri(), tu_fixtures(), ds), 0);
+	const char *models[] = { model, ds };
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 12 --temp 0 --draft 2 --ctx 16", models[i]);
+		char *tight = run_out("ctx-tight", args);
+		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 12 --temp 0 --draft 2 --ctx 64", models[i]);
+		char *roomy = run_out("ctx-roomy", args);
+		cr_expect_str_eq(tight, roomy, "%s: greedy text depends on --ctx", models[i]);
+		free(tight);
+		free(roomy);
+		cr_expect_neq(tu_sh("'%s' run --model '%s' --tokens 5,6,7,8 -n 12 --temp 0 --ctx 15 2>'%s/ctx.err'",
+				    tu_colibri(), models[i], scratch), 0, "--ctx 15 accepted for 16 positions");
+	}
+}
