@@ -91,15 +91,9 @@ void store_frame_loaded(struct expert_store *s, int32_t f)
 void store_frame_failed(struct expert_store *s, int32_t f, int rc)
 {
 	struct frame *fr = &s->pool.frames[f];
-	const struct store_layer *l = &s->layers[fr->layer];
 	s->stats.read_failures++;
 	prefetch_settled(s, fr);
-	if (fr->prefetched) {
-		fr->prefetched = false;
-		s->stats.prefetch_wasted++;
-		s->stats.prefetch_wasted_bytes += l->record_bytes;
-		store_frame_stats(s, f)->prefetch_wasted++;
-	}
+	store_prefetch_wasted(s, f);
 	if (fr->awaited) {
 		if (!s->req_rc)
 			s->req_rc = rc;
@@ -143,11 +137,7 @@ int32_t store_frame_take(struct expert_store *s, int cls)
 	struct frame *fr = &s->pool.frames[f];
 	struct expert_class_stats *cst = &s->stats.classes[cls];
 	assert(fr->cls == cls);
-	if (fr->prefetched) {
-		s->stats.prefetch_wasted++;
-		s->stats.prefetch_wasted_bytes += s->layers[fr->layer].record_bytes;
-		cst->prefetch_wasted++;
-	}
+	store_prefetch_wasted(s, f);
 	cst->evictions++;
 	evictor_remove(ev, f);
 	buffer_pool_frame_evict(&s->pool, f);
@@ -268,12 +258,7 @@ static void request_mapped(struct expert_store *s, struct store_layer *l, int la
 		evictor_count(ev, layer, e);
 	else
 		evictor_access(ev, f);
-	bool prefetched = fr->prefetched;
-	if (prefetched) {
-		fr->prefetched = false;
-		s->stats.prefetch_used++;
-		s->stats.prefetch_used_bytes += l->record_bytes;
-	}
+	bool prefetched = store_prefetch_used(s, f);
 	if (fr->state == FRAME_RESIDENT) {
 		s->stats.hits++;
 		s->stats.prefetch_hits += prefetched;
@@ -334,8 +319,11 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 			request_mapped(s, l, layer, s->uniq[i], f);
 	}
 
-	/* Pass 2: each miss takes a frame and starts its load. */
-	for (int32_t i = 0; i < n_uniq; i++) {
+	/* Pass 2: each miss takes a frame and starts its load. Waiting for a
+	 * frame reaps completions; once one of the loads pass 1 joined has
+	 * failed (its frame freed), the request has failed and its ids are no
+	 * longer told apart by the page table: place nothing more. */
+	for (int32_t i = 0; i < n_uniq && !s->req_rc; i++) {
 		int32_t e = s->uniq[i];
 		if (buffer_pool_lookup(bp, layer, e) >= 0)
 			continue;
@@ -453,8 +441,8 @@ int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids,
 int expert_store_cool_layer(struct expert_store *s, int layer)
 {
 	if (layer < 0 || layer >= s->n_layers)
-		return -EINVAL;
-	int c = s->pool.layer_class[layer];
+		return error_set(EINVAL, "layer %d is out of range", layer);
+	int c = expert_store_layer_class(s, layer);
 	if (c >= 0)
 		evictor_cool_layer(&s->cls[c].ev, layer);
 	return 0;

@@ -41,10 +41,16 @@ static int pins_check(const struct expert_store *s, const struct expert_pin *p, 
 	return 0;
 }
 
+/* Frame f leaves the set, resident or still loading (its load then ends
+ * as an ordinary unpinned one). */
 static void perm_drop(struct expert_store *s, int32_t f)
 {
 	struct frame *fr = &s->pool.frames[f];
-	assert(fr->perm && fr->state == FRAME_RESIDENT && fr->pins > 0);
+	assert(fr->perm && fr->pins > 0);
+	if (fr->pin_wait) {
+		fr->pin_wait = false;
+		s->n_pin_loading--;
+	}
 	fr->perm = false;
 	s->n_perm--;
 	s->cls[fr->cls].n_perm--;
@@ -62,11 +68,7 @@ static void perm_add(struct expert_store *s, int32_t f, int32_t *n_added)
 	s->cls[fr->cls].n_perm++;
 	buffer_pool_frame_pin(&s->pool, f);
 	evictor_remove(store_frame_ev(s, f), f);
-	if (fr->prefetched) {
-		fr->prefetched = false;
-		s->stats.prefetch_used++;
-		s->stats.prefetch_used_bytes += s->layers[fr->layer].record_bytes;
-	}
+	store_prefetch_used(s, f);
 	if (fr->state == FRAME_LOADING) {
 		fr->pin_wait = true;
 		s->n_pin_loading++;
@@ -183,11 +185,10 @@ static int pin_change(struct expert_store *s, const struct expert_pin *add, int 
 			rc2 = 0;
 	rc = rc ? rc : rc2 ? rc2 : s->pin_rc;
 	if (rc) {
-		for (int32_t i = 0; i < n_added; i++) {
-			struct frame *fr = &s->pool.frames[s->pin_frames[i]];
-			if (fr->perm && fr->state == FRAME_RESIDENT)
+		/* Loads still in flight when reaping failed leave too. */
+		for (int32_t i = 0; i < n_added; i++)
+			if (s->pool.frames[s->pin_frames[i]].perm)
 				perm_drop(s, s->pin_frames[i]);
-		}
 	}
 	store_stats_sync(s);
 	return rc;

@@ -175,6 +175,31 @@ static inline struct expert_class_stats *store_frame_stats(struct expert_store *
 	return &s->stats.classes[s->pool.frames[f].cls];
 }
 
+/* A prefetched frame f is asked for (by a request or the pinned set): the
+ * prefetch was used. Returns whether it was a prefetch's. */
+static inline bool store_prefetch_used(struct expert_store *s, int32_t f)
+{
+	struct frame *fr = &s->pool.frames[f];
+	if (!fr->prefetched)
+		return false;
+	fr->prefetched = false;
+	s->stats.prefetch_used++;
+	s->stats.prefetch_used_bytes += s->layers[fr->layer].record_bytes;
+	return true;
+}
+
+/* A prefetched frame f goes (evicted or failed) before any use. */
+static inline void store_prefetch_wasted(struct expert_store *s, int32_t f)
+{
+	struct frame *fr = &s->pool.frames[f];
+	if (!fr->prefetched)
+		return;
+	fr->prefetched = false;
+	s->stats.prefetch_wasted++;
+	s->stats.prefetch_wasted_bytes += s->layers[fr->layer].record_bytes;
+	store_frame_stats(s, f)->prefetch_wasted++;
+}
+
 /* The registered buffer holding frame f, or -1 when unregistered. */
 static inline int store_frame_buf_index(const struct expert_store *s, int32_t f)
 {
