@@ -13,6 +13,7 @@
 #include "engine/forward.h"
 #include "engine/forward_internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -87,6 +88,7 @@ static int forward_buffers(struct forward *f, const struct model_config *c, stru
 	FBUF(hidden, B * H * F);
 	FBUF(mtp_in, B * 2 * H * F);
 #undef FBUF
+	assert(n <= FORWARD_BUFS);
 	return n;
 }
 
@@ -460,22 +462,5 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 		memcpy(hidden_out, f->xn, (size_t)n * H * sizeof(float));
 	if (logits)
 		matmul(f->pool, logits, &w->head, f->xn, n);
-	return 0;
-}
-
-int forward_tokens(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits)
-{
-	for (int i = 0; i < n; i += f->batch) {
-		int len = n - i < f->batch ? n - i : f->batch;
-		bool last = i + len == n;
-		float *out = NULL;
-		if (logits && all_logits)
-			out = logits + (size_t)i * f->m->cfg.vocab;
-		else if (logits && last)
-			out = logits;
-		int rc = forward_step(f, tokens + i, len, out, all_logits);
-		if (rc)
-			return rc;
-	}
 	return 0;
 }

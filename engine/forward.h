@@ -55,7 +55,7 @@ struct forward {
 	int32_t *e_tok, *e_slot;     /* [batch] */
 	int32_t *wanted;             /* [n_experts] union of a step */
 	float *scores;               /* [n_threads, ctx] attention scratch */
-	float *inv_freq;             /* [head_dim / 2] */
+	float *inv_freq;             /* [rot_dim / 2] */
 	bool prefetch;               /* predict and prefetch the next MoE layer */
 	float *pred_in;              /* [batch, hidden] prediction input */
 	float *hidden;               /* [batch, hidden] final-normed hidden states of the last step */
@@ -96,8 +96,5 @@ int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits,
  * model's cache and position are untouched. */
 int forward_mtp(struct forward *f, int module, const float *hidden, const int32_t *next, int n, int pos0,
 		float *logits, float *hidden_out);
-
-/* Runs any number of tokens in chunks of batch; logits as forward_step. */
-int forward_tokens(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits);
 
 #endif

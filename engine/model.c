@@ -98,7 +98,6 @@ static int load_indexer(struct model *m, int i, struct layer_weights *lw)
 	rc = rc ? rc : get_matrix(m, &lw->ix_weights, ih, c->hidden, "model.layers.%d.self_attn.indexer.weights_proj.weight", i);
 	if (!rc && lw->ix_weights.type != QUANT_F32)
 		rc = error_set(EINVAL, "%s: layer %d indexer weights_proj is not f32", m->dir, i);
-	lw->indexer = !rc;
 	return rc;
 }
 
@@ -261,7 +260,6 @@ static int open_store(struct model *m, const struct model_options *opt)
 		.cache_bytes = opt && opt->expert_cache_bytes ? opt->expert_cache_bytes : model_expert_bytes(m),
 		.io_depth = opt && opt->io_depth > 0 ? opt->io_depth : 32,
 		.buffered = opt && opt->buffered,
-		.stripe_bytes = opt ? opt->stripe_bytes : 0,
 	};
 	for (int k = 0; opt && k < EXPERT_COPIES_MAX; k++)
 		so.copy_gbps[k] = opt->copy_gbps[k];

@@ -42,7 +42,6 @@ struct layer_weights {
 	const float *kv_a_norm;          /* [kv_lora_rank] */
 	struct qmatrix kv_b;             /* [n_heads*(nope+v), kv_lora_rank] */
 	/* DSA indexer (dsa models; absent in layers that reuse a selection) */
-	bool indexer;
 	struct qmatrix ix_wq_b;          /* [index_n_heads*index_head_dim, q_lora_rank] */
 	struct qmatrix ix_wk;            /* [index_head_dim, hidden] */
 	const float *ix_k_norm, *ix_k_bias; /* [index_head_dim] LayerNorm */
@@ -76,7 +75,6 @@ struct model_options {
 	int io_depth;
 	bool buffered;                   /* no O_DIRECT for expert reads */
 	double copy_gbps[EXPERT_COPIES_MAX]; /* disk bandwidth of the primary and each mirror; 0 unknown */
-	uint64_t stripe_bytes;           /* 0: the store's default */
 };
 
 struct model {

@@ -120,7 +120,6 @@ int buffer_pool_init(struct buffer_pool *bp, int n_classes, const uint64_t *fram
 			fr->next_free = fc->free_head;
 			fc->free_head = f;
 		}
-		fc->n_free = fc->n_frames;
 	}
 	return 0;
 nomem:
@@ -150,7 +149,6 @@ int32_t buffer_pool_free_pop(struct buffer_pool *bp, int cls)
 	assert(fr->state == FRAME_FREE && fr->cls == cls);
 	fc->free_head = fr->next_free;
 	fr->next_free = -1;
-	fc->n_free--;
 	return f;
 }
 
@@ -164,7 +162,6 @@ void buffer_pool_frame_load(struct buffer_pool *bp, int32_t f, int layer, int32_
 	fr->layer = layer;
 	fr->expert = expert;
 	bp->frame_of[layer][expert] = f;
-	bp->classes[fr->cls].n_loading++;
 }
 
 void buffer_pool_frame_loaded(struct buffer_pool *bp, int32_t f)
@@ -173,7 +170,6 @@ void buffer_pool_frame_loaded(struct buffer_pool *bp, int32_t f)
 	struct frame_class *fc = &bp->classes[fr->cls];
 	assert(fr->state == FRAME_LOADING);
 	fr->state = FRAME_RESIDENT;
-	fc->n_loading--;
 	if (fr->pins == 0)
 		fc->n_evictable++;
 }
@@ -186,7 +182,6 @@ static void buffer_pool_frame_free_push(struct buffer_pool *bp, int32_t f)
 	fr->layer = fr->expert = -1;
 	fr->next_free = fc->free_head;
 	fc->free_head = f;
-	fc->n_free++;
 }
 
 void buffer_pool_frame_load_failed(struct buffer_pool *bp, int32_t f)
@@ -194,7 +189,6 @@ void buffer_pool_frame_load_failed(struct buffer_pool *bp, int32_t f)
 	struct frame *fr = &bp->frames[f];
 	assert(fr->state == FRAME_LOADING && fr->pins == 0);
 	bp->frame_of[fr->layer][fr->expert] = -1;
-	bp->classes[fr->cls].n_loading--;
 	buffer_pool_frame_free_push(bp, f);
 }
 

@@ -90,8 +90,6 @@ struct frame_class {
 	int32_t first;           /* its frames are [first, first + n_frames) */
 	int32_t n_frames;
 	int32_t free_head;
-	int32_t n_free;
-	int32_t n_loading;
 	int32_t n_pinned;        /* frames with pins > 0 */
 	int32_t n_evictable;     /* RESIDENT frames with pins == 0 */
 };

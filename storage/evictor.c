@@ -245,8 +245,3 @@ int32_t evictor_victim(struct evictor *ev, const struct buffer_pool *bp)
 	}
 	return -1;
 }
-
-const char *evict_policy_name(enum evict_policy policy)
-{
-	return policy == EVICT_POLICY_LRU ? "lru" : "freq";
-}

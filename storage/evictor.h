@@ -101,6 +101,4 @@ void evictor_cool_layer(struct evictor *ev, int layer);
  * frames passed on the way, O(EVICTOR_LEVELS + pinned + loading). */
 int32_t evictor_victim(struct evictor *ev, const struct buffer_pool *bp);
 
-const char *evict_policy_name(enum evict_policy policy);
-
 #endif
