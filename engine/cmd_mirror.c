@@ -11,6 +11,7 @@
 
 #include "engine/cmd.h"
 #include "engine/mirror.h"
+#include "engine/session.h"
 #include "engine/model_config.h"
 #include "planner/plan_machine.h"
 #include "storage/error.h"
@@ -71,38 +72,6 @@ static void probe_disks(const char *model, const char *to)
 	plan_container_free(&c);
 }
 
-/* "0-3,7" -> layer list. */
-static int parse_layers(const char *s, int32_t **out, int *n)
-{
-	int32_t *v = calloc(MODEL_LAYERS_MAX, sizeof *v);
-	*n = 0;
-	if (!v)
-		return error_set(ENOMEM, "out of memory");
-	const char *p = s;
-	while (*p) {
-		char *end;
-		long a = strtol(p, &end, 10), b = a;
-		if (end == p)
-			goto bad;
-		if (*end == '-') {
-			p = end + 1;
-			b = strtol(p, &end, 10);
-			if (end == p)
-				goto bad;
-		}
-		if (a < 0 || b < a || b >= MODEL_LAYERS_MAX || (*end && *end != ','))
-			goto bad;
-		for (long l = a; l <= b && *n < MODEL_LAYERS_MAX; l++)
-			v[(*n)++] = (int32_t)l;
-		p = *end ? end + 1 : end;
-	}
-	*out = v;
-	return 0;
-bad:
-	free(v);
-	return error_set(EINVAL, "--layers takes a list such as 0-15,20, not \"%s\"", s);
-}
-
 int cmd_mirror(int argc, char **argv)
 {
 	const char *model = NULL, *to = NULL, *layers_arg = NULL;
@@ -141,7 +110,7 @@ int cmd_mirror(int argc, char **argv)
 	} else {
 		int32_t *layers = NULL;
 		int n = 0;
-		rc = layers_arg ? parse_layers(layers_arg, &layers, &n) : 0;
+		rc = layers_arg ? session_parse_list(layers_arg, "--layers", true, MODEL_LAYERS_MAX - 1, &layers, &n) : 0;
 		if (!rc)
 			rc = mirror_add(model, to, layers, n, quiet);
 		free(layers);

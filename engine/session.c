@@ -114,38 +114,47 @@ int session_option(struct session_options *o, int ch, const char *arg)
 	return -ENOENT;
 }
 
-int session_parse_tokens(const char *s, int32_t **ids, int *n)
+int session_parse_list(const char *s, const char *what, bool ranges, int32_t max, int32_t **out, int *n)
 {
-	*ids = NULL;
+	*out = NULL;
 	*n = 0;
-	int cap = 1;
-	for (const char *p = s; *p; p++)
-		cap += *p == ',';
-	int32_t *v = malloc((size_t)cap * sizeof *v);
-	if (!v)
-		return error_set(ENOMEM, "out of memory");
-	const char *p = s;
-	while (*p) {
-		char *end;
-		long x = strtol(p, &end, 10);
-		if (end == p || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
-			free(v);
-			return error_set(EINVAL, "--tokens takes comma-separated token ids, got \"%s\"", s);
-		}
-		v[(*n)++] = (int32_t)x;
-		p = *end ? end + 1 : end;
+	/* Pass 0 checks and counts, pass 1 fills. */
+	int32_t *v = NULL;
+	for (int pass = 0; pass < 2; pass++) {
+		int k = 0;
+		const char *p = s;
+		do {
+			char *end;
+			long a = strtol(p, &end, 10), b = a;
+			bool ok = end != p && *p != '-' && *p != '+' && *p != ' ';
+			if (ok && ranges && *end == '-') {
+				const char *q = end + 1;
+				b = strtol(q, &end, 10);
+				ok = end != q && *q != '-' && *q != '+' && *q != ' ';
+			}
+			if (!ok || a < 0 || b < a || b > max || (*end && *end != ',') || (*end == ',' && !end[1])) {
+				free(v);
+				return error_set(EINVAL, "%s takes comma-separated %s 0..%d, not \"%s\"", what,
+						 ranges ? "numbers or ranges A-B of" : "numbers", max, s);
+			}
+			for (long x = a; x <= b; x++, k++)
+				if (pass)
+					v[k] = (int32_t)x;
+			p = *end ? end + 1 : end;
+		} while (*p);
+		if (pass == 0 && !(v = malloc((size_t)k * sizeof *v)))
+			return error_set(ENOMEM, "out of memory");
+		*n = k;
 	}
-	if (*n == 0) {
-		free(v);
-		return error_set(EINVAL, "--tokens is empty");
-	}
-	*ids = v;
+	*out = v;
 	return 0;
 }
 
+int session_parse_tokens(const char *s, int32_t **ids, int *n)
+{
+	return session_parse_list(s, "--tokens", false, INT32_MAX, ids, n);
+}
 
-/* The expert cache from the RAM budget: what is left after resident
- * weights, the KV cache and scratch. */
 /* A memory line of /proc/self/status ("VmRSS", "VmHWM") in bytes; 0 if
  * unknown. VmRSS is what is already spent (binary, libraries, a loaded
  * tokenizer) before the model loads; VmHWM the peak, for the report. */

@@ -104,7 +104,12 @@ int session_option(struct session_options *o, int ch, const char *arg);
 /* Parses "24G", "512M", "1.5T", "64K" or a plain number of GiB. */
 int session_parse_size(const char *s, uint64_t *bytes);
 
-/* Parses "1,2,3" into a malloc'd array. */
+/* Parses "1,2,3" (and, with ranges, "0-3,7") of numbers 0..max into a
+ * malloc'd array; empty input, empty items and a trailing comma are refused
+ * with a message naming `what`. */
+int session_parse_list(const char *s, const char *what, bool ranges, int32_t max, int32_t **out, int *n);
+
+/* Token ids: session_parse_list without ranges. */
 int session_parse_tokens(const char *s, int32_t **ids, int *n);
 
 /* Loads the model and prepares a forward with room for need_ctx positions

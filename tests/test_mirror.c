@@ -111,6 +111,15 @@ Test(mirror, partial_and_refusals)
 		      "mirroring onto the model itself was accepted");
 	cr_expect_neq(tu_sh("'%s' mirror --quiet --model '%s' --to '%s/m2' --layers 1 2>/dev/null", tu_colibri(), model,
 			    scratch), 0, "a dense layer was accepted for mirroring");
+	/* An empty or malformed layer list copies and registers nothing. */
+	const char *bad[] = { "", "2,", "2-", "3-2", "2,,3" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_expect_neq(tu_sh("'%s' mirror --quiet --no-probe --model '%s' --to '%s/m3' --layers '%s' 2>'%s/l.err'",
+				    tu_colibri(), model, scratch, bad[i], scratch), 0, "--layers '%s' accepted", bad[i]);
+		cr_expect_eq(tu_sh("grep -q -- '--layers' '%s/l.err'", scratch), 0, "--layers '%s': no message", bad[i]);
+		cr_expect_neq(tu_sh("test -e '%s/m3'", scratch), 0, "--layers '%s' left a mirror folder", bad[i]);
+	}
+	cr_expect_neq(tu_sh("grep -q '\"mirrors\"' '%s/manifest.json'", model), 0, "a bad --layers registered a mirror");
 }
 
 /* The disk profile that weighs the stripes is measured after mirroring when

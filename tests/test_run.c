@@ -152,6 +152,15 @@ Test(run, no_tokenizer)
 	char *out = run_out("nt", args);
 	cr_expect(strchr(out, ','), "ids expected: %s", out);
 	free(out);
+	/* Malformed id lists are refused naming the flag. */
+	const char *bad[] = { "", "1,2,", "1,,2", "1, 2", "-1", "x" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_expect_neq(tu_sh("'%s' run --model '%s' --tokens '%s' -n 2 2>'%s/nt.err'", tu_colibri(), m2, bad[i],
+				    scratch), 0, "--tokens '%s' accepted", bad[i]);
+		err = tu_read(path, NULL);
+		cr_expect(err && strstr(err, "--tokens"), "--tokens '%s': %s", bad[i], err);
+		free(err);
+	}
 }
 
 /* The --ram promise: a budget below the minimum is refused with the
