@@ -41,7 +41,7 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libcolibri.a tests/test_util.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libcolibri.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libcolibri.a -lcriterion $(LIBS)
 

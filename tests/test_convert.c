@@ -15,27 +15,21 @@
  *     int8/int4 with the documented scale max|w|/qmax and |w - w^| <= scale/2;
  *     FP8 sources are decoded here as e4m3 x 128x128 block scale_inv;
  *   - the fused expert layout converts to the same bytes as the per-expert
- *     layout of the same weights;
- *   - bad input exits non-zero with one line naming the file or tensor and
- *     leaves neither OUT_DIR nor a temporary sibling; an existing OUT_DIR is
- *     kept without --force and replaced with it; --force refuses folders
- *     that are not containers; an interrupted conversion leaves nothing.
+ *     layout of the same weights, and transformers v5 names convert;
+ *   - --force replaces an existing container, leaving nothing else behind.
+ * (Bad input, refusals and interrupted conversions: tests/test_convert_bad.c.)
  */
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <signal.h>
-#include <time.h>
 #include <xxhash.h>
 
 #include "compute/quant.h"
 #include "engine/manifest.h"
 #include "storage/error.h"
-#include "tests/test_util.h"
+#include "tests/convert_fixture.h"
 
 #define PY "/usr/bin/python3"
 
@@ -58,15 +52,6 @@ static const char *repo_root(void)
 		     "cannot find tools/gen_model.py from COLIBRI_FIXTURES or the current folder");
 	cr_assert_not_null(getcwd(root, sizeof root));
 	return root;
-}
-
-static void fixture_path(char *buf, size_t n, const char *name)
-{
-	snprintf(buf, n, "%s/hf/%s", tu_fixtures(), name);
-	char cfg[PATH_MAX + 64];
-	snprintf(cfg, sizeof cfg, "%s/config.json", buf);
-	cr_assert_eq(access(cfg, R_OK), 0, "fixture %s is missing: run tools/make_fixtures.sh "
-		     "(tools/run_tests.sh sets COLIBRI_FIXTURES)", buf);
 }
 
 /* ------------------------------------------- an independent HF reader */
@@ -416,15 +401,6 @@ static bool all_zero(const uint8_t *p, uint64_t n)
 	return true;
 }
 
-static char *read_file(const char *dir, const char *rel, size_t *len)
-{
-	char p[PATH_MAX + 256];
-	snprintf(p, sizeof p, "%s/%s", dir, rel);
-	char *b = tu_read(p, len);
-	cr_assert_not_null(b, "cannot read %s", p);
-	return b;
-}
-
 /* Everything a reader may rely on in the container at out, converted from
  * the checkpoint hf with --quant q --group-size group. */
 static void check_container(const char *out, const struct hf_ckpt *hf, enum quant_type q, int32_t group)
@@ -552,26 +528,7 @@ static void check_container(const char *out, const struct hf_ckpt *hf, enum quan
 
 /* ------------------------------------------------------- running colibri */
 
-static char ws[PATH_MAX];   /* per-test scratch folder */
-
-static void setup(void)
-{
-	tu_mkdtemp(ws, sizeof ws);
-}
-
-static void teardown(void)
-{
-	tu_rmrf(ws);
-}
-
 TestSuite(convert, .init = setup, .fini = teardown);
-
-/* Runs colibri convert; stderr goes to ws/log.txt. Returns the exit status. */
-static int convert(const char *hf, const char *out, const char *args)
-{
-	return tu_sh("'%s' convert '%s' '%s' %s >/dev/null 2>'%s/log.txt'", tu_colibri(), hf, out,
-		     args, ws);
-}
 
 static const char *quants[4] = { "f32", "bf16", "int8", "int4" };
 
@@ -661,148 +618,6 @@ Test(convert, group_size_32)
 	cr_assert_eq(convert(hf_dir, out, "--quant int4 --group-size 32 --quiet"), 0);
 	check_container(out, &hf, QUANT_INT4, 32);
 	hf_free(&hf);
-}
-
-/* Copies fixture `name` into ws/hf and returns that path in buf. */
-static void copy_fixture(char *buf, size_t n, const char *name)
-{
-	char src[PATH_MAX];
-	fixture_path(src, sizeof src, name);
-	snprintf(buf, n, "%s/hf", ws);
-	cr_assert_eq(tu_sh("cp -r '%s' '%s'", src, buf), 0);
-}
-
-/* An editable safetensors file: its parsed header, its data block, and
- * bytes to append after the data block. Edits change only the header (and
- * append data), so every untouched tensor keeps its bytes. */
-struct st_edit {
-	char path[PATH_MAX + 64];
-	char *buf;
-	size_t len;
-	uint64_t hlen;
-	cJSON *h;
-	uint8_t *extra;
-	size_t extra_len;
-};
-
-static void st_edit_open(struct st_edit *e, const char *hf_dir)
-{
-	memset(e, 0, sizeof *e);
-	snprintf(e->path, sizeof e->path, "%s/model.safetensors", hf_dir);
-	e->buf = tu_read(e->path, &e->len);
-	cr_assert(e->buf && e->len >= 8, "cannot read %s", e->path);
-	for (int i = 7; i >= 0; i--)
-		e->hlen = e->hlen << 8 | (uint8_t)e->buf[i];
-	e->h = cJSON_ParseWithLength(e->buf + 8, e->hlen);
-	cr_assert(cJSON_IsObject(e->h), "%s: bad header", e->path);
-}
-
-static uint64_t st_edit_data_bytes(const struct st_edit *e)
-{
-	return e->len - 8 - e->hlen;
-}
-
-static cJSON *st_edit_entry(struct st_edit *e, const char *name)
-{
-	cJSON *t = cJSON_GetObjectItemCaseSensitive(e->h, name);
-	cr_assert_not_null(t, "%s: no tensor %s", e->path, name);
-	return t;
-}
-
-/* Sets the entry's dtype, shape and data_offsets. */
-static void st_edit_set(cJSON *t, const char *dtype, int64_t rows, int64_t cols, uint64_t begin,
-			uint64_t end)
-{
-	cJSON_ReplaceItemInObjectCaseSensitive(t, "dtype", cJSON_CreateString(dtype));
-	cJSON *shape = cJSON_CreateArray();
-	cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)rows));
-	cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)cols));
-	cJSON_ReplaceItemInObjectCaseSensitive(t, "shape", shape);
-	cJSON *off = cJSON_CreateArray();
-	cJSON_AddItemToArray(off, cJSON_CreateNumber((double)begin));
-	cJSON_AddItemToArray(off, cJSON_CreateNumber((double)end));
-	cJSON_ReplaceItemInObjectCaseSensitive(t, "data_offsets", off);
-}
-
-static uint64_t st_edit_num(cJSON *t, const char *key, int i)
-{
-	return (uint64_t)cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, key), i)->valuedouble;
-}
-
-/* Appends n bytes (zeros if data is NULL); returns their data offset. */
-static uint64_t st_edit_append(struct st_edit *e, const void *data, size_t n)
-{
-	uint64_t at = st_edit_data_bytes(e) + e->extra_len;
-	e->extra = realloc(e->extra, e->extra_len + n);
-	cr_assert_not_null(e->extra);
-	if (data)
-		memcpy(e->extra + e->extra_len, data, n);
-	else
-		memset(e->extra + e->extra_len, 0, n);
-	e->extra_len += n;
-	return at;
-}
-
-static void st_edit_save(struct st_edit *e)
-{
-	char *text = cJSON_PrintUnformatted(e->h);
-	uint64_t nlen = strlen(text), data = st_edit_data_bytes(e);
-	size_t total = 8 + nlen + data + e->extra_len;
-	char *nb = malloc(total);
-	cr_assert_not_null(nb);
-	for (int i = 0; i < 8; i++)
-		nb[i] = (char)(nlen >> (8 * i));
-	memcpy(nb + 8, text, nlen);
-	memcpy(nb + 8 + nlen, e->buf + 8 + e->hlen, data);
-	if (e->extra_len)
-		memcpy(nb + 8 + nlen + data, e->extra, e->extra_len);
-	cr_assert_eq(tu_write(e->path, nb, total), 0);
-	free(nb);
-	free(text);
-	cJSON_Delete(e->h);
-	free(e->buf);
-	free(e->extra);
-}
-
-enum edit_op { EDIT_DROP, EDIT_HALVE_ROWS, EDIT_RETYPE_I32, EDIT_PAST_END };
-
-/* One change to tensor `name` of HF_DIR/model.safetensors:
- *   EDIT_DROP        remove it
- *   EDIT_HALVE_ROWS  keep its first half of rows (a shape mismatch)
- *   EDIT_RETYPE_I32  store it as I32 of the same shape
- *   EDIT_PAST_END    move its data_offsets past the end of the data */
-static void edit_checkpoint(const char *hf_dir, enum edit_op op, const char *name)
-{
-	struct st_edit e;
-	st_edit_open(&e, hf_dir);
-	cJSON *t = st_edit_entry(&e, name);
-	cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
-	cr_assert_eq(cJSON_GetArraySize(shape), 2, "%s is not 2-D", name);
-	int64_t rows = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
-	int64_t cols = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
-	uint64_t begin = st_edit_num(t, "data_offsets", 0), end = st_edit_num(t, "data_offsets", 1);
-	const char *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring;
-	char dt[16];
-	snprintf(dt, sizeof dt, "%s", dtype);
-	switch (op) {
-	case EDIT_DROP:
-		cJSON_DeleteItemFromObjectCaseSensitive(e.h, name);
-		break;
-	case EDIT_HALVE_ROWS:
-		st_edit_set(t, dt, rows / 2, cols, begin, begin + (end - begin) / 2);
-		break;
-	case EDIT_RETYPE_I32: {
-		uint64_t at = st_edit_append(&e, NULL, (size_t)(rows * cols * 4));
-		st_edit_set(t, "I32", rows, cols, at, at + (uint64_t)(rows * cols * 4));
-		break;
-	}
-	case EDIT_PAST_END: {
-		uint64_t at = st_edit_data_bytes(&e) + 4096;
-		st_edit_set(t, dt, rows, cols, at, at + (end - begin));
-		break;
-	}
-	}
-	st_edit_save(&e);
 }
 
 /* Narrows the dense MLP of every dense layer to 96 (config and tensors):
@@ -958,228 +773,6 @@ Test(convert, fused_layout_matches_per_expert)
 	}
 }
 
-/* ----------------------------------------------------------- bad input */
-
-/* Entries of ws whose name starts with "out": the output folder and any
- * sibling made from its name (out.tmp-XXXXXX, out.old-PID). */
-static int out_entries(char *names, size_t len)
-{
-	DIR *d = opendir(ws);
-	cr_assert_not_null(d);
-	struct dirent *de;
-	int n = 0;
-	names[0] = 0;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "out", 3) != 0)
-			continue;
-		n++;
-		snprintf(names + strlen(names), len - strlen(names), "%s ", de->d_name);
-	}
-	closedir(d);
-	return n;
-}
-
-static void assert_one_line(const char *log)
-{
-	size_t n = strlen(log);
-	cr_assert(n > 1 && log[n - 1] == '\n', "expected one line on stderr, got \"%s\"", log);
-	cr_assert_null(memchr(log, '\n', n - 1), "expected one line on stderr, got \"%s\"", log);
-}
-
-/* Runs convert hf -> ws/out with args; it must fail with one line on stderr
- * containing every needle, and leave nothing named out* in ws. */
-static void expect_failure(const char *hf, const char *args, const char *needle1, const char *needle2)
-{
-	char out[PATH_MAX + 16], names[1024];
-	snprintf(out, sizeof out, "%s/out", ws);
-	int st = convert(hf, out, args);
-	char *log = read_file(ws, "log.txt", NULL);
-	cr_assert_neq(st, 0, "convert %s %s succeeded", hf, args);
-	cr_assert_neq(st, -1, "convert crashed: %s", log);
-	cr_assert_lt(st, 128, "convert died of a signal (status %d): %s", st, log);
-	assert_one_line(log);
-	cr_assert(strstr(log, needle1), "message lacks \"%s\": %s", needle1, log);
-	if (needle2)
-		cr_assert(strstr(log, needle2), "message lacks \"%s\": %s", needle2, log);
-	cr_assert_eq(out_entries(names, sizeof names), 0, "left behind: %s", names);
-	free(log);
-}
-
-Test(convert, missing_config)
-{
-	char hf[PATH_MAX];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	char p[PATH_MAX + 32];
-	snprintf(p, sizeof p, "%s/config.json", hf);
-	cr_assert_eq(unlink(p), 0);
-	expect_failure(hf, "", p, NULL);
-}
-
-Test(convert, missing_hf_dir)
-{
-	char hf[PATH_MAX + 16];
-	snprintf(hf, sizeof hf, "%s/no-such-checkpoint", ws);
-	expect_failure(hf, "", "no-such-checkpoint", NULL);
-}
-
-Test(convert, config_not_json)
-{
-	char hf[PATH_MAX], p[PATH_MAX + 32];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	snprintf(p, sizeof p, "%s/config.json", hf);
-	cr_assert_eq(tu_write(p, "{\"model_type\": \"qwen3_moe\",", 27), 0);
-	expect_failure(hf, "", p, "JSON");
-}
-
-Test(convert, unknown_model_type)
-{
-	char hf[PATH_MAX], p[PATH_MAX + 32];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	snprintf(p, sizeof p, "%s/config.json", hf);
-	char *text = tu_read(p, NULL);
-	cJSON *j = cJSON_Parse(text);
-	free(text);
-	cJSON_ReplaceItemInObject(j, "model_type", cJSON_CreateString("gpt_neox_moe"));
-	text = cJSON_Print(j);
-	cJSON_Delete(j);
-	cr_assert_eq(tu_write(p, text, strlen(text)), 0);
-	free(text);
-	expect_failure(hf, "", "config.json", "gpt_neox_moe");
-}
-
-Test(convert, missing_resident_tensor)
-{
-	char hf[PATH_MAX];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	edit_checkpoint(hf, EDIT_DROP, "model.layers.2.self_attn.k_proj.weight");
-	expect_failure(hf, "", "model.layers.2.self_attn.k_proj.weight", NULL);
-}
-
-Test(convert, missing_expert_tensor)
-{
-	char hf[PATH_MAX];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	edit_checkpoint(hf, EDIT_DROP, "model.layers.2.mlp.experts.5.up_proj.weight");
-	expect_failure(hf, "", "model.layers.2.mlp.experts.5.up_proj.weight", NULL);
-}
-
-Test(convert, missing_fp8_scale)
-{
-	char hf[PATH_MAX];
-	copy_fixture(hf, sizeof hf, "qwen3_moe_fp8");
-	edit_checkpoint(hf, EDIT_DROP, "model.layers.0.self_attn.q_proj.weight_scale_inv");
-	expect_failure(hf, "", "model.layers.0.self_attn.q_proj.weight_scale_inv", NULL);
-}
-
-Test(convert, shape_mismatch)
-{
-	char hf[PATH_MAX];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	edit_checkpoint(hf, EDIT_HALVE_ROWS, "model.layers.0.self_attn.q_proj.weight");
-	expect_failure(hf, "", "model.layers.0.self_attn.q_proj.weight", "shape");
-}
-
-Test(convert, expert_shape_mismatch)
-{
-	char hf[PATH_MAX];
-	copy_fixture(hf, sizeof hf, "olmoe");
-	edit_checkpoint(hf, EDIT_HALVE_ROWS, "model.layers.1.mlp.experts.3.down_proj.weight");
-	expect_failure(hf, "", "model.layers.1.mlp.experts.3.down_proj.weight", "shape");
-}
-
-Test(convert, unsupported_dtype)
-{
-	char hf[PATH_MAX];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	edit_checkpoint(hf, EDIT_RETYPE_I32, "model.layers.0.self_attn.o_proj.weight");
-	expect_failure(hf, "", "model.layers.0.self_attn.o_proj.weight", "I32");
-}
-
-Test(convert, unsupported_expert_dtype)
-{
-	char hf[PATH_MAX];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	edit_checkpoint(hf, EDIT_RETYPE_I32, "model.layers.0.mlp.experts.1.down_proj.weight");
-	expect_failure(hf, "", "model.layers.0.mlp.experts.1.down_proj.weight", "I32");
-}
-
-Test(convert, truncated_shard)
-{
-	char hf[PATH_MAX], p[PATH_MAX + 64];
-	copy_fixture(hf, sizeof hf, "mixtral");
-	snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", hf);
-	struct stat sb;
-	cr_assert_eq(stat(p, &sb), 0);
-	cr_assert_eq(truncate(p, sb.st_size / 2), 0);
-	expect_failure(hf, "", p, NULL);
-}
-
-Test(convert, header_offsets_past_end)
-{
-	char hf[PATH_MAX], p[PATH_MAX + 32];
-	const char *victim = "model.layers.1.self_attn.v_proj.weight";
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	edit_checkpoint(hf, EDIT_PAST_END, victim);
-	snprintf(p, sizeof p, "%s/model.safetensors", hf);
-	expect_failure(hf, "", p, victim);
-}
-
-Test(convert, group_size_48_refused)
-{
-	char hf[PATH_MAX];
-	fixture_path(hf, sizeof hf, "qwen3_moe");
-	expect_failure(hf, "--group-size 48", "group-size", "48");
-	expect_failure(hf, "--group-size 0", "group-size", NULL);
-	expect_failure(hf, "--group-size 64x", "group-size", NULL);
-}
-
-Test(convert, group_size_not_dividing_experts)
-{
-	/* Expert down_proj has 64 inputs: --group-size 128 cannot hold it. */
-	char hf[PATH_MAX];
-	fixture_path(hf, sizeof hf, "qwen3_moe");
-	expect_failure(hf, "--quant int4 --group-size 128", "128", "down");
-}
-
-Test(convert, unknown_quant)
-{
-	char hf[PATH_MAX];
-	fixture_path(hf, sizeof hf, "qwen3_moe");
-	expect_failure(hf, "--quant int3", "int3", NULL);
-}
-
-Test(convert, existing_out_dir_needs_force)
-{
-	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
-	fixture_path(hf, sizeof hf, "qwen3_moe");
-	snprintf(out, sizeof out, "%s/out", ws);
-	cr_assert_eq(convert(hf, out, "--quiet"), 0);
-	snprintf(p, sizeof p, "%s/manifest.json", out);
-	char *before = tu_read(p, NULL);
-	snprintf(p, sizeof p, "%s/marker.txt", out);
-	cr_assert_eq(tu_write(p, "keep", 4), 0);
-
-	int st = convert(hf, out, "--quant f32");
-	char *log = read_file(ws, "log.txt", NULL);
-	cr_assert_neq(st, 0, "an existing container was replaced without --force");
-	assert_one_line(log);
-	cr_assert(strstr(log, out) && strstr(log, "--force"), "%s", log);
-	free(log);
-	char *marker = tu_read(p, NULL);
-	cr_assert(marker && !strcmp(marker, "keep"), "old content was touched");
-	free(marker);
-	snprintf(p, sizeof p, "%s/manifest.json", out);
-	char *after = tu_read(p, NULL);
-	cr_assert(after && !strcmp(before, after), "old manifest was changed");
-	free(before);
-	free(after);
-	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
-	struct manifest m;
-	cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
-	cr_assert_eq(m.expert_quant, QUANT_INT4);
-	manifest_free(&m);
-}
-
 Test(convert, force_replaces_container)
 {
 	char hf_dir[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
@@ -1198,118 +791,6 @@ Test(convert, force_replaces_container)
 	hf_load(&hf, hf_dir);
 	check_container(out, &hf, QUANT_BF16, 64);
 	hf_free(&hf);
-}
-
-Test(convert, force_refuses_non_container)
-{
-	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
-	fixture_path(hf, sizeof hf, "qwen3_moe");
-	snprintf(out, sizeof out, "%s/out", ws);
-	cr_assert_eq(mkdir(out, 0755), 0);
-	snprintf(p, sizeof p, "%s/precious.txt", out);
-	cr_assert_eq(tu_write(p, "data", 4), 0);
-	int st = convert(hf, out, "--force");
-	char *log = read_file(ws, "log.txt", NULL);
-	cr_assert_neq(st, 0, "--force replaced a folder that is not a container");
-	assert_one_line(log);
-	cr_assert(strstr(log, out), "%s", log);
-	free(log);
-	char *d = tu_read(p, NULL);
-	cr_assert(d && !strcmp(d, "data"));
-	free(d);
-	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
-
-	/* A regular file in the way is not replaced either. */
-	tu_rmrf(out);
-	cr_assert_eq(tu_write(out, "file", 4), 0);
-	st = convert(hf, out, "--force");
-	log = read_file(ws, "log.txt", NULL);
-	cr_assert_neq(st, 0);
-	assert_one_line(log);
-	free(log);
-	d = tu_read(out, NULL);
-	cr_assert(d && !strcmp(d, "file"));
-	free(d);
-	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
-}
-
-/* A failure after the data files are written (here: tokenizer.json is a
- * folder, found only when the side files are copied) still removes the
- * temporary folder. */
-Test(convert, late_failure_leaves_nothing)
-{
-	char hf[PATH_MAX], p[PATH_MAX + 32];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	snprintf(p, sizeof p, "%s/tokenizer.json", hf);
-	cr_assert_eq(mkdir(p, 0755), 0);
-	expect_failure(hf, "--quiet", p, NULL);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* SIGINT during a conversion. To interrupt at a known point, tokenizer.json
- * is a FIFO with no writer: the converter blocks opening it after writing
- * resident.bin and the expert files into its temporary folder. The test
- * waits for that folder, then sends SIGINT (again every second, in case the
- * first one landed before the block) until the process exits. */
-Test(convert, interrupt_leaves_nothing)
-{
-	char hf[PATH_MAX], out[PATH_MAX + 16], fifo[PATH_MAX + 32], logp[PATH_MAX + 16], names[1024];
-	copy_fixture(hf, sizeof hf, "qwen3_moe");
-	snprintf(fifo, sizeof fifo, "%s/tokenizer.json", hf);
-	cr_assert_eq(mkfifo(fifo, 0644), 0);
-	snprintf(out, sizeof out, "%s/out", ws);
-	snprintf(logp, sizeof logp, "%s/log.txt", ws);
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, 2);
-		execl(tu_colibri(), tu_colibri(), "convert", hf, out, "--quiet", (char *)NULL);
-		_exit(127);
-	}
-	double t0 = now_s();
-	bool seen_tmp = false;
-	while (!seen_tmp && now_s() - t0 < 30) {
-		DIR *d = opendir(ws);
-		struct dirent *de;
-		while ((de = readdir(d)))
-			seen_tmp |= strncmp(de->d_name, "out.tmp-", 8) == 0;
-		closedir(d);
-		int st;
-		cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "convert exited before it was interrupted");
-		if (!seen_tmp)
-			usleep(2000);
-	}
-	cr_assert(seen_tmp, "no temporary folder appeared within 30 s");
-	int st = 0;
-	pid_t w = 0;
-	for (int tries = 0; tries < 20 && w == 0; tries++) {
-		kill(pid, SIGINT);
-		double t1 = now_s();
-		while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_s() - t1 < 1.0)
-			usleep(2000);
-	}
-	if (w == 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-		cr_assert_fail("convert did not stop on SIGINT");
-	}
-	/* It exits with an error, or (if a later SIGINT arrives after it
-	 * restored the default handler on its way out) dies of SIGINT. */
-	cr_assert(WIFSIGNALED(st) ? WTERMSIG(st) == SIGINT : WEXITSTATUS(st) != 0,
-		  "unexpected status %d", st);
-	if (WIFEXITED(st)) {
-		char *log = tu_read(logp, NULL);
-		assert_one_line(log);
-		free(log);
-	}
-	cr_assert_eq(out_entries(names, sizeof names), 0, "left behind: %s", names);
 }
 
 /* transformers v5 stores Mixtral's router as mlp.gate and its experts as

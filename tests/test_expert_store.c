@@ -1,7 +1,8 @@
 /*
  * test_expert_store — the expert buffer manager (storage/) against expert
- * files generated here, whose bytes the test keeps as the reference, with
- * checksums from the system libxxhash (the store computes its own).
+ * files generated here (tests/expert_store_fixture.h), whose bytes the test
+ * keeps as the reference, with checksums from the system libxxhash (the
+ * store computes its own). Every record here is one size: one frame class.
  *
  * Covers: every delivered record byte-equal to the file at the smallest,
  * a medium and a whole-model cache, io_depth 1 and 64, with and without
@@ -21,13 +22,9 @@
  * a set too large for one step is refused (nothing changed), a record that
  * fails to load undoes the call, also with the pread pool. Prefetch
  * counters: issued, used (hit or joined), wasted (evicted unused), and no
- * prefetch takes a frame of the pinned set. Frame classes: records of
- * three sizes byte-equal at several caches and with every backend; the
- * split of a budget (one step per class, then the main class) and named
- * frames per class; misses in one class never evict another's frames;
- * capacity, the pinned set, prefetch and the counters per class. A cooled
- * layer's experts are evicted before colder ones of other layers.
- * (Mirrors, striping and failover: tests/test_mirror_store.c.)
+ * prefetch takes a frame of the pinned set.
+ * (Frame classes and layer cooling: tests/test_store_classes.c; mirrors,
+ * striping and failover: tests/test_mirror_store.c.)
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -36,168 +33,14 @@
 #include <liburing.h>
 #include <math.h>
 #include <stdbool.h>
-#include <xxhash.h>
 
 #include "storage/error.h"
 #include "storage/expert_store.h"
-#include "tests/test_util.h"
-
-#define FX_LAYERS 4
-#define FX_EXPERTS 32
-#define FX_PER_STEP 8
-
-/* Expert files of one small model: layer 1 has no routed experts. The
- * default fixture's records are all one size (one frame class); the class
- * tests below give layers different sizes. */
-struct fixture {
-	char dir[512];
-	char paths[FX_LAYERS][600];
-	uint8_t *content[FX_LAYERS];     /* the whole file, the reference bytes */
-	uint64_t *checksums[FX_LAYERS];
-	struct expert_layer_desc desc[FX_LAYERS];
-	int n_experts;
-};
-
-static uint64_t splitmix(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static void fixture_make_in(struct fixture *fx, const char *dir, int n_experts,
-			    const uint64_t record_bytes[FX_LAYERS])
-{
-	memset(fx, 0, sizeof *fx);
-	snprintf(fx->dir, sizeof fx->dir, "%s", dir);
-	fx->n_experts = n_experts;
-	for (int l = 0; l < FX_LAYERS; l++) {
-		if (!record_bytes[l])
-			continue;
-		uint64_t rb = record_bytes[l], n = rb * (uint64_t)n_experts;
-		snprintf(fx->paths[l], sizeof fx->paths[l], "%s/layer-%03d.bin", dir, l);
-		fx->content[l] = malloc(n);
-		fx->checksums[l] = malloc((size_t)n_experts * sizeof(uint64_t));
-		cr_assert(fx->content[l] && fx->checksums[l]);
-		uint64_t seed = 0x1234567ull * (uint64_t)(l + 1);
-		for (uint64_t i = 0; i < n; i += 8) {
-			uint64_t v = splitmix(&seed);
-			memcpy(fx->content[l] + i, &v, 8);
-		}
-		for (int e = 0; e < n_experts; e++)
-			fx->checksums[l][e] = XXH3_64bits(fx->content[l] + (uint64_t)e * rb, rb);
-		cr_assert_eq(tu_write(fx->paths[l], fx->content[l], n), 0, "cannot write %s", fx->paths[l]);
-		fx->desc[l] = (struct expert_layer_desc){
-			.path = fx->paths[l], .record_bytes = rb, .n_experts = n_experts,
-			.checksums = fx->checksums[l],
-		};
-	}
-}
-
-#define FX_REC 8192
-static const uint64_t fx_records[FX_LAYERS] = {FX_REC, 0, FX_REC, FX_REC};
-
-static void fixture_make(struct fixture *fx)
-{
-	char dir[512];
-	tu_mkdtemp(dir, sizeof dir);
-	fixture_make_in(fx, dir, FX_EXPERTS, fx_records);
-}
-
-static void fixture_free(struct fixture *fx)
-{
-	for (int l = 0; l < FX_LAYERS; l++) {
-		free(fx->content[l]);
-		free(fx->checksums[l]);
-	}
-	tu_rmrf(fx->dir);
-}
-
-static struct expert_store *store_open(struct fixture *fx, uint64_t frames, int depth, bool buffered,
-				       enum expert_evict evict, int prefetch_depth)
-{
-	struct expert_store_options o = {
-		.cache_bytes = frames * FX_REC, .io_depth = depth, .buffered = buffered,
-		.evict = evict, .prefetch_depth = prefetch_depth,
-	};
-	struct expert_store *s = NULL;
-	error_clear();
-	int rc = expert_store_open(&s, fx->desc, FX_LAYERS, FX_PER_STEP, &o);
-	cr_assert_eq(rc, 0, "open: %s", error_message());
-	return s;
-}
-
-static const uint8_t *record_ref(const struct fixture *fx, int layer, int32_t e)
-{
-	return fx->content[layer] + (uint64_t)e * fx->desc[layer].record_bytes;
-}
-
-/* One layer step: request, check each delivery against the file bytes and
- * that each distinct id comes exactly once, release (unless hold). */
-static void step_check(struct expert_store *s, const struct fixture *fx, int layer, const int32_t *ids,
-		       int n, bool hold)
-{
-	bool want[FX_EXPERTS] = {0}, got[FX_EXPERTS] = {0};
-	int n_want = 0;
-	for (int i = 0; i < n; i++)
-		if (!want[ids[i]]) {
-			want[ids[i]] = true;
-			n_want++;
-		}
-	error_clear();
-	cr_assert_eq(expert_store_request(s, layer, ids, n), 0, "request: %s", error_message());
-	int32_t e;
-	const void *rec;
-	int rc, n_got = 0;
-	while ((rc = expert_store_next(s, &e, &rec)) > 0) {
-		cr_assert(e >= 0 && e < FX_EXPERTS && want[e] && !got[e], "unexpected delivery of %d", e);
-		got[e] = true;
-		n_got++;
-		cr_assert_eq((uintptr_t)rec % 4096, 0);
-		cr_assert(memcmp(rec, record_ref(fx, layer, e), fx->desc[layer].record_bytes) == 0,
-			  "layer %d expert %d: delivered bytes differ from the file", layer, e);
-		if (!hold)
-			expert_store_release(s, layer, e);
-	}
-	cr_assert_eq(rc, 0, "next: %s", error_message());
-	cr_assert_eq(n_got, n_want);
-	cr_assert_eq(expert_store_next(s, &e, &rec), 0);
-}
-
-static const int fx_moe_layers[3] = {0, 2, 3};
-
-/* Random steps over the MoE layers (duplicate ids included), with a
- * prefetch of the next step's ids before each step's deliveries. */
-static void random_steps(struct expert_store *s, const struct fixture *fx, int n_steps, uint64_t seed)
-{
-	int32_t ids[2][16];
-	int n[2], layer[2];
-	for (int k = 0; k < 2; k++) {
-		layer[k] = fx_moe_layers[splitmix(&seed) % 3];
-		n[k] = 1 + (int)(splitmix(&seed) % 12);
-		for (int i = 0; i < n[k]; i++)
-			ids[k][i] = (int32_t)(splitmix(&seed) % (i < FX_PER_STEP ? FX_EXPERTS : 4));
-		/* At most FX_PER_STEP distinct ids: the tail repeats the head. */
-		for (int i = FX_PER_STEP; i < n[k]; i++)
-			ids[k][i] = ids[k][i - FX_PER_STEP];
-	}
-	for (int step = 0; step < n_steps; step++) {
-		int cur = step & 1, nxt = cur ^ 1;
-		layer[nxt] = fx_moe_layers[splitmix(&seed) % 3];
-		n[nxt] = 1 + (int)(splitmix(&seed) % 12);
-		for (int i = 0; i < n[nxt]; i++)
-			ids[nxt][i] = i < FX_PER_STEP ? (int32_t)(splitmix(&seed) % FX_EXPERTS)
-						     : ids[nxt][i - FX_PER_STEP];
-		if (step % 3 == 0)
-			cr_assert(expert_store_prefetch(s, layer[cur], ids[cur], n[cur]) >= 0);
-		step_check(s, fx, layer[cur], ids[cur], n[cur], false);
-	}
-}
+#include "tests/expert_store_fixture.h"
 
 static void check_configs(bool buffered)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	const uint64_t frames[3] = {FX_PER_STEP, 20, 3 * FX_EXPERTS};
 	const int depths[2] = {1, 64};
@@ -223,7 +66,7 @@ static void check_configs(bool buffered)
 					  st->bytes_read);
 			expert_store_close(s);
 		}
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, bytes_match_direct)
@@ -246,9 +89,9 @@ Test(expert_store, io_uring_direct_fixed_by_default)
 	if (rc < 0)
 		cr_skip_test("io_uring is unavailable here (%s)", strerror(-rc));
 	io_uring_queue_exit(&ring);
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
-	int fd = open(fx.paths[0], O_RDONLY | O_DIRECT);
+	int fd = open(fx.paths[0][0], O_RDONLY | O_DIRECT);
 	bool direct = fd >= 0;
 	if (fd >= 0)
 		close(fd);
@@ -263,13 +106,13 @@ Test(expert_store, io_uring_direct_fixed_by_default)
 	cr_assert_eq(st->prefetch_depth, 4);
 	random_steps(s, &fx, 50, 3);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, env_no_io_uring)
 {
 	setenv("COLIBRI_NO_IO_URING", "1", 1);
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	for (int d = 1; d <= 64; d *= 64) {
 		struct expert_store *s = store_open(&fx, 20, d, false, EXPERT_EVICT_DEFAULT, 0);
@@ -277,36 +120,36 @@ Test(expert_store, env_no_io_uring)
 		random_steps(s, &fx, 150, 11);
 		expert_store_close(s);
 	}
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, env_no_direct)
 {
 	setenv("COLIBRI_NO_DIRECT", "1", 1);
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 16, false, EXPERT_EVICT_DEFAULT, 0);
 	cr_assert(!expert_store_stats(s)->o_direct);
 	random_steps(s, &fx, 150, 12);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, env_no_fixed_buffers)
 {
 	setenv("COLIBRI_NO_FIXED_BUFFERS", "1", 1);
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 16, false, EXPERT_EVICT_DEFAULT, 0);
 	cr_assert(!expert_store_stats(s)->fixed_buffers);
 	random_steps(s, &fx, 150, 13);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, prefetch_joined_read_once)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 4);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -343,12 +186,12 @@ Test(expert_store, prefetch_joined_read_once)
 	cr_assert_eq(st->misses, 4);
 	cr_assert_eq(st->joins, 7);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, prefetch_joined_while_queued)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 1, false, EXPERT_EVICT_DEFAULT, 1);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -366,12 +209,12 @@ Test(expert_store, prefetch_joined_while_queued)
 	cr_assert_eq(st->bytes_read, 5 * FX_REC);
 	cr_assert_eq(st->reads_queued + st->reads_in_kernel, 0);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, prefetch_never_takes_pinned_frames)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, FX_PER_STEP, 8, false, EXPERT_EVICT_DEFAULT, 8);
 	int32_t ids[FX_PER_STEP] = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -385,12 +228,12 @@ Test(expert_store, prefetch_never_takes_pinned_frames)
 	step_check(s, &fx, 2, more, 4, false);
 	step_check(s, &fx, 2, ids, 4, false);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, pins_protect_frames)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, FX_PER_STEP, 4, false, EXPERT_EVICT_DEFAULT, 0);
 	int32_t a[4] = {0, 1, 2, 3}, b[5] = {10, 11, 12, 13, 14}, c[4] = {20, 21, 22, 23};
@@ -427,12 +270,12 @@ Test(expert_store, pins_protect_frames)
 	step_check(s, &fx, 2, d, 8, false);
 	step_check(s, &fx, 2, a, 4, false);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, one_release_per_delivery)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, FX_PER_STEP, 4, false, EXPERT_EVICT_DEFAULT, 0);
 	int32_t id = 9;
@@ -453,7 +296,7 @@ Test(expert_store, one_release_per_delivery)
 	int32_t other[8] = {20, 21, 22, 23, 24, 25, 26, 27};
 	step_check(s, &fx, 3, other, 8, false);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 /* A Zipf(s) routing trace: each step picks k distinct experts of one layer
@@ -498,15 +341,13 @@ static void zipf_trace(int32_t *ids, int n_steps, int k, int n_layers, int n_exp
 }
 
 /* Hit rate of the steps from `from` on, after running all of the trace. */
-static double trace_hit_rate(const struct fixture *fx, const int32_t *ids, int n_steps, int k,
+static double trace_hit_rate(const struct store_fixture *fx, const int32_t *ids, int n_steps, int k,
 			     enum expert_evict evict, int from)
 {
 	struct expert_store_options o = {
 		.cache_bytes = 48 * 4096, .io_depth = 16, .buffered = true, .evict = evict,
 	};
-	struct expert_store *s = NULL;
-	error_clear();
-	cr_assert_eq(expert_store_open(&s, fx->desc, 4, k, &o), 0, "%s", error_message());
+	struct expert_store *s = store_fixture_open(fx, k, &o);
 	cr_assert_eq(expert_store_stats(s)->evict, evict);
 	uint64_t hits0 = 0, requests0 = 0;
 	for (int step = 0; step < n_steps; step++) {
@@ -539,10 +380,8 @@ Test(expert_store, freq_policy_beats_lru_on_zipf)
 {
 	enum { STEPS = 4000, K = 6, EXPERTS = 64 };
 	const uint64_t rec[FX_LAYERS] = {4096, 4096, 4096, 4096};
-	char dir[512];
-	tu_mkdtemp(dir, sizeof dir);
-	struct fixture fx;
-	fixture_make_in(&fx, dir, EXPERTS, rec);
+	struct store_fixture fx;
+	store_fixture_make(&fx, 1, EXPERTS, rec, FX_SEED);
 	int32_t *ids = malloc((size_t)STEPS * K * sizeof *ids);
 	zipf_trace(ids, STEPS, K, 4, EXPERTS, 1.0, 42);
 	double freq = trace_hit_rate(&fx, ids, STEPS, K, EXPERT_EVICT_FREQ, 0);
@@ -551,7 +390,7 @@ Test(expert_store, freq_policy_beats_lru_on_zipf)
 		100 * freq, 100 * lru);
 	cr_assert(freq > lru + 0.08, "freq %.3f should beat lru %.3f by 8 points", freq, lru);
 	free(ids);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 /* Routing that changes its favourites halfway: aging lets the frequency
@@ -560,10 +399,8 @@ Test(expert_store, freq_policy_follows_drift)
 {
 	enum { STEPS = 4000, K = 6, EXPERTS = 64 };
 	const uint64_t rec[FX_LAYERS] = {4096, 4096, 4096, 4096};
-	char dir[512];
-	tu_mkdtemp(dir, sizeof dir);
-	struct fixture fx;
-	fixture_make_in(&fx, dir, EXPERTS, rec);
+	struct store_fixture fx;
+	store_fixture_make(&fx, 1, EXPERTS, rec, FX_SEED);
 	int32_t *ids = malloc((size_t)STEPS * K * sizeof *ids);
 	zipf_trace(ids, STEPS / 2, K, 4, EXPERTS, 1.0, 42);
 	zipf_trace(ids + (size_t)STEPS / 2 * K, STEPS / 2, K, 4, EXPERTS, 1.0, 4242);
@@ -573,13 +410,13 @@ Test(expert_store, freq_policy_follows_drift)
 		100 * freq, 100 * lru);
 	cr_assert(freq > lru + 0.05, "freq %.3f should beat lru %.3f by 5 points after the shift", freq, lru);
 	free(ids);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, env_selects_lru)
 {
 	setenv("COLIBRI_EVICT", "lru", 1);
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 4, false, EXPERT_EVICT_DEFAULT, 0);
 	cr_assert_eq(expert_store_stats(s)->evict, EXPERT_EVICT_LRU);
@@ -588,18 +425,7 @@ Test(expert_store, env_selects_lru)
 	s = store_open(&fx, 20, 4, false, EXPERT_EVICT_FREQ, 0);
 	cr_assert_eq(expert_store_stats(s)->evict, EXPERT_EVICT_FREQ, "the option wins over the env");
 	expert_store_close(s);
-	fixture_free(&fx);
-}
-
-static void corrupt_byte(const char *path, uint64_t off)
-{
-	int fd = open(path, O_RDWR);
-	cr_assert(fd >= 0);
-	uint8_t b;
-	cr_assert_eq(pread(fd, &b, 1, (off_t)off), 1);
-	b ^= 0x5a;
-	cr_assert_eq(pwrite(fd, &b, 1, (off_t)off), 1);
-	close(fd);
+	store_fixture_free(&fx);
 }
 
 /* Requests ids of layer and drains it; returns next's final result and
@@ -624,10 +450,10 @@ static void check_corrupt(bool buffered, bool no_uring)
 {
 	if (no_uring)
 		setenv("COLIBRI_NO_IO_URING", "1", 1);
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	uint64_t off = 5ull * FX_REC;
-	corrupt_byte(fx.paths[3], off + 100);
+	store_fixture_flip(fx.paths[0][3], off + 100, 0x5a);
 	struct expert_store *s = store_open(&fx, 20, 8, buffered, EXPERT_EVICT_DEFAULT, 0);
 	const struct expert_store_stats *st = expert_store_stats(s);
 	int32_t ids[3] = {3, 5, 7};
@@ -637,7 +463,7 @@ static void check_corrupt(bool buffered, bool no_uring)
 	const char *msg = error_message();
 	char want[700];
 	snprintf(want, sizeof want, "layer 3 expert 5: checksum mismatch at offset %" PRIu64 " in %s", off,
-		 fx.paths[3]);
+		 fx.paths[0][3]);
 	cr_assert(strstr(msg, want), "message: %s\nwanted: %s", msg, want);
 	cr_assert_eq(st->read_retries, 1);
 	cr_assert_eq(st->read_failures, 1);
@@ -657,7 +483,7 @@ static void check_corrupt(bool buffered, bool no_uring)
 	int32_t l0[3] = {1, 2, 3};
 	step_check(s, &fx, 0, l0, 3, false);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, corrupt_record_direct)
@@ -677,31 +503,31 @@ Test(expert_store, corrupt_record_pread)
 
 Test(expert_store, truncated_file_refused_at_open)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
-	cr_assert_eq(truncate(fx.paths[2], FX_REC * 20 + 100), 0);
+	cr_assert_eq(truncate(fx.paths[0][2], FX_REC * 20 + 100), 0);
 	struct expert_store_options o = {.cache_bytes = 20 * FX_REC, .io_depth = 4};
 	struct expert_store *s = NULL;
 	error_clear();
 	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -EINVAL);
 	cr_assert_null(s);
-	cr_assert(strstr(error_message(), fx.paths[2]) && strstr(error_message(), "truncated"), "%s",
+	cr_assert(strstr(error_message(), fx.paths[0][2]) && strstr(error_message(), "truncated"), "%s",
 		  error_message());
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 static void check_truncated_after_open(bool buffered)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 8, buffered, EXPERT_EVICT_DEFAULT, 0);
 	/* Expert 20 loses its second half, 21 and later vanish. */
-	cr_assert_eq(truncate(fx.paths[2], FX_REC * 20 + 6000), 0);
+	cr_assert_eq(truncate(fx.paths[0][2], FX_REC * 20 + 6000), 0);
 	int32_t id = 20, n_got;
 	cr_assert_eq(drain(s, 2, &id, 1, &n_got), -EIO);
 	char want[700];
 	snprintf(want, sizeof want, "layer 2 expert 20: unexpected end of file at offset %d in %s",
-		 FX_REC * 20, fx.paths[2]);
+		 FX_REC * 20, fx.paths[0][2]);
 	cr_assert(strstr(error_message(), want), "%s", error_message());
 	id = 25;
 	cr_assert_eq(drain(s, 2, &id, 1, &n_got), -EIO);
@@ -710,7 +536,7 @@ static void check_truncated_after_open(bool buffered)
 	int32_t ok[3] = {0, 10, 19};
 	step_check(s, &fx, 2, ok, 3, false);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, truncated_after_open_direct)
@@ -730,9 +556,9 @@ Test(expert_store, direct_refused_on_dev_shm)
 		cr_skip_test("/dev/shm is missing");
 	char dir[512] = "/dev/shm/colibri-test-XXXXXX";
 	cr_assert(mkdtemp(dir));
-	struct fixture fx;
-	fixture_make_in(&fx, dir, FX_EXPERTS, fx_records);
-	int fd = open(fx.paths[0], O_RDONLY | O_DIRECT);
+	struct store_fixture fx;
+	store_fixture_make_in(&fx, (const char *[]){dir}, 1, FX_EXPERTS, fx_records, FX_SEED);
+	int fd = open(fx.paths[0][0], O_RDONLY | O_DIRECT);
 	bool refused = fd < 0 && errno == EINVAL;
 	if (fd >= 0)
 		close(fd);
@@ -740,7 +566,7 @@ Test(expert_store, direct_refused_on_dev_shm)
 	cr_assert_eq(expert_store_stats(s)->o_direct, !refused);
 	random_steps(s, &fx, 100, 21);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 	if (!refused)
 		cr_skip_test("tmpfs accepts O_DIRECT on this kernel (Linux >= 6.6): the store ran with "
 			     "O_DIRECT on /dev/shm, the refusal fallback was not exercised");
@@ -748,7 +574,7 @@ Test(expert_store, direct_refused_on_dev_shm)
 
 Test(expert_store, usage_counters)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 4, false, EXPERT_EVICT_DEFAULT, 0);
 	int32_t a[4] = {1, 2, 2, 3}, b[2] = {3, 4};
@@ -768,12 +594,12 @@ Test(expert_store, usage_counters)
 	cr_assert_eq(st->steps, 2);
 	cr_assert(st->step_s > 0 && st->disk_busy_s > 0 && st->disk_gbps > 0);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, bad_arguments)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 4, false, EXPERT_EVICT_DEFAULT, 0);
 	int32_t bad = FX_EXPERTS, ok = 1;
@@ -793,35 +619,16 @@ Test(expert_store, bad_arguments)
 	error_clear();
 	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -ENOMEM);
 	cr_assert(strstr(error_message(), "minimum"), "%s", error_message());
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 /* ---- the pinned set ---- */
-
-/* Requests ids of layer; stores each delivered record pointer in recs[id]
- * (when recs), checks the bytes, releases. */
-static void step_recs(struct expert_store *s, const struct fixture *fx, int layer, const int32_t *ids,
-		      int n, const void **recs)
-{
-	error_clear();
-	cr_assert_eq(expert_store_request(s, layer, ids, n), 0, "request: %s", error_message());
-	int32_t e;
-	const void *rec;
-	int rc;
-	while ((rc = expert_store_next(s, &e, &rec)) > 0) {
-		cr_assert(memcmp(rec, record_ref(fx, layer, e), fx->desc[layer].record_bytes) == 0);
-		if (recs)
-			recs[e] = rec;
-		expert_store_release(s, layer, e);
-	}
-	cr_assert_eq(rc, 0, "next: %s", error_message());
-}
 
 static void check_pinned_survive(bool pread)
 {
 	if (pread)
 		setenv("COLIBRI_NO_IO_URING", "1", 1);
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -856,7 +663,7 @@ static void check_pinned_survive(bool pread)
 	cr_assert_eq(st->requests, st->pinned_hits + st->hits + st->joins + st->misses);
 	cr_assert_eq(expert_store_capacity(s, 0), 14);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, pinned_set_survives_pressure)
@@ -871,7 +678,7 @@ Test(expert_store, pinned_set_survives_pressure_pread)
 
 /* Requests 24 other experts of layer 2 in steps of 8, so that with LRU
  * every unpinned frame is reused. */
-static void flush_layer2(struct expert_store *s, const struct fixture *fx)
+static void flush_layer2(struct expert_store *s, const struct store_fixture *fx)
 {
 	for (int32_t first = 8; first < 32; first += 8) {
 		int32_t ids[8];
@@ -883,7 +690,7 @@ static void flush_layer2(struct expert_store *s, const struct fixture *fx)
 
 Test(expert_store, repin_swaps)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_LRU, 0);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -923,12 +730,12 @@ Test(expert_store, repin_swaps)
 	cr_assert_eq(expert_store_capacity(s, 2), 20);
 	cr_assert_eq(expert_store_capacity(s, 1), 0, "no experts, no frames");
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, pin_set_too_large_refused)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -962,14 +769,14 @@ Test(expert_store, pin_set_too_large_refused)
 	cr_assert_eq(expert_store_repin(s, NULL, 0, &bad_id, 1), -EINVAL);
 	cr_assert_eq(st->n_pinned, 12);
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, pin_set_read_failure_undone)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
-	corrupt_byte(fx.paths[3], 5 * 8192 + 10);
+	store_fixture_flip(fx.paths[0][3], 5 * 8192 + 10, 0x5a);
 	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
 	const struct expert_store_stats *st = expert_store_stats(s);
 	const struct expert_pin pins[3] = {{3, 4}, {3, 5}, {2, 9}};
@@ -983,14 +790,14 @@ Test(expert_store, pin_set_read_failure_undone)
 	step_check(s, &fx, 3, &four, 1, false);
 	cr_assert_eq(st->hits, 1, "loaded, and kept as an ordinary cached frame");
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 /* ---- prefetch accounting ---- */
 
 Test(expert_store, prefetch_used_and_wasted)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, FX_PER_STEP, 8, false, EXPERT_EVICT_DEFAULT, 8);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -1008,12 +815,12 @@ Test(expert_store, prefetch_used_and_wasted)
 	step_check(s, &fx, 2, used, 2, false);
 	cr_assert_eq(st->prefetch_used, 2, "a request after eviction is a miss, not a use");
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, prefetch_never_takes_pinned_set)
 {
-	struct fixture fx;
+	struct store_fixture fx;
 	fixture_make(&fx);
 	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 8);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -1038,376 +845,5 @@ Test(expert_store, prefetch_never_takes_pinned_set)
 		step_check(s, &fx, 3, l3, 1, false); /* reaps the prefetches */
 	cr_assert_eq(st->bytes_read, bytes + 8 * FX_REC, "only the prefetches were read");
 	expert_store_close(s);
-	fixture_free(&fx);
+	store_fixture_free(&fx);
 }
-
-/* ---- frame classes ---- */
-
-/* The MTP shape: layers 0 and 2 hold the common small records (the int4
- * routed experts), layer 3 records twice their size (an MTP layer at int8). */
-#define CX_SMALL 4096
-#define CX_BIG 8192
-static const uint64_t cx_records[FX_LAYERS] = {CX_SMALL, 0, CX_SMALL, CX_BIG};
-
-static void fixture_make_records(struct fixture *fx, const uint64_t records[FX_LAYERS])
-{
-	char dir[512];
-	tu_mkdtemp(dir, sizeof dir);
-	fixture_make_in(fx, dir, FX_EXPERTS, records);
-}
-
-static struct expert_store *store_open_bytes(struct fixture *fx, uint64_t cache_bytes, int depth,
-					     bool buffered, int prefetch_depth)
-{
-	struct expert_store_options o = {
-		.cache_bytes = cache_bytes, .io_depth = depth, .buffered = buffered,
-		.prefetch_depth = prefetch_depth,
-	};
-	struct expert_store *s = NULL;
-	error_clear();
-	int rc = expert_store_open(&s, fx->desc, FX_LAYERS, FX_PER_STEP, &o);
-	cr_assert_eq(rc, 0, "open: %s", error_message());
-	return s;
-}
-
-/* Each class's counters add up, match its layers' and sum to the store's. */
-static void class_stats_check(const struct expert_store *s, const struct fixture *fx)
-{
-	const struct expert_store_stats *st = expert_store_stats(s);
-	uint64_t requests = 0, misses = 0, bytes = 0;
-	int32_t frames = 0;
-	for (int c = 0; c < st->n_classes; c++) {
-		const struct expert_class_stats *k = &st->classes[c];
-		cr_assert_eq(k->requests, k->pinned_hits + k->hits + k->joins + k->misses, "class %d", c);
-		uint64_t layer_requests = 0;
-		int layers = 0;
-		for (int l = 0; l < FX_LAYERS; l++)
-			if (fx->desc[l].path && fx->desc[l].record_bytes == k->frame_bytes) {
-				cr_assert_eq(expert_store_layer_class(s, l), c);
-				layer_requests += st->layer_requests[l];
-				layers++;
-			}
-		cr_assert_eq(k->n_layers, layers);
-		cr_assert_eq(k->requests, layer_requests, "class %d counts only its layers", c);
-		requests += k->requests;
-		misses += k->misses;
-		bytes += k->bytes_read;
-		frames += k->n_frames;
-		if (c > 0)
-			cr_assert_gt(k->frame_bytes, st->classes[c - 1].frame_bytes, "classes ascend by size");
-	}
-	cr_assert_eq(requests, st->requests);
-	cr_assert_eq(misses, st->misses);
-	cr_assert_eq(bytes, st->bytes_read);
-	cr_assert_eq(frames, st->n_frames);
-	cr_assert_eq(st->frame_bytes, st->classes[st->n_classes - 1].frame_bytes);
-}
-
-/* Three record sizes, one layer each: three classes, every record byte-equal
- * at the smallest, a medium and a whole-model cache, io_depth 1 and 64. */
-static void check_class_configs(bool buffered)
-{
-	const uint64_t rec[FX_LAYERS] = {4096, 0, 12288, 8192}, step = 4096 + 8192 + 12288;
-	struct fixture fx;
-	fixture_make_records(&fx, rec);
-	const uint64_t caches[3] = {FX_PER_STEP * step, FX_PER_STEP * step + 20 * 4096, FX_EXPERTS * step};
-	for (int c = 0; c < 3; c++)
-		for (int d = 1; d <= 64; d *= 64) {
-			struct expert_store *s = store_open_bytes(&fx, caches[c], d, buffered, 0);
-			const struct expert_store_stats *st = expert_store_stats(s);
-			cr_assert_eq(st->n_classes, 3);
-			cr_assert_eq(st->classes[0].frame_bytes, 4096);
-			cr_assert_eq(st->classes[1].frame_bytes, 8192);
-			cr_assert_eq(st->classes[2].frame_bytes, 12288);
-			for (int k = 0; k < 3; k++)
-				cr_assert_geq(st->classes[k].n_frames, FX_PER_STEP);
-			cr_assert_leq(st->cache_bytes, caches[c]);
-			if (c == 1)
-				cr_assert_eq(st->classes[0].n_frames, FX_PER_STEP + 20,
-					     "a tie in layers goes to the smaller records");
-			const char *no_fixed = getenv("COLIBRI_NO_FIXED_BUFFERS");
-			if (st->io_uring && !(no_fixed && *no_fixed && strcmp(no_fixed, "0")))
-				cr_assert(st->fixed_buffers, "every class's frames registered");
-			random_steps(s, &fx, 200, 31 + (uint64_t)c * 10 + (uint64_t)d);
-			class_stats_check(s, &fx);
-			if (c == 2)
-				cr_assert_leq(st->bytes_read, FX_EXPERTS * step, "a whole-model cache reads each once");
-			expert_store_close(s);
-		}
-	fixture_free(&fx);
-}
-
-Test(expert_store, classes_bytes_match_direct)
-{
-	check_class_configs(false);
-}
-
-Test(expert_store, classes_bytes_match_buffered)
-{
-	check_class_configs(true);
-}
-
-Test(expert_store, classes_bytes_match_pread)
-{
-	setenv("COLIBRI_NO_IO_URING", "1", 1);
-	check_class_configs(false);
-}
-
-/* The split: every class one step first, then the main class (most
- * layers) up to all its records, then the rest. The small class gets what
- * a store without the big layer would get from the budget less the big
- * class's reserve. */
-Test(expert_store, split_main_class_first)
-{
-	struct fixture fx, plain;
-	fixture_make_records(&fx, cx_records);
-	const uint64_t no_big[FX_LAYERS] = {CX_SMALL, 0, CX_SMALL, 0};
-	fixture_make_records(&plain, no_big);
-	const uint64_t reserve = FX_PER_STEP * CX_BIG, min = FX_PER_STEP * (CX_SMALL + CX_BIG);
-	cr_assert_eq(expert_store_min_bytes(fx.desc, FX_LAYERS, FX_PER_STEP), min);
-	cr_assert_eq(expert_store_min_bytes(plain.desc, FX_LAYERS, FX_PER_STEP), FX_PER_STEP * CX_SMALL);
-	struct {
-		uint64_t cache;
-		int32_t small, big;
-	} cases[] = {
-		{min, FX_PER_STEP, FX_PER_STEP},
-		{min - 1, FX_PER_STEP + 1, FX_PER_STEP - 1}, /* the big one short, the rest to the main */
-		{reserve + 40 * CX_SMALL + CX_SMALL - 1, 40, FX_PER_STEP},
-		{reserve + 2 * FX_EXPERTS * CX_SMALL + 3 * CX_BIG, 2 * FX_EXPERTS, FX_PER_STEP + 3},
-		{1ull << 30, 2 * FX_EXPERTS, FX_EXPERTS},
-	};
-	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		struct expert_class_frames out[EXPERT_CLASSES_MAX], alone[EXPERT_CLASSES_MAX];
-		cr_assert_eq(expert_store_split(fx.desc, FX_LAYERS, FX_PER_STEP, cases[i].cache, out), 2);
-		cr_assert_eq(out[0].frame_bytes, CX_SMALL);
-		cr_assert_eq(out[1].frame_bytes, CX_BIG);
-		cr_assert_eq(out[0].n_frames, cases[i].small, "case %zu: %d small frames", i, out[0].n_frames);
-		cr_assert_eq(out[1].n_frames, cases[i].big, "case %zu: %d big frames", i, out[1].n_frames);
-		if (cases[i].cache < min) {
-			struct expert_store_options o = {.cache_bytes = cases[i].cache, .io_depth = 4};
-			struct expert_store *s = NULL;
-			error_clear();
-			cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -ENOMEM);
-			cr_assert(strstr(error_message(), "below the minimum of") && strstr(error_message(), "4 + 8 KiB"),
-				  "%s", error_message());
-			continue;
-		}
-		/* Until every small record fits, exactly what the store without the big layer gets. */
-		cr_assert_eq(expert_store_split(plain.desc, FX_LAYERS, FX_PER_STEP, cases[i].cache - reserve, alone), 1);
-		if (alone[0].n_frames < 2 * FX_EXPERTS)
-			cr_assert_eq(out[0].n_frames, alone[0].n_frames);
-		struct expert_store *s = store_open_bytes(&fx, cases[i].cache, 4, false, 0);
-		const struct expert_store_stats *st = expert_store_stats(s);
-		cr_assert_eq(st->classes[0].n_frames, out[0].n_frames, "the store opens what the split says");
-		cr_assert_eq(st->classes[1].n_frames, out[1].n_frames);
-		cr_assert_eq(st->cache_bytes, out[0].n_frames * CX_SMALL + (uint64_t)out[1].n_frames * CX_BIG);
-		expert_store_close(s);
-	}
-	/* More record sizes than classes. */
-	struct expert_layer_desc many[EXPERT_CLASSES_MAX + 1];
-	struct expert_class_frames out[EXPERT_CLASSES_MAX];
-	for (int i = 0; i <= EXPERT_CLASSES_MAX; i++)
-		many[i] = (struct expert_layer_desc){ .path = "x", .record_bytes = 4096 * (uint64_t)(i + 1), .n_experts = 8 };
-	error_clear();
-	cr_assert_eq(expert_store_split(many, EXPERT_CLASSES_MAX + 1, FX_PER_STEP, 1 << 30, out), -EINVAL);
-	cr_assert(strstr(error_message(), "sizes"), "%s", error_message());
-	fixture_free(&fx);
-	fixture_free(&plain);
-}
-
-/* Frames named per class, as a plan passes them. */
-Test(expert_store, class_frames_named)
-{
-	struct fixture fx;
-	fixture_make_records(&fx, cx_records);
-	struct expert_store_options o = {
-		.cache_bytes = 1, /* ignored */
-		.io_depth = 4,
-		.class_frames = {{CX_BIG, 9}, {16384, 4}, {CX_SMALL, 30}}, /* any order; 16 KiB: no such class */
-	};
-	struct expert_store *s = NULL;
-	error_clear();
-	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), 0, "%s", error_message());
-	const struct expert_store_stats *st = expert_store_stats(s);
-	cr_assert_eq(st->classes[0].n_frames, 30);
-	cr_assert_eq(st->classes[1].n_frames, 9);
-	random_steps(s, &fx, 100, 3);
-	class_stats_check(s, &fx);
-	expert_store_close(s);
-
-	o.class_frames[0] = (struct expert_class_frames){CX_BIG, 1000};
-	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), 0, "%s", error_message());
-	cr_assert_eq(expert_store_stats(s)->classes[1].n_frames, FX_EXPERTS, "never more frames than records");
-	expert_store_close(s);
-
-	o.class_frames[0] = (struct expert_class_frames){CX_BIG, FX_PER_STEP - 1};
-	error_clear();
-	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -ENOMEM);
-	cr_assert(strstr(error_message(), "minimum"), "%s", error_message());
-	cr_assert_null(s);
-
-	memset(o.class_frames, 0, sizeof o.class_frames);
-	o.class_frames[0] = (struct expert_class_frames){CX_SMALL, 30};
-	error_clear();
-	cr_assert_eq(expert_store_open(&s, fx.desc, FX_LAYERS, FX_PER_STEP, &o), -EINVAL);
-	cr_assert(strstr(error_message(), "no frame count given for the expert records of 8 KiB"), "%s",
-		  error_message());
-	fixture_free(&fx);
-}
-
-/* Requests ids of layer, holding nothing; records the delivered pointers. */
-static void step_ptrs(struct expert_store *s, const struct fixture *fx, int layer, int32_t first, int n,
-		      const void **recs)
-{
-	int32_t ids[FX_PER_STEP];
-	for (int i = 0; i < n; i++)
-		ids[i] = first + i;
-	step_recs(s, fx, layer, ids, n, recs);
-}
-
-/* Misses in one class evict only that class's frames: the other class's
- * experts stay resident in the same frames, and its counters do not move. */
-Test(expert_store, eviction_stays_in_class)
-{
-	struct fixture fx;
-	fixture_make_records(&fx, cx_records);
-	struct expert_store *s = store_open_bytes(&fx, FX_PER_STEP * CX_BIG + 16 * CX_SMALL, 8, false, 0);
-	const struct expert_store_stats *st = expert_store_stats(s);
-	const struct expert_class_stats *small = &st->classes[0], *big = &st->classes[1];
-	cr_assert_eq(small->n_frames, 16);
-	cr_assert_eq(big->n_frames, FX_PER_STEP);
-
-	const void *big_recs[FX_EXPERTS] = {0}, *again[FX_EXPERTS] = {0};
-	step_ptrs(s, &fx, 3, 0, FX_PER_STEP, big_recs);
-	uint64_t big_misses = big->misses, big_bytes = big->bytes_read;
-	/* 96 small experts through 16 small frames. */
-	for (int round = 0; round < 3; round++)
-		for (int32_t first = 0; first < FX_EXPERTS; first += FX_PER_STEP) {
-			step_ptrs(s, &fx, 0, first, FX_PER_STEP, NULL);
-			step_ptrs(s, &fx, 2, first, FX_PER_STEP, NULL);
-		}
-	cr_assert_gt(small->evictions, 0);
-	cr_assert_eq(big->evictions, 0, "the small class never takes a big frame");
-	step_ptrs(s, &fx, 3, 0, FX_PER_STEP, again);
-	for (int e = 0; e < FX_PER_STEP; e++)
-		cr_assert_eq(again[e], big_recs[e], "big expert %d moved", e);
-	cr_assert_eq(big->misses, big_misses);
-	cr_assert_eq(big->hits, FX_PER_STEP);
-	cr_assert_eq(big->bytes_read, big_bytes);
-
-	/* The other way round: the big class churns, the small one keeps its experts. */
-	const void *small_recs[FX_EXPERTS] = {0};
-	step_ptrs(s, &fx, 0, 0, FX_PER_STEP, small_recs);
-	uint64_t small_misses = small->misses, small_evictions = small->evictions;
-	for (int32_t first = FX_PER_STEP; first < FX_EXPERTS; first += FX_PER_STEP)
-		step_ptrs(s, &fx, 3, first, FX_PER_STEP, NULL);
-	cr_assert_eq(big->evictions, (uint64_t)FX_EXPERTS - FX_PER_STEP);
-	cr_assert_eq(small->evictions, small_evictions);
-	step_ptrs(s, &fx, 0, 0, FX_PER_STEP, again);
-	for (int e = 0; e < FX_PER_STEP; e++)
-		cr_assert_eq(again[e], small_recs[e], "small expert %d moved", e);
-	cr_assert_eq(small->misses, small_misses);
-	/* The big class's 8 frames hold 8 distinct records: their lowest
-	 * address starts its region, which no small record overlaps. */
-	const uint8_t *big_lo = big_recs[0];
-	for (int e = 1; e < FX_PER_STEP; e++)
-		if ((const uint8_t *)big_recs[e] < big_lo)
-			big_lo = big_recs[e];
-	for (int e = 0; e < FX_PER_STEP; e++)
-		cr_assert((const uint8_t *)small_recs[e] + CX_SMALL <= big_lo ||
-			  (const uint8_t *)small_recs[e] >= big_lo + FX_PER_STEP * CX_BIG);
-	class_stats_check(s, &fx);
-	expert_store_close(s);
-	fixture_free(&fx);
-}
-
-/* Capacity, the pinned set and prefetch are per class. */
-Test(expert_store, pins_and_prefetch_per_class)
-{
-	struct fixture fx;
-	fixture_make_records(&fx, cx_records);
-	struct expert_store *s = store_open_bytes(&fx, FX_PER_STEP * CX_BIG + 20 * CX_SMALL, 8, false, 8);
-	const struct expert_store_stats *st = expert_store_stats(s);
-	cr_assert_eq(expert_store_capacity(s, 0), 20);
-	cr_assert_eq(expert_store_capacity(s, 2), 20);
-	cr_assert_eq(expert_store_capacity(s, 3), FX_PER_STEP);
-	cr_assert_eq(expert_store_layer_class(s, 1), -1);
-
-	/* The big class has exactly one step: no pin fits there. */
-	const struct expert_pin big_pin = {3, 0};
-	error_clear();
-	cr_assert_eq(expert_store_pin_set(s, &big_pin, 1), -ENOMEM);
-	cr_assert(strstr(error_message(), "leaves 7 of 8 expert frames of 8 KiB"), "%s", error_message());
-	/* Twelve small ones fit beside a small step. */
-	struct expert_pin pins[13];
-	for (int i = 0; i < 13; i++)
-		pins[i] = (struct expert_pin){i % 2 ? 2 : 0, i};
-	error_clear();
-	cr_assert_eq(expert_store_pin_set(s, pins, 13), -ENOMEM);
-	cr_assert_eq(expert_store_pin_set(s, pins, 12), 0, "%s", error_message());
-	cr_assert_eq(st->classes[0].n_pinned, 12);
-	cr_assert_eq(st->classes[1].n_pinned, 0);
-	cr_assert_eq(expert_store_capacity(s, 0), 8);
-	cr_assert_eq(expert_store_capacity(s, 3), FX_PER_STEP);
-	step_ptrs(s, &fx, 3, 0, FX_PER_STEP, NULL);
-	step_ptrs(s, &fx, 0, 16, FX_PER_STEP, NULL);
-	int32_t hot[2] = {0, 2};
-	step_recs(s, &fx, 0, hot, 2, NULL);
-	cr_assert_eq(st->classes[0].pinned_hits, 2);
-
-	/* Every big frame held by a request: a big prefetch finds no frame,
-	 * a small one still does, and counts in its class. */
-	int32_t big_ids[FX_PER_STEP] = {8, 9, 10, 11, 12, 13, 14, 15};
-	step_check(s, &fx, 3, big_ids, FX_PER_STEP, true);
-	int32_t more[4] = {20, 21, 22, 23};
-	cr_assert_eq(expert_store_prefetch(s, 3, more, 4), 0);
-	cr_assert_eq(expert_store_prefetch(s, 2, more, 4), 4);
-	cr_assert_eq(st->classes[0].prefetch_issued, 4);
-	cr_assert_eq(st->classes[1].prefetch_issued, 0);
-	for (int i = 0; i < FX_PER_STEP; i++)
-		expert_store_release(s, 3, big_ids[i]);
-	cr_assert_eq(expert_store_prefetch(s, 3, more, 4), 4);
-	step_check(s, &fx, 3, more, 4, false);
-	step_check(s, &fx, 2, more, 4, false);
-	cr_assert_eq(st->classes[1].prefetch_issued, 4);
-	class_stats_check(s, &fx);
-	expert_store_close(s);
-	fixture_free(&fx);
-}
-
-/* Hits of one released step. */
-static uint64_t step_hits(struct expert_store *s, const struct fixture *fx, int layer, const int32_t *ids, int n)
-{
-	uint64_t h0 = expert_store_stats(s)->hits;
-	step_check(s, fx, layer, ids, n, false);
-	return expert_store_stats(s)->hits - h0;
-}
-
-/* A cooled layer gives way first: layer 3 asked for three times and layer
- * 2 once fill the frames; a step of new experts then evicts layer 2 (the
- * colder), unless layer 3 was cooled, which then goes instead. */
-static void check_cool(bool cool)
-{
-	struct fixture fx;
-	fixture_make(&fx);
-	struct expert_store *s = store_open(&fx, 2 * FX_PER_STEP, 4, false, EXPERT_EVICT_DEFAULT, 0);
-	int32_t ids[FX_PER_STEP];
-	for (int i = 0; i < FX_PER_STEP; i++)
-		ids[i] = i;
-	for (int k = 0; k < 3; k++)
-		step_check(s, &fx, 3, ids, FX_PER_STEP, false);
-	step_check(s, &fx, 2, ids, FX_PER_STEP, false);
-	if (cool)
-		cr_assert_eq(expert_store_cool_layer(s, 3), 0);
-	cr_assert_eq(step_hits(s, &fx, 0, ids, FX_PER_STEP), 0);
-	cr_expect_eq(step_hits(s, &fx, 2, ids, FX_PER_STEP), cool ? FX_PER_STEP : 0);
-	cr_expect_eq(step_hits(s, &fx, 3, ids, FX_PER_STEP), cool ? 0 : FX_PER_STEP);
-	cr_expect_eq(expert_store_cool_layer(s, 1), 0, "a layer without experts");
-	cr_expect_eq(expert_store_cool_layer(s, FX_LAYERS), -EINVAL);
-	cr_expect_eq(expert_store_cool_layer(s, -1), -EINVAL);
-	expert_store_close(s);
-	fixture_free(&fx);
-}
-
-Test(expert_store, cool_layer_gives_way_first) { check_cool(true); }
-Test(expert_store, uncooled_hot_layer_stays) { check_cool(false); }

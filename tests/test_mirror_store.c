@@ -2,7 +2,8 @@
  * test_mirror_store — the expert store reading a layer from several copies
  * (storage/copies.c, storage/stripe.c, storage/load.c): expert files plus
  * one or two mirrors with the same bytes, written here in separate scratch
- * folders, whose bytes the test keeps as the reference.
+ * folders (tests/store_fixture.h), whose bytes the test keeps as the
+ * reference.
  *
  * Covers: every delivered record byte-equal with 2 and 3 copies, equal and
  * unequal weights, stripe blocks of 4 KiB, 64 KiB, 1 MiB and the record
@@ -22,16 +23,15 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
-#include <xxhash.h>
 
 #include "storage/error.h"
 #include "storage/expert_store.h"
-#include "tests/test_util.h"
+#include "tests/store_fixture.h"
 
-#define MX_LAYERS 4
+#define MX_LAYERS SF_LAYERS
 #define MX_EXPERTS 16
 #define MX_PER_STEP 6
-#define MX_COPIES 3
+#define MX_SEED 0xabcdefull
 
 /* Layer 1 has no routed experts; the others differ in record size, so the
  * store has three frame classes, each striped over the copies. */
@@ -39,121 +39,36 @@ static const uint64_t mx_records[MX_LAYERS] = {65536, 0, 12288, 262144};
 #define MX_STEP_BYTES (65536 + 12288 + 262144) /* one frame of each class */
 static const int mx_moe_layers[3] = {0, 2, 3};
 
-struct mfx {
-	char dirs[MX_COPIES][512];
-	char paths[MX_COPIES][MX_LAYERS][600];
-	uint8_t *content[MX_LAYERS];     /* the reference bytes of every copy */
-	uint64_t *checksums[MX_LAYERS];
-	struct expert_layer_desc desc[MX_LAYERS];
-	int n_copies;
-};
-
-static uint64_t splitmix(uint64_t *x)
+/* n_copies copies of the default expert files. */
+static void mfx_make(struct store_fixture *fx, int n_copies)
 {
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static void mfx_make(struct mfx *fx, int n_copies)
-{
-	memset(fx, 0, sizeof *fx);
-	fx->n_copies = n_copies;
-	for (int c = 0; c < n_copies; c++)
-		tu_mkdtemp(fx->dirs[c], sizeof fx->dirs[c]);
-	for (int l = 0; l < MX_LAYERS; l++) {
-		uint64_t rb = mx_records[l], n = rb * MX_EXPERTS;
-		if (!rb)
-			continue;
-		fx->content[l] = malloc(n);
-		fx->checksums[l] = malloc(MX_EXPERTS * sizeof(uint64_t));
-		cr_assert(fx->content[l] && fx->checksums[l]);
-		uint64_t seed = 0xabcdefull * (uint64_t)(l + 1);
-		for (uint64_t i = 0; i < n; i += 8) {
-			uint64_t v = splitmix(&seed);
-			memcpy(fx->content[l] + i, &v, 8);
-		}
-		for (int e = 0; e < MX_EXPERTS; e++)
-			fx->checksums[l][e] = XXH3_64bits(fx->content[l] + (uint64_t)e * rb, rb);
-		for (int c = 0; c < n_copies; c++) {
-			char dir[512];
-			memcpy(dir, fx->dirs[c], sizeof dir);
-			snprintf(fx->paths[c][l], sizeof fx->paths[c][l], "%s/layer-%03d.bin", dir, l);
-			cr_assert_eq(tu_write(fx->paths[c][l], fx->content[l], n), 0);
-		}
-		fx->desc[l] = (struct expert_layer_desc){
-			.path = fx->paths[0][l], .record_bytes = rb, .n_experts = MX_EXPERTS,
-			.checksums = fx->checksums[l],
-		};
-		for (int c = 1; c < n_copies; c++)
-			fx->desc[l].mirror_paths[c - 1] = fx->paths[c][l];
-	}
-}
-
-static void mfx_free(struct mfx *fx)
-{
-	for (int l = 0; l < MX_LAYERS; l++) {
-		free(fx->content[l]);
-		free(fx->checksums[l]);
-	}
-	for (int c = 0; c < fx->n_copies; c++)
-		tu_rmrf(fx->dirs[c]);
+	store_fixture_make(fx, n_copies, MX_EXPERTS, mx_records, MX_SEED);
 }
 
 /* A store whose cache is `frames` frames of every record size: each class
  * gets one step, the rest goes by expert_store_split's order (all three
  * classes have one layer: the smaller records first). */
-static struct expert_store *mstore_open(const struct mfx *fx, int frames, int depth, uint64_t stripe,
-					const double *gbps)
+static struct expert_store *mstore_open(const struct store_fixture *fx, int frames, int depth,
+					uint64_t stripe, const double *gbps)
 {
 	struct expert_store_options o = {
 		.cache_bytes = (uint64_t)frames * MX_STEP_BYTES, .io_depth = depth, .stripe_bytes = stripe,
 	};
 	for (int c = 0; gbps && c < fx->n_copies; c++)
 		o.copy_gbps[c] = gbps[c];
-	struct expert_store *s = NULL;
-	error_clear();
-	int rc = expert_store_open(&s, fx->desc, MX_LAYERS, MX_PER_STEP, &o);
-	cr_assert_eq(rc, 0, "open: %s", error_message());
-	return s;
-}
-
-static const uint8_t *record_ref(const struct mfx *fx, int layer, int32_t e)
-{
-	return fx->content[layer] + (uint64_t)e * mx_records[layer];
+	return store_fixture_open(fx, MX_PER_STEP, &o);
 }
 
 /* One step: request, every delivery byte-equal and each id once, release.
  * Returns next's final result (0, or the error). */
-static int step(struct expert_store *s, const struct mfx *fx, int layer, const int32_t *ids, int n)
+static int step(struct expert_store *s, const struct store_fixture *fx, int layer, const int32_t *ids,
+		int n)
 {
-	bool want[MX_EXPERTS] = {0}, got[MX_EXPERTS] = {0};
-	int n_want = 0, n_got = 0, rc;
-	for (int i = 0; i < n; i++)
-		if (!want[ids[i]]) {
-			want[ids[i]] = true;
-			n_want++;
-		}
-	error_clear();
-	if ((rc = expert_store_request(s, layer, ids, n)))
-		return rc;
-	int32_t e;
-	const void *rec;
-	while ((rc = expert_store_next(s, &e, &rec)) > 0) {
-		cr_assert(e >= 0 && e < MX_EXPERTS && want[e] && !got[e], "unexpected delivery of %d", e);
-		got[e] = true;
-		n_got++;
-		cr_assert(memcmp(rec, record_ref(fx, layer, e), mx_records[layer]) == 0,
-			  "layer %d expert %d: delivered bytes differ from the file", layer, e);
-		expert_store_release(s, layer, e);
-	}
-	if (rc == 0)
-		cr_assert_eq(n_got, n_want);
-	return rc;
+	return store_fixture_step(s, fx, layer, ids, n, false, NULL);
 }
 
-static void step_ok(struct expert_store *s, const struct mfx *fx, int layer, const int32_t *ids, int n)
+static void step_ok(struct expert_store *s, const struct store_fixture *fx, int layer,
+		    const int32_t *ids, int n)
 {
 	int rc = step(s, fx, layer, ids, n);
 	cr_assert_eq(rc, 0, "layer %d: %s", layer, error_message());
@@ -161,7 +76,8 @@ static void step_ok(struct expert_store *s, const struct mfx *fx, int layer, con
 
 /* Random steps over the MoE layers, duplicates included, with a prefetch
  * of the step's ids every third step. */
-static void random_steps(struct expert_store *s, const struct mfx *fx, int n_steps, uint64_t seed)
+static void random_steps(struct expert_store *s, const struct store_fixture *fx, int n_steps,
+			 uint64_t seed)
 {
 	for (int k = 0; k < n_steps; k++) {
 		int layer = mx_moe_layers[splitmix(&seed) % 3];
@@ -231,7 +147,7 @@ static void check_bytes(int n_copies, const double *gbps, bool pread)
 {
 	if (pread)
 		setenv("COLIBRI_NO_IO_URING", "1", 1);
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, n_copies);
 	const uint64_t stripes[4] = {4096, 65536, 1 << 20, 262144};
 	for (int i = 0; i < 4; i++) {
@@ -259,7 +175,7 @@ static void check_bytes(int n_copies, const double *gbps, bool pread)
 		cr_assert_eq(st->read_retries, 0);
 		expert_store_close(s);
 	}
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(mirror_store, bytes_two_copies_equal)
@@ -286,7 +202,7 @@ Test(mirror_store, bytes_three_copies_pread)
  * and each copy's share of blocks follows its weight. */
 static void check_weights(int n_copies, const double *gbps, uint64_t stripe)
 {
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, n_copies);
 	struct expert_store *s = mstore_open(&fx, 3 * MX_EXPERTS, 64, stripe, gbps);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -324,7 +240,7 @@ static void check_weights(int n_copies, const double *gbps, uint64_t stripe)
 	cr_assert_eq(got_blocks, blocks, "one read per block");
 	cr_assert_eq(st->bytes_read, (uint64_t)MX_EXPERTS * (65536 + 12288 + 262144));
 	expert_store_close(s);
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(mirror_store, shares_follow_weights_two)
@@ -345,7 +261,7 @@ Test(mirror_store, shares_follow_weights_equal_64k)
 /* One copy: a record is one read, whatever the stripe size. */
 Test(mirror_store, one_copy_one_read_per_record)
 {
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, 1);
 	struct expert_store *s = mstore_open(&fx, 12, 16, 4096, NULL);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -357,12 +273,12 @@ Test(mirror_store, one_copy_one_read_per_record)
 	cr_assert_eq(st->copy_blocks_read[0], 8, "%" PRIu64 " reads", st->copy_blocks_read[0]);
 	cr_assert_eq(st->copy_weight[0], 1.0);
 	expert_store_close(s);
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(mirror_store, bad_stripe_refused)
 {
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, 2);
 	struct expert_store_options o = {.cache_bytes = 12 * 262144, .io_depth = 4, .stripe_bytes = 6000};
 	struct expert_store *s = NULL;
@@ -370,14 +286,14 @@ Test(mirror_store, bad_stripe_refused)
 	cr_assert_eq(expert_store_open(&s, fx.desc, MX_LAYERS, MX_PER_STEP, &o), -EINVAL);
 	cr_assert_null(s);
 	cr_assert(strstr(error_message(), "stripe of 6000 bytes"), "%s", error_message());
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 /* ---- partial mirrors ---- */
 
 Test(mirror_store, partial_mirror)
 {
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, 3);
 	/* Copy 1 lacks layer 3's file; copy 2 has a truncated layer 0 and is
 	 * not named for layers 2 and 3 (NULL: silent), so it holds nothing. */
@@ -412,12 +328,12 @@ Test(mirror_store, partial_mirror)
 	stats_check(st, 3);
 	cr_assert_eq(st->copy_bytes_read[2], 0, "copy 2 holds no usable layer");
 	expert_store_close(s);
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(mirror_store, primary_missing_mirror_serves)
 {
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, 2);
 	cr_assert_eq(unlink(fx.paths[0][2]), 0);
 	struct capture cap;
@@ -441,7 +357,7 @@ Test(mirror_store, primary_missing_mirror_serves)
 	cr_assert_eq(expert_store_open(&s, fx.desc, MX_LAYERS, MX_PER_STEP, &o), -ENOENT);
 	cr_assert(strstr(error_message(), fx.paths[0][2]) && strstr(error_message(), "cannot open"), "%s",
 		  error_message());
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 /* ---- failover ---- */
@@ -450,22 +366,15 @@ Test(mirror_store, primary_missing_mirror_serves)
  * that touches the copy breaks the checksum. */
 static void corrupt_record(const char *path, uint64_t off, uint64_t bytes)
 {
-	int fd = open(path, O_RDWR);
-	cr_assert(fd >= 0);
-	for (uint64_t b = 0; b < bytes; b += 4096) {
-		uint8_t v;
-		cr_assert_eq(pread(fd, &v, 1, (off_t)(off + b + 77)), 1);
-		v ^= 0xa5;
-		cr_assert_eq(pwrite(fd, &v, 1, (off_t)(off + b + 77)), 1);
-	}
-	close(fd);
+	for (uint64_t b = 0; b < bytes; b += 4096)
+		store_fixture_flip(path, off + b + 77, 0xa5);
 }
 
 static void check_corrupt_copy(int n_copies, int bad, uint64_t stripe, bool pread)
 {
 	if (pread)
 		setenv("COLIBRI_NO_IO_URING", "1", 1);
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, n_copies);
 	corrupt_record(fx.paths[bad][0], 5 * 65536, 65536);
 	struct expert_store *s = mstore_open(&fx, 12, 16, stripe, NULL);
@@ -499,7 +408,7 @@ static void check_corrupt_copy(int n_copies, int bad, uint64_t stripe, bool prea
 	random_steps(s, &fx, 60, 12);
 	cr_assert_eq(st->copy_bytes_read[bad], before);
 	expert_store_close(s);
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(mirror_store, corrupt_mirror_record)
@@ -528,7 +437,7 @@ Test(mirror_store, corrupt_whole_record_read)
 	 * one copy. With weights 1:3 the first block of a fresh layer goes to
 	 * copy 1, which holds a bad record 5: blamed on its own read, without
 	 * suspects, then read from copy 0. */
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, 2);
 	corrupt_record(fx.paths[1][0], 5 * 65536, 65536);
 	struct expert_store *s = mstore_open(&fx, 6, 8, 65536, (double[]){1.0, 3.0});
@@ -543,14 +452,14 @@ Test(mirror_store, corrupt_whole_record_read)
 	random_steps(s, &fx, 60, 41);
 	cr_assert_eq(st->copy_blocks_read[1], 1);
 	expert_store_close(s);
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 static void check_truncated_mirror(bool pread)
 {
 	if (pread)
 		setenv("COLIBRI_NO_IO_URING", "1", 1);
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, 2);
 	struct expert_store *s = mstore_open(&fx, 12, 16, 65536, NULL);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -571,7 +480,7 @@ static void check_truncated_mirror(bool pread)
 	cr_assert_eq(st->read_failures, 0);
 	stats_check(st, 2);
 	expert_store_close(s);
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(mirror_store, truncated_mirror_after_open)
@@ -588,7 +497,7 @@ static void check_all_bad(bool pread)
 {
 	if (pread)
 		setenv("COLIBRI_NO_IO_URING", "1", 1);
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, 2);
 	corrupt_record(fx.paths[0][2], 5 * 12288, 4096);
 	corrupt_record(fx.paths[1][2], 5 * 12288 + 8192, 4096);
@@ -615,7 +524,7 @@ static void check_all_bad(bool pread)
 	cr_assert_eq(step(s, &fx, 2, &ids[1], 1), -EIO);
 	cr_assert_eq(st->read_failures, 2);
 	expert_store_close(s);
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }
 
 Test(mirror_store, all_copies_bad)
@@ -632,16 +541,14 @@ Test(mirror_store, all_copies_bad_pread)
  * serves its share again; broken again, it leaves for twice as long. */
 Test(mirror_store, failed_copy_readmitted)
 {
-	struct mfx fx;
+	struct store_fixture fx;
 	mfx_make(&fx, 2);
 	corrupt_record(fx.paths[1][0], 5 * 65536, 65536);
 	struct expert_store_options o = {
 		.cache_bytes = 6 * MX_STEP_BYTES, .io_depth = 8, .stripe_bytes = 65536, .readmit_s = 0.25,
 		.copy_gbps = { 1.0, 3.0 }, /* the mirror's turn first */
 	};
-	struct expert_store *s = NULL;
-	error_clear();
-	cr_assert_eq(expert_store_open(&s, fx.desc, MX_LAYERS, MX_PER_STEP, &o), 0, "open: %s", error_message());
+	struct expert_store *s = store_fixture_open(&fx, MX_PER_STEP, &o);
 	const struct expert_store_stats *st = expert_store_stats(s);
 	struct capture cap;
 	capture_begin(&cap, fx.dirs[0]);
@@ -677,5 +584,5 @@ Test(mirror_store, failed_copy_readmitted)
 	free(err);
 	stats_check(st, 2);
 	expert_store_close(s);
-	mfx_free(&fx);
+	store_fixture_free(&fx);
 }

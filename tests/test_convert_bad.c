@@ -1,0 +1,383 @@
+/*
+ * test_convert_bad — `colibri convert` on bad input, run as a separate
+ * process (tu_colibri()) on copies of the checkpoints of
+ * tools/make_fixtures.sh edited into scratch folders: a missing or corrupt
+ * config.json, an unknown model type, a missing resident, expert or FP8
+ * scale tensor, a wrong shape, an unsupported dtype, a truncated shard,
+ * header offsets past the end, bad --group-size and --quant values. Each
+ * exits non-zero with one line naming the file or tensor and leaves
+ * neither OUT_DIR nor a temporary sibling. An existing OUT_DIR is kept
+ * without --force; --force refuses folders that are not containers and
+ * regular files; a failure after the data files are written and an
+ * interrupted conversion (SIGINT) leave nothing.
+ * (Successful conversions and their values: tests/test_convert.c.)
+ */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <time.h>
+
+#include "compute/quant.h"
+#include "engine/manifest.h"
+#include "storage/error.h"
+#include "tests/convert_fixture.h"
+
+TestSuite(convert_bad, .init = setup, .fini = teardown);
+
+static void assert_one_line(const char *log)
+{
+	size_t n = strlen(log);
+	cr_assert(n > 1 && log[n - 1] == '\n', "expected one line on stderr, got \"%s\"", log);
+	cr_assert_null(memchr(log, '\n', n - 1), "expected one line on stderr, got \"%s\"", log);
+}
+
+/* Runs convert hf -> ws/out with args; it must fail with one line on stderr
+ * containing every needle, and leave nothing named out* in ws. */
+static void expect_failure(const char *hf, const char *args, const char *needle1, const char *needle2)
+{
+	char out[PATH_MAX + 16], names[1024];
+	snprintf(out, sizeof out, "%s/out", ws);
+	int st = convert(hf, out, args);
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "convert %s %s succeeded", hf, args);
+	cr_assert_neq(st, -1, "convert crashed: %s", log);
+	cr_assert_lt(st, 128, "convert died of a signal (status %d): %s", st, log);
+	assert_one_line(log);
+	cr_assert(strstr(log, needle1), "message lacks \"%s\": %s", needle1, log);
+	if (needle2)
+		cr_assert(strstr(log, needle2), "message lacks \"%s\": %s", needle2, log);
+	cr_assert_eq(out_entries(names, sizeof names), 0, "left behind: %s", names);
+	free(log);
+}
+
+enum edit_op { EDIT_DROP, EDIT_HALVE_ROWS, EDIT_RETYPE_I32, EDIT_PAST_END };
+
+/* One change to tensor `name` of HF_DIR/model.safetensors:
+ *   EDIT_DROP        remove it
+ *   EDIT_HALVE_ROWS  keep its first half of rows (a shape mismatch)
+ *   EDIT_RETYPE_I32  store it as I32 of the same shape
+ *   EDIT_PAST_END    move its data_offsets past the end of the data */
+static void edit_checkpoint(const char *hf_dir, enum edit_op op, const char *name)
+{
+	struct st_edit e;
+	st_edit_open(&e, hf_dir);
+	cJSON *t = st_edit_entry(&e, name);
+	cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+	cr_assert_eq(cJSON_GetArraySize(shape), 2, "%s is not 2-D", name);
+	int64_t rows = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
+	int64_t cols = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
+	uint64_t begin = st_edit_num(t, "data_offsets", 0), end = st_edit_num(t, "data_offsets", 1);
+	const char *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring;
+	char dt[16];
+	snprintf(dt, sizeof dt, "%s", dtype);
+	switch (op) {
+	case EDIT_DROP:
+		cJSON_DeleteItemFromObjectCaseSensitive(e.h, name);
+		break;
+	case EDIT_HALVE_ROWS:
+		st_edit_set(t, dt, rows / 2, cols, begin, begin + (end - begin) / 2);
+		break;
+	case EDIT_RETYPE_I32: {
+		uint64_t at = st_edit_append(&e, NULL, (size_t)(rows * cols * 4));
+		st_edit_set(t, "I32", rows, cols, at, at + (uint64_t)(rows * cols * 4));
+		break;
+	}
+	case EDIT_PAST_END: {
+		uint64_t at = st_edit_data_bytes(&e) + 4096;
+		st_edit_set(t, dt, rows, cols, at, at + (end - begin));
+		break;
+	}
+	}
+	st_edit_save(&e);
+}
+
+Test(convert_bad, missing_config)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	char p[PATH_MAX + 32];
+	snprintf(p, sizeof p, "%s/config.json", hf);
+	cr_assert_eq(unlink(p), 0);
+	expect_failure(hf, "", p, NULL);
+}
+
+Test(convert_bad, missing_hf_dir)
+{
+	char hf[PATH_MAX + 16];
+	snprintf(hf, sizeof hf, "%s/no-such-checkpoint", ws);
+	expect_failure(hf, "", "no-such-checkpoint", NULL);
+}
+
+Test(convert_bad, config_not_json)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/config.json", hf);
+	cr_assert_eq(tu_write(p, "{\"model_type\": \"qwen3_moe\",", 27), 0);
+	expect_failure(hf, "", p, "JSON");
+}
+
+Test(convert_bad, unknown_model_type)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/config.json", hf);
+	char *text = tu_read(p, NULL);
+	cJSON *j = cJSON_Parse(text);
+	free(text);
+	cJSON_ReplaceItemInObject(j, "model_type", cJSON_CreateString("gpt_neox_moe"));
+	text = cJSON_Print(j);
+	cJSON_Delete(j);
+	cr_assert_eq(tu_write(p, text, strlen(text)), 0);
+	free(text);
+	expect_failure(hf, "", "config.json", "gpt_neox_moe");
+}
+
+Test(convert_bad, missing_resident_tensor)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_DROP, "model.layers.2.self_attn.k_proj.weight");
+	expect_failure(hf, "", "model.layers.2.self_attn.k_proj.weight", NULL);
+}
+
+Test(convert_bad, missing_expert_tensor)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_DROP, "model.layers.2.mlp.experts.5.up_proj.weight");
+	expect_failure(hf, "", "model.layers.2.mlp.experts.5.up_proj.weight", NULL);
+}
+
+Test(convert_bad, missing_fp8_scale)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe_fp8");
+	edit_checkpoint(hf, EDIT_DROP, "model.layers.0.self_attn.q_proj.weight_scale_inv");
+	expect_failure(hf, "", "model.layers.0.self_attn.q_proj.weight_scale_inv", NULL);
+}
+
+Test(convert_bad, shape_mismatch)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_HALVE_ROWS, "model.layers.0.self_attn.q_proj.weight");
+	expect_failure(hf, "", "model.layers.0.self_attn.q_proj.weight", "shape");
+}
+
+Test(convert_bad, expert_shape_mismatch)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "olmoe");
+	edit_checkpoint(hf, EDIT_HALVE_ROWS, "model.layers.1.mlp.experts.3.down_proj.weight");
+	expect_failure(hf, "", "model.layers.1.mlp.experts.3.down_proj.weight", "shape");
+}
+
+Test(convert_bad, unsupported_dtype)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_RETYPE_I32, "model.layers.0.self_attn.o_proj.weight");
+	expect_failure(hf, "", "model.layers.0.self_attn.o_proj.weight", "I32");
+}
+
+Test(convert_bad, unsupported_expert_dtype)
+{
+	char hf[PATH_MAX];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_RETYPE_I32, "model.layers.0.mlp.experts.1.down_proj.weight");
+	expect_failure(hf, "", "model.layers.0.mlp.experts.1.down_proj.weight", "I32");
+}
+
+Test(convert_bad, truncated_shard)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 64];
+	copy_fixture(hf, sizeof hf, "mixtral");
+	snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", hf);
+	struct stat sb;
+	cr_assert_eq(stat(p, &sb), 0);
+	cr_assert_eq(truncate(p, sb.st_size / 2), 0);
+	expect_failure(hf, "", p, NULL);
+}
+
+Test(convert_bad, header_offsets_past_end)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	const char *victim = "model.layers.1.self_attn.v_proj.weight";
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	edit_checkpoint(hf, EDIT_PAST_END, victim);
+	snprintf(p, sizeof p, "%s/model.safetensors", hf);
+	expect_failure(hf, "", p, victim);
+}
+
+Test(convert_bad, group_size_48_refused)
+{
+	char hf[PATH_MAX];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	expect_failure(hf, "--group-size 48", "group-size", "48");
+	expect_failure(hf, "--group-size 0", "group-size", NULL);
+	expect_failure(hf, "--group-size 64x", "group-size", NULL);
+}
+
+Test(convert_bad, group_size_not_dividing_experts)
+{
+	/* Expert down_proj has 64 inputs: --group-size 128 cannot hold it. */
+	char hf[PATH_MAX];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	expect_failure(hf, "--quant int4 --group-size 128", "128", "down");
+}
+
+Test(convert_bad, unknown_quant)
+{
+	char hf[PATH_MAX];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	expect_failure(hf, "--quant int3", "int3", NULL);
+}
+
+Test(convert_bad, existing_out_dir_needs_force)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(convert(hf, out, "--quiet"), 0);
+	snprintf(p, sizeof p, "%s/manifest.json", out);
+	char *before = tu_read(p, NULL);
+	snprintf(p, sizeof p, "%s/marker.txt", out);
+	cr_assert_eq(tu_write(p, "keep", 4), 0);
+
+	int st = convert(hf, out, "--quant f32");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "an existing container was replaced without --force");
+	assert_one_line(log);
+	cr_assert(strstr(log, out) && strstr(log, "--force"), "%s", log);
+	free(log);
+	char *marker = tu_read(p, NULL);
+	cr_assert(marker && !strcmp(marker, "keep"), "old content was touched");
+	free(marker);
+	snprintf(p, sizeof p, "%s/manifest.json", out);
+	char *after = tu_read(p, NULL);
+	cr_assert(after && !strcmp(before, after), "old manifest was changed");
+	free(before);
+	free(after);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+	struct manifest m;
+	cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
+	cr_assert_eq(m.expert_quant, QUANT_INT4);
+	manifest_free(&m);
+}
+
+Test(convert_bad, force_refuses_non_container)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(mkdir(out, 0755), 0);
+	snprintf(p, sizeof p, "%s/precious.txt", out);
+	cr_assert_eq(tu_write(p, "data", 4), 0);
+	int st = convert(hf, out, "--force");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "--force replaced a folder that is not a container");
+	assert_one_line(log);
+	cr_assert(strstr(log, out), "%s", log);
+	free(log);
+	char *d = tu_read(p, NULL);
+	cr_assert(d && !strcmp(d, "data"));
+	free(d);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+
+	/* A regular file in the way is not replaced either. */
+	tu_rmrf(out);
+	cr_assert_eq(tu_write(out, "file", 4), 0);
+	st = convert(hf, out, "--force");
+	log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0);
+	assert_one_line(log);
+	free(log);
+	d = tu_read(out, NULL);
+	cr_assert(d && !strcmp(d, "file"));
+	free(d);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+}
+
+/* A failure after the data files are written (here: tokenizer.json is a
+ * folder, found only when the side files are copied) still removes the
+ * temporary folder. */
+Test(convert_bad, late_failure_leaves_nothing)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/tokenizer.json", hf);
+	cr_assert_eq(mkdir(p, 0755), 0);
+	expect_failure(hf, "--quiet", p, NULL);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* SIGINT during a conversion. To interrupt at a known point, tokenizer.json
+ * is a FIFO with no writer: the converter blocks opening it after writing
+ * resident.bin and the expert files into its temporary folder. The test
+ * waits for that folder, then sends SIGINT (again every second, in case the
+ * first one landed before the block) until the process exits. */
+Test(convert_bad, interrupt_leaves_nothing)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], fifo[PATH_MAX + 32], logp[PATH_MAX + 16], names[1024];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(fifo, sizeof fifo, "%s/tokenizer.json", hf);
+	cr_assert_eq(mkfifo(fifo, 0644), 0);
+	snprintf(out, sizeof out, "%s/out", ws);
+	snprintf(logp, sizeof logp, "%s/log.txt", ws);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 2);
+		execl(tu_colibri(), tu_colibri(), "convert", hf, out, "--quiet", (char *)NULL);
+		_exit(127);
+	}
+	double t0 = now_s();
+	bool seen_tmp = false;
+	while (!seen_tmp && now_s() - t0 < 30) {
+		DIR *d = opendir(ws);
+		struct dirent *de;
+		while ((de = readdir(d)))
+			seen_tmp |= strncmp(de->d_name, "out.tmp-", 8) == 0;
+		closedir(d);
+		int st;
+		cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "convert exited before it was interrupted");
+		if (!seen_tmp)
+			usleep(2000);
+	}
+	cr_assert(seen_tmp, "no temporary folder appeared within 30 s");
+	int st = 0;
+	pid_t w = 0;
+	for (int tries = 0; tries < 20 && w == 0; tries++) {
+		kill(pid, SIGINT);
+		double t1 = now_s();
+		while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_s() - t1 < 1.0)
+			usleep(2000);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		cr_assert_fail("convert did not stop on SIGINT");
+	}
+	/* It exits with an error, or (if a later SIGINT arrives after it
+	 * restored the default handler on its way out) dies of SIGINT. */
+	cr_assert(WIFSIGNALED(st) ? WTERMSIG(st) == SIGINT : WEXITSTATUS(st) != 0,
+		  "unexpected status %d", st);
+	if (WIFEXITED(st)) {
+		char *log = tu_read(logp, NULL);
+		assert_one_line(log);
+		free(log);
+	}
+	cr_assert_eq(out_entries(names, sizeof names), 0, "left behind: %s", names);
+}
