@@ -10,6 +10,15 @@
 
 #include "storage/error.h"
 
+/* The bits of pinning.cell: in the pinned set, and chosen to join or leave
+ * it by the repin call under way. */
+enum { PIN_CELL_PINNED = 1, PIN_CELL_ADDED = 2, PIN_CELL_DROPPED = 4 };
+
+static uint8_t *cell_of(struct pinning *p, const struct model *m, int layer, int expert)
+{
+	return &p->cell[(size_t)layer * m->cfg.n_experts + expert];
+}
+
 /* Earlier runs plus this run's requests for (layer, expert). */
 static double score(const struct pinning *p, const struct model *m, int layer, int expert)
 {
@@ -32,9 +41,10 @@ int pinning_start(struct pinning *p, struct model *m, bool enabled)
 		p->cap += p->class_cap[c];
 	}
 	p->pins = calloc((size_t)p->cap + 1, sizeof *p->pins);
+	p->cell = calloc((size_t)m->cfg.n_layers * m->cfg.n_experts + 1, 1);
 	p->hot_layer = calloc((size_t)p->cap * 2 + 1, sizeof *p->hot_layer);
 	p->hot_expert = calloc((size_t)p->cap * 2 + 1, sizeof *p->hot_expert);
-	if (!p->pins || !p->hot_layer || !p->hot_expert)
+	if (!p->pins || !p->hot_layer || !p->hot_expert || !p->cell)
 		return error_set(ENOMEM, "out of memory");
 	p->enabled = p->cap > 0;
 	if (!p->enabled)
@@ -56,15 +66,9 @@ int pinning_start(struct pinning *p, struct model *m, bool enabled)
 		memset(p->class_pins, 0, sizeof p->class_pins);
 	}
 	p->n_pins = n;
+	for (int i = 0; i < n; i++)
+		*cell_of(p, m, p->pins[i].layer, p->pins[i].expert) |= PIN_CELL_PINNED;
 	return 0;
-}
-
-static bool is_pinned(const struct pinning *p, int layer, int expert)
-{
-	for (int i = 0; i < p->n_pins; i++)
-		if (p->pins[i].layer == layer && p->pins[i].expert == expert)
-			return true;
-	return false;
 }
 
 int pinning_repin(struct pinning *p, struct model *m, int max_swaps)
@@ -75,8 +79,8 @@ int pinning_repin(struct pinning *p, struct model *m, int max_swaps)
 	int n_add = 0, n_drop = 0;
 	if (max_swaps > 64)
 		max_swaps = 64;
-	/* Hottest unpinned candidates, by repeated max: O(cells * swaps), fine
-	 * at the few thousand experts of the largest models. */
+	/* Hottest unpinned candidates, by repeated max: O(cells * swaps), with
+	 * each cell's state one lookup in p->cell. */
 	int in_class[EXPERT_CLASSES_MAX]; /* pins of each class once this call's swaps are done */
 	memcpy(in_class, p->class_pins, sizeof in_class);
 	for (int s = 0; s < max_swaps; s++) {
@@ -87,11 +91,10 @@ int pinning_repin(struct pinning *p, struct model *m, int max_swaps)
 			if (!m->layers[l].moe || lc < 0 || p->class_cap[lc] == 0)
 				continue;
 			for (int e = 0; e < m->cfg.n_experts; e++) {
+				if (*cell_of(p, m, l, e) & (PIN_CELL_PINNED | PIN_CELL_ADDED))
+					continue;
 				double v = score(p, m, l, e);
-				bool taken = is_pinned(p, l, e);
-				for (int k = 0; k < n_add && !taken; k++)
-					taken = add[k].layer == l && add[k].expert == e;
-				if (!taken && v > best) {
+				if (v > best) {
 					best = v;
 					bl = l;
 					be = e;
@@ -103,6 +106,7 @@ int pinning_repin(struct pinning *p, struct model *m, int max_swaps)
 		/* Pinning more while its class has room; otherwise swap for the
 		 * coldest pinned of the same class. */
 		int bc = expert_store_layer_class(m->store, bl);
+		*cell_of(p, m, bl, be) |= PIN_CELL_ADDED;
 		if (in_class[bc] < p->class_cap[bc]) {
 			add[n_add++] = (struct expert_pin){ bl, be };
 			in_class[bc]++;
@@ -113,42 +117,45 @@ int pinning_repin(struct pinning *p, struct model *m, int max_swaps)
 		for (int i = 0; i < p->n_pins; i++) {
 			if (expert_store_layer_class(m->store, p->pins[i].layer) != bc)
 				continue;
+			if (*cell_of(p, m, p->pins[i].layer, p->pins[i].expert) & PIN_CELL_DROPPED)
+				continue;
 			double v = score(p, m, p->pins[i].layer, p->pins[i].expert);
-			bool dropped = false;
-			for (int k = 0; k < n_drop && !dropped; k++)
-				dropped = drop[k].layer == p->pins[i].layer && drop[k].expert == p->pins[i].expert;
-			if (!dropped && v < cv) {
+			if (v < cv) {
 				cv = v;
 				cold = i;
 			}
 		}
-		if (cold < 0)
+		if (cold < 0) {
+			*cell_of(p, m, bl, be) &= (uint8_t)~PIN_CELL_ADDED;
 			break;
+		}
+		*cell_of(p, m, p->pins[cold].layer, p->pins[cold].expert) |= PIN_CELL_DROPPED;
 		drop[n_drop++] = p->pins[cold];
 		add[n_add++] = (struct expert_pin){ bl, be };
 	}
-	if (n_add == 0)
-		return 0;
-	int rc = expert_store_repin(m->store, add, n_add, drop, n_drop);
+	int rc = n_add ? expert_store_repin(m->store, add, n_add, drop, n_drop) : 0;
 	if (rc) {
 		fprintf(stderr, "colibri: warning: repinning failed: %s\n", error_message());
 		error_clear();
-		return 0;
+	} else if (n_add) {
+		memcpy(p->class_pins, in_class, sizeof p->class_pins);
+		/* Mirror the store's set: remove the dropped, append the added. */
+		int k = 0;
+		for (int i = 0; i < p->n_pins; i++)
+			if (!(*cell_of(p, m, p->pins[i].layer, p->pins[i].expert) & PIN_CELL_DROPPED))
+				p->pins[k++] = p->pins[i];
+		for (int i = 0; i < n_add && k < p->cap; i++)
+			p->pins[k++] = add[i];
+		p->n_pins = k;
+		p->repins += n_add;
 	}
-	memcpy(p->class_pins, in_class, sizeof p->class_pins);
-	/* Mirror the store's set: remove the dropped, append the added. */
-	int k = 0;
-	for (int i = 0; i < p->n_pins; i++) {
-		bool dropped = false;
-		for (int d = 0; d < n_drop && !dropped; d++)
-			dropped = drop[d].layer == p->pins[i].layer && drop[d].expert == p->pins[i].expert;
-		if (!dropped)
-			p->pins[k++] = p->pins[i];
+	/* The set's bits follow what the store now holds. */
+	for (int i = 0; i < n_drop; i++) {
+		uint8_t *c = cell_of(p, m, drop[i].layer, drop[i].expert);
+		*c = rc ? (uint8_t)(*c & PIN_CELL_PINNED) : 0;
 	}
-	for (int i = 0; i < n_add && k < p->cap; i++)
-		p->pins[k++] = add[i];
-	p->n_pins = k;
-	p->repins += n_add;
+	for (int i = 0; i < n_add; i++)
+		*cell_of(p, m, add[i].layer, add[i].expert) = rc ? 0 : PIN_CELL_PINNED;
 	return 0;
 }
 
@@ -166,5 +173,6 @@ void pinning_finish(struct pinning *p, struct model *m)
 	free(p->pins);
 	free(p->hot_layer);
 	free(p->hot_expert);
+	free(p->cell);
 	memset(p, 0, sizeof *p);
 }

@@ -21,6 +21,7 @@ struct pinning {
 	int class_cap[EXPERT_CLASSES_MAX];  /* pins each frame class of the store takes at most */
 	int class_pins[EXPERT_CLASSES_MAX]; /* pins in each class now */
 	int32_t *hot_layer, *hot_expert; /* [cap * 2] scratch for selection */
+	uint8_t *cell;               /* [n_layers * n_experts] PIN_CELL_* bits of each expert */
 	bool enabled;
 	int repins;                  /* swaps made during this run */
 };
