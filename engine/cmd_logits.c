@@ -24,68 +24,75 @@ static void logits_usage(FILE *f)
 		SESSION_USAGE);
 }
 
-/* Runs the tokens in chunks of --batch and appends each chunk's logits to
- * OUT.tmp, renamed to OUT only when every row is written: memory stays at
- * one chunk of logits however long the input, and a failure leaves nothing. */
-static int logits_write(struct session *s, const int32_t *tokens, int n, const char *out, float *hidden)
-{
-	size_t V = (size_t)s->model.cfg.vocab;
-	int B = s->fwd.batch;
+/* A file of float32 rows written as OUT.tmp and renamed to OUT only when
+ * complete and synced: a failure leaves nothing. */
+struct rows_file {
+	FILE *f;
+	const char *path;
 	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof tmp, "%s.tmp", out);
-	float *rows = malloc((size_t)B * V * sizeof(float));
-	FILE *f = rows ? fopen(tmp, "wb") : NULL;
-	int rc = 0;
-	if (!rows)
-		rc = error_set(ENOMEM, "out of memory for %d rows of logits", B);
-	else if (!f)
-		rc = error_set(errno, "%s: cannot create: %s", tmp, strerror(errno));
-	for (int i = 0; !rc && i < n; i += B) {
-		int len = n - i < B ? n - i : B;
-		rc = forward_step(&s->fwd, tokens + i, len, rows, true);
-		if (!rc && hidden)
-			memcpy(hidden + (size_t)i * s->model.cfg.hidden, s->fwd.hidden,
-			       (size_t)len * s->model.cfg.hidden * sizeof(float));
-		if (!rc && fwrite(rows, sizeof(float) * V, (size_t)len, f) != (size_t)len)
-			rc = error_set(EIO, "%s: write failed", tmp);
-	}
-	if (f && (fflush(f) != 0 || fsync(fileno(f)) != 0) && !rc)
-		rc = error_set(errno, "%s: cannot flush: %s", tmp, strerror(errno));
-	if (f)
-		fclose(f);
-	if (!rc && rename(tmp, out) != 0)
-		rc = error_set(errno, "%s: cannot rename into place: %s", out, strerror(errno));
-	if (rc && f)
-		unlink(tmp);
-	free(rows);
+};
+
+static int rows_open(struct rows_file *r, const char *path)
+{
+	r->path = path;
+	snprintf(r->tmp, sizeof r->tmp, "%s.tmp", path);
+	r->f = fopen(r->tmp, "wb");
+	return r->f ? 0 : error_set(errno, "%s: cannot create: %s", r->tmp, strerror(errno));
+}
+
+static int rows_append(struct rows_file *r, const float *rows, int n, size_t vocab)
+{
+	if (fwrite(rows, sizeof(float) * vocab, (size_t)n, r->f) != (size_t)n)
+		return error_set(EIO, "%s: write failed", r->tmp);
+	return 0;
+}
+
+/* Publishes the file when rc is 0, else removes it; returns rc or the
+ * first error of closing. */
+static int rows_close(struct rows_file *r, int rc)
+{
+	if (!r->f)
+		return rc;
+	if ((fflush(r->f) != 0 || fsync(fileno(r->f)) != 0) && !rc)
+		rc = error_set(errno, "%s: cannot flush: %s", r->tmp, strerror(errno));
+	if (fclose(r->f) != 0 && !rc)
+		rc = error_set(EIO, "%s: write failed", r->tmp);
+	r->f = NULL;
+	if (!rc && rename(r->tmp, r->path) != 0)
+		rc = error_set(errno, "%s: cannot rename into place: %s", r->path, strerror(errno));
+	if (rc)
+		unlink(r->tmp);
 	return rc;
 }
 
-/* The MTP module's logits, teacher-forced: row t from the hidden state of
- * position t and token t+1, predicting token t+2; [n-1, vocab]. */
-static int mtp_write(struct session *s, const int32_t *tokens, int n, const float *hidden, const char *out)
+/* Runs the tokens in chunks of --batch, appending each chunk's logits:
+ * memory stays at one chunk of rows however long the input. With
+ * mtp_out, each chunk's final hidden states also go through the MTP module
+ * (row t from position t and token t+1, predicting token t+2; [n-1, vocab])
+ * before the next chunk, as generate's prefill does. */
+static int logits_write(struct session *s, const int32_t *tokens, int n, const char *out, const char *mtp_out)
 {
-	size_t V = (size_t)s->model.cfg.vocab, H = (size_t)s->model.cfg.hidden;
+	size_t V = (size_t)s->model.cfg.vocab;
 	int B = s->fwd.batch;
-	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof tmp, "%s.tmp", out);
-	if (s->model.n_mtp == 0)
+	if (mtp_out && s->model.n_mtp == 0)
 		return error_set(EINVAL, "%s: the model has no MTP module for --mtp-out", s->opt.model_dir);
+	struct rows_file lf = { 0 }, mf = { 0 };
 	float *rows = malloc((size_t)B * V * sizeof(float));
-	FILE *f = rows ? fopen(tmp, "wb") : NULL;
-	int rc = !rows ? error_set(ENOMEM, "out of memory") : !f ? error_set(errno, "%s: cannot create", tmp) : 0;
-	for (int i = 0; !rc && i < n - 1; i += B) {
-		int len = n - 1 - i < B ? n - 1 - i : B;
-		rc = forward_mtp(&s->fwd, 0, hidden + (size_t)i * H, tokens + i + 1, len, i, rows, NULL);
-		if (!rc && fwrite(rows, sizeof(float) * V, (size_t)len, f) != (size_t)len)
-			rc = error_set(EIO, "%s: write failed", tmp);
+	int rc = rows ? rows_open(&lf, out) : error_set(ENOMEM, "out of memory for %d rows of logits", B);
+	if (!rc && mtp_out)
+		rc = rows_open(&mf, mtp_out);
+	for (int i = 0; !rc && i < n; i += B) {
+		int len = n - i < B ? n - i : B;
+		rc = forward_step(&s->fwd, tokens + i, len, rows, true);
+		rc = rc ? rc : rows_append(&lf, rows, len, V);
+		int known = i + len < n ? len : len - 1; /* rows whose next token is given */
+		if (!rc && mtp_out && known > 0) {
+			rc = forward_mtp(&s->fwd, 0, s->fwd.hidden, tokens + i + 1, known, i, rows, NULL);
+			rc = rc ? rc : rows_append(&mf, rows, known, V);
+		}
 	}
-	if (f && fclose(f) != 0 && !rc)
-		rc = error_set(EIO, "%s: write failed", tmp);
-	if (!rc && rename(tmp, out) != 0)
-		rc = error_set(errno, "%s: cannot rename into place", out);
-	if (rc && f)
-		unlink(tmp);
+	rc = rows_close(&lf, rc);
+	rc = rows_close(&mf, rc);
 	free(rows);
 	return rc;
 }
@@ -137,11 +144,7 @@ int cmd_logits(int argc, char **argv)
 		session_close(&s);
 		return cmd_fail("cannot load the model");
 	}
-	float *hidden = mtp_out ? malloc((size_t)n * s.model.cfg.hidden * sizeof(float)) : NULL;
-	int rc = mtp_out && !hidden ? error_set(ENOMEM, "out of memory") : logits_write(&s, tokens, n, out, hidden);
-	if (!rc && mtp_out)
-		rc = mtp_write(&s, tokens, n, hidden, mtp_out);
-	free(hidden);
+	int rc = logits_write(&s, tokens, n, out, mtp_out);
 	if (!rc)
 		rc = session_report(&s, stderr);
 	free(tokens);

@@ -184,6 +184,15 @@ static void check_mtp(const char *name)
 		maxdiff = fmax(maxdiff, fabs((double)l[i] - r[i]));
 	cr_log_info("%s MTP head: max |logit diff| %.3g", name, maxdiff);
 	cr_expect_leq(maxdiff, 2e-3, "%s MTP: max |logit diff| %.3g", name, maxdiff);
+	/* Chunked 3 at a time, the MTP rows are the same bits. */
+	cr_assert_eq(tu_sh("'%s' logits --model '%s' --tokens %s --out '%s' --mtp-out '%s.b3' --batch 3", tu_colibri(),
+			   model, tokens, out, mtp), 0);
+	char b3[4400];
+	snprintf(b3, sizeof b3, "%s.b3", mtp);
+	size_t n3 = 0;
+	float *l3 = (float *)tu_read(b3, &n3);
+	cr_expect(l3 && n3 == nl && memcmp(l3, l, nl) == 0, "%s MTP logits depend on --batch", name);
+	free(l3);
 	free(l);
 	free(r);
 	free(tokens);
