@@ -26,7 +26,8 @@ static void run_usage(FILE *f)
 		   "  --draft: tokens drafted per step with the model's MTP head and verified in one\n"
 		   "  forward (exact: greedy output is the same with and without); auto (default)\n"
 		   "  drafts when a cost model fed by the measured step times, expert misses and\n"
-		   "  acceptance says it pays, and re-checks rarely when it does not.\n"
+		   "  acceptance says it pays, and re-checks rarely when it does not; when sampling\n"
+		   "  (temperature > 0) auto does not draft, so a seeded run's text is reproducible.\n"
 		   "  --stats prints prompt and decode tok/s, time to first token and expert statistics to stderr.\n",
 		SESSION_USAGE);
 }

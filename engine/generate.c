@@ -307,6 +307,11 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 	st->n_prompt = n_prompt;
 	int has_mtp = s->model.n_mtp > 0;
 	int mode = o->draft; /* -1 auto, 0 off, N */
+	/* Drafting draws from the sampler differently from plain steps, so
+	 * when sampling, auto's timing-driven choice would make a seeded run's
+	 * text depend on load and cache state: auto samples plainly. */
+	if (mode < 0 && o->temp > 0)
+		mode = 0;
 	if (mode > 0 && !has_mtp)
 		fprintf(stderr, "colibri: warning: the model has no MTP module; --draft ignored\n");
 	d.n = !has_mtp ? 0 : mode < 0 ? 1 : mode;

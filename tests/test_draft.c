@@ -403,3 +403,38 @@ Test(draft_run, stats_report_the_decision)
 	cr_expect_eq(json_num(js, "draft_auto"), 0);
 	free(js);
 }
+
+/* Sampling: auto never drafts (its choice follows timing, and drafting
+ * uses the sampler's random numbers differently), so a seeded run's text
+ * is the same at any budget; --draft 1 still drafts. */
+Test(draft_run, auto_samples_plainly)
+{
+	char m[4300], out[4400];
+	model(true, m, sizeof m);
+	const char *cases[][2] = { { "auto", "min" }, { "auto", "1G" }, { "1", "1G" } };
+	char *first = NULL;
+	for (int i = 0; i < 3; i++) {
+		snprintf(out, sizeof out, "%s/sample-%d", scratch, i);
+		cr_assert_eq(tu_sh("'%s' run --model '%s' --tokens 1,2,3 -n 40 --temp 0.8 --seed 5 --draft %s --ram %s "
+				   "--no-pin --stats-json '%s.json' >'%s' 2>/dev/null",
+				   tu_colibri(), m, cases[i][0], cases[i][1], out, out), 0);
+		char path[4500];
+		snprintf(path, sizeof path, "%s.json", out);
+		char *js = tu_read(path, NULL);
+		cr_assert_not_null(js);
+		if (i < 2) {
+			cr_expect_eq(json_num(js, "draft_forwards"), 0, "auto drafted while sampling");
+			char *text = tu_read(out, NULL);
+			if (!first)
+				first = text;
+			else {
+				cr_expect_str_eq(text, first, "seeded sampling differs between budgets");
+				free(text);
+			}
+		} else {
+			cr_expect_gt(json_num(js, "draft_forwards"), 0, "--draft 1 did not draft while sampling");
+		}
+		free(js);
+	}
+	free(first);
+}
