@@ -19,55 +19,64 @@
  * not rms_norm_eps. */
 #define MLA_NORM_EPS 1e-6f
 
-int64_t forward_head_scratch(const struct model_config *c)
+int64_t forward_head_scratch(const struct model_config *c, int batch)
 {
 	if (c->attn != ATTN_MLA)
 		return 1;
-	/* absorbed query [kv_lora + rope], latent output [kv_lora], one row of kv_b */
-	return 3 * (int64_t)c->kv_lora_rank + c->qk_rope_dim;
+	/* per token: absorbed query [kv_lora + rope], latent output [kv_lora],
+	 * head output [v]; once: one row of kv_b [kv_lora] */
+	int64_t L = c->kv_lora_rank, R = c->qk_rope_dim;
+	return (int64_t)batch * (2 * L + R + c->v_head_dim) + L;
 }
 
 struct mla_job {
 	struct forward *f;
-	int layer;
+	int layer, n;
 };
 
-static void mla_task(void *ctx, int task, int thread)
+/* Task = one head for all n tokens: each row of kv_b is dequantized once
+ * and serves every token, and the value projection runs as one matmul
+ * (row t bit-identical to matvec). Each token's sums keep their order. */
+static void mla_task(void *ctx, int h, int thread)
 {
 	struct mla_job *j = ctx;
 	struct forward *f = j->f;
 	const struct model_config *c = &f->m->cfg;
 	const struct layer_weights *lw = &f->m->layers[j->layer];
-	int t = task / c->n_heads, h = task % c->n_heads;
+	int n = j->n;
 	int64_t L = c->kv_lora_rank, R = c->qk_rope_dim, NP = c->qk_nope_dim, V = c->v_head_dim;
-	int64_t W = L + R, Q = forward_q_dim(c);
-	float *qa = f->head_scratch + (size_t)thread * forward_head_scratch(c);
-	float *lat = qa + W, *row = lat + L;
-	const float *q = f->q + (size_t)t * Q + (size_t)h * (NP + R);
+	int64_t W = L + R, Q = forward_q_dim(c), A = forward_att_dim(c);
+	float *qa = f->head_scratch + (size_t)thread * forward_head_scratch(c, f->batch); /* [n, W] */
+	float *lat = qa + (size_t)n * W;                                                  /* [n, L] */
+	float *out = lat + (size_t)n * L;                                                 /* [n, V] */
+	float *row = out + (size_t)n * V;                                                 /* [L] */
 
-	/* Absorb: qa[0..L) = W_kb_h^T q_nope, rows h*(NP+V) .. +NP of kv_b. */
-	memset(qa, 0, (size_t)L * sizeof(float));
+	/* Absorb: qa_t[0..L) = W_kb_h^T q_nope_t, rows h*(NP+V) .. +NP of kv_b. */
+	memset(qa, 0, (size_t)n * W * sizeof(float));
 	int64_t r0 = (int64_t)h * (NP + V);
 	for (int64_t i = 0; i < NP; i++) {
 		quant_row_dequantize(row, &lw->kv_b, r0 + i);
-		axpy_f32(qa, q[i], row, L);
+		for (int t = 0; t < n; t++)
+			axpy_f32(qa + (size_t)t * W, f->q[(size_t)t * Q + (size_t)h * (NP + R) + i], row, L);
 	}
-	memcpy(qa + L, q + NP, (size_t)R * sizeof(float)); /* roped already */
-
 	const float *cache = f->k_cache + (size_t)j->layer * f->ctx * W;
-	int64_t pos = f->pos + t;
 	float *scratch = f->scores + (size_t)thread * f->ctx;
-	if (c->dsa) {
-		const int32_t *keys = f->ix_sel + (size_t)t * forward_dsa_keep(c, f->ctx);
-		attention_head_keys(lat, qa, cache, W, cache, W, keys, f->ix_nsel[t], W, L, c->attn_scale, scratch);
-	} else {
-		attention_head(lat, qa, cache, W, cache, W, pos + 1, W, L, c->attn_scale, scratch);
+	for (int t = 0; t < n; t++) {
+		float *qt = qa + (size_t)t * W, *lt = lat + (size_t)t * L;
+		memcpy(qt + L, f->q + (size_t)t * Q + (size_t)h * (NP + R) + NP, (size_t)R * sizeof(float)); /* roped */
+		if (c->dsa) {
+			const int32_t *keys = f->ix_sel + (size_t)t * forward_dsa_keep(c, f->ctx);
+			attention_head_keys(lt, qt, cache, W, cache, W, keys, f->ix_nsel[t], W, L, c->attn_scale, scratch);
+		} else {
+			attention_head(lt, qt, cache, W, cache, W, f->pos + t + 1, W, L, c->attn_scale, scratch);
+		}
 	}
-
 	/* out_h = W_vb_h lat, rows h*(NP+V)+NP .. +V of kv_b. */
 	struct qmatrix vb;
 	quant_matrix_rows(&vb, &lw->kv_b, r0 + NP, V);
-	matvec(NULL, f->att + (size_t)t * forward_att_dim(c) + (size_t)h * V, &vb, lat);
+	matmul(NULL, out, &vb, lat, n);
+	for (int t = 0; t < n; t++)
+		memcpy(f->att + (size_t)t * A + (size_t)h * V, out + (size_t)t * V, (size_t)V * sizeof(float));
 }
 
 void attn_mla(struct forward *f, int layer, int n)
@@ -98,10 +107,10 @@ void attn_mla(struct forward *f, int layer, int n)
 	}
 	if (c->dsa)
 		dsa_select(f, layer, n, qa);
-	struct mla_job job = { f, layer };
+	struct mla_job job = { f, layer, n };
 	if (f->pool)
-		threadpool_run(f->pool, mla_task, &job, n * c->n_heads);
+		threadpool_run(f->pool, mla_task, &job, c->n_heads);
 	else
-		for (int i = 0; i < n * c->n_heads; i++)
-			mla_task(&job, i, 0);
+		for (int h = 0; h < c->n_heads; h++)
+			mla_task(&job, h, 0);
 }

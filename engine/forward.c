@@ -51,7 +51,7 @@ static int forward_buffers(struct forward *f, const struct model_config *c, stru
 	FBUF(k_cache, Lyr * C * (size_t)forward_k_cache_dim(c) * F);
 	FBUF(v_cache, Lyr * C * (size_t)forward_v_cache_dim(c) * F);
 	FBUF(lat, B * (size_t)(c->q_lora_rank + c->kv_lora_rank + c->qk_rope_dim + 1) * F);
-	FBUF(head_scratch, T * (size_t)forward_head_scratch(c) * F);
+	FBUF(head_scratch, T * (size_t)forward_head_scratch(c, f->batch) * F);
 	size_t IH = c->dsa ? (size_t)c->index_n_heads : 0, ID = c->dsa ? (size_t)c->index_head_dim : 0;
 	FBUF(ix_k_cache, Lyr * C * ID * F);
 	FBUF(ix_q, B * IH * ID * F);

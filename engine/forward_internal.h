@@ -19,8 +19,9 @@ int64_t forward_att_dim(const struct model_config *c);
 /* Floats per cached position and layer. */
 int64_t forward_k_cache_dim(const struct model_config *c);
 int64_t forward_v_cache_dim(const struct model_config *c);
-/* Per-thread scratch floats of one (token, head) task, beyond the scores. */
-int64_t forward_head_scratch(const struct model_config *c);
+/* Per-thread scratch floats of one attention task (a head over up to batch
+ * tokens), beyond the scores. */
+int64_t forward_head_scratch(const struct model_config *c, int batch);
 
 void attn_gqa(struct forward *f, int layer, int n);
 void attn_mla(struct forward *f, int layer, int n);
