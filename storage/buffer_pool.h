@@ -26,19 +26,20 @@
  *     owns the memory.
  *   - Every FREE frame is on its class's free list, except between
  *     buffer_pool_free_pop and buffer_pool_frame_load.
- *   - A frame holds only keys of layers of its class.
+ *   - A frame holds only keys of layers of its class (the caller's
+ *     mapping of layers to classes; buffer_pool_frame_load trusts it).
  *   - EVICTING is the window in which a victim has left the page table but
  *     is not yet free. Today nothing happens in it; it is where an
  *     asynchronous step (a device copy still reading the frame) would wait.
  *
  * Classes. Frames come in classes, one per record size: class c owns the
  * frames [first, first + n_frames), each frame_bytes long, and a layer's
- * experts only ever live in frames of its layer's class (layer_class), so
- * each class has its own free list and counters, and nothing done in one
- * class (a load, an eviction, a pin) touches another's frames. Frame
- * indexes are global: the page table, the load state and the evictors
- * index by them. A store whose records are all one size has one class,
- * laid out exactly as a pool without classes.
+ * experts only ever live in frames of its layer's class, so each class has
+ * its own free list and counters, and nothing done in one class (a load, an
+ * eviction, a pin) touches another's frames. Frame indexes are global: the
+ * page table, the load state and the evictors index by them. A store whose
+ * records are all one size has one class, laid out exactly as a pool
+ * without classes.
  *
  * The arena is one mapping made at init, 2 MiB aligned (so transparent huge
  * pages can back it, MADV_HUGEPAGE is requested), bound to the local NUMA
@@ -81,6 +82,7 @@ struct frame {
 	bool perm;               /* in the pinned set: holds one pin for good */
 	bool pin_wait;           /* a pin call waits for this load */
 	bool pin_drop;           /* leaves the pinned set in the pin call in progress */
+	int32_t held;            /* deliveries not yet released, each holding one pin */
 };
 
 /* The frames of one record size and their counters. */
@@ -104,21 +106,19 @@ struct buffer_pool {
 	int32_t n_frames;        /* all classes */
 	struct frame *frames;    /* [n_frames] */
 	int n_layers;
-	int8_t *layer_class;     /* [n_layers] class of each layer's frames, -1 without experts */
-	int32_t **frame_of;      /* page table [n_layers][n_experts] -> frame or -1 */
+	int32_t **frame_of;      /* page table [n_layers][n_experts] -> frame or -1; NULL
+				  * for a layer without experts */
 	int numa_node;           /* node the arena is bound to, or -1 */
-	bool hugepages;          /* MADV_HUGEPAGE accepted */
 };
 
 /* Maps the arena: n_classes classes (at most BUFFER_POOL_CLASSES_MAX) of
  * n_frames[c] >= 1 frames of frame_bytes[c]; and the page table for
- * n_layers layers of n_experts[l] experts (0 for a layer without any),
- * layer l's in the frames of class layer_class[l]. All frames start FREE.
- * Returns 0 or -errno with error_set; free with buffer_pool_free, which the
- * caller must call only after every read into the arena has finished. */
+ * n_layers layers of n_experts[l] experts (0 for a layer without any).
+ * All frames start FREE. Returns 0 or -errno with error_set; free with
+ * buffer_pool_free, which the caller must call only after every read into
+ * the arena has finished. */
 int buffer_pool_init(struct buffer_pool *bp, int n_classes, const uint64_t *frame_bytes,
-		     const int32_t *n_frames, int n_layers, const int32_t *n_experts,
-		     const int8_t *layer_class);
+		     const int32_t *n_frames, int n_layers, const int32_t *n_experts);
 void buffer_pool_free(struct buffer_pool *bp);
 
 /* The frame holding (layer, expert), LOADING or RESIDENT, or -1. */

@@ -21,6 +21,7 @@
 #include "storage/error.h"
 
 _Static_assert(EVICTOR_LEVELS <= 128, "nonempty[] holds 128 levels");
+_Static_assert(EVICTOR_LEVELS <= EVICTOR_UNLISTED, "no level is taken for the unlisted mark");
 
 /* Exact below 32, then 8 steps per octave: level(65535) == 119. */
 static uint8_t heat_level(uint16_t heat)
@@ -39,6 +40,7 @@ int evictor_init(struct evictor *ev, enum evict_policy policy, const struct buff
 	int n_layers = bp->n_layers;
 	memset(ev, 0, sizeof *ev);
 	ev->policy = policy;
+	ev->bp = bp;
 	ev->cls = cls;
 	ev->first = fc->first;
 	ev->n_frames = n_frames;
@@ -47,20 +49,19 @@ int evictor_init(struct evictor *ev, enum evict_policy policy, const struct buff
 		ev->oldest[i] = ev->newest[i] = -1;
 	ev->prev = malloc((size_t)n_frames * sizeof *ev->prev);
 	ev->next = malloc((size_t)n_frames * sizeof *ev->next);
-	ev->key_layer = malloc((size_t)n_frames * sizeof *ev->key_layer);
-	ev->key_expert = malloc((size_t)n_frames * sizeof *ev->key_expert);
-	ev->level = calloc((size_t)n_frames, sizeof *ev->level);
+	ev->level = malloc((size_t)n_frames * sizeof *ev->level);
 	ev->scratch = malloc((size_t)n_frames * sizeof *ev->scratch);
 	ev->n_experts = calloc((size_t)(n_layers ? n_layers : 1), sizeof *ev->n_experts);
 	ev->heat = calloc((size_t)(n_layers ? n_layers : 1), sizeof *ev->heat);
-	if (!ev->prev || !ev->next || !ev->key_layer || !ev->key_expert || !ev->level || !ev->scratch ||
-	    !ev->n_experts || !ev->heat)
+	if (!ev->prev || !ev->next || !ev->level || !ev->scratch || !ev->n_experts || !ev->heat)
 		goto nomem;
-	for (int32_t i = 0; i < n_frames; i++)
-		ev->prev[i] = ev->next[i] = ev->key_layer[i] = ev->key_expert[i] = -1;
+	for (int32_t i = 0; i < n_frames; i++) {
+		ev->prev[i] = ev->next[i] = -1;
+		ev->level[i] = EVICTOR_UNLISTED;
+	}
 	uint64_t keys = 0;
 	for (int l = 0; l < n_layers; l++) {
-		ev->n_experts[l] = n_experts[l] > 0 && bp->layer_class[l] == cls ? n_experts[l] : 0;
+		ev->n_experts[l] = n_experts[l] > 0 ? n_experts[l] : 0;
 		if (!ev->n_experts[l])
 			continue;
 		ev->heat[l] = calloc((size_t)ev->n_experts[l], sizeof **ev->heat);
@@ -83,8 +84,6 @@ void evictor_free(struct evictor *ev)
 	free(ev->n_experts);
 	free(ev->prev);
 	free(ev->next);
-	free(ev->key_layer);
-	free(ev->key_expert);
 	free(ev->level);
 	free(ev->scratch);
 	memset(ev, 0, sizeof *ev);
@@ -111,6 +110,7 @@ static void list_unlink(struct evictor *ev, int32_t f)
 	else
 		ev->newest[lv] = p;
 	ev->prev[i] = ev->next[i] = -1;
+	ev->level[i] = EVICTOR_UNLISTED;
 	if (ev->oldest[lv] < 0)
 		ev->nonempty[lv >> 6] &= ~(1ull << (lv & 63));
 }
@@ -149,8 +149,8 @@ static int frame_level(const struct evictor *ev, int32_t f)
 {
 	if (ev->policy == EVICT_POLICY_LRU)
 		return 0;
-	int32_t i = slot(ev, f);
-	return heat_level(ev->heat[ev->key_layer[i]][ev->key_expert[i]]);
+	const struct frame *fr = &ev->bp->frames[f];
+	return heat_level(ev->heat[fr->layer][fr->expert]);
 }
 
 /* Halves every heat and re-levels every listed frame, oldest first within
@@ -172,12 +172,10 @@ static void heat_age(struct evictor *ev)
 	ev->accesses = 0;
 }
 
-void evictor_insert(struct evictor *ev, int32_t f, int layer, int32_t expert)
+void evictor_insert(struct evictor *ev, int32_t f)
 {
-	int32_t i = slot(ev, f);
-	assert(ev->heat[layer]);
-	ev->key_layer[i] = layer;
-	ev->key_expert[i] = expert;
+	assert(ev->level[slot(ev, f)] == EVICTOR_UNLISTED);
+	assert(ev->heat[ev->bp->frames[f].layer]);
 	list_append(ev, f, frame_level(ev, f));
 }
 
@@ -191,9 +189,9 @@ static void heat_bump(struct evictor *ev, int layer, int32_t expert)
 
 void evictor_access(struct evictor *ev, int32_t f)
 {
-	int32_t i = slot(ev, f);
-	assert(ev->key_layer[i] >= 0);
-	heat_bump(ev, ev->key_layer[i], ev->key_expert[i]);
+	const struct frame *fr = &ev->bp->frames[f];
+	assert(ev->level[slot(ev, f)] != EVICTOR_UNLISTED);
+	heat_bump(ev, fr->layer, fr->expert);
 	list_unlink(ev, f);
 	list_append(ev, f, frame_level(ev, f));
 	if (ev->policy == EVICT_POLICY_FREQ && ++ev->accesses >= ev->age_period)
@@ -209,11 +207,9 @@ void evictor_count(struct evictor *ev, int layer, int32_t expert)
 
 void evictor_remove(struct evictor *ev, int32_t f)
 {
-	int32_t i = slot(ev, f);
-	if (ev->key_layer[i] < 0)
-		return; /* not listed: a frame of the pinned set */
+	if (ev->level[slot(ev, f)] == EVICTOR_UNLISTED)
+		return; /* a frame of the pinned set */
 	list_unlink(ev, f);
-	ev->key_layer[i] = ev->key_expert[i] = -1;
 }
 
 void evictor_cool_layer(struct evictor *ev, int layer)
@@ -223,14 +219,15 @@ void evictor_cool_layer(struct evictor *ev, int layer)
 	for (int32_t e = 0; e < ev->n_experts[layer]; e++)
 		ev->heat[layer][e] = 0;
 	for (int32_t i = 0; i < ev->n_frames; i++)
-		if (ev->key_layer[i] == layer) {
+		if (ev->level[i] != EVICTOR_UNLISTED && ev->bp->frames[ev->first + i].layer == layer) {
 			list_unlink(ev, ev->first + i);
 			list_prepend(ev, ev->first + i, 0);
 		}
 }
 
-int32_t evictor_victim(struct evictor *ev, const struct buffer_pool *bp)
+int32_t evictor_victim(struct evictor *ev)
 {
+	const struct buffer_pool *bp = ev->bp;
 	if (bp->classes[ev->cls].n_evictable == 0)
 		return -1;
 	for (int word = 0; word < 2; word++) {

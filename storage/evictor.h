@@ -43,17 +43,19 @@ enum evict_policy {
 
 #define EVICTOR_LEVELS 120 /* heat levels of a uint16_t heat: 32 exact + 11 octaves of 8 */
 
+#define EVICTOR_UNLISTED 0xff   /* the level of a frame on no list */
+
 /* Frames are global frame indexes; the arrays below hold the class's
- * frames [first, first + n_frames) at index f - first. */
+ * frames [first, first + n_frames) at index f - first. A listed frame's
+ * key is the pool's (frames[f].layer, .expert). */
 struct evictor {
 	enum evict_policy policy;
+	const struct buffer_pool *bp; /* the frames it lists */
 	int cls;                      /* the frame class it serves */
 	int32_t first;                /* the class's first frame */
 	int32_t n_frames;
 	int32_t *prev, *next;         /* [n_frames] links within a level (frames), -1 at the ends */
-	int32_t *key_layer;           /* [n_frames] key of the frame, -1 when not listed */
-	int32_t *key_expert;          /* [n_frames] */
-	uint8_t *level;               /* [n_frames] the list the frame is on */
+	uint8_t *level;               /* [n_frames] the list the frame is on, or EVICTOR_UNLISTED */
 	int32_t *scratch;             /* [n_frames] for re-levelling after aging */
 	int32_t oldest[EVICTOR_LEVELS]; /* least recently requested frame of each level */
 	int32_t newest[EVICTOR_LEVELS];
@@ -67,16 +69,16 @@ struct evictor {
 };
 
 /* Sizes the evictor for the frames of class cls of bp and the key space of
- * that class's layers (n_experts[l] experts for each layer l of bp whose
- * layer_class is cls). Returns 0 or -errno; free with evictor_free. bp
- * must outlive the evictor. */
+ * that class's layers: n_experts[l] experts for each layer l of bp in
+ * class cls, 0 for every other layer. Returns 0 or -errno; free with
+ * evictor_free. bp must outlive the evictor. */
 int evictor_init(struct evictor *ev, enum evict_policy policy, const struct buffer_pool *bp, int cls,
 		 const int32_t *n_experts);
 void evictor_free(struct evictor *ev);
 
-/* Frame f (of the evictor's class) has just received (layer, expert) (its
- * read starts). */
-void evictor_insert(struct evictor *ev, int32_t f, int layer, int32_t expert);
+/* Frame f (of the evictor's class, not listed) has just received its key
+ * (its read starts), or leaves the pinned set: it is listed. */
+void evictor_insert(struct evictor *ev, int32_t f);
 
 /* A request asked for the expert that frame f holds (f is listed). */
 void evictor_access(struct evictor *ev, int32_t f);
@@ -99,6 +101,6 @@ void evictor_cool_layer(struct evictor *ev, int layer);
 /* An evictable frame of the evictor's class, or -1 when none is (every one
  * pinned, loading or free). Cost: the levels below the victim's plus the pinned and loading
  * frames passed on the way, O(EVICTOR_LEVELS + pinned + loading). */
-int32_t evictor_victim(struct evictor *ev, const struct buffer_pool *bp);
+int32_t evictor_victim(struct evictor *ev);
 
 #endif

@@ -21,7 +21,10 @@
  * Every load ends on the caller's thread in store_frame_loaded or
  * store_frame_failed. A frame the current request waits for is `awaited`;
  * abandoning a request (failure, or a new request before the last delivery)
- * unpins what was not delivered.
+ * unpins what was not delivered. A delivery hands its pin to the caller:
+ * the frame counts it in `held`, and a release unpins only while held > 0,
+ * so a stray release cannot take a pin that a request, or the pinned set,
+ * still relies on.
  */
 #include "storage/expert_store.h"
 
@@ -131,7 +134,7 @@ int32_t store_frame_take(struct expert_store *s, int cls)
 	if (f >= 0)
 		return f;
 	struct evictor *ev = &s->cls[cls].ev;
-	f = evictor_victim(ev, &s->pool);
+	f = evictor_victim(ev);
 	if (f < 0)
 		return -1;
 	struct frame *fr = &s->pool.frames[f];
@@ -148,8 +151,9 @@ int32_t store_frame_take(struct expert_store *s, int cls)
 void store_frame_assign(struct expert_store *s, int32_t f, int layer, int32_t expert)
 {
 	struct frame *fr = &s->pool.frames[f];
+	assert(fr->cls == s->layers[layer].cls && fr->held == 0);
 	buffer_pool_frame_load(&s->pool, f, layer, expert);
-	evictor_insert(store_frame_ev(s, f), f, layer, expert);
+	evictor_insert(store_frame_ev(s, f), f);
 	fr->attempt = 0;
 	fr->prefetched = false;
 	fr->prefetch_inflight = false;
@@ -160,6 +164,14 @@ void store_frame_assign(struct expert_store *s, int32_t f, int layer, int32_t ex
 }
 
 /* ---- requests -------------------------------------------------------- */
+
+/* No request is open: forgets the current one's frames. */
+static void request_reset(struct expert_store *s)
+{
+	s->ready_head = s->ready_count = 0;
+	s->n_req = s->n_delivered = 0;
+	s->req_open = false;
+}
 
 /* Unpins what the current request pinned but did not deliver. */
 static void request_abandon(struct expert_store *s)
@@ -175,15 +187,21 @@ static void request_abandon(struct expert_store *s)
 		}
 	}
 	assert(s->n_awaiting == 0);
-	s->ready_head = s->ready_count = 0;
-	s->n_req = s->n_delivered = 0;
-	s->req_open = false;
+	request_reset(s);
 }
 
 int store_layer_check(const struct expert_store *s, int layer)
 {
-	if (layer < 0 || layer >= s->n_layers || !s->layers[layer].holders)
+	if (!store_layer_has_experts(s, layer))
 		return error_set(EINVAL, "layer %d has no routed experts", layer);
+	return 0;
+}
+
+int store_expert_check(const struct expert_store *s, int layer, int32_t expert)
+{
+	if (expert < 0 || expert >= s->layers[layer].n_experts)
+		return error_set(EINVAL, "layer %d: expert %d out of range (0..%d)", layer, expert,
+				 s->layers[layer].n_experts - 1);
 	return 0;
 }
 
@@ -194,11 +212,9 @@ static int layer_check(const struct expert_store *s, int layer, const int32_t *i
 		return rc;
 	if (n < 0 || (n > 0 && !ids))
 		return error_set(EINVAL, "layer %d: %d expert ids", layer, n);
-	for (int i = 0; i < n; i++)
-		if (ids[i] < 0 || ids[i] >= s->layers[layer].n_experts)
-			return error_set(EINVAL, "layer %d: expert %d out of range (0..%d)", layer, ids[i],
-					 s->layers[layer].n_experts - 1);
-	return 0;
+	for (int i = 0; i < n && !rc; i++)
+		rc = store_expert_check(s, layer, ids[i]);
+	return rc;
 }
 
 void store_serial_next(struct expert_store *s)
@@ -230,7 +246,7 @@ static void request_count(struct expert_store *s, struct store_layer *l, int lay
 {
 	s->stats.requests++;
 	s->stats.classes[l->cls].requests++;
-	if (layer < 256)
+	if (layer < EXPERT_STATS_LAYERS_MAX)
 		s->stats.layer_requests[layer]++;
 	if (l->usage[e] < UINT32_MAX)
 		l->usage[e]++;
@@ -249,7 +265,7 @@ static void request_mapped(struct expert_store *s, struct store_layer *l, int la
 		evictor_count(ev, layer, e);
 		s->stats.pinned_hits++;
 		cst->pinned_hits++;
-		if (layer < 256)
+		if (layer < EXPERT_STATS_LAYERS_MAX)
 			s->stats.layer_pinned_hits[layer]++;
 		ready_push(s, f);
 		return;
@@ -263,7 +279,7 @@ static void request_mapped(struct expert_store *s, struct store_layer *l, int la
 		s->stats.hits++;
 		s->stats.prefetch_hits += prefetched;
 		cst->hits++;
-		if (layer < 256)
+		if (layer < EXPERT_STATS_LAYERS_MAX)
 			s->stats.layer_hits[layer]++;
 		ready_push(s, f);
 	} else {
@@ -310,7 +326,6 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 	s->req_open = true;
 	s->t_request = io_ring_now_s();
 	copies_readmit(&s->copies, s->t_request);
-	s->stats.steps++;
 
 	/* Pass 1: hits are ready now, reads in flight are joined. */
 	for (int32_t i = 0; i < n_uniq; i++) {
@@ -352,6 +367,7 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 	load_pump(s);
 	if ((rc = io_ring_submit(&s->ring)))
 		goto fail;
+	s->stats.steps++;
 	return 0;
 fail:
 	request_abandon(s);
@@ -378,13 +394,12 @@ int expert_store_next(struct expert_store *s, int32_t *id, const void **record)
 		}
 		if (s->ready_head < s->ready_count) {
 			int32_t f = s->ready[s->ready_head++];
+			s->pool.frames[f].held++;
 			*id = s->pool.frames[f].expert;
 			*record = buffer_pool_frame_data(&s->pool, f);
 			if (++s->n_delivered == s->n_req) {
 				s->stats.step_s += io_ring_now_s() - s->t_request;
-				s->req_open = false;
-				s->ready_head = s->ready_count = 0;
-				s->n_req = s->n_delivered = 0;
+				request_reset(s);
 			}
 			return 1;
 		}
@@ -398,12 +413,13 @@ int expert_store_next(struct expert_store *s, int32_t *id, const void **record)
 
 void expert_store_release(struct expert_store *s, int layer, int32_t id)
 {
-	if (!s->has_experts || layer < 0 || layer >= s->n_layers || !s->layers[layer].holders ||
-	    id < 0 || id >= s->layers[layer].n_experts)
+	if (!store_layer_has_experts(s, layer) || id < 0 || id >= s->layers[layer].n_experts)
 		return;
 	int32_t f = buffer_pool_lookup(&s->pool, layer, id);
-	if (f >= 0 && s->pool.frames[f].pins > (s->pool.frames[f].perm ? 1 : 0))
-		buffer_pool_frame_unpin(&s->pool, f);
+	if (f < 0 || s->pool.frames[f].held == 0)
+		return;
+	s->pool.frames[f].held--;
+	buffer_pool_frame_unpin(&s->pool, f);
 }
 
 int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids, int n)
@@ -461,14 +477,10 @@ int expert_store_capacity(const struct expert_store *s, int layer)
 
 int expert_store_layer_class(const struct expert_store *s, int layer)
 {
-	if (!s->has_experts || layer < 0 || layer >= s->n_layers || !s->layers[layer].holders)
-		return -1;
-	return s->layers[layer].cls;
+	return store_layer_has_experts(s, layer) ? s->layers[layer].cls : -1;
 }
 
 const uint32_t *expert_store_usage(const struct expert_store *s, int layer)
 {
-	if (layer < 0 || layer >= s->n_layers || !s->layers[layer].holders)
-		return NULL;
-	return s->layers[layer].usage;
+	return store_layer_has_experts(s, layer) ? s->layers[layer].usage : NULL;
 }

@@ -67,6 +67,7 @@
 #define EXPERT_COPIES_MAX 8                       /* the primary and its mirrors */
 #define EXPERT_MIRRORS_MAX (EXPERT_COPIES_MAX - 1)
 #define EXPERT_CLASSES_MAX 8                      /* distinct record sizes (frame classes) */
+#define EXPERT_STATS_LAYERS_MAX 256               /* layers with per-layer counters in the stats */
 
 /* One MoE layer's expert file and its copies. A layer without experts has
  * path NULL. mirror_paths[i] is copy i + 1 of the same bytes, or NULL where
@@ -147,8 +148,9 @@ struct expert_store_stats {
 	uint64_t bytes_read;         /* every byte read, retries and prefetch included */
 	uint64_t read_retries;       /* reads of a record repeated after a failure (one per re-read) */
 	double disk_wait_s;          /* time blocked waiting for a completion */
-	uint64_t layer_hits[256];    /* cache hits per layer (layers >= 256 not counted) */
-	uint64_t layer_requests[256];
+	uint64_t layer_hits[EXPERT_STATS_LAYERS_MAX]; /* cache hits per layer (later layers
+				      * not counted) */
+	uint64_t layer_requests[EXPERT_STATS_LAYERS_MAX];
 	uint64_t joins;              /* asked for while its read was in flight: joined */
 	uint64_t read_failures;      /* loads that failed for good (no copy delivered) */
 	uint64_t steps;              /* successful expert_store_request calls */
@@ -177,7 +179,7 @@ struct expert_store_stats {
 
 	/* Pinned set and prefetch. */
 	uint64_t pinned_hits;        /* requests served by the permanently pinned set */
-	uint64_t layer_pinned_hits[256];
+	uint64_t layer_pinned_hits[EXPERT_STATS_LAYERS_MAX];
 	int32_t n_pinned;            /* now: permanently pinned experts */
 	uint64_t prefetch_issued;    /* prefetch loads started */
 	uint64_t prefetch_used;      /* of those, asked for by a request (hit or join) or pinned */
@@ -239,7 +241,10 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
  * error until the next request. */
 int expert_store_next(struct expert_store *s, int32_t *id, const void **record);
 
-/* Unpins one delivered expert. Never drops a pinned-set pin. */
+/* Unpins one delivered expert, once per delivery. A release with no
+ * unreleased delivery of that expert left (requested but not yet delivered,
+ * never requested, already released) is ignored, so it never drops the pin
+ * of a request still to deliver the expert, nor a pinned-set pin. */
 void expert_store_release(struct expert_store *s, int layer, int32_t id);
 
 /* Starts low-priority reads of those of ids[0..n) that are neither resident

@@ -32,11 +32,8 @@ static int pins_check(const struct expert_store *s, const struct expert_pin *p, 
 		return error_set(EINVAL, "%d experts to pin", n);
 	for (int i = 0; i < n; i++) {
 		int rc = store_layer_check(s, p[i].layer);
-		if (rc)
+		if (rc || (rc = store_expert_check(s, p[i].layer, p[i].expert)))
 			return rc;
-		if (p[i].expert < 0 || p[i].expert >= s->layers[p[i].layer].n_experts)
-			return error_set(EINVAL, "layer %d: expert %d out of range (0..%d)", p[i].layer,
-					 p[i].expert, s->layers[p[i].layer].n_experts - 1);
 	}
 	return 0;
 }
@@ -54,7 +51,7 @@ static void perm_drop(struct expert_store *s, int32_t f)
 	fr->perm = false;
 	s->n_perm--;
 	s->cls[fr->cls].n_perm--;
-	evictor_insert(store_frame_ev(s, f), f, fr->layer, fr->expert);
+	evictor_insert(store_frame_ev(s, f), f);
 	buffer_pool_frame_unpin(&s->pool, f);
 }
 
@@ -122,7 +119,7 @@ static int pin_change(struct expert_store *s, const struct expert_pin *add, int 
 	int rc;
 	if ((rc = pins_check(s, add, n_add)) || (rc = pins_check(s, drop, n_drop)))
 		return rc;
-	if (!s->has_experts)
+	if (!s->n_classes)
 		return 0; /* no layer has experts, so both lists are empty */
 
 	/* The set after the change, counted per class before anything changes. */

@@ -89,12 +89,11 @@ struct expert_store {
 	int32_t max_experts;         /* largest n_experts of any layer */
 	int max_per_step;
 	struct buffer_pool pool;
-	int n_classes;
+	int n_classes;               /* 0: no layer has routed experts */
 	struct store_class cls[EXPERT_CLASSES_MAX];
 	struct io_ring ring;
 	struct copy_set copies;
 	struct stripe stripe;
-	bool has_experts;
 	int prefetch_depth;
 	int n_prefetch_inflight;     /* prefetch loads not finished */
 
@@ -218,8 +217,18 @@ void store_stats_sync(struct expert_store *s);
 /* Reaps completions (blocking for one with wait) and syncs the counters. */
 int store_reap(struct expert_store *s, bool wait);
 
+/* Whether layer is in range and has routed experts (some copy holds it). */
+static inline bool store_layer_has_experts(const struct expert_store *s, int layer)
+{
+	return layer >= 0 && layer < s->n_layers && s->layers[layer].holders;
+}
+
 /* -EINVAL (with a message) unless layer has routed experts. */
 int store_layer_check(const struct expert_store *s, int layer);
+
+/* -EINVAL (with a message) unless expert is an expert of layer, which has
+ * passed store_layer_check. */
+int store_expert_check(const struct expert_store *s, int layer, int32_t expert);
 
 /* Starts a new list serial for the per-layer mark arrays. */
 void store_serial_next(struct expert_store *s);

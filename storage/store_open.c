@@ -326,7 +326,7 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 		      int n_layers, int max_per_step, const struct expert_store_options *opt)
 {
 	struct expert_store *s = calloc(1, sizeof *s);
-	int32_t *n_experts = NULL;
+	int32_t *n_experts = NULL, *class_experts = NULL;
 	int8_t *layer_class = NULL;
 	int rc = 0;
 	*out = NULL;
@@ -336,8 +336,9 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 	s->max_per_step = max_per_step;
 	s->layers = calloc((size_t)n_layers, sizeof *s->layers);
 	n_experts = calloc((size_t)(n_layers ? n_layers : 1), sizeof *n_experts);
+	class_experts = calloc((size_t)(n_layers ? n_layers : 1), sizeof *class_experts);
 	layer_class = calloc((size_t)(n_layers ? n_layers : 1), sizeof *layer_class);
-	if (!s->layers || !n_experts || !layer_class) {
+	if (!s->layers || !n_experts || !class_experts || !layer_class) {
 		rc = error_set(ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -395,11 +396,11 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 	if (s->n_classes == 0) {
 		store_stats_sync(s);
 		free(n_experts);
+		free(class_experts);
 		free(layer_class);
 		*out = s; /* a model without routed experts */
 		return 0;
 	}
-	s->has_experts = true;
 	for (int i = 0; i < n_layers; i++)
 		s->layers[i].cls = layer_class[i];
 
@@ -409,14 +410,16 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 		goto fail;
 	for (int c = 0; c < s->n_classes; c++)
 		frame_bytes[c] = cs[c].frame_bytes;
-	if ((rc = buffer_pool_init(&s->pool, s->n_classes, frame_bytes, frames, n_layers, n_experts,
-				   layer_class)))
+	if ((rc = buffer_pool_init(&s->pool, s->n_classes, frame_bytes, frames, n_layers, n_experts)))
 		goto fail;
 	enum expert_evict evict = evict_choice(opt->evict);
-	for (int c = 0; c < s->n_classes; c++)
+	for (int c = 0; c < s->n_classes; c++) {
+		for (int i = 0; i < n_layers; i++)
+			class_experts[i] = layer_class[i] == c ? n_experts[i] : 0;
 		if ((rc = evictor_init(&s->cls[c].ev, evict == EXPERT_EVICT_LRU ? EVICT_POLICY_LRU : EVICT_POLICY_FREQ,
-				       &s->pool, c, n_experts)))
+				       &s->pool, c, class_experts)))
 			goto fail;
+	}
 
 	int depth = opt->io_depth < 1 ? 1 : opt->io_depth > STORE_DEPTH_MAX ? STORE_DEPTH_MAX : opt->io_depth;
 	if (no_uring)
@@ -464,11 +467,13 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 	}
 	store_stats_sync(s);
 	free(n_experts);
+	free(class_experts);
 	free(layer_class);
 	*out = s;
 	return 0;
 fail:
 	free(n_experts);
+	free(class_experts);
 	free(layer_class);
 	expert_store_close(s);
 	return rc;

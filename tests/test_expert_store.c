@@ -247,8 +247,10 @@ Test(expert_store, pins_protect_frames)
 	cr_assert_eq(expert_store_next(s, &e, &held[0]), 0);
 
 	/* 4 of 8 frames pinned: 5 misses cannot fit. */
+	uint64_t steps = expert_store_stats(s)->steps;
 	error_clear();
 	cr_assert_eq(expert_store_request(s, 2, b, 5), -ENOMEM);
+	cr_assert_eq(expert_store_stats(s)->steps, steps, "a refused request is not a step");
 	cr_assert(strstr(error_message(), "unpinned"), "%s", error_message());
 	cr_assert_eq(expert_store_next(s, &e, &held[0]), 0, "a refused request delivers nothing");
 	step_check(s, &fx, 2, c, 4, true); /* 4 fit; now all 8 pinned */
@@ -295,6 +297,40 @@ Test(expert_store, one_release_per_delivery)
 	expert_store_release(s, 3, e);
 	int32_t other[8] = {20, 21, 22, 23, 24, 25, 26, 27};
 	step_check(s, &fx, 3, other, 8, false);
+	expert_store_close(s);
+	store_fixture_free(&fx);
+}
+
+Test(expert_store, release_needs_a_delivery)
+{
+	struct store_fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, FX_PER_STEP, 4, false, EXPERT_EVICT_DEFAULT, 8);
+	int32_t ids[FX_PER_STEP] = {0, 1, 2, 3, 4, 5, 6, 7};
+	step_check(s, &fx, 2, ids, FX_PER_STEP, false); /* every frame resident, unpinned */
+	cr_assert_eq(expert_store_request(s, 2, ids, FX_PER_STEP), 0);
+	int32_t first, e;
+	const void *rec;
+	cr_assert_eq(expert_store_next(s, &first, &rec), 1);
+	/* Releases of experts still to be delivered, or twice of the delivered
+	 * one, take no pin: only the delivered expert's frame is evictable. */
+	for (int i = 0; i < FX_PER_STEP; i++)
+		if (ids[i] != first)
+			expert_store_release(s, 2, ids[i]);
+	expert_store_release(s, 2, first);
+	expert_store_release(s, 2, first);
+	int32_t more[2] = {20, 21};
+	cr_assert_eq(expert_store_prefetch(s, 2, more, 2), 1, "a stray release unpinned a frame");
+	/* The undelivered experts kept their frames and bytes. */
+	int n = 1;
+	while (expert_store_next(s, &e, &rec) > 0) {
+		cr_assert_neq(e, first);
+		cr_assert(memcmp(rec, record_ref(&fx, 2, e), FX_REC) == 0, "expert %d was overwritten", e);
+		expert_store_release(s, 2, e);
+		n++;
+	}
+	cr_assert_eq(n, FX_PER_STEP);
+	step_check(s, &fx, 2, more, 2, false);
 	expert_store_close(s);
 	store_fixture_free(&fx);
 }
