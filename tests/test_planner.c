@@ -21,6 +21,7 @@
 #include "planner/plan.h"
 #include "planner/plan_machine.h"
 #include "planner/topology.h"
+#include "tests/cli_util.h"
 #include "tests/test_util.h"
 
 #define MIB (1ull << 20)
@@ -364,19 +365,19 @@ Test(machine, mirror_copies_on_another_disk_add_bandwidth)
 		m->disks[i].profile.n_points = 0;
 		disk_profile_put(&m->disks[i].profile, &pt);
 	}
-	if (distinct) {
-		cr_assert_eq(m->n_disks, 2);
-		cr_expect_float_eq(plan_machine_mirror_gain(m, paths, layer, 2, 1, 1, 2 * MIB, 8, false), 4.0, 1e-12,
-				   "1 GB/s + 3 GB/s over 1 GB/s");
-	} else {
-		cr_log_warn("%s and /dev/shm are one file system: the two-disk case is not checked", dir);
-	}
 	const char *same[] = { a, a2 };
 	cr_expect_float_eq(plan_machine_mirror_gain(m, same, layer, 2, 1, 1, 2 * MIB, 8, false), 1.0, 0,
 			   "a copy on the same disk adds nothing");
+	int n_disks = m->n_disks;
+	double gain = plan_machine_mirror_gain(m, paths, layer, 2, 1, 1, 2 * MIB, 8, false);
 	free(m);
 	tu_rmrf(shm);
 	tu_rmrf(dir);
+	/* cr_skip_test ends the test at once: everything is freed above. */
+	if (!distinct)
+		cr_skip_test("%s and /dev/shm are one file system: the two-disk case is not checked", dir);
+	cr_assert_eq(n_disks, 2);
+	cr_expect_float_eq(gain, 4.0, 1e-12, "1 GB/s + 3 GB/s over 1 GB/s");
 }
 
 /* End to end: the commands on a converted fixture. */
@@ -401,18 +402,7 @@ TestSuite(commands, .init = setup, .fini = teardown, .timeout = 120);
 /* Runs colibri with args and COLIBRI_CACHE_DIR set; stdout into out. */
 static int colibri(const char *out, const char *args)
 {
-	return tu_sh("COLIBRI_CACHE_DIR='%s' '%s' %s >'%s' 2>'%s.err'", cache, tu_colibri(), args, out, out);
-}
-
-static double jnum(const cJSON *o, const char *path)
-{
-	char buf[256];
-	snprintf(buf, sizeof buf, "%s", path);
-	const cJSON *v = o;
-	for (char *save, *k = strtok_r(buf, ".", &save); k; k = strtok_r(NULL, ".", &save))
-		v = cJSON_GetObjectItemCaseSensitive(v, k);
-	cr_assert(cJSON_IsNumber(v), "%s is not a number", path);
-	return v->valuedouble;
+	return cli_run(cache, out, "%s", args);
 }
 
 Test(commands, plan_json_matches_the_schema)
@@ -425,28 +415,31 @@ Test(commands, plan_json_matches_the_schema)
 	cJSON *j = cJSON_Parse(text);
 	cr_assert_not_null(j, "not JSON: %s", text);
 	cr_expect_str_eq(cJSON_GetObjectItem(j, "schema")->valuestring, "colibri-plan");
-	cr_expect_eq(jnum(j, "version"), 1);
+	cr_expect_eq(cli_json_num(j, "version"), 1);
 	/* The model half, against the fixture's config.json. */
 	char cfgp[4400];
 	snprintf(cfgp, sizeof cfgp, "%s/hf/qwen3_moe/config.json", tu_fixtures());
 	char *cfgt = tu_read(cfgp, NULL);
 	cJSON *cfg = cJSON_Parse(cfgt);
-	cr_expect_eq(jnum(j, "model.n_experts"), jnum(cfg, "num_experts"));
-	cr_expect_eq(jnum(j, "model.top_k"), jnum(cfg, "num_experts_per_tok"));
-	cr_expect_eq(jnum(j, "model.layers"), jnum(cfg, "num_hidden_layers"));
+	cr_expect_eq(cli_json_num(j, "model.n_experts"), cli_json_num(cfg, "num_experts"));
+	cr_expect_eq(cli_json_num(j, "model.top_k"), cli_json_num(cfg, "num_experts_per_tok"));
+	cr_expect_eq(cli_json_num(j, "model.layers"), cli_json_num(cfg, "num_hidden_layers"));
 	/* Per position: f32 K and V of every layer, and one f32 score per thread. */
-	cr_expect_eq(jnum(j, "model.kv_bytes_per_position"),
-		     2 * 4 * jnum(cfg, "num_hidden_layers") * jnum(cfg, "num_key_value_heads") * jnum(cfg, "head_dim") +
+	cr_expect_eq(cli_json_num(j, "model.kv_bytes_per_position"),
+		     2 * 4 * cli_json_num(cfg, "num_hidden_layers") * cli_json_num(cfg, "num_key_value_heads") *
+				     cli_json_num(cfg, "head_dim") +
 			     4 * 1);
-	cr_expect_eq(jnum(j, "ctx"), 256);
-	cr_expect_eq(jnum(j, "budget.bytes"), 1 << 30);
+	cr_expect_eq(cli_json_num(j, "ctx"), 256);
+	cr_expect_eq(cli_json_num(j, "budget.bytes"), 1 << 30);
 	cr_expect_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "budget"), "source")->valuestring, "explicit");
-	double sum = jnum(j, "split.resident_bytes") + jnum(j, "split.kv_bytes") + jnum(j, "split.scratch_bytes") +
-		     jnum(j, "split.expert_cache_bytes") + jnum(j, "split.slack_bytes") + jnum(j, "split.unused_bytes");
-	cr_expect_eq(sum, jnum(j, "budget.bytes"));
-	cr_expect_eq(jnum(j, "expert_cache.frames"), jnum(j, "expert_cache.frames_all"), "1 GiB caches everything");
-	cr_expect_eq(jnum(j, "threads.value"), 1);
-	cr_expect_eq(jnum(j, "io_depth.value"), 3);
+	double sum = cli_json_num(j, "split.resident_bytes") + cli_json_num(j, "split.kv_bytes") +
+		     cli_json_num(j, "split.scratch_bytes") + cli_json_num(j, "split.expert_cache_bytes") +
+		     cli_json_num(j, "split.slack_bytes") + cli_json_num(j, "split.unused_bytes");
+	cr_expect_eq(sum, cli_json_num(j, "budget.bytes"));
+	cr_expect_eq(cli_json_num(j, "expert_cache.frames"), cli_json_num(j, "expert_cache.frames_all"),
+		     "1 GiB caches everything");
+	cr_expect_eq(cli_json_num(j, "threads.value"), 1);
+	cr_expect_eq(cli_json_num(j, "io_depth.value"), 3);
 	const cJSON *disks = cJSON_GetObjectItem(j, "disks");
 	cr_expect_eq(cJSON_GetArraySize(disks), 1);
 	cr_expect(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetArrayItem(disks, 0), "profiled")),
@@ -468,7 +461,7 @@ Test(commands, plan_json_matches_the_schema)
 	j = cJSON_Parse(text);
 	cr_assert_not_null(j);
 	est = cJSON_GetObjectItem(j, "estimate");
-	cr_expect_eq(jnum(j, "budget.bytes"), jnum(j, "budget.min_bytes"));
+	cr_expect_eq(cli_json_num(j, "budget.bytes"), cli_json_num(j, "budget.min_bytes"));
 	cr_expect_str_eq(cJSON_GetObjectItem(est, "would_help_most")->valuestring, "profile_disk");
 	cr_expect(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(est, "warm"), "tok_s")));
 	cJSON_Delete(j);
@@ -490,8 +483,7 @@ Test(commands, plan_text_explains_and_refuses_low_budget)
 	free(text);
 	snprintf(args, sizeof args, "plan --model '%s' --ram 1M", model);
 	cr_expect_neq(colibri(out, args), 0, "a budget below the minimum must be refused");
-	snprintf(out + strlen(out), 8, ".err");
-	text = tu_read(out, NULL);
+	text = cli_read_err(out);
 	cr_expect(text && strstr(text, "below the minimum of"), "%s", text);
 	free(text);
 }
@@ -529,7 +521,7 @@ Test(commands, doctor_deep_names_a_corrupted_expert_record)
 	char *mtext = tu_read(file, NULL);
 	cJSON *man = cJSON_Parse(mtext);
 	const cJSON *layer = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(man, "experts"), "layers"), 0);
-	long record = (long)jnum(layer, "record_bytes");
+	long record = (long)cli_json_num(layer, "record_bytes");
 	snprintf(file, sizeof file, "%s/%s", model, cJSON_GetObjectItem(layer, "file")->valuestring);
 	cJSON_Delete(man);
 	free(mtext);
@@ -576,7 +568,8 @@ static cJSON *plan_json(const char *dir, const char *args)
 
 static uint64_t plan_fixed(const cJSON *j)
 {
-	return (uint64_t)(jnum(j, "split.resident_bytes") + jnum(j, "split.kv_bytes") + jnum(j, "split.scratch_bytes"));
+	return (uint64_t)(cli_json_num(j, "split.resident_bytes") + cli_json_num(j, "split.kv_bytes") +
+			  cli_json_num(j, "split.scratch_bytes"));
 }
 
 /* A DeepSeek-V3 container at int4 keeps its MTP layer's experts at int8:
@@ -599,15 +592,16 @@ Test(commands, plan_frame_classes_beside_mtp)
 	const cJSON *cp = cJSON_GetObjectItem(cJSON_GetObjectItem(jp, "expert_cache"), "classes");
 	cr_assert_eq(cJSON_GetArraySize(cm), 2, "int4 routed experts and the int8 MTP layer");
 	cr_assert_eq(cJSON_GetArraySize(cp), 1, "one record size, one class");
-	double small = jnum(cJSON_GetArrayItem(cm, 0), "frame_bytes"), big = jnum(cJSON_GetArrayItem(cm, 1), "frame_bytes");
-	double top_k = jnum(jm, "model.top_k");
-	cr_expect_eq(jnum(cJSON_GetArrayItem(cp, 0), "frame_bytes"), small, "the same int4 records");
+	double small = cli_json_num(cJSON_GetArrayItem(cm, 0), "frame_bytes");
+	double big = cli_json_num(cJSON_GetArrayItem(cm, 1), "frame_bytes");
+	double top_k = cli_json_num(jm, "model.top_k");
+	cr_expect_eq(cli_json_num(cJSON_GetArrayItem(cp, 0), "frame_bytes"), small, "the same int4 records");
 	cr_expect_gt(big, 1.5 * small, "the MTP layer's int8 records");
 	cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(cm, 0), "main")));
-	cr_expect_eq(jnum(cJSON_GetArrayItem(cm, 1), "layers"), 1);
-	cr_expect_eq(jnum(cJSON_GetArrayItem(cm, 0), "frames"), top_k);
-	cr_expect_eq(jnum(cJSON_GetArrayItem(cm, 1), "frames"), top_k);
-	cr_expect_eq(jnum(jm, "budget.min_bytes"), (double)plan_fixed(jm) + top_k * (small + big),
+	cr_expect_eq(cli_json_num(cJSON_GetArrayItem(cm, 1), "layers"), 1);
+	cr_expect_eq(cli_json_num(cJSON_GetArrayItem(cm, 0), "frames"), top_k);
+	cr_expect_eq(cli_json_num(cJSON_GetArrayItem(cm, 1), "frames"), top_k);
+	cr_expect_eq(cli_json_num(jm, "budget.min_bytes"), (double)plan_fixed(jm) + top_k * (small + big),
 		     "the minimum is top_k frames of each class");
 	uint64_t fixed_m = plan_fixed(jm), fixed_p = plan_fixed(jp);
 	cJSON_Delete(jm);
@@ -622,8 +616,9 @@ Test(commands, plan_frame_classes_beside_mtp)
 		jp = plan_json(plain, args);
 		cm = cJSON_GetObjectItem(cJSON_GetObjectItem(jm, "expert_cache"), "classes");
 		cp = cJSON_GetObjectItem(cJSON_GetObjectItem(jp, "expert_cache"), "classes");
-		double int4 = jnum(cJSON_GetArrayItem(cm, 0), "frames"), int8 = jnum(cJSON_GetArrayItem(cm, 1), "frames");
-		double alone = jnum(cJSON_GetArrayItem(cp, 0), "frames");
+		double int4 = cli_json_num(cJSON_GetArrayItem(cm, 0), "frames");
+		double int8 = cli_json_num(cJSON_GetArrayItem(cm, 1), "frames");
+		double alone = cli_json_num(cJSON_GetArrayItem(cp, 0), "frames");
 		double one_size = (double)(c / (uint64_t)big); /* every frame int8-sized */
 		cr_log_info("expert cache %" PRIu64 " KiB: %.0f int4 + %.0f int8 frames with MTP, %.0f without; "
 			    "%.0f frames of one size", c >> 10, int4, int8, alone, one_size);
@@ -631,8 +626,8 @@ Test(commands, plan_frame_classes_beside_mtp)
 		cr_expect_geq(int4 + reserve, alone, "%.0f int4 frames beside MTP, %.0f without", int4, alone);
 		cr_expect_leq(int4, alone);
 		cr_expect_gt(int4 + int8, one_size, "more experts cached than with int8-sized frames");
-		cr_expect_eq(jnum(jm, "expert_cache.frames"), int4 + int8);
-		cr_expect_eq(jnum(jm, "split.expert_cache_bytes"), int4 * small + int8 * big);
+		cr_expect_eq(cli_json_num(jm, "expert_cache.frames"), int4 + int8);
+		cr_expect_eq(cli_json_num(jm, "split.expert_cache_bytes"), int4 * small + int8 * big);
 		cJSON_Delete(jm);
 		cJSON_Delete(jp);
 	}

