@@ -43,8 +43,11 @@ def main():
     a = ap.parse_args()
     with open(os.path.join(a.src, "config.json")) as f:
         cfg = json.load(f)
-    if cfg.get("model_type") != "deepseek_v3" or not cfg.get("num_nextn_predict_layers"):
-        sys.exit("mtp_agree: %s is not a deepseek_v3 checkpoint with an MTP layer" % a.src)
+    # The MLA families name the tensors this touches alike.
+    if cfg.get("model_type") not in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa") \
+            or not cfg.get("num_nextn_predict_layers"):
+        sys.exit("mtp_agree: %s is not a deepseek_v3 / deepseek_v32 / glm_moe_dsa checkpoint with an MTP layer"
+                 % a.src)
     if os.path.exists(os.path.join(a.src, "model.safetensors.index.json")):
         sys.exit("mtp_agree: sharded checkpoints are not handled")
     H = cfg["hidden_size"]

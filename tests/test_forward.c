@@ -203,17 +203,28 @@ Test(forward, glm4_moe_mtp_exact) { check_mtp("glm4_moe"); }
 Test(forward, deepseek_v32_mtp_exact) { check_mtp("deepseek_v32"); }
 Test(forward, glm_moe_dsa_mtp_exact) { check_mtp("glm_moe_dsa"); }
 
-/* Drafting with the MTP head never changes greedy output. */
-static void check_drafting(const char *name)
+/* Drafting with the MTP head never changes greedy output. With `agree`,
+ * the head is rewritten to agree with the model (bench/mtp_agree.py), so
+ * drafts are accepted and the caches roll back partially; otherwise the
+ * random head's drafts are rejected. */
+static void check_drafting(const char *name, bool agree)
 {
-	char model[4200], out[4300];
-	convert(name, "int4", model, sizeof model);
+	char hf[4200], model[4200], out[4300];
+	snprintf(hf, sizeof hf, "%s/hf/%s", tu_fixtures(), name);
+	if (agree) {
+		snprintf(hf, sizeof hf, "%s/%s-agree", scratch, name);
+		cr_assert_eq(tu_sh("/usr/bin/python3 '%s/bench/mtp_agree.py' --src '%s/hf/%s' --out '%s' --alpha 0.05 "
+				   ">/dev/null 2>&1", tu_repo(), tu_fixtures(), name, hf), 0, "mtp_agree.py failed");
+	}
+	snprintf(model, sizeof model, "%s/%s-draft-int4", scratch, name);
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s' '%s'", tu_colibri(), hf, model), 0);
 	const char *drafts[] = { "0", "1", "2", "4", "auto" };
 	char *first = NULL;
 	for (size_t i = 0; i < sizeof drafts / sizeof drafts[0]; i++) {
 		snprintf(out, sizeof out, "%s/draft-%s.txt", scratch, drafts[i]);
-		cr_assert_eq(tu_sh("'%s' run --model '%s' --tokens 5,6,7,8 -n 40 --temp 0 --draft %s --ram min >'%s'",
-				   tu_colibri(), model, drafts[i], out), 0, "--draft %s failed", drafts[i]);
+		cr_assert_eq(tu_sh("'%s' run --model '%s' --tokens 5,6,7,8 -n 40 --temp 0 --draft %s --ram min "
+				   "--stats-json '%s.json' >'%s'", tu_colibri(), model, drafts[i], out, out),
+			     0, "--draft %s failed", drafts[i]);
 		char *text = tu_read(out, NULL);
 		cr_assert(text && strchr(text, ','), "no ids with --draft %s", drafts[i]);
 		if (!first)
@@ -222,13 +233,23 @@ static void check_drafting(const char *name)
 			cr_expect_str_eq(text, first, "%s: greedy output differs with --draft %s", name, drafts[i]);
 			free(text);
 		}
+		if (agree && i >= 1 && i <= 3) {
+			char path[4400];
+			snprintf(path, sizeof path, "%s.json", out);
+			char *js = tu_read(path, NULL);
+			const char *k = js ? strstr(js, "\"draft_acceptance\":") : NULL;
+			double acc = k ? strtod(k + strlen("\"draft_acceptance\":"), NULL) : -1;
+			cr_expect_gt(acc, 0.3, "%s --draft %s: acceptance %.2f, the agreeing head is not accepted", name,
+				     drafts[i], acc);
+			free(js);
+		}
 	}
 	free(first);
 }
 
-Test(forward, mtp_drafting_exact) { check_drafting("deepseek_v3"); }
+Test(forward, mtp_drafting_exact) { check_drafting("deepseek_v3", false); }
 /* Verification rolls back the indexer's key cache with the latent cache. */
-Test(forward, mtp_drafting_exact_dsa) { check_drafting("glm_moe_dsa"); }
+Test(forward, mtp_drafting_exact_dsa) { check_drafting("glm_moe_dsa", true); }
 
 /* Mean KL(f32 || quantized) and top-1 agreement over all positions. */
 static void check_lossy(const char *name, const char *quant, double kl_max, double top1_min)
