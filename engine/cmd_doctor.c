@@ -26,10 +26,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "engine/cmd.h"
 #include "engine/manifest.h"
+#include "engine/verify.h"
 #include "planner/plan_machine.h"
 #include "planner/plan_report.h"
 #include "storage/error.h"
@@ -75,8 +75,17 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void progress(struct doctor *d, uint64_t bytes)
+/* What doctor --deep is checking now, for the callbacks of verify_file. */
+struct doctor_file {
+	struct doctor *d;
+	const char *path;
+	const uint64_t *sizes, *sums;
+	const char *const *names;     /* [n] tensor names; NULL for expert records */
+};
+
+static void progress(void *ctx, uint64_t bytes)
 {
+	struct doctor *d = ((struct doctor_file *)ctx)->d;
 	d->done_bytes += bytes;
 	double t = now_s();
 	if (!d->tty || t - d->last_progress < 0.25)
@@ -89,70 +98,30 @@ static void progress(struct doctor *d, uint64_t bytes)
 static const char *fix_reconvert = "reconvert the model (colibri convert HF_DIR DIR --force) or restore the "
 				   "container from a good copy";
 
-/* Hashes [off, off + len) of fd through buf. 0, or -errno (-EIO at EOF). */
-static int hash_range(struct doctor *d, int fd, uint64_t off, uint64_t len, uint8_t *buf, XXH3_state_t *st,
-		      uint64_t *out)
+static int deep_bad(void *ctx, size_t i, uint64_t off, uint64_t hash, int rc)
 {
-	XXH3_64bits_reset(st);
-	while (len) {
-		size_t n = len < DOCTOR_CHUNK_BYTES ? (size_t)len : DOCTOR_CHUNK_BYTES;
-		ssize_t r = pread(fd, buf, n, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		XXH3_64bits_update(st, buf, (size_t)r);
-		posix_fadvise(fd, (off_t)off, r, POSIX_FADV_DONTNEED);
-		off += (uint64_t)r;
-		len -= (uint64_t)r;
-		progress(d, (uint64_t)r);
-	}
-	*out = XXH3_64bits_digest(st);
+	const struct doctor_file *f = ctx;
+	char what[64];
+	if (f->names)
+		snprintf(what, sizeof what, "tensor %.40s", f->names[i]);
+	else
+		snprintf(what, sizeof what, "expert %zu", i);
+	if (rc) {
+		report(f->d, DOCTOR_FAIL, "checksums", fix_reconvert, "%s: %s at offset %" PRIu64 ": read failed: %s",
+		       f->path, what, off, strerror(-rc));
+		error_clear();   /* said here, in doctor's words */
+	} else if (++f->d->mismatches <= DOCTOR_MISMATCH_LINES)
+		report(f->d, DOCTOR_FAIL, "checksums", fix_reconvert,
+		       "%s: %s at offset %" PRIu64 " (%" PRIu64 " bytes): xxh3 %016" PRIx64 ", manifest says %016" PRIx64,
+		       f->path, what, off, f->names ? f->sizes[i] : f->sizes[0], hash, f->sums[i]);
 	return 0;
-}
-
-static void verify_file(struct doctor *d, const char *base, const char *rel, uint64_t n, const uint64_t *offs, const uint64_t *lens,
-			const uint64_t *sums, const char *const *names, uint8_t *buf, XXH3_state_t *st)
-{
-	char path[4096], what[64];
-	snprintf(path, sizeof path, "%s/%s", base, rel);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		report(d, DOCTOR_FAIL, "checksums", fix_reconvert, "%s: cannot open: %s", path, strerror(errno));
-		return;
-	}
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t h = 0;
-		int rc = hash_range(d, fd, offs ? offs[i] : i * lens[0], offs ? lens[i] : lens[0], buf, st, &h);
-		if (names)
-			snprintf(what, sizeof what, "tensor %.40s", names[i]);
-		else
-			snprintf(what, sizeof what, "expert %" PRIu64, i);
-		uint64_t off = offs ? offs[i] : i * lens[0];
-		if (rc) {
-			report(d, DOCTOR_FAIL, "checksums", fix_reconvert, "%s: %s at offset %" PRIu64 ": read failed: %s",
-			       path, what, off, strerror(-rc));
-			break;
-		}
-		if (h != sums[i] && ++d->mismatches <= DOCTOR_MISMATCH_LINES)
-			report(d, DOCTOR_FAIL, "checksums", fix_reconvert,
-			       "%s: %s at offset %" PRIu64 " (%" PRIu64 " bytes): xxh3 %016" PRIx64 ", manifest says %016" PRIx64,
-			       path, what, off, offs ? lens[i] : lens[0], h, sums[i]);
-	}
-	close(fd);
 }
 
 /* Whether copy k of expert layer index l exists: k = 0 is the container's
  * own file, k > 0 mirror k - 1 when it lists the layer. Writes its path. */
-static bool mirror_copy(const struct doctor *d, const struct manifest *m, size_t k, size_t l, char *path, size_t n)
+static bool copy_exists(const struct doctor *d, const struct manifest *m, size_t k, size_t l, char *path, size_t n)
 {
-	char buf[4096];
-	if (k && !manifest_mirror_has(&m->mirrors[k - 1], m->layers[l].layer))
-		return false;
-	snprintf(path ? path : buf, path ? n : sizeof buf, "%s/%s", k ? m->mirrors[k - 1].dir : d->dir,
-		 m->layers[l].file);
-	return k == 0 || access(path ? path : buf, R_OK) == 0;
+	return manifest_copy_path(m, d->dir, k, l, path, n) && (k == 0 || access(path, R_OK) == 0);
 }
 
 /* Mirrors (colibri mirror): each listed folder and copy is there with the
@@ -170,7 +139,7 @@ static void check_mirrors(struct doctor *d, const struct manifest *m)
 			n++;
 			struct stat st;
 			uint64_t want = m->layers[l].record_bytes * (uint64_t)m->n_experts;
-			bool ok = mirror_copy(d, m, k, l, path, sizeof path) && stat(path, &st) == 0 &&
+			bool ok = copy_exists(d, m, k, l, path, sizeof path) && stat(path, &st) == 0 &&
 				  (uint64_t)st.st_size == want;
 			if (!ok && bad++ == 0)
 				report(d, DOCTOR_WARN, "mirror", fix, "%s is missing or not %" PRIu64 " bytes: reads of that "
@@ -181,15 +150,26 @@ static void check_mirrors(struct doctor *d, const struct manifest *m)
 	}
 }
 
+/* Verifies one file; a file that cannot be opened is one failure. */
+static void deep_file(struct doctor_file *f, const struct verify *v, size_t n, const uint64_t *offs)
+{
+	if (verify_file(v, f->path, n, offs, f->sizes, f->sums) < 0) {
+		report(f->d, DOCTOR_FAIL, "checksums", fix_reconvert, "%s", error_message());
+		error_clear();
+	}
+}
+
 static void check_deep(struct doctor *d, const struct manifest *m)
 {
+	char path[4096];
 	size_t n = m->n_tensors;
 	uint64_t *offs = calloc(n ? n : 1, sizeof *offs), *lens = calloc(n ? n : 1, sizeof *lens);
 	uint64_t *sums = calloc(n ? n : 1, sizeof *sums);
 	const char **names = calloc(n ? n : 1, sizeof *names);
 	uint8_t *buf = malloc(DOCTOR_CHUNK_BYTES);
-	XXH3_state_t *st = XXH3_createState();
-	if (!offs || !lens || !sums || !names || !buf || !st) {
+	struct doctor_file f = { .d = d, .path = path };
+	struct verify v = { .buf = buf, .buf_bytes = DOCTOR_CHUNK_BYTES, .bad = deep_bad, .progress = progress, .ctx = &f };
+	if (!offs || !lens || !sums || !names || !buf) {
 		report(d, DOCTOR_FAIL, "checksums", NULL, "out of memory");
 		goto out;
 	}
@@ -206,19 +186,26 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 	size_t copies = 0;
 	for (size_t k = 0; k <= m->n_mirrors; k++)
 		for (size_t l = 0; l < m->n_expert_layers; l++)
-			if (mirror_copy(d, m, k, l, NULL, 0)) {
+			if (copy_exists(d, m, k, l, path, sizeof path)) {
 				d->total_bytes += m->layers[l].record_bytes * (uint64_t)m->n_experts;
 				copies++;
 			}
 	d->total_bytes += !d->total_bytes;
 	double t0 = now_s();
 	int before = d->n[DOCTOR_FAIL];
-	verify_file(d, d->dir, m->resident_file, n, offs, lens, sums, names, buf, st);
+	snprintf(path, sizeof path, "%s/%s", d->dir, m->resident_file);
+	f.sizes = lens;
+	f.sums = sums;
+	f.names = names;
+	deep_file(&f, &v, n, offs);
+	f.names = NULL;
 	for (size_t k = 0; k <= m->n_mirrors; k++)
 		for (size_t l = 0; l < m->n_expert_layers; l++)
-			if (mirror_copy(d, m, k, l, NULL, 0))
-				verify_file(d, k ? m->mirrors[k - 1].dir : d->dir, m->layers[l].file, (uint64_t)m->n_experts,
-					    NULL, &m->layers[l].record_bytes, m->layers[l].checksums, NULL, buf, st);
+			if (copy_exists(d, m, k, l, path, sizeof path)) {
+				f.sizes = &m->layers[l].record_bytes;
+				f.sums = m->layers[l].checksums;
+				deep_file(&f, &v, (size_t)m->n_experts, NULL);
+			}
 	if (d->tty)
 		fprintf(stderr, "\r%60s\r", "");
 	if (d->mismatches > DOCTOR_MISMATCH_LINES)
@@ -228,7 +215,6 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 		report(d, DOCTOR_PASS, "checksums", NULL, "%zu resident tensors and %zu x %d expert records verified "
 		       "(%.2f GB in %.1f s)", n, copies, m->n_experts, d->done_bytes / 1e9, now_s() - t0);
 out:
-	XXH3_freeState(st);
 	free(buf);
 	free(names);
 	free(sums);
@@ -321,10 +307,10 @@ static void check_io(struct doctor *d, const char *file)
 	int fd = open(file, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	void *buf = NULL;
 	ssize_t r = -1;
-	int err = errno;
-	if (fd >= 0 && posix_memalign(&buf, 4096, 4096) == 0) {
+	int err = fd < 0 ? errno : posix_memalign(&buf, 4096, 4096);
+	if (!err) {
 		r = pread(fd, buf, 4096, 0);
-		err = errno;
+		err = r < 0 ? errno : 0;
 	}
 	if (r == 4096)
 		report(d, DOCTOR_PASS, "O_DIRECT", NULL, "%s (%s): a 4096-byte O_DIRECT read works", file, dev.fs_type);
@@ -443,10 +429,8 @@ int cmd_doctor(int argc, char **argv)
 	}
 	struct manifest man;
 	bool loaded = check_container(&d, &man, deep);
-	const char *first = loaded && man.n_expert_layers ? man.layers[0].file : NULL;
 	char file[4096];
-	if (first)
-		snprintf(file, sizeof file, "%s/%s", d.dir, first);
+	bool first = loaded && man.n_expert_layers && manifest_copy_path(&man, d.dir, 0, 0, file, sizeof file);
 	manifest_free(&man);
 	check_io(&d, first ? file : NULL);
 	struct plan_container c;

@@ -222,19 +222,8 @@ static cJSON *group_json(const struct bench_group *g)
 	cJSON_AddNumberToObject(o, "files", g->n_files);
 	cJSON_AddNumberToObject(o, "bytes", (double)g->bytes);
 	cJSON *pts = cJSON_AddArrayToObject(o, "points");
-	for (int i = 0; i < g->profile.n_points; i++) {
-		const struct disk_point *q = &g->profile.points[i];
-		cJSON *e = cJSON_CreateObject();
-		cJSON_AddItemToArray(pts, e);
-		cJSON_AddNumberToObject(e, "block_bytes", (double)q->block_bytes);
-		cJSON_AddNumberToObject(e, "depth", q->depth);
-		cJSON_AddBoolToObject(e, "buffered", q->buffered);
-		cJSON_AddNumberToObject(e, "seconds", q->seconds);
-		cJSON_AddNumberToObject(e, "gbps", q->gbps);
-		cJSON_AddNumberToObject(e, "iops", q->iops);
-		cJSON_AddNumberToObject(e, "p50_us", q->lat_p50_us);
-		cJSON_AddNumberToObject(e, "p99_us", q->lat_p99_us);
-	}
+	for (int i = 0; i < g->profile.n_points; i++)
+		cJSON_AddItemToArray(pts, disk_point_json(&g->profile.points[i]));
 	cJSON_AddItemReferenceToObject(o, "skipped", g->skipped);
 	return o;
 }

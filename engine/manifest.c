@@ -279,6 +279,16 @@ bool manifest_mirror_has(const struct manifest_mirror *mirror, int layer)
 	return false;
 }
 
+bool manifest_copy_path(const struct manifest *m, const char *dir, size_t copy, size_t layer_index, char *buf,
+			size_t n)
+{
+	const struct manifest_expert_layer *l = &m->layers[layer_index];
+	if (copy > 0 && !manifest_mirror_has(&m->mirrors[copy - 1], l->layer))
+		return false;
+	snprintf(buf, n, "%s/%s", copy > 0 ? m->mirrors[copy - 1].dir : dir, l->file);
+	return true;
+}
+
 int manifest_load(struct manifest *m, const char *dir)
 {
 	memset(m, 0, sizeof *m);

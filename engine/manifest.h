@@ -75,6 +75,14 @@ uint64_t manifest_model_id(const struct manifest *m);
 /* True when mirror holds the expert file of model layer `layer`. */
 bool manifest_mirror_has(const struct manifest_mirror *mirror, int layer);
 
+/* Copy `copy` of expert layer layers[layer_index]: 0 is dir's own file (dir
+ * the container), k > 0 the file in mirror k - 1. Writes "FOLDER/FILE" to
+ * buf[0..n), cut like snprintf (callers pass PATH_MAX, past which open()
+ * fails anyway), and returns true, or false when that mirror does not list
+ * the layer. Whether the file exists is the caller's business. */
+bool manifest_copy_path(const struct manifest *m, const char *dir, size_t copy, size_t layer_index, char *buf,
+			size_t n);
+
 /* Writes dir/manifest.json atomically. */
 int manifest_write(const struct manifest *m, const char *dir);
 

@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "engine/files.h"
 #include "engine/manifest.h"
+#include "engine/verify.h"
 #include "storage/error.h"
 
 #define MIRROR_CHUNK (8u << 20)
@@ -63,28 +63,36 @@ static int full_io(int fd, void *buf, size_t len, uint64_t off, bool write_it, c
 	return 0;
 }
 
-/* Verifies every record of path against the layer's checksums, reading past
- * the page cache when the file system allows O_DIRECT. */
-static int verify_file(const char *path, const struct manifest_expert_layer *l, int n_experts,
-		       uint8_t *buf, struct mirror_progress *p)
+struct mirror_check {
+	const char *path;
+	struct mirror_progress *p;
+};
+
+static int check_bad(void *ctx, size_t i, uint64_t off, uint64_t hash, int rc)
 {
-	int fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-	if (fd < 0)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return error_set(errno, "%s: cannot open: %s", path, strerror(errno));
-	int rc = 0;
-	for (int e = 0; e < n_experts && !rc; e++) {
-		uint64_t off = (uint64_t)e * l->record_bytes;
-		rc = full_io(fd, buf, l->record_bytes, off, false, path);
-		if (!rc && XXH3_64bits(buf, l->record_bytes) != l->checksums[e])
-			rc = error_set(EIO, "%s: expert %d (offset %" PRIu64 ") does not match its checksum", path,
-				       e, off);
-		p->done += l->record_bytes;
-		progress(p, false);
-	}
-	close(fd);
-	return rc;
+	const struct mirror_check *c = ctx;
+	if (rc)
+		return rc;   /* verify_file said where */
+	return error_set(EIO, "%s: expert %zu (offset %" PRIu64 ") does not match its checksum", c->path, i, off);
+}
+
+static void check_progress(void *ctx, uint64_t bytes)
+{
+	struct mirror_progress *p = ((struct mirror_check *)ctx)->p;
+	p->done += bytes;
+	progress(p, false);
+}
+
+/* Verifies every record of path, a copy of layer l, against the layer's
+ * checksums, reading past the page cache when the file system allows
+ * O_DIRECT. buf holds buf_bytes, 4096-aligned. */
+static int verify_copy(const char *path, const struct manifest_expert_layer *l, int n_experts, uint8_t *buf,
+		       size_t buf_bytes, struct mirror_progress *p)
+{
+	struct mirror_check c = { .path = path, .p = p };
+	struct verify v = { .buf = buf, .buf_bytes = buf_bytes, .direct = true, .bad = check_bad,
+			    .progress = check_progress, .ctx = &c };
+	return verify_file(&v, path, (size_t)n_experts, NULL, &l->record_bytes, l->checksums);
 }
 
 static int copy_file(const char *src, const char *dst, uint8_t *buf, struct mirror_progress *p)
@@ -185,7 +193,8 @@ int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers,
 			rc = error_set(EINVAL, "%s: layer %d has no expert file", model_dir, layers[k]);
 			goto out;
 		}
-	buf = aligned_alloc(4096, rec_max > MIRROR_CHUNK ? rec_max : MIRROR_CHUNK);
+	size_t buf_bytes = rec_max > MIRROR_CHUNK ? rec_max : MIRROR_CHUNK;
+	buf = aligned_alloc(4096, buf_bytes);
 	if (!want || !buf) {
 		free(want);
 		rc = error_set(ENOMEM, "out of memory");
@@ -199,7 +208,7 @@ int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers,
 		snprintf(tmp, sizeof tmp, "%s.tmp", dst);
 		rc = copy_file(src, tmp, buf, &p);
 		if (!rc)
-			rc = verify_file(tmp, l, m.n_experts, buf, &p);
+			rc = verify_copy(tmp, l, m.n_experts, buf, buf_bytes, &p);
 		if (!rc && rename(tmp, dst) != 0)
 			rc = error_set(errno, "%s: cannot rename: %s", dst, strerror(errno));
 		if (rc)
@@ -268,8 +277,8 @@ int mirror_verify(const char *model_dir, const char *to_dir, bool quiet)
 		for (size_t k = 0; !rc && k < mm->n_layers; k++) {
 			const struct manifest_expert_layer *l = manifest_expert_layer(&m, mm->layers[k]);
 			char path[PATH_MAX];
-			snprintf(path, sizeof path, "%s/%s", mm->dir, l->file);
-			rc = verify_file(path, l, m.n_experts, buf, &p);
+			manifest_copy_path(&m, model_dir, i + 1, (size_t)(l - m.layers), path, sizeof path);
+			rc = verify_copy(path, l, m.n_experts, buf, (size_t)rec_max, &p);
 		}
 	}
 	if (!rc)

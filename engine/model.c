@@ -232,30 +232,33 @@ static int open_store(struct model *m, const struct model_options *opt)
 	int n = m->cfg.n_layers + m->n_mtp;
 	struct expert_layer_desc *d = calloc((size_t)n, sizeof *d);
 	/* [layer][copy] paths: the primary, then mirror k at index k + 1; a
-	 * mirror lacking a layer leaves NULL there, indexes never shift. */
-	char (*paths)[EXPERT_COPIES_MAX][PATH_MAX] = calloc((size_t)n, sizeof *paths);
+	 * mirror lacking a layer leaves NULL there, indexes never shift. The
+	 * store keeps its own copies, so these live only until it is open. */
+	char *(*paths)[EXPERT_COPIES_MAX] = calloc((size_t)n, sizeof *paths);
+	char path[PATH_MAX];
 	int rc = 0;
-	if (!d || !paths) {
-		free(d);
-		free(paths);
-		return error_set(ENOMEM, "out of memory");
-	}
-	for (int i = 0; i < n; i++) {
+	if (!d || !paths)
+		rc = error_set(ENOMEM, "out of memory");
+	for (int i = 0; !rc && i < n; i++) {
 		const struct manifest_expert_layer *l = m->layers[i].moe ? m->layers[i].experts : NULL;
 		if (!l)
 			continue;
-		snprintf(paths[i][0], PATH_MAX, "%s/%s", m->dir, l->file);
-		d[i].path = paths[i][0];
 		d[i].record_bytes = l->record_bytes;
 		d[i].n_experts = m->man.n_experts;
 		d[i].checksums = l->checksums;
-		for (size_t k = 0; k < m->man.n_mirrors && k < EXPERT_MIRRORS_MAX; k++) {
-			if (!manifest_mirror_has(&m->man.mirrors[k], i))
+		for (size_t k = 0; !rc && k <= m->man.n_mirrors && k < EXPERT_COPIES_MAX; k++) {
+			if (!manifest_copy_path(&m->man, m->dir, k, (size_t)(l - m->man.layers), path, sizeof path))
 				continue;
-			snprintf(paths[i][k + 1], PATH_MAX, "%s/%s", m->man.mirrors[k].dir, l->file);
-			d[i].mirror_paths[k] = paths[i][k + 1];
+			if (!(paths[i][k] = strdup(path)))
+				rc = error_set(ENOMEM, "out of memory");
+			else if (k == 0)
+				d[i].path = paths[i][0];
+			else
+				d[i].mirror_paths[k - 1] = paths[i][k];
 		}
 	}
+	if (rc)
+		goto out;
 	struct expert_store_options so = {
 		.cache_bytes = opt && opt->expert_cache_bytes ? opt->expert_cache_bytes : model_expert_bytes(m),
 		.io_depth = opt && opt->io_depth > 0 ? opt->io_depth : 32,
@@ -271,6 +274,10 @@ static int open_store(struct model *m, const struct model_options *opt)
 	if (so.cache_bytes < min)
 		so.cache_bytes = opt && opt->expert_cache_bytes ? so.cache_bytes : min;
 	rc = expert_store_open(&m->store, d, n, m->max_experts_per_step, &so);
+out:
+	for (int i = 0; paths && i < n; i++)
+		for (int k = 0; k < EXPERT_COPIES_MAX; k++)
+			free(paths[i][k]);
 	free(d);
 	free(paths);
 	return rc;

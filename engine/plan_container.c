@@ -4,6 +4,7 @@
 #include "engine/plan_container.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,21 +15,18 @@
 #include "planner/topology.h"
 #include "storage/error.h"
 
-/* Appends dir/file as a copy of expert layer index `layer`; a mirror copy
- * only when the file exists. */
-static int add_path(struct plan_container *c, const char *dir, const char *file, int layer)
+/* Appends copy `copy` of expert layer index `layer` when the copy lists it;
+ * a mirror copy only when its file exists. */
+static int add_path(struct plan_container *c, const struct manifest *man, const char *dir, size_t copy,
+		    size_t layer)
 {
-	size_t len = strlen(dir) + strlen(file) + 2;
-	char *p = malloc(len);
-	if (!p)
-		return error_set(ENOMEM, "out of memory");
-	snprintf(p, len, "%s/%s", dir, file);
-	if (c->n_primary && access(p, R_OK) != 0) {
-		free(p);
+	char path[PATH_MAX];
+	if (!manifest_copy_path(man, dir, copy, layer, path, sizeof path) || (copy && access(path, R_OK) != 0))
 		return 0;
-	}
-	c->paths[c->n_paths] = p;
-	c->path_layer[c->n_paths++] = layer;
+	if (!(c->paths[c->n_paths] = strdup(path)))
+		return error_set(ENOMEM, "out of memory");
+	c->path_layer[c->n_paths] = (int)layer;
+	c->path_copy[c->n_paths++] = (int)copy;
 	return 0;
 }
 
@@ -81,21 +79,21 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 	size_t cap = man.n_expert_layers * (1 + man.n_mirrors) + 1;
 	c->paths = calloc(cap, sizeof *c->paths);
 	c->path_layer = calloc(cap, sizeof *c->path_layer);
-	if (!c->paths || !c->path_layer)
+	c->path_copy = calloc(cap, sizeof *c->path_copy);
+	if (!c->paths || !c->path_layer || !c->path_copy)
 		rc = error_set(ENOMEM, "out of memory");
 	for (size_t i = 0; !rc && i < man.n_expert_layers; i++) {
 		const struct manifest_expert_layer *l = &man.layers[i];
 		in->record_bytes_max = l->record_bytes > in->record_bytes_max ? l->record_bytes : in->record_bytes_max;
 		in->record_bytes_sum += l->record_bytes;
 		rc = rc ? rc : class_add(in, l->record_bytes);
-		rc = rc ? rc : add_path(c, dir, l->file, (int)i);
+		rc = rc ? rc : add_path(c, &man, dir, 0, i);
 	}
 	c->n_primary = c->n_paths;
 	/* Mirror copies that are there; a missing mirror is out of rotation. */
-	for (size_t k = 0; !rc && k < man.n_mirrors; k++)
+	for (size_t k = 1; !rc && k <= man.n_mirrors; k++)
 		for (size_t i = 0; !rc && i < man.n_expert_layers; i++)
-			if (manifest_mirror_has(&man.mirrors[k], man.layers[i].layer))
-				rc = add_path(c, man.mirrors[k].dir, man.layers[i].file, (int)i);
+			rc = add_path(c, &man, dir, k, i);
 	manifest_free(&man);
 	/* The forward pass's buffers grow linearly with the context: the KV
 	 * cache (MLA latents for DeepSeek-style attention) and a score row per
@@ -126,5 +124,6 @@ void plan_container_free(struct plan_container *c)
 		free(c->paths[i]);
 	free(c->paths);
 	free(c->path_layer);
+	free(c->path_copy);
 	memset(c, 0, sizeof *c);
 }

@@ -21,6 +21,7 @@ struct plan_container {
 	char **paths;                /* [n_paths]: the n_primary expert files "DIR/experts/layer-NNN.bin"
 				      * in manifest order, then the mirror copies that exist */
 	int *path_layer;             /* [n_paths] index of each file's expert layer (manifest order) */
+	int *path_copy;              /* [n_paths] which copy each file is: 0 the primary, k mirror k - 1 */
 	int n_paths;
 	int n_primary;
 };

@@ -15,7 +15,6 @@
 #include "compute/threadpool.h"
 #include "engine/files.h"
 #include "engine/plan_container.h"
-#include "planner/blockdev.h"
 #include "planner/plan.h"
 #include "planner/plan_machine.h"
 #include "planner/profile.h"
@@ -172,33 +171,23 @@ static uint64_t proc_status_bytes(const char *key)
 	return kb * 1024;
 }
 
-/* Bandwidth of each copy's disk (0 primary, k mirror k-1) from the saved
- * disk profiles at the frame size, so stripes follow measured speed; 0
- * where a disk has no profile (the store then weighs it like the others). */
-static void copy_bandwidths(const char *model_dir, uint64_t block, int depth, bool buffered,
-			    double *gbps)
+/* Bandwidth of each copy's disk (0 primary, k mirror k-1) from the disk
+ * profiles pm holds, at the frame size, so stripes follow measured speed;
+ * 0 where a disk has no profile (the store then weighs it like the others).
+ * A copy's disk is that of its first file (pc lists files copy by copy). */
+static void copy_bandwidths(const struct plan_container *pc, const struct plan_machine *pm, uint64_t block,
+			    int depth, bool buffered, double *gbps)
 {
-	struct manifest man;
-	if (manifest_load(&man, model_dir) != 0 || man.n_expert_layers == 0) {
-		error_clear();
-		manifest_free(&man);
-		return;
-	}
-	for (size_t k = 0; k <= man.n_mirrors && k < EXPERT_COPIES_MAX; k++) {
-		char path[PATH_MAX];
-		if (k == 0)
-			snprintf(path, sizeof path, "%s/%s", model_dir, man.layers[0].file);
-		else
-			snprintf(path, sizeof path, "%s", man.mirrors[k - 1].dir);
-		struct blockdev dev;
-		struct disk_profile prof;
-		if (blockdev_identify(&dev, path) != 0 || profile_disk_load(&prof, dev.key) != 0)
+	for (int i = 0; i < pc->n_paths; i++) {
+		int k = pc->path_copy[i];
+		if ((i > 0 && pc->path_copy[i - 1] == k) || k >= EXPERT_COPIES_MAX)
 			continue;
-		const struct disk_point *pt = disk_profile_nearest(&prof, block, depth, buffered);
+		int d = plan_machine_disk_of(pm, pc->paths[i]);
+		const struct disk_point *pt = d >= 0 && pm->disks[d].profiled
+						      ? disk_profile_nearest(&pm->disks[d].profile, block, depth, buffered)
+						      : NULL;
 		gbps[k] = pt ? pt->gbps : 0;
 	}
-	error_clear();
-	manifest_free(&man);
 }
 
 int session_open(struct session *s, const struct session_options *o, int need_ctx)
@@ -257,7 +246,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 			};
 		mo.io_depth = plan.io_depth;
 		threads = plan.threads;
-		copy_bandwidths(o->model_dir, plan.frame_bytes, plan.io_depth, o->buffered, mo.copy_gbps);
+		copy_bandwidths(&pc, pm, plan.frame_bytes, plan.io_depth, o->buffered, mo.copy_gbps);
 	}
 	if (pm)
 		plan_container_free(&pc);
@@ -323,7 +312,7 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 		st->bytes_read / 1e6, st->disk_busy_s, st->disk_gbps, st->disk_wait_s, wall,
 		wall > st->disk_wait_s ? wall - st->disk_wait_s : 0, st->read_retries);
 	fprintf(out, "hit rate by layer:");
-	for (int l = 0; l < c->n_layers + c->n_mtp_layers && l < 256; l++)
+	for (int l = 0; l < c->n_layers + c->n_mtp_layers && l < EXPERT_STATS_LAYERS_MAX; l++)
 		if (st->layer_requests[l])
 			fprintf(out, " %s%d:%.0f%%", l >= c->n_layers ? "mtp" : "", l,
 				100.0 * (st->layer_hits[l] + st->layer_pinned_hits[l]) / st->layer_requests[l]);
@@ -440,7 +429,7 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON_AddStringToObject(j, "eviction", st->evict == EXPERT_EVICT_LRU ? "lru" : "freq");
 	/* Decoder layers, then MTP layers (requested only while drafting). */
 	cJSON *layers = cJSON_AddArrayToObject(j, "layer_hit_rate");
-	for (int l = 0; l < s->model.cfg.n_layers + s->model.cfg.n_mtp_layers && l < 256; l++)
+	for (int l = 0; l < s->model.cfg.n_layers + s->model.cfg.n_mtp_layers && l < EXPERT_STATS_LAYERS_MAX; l++)
 		cJSON_AddItemToArray(layers, st->layer_requests[l]
 					     ? cJSON_CreateNumber((double)(st->layer_hits[l] + st->layer_pinned_hits[l]) /
 								  st->layer_requests[l])

@@ -236,6 +236,13 @@ static void choose_bottleneck(struct plan *p)
 		p->help = p->tok_s_double_ram > p->tok_s_two_disks ? PLAN_HELP_RAM : PLAN_HELP_DISK;
 }
 
+const struct disk_point *plan_disk_point(const struct plan *p, const struct plan_inputs *in,
+					 const struct disk_profile *d)
+{
+	int per_layer = in->top_k < p->io_depth ? in->top_k : p->io_depth;
+	return disk_profile_nearest(d, p->frame_bytes, per_layer, in->buffered);
+}
+
 int plan_compute(struct plan *p, const struct plan_inputs *in)
 {
 	memset(p, 0, sizeof *p);
@@ -288,14 +295,11 @@ int plan_compute(struct plan *p, const struct plan_inputs *in)
 		p->io_depth_planned = 1;
 	p->io_depth = in->io_depth > 0 ? in->io_depth : p->io_depth_planned;
 
-	int per_layer = in->top_k < p->io_depth ? in->top_k : p->io_depth;
-	const struct disk_point *pt = disk_profile_nearest(in->disk, p->frame_bytes, per_layer, in->buffered);
+	const struct disk_point *pt = plan_disk_point(p, in, in->disk);
 	p->disk_gain = in->disk_gain >= 1 ? in->disk_gain : 1;
 	if (pt) {
 		p->disk_known = true;
 		p->disk_gbps = pt->gbps * p->disk_gain;
-		p->disk_block_bytes = pt->block_bytes;
-		p->disk_depth = pt->depth;
 	}
 
 	uint64_t dense = in->token_dense_bytes ? in->token_dense_bytes : in->resident_bytes;

@@ -154,13 +154,10 @@ struct plan {
 	int threads, threads_planned;
 	int io_depth, io_depth_planned;
 	bool io_depth_measured;        /* planned from the disk profile's knee */
-	/* The disk point the estimates use (block nearest the main class's
-	 * frame, depth nearest min(io_depth, top_k)). */
+	/* The disk point the estimates use (plan_disk_point of in->disk). */
 	bool disk_known;
 	double disk_gbps;              /* the point's bandwidth x disk_gain */
 	double disk_gain;
-	uint64_t disk_block_bytes;
-	int disk_depth;
 	/* Per token. */
 	double hit_rate_warm;
 	uint64_t expert_bytes_token;   /* top_k x record_bytes_sum */
@@ -186,6 +183,12 @@ int plan_main_class(const struct plan_inputs *in);
  * explicit budget below the minimum) with out->error stating the problem
  * and, for -ENOMEM, the minimum in GiB and bytes. */
 int plan_compute(struct plan *out, const struct plan_inputs *in);
+
+/* The point of disk profile d that p's estimates read at: block nearest the
+ * main class's frame, depth nearest min(top_k, io_depth) (one layer's reads
+ * in flight), in's buffering. NULL when d is NULL or has no such point. */
+const struct disk_point *plan_disk_point(const struct plan *p, const struct plan_inputs *in,
+					 const struct disk_profile *d);
 
 /* Prints one "colibri: --FLAG V overrides the plan (...)" line per explicit
  * --threads or --io-depth that differs from the planned value. Returns the

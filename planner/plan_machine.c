@@ -121,29 +121,34 @@ static int probe_disk(const struct blockdev *dev, const char **files, int n, uin
 int plan_machine_probe(struct plan_machine *m, const char *const *paths, int n_paths, uint64_t block_bytes,
 		       int top_k, double seconds, bool buffered, char *err, size_t err_len)
 {
-	const char **group = malloc((size_t)(n_paths > 0 ? n_paths : 1) * sizeof *group);
+	size_t n_alloc = (size_t)(n_paths > 0 ? n_paths : 1);
+	const char **group = malloc(n_alloc * sizeof *group);
+	int *disk = malloc(n_alloc * sizeof *disk);
 	int rc = 0;
-	if (!group)
+	if (!group || !disk) {
+		free(group);
+		free(disk);
 		return -ENOMEM;
+	}
+	for (int i = 0; i < n_paths; i++)
+		disk[i] = plan_machine_disk_of(m, paths[i]);
 	for (int d = 0; d < m->n_disks && !rc; d++) {
 		int n = 0;
-		for (int i = 0; i < n_paths; i++) {
-			struct blockdev dev;
-			if (blockdev_identify(&dev, paths[i]) == 0 && !strcmp(dev.key, m->disks[d].profile.dev.key))
+		for (int i = 0; i < n_paths; i++)
+			if (disk[i] == d)
 				group[n++] = paths[i];
-		}
 		if (n)
 			rc = probe_disk(&m->disks[d].profile.dev, group, n, block_bytes, top_k, seconds, buffered, err,
 					err_len);
 	}
 	free(group);
+	free(disk);
 	if (!rc)
 		load_profiles(m);
 	return rc;
 }
 
-/* Index in m of the disk holding path, or -1. */
-static int disk_of(const struct plan_machine *m, const char *path)
+int plan_machine_disk_of(const struct plan_machine *m, const char *path)
 {
 	struct blockdev dev;
 	if (blockdev_identify(&dev, path) != 0)
@@ -169,7 +174,7 @@ double plan_machine_mirror_gain(const struct plan_machine *m, const char *const 
 		return free(mask), 1.0;
 	uint8_t *primary = mask + n_layers;
 	for (int i = 0; i < n_paths; i++) {
-		int d = disk_of(m, paths[i]), l = path_layer[i];
+		int d = plan_machine_disk_of(m, paths[i]), l = path_layer[i];
 		if (d < 0 || l < 0 || l >= n_layers)
 			continue;
 		mask[l] |= (uint8_t)(1u << d);

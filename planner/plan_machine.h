@@ -56,6 +56,10 @@ int plan_machine_discover(struct plan_machine *m, const char *const *paths, int 
  * files. NULL when no disk is known or it has no profile. */
 const struct disk_profile *plan_machine_disk(const struct plan_machine *m);
 
+/* Index in m->disks of the disk holding path, or -1 when path cannot be
+ * identified or its disk is not among them. */
+int plan_machine_disk_of(const struct plan_machine *m, const char *path);
+
 /* How much faster expert reads are with every copy than with the primary
  * copies alone. paths[0..n_primary) are the primary expert files, the rest
  * mirror copies; path_layer[i] is the expert layer (0..n_layers) of path i.

@@ -141,9 +141,7 @@ static void text_machine(FILE *f, const struct plan *p, const struct plan_inputs
 			    "(or `colibri plan --probe`)", who, d->n_files, plan_bytes_str(a, d->bytes), dir);
 			continue;
 		}
-		const struct disk_point *pt = disk_profile_nearest(&d->profile, p->frame_bytes,
-								   in->top_k < p->io_depth ? in->top_k : p->io_depth,
-								   in->buffered);
+		const struct disk_point *pt = plan_disk_point(p, in, &d->profile);
 		snprintf(v, sizeof v, pt ? "%.2f GB/s" : "no points", pt ? pt->gbps : 0);
 		if (pt)
 			row(f, "disk", v, "%s, %d expert file(s): random %s reads, %d in flight%s (profile of %s)", who,
@@ -263,22 +261,8 @@ static cJSON *disks_json(const struct plan *p, const struct plan_inputs *in, con
 		cJSON_AddNumberToObject(o, "files", d->n_files);
 		cJSON_AddNumberToObject(o, "bytes", (double)d->bytes);
 		cJSON_AddBoolToObject(o, "profiled", d->profiled);
-		const struct disk_point *pt = d->profiled ? disk_profile_nearest(&d->profile, p->frame_bytes,
-							   in->top_k < p->io_depth ? in->top_k : p->io_depth, in->buffered)
-							  : NULL;
-		if (pt) {
-			cJSON *q = cJSON_AddObjectToObject(o, "point");
-			cJSON_AddNumberToObject(q, "block_bytes", (double)pt->block_bytes);
-			cJSON_AddNumberToObject(q, "depth", pt->depth);
-			cJSON_AddBoolToObject(q, "buffered", pt->buffered);
-			cJSON_AddNumberToObject(q, "gbps", pt->gbps);
-			cJSON_AddNumberToObject(q, "iops", pt->iops);
-			cJSON_AddNumberToObject(q, "p50_us", pt->lat_p50_us);
-			cJSON_AddNumberToObject(q, "p99_us", pt->lat_p99_us);
-			cJSON_AddStringToObject(q, "measured", pt->measured);
-		} else {
-			cJSON_AddNullToObject(o, "point");
-		}
+		const struct disk_point *pt = d->profiled ? plan_disk_point(p, in, &d->profile) : NULL;
+		cJSON_AddItemToObject(o, "point", pt ? disk_point_json(pt) : cJSON_CreateNull());
 	}
 	return a;
 }

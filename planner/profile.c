@@ -291,6 +291,23 @@ int profile_disk_load(struct disk_profile *out, const char *key)
 	return rc ? rc : out->n_points ? 0 : -ENOENT;
 }
 
+cJSON *disk_point_json(const struct disk_point *pt)
+{
+	cJSON *e = cJSON_CreateObject();
+	if (!e)
+		return NULL;
+	cJSON_AddNumberToObject(e, "block_bytes", (double)pt->block_bytes);
+	cJSON_AddNumberToObject(e, "depth", pt->depth);
+	cJSON_AddBoolToObject(e, "buffered", pt->buffered);
+	cJSON_AddNumberToObject(e, "seconds", pt->seconds);
+	cJSON_AddNumberToObject(e, "gbps", pt->gbps);
+	cJSON_AddNumberToObject(e, "iops", pt->iops);
+	cJSON_AddNumberToObject(e, "p50_us", pt->lat_p50_us);
+	cJSON_AddNumberToObject(e, "p99_us", pt->lat_p99_us);
+	cJSON_AddStringToObject(e, "measured", pt->measured);
+	return e;
+}
+
 static int disk_update(cJSON *root, const void *ctx)
 {
 	const struct disk_profile *p = ctx;
@@ -314,22 +331,11 @@ static int disk_update(cJSON *root, const void *ctx)
 		pts = cJSON_AddArrayToObject(d, "points");
 	}
 	for (int i = 0; !rc && pts && i < merged->n_points; i++) {
-		const struct disk_point *q = &merged->points[i];
-		cJSON *e = cJSON_CreateObject();
+		cJSON *e = disk_point_json(&merged->points[i]);
 		if (!e || !cJSON_AddItemToArray(pts, e)) {
 			cJSON_Delete(e);
 			rc = -ENOMEM;
-			break;
 		}
-		cJSON_AddNumberToObject(e, "block_bytes", (double)q->block_bytes);
-		cJSON_AddNumberToObject(e, "depth", q->depth);
-		cJSON_AddBoolToObject(e, "buffered", q->buffered);
-		cJSON_AddNumberToObject(e, "seconds", q->seconds);
-		cJSON_AddNumberToObject(e, "gbps", q->gbps);
-		cJSON_AddNumberToObject(e, "iops", q->iops);
-		cJSON_AddNumberToObject(e, "p50_us", q->lat_p50_us);
-		cJSON_AddNumberToObject(e, "p99_us", q->lat_p99_us);
-		cJSON_AddStringToObject(e, "measured", q->measured);
 	}
 	free(merged);
 	if (!rc && !pts)

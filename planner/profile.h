@@ -65,6 +65,14 @@ int disk_profile_put(struct disk_profile *p, const struct disk_point *pt);
 const struct disk_point *disk_profile_nearest(const struct disk_profile *p, uint64_t block_bytes,
 					      int depth, bool buffered);
 
+struct cJSON;
+
+/* A point as the JSON of the profile file, iobench --json and plan --json:
+ * block_bytes, depth, buffered, seconds, gbps, iops, p50_us, p99_us,
+ * measured. A new object (the caller deletes it), or NULL when out of
+ * memory. */
+struct cJSON *disk_point_json(const struct disk_point *pt);
+
 /* A number measured on this machine (e.g. "membw_gbps"). 0, or -ENOENT. */
 int profile_machine_get(const char *name, double *value);
 
