@@ -33,6 +33,7 @@
 #include "planner/plan_machine.h"
 #include "planner/plan_report.h"
 #include "storage/error.h"
+#include "storage/clock.h"
 
 #define DOCTOR_CHUNK_BYTES (16u << 20)
 #define DOCTOR_MISMATCH_LINES 10
@@ -68,13 +69,6 @@ static void report(struct doctor *d, enum doctor_level lvl, const char *what, co
 	d->n[lvl]++;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* What doctor --deep is checking now, for the callbacks of verify_file. */
 struct doctor_file {
 	struct doctor *d;
@@ -87,7 +81,7 @@ static void progress(void *ctx, uint64_t bytes)
 {
 	struct doctor *d = ((struct doctor_file *)ctx)->d;
 	d->done_bytes += bytes;
-	double t = now_s();
+	double t = clock_now_s();
 	if (!d->tty || t - d->last_progress < 0.25)
 		return;
 	d->last_progress = t;
@@ -191,7 +185,7 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 				copies++;
 			}
 	d->total_bytes += !d->total_bytes;
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	int before = d->n[DOCTOR_FAIL];
 	snprintf(path, sizeof path, "%s/%s", d->dir, m->resident_file);
 	f.sizes = lens;
@@ -213,7 +207,7 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 		       d->mismatches - DOCTOR_MISMATCH_LINES);
 	if (d->n[DOCTOR_FAIL] == before)
 		report(d, DOCTOR_PASS, "checksums", NULL, "%zu resident tensors and %zu x %d expert records verified "
-		       "(%.2f GB in %.1f s)", n, copies, m->n_experts, d->done_bytes / 1e9, now_s() - t0);
+		       "(%.2f GB in %.1f s)", n, copies, m->n_experts, d->done_bytes / 1e9, clock_now_s() - t0);
 out:
 	free(buf);
 	free(names);

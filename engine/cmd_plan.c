@@ -24,19 +24,13 @@
 #include "planner/plan_report.h"
 #include "planner/topology.h"
 #include "storage/error.h"
+#include "storage/clock.h"
 
 struct compute_probe {
 	struct qmatrix m;
 	const float *x;
 	float *out;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Weight bytes per second that matvec consumes with `threads` threads on
  * a cache-resident matrix of the expert type (about 2 MiB): the compute
@@ -72,13 +66,13 @@ static int measure_compute(struct plan_machine *m, enum quant_type type, int thr
 		struct qmatrix qm;
 		quant_matrix_view(&qm, w, type, rows, cols, group);
 		matvec(pool, out, &qm, x);
-		double t0 = now_s(), t = t0;
+		double t0 = clock_now_s(), t = t0;
 		uint64_t iters = 0;
 		while (t - t0 < 0.1) {
 			for (int k = 0; k < 8; k++)
 				matvec(pool, out, &qm, x);
 			iters += 8;
-			t = now_s();
+			t = clock_now_s();
 		}
 		m->compute_gbps = (double)bytes * (double)iters / (t - t0) / 1e9;
 		m->compute_source = PLAN_SOURCE_MEASURED;

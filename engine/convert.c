@@ -29,6 +29,7 @@
 #include "engine/model_tensors.h"
 #include "engine/safetensors.h"
 #include "storage/error.h"
+#include "storage/clock.h"
 
 /* f32 staging per chunk of rows: bounds conversion memory. */
 #define CONVERT_CHUNK_BYTES (64u << 20)
@@ -76,16 +77,9 @@ struct converter {
 	struct progress prog;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void progress_show(struct progress *p, bool final)
 {
-	double t = now_s();
+	double t = clock_now_s();
 	if (p->quiet || (!final && t - p->last < (isatty(2) ? 0.5 : 10.0)))
 		return;
 	p->last = t;
@@ -618,7 +612,7 @@ int convert_run(const struct convert_options *o)
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGHUP, &sa, &old_hup);
 	c.prog.quiet = o->quiet;
-	c.prog.t0 = c.prog.last = now_s();
+	c.prog.t0 = c.prog.last = clock_now_s();
 	c.dense_quant = convert_dense_quant(o->quant);
 
 	if ((rc = convert_plan(&c)))

@@ -18,13 +18,7 @@
 #include "engine/tokenizer.h"
 #include "storage/error.h"
 #include "storage/expert_store.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "storage/clock.h"
 
 void generate_options_default(struct generate_options *o, const char *model_dir)
 {
@@ -246,7 +240,7 @@ static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 		struct draft_sample smp = { .drafted = draft_now };
 		int n0 = g->st->n_generated;
 		uint64_t acc0 = g->st->accepted, miss0 = es ? es->misses : 0, req0 = es ? es->requests : 0;
-		double wait0 = es ? es->disk_wait_s : 0, t0 = now_s();
+		double wait0 = es ? es->disk_wait_s : 0, t0 = clock_now_s();
 		rc = draft_now ? dec_spec(g, d) : dec_plain(g, d);
 		if (draft_now) {
 			g->st->draft_forwards++;
@@ -258,7 +252,7 @@ static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 		}
 		if (!autom || rc || (spec && !draft_now))
 			continue;
-		smp.wall_s = now_s() - t0;
+		smp.wall_s = clock_now_s() - t0;
 		smp.tokens = g->st->n_generated - n0;
 		smp.accepted = (int)(g->st->accepted - acc0);
 		smp.examined = spec ? d->examined : 0;
@@ -344,7 +338,7 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 			g.have_stream = true;
 	}
 	/* Prefill in chunks; with drafting, also the MTP pairs the prompt knows. */
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	for (int i = 0; !rc && i < n_prompt; i += f->batch) {
 		int len = n_prompt - i < f->batch ? n_prompt - i : f->batch;
 		rc = forward_step(f, prompt + i, len, d.rows, false);
@@ -354,14 +348,14 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 		if (!rc && i + len == n_prompt)
 			memcpy(d.h_prev, f->hidden + (size_t)(len - 1) * H, (size_t)H * sizeof(float));
 	}
-	st->prefill_s = now_s() - t0;
-	double t1 = now_s();
+	st->prefill_s = clock_now_s() - t0;
+	double t1 = clock_now_s();
 	if (!rc && o->n_predict > 0) {
 		d.cur = sampler_sample(&g.smp, d.rows);
-		st->first_token_s = now_s() - t0;
+		st->first_token_s = clock_now_s() - t0;
 		rc = decode_loop(&g, &d, mode);
 	}
-	st->decode_s = now_s() - t1;
+	st->decode_s = clock_now_s() - t1;
 	if (g.have_stream) {
 		const char *text;
 		size_t len;

@@ -18,6 +18,7 @@
 #include "engine/manifest.h"
 #include "engine/verify.h"
 #include "storage/error.h"
+#include "storage/clock.h"
 
 #define MIRROR_CHUNK (8u << 20)
 
@@ -28,16 +29,9 @@ struct mirror_progress {
 	const char *verb;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void progress(struct mirror_progress *p, bool final)
 {
-	double t = now_s();
+	double t = clock_now_s();
 	if (p->quiet || (!final && t - p->last < (isatty(2) ? 0.5 : 10)))
 		return;
 	p->last = t;
@@ -174,7 +168,7 @@ int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers,
 	int32_t *want = calloc(m.n_expert_layers + 1, sizeof *want);
 	size_t n_want = 0;
 	uint64_t rec_max = 4096;
-	struct mirror_progress p = { .t0 = now_s(), .quiet = quiet, .verb = "copied" };
+	struct mirror_progress p = { .t0 = clock_now_s(), .quiet = quiet, .verb = "copied" };
 	p.last = p.t0;
 	for (size_t i = 0; want && i < m.n_expert_layers; i++) {
 		const struct manifest_expert_layer *l = &m.layers[i];
@@ -261,7 +255,7 @@ int mirror_verify(const char *model_dir, const char *to_dir, bool quiet)
 	if (!rc && m.n_mirrors == 0)
 		rc = error_set(ENOENT, "%s: no mirrors registered", model_dir);
 	uint64_t rec_max = 4096;
-	struct mirror_progress p = { .t0 = now_s(), .quiet = quiet, .verb = "verified" };
+	struct mirror_progress p = { .t0 = clock_now_s(), .quiet = quiet, .verb = "verified" };
 	p.last = p.t0;
 	for (size_t i = 0; i < m.n_expert_layers; i++)
 		rec_max = m.layers[i].record_bytes > rec_max ? m.layers[i].record_bytes : rec_max;

@@ -20,8 +20,8 @@
 #include "planner/profile.h"
 #include "planner/topology.h"
 #include "storage/error.h"
+#include "storage/clock.h"
 
-static double now_s(void);
 
 void session_options_default(struct session_options *o)
 {
@@ -261,7 +261,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	if ((rc = pinning_start(&s->pin, &s->model, !o->no_pin)))
 		return rc;
 	s->pin_ready = true;
-	s->t_open = now_s();
+	s->t_open = clock_now_s();
 	if ((rc = threadpool_init(&s->pool, threads)))
 		return error_set(-rc, "cannot start %d threads", threads);
 	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch)))
@@ -288,13 +288,6 @@ void session_close(struct session *s)
 	if (s->model_loaded)
 		model_free(&s->model);
 	memset(s, 0, sizeof *s);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void report_text(struct session *s, const struct expert_store_stats *st, double wall,
@@ -464,7 +457,7 @@ void session_stat(struct session *s, const char *name, double value)
 int session_report(struct session *s, FILE *out)
 {
 	const struct expert_store_stats *st = expert_store_stats(s->model.store);
-	double wall = now_s() - s->t_open;
+	double wall = clock_now_s() - s->t_open;
 	if (s->opt.stats)
 		report_text(s, st, wall, out);
 	return s->opt.stats_json ? report_json(s, st, wall) : 0;

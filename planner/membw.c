@@ -6,6 +6,7 @@
  * milliseconds) bounds the overshoot.
  */
 #include "planner/membw.h"
+#include "storage/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -27,13 +28,6 @@ struct membw_worker {
 /* Where the sums go, so that the reads stay live. */
 static volatile uint64_t membw_sink;
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void *membw_worker_run(void *arg)
 {
 	struct membw_worker *w = arg;
@@ -49,7 +43,7 @@ static void *membw_worker_run(void *arg)
 			for (int k = 0; k < 8; k++)
 				a[k] += p[i + k];
 		w->bytes += w->words * sizeof *p;
-	} while (now_s() < *w->deadline);
+	} while (clock_now_s() < *w->deadline);
 	w->sum = a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
 	return NULL;
 }
@@ -79,7 +73,7 @@ int membw_measure(double *gbps, uint64_t buffer_bytes, double seconds, int n_thr
 		if ((rc = pthread_create(&w[started].thread, NULL, membw_worker_run, &w[started])))
 			break;
 	}
-	double t0 = now_s();
+	double t0 = clock_now_s();
 	deadline = t0 + seconds;
 	atomic_store(&go, rc ? 2 : 1);
 	uint64_t bytes = 0, sink = 0;
@@ -88,7 +82,7 @@ int membw_measure(double *gbps, uint64_t buffer_bytes, double seconds, int n_thr
 		bytes += w[i].bytes;
 		sink ^= w[i].sum;
 	}
-	double elapsed = now_s() - t0;
+	double elapsed = clock_now_s() - t0;
 	free(data);
 	free(w);
 	if (rc)

@@ -4,6 +4,7 @@
  */
 #include "storage/copies.h"
 #include "storage/io_ring.h"
+#include "storage/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -121,7 +122,7 @@ void copies_fail(struct copy_set *cs, int c, const char *fmt, ...)
 	cs->wait_s[c] = cs->wait_s[c] > 0 ? cs->wait_s[c] * 2 : cs->readmit_s;
 	if (cs->wait_s[c] > COPIES_READMIT_MAX_S)
 		cs->wait_s[c] = COPIES_READMIT_MAX_S;
-	cs->back_at[c] = io_ring_now_s() + cs->wait_s[c];
+	cs->back_at[c] = clock_now_s() + cs->wait_s[c];
 	char why[768];
 	va_list ap;
 	va_start(ap, fmt);

@@ -38,6 +38,7 @@
 
 #include "storage/error.h"
 #include "storage/store_internal.h"
+#include "storage/clock.h"
 
 void store_stats_sync(struct expert_store *s)
 {
@@ -324,7 +325,7 @@ int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, 
 	}
 
 	s->req_open = true;
-	s->t_request = io_ring_now_s();
+	s->t_request = clock_now_s();
 	copies_readmit(&s->copies, s->t_request);
 
 	/* Pass 1: hits are ready now, reads in flight are joined. */
@@ -398,7 +399,7 @@ int expert_store_next(struct expert_store *s, int32_t *id, const void **record)
 			*id = s->pool.frames[f].expert;
 			*record = buffer_pool_frame_data(&s->pool, f);
 			if (++s->n_delivered == s->n_req) {
-				s->stats.step_s += io_ring_now_s() - s->t_request;
+				s->stats.step_s += clock_now_s() - s->t_request;
 				request_reset(s);
 			}
 			return 1;

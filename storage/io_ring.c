@@ -20,15 +20,9 @@
 
 #include "storage/error.h"
 #include "storage/pread_pool.h"
+#include "storage/clock.h"
 
 _Static_assert(IO_RING_ALIGN == 4096, "O_DIRECT layout assumes 4 KiB blocks");
-
-double io_ring_now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The value of /proc/sys/kernel/io_uring_disabled, or 0 when absent. */
 static int io_uring_disabled_sysctl(void)
@@ -242,7 +236,7 @@ int io_ring_submit(struct io_ring *r)
 		/* EAGAIN, EBUSY, EINTR: the SQEs stay in the ring for the next call. */
 	}
 	if (before == 0 && r->n_kernel > 0)
-		r->busy_since = io_ring_now_s();
+		r->busy_since = clock_now_s();
 	return 0;
 }
 
@@ -284,21 +278,21 @@ static int io_ring_collect(struct io_ring *r, bool wait, int *n_fin)
 {
 	int seen = 0;
 	if (r->backend == IO_RING_PREAD) {
-		double t0 = wait ? io_ring_now_s() : 0;
+		double t0 = wait ? clock_now_s() : 0;
 		seen = pread_pool_reap(r->pool, r->batch, r->depth, wait);
 		if (wait)
-			r->wait_s += io_ring_now_s() - t0;
+			r->wait_s += clock_now_s() - t0;
 		for (int i = 0; i < seen; i++)
 			if (io_op_complete(r, r->batch[i], r->batch[i]->kres))
 				r->reaped[(*n_fin)++] = r->batch[i];
 	} else {
 		struct io_uring_cqe *cqe;
 		if (wait) {
-			double t0 = io_ring_now_s();
+			double t0 = clock_now_s();
 			int rc;
 			while ((rc = io_uring_wait_cqe(&r->uring, &cqe)) == -EINTR)
 				;
-			r->wait_s += io_ring_now_s() - t0;
+			r->wait_s += clock_now_s() - t0;
 			if (rc < 0)
 				return error_set(-rc, "io_uring_wait_cqe: %s", strerror(-rc));
 		}
@@ -313,7 +307,7 @@ static int io_ring_collect(struct io_ring *r, bool wait, int *n_fin)
 	}
 	r->n_kernel -= seen;
 	if (seen > 0 && r->n_kernel == 0)
-		r->busy_s += io_ring_now_s() - r->busy_since;
+		r->busy_s += clock_now_s() - r->busy_since;
 	return seen;
 }
 

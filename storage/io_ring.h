@@ -134,7 +134,5 @@ static inline int io_ring_pending(const struct io_ring *r)
 	return r->n_queued + r->n_sq + r->n_kernel;
 }
 
-/* Seconds on CLOCK_MONOTONIC. */
-double io_ring_now_s(void);
 
 #endif
