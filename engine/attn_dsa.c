@@ -7,15 +7,25 @@
  *   q[h] = wq_b(qr) split into index_n_heads heads of index_head_dim
  *   k    = LayerNorm(wk(x)) with weight and bias (eps 1e-6), cached per position
  *   RoPE on the first qk_rope_dim dims of every q head and of k (its own
- *   pairing, index_rope_interleave)
+ *   pairing, index_rope_interleave: rotate-half for DeepSeek-V3.2,
+ *   interleaved pairs for GLM-5, as transformers v5.15.0 has them)
  *   w[h] = weights_proj(x)[h] / sqrt(index_n_heads)
  *   score(s) = sum_h w[h] * relu(q[h] . k_s / sqrt(index_head_dim)), s <= pos
- * and keeps the index_topk best positions (ties: the earlier one); with
- * fewer visible positions it keeps them all, which is what selecting among
- * causally masked scores comes to. transformers' DeepseekV32Indexer and
- * GlmMoeDsaIndexer compute the same; DeepSeek's own kernel adds a Hadamard
- * rotation (q.k unchanged) and fp8 rounding, which exact arithmetic skips.
- * GLM-5 layers marked "shared" reuse the selection of the layer before.
+ * and keeps the index_topk best positions; with fewer visible positions it
+ * keeps them all, which is what selecting among causally masked scores
+ * comes to. transformers' DeepseekV32Indexer and GlmMoeDsaIndexer compute
+ * the same; DeepSeek's own kernel adds a Hadamard rotation (q.k unchanged)
+ * and fp8 rounding, which exact arithmetic skips. GLM-5 layers marked
+ * "shared" reuse the selection of the layer before.
+ *
+ * Ties at the cut: exact ties are common (with few indexer heads, every
+ * head's relu can be 0.0 for several positions, so their scores are all
+ * exactly 0). colibri keeps the earlier position of a tie (topk_set), at
+ * every thread count and batch size. torch.topk's order among equal values
+ * is implementation-defined on CPU, so a reference that must agree with
+ * this choice cannot rest on a tie: the exactness fixtures redraw their
+ * prompts until every selection has a margin at the cut (tools/reference.py
+ * --min-margin), as the MoE routing fixtures do.
  */
 #include <math.h>
 #include <string.h>

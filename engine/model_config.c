@@ -103,8 +103,10 @@ static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
 			t = cJSON_GetObjectItemCaseSensitive(sets[i], "type");
 		if (!cJSON_IsString(t) || strcmp(t->valuestring, "default") == 0)
 			continue;
-		bool deepseek = cfg->arch == MODEL_ARCH_DEEPSEEK_V3 || cfg->arch == MODEL_ARCH_DEEPSEEK_V32;
-		if (strcmp(t->valuestring, "yarn") != 0 || !deepseek)
+		/* The MLA families: YaRN frequencies and yarn_apply_mscale. */
+		bool mla = cfg->arch == MODEL_ARCH_DEEPSEEK_V3 || cfg->arch == MODEL_ARCH_DEEPSEEK_V32 ||
+			   cfg->arch == MODEL_ARCH_GLM_MOE_DSA;
+		if (strcmp(t->valuestring, "yarn") != 0 || !mla)
 			return error_set(ENOTSUP, "%s: rope type \"%s\" is not supported for %s", src,
 					 t->valuestring, cfg->model_type);
 		const cJSON *y = sets[i];
@@ -151,17 +153,14 @@ static int parse_deepseek_v3(struct model_config *cfg, const cJSON *j, const cha
 	rc = rc ? rc : cfg_int(j, src, "num_nextn_predict_layers", 0, 0, 16, &cfg->n_mtp_layers);
 	if (rc)
 		return rc;
-	const cJSON *il = cJSON_GetObjectItemCaseSensitive(j, "rope_interleave");
-	if (il && !cJSON_IsBool(il))
-		return error_set(EINVAL, "%s: field rope_interleave must be true or false", src);
-	if (cfg->arch == MODEL_ARCH_GLM_MOE_DSA)
-		/* transformers' GlmMoeDsaAttention rotates halves and reads no flag;
-		 * the GLM-5 release sets rope_interleave, which vLLM and SGLang honour. */
-		cfg->rope_interleave = il && cJSON_IsTrue(il);
-	else if (cfg->arch == MODEL_ARCH_DEEPSEEK_V32)
-		cfg->rope_interleave = 1; /* DeepseekV32Attention: always interleaved */
-	else
-		cfg->rope_interleave = !il || cJSON_IsTrue(il); /* HF default: true */
+	/* transformers v5.15.0: DeepseekV3Attention reads rope_interleave
+	 * (default true); DeepseekV32Attention and GlmMoeDsaAttention always
+	 * interleave and read no flag (GLM-5's release sets it true, which
+	 * agrees; older versions of modeling_glm_moe_dsa.py rotated halves). */
+	bool interleave = true;
+	if (cfg->arch == MODEL_ARCH_DEEPSEEK_V3 && (rc = cfg_bool(j, src, "rope_interleave", true, &interleave)))
+		return rc;
+	cfg->rope_interleave = interleave;
 	cfg->head_dim = cfg->qk_nope_dim + cfg->qk_rope_dim;
 	cfg->rot_dim = cfg->qk_rope_dim;
 	if (cfg->n_layers + cfg->n_mtp_layers > MODEL_LAYERS_MAX)
@@ -263,12 +262,9 @@ static int parse_dsa(struct model_config *cfg, const cJSON *j, const char *src)
 	if (cfg->index_head_dim < cfg->qk_rope_dim)
 		return error_set(EINVAL, "%s: index_head_dim %d is smaller than qk_rope_head_dim %d", src,
 				 cfg->index_head_dim, cfg->qk_rope_dim);
-	const cJSON *il = cJSON_GetObjectItemCaseSensitive(j, "indexer_rope_interleave");
-	if (il && !cJSON_IsBool(il))
-		return error_set(EINVAL, "%s: field indexer_rope_interleave must be true or false", src);
-	/* Both transformers files rotate halves in the indexer; vLLM reads this
-	 * flag (default false), which the GLM-5 release sets. */
-	cfg->index_rope_interleave = il && cJSON_IsTrue(il);
+	/* transformers v5.15.0 reads no flag for the indexer's pairing:
+	 * DeepseekV32Indexer rotates halves, GlmMoeDsaIndexer interleaves. */
+	cfg->index_rope_interleave = cfg->arch == MODEL_ARCH_GLM_MOE_DSA;
 	if (cfg->arch == MODEL_ARCH_GLM_MOE_DSA)
 		return parse_indexer_types(cfg, j, src);
 	return 0;

@@ -4,7 +4,8 @@
  * reference: config fields that would run the indexer wrongly are refused
  * with the file and field named and nothing written; a layer that runs its
  * indexer must have its weights; GLM-5's three spellings of the layer
- * schedule agree.
+ * schedule agree; the RoPE pairing flags, which transformers v5.15.0 does
+ * not read for these families, change nothing.
  */
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -64,8 +65,6 @@ Test(dsa, bad_configs_refused)
 	expect_refused("deepseek_v32", "c['index_head_dim'] = 8", "config.json", "index_head_dim");
 	expect_refused("deepseek_v32", "c['index_topk'] = 0", "config.json", "index_topk");
 	expect_refused("deepseek_v32", "c['index_n_heads'] = 'many'", "config.json", "index_n_heads");
-	expect_refused("glm_moe_dsa", "c['indexer_rope_interleave'] = 'yes'", "config.json", "indexer_rope_interleave");
-	expect_refused("glm_moe_dsa", "c['rope_interleave'] = 1", "config.json", "rope_interleave");
 	expect_refused("glm_moe_dsa", "c['indexer_types'] = ['full', 'full']", "config.json", "indexer_types");
 	expect_refused("glm_moe_dsa", "c['indexer_types'] = ['full', 'sparse', 'full']", "config.json",
 		       "indexer_types[1]");
@@ -74,8 +73,8 @@ Test(dsa, bad_configs_refused)
 	expect_refused("glm_moe_dsa", "c['mlp_layer_types'] = ['dense', 'moe', 'sparse']", "config.json",
 		       "mlp_layer_types[1]");
 	expect_refused("glm_moe_dsa",
-		       "c['rope_parameters'] = {'rope_type': 'yarn', 'factor': 4, 'rope_theta': 10000.0}",
-		       "config.json", "yarn");
+		       "c['rope_parameters'] = {'rope_type': 'longrope', 'factor': 4, 'rope_theta': 10000.0}",
+		       "config.json", "longrope");
 }
 
 /* The fixture's layer 2 is "shared" and carries no indexer; declared
@@ -86,12 +85,14 @@ Test(dsa, full_layer_needs_indexer_weights)
 		       "model.layers.2.self_attn.indexer", "weight");
 }
 
-static float *logits_of(const char *hf, const char *tag, size_t *len)
+/* Logits of the reference prompt of fixture `name`, run on the checkpoint
+ * copy hf (tag names the scratch files). */
+static float *logits_of(const char *name, const char *hf, const char *tag, size_t *len)
 {
 	char model[PATH_MAX + 32], out[PATH_MAX + 32], tokens_path[PATH_MAX];
 	snprintf(model, sizeof model, "%s/c-%s", ws, tag);
 	snprintf(out, sizeof out, "%s/%s.f32", ws, tag);
-	snprintf(tokens_path, sizeof tokens_path, "%s/ref/glm_moe_dsa.tokens", tu_fixtures());
+	snprintf(tokens_path, sizeof tokens_path, "%s/ref/%s.tokens", tu_fixtures(), name);
 	char *tokens = tu_read(tokens_path, NULL);
 	cr_assert_not_null(tokens);
 	tokens[strcspn(tokens, "\r\n")] = 0;
@@ -112,22 +113,50 @@ Test(dsa, glm5_layer_schedules_agree)
 	char a[PATH_MAX], b[PATH_MAX], c[PATH_MAX], d[PATH_MAX];
 	fixture_with(a, sizeof a, "glm_moe_dsa", "");
 	size_t na, nb, nc, nd;
-	float *la = logits_of(a, "list", &na);
+	float *la = logits_of("glm_moe_dsa", a, "list", &na);
 	fixture_with(b, sizeof b, "glm_moe_dsa", "del c['indexer_types']; c['index_topk_pattern'] = 'FFS'");
-	float *lb = logits_of(b, "pattern", &nb);
+	float *lb = logits_of("glm_moe_dsa", b, "pattern", &nb);
 	fixture_with(c, sizeof c, "glm_moe_dsa",
 		     "del c['indexer_types']; c['index_topk_freq'] = 2; c['index_skip_topk_offset'] = 2");
-	float *lc = logits_of(c, "freq", &nc);
+	float *lc = logits_of("glm_moe_dsa", c, "freq", &nc);
 	cr_assert(na == nb && na == nc);
 	cr_expect_eq(memcmp(la, lb, na), 0, "index_topk_pattern FFS differs from indexer_types");
 	cr_expect_eq(memcmp(la, lc, na), 0, "index_topk_freq 2 / offset 2 differs from indexer_types");
 	/* Layer 1 shared as well: its selection comes from layer 0's indexer. */
 	fixture_with(d, sizeof d, "glm_moe_dsa", "c['indexer_types'] = ['full', 'shared', 'shared']");
-	float *ld = logits_of(d, "more-shared", &nd);
+	float *ld = logits_of("glm_moe_dsa", d, "more-shared", &nd);
 	cr_assert_eq(na, nd);
 	cr_expect_neq(memcmp(la, ld, na), 0, "sharing layer 1's selection changed nothing");
 	free(la);
 	free(lb);
 	free(lc);
 	free(ld);
+}
+
+/* transformers v5.15.0 pairs RoPE dims without reading a flag: GLM-5
+ * interleaves in MLA and in the indexer, DeepSeek-V3.2 interleaves in MLA
+ * and rotates halves in the indexer. Flags saying otherwise, or holding
+ * non-booleans, leave the logits bit-identical; the `glm_moe_dsa` and
+ * `glm_moe_dsa_interleave` fixtures (flags absent and as released) are
+ * each checked against the reference in test_forward. */
+static void expect_flags_ignored(const char *name, const char *edit)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	size_t na, nb;
+	tu_sh("rm -rf '%s'/c-plain '%s'/c-flags", ws, ws);
+	fixture_with(a, sizeof a, name, "");
+	float *la = logits_of(name, a, "plain", &na);
+	fixture_with(b, sizeof b, name, edit);
+	float *lb = logits_of(name, b, "flags", &nb);
+	cr_assert_eq(na, nb);
+	cr_expect_eq(memcmp(la, lb, na), 0, "%s: \"%s\" changed the logits", name, edit);
+	free(la);
+	free(lb);
+}
+
+Test(dsa, rope_flags_not_read)
+{
+	expect_flags_ignored("glm_moe_dsa", "c['rope_interleave'] = False; c['indexer_rope_interleave'] = False");
+	expect_flags_ignored("glm_moe_dsa", "c['rope_interleave'] = 1; c['indexer_rope_interleave'] = 'yes'");
+	expect_flags_ignored("deepseek_v32", "c['rope_interleave'] = False; c['indexer_rope_interleave'] = True");
 }

@@ -6,7 +6,8 @@
  *    YaRN, grouped sigmoid routing, shared experts; with and without
  *    q_lora; fp8 block-scaled), glm4_moe, deepseek_v32 and glm_moe_dsa (MLA
  *    with the DSA indexer keeping 4 of up to 16 positions; GLM-5's shared
- *    layer, both RoPE pairings): top-1 equal at every position and
+ *    layer, interleaved RoPE with the pairing flags absent and as released,
+ *    YaRN): top-1 equal at every position and
  *    max |logit - reference| <= 2e-3, teacher-forced;
  *  - int8 and int4 containers: top-1 agreement and KL divergence against the
  *    f32 container, reported and bounded;
@@ -136,6 +137,7 @@ Test(forward, deepseek_v32_exact) { check_exact("deepseek_v32", "f32"); check_ex
 Test(forward, deepseek_v32_fp8_exact) { check_exact("deepseek_v32_fp8", "f32"); }
 Test(forward, glm_moe_dsa_exact) { check_exact("glm_moe_dsa", "f32"); check_exact("glm_moe_dsa", "bf16"); }
 Test(forward, glm_moe_dsa_interleave_exact) { check_exact("glm_moe_dsa_interleave", "bf16"); }
+Test(forward, glm_moe_dsa_yarn_exact) { check_exact("glm_moe_dsa_yarn", "bf16"); }
 
 Test(forward, mixtral_v5_fused_sliding_window)
 {

@@ -51,7 +51,7 @@ DSA_TINY = dict(index_n_heads=8, index_head_dim=32, index_topk=4)
 
 # Options added to gen_model's parser (all default None: "not given").
 OPTIONS = ("q_lora_rank", "mscale", "mscale_all_dim", "mtp_layers", "n_group", "topk_group",
-           "rope_interleave", "indexer_rope_interleave")
+           "rope_interleave", "indexer_rope_interleave", "glm_rope")
 
 
 def add_arguments(ap):
@@ -67,8 +67,11 @@ def add_arguments(ap):
                         "which transformers reads as true, as in the real config)")
     g.add_argument("--indexer-rope-interleave", choices=("absent", "true", "false"),
                    help="deepseek_v32 / glm_moe_dsa: indexer_rope_interleave in config.json "
-                        "(default absent); for glm_moe_dsa \"true\" also sets rope_interleave, "
-                        "as GLM-5's release does")
+                        "(default absent); for glm_moe_dsa it also sets rope_interleave, "
+                        "as GLM-5's release does (transformers v5.15.0 reads neither)")
+    g.add_argument("--glm-rope", choices=("default", "yarn"),
+                   help="glm_moe_dsa: rope_parameters type (default \"default\", as GLM-5; "
+                        "yarn takes the deepseek_v3 fixture's YaRN settings and --mscale*)")
     g.add_argument("--mtp-layers", type=int, metavar="N",
                    help="num_nextn_predict_layers (default 1)")
     g.add_argument("--n-group", type=int, metavar="G",
@@ -131,12 +134,20 @@ def dsa_config(cfg, arch, args):
     if arch == "deepseek_v32":
         cfg.update(architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32")
     else:
-        # GLM-5: default RoPE (no YaRN), one router group, layer 2 "shared".
+        # GLM-5: default RoPE (YaRN with --glm-rope yarn), one router group,
+        # layer 2 "shared".
+        rope = {"rope_theta": 10000.0, "rope_type": "default"}
+        if args.glm_rope == "yarn":
+            ys = cfg["rope_scaling"]
+            rope = dict(rope_theta=10000.0, rope_type="yarn", factor=ys["factor"],
+                        beta_fast=ys["beta_fast"], beta_slow=ys["beta_slow"], mscale=ys["mscale"],
+                        mscale_all_dim=ys["mscale_all_dim"],
+                        original_max_position_embeddings=ys["original_max_position_embeddings"])
         for k in ("rope_scaling", "aux_loss_alpha", "ep_size", "moe_layer_freq", "pretraining_tp",
                   "seq_aux", "topk_method", "scoring_func"):
             cfg.pop(k, None)
         cfg.update(architectures=["GlmMoeDsaForCausalLM"], model_type="glm_moe_dsa",
-                   rope_parameters={"rope_theta": 10000.0, "rope_type": "default"},
+                   rope_parameters=rope,
                    n_group=1 if args.n_group is None else args.n_group,
                    topk_group=1 if args.topk_group is None else args.topk_group,
                    indexer_types=["full"] * (cfg["num_hidden_layers"] - 1) + ["shared"])
@@ -344,10 +355,13 @@ def main(args, ap, g):
             ap.error("--rope-interleave: use --indexer-rope-interleave for %s" % args.arch)
         if args.q_lora_rank == 0:
             ap.error("--q-lora-rank 0: the DSA indexer reads the query latent")
-        if args.arch == "glm_moe_dsa" and (args.mscale is not None or args.mscale_all_dim is not None):
-            ap.error("--mscale / --mscale-all-dim: glm_moe_dsa has no YaRN")
+        if (args.arch == "glm_moe_dsa" and args.glm_rope != "yarn"
+                and (args.mscale is not None or args.mscale_all_dim is not None)):
+            ap.error("--mscale / --mscale-all-dim: glm_moe_dsa needs --glm-rope yarn")
     elif args.indexer_rope_interleave is not None:
         ap.error("--indexer-rope-interleave applies to deepseek_v32 / glm_moe_dsa only")
+    if args.glm_rope is not None and args.arch != "glm_moe_dsa":
+        ap.error("--glm-rope applies to glm_moe_dsa only")
     shards = 1 if args.shards is None else args.shards
     if shards < 1:
         ap.error("--shards must be >= 1")

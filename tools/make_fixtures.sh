@@ -77,11 +77,13 @@ fixture deepseek_v3_noqlora deepseek_v3 ", bf16, q_lora_rank null, mscale 0.707 
 mtp=yes
 fixture glm4_moe glm4_moe ", bf16, q/k/v bias, qk-norm, partial rotary 0.5, MTP layer 3"
 fixture deepseek_v32 deepseek_v32 ", bf16, MLA + DSA indexer keeping 4 positions, YaRN, MTP layer 3"
-fixture glm_moe_dsa glm_moe_dsa ", bf16, MLA + DSA indexer, layer 2 shared, rotate-half RoPE, MTP layer 3"
+fixture glm_moe_dsa glm_moe_dsa ", bf16, MLA + DSA indexer, layer 2 shared, interleaved RoPE (no flags), MTP layer 3"
 mtp=no
 fixture deepseek_v32_fp8 deepseek_v32 ", fp8 e4m3 128x128 blocks (indexer wq_b/wk too)" --weights-dtype fp8
 fixture glm_moe_dsa_interleave glm_moe_dsa ", rope_interleave and indexer_rope_interleave true as GLM-5 ships" \
     --indexer-rope-interleave true
+fixture glm_moe_dsa_yarn glm_moe_dsa ", YaRN rope_parameters (mscale_all_dim 1: softmax scale corrected)" \
+    --glm-rope yarn
 
 rm -rf "$out/hf" "$out/ref" "$out/.stamp"
 mv "$work/hf" "$out/hf"

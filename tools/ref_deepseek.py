@@ -185,22 +185,18 @@ class Model:
             # HF DeepseekV3Config: rope_interleave defaults to True (the real
             # config.json does not set it).
             self.interleave = bool(cfg.get("rope_interleave", True))
-            if self.arch == "deepseek_v32":
-                # HF DeepseekV32Attention: apply_rotary_pos_emb_interleave,
-                # always (the config has no rope_interleave field).
+            if self.arch in DSA_ARCHS:
+                # transformers v5.15.0 DeepseekV32Attention and
+                # GlmMoeDsaAttention: apply_rotary_pos_emb_interleave, always;
+                # neither reads rope_interleave (GLM-5's release sets it true,
+                # which agrees).  Older versions of modeling_glm_moe_dsa.py
+                # rotated halves; v5.15.0 is the reference.
                 self.interleave = True
-            elif self.arch == "glm_moe_dsa":
-                # HF GlmMoeDsaAttention rotates halves and reads no flag; the
-                # GLM-5 release sets rope_interleave: true, which vLLM and
-                # SGLang honour.  Follow the flag, defaulting to transformers.
-                self.interleave = bool(cfg.get("rope_interleave", False))
-            # HF DeepseekV3Attention: scaling = qk_head_dim^-0.5, times
-            # yarn_get_mscale(factor, mscale_all_dim)^2 when rope scaling is
-            # set and mscale_all_dim is non-zero.
+            # HF DeepseekV3Attention (and, in v5.15.0, yarn_apply_mscale in
+            # DeepseekV32Attention and GlmMoeDsaAttention): scaling =
+            # qk_head_dim^-0.5, times yarn_get_mscale(factor, mscale_all_dim)^2
+            # when rope scaling is set and mscale_all_dim is non-zero.
             self.scale = (self.nope + self.rope_dim) ** -0.5
-            if self.arch == "glm_moe_dsa" and kind != "default":
-                # HF GlmMoeDsaAttention: scaling = qk_head_dim^-0.5, no mscale.
-                raise SystemExit("reference: glm_moe_dsa with rope type %r is not implemented" % kind)
             if kind != "default" and params.get("mscale_all_dim", 0):
                 ms = get_mscale(float(params["factor"]), params["mscale_all_dim"])
                 self.scale *= ms * ms
@@ -211,10 +207,11 @@ class Model:
                 self.index_heads = cfg.get("index_n_heads", 64 if self.arch == "deepseek_v32" else 32)
                 self.index_dim = cfg.get("index_head_dim", 128)
                 self.index_topk = cfg.get("index_topk", 2048)
-                # Indexer RoPE: both transformers files rotate halves
-                # (apply_rotary_pos_emb); vLLM reads indexer_rope_interleave
-                # (default false), which GLM-5's release sets to true.
-                self.index_interleave = bool(cfg.get("indexer_rope_interleave", False))
+                # Indexer RoPE (transformers v5.15.0, no flag read by
+                # either): DeepseekV32Indexer rotates halves
+                # (apply_rotary_pos_emb, "NON-interleaved"); GlmMoeDsaIndexer
+                # applies apply_rotary_pos_emb_interleave.
+                self.index_interleave = self.arch == "glm_moe_dsa"
                 self.index_shared = self.indexer_types(cfg)
         else:
             self.n_kv = cfg.get("num_key_value_heads") or self.n_heads

@@ -15,10 +15,10 @@ semantics), so it shares no arithmetic with the float64 reference.  The
 DSA indexer keeps torch's form too: per-head relu(q.k) weighted by
 weights_proj, the finfo.min causal mask added, topk, and the keep set
 scattered into an index mask (a bool mask filled with finfo.min for
-deepseek_v32, a -inf mask added for glm_moe_dsa).  Where the transformers
-files read no flag the choice follows tools/README.md: deepseek_v32's
-indexer and both glm_moe_dsa RoPEs pair dims by rotate-half unless
-indexer_rope_interleave / rope_interleave say otherwise.  It prints the
+deepseek_v32, a -inf mask added for glm_moe_dsa).  RoPE pairing as
+transformers v5.15.0 has it, reading no flag: deepseek_v32 interleaves MLA
+and rotates halves in the indexer, glm_moe_dsa interleaves both.  It
+prints the
 largest logit difference relative to the logits' largest magnitude, the
 smallest float32 router and indexer margins (a selection closer than the
 float32 error could flip), and exits 1 when the difference exceeds --tol.
@@ -170,12 +170,13 @@ class Net:
             self.attention_scaling = 1.0
         self.rp, self.rtype = rp, rtype
         if self.dsa:
-            # DeepseekV32Attention always calls apply_rotary_pos_emb_interleave;
-            # GlmMoeDsaAttention and both indexers call apply_rotary_pos_emb and
-            # read no flag, so the flags (GLM-5's release sets both) only
-            # switch away from the transformers default.
-            self.mla_interleave = True if self.v32 else bool(c.get("rope_interleave", False))
-            self.index_interleave = bool(c.get("indexer_rope_interleave", False))
+            # transformers v5.15.0: DeepseekV32Attention and GlmMoeDsaAttention
+            # call apply_rotary_pos_emb_interleave; DeepseekV32Indexer calls
+            # apply_rotary_pos_emb, GlmMoeDsaIndexer the interleaved one.  No
+            # flag is read (GLM-5's release sets rope_interleave and
+            # indexer_rope_interleave true, which agrees).
+            self.mla_interleave = True
+            self.index_interleave = self.glm_dsa
             # GlmMoeDsaConfig.__post_init__: indexer_types, else
             # index_topk_pattern, else the index_topk_freq / offset schedule.
             N = c["num_hidden_layers"]
@@ -304,8 +305,8 @@ class Net:
         query = np.concatenate([q_pass, q_rot], -1)
         key = np.concatenate([k_pass, np.broadcast_to(k_rot, k_pass.shape[:-1] + (rope,))], -1)
         scaling = qk ** -0.5
-        if self.v32 and self.rtype != "default" and self.rp.get("mscale_all_dim", 0):
-            # yarn_apply_mscale; GlmMoeDsaAttention keeps qk_head_dim^-0.5.
+        if self.rtype != "default" and self.rp.get("mscale_all_dim", 0):
+            # yarn_apply_mscale (both DeepseekV32Attention and GlmMoeDsaAttention).
             f = self.rp["factor"]
             m = 0.1 * self.rp["mscale_all_dim"] * math.log(f) + 1.0 if f > 1 else 1.0
             scaling = scaling * m * m
