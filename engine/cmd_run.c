@@ -1,5 +1,5 @@
 /*
- * cmd_run — `colibri run --model DIR (--prompt TEXT | --tokens IDS) [-n N]
+ * cmd_run — `colibri run --model DIR (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]
  * [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]
  * [--stats]`: generates text and streams it to stdout.
  */
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/cmd.h"
+#include "engine/files.h"
 #include "engine/generate.h"
 #include "engine/prompt.h"
 #include "engine/session.h"
@@ -19,9 +20,12 @@
 
 static void run_usage(FILE *f)
 {
-	fprintf(f, "usage: colibri run --model DIR (--prompt TEXT | --tokens IDS) [-n N] [--temp T] [--top-p P]\n"
-		   "                   [--top-k K] [--seed S] [--chat] [--system TEXT] [--draft auto|N]%s\n"
+	fprintf(f, "usage: colibri run --model DIR (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]\n"
+		   "                   [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]\n"
+		   "                   [--draft auto|N]%s\n"
 		   "  Generates up to N tokens (default 128) and streams the text to stdout.\n"
+		   "  --prompt-file reads the prompt from a file (- for stdin), for prompts too long for a\n"
+		   "  command line.\n"
 		   "  Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
 		   "  --draft: tokens drafted per step with the model's MTP head and verified in one\n"
 		   "  forward (exact: greedy output is the same with and without); auto (default)\n"
@@ -32,7 +36,10 @@ static void run_usage(FILE *f)
 		SESSION_USAGE);
 }
 
-enum { RUN_PROMPT = 2000, RUN_TOKENS, RUN_TEMP, RUN_TOP_P, RUN_TOP_K, RUN_SEED, RUN_CHAT, RUN_SYSTEM, RUN_DRAFT };
+enum {
+	RUN_PROMPT = 2000, RUN_PROMPT_FILE, RUN_TOKENS, RUN_TEMP, RUN_TOP_P, RUN_TOP_K, RUN_SEED, RUN_CHAT,
+	RUN_SYSTEM, RUN_DRAFT
+};
 
 static int parse_float(const char *name, const char *arg, float lo, float hi, float *out)
 {
@@ -49,11 +56,12 @@ int cmd_run(int argc, char **argv)
 	struct session_options so;
 	session_options_default(&so);
 	struct generate_options go;
-	const char *prompt = NULL, *tokens_arg = NULL, *system = NULL;
+	const char *prompt = NULL, *prompt_file = NULL, *tokens_arg = NULL, *system = NULL;
 	bool chat = false;
 	static const struct option opts[] = {
 		SESSION_LONG_OPTIONS,
-		{ "prompt", required_argument, 0, RUN_PROMPT }, { "tokens", required_argument, 0, RUN_TOKENS },
+		{ "prompt", required_argument, 0, RUN_PROMPT }, { "prompt-file", required_argument, 0, RUN_PROMPT_FILE },
+		{ "tokens", required_argument, 0, RUN_TOKENS },
 		{ "temp", required_argument, 0, RUN_TEMP },     { "top-p", required_argument, 0, RUN_TOP_P },
 		{ "top-k", required_argument, 0, RUN_TOP_K },   { "seed", required_argument, 0, RUN_SEED },
 		{ "chat", no_argument, 0, RUN_CHAT },           { "system", required_argument, 0, RUN_SYSTEM },
@@ -65,44 +73,37 @@ int cmd_run(int argc, char **argv)
 	for (int i = 1; i + 1 < argc; i++)
 		if (!strcmp(argv[i], "--model"))
 			model_dir = argv[i + 1];
-	generate_options_default(&go, model_dir ? model_dir : ".");
-	int ch, rc = 0;
-	float f;
+	int rc = generate_options_default(&go, NULL);
+	if (model_dir && (rc = session_check_model(model_dir)) == 0)
+		rc = generate_options_default(&go, model_dir);
+	int ch;
 	optind = 1;
 	while (!rc && (ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		switch (ch) {
-		case 'n': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 0 || v > 1 << 24)
-				rc = error_set(EINVAL, "-n must be a non-negative integer, not \"%s\"", optarg);
-			go.n_predict = (int)v;
+		case 'n':
+			rc = session_parse_int("n", optarg, 0, 1 << 24, &go.n_predict);
 			break;
-		}
 		case RUN_PROMPT: prompt = optarg; break;
+		case RUN_PROMPT_FILE: prompt_file = optarg; break;
 		case RUN_TOKENS: tokens_arg = optarg; break;
 		case RUN_TEMP: rc = parse_float("temp", optarg, 0, 100, &go.temp); break;
 		case RUN_TOP_P:
 			rc = parse_float("top-p", optarg, 1e-6f, 1, &go.top_p);
 			break;
 		case RUN_TOP_K:
-			rc = parse_float("top-k", optarg, 0, 1e9f, &f);
-			go.top_k = (int32_t)f;
+			rc = session_parse_int("top-k", optarg, 0, INT32_MAX, &go.top_k);
 			break;
 		case RUN_SEED:
-			go.seed = strtoull(optarg, NULL, 10);
+			rc = session_parse_seed(optarg, &go.seed);
 			break;
 		case RUN_CHAT: chat = true; break;
 		case RUN_SYSTEM: system = optarg; break;
 		case RUN_DRAFT:
 			if (!strcmp(optarg, "auto")) {
 				go.draft = -1;
-			} else {
-				char *end;
-				long v = strtol(optarg, &end, 10);
-				if (*end || v < 0 || v > 16)
-					rc = error_set(EINVAL, "--draft takes auto or a number of drafts 0..16, not \"%s\"", optarg);
-				go.draft = (int)v;
+			} else if (session_parse_int("draft", optarg, 0, 16, &go.draft)) {
+				error_clear();
+				rc = error_set(EINVAL, "--draft takes auto or a number of drafts 0..16, not \"%s\"", optarg);
 			}
 			break;
 		case 'h':
@@ -117,14 +118,22 @@ int cmd_run(int argc, char **argv)
 	}
 	if (rc)
 		return cmd_fail("bad option");
-	if (!so.model_dir || (!prompt == !tokens_arg) || optind != argc) {
+	if (!so.model_dir || (!!prompt + !!prompt_file + !!tokens_arg) != 1 || optind != argc) {
 		run_usage(stderr);
 		return 2;
 	}
 	struct tokenizer *tok = NULL;
 	int32_t *ids = NULL;
 	int n = 0;
-	rc = prompt_tokenizer_load(&tok, so.model_dir);
+	char *file_text = NULL;
+	size_t prompt_len = prompt ? strlen(prompt) : 0;
+	if (prompt_file && (rc = file_read_input(prompt_file, &file_text, &prompt_len)))
+		return cmd_fail("cannot read the prompt");
+	if (prompt_file)
+		prompt = file_text;
+	rc = session_check_model(so.model_dir);
+	if (!rc)
+		rc = prompt_tokenizer_load(&tok, so.model_dir);
 	if (rc == -ENOENT && tokens_arg) {
 		error_clear();
 		rc = 0;
@@ -134,7 +143,7 @@ int cmd_run(int argc, char **argv)
 		struct model_config cfg;
 		rc = model_config_load(&cfg, so.model_dir);
 		if (!rc)
-			rc = prompt_encode(tok, cfg.model_type, prompt, chat, system, &ids, &n);
+			rc = prompt_encode(tok, cfg.model_type, prompt, prompt_len, chat, system, &ids, &n);
 	} else if (!rc) {
 		rc = session_parse_tokens(tokens_arg, &ids, &n);
 	}
@@ -154,6 +163,7 @@ int cmd_run(int argc, char **argv)
 	}
 	session_close(&s);
 	free(ids);
+	free(file_text);
 	tokenizer_free(tok);
 	return rc ? cmd_fail("run failed") : 0;
 }

@@ -51,13 +51,15 @@ int cmd_tokenize(int argc, char **argv)
 	struct model_config cfg;
 	int32_t *ids = NULL;
 	int n = 0;
-	int rc = file ? file_read_all(file, &buf, NULL) : 0;
-	if (!rc)
+	size_t len = text ? strlen(text) : 0;
+	int rc = file ? file_read_input(file, &buf, &len) : 0;
+	/* The family matters only to choose a chat template. */
+	if (!rc && chat)
 		rc = model_config_load(&cfg, model);
 	if (!rc)
 		rc = prompt_tokenizer_load(&tok, model);
 	if (!rc)
-		rc = prompt_encode(tok, cfg.model_type, file ? buf : text, chat, system, &ids, &n);
+		rc = prompt_encode(tok, chat ? cfg.model_type : NULL, file ? buf : text, len, chat, system, &ids, &n);
 	for (int i = 0; !rc && i < n; i++)
 		printf("%s%d", i ? "," : "", ids[i]);
 	if (!rc)

@@ -5,6 +5,8 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -41,7 +43,7 @@ int file_read_all(const char *path, char **data, size_t *len)
 			int e = r < 0 ? errno : EIO;
 			free(buf);
 			close(fd);
-			return error_set(e, "%s: read failed", path);
+			return error_set(e, "%s: read failed: %s", path, r < 0 ? strerror(e) : "the file shrank");
 		}
 		got += (size_t)r;
 	}
@@ -50,6 +52,48 @@ int file_read_all(const char *path, char **data, size_t *len)
 	*data = buf;
 	if (len)
 		*len = n;
+	return 0;
+}
+
+int file_read_input(const char *path, char **data, size_t *len)
+{
+	*data = NULL;
+	bool std_in = strcmp(path, "-") == 0;
+	const char *name = std_in ? "standard input" : path;
+	int fd = std_in ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(errno, "%s: cannot open: %s", path, strerror(errno));
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	int rc = buf ? 0 : error_set(ENOMEM, "%s: out of memory", name);
+	while (!rc) {
+		if (n + 1 == cap) {
+			char *p = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+			if (!p) {
+				rc = error_set(ENOMEM, "%s: out of memory", name);
+				break;
+			}
+			buf = p;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, buf + n, cap - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			rc = error_set(errno, "%s: read failed: %s", name, strerror(errno));
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (!std_in)
+		close(fd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = 0;
+	*data = buf;
+	*len = n;
 	return 0;
 }
 

@@ -13,6 +13,11 @@ struct cJSON;
  * -errno with a message naming the file on failure. */
 int file_read_all(const char *path, char **data, size_t *len);
 
+/* Reads a whole input that may be a pipe or a terminal ("-": standard
+ * input) until end of file, into a malloc'd NUL-terminated buffer of *len
+ * bytes (NUL bytes inside are kept). -errno with a message naming it. */
+int file_read_input(const char *path, char **data, size_t *len);
+
 /* Parses a JSON file; -EINVAL with "PATH: malformed JSON near byte N" on
  * error, -ENOENT if absent. The caller frees *out with cJSON_Delete. */
 int json_load(const char *path, struct cJSON **out);

@@ -14,13 +14,14 @@
 
 #include "engine/draft_policy.h"
 #include "engine/files.h"
+#include "engine/json_get.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "storage/error.h"
 #include "storage/expert_store.h"
 #include "storage/clock.h"
 
-void generate_options_default(struct generate_options *o, const char *model_dir)
+int generate_options_default(struct generate_options *o, const char *model_dir)
 {
 	memset(o, 0, sizeof *o);
 	o->n_predict = 128;
@@ -28,24 +29,31 @@ void generate_options_default(struct generate_options *o, const char *model_dir)
 	o->temp = 0;
 	o->top_p = 1;
 	o->seed = (uint64_t)time(NULL);
+	if (!model_dir)
+		return 0;
 	char path[PATH_MAX];
 	snprintf(path, sizeof path, "%s/generation_config.json", model_dir);
+	if (access(path, F_OK) != 0)
+		return 0;
 	cJSON *j = NULL;
-	if (access(path, F_OK) != 0 || json_load(path, &j) != 0) {
-		error_clear();
-		return;
-	}
-	const cJSON *ds = cJSON_GetObjectItemCaseSensitive(j, "do_sample");
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "temperature");
-	const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "top_k");
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "top_p");
-	if (cJSON_IsTrue(ds)) {
-		o->temp = cJSON_IsNumber(t) && t->valuedouble >= 0 ? (float)t->valuedouble : 1.0f;
-		o->top_k = cJSON_IsNumber(k) && k->valuedouble >= 0 ? (int32_t)k->valuedouble : 0;
-		o->top_p = cJSON_IsNumber(p) && p->valuedouble > 0 && p->valuedouble <= 1
-				   ? (float)p->valuedouble : 1.0f;
-	}
+	int rc = json_load(path, &j);
+	if (rc)
+		return rc;
+	bool sample = false;
+	int64_t top_k = 0;
+	double temp = 1.0, top_p = 1.0;
+	/* GenerationConfig's defaults for the fields the model leaves out. */
+	rc = json_get_bool(j, "do_sample", false, path, &sample);
+	rc = rc ? rc : json_get_num(j, "temperature", 1.0, 0.0, 100.0, false, path, &temp);
+	rc = rc ? rc : json_get_int(j, "top_k", 0, 0, INT32_MAX, path, &top_k);
+	rc = rc ? rc : json_get_num(j, "top_p", 1.0, 0.0, 1.0, true, path, &top_p);
 	cJSON_Delete(j);
+	if (rc || !sample)
+		return rc;
+	o->temp = (float)temp;
+	o->top_k = (int32_t)top_k;
+	o->top_p = (float)top_p;
+	return 0;
 }
 
 static bool is_eos(const struct model_config *c, const struct tokenizer *tok, int32_t id)
@@ -363,7 +371,9 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 			fwrite(text, 1, len, out);
 		tokenizer_stream_free(&g.ts);
 	}
-	fputc('\n', out);
+	/* A run that fails before its first token prints nothing at all. */
+	if (!rc || st->n_generated > 0)
+		fputc('\n', out);
 	fflush(out);
 	sampler_free(&g.smp);
 	free(d.rows);

@@ -43,8 +43,11 @@ struct generate_stats {
 };
 
 /* Reads temperature/top_k/top_p/do_sample from DIR/generation_config.json
- * when present: greedy when the model does not ask for sampling. */
-void generate_options_default(struct generate_options *o, const char *model_dir);
+ * when present (model_dir NULL: the built-in defaults only): greedy when
+ * the model does not ask for sampling. A file
+ * that is malformed or holds values out of range gives -EINVAL naming the
+ * file and the field (o still holds the built-in defaults). */
+int generate_options_default(struct generate_options *o, const char *model_dir);
 
 /* Vocabulary-wide rows generate_run holds at once for these options (the
  * verified logits, the draft distributions, the sampler's buffers): what

@@ -14,75 +14,82 @@
 #include <unistd.h>
 
 #include "engine/files.h"
+#include "engine/json_get.h"
 #include "storage/error.h"
 
-#define CFG_REQUIRED INT64_MIN
+#define CFG_REQUIRED JSON_REQUIRED
 
-/* Reads an integer field; def == CFG_REQUIRED means it must be present. */
-static int cfg_int(const cJSON *j, const char *src, const char *key, int64_t def,
-		   int64_t lo, int64_t hi, int32_t *out)
+/* An integer field through the checked reader (engine/json_get.h);
+ * def == CFG_REQUIRED means it must be present. */
+static int cfg_int(const cJSON *j, const char *src, const char *key, int64_t def, int64_t lo, int64_t hi,
+		   int32_t *out)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-	if (!v || cJSON_IsNull(v)) {
-		if (def == CFG_REQUIRED)
-			return error_set(EINVAL, "%s: missing field %s", src, key);
-		*out = (int32_t)def;
-		return 0;
-	}
-	if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-	    v->valuedouble < (double)lo || v->valuedouble > (double)hi)
-		return error_set(EINVAL, "%s: field %s must be an integer in [%lld, %lld]", src, key,
-				 (long long)lo, (long long)hi);
-	*out = (int32_t)v->valuedouble;
-	return 0;
+	return json_get_int32(j, key, def, lo, hi, src, out);
 }
 
-static int cfg_float(const cJSON *j, const char *src, const char *key, double def, float *out)
+/* A number field in [lo, hi], lo excluded when lo_open. */
+static int cfg_float(const cJSON *j, const char *src, const char *key, double def, double lo, double hi,
+		     bool lo_open, float *out)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-	if (!v || cJSON_IsNull(v)) {
-		*out = (float)def;
-		return 0;
-	}
-	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-		return error_set(EINVAL, "%s: field %s must be a number", src, key);
-	*out = (float)v->valuedouble;
-	return 0;
+	double v;
+	int rc = json_get_num(j, key, def, lo, hi, lo_open, src, &v);
+	if (!rc)
+		*out = (float)v;
+	return rc;
 }
 
 static int cfg_bool(const cJSON *j, const char *src, const char *key, bool def, bool *out)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-	if (!v || cJSON_IsNull(v)) {
-		*out = def;
-		return 0;
-	}
-	if (!cJSON_IsBool(v))
-		return error_set(EINVAL, "%s: field %s must be true or false", src, key);
-	*out = cJSON_IsTrue(v);
-	return 0;
+	return json_get_bool(j, key, def, src, out);
 }
 
-/* eos_token_id may be an integer or a list of integers. */
+/* eos_token_id may be an integer or a list of integers, each a token of
+ * the vocabulary. */
 static int cfg_eos(struct model_config *cfg, const cJSON *j, const char *src)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "eos_token_id");
 	if (!v || cJSON_IsNull(v))
 		return 0;
-	cfg->n_eos = 0;
-	if (cJSON_IsNumber(v)) {
-		cfg->eos_ids[cfg->n_eos++] = (int32_t)v->valuedouble;
-		return 0;
-	}
-	if (!cJSON_IsArray(v))
+	if (!cJSON_IsNumber(v) && !cJSON_IsArray(v))
 		return error_set(EINVAL, "%s: eos_token_id must be an integer or a list", src);
-	for (const cJSON *e = v->child; e && cfg->n_eos < MODEL_EOS_MAX; e = e->next) {
-		if (!cJSON_IsNumber(e))
-			return error_set(EINVAL, "%s: eos_token_id list holds a non-integer", src);
-		cfg->eos_ids[cfg->n_eos++] = (int32_t)e->valuedouble;
+	if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > MODEL_EOS_MAX)
+		return error_set(EINVAL, "%s: eos_token_id lists %d ids; colibri keeps at most %d", src,
+				 cJSON_GetArraySize(v), MODEL_EOS_MAX);
+	cfg->n_eos = 0;
+	const cJSON *e = cJSON_IsArray(v) ? v->child : v;
+	for (int i = 0; e; e = cJSON_IsArray(v) ? e->next : NULL, i++) {
+		char field[32];
+		int64_t id;
+		if (cJSON_IsArray(v))
+			snprintf(field, sizeof field, "eos_token_id[%d]", i);
+		else
+			snprintf(field, sizeof field, "eos_token_id");
+		int rc = json_item_int(e, src, field, 0, (int64_t)cfg->vocab - 1, &id);
+		if (rc)
+			return rc;
+		cfg->eos_ids[cfg->n_eos++] = (int32_t)id;
 	}
 	return 0;
 }
+
+/* What transformers v5.15.0's config classes default to when config.json
+ * leaves a field out (OlmoeConfig, Qwen3MoeConfig, MixtralConfig,
+ * DeepseekV3Config, Glm4MoeConfig, DeepseekV32Config, GlmMoeDsaConfig). */
+struct family_defaults {
+	double rms_eps, rope_theta, routed_scaling;
+	int32_t max_positions, bos_id, eos_id; /* -1: none */
+	int32_t n_group, topk_group, first_dense;
+};
+
+static const struct family_defaults family_defaults[] = {
+	[MODEL_ARCH_OLMOE] = { 1e-5, 10000.0, 1.0, 4096, -1, 50279, 1, 1, 0 },
+	[MODEL_ARCH_QWEN3_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0 },
+	[MODEL_ARCH_MIXTRAL] = { 1e-5, 1000000.0, 1.0, 4096 * 32, 1, 2, 1, 1, 0 },
+	[MODEL_ARCH_DEEPSEEK_V3] = { 1e-6, 10000.0, 2.5, 4096, 0, 1, 8, 4, 3 },
+	[MODEL_ARCH_GLM4_MOE] = { 1e-5, 10000.0, 1.0, 131072, -1, -1, 1, 1, 1 },
+	[MODEL_ARCH_DEEPSEEK_V32] = { 1e-6, 10000.0, 2.5, 163840, 0, 1, 8, 4, 3 },
+	[MODEL_ARCH_GLM_MOE_DSA] = { 1e-5, 10000.0, 2.5, 202752, 0, 1, 1, 1, 3 },
+};
 
 /* rope_theta, or rope_parameters.rope_theta as the newest transformers
  * write it; YaRN scaling (DeepSeek-V3) is read here, other scaled RoPE
@@ -112,31 +119,29 @@ static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
 		const cJSON *y = sets[i];
 		int rc = 0;
 		cfg->yarn = true;
-		rc = rc ? rc : cfg_float(y, src, "factor", 1.0, &cfg->yarn_factor);
-		rc = rc ? rc : cfg_float(y, src, "beta_fast", 32.0, &cfg->yarn_beta_fast);
-		rc = rc ? rc : cfg_float(y, src, "beta_slow", 1.0, &cfg->yarn_beta_slow);
-		rc = rc ? rc : cfg_float(y, src, "mscale", 0.0, &cfg->yarn_mscale);
-		rc = rc ? rc : cfg_float(y, src, "mscale_all_dim", 0.0, &cfg->yarn_mscale_all_dim);
+		rc = rc ? rc : cfg_float(y, src, "factor", 1.0, 1.0, 1e6, false, &cfg->yarn_factor);
+		rc = rc ? rc : cfg_float(y, src, "beta_fast", 32.0, 0.0, 1e6, true, &cfg->yarn_beta_fast);
+		rc = rc ? rc : cfg_float(y, src, "beta_slow", 1.0, 0.0, 1e6, true, &cfg->yarn_beta_slow);
+		rc = rc ? rc : cfg_float(y, src, "mscale", 0.0, 0.0, 1e3, false, &cfg->yarn_mscale);
+		rc = rc ? rc : cfg_float(y, src, "mscale_all_dim", 0.0, 0.0, 1e3, false, &cfg->yarn_mscale_all_dim);
 		rc = rc ? rc : cfg_int(y, src, "original_max_position_embeddings", cfg->max_positions, 1,
 				       INT32_MAX, &cfg->yarn_original_max);
 		if (rc)
 			return rc;
 		if (cJSON_GetObjectItemCaseSensitive(y, "attention_factor"))
 			return error_set(ENOTSUP, "%s: an explicit YaRN attention_factor is not supported", src);
-		if (cfg->yarn_factor < 1)
-			return error_set(EINVAL, "%s: YaRN factor must be >= 1", src);
 	}
-	if (cJSON_GetObjectItemCaseSensitive(j, "rope_theta") || !cJSON_IsObject(params))
-		return cfg_float(j, src, "rope_theta", 10000.0, &cfg->rope_theta);
-	return cfg_float(params, src, "rope_theta", 10000.0, &cfg->rope_theta);
+	/* The base must exceed 1 for the frequencies to fall with the dim. */
+	const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "rope_theta") || !cJSON_IsObject(params) ? j : params;
+	return cfg_float(in, src, "rope_theta", family_defaults[cfg->arch].rope_theta, 1.0, 1e15, true,
+			 &cfg->rope_theta);
 }
 
 /* DeepSeek-V3: MLA, sigmoid grouped routing, shared experts, dense first
  * layers (DeepseekV3Config). */
 static int parse_deepseek_v3(struct model_config *cfg, const cJSON *j, const char *src)
 {
-	/* DeepseekV3Config and its successors default to three dense layers. */
-	int32_t first_dense = 3, freq = 1;
+	int32_t first_dense = family_defaults[cfg->arch].first_dense, freq = 1;
 	int rc = 0;
 	cfg->attn = ATTN_MLA;
 	cfg->qk_norm = QK_NORM_NONE;
@@ -274,7 +279,7 @@ static int parse_dsa(struct model_config *cfg, const cJSON *j, const char *src)
  * partial rotary, DeepSeek-style routing and shared experts. */
 static int parse_glm4_moe(struct model_config *cfg, const cJSON *j, const char *src)
 {
-	int32_t first_dense = 0;
+	int32_t first_dense = family_defaults[cfg->arch].first_dense;
 	float partial = 0.5f;
 	bool qk_norm = false;
 	int rc = 0;
@@ -284,13 +289,11 @@ static int parse_glm4_moe(struct model_config *cfg, const cJSON *j, const char *
 	cfg->router_bias = true;
 	rc = rc ? rc : cfg_bool(j, src, "attention_bias", false, &cfg->attn_bias);
 	rc = rc ? rc : cfg_bool(j, src, "use_qk_norm", false, &qk_norm);
-	rc = rc ? rc : cfg_float(j, src, "partial_rotary_factor", 0.5, &partial);
-	rc = rc ? rc : cfg_int(j, src, "first_k_dense_replace", 0, 0, cfg->n_layers, &first_dense);
+	rc = rc ? rc : cfg_float(j, src, "partial_rotary_factor", 0.5, 0.0, 1.0, true, &partial);
+	rc = rc ? rc : cfg_int(j, src, "first_k_dense_replace", first_dense, 0, cfg->n_layers, &first_dense);
 	rc = rc ? rc : cfg_int(j, src, "num_nextn_predict_layers", 0, 0, 16, &cfg->n_mtp_layers);
 	if (rc)
 		return rc;
-	if (!(partial > 0 && partial <= 1))
-		return error_set(EINVAL, "%s: partial_rotary_factor must be in (0, 1]", src);
 	cfg->qk_norm = qk_norm ? QK_NORM_HEAD : QK_NORM_NONE;
 	cfg->rot_dim = (int32_t)(cfg->head_dim * partial);
 	cfg->rot_dim -= cfg->rot_dim % 2;
@@ -312,10 +315,15 @@ static int parse_grouped_moe(struct model_config *cfg, const cJSON *j, const cha
 	rc = rc ? rc : cfg_int(j, src, "n_routed_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
 	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
 	rc = rc ? rc : cfg_int(j, src, "n_shared_experts", 0, 0, 64, &cfg->n_shared_experts);
-	rc = rc ? rc : cfg_int(j, src, "n_group", 1, 1, cfg->n_experts < MODEL_GROUPS_MAX ? cfg->n_experts : MODEL_GROUPS_MAX,
-			       &cfg->n_group);
-	rc = rc ? rc : cfg_int(j, src, "topk_group", 1, 1, cfg->n_group, &cfg->topk_group);
-	rc = rc ? rc : cfg_float(j, src, "routed_scaling_factor", 1.0, &cfg->routed_scaling);
+	const struct family_defaults *d = &family_defaults[cfg->arch];
+	rc = rc ? rc : cfg_int(j, src, "n_group", d->n_group, 1,
+			       cfg->n_experts < MODEL_GROUPS_MAX ? cfg->n_experts : MODEL_GROUPS_MAX, &cfg->n_group);
+	rc = rc ? rc : cfg_int(j, src, "topk_group", d->topk_group < cfg->n_group ? d->topk_group : cfg->n_group, 1,
+			       cfg->n_group, &cfg->topk_group);
+	/* 1e308 would overflow every routing weight to inf (and the output to
+	 * NaN or 0); real models use 1 to 2.5. */
+	rc = rc ? rc : cfg_float(j, src, "routed_scaling_factor", d->routed_scaling, 0.0, 1e3, true,
+				 &cfg->routed_scaling);
 	rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", true, &cfg->norm_topk_prob);
 	if (rc)
 		return rc;
@@ -327,6 +335,27 @@ static int parse_grouped_moe(struct model_config *cfg, const cJSON *j, const cha
 				 cfg->n_experts, cfg->n_group);
 	if (cfg->top_k > cfg->topk_group * (cfg->n_experts / cfg->n_group))
 		return error_set(EINVAL, "%s: num_experts_per_tok exceeds the experts of topk_group groups", src);
+	return 0;
+}
+
+/* mlp_only_layers (Qwen3-MoE): decoder layers with a dense MLP. */
+static int parse_mlp_only_layers(const struct model_config *cfg, const cJSON *j, const char *src, bool *dense)
+{
+	const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers");
+	if (!only || cJSON_IsNull(only))
+		return 0;
+	if (!cJSON_IsArray(only))
+		return error_set(EINVAL, "%s: mlp_only_layers must be a list", src);
+	int i = 0;
+	for (const cJSON *e = only->child; e; e = e->next, i++) {
+		char field[32];
+		int64_t l;
+		snprintf(field, sizeof field, "mlp_only_layers[%d]", i);
+		int rc = json_item_int(e, src, field, 0, cfg->n_layers - 1, &l);
+		if (rc)
+			return rc;
+		dense[l] = true;
+	}
 	return 0;
 }
 
@@ -364,10 +393,20 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	rc = rc ? rc : cfg_int(j, src, "num_attention_heads", CFG_REQUIRED, 1, 4096, &cfg->n_heads);
 	rc = rc ? rc : cfg_int(j, src, "num_key_value_heads", cfg->n_heads, 1, cfg->n_heads, &cfg->n_kv_heads);
 	rc = rc ? rc : cfg_int(j, src, "vocab_size", CFG_REQUIRED, 1, INT32_MAX, &cfg->vocab);
-	rc = rc ? rc : cfg_int(j, src, "max_position_embeddings", 4096, 1, INT32_MAX, &cfg->max_positions);
-	rc = rc ? rc : cfg_float(j, src, "rms_norm_eps", 1e-6, &cfg->rms_eps);
+	const struct family_defaults *d = &family_defaults[cfg->arch];
+	rc = rc ? rc : cfg_int(j, src, "max_position_embeddings", d->max_positions, 1, INT32_MAX, &cfg->max_positions);
+	/* An eps of 0 divides by zero on an all-zero row; one near 1 or above
+	 * is not a model anyone trained. */
+	rc = rc ? rc : cfg_float(j, src, "rms_norm_eps", d->rms_eps, 0.0, 1.0, true, &cfg->rms_eps);
 	rc = rc ? rc : cfg_bool(j, src, "tie_word_embeddings", false, &cfg->tie_embeddings);
-	rc = rc ? rc : cfg_int(j, src, "bos_token_id", -1, -1, INT32_MAX, &cfg->bos_id);
+	if (rc)
+		return rc;
+	rc = cfg_int(j, src, "bos_token_id", d->bos_id < cfg->vocab ? d->bos_id : -1, 0, (int64_t)cfg->vocab - 1,
+		     &cfg->bos_id);
+	if (!rc && d->eos_id >= 0 && d->eos_id < cfg->vocab) {
+		cfg->eos_ids[0] = d->eos_id;
+		cfg->n_eos = 1;
+	}
 	rc = rc ? rc : cfg_eos(cfg, j, src);
 	if (rc)
 		return rc;
@@ -385,7 +424,6 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 
 	cfg->rot_dim = cfg->head_dim;
 	cfg->routed_scaling = 1.0f;
-	const cJSON *clip = cJSON_GetObjectItemCaseSensitive(j, "clip_qkv");
 	switch (cfg->arch) {
 	case MODEL_ARCH_DEEPSEEK_V3:
 		rc = parse_grouped_moe(cfg, j, src);
@@ -408,11 +446,7 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		rc = rc ? rc : cfg_int(j, src, "num_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
 		rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
 		rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", false, &cfg->norm_topk_prob);
-		if (!rc && clip && !cJSON_IsNull(clip)) {
-			if (!cJSON_IsNumber(clip) || clip->valuedouble <= 0)
-				return error_set(EINVAL, "%s: clip_qkv must be null or a positive number", src);
-			cfg->clip_qkv = (float)clip->valuedouble;
-		}
+		rc = rc ? rc : cfg_float(j, src, "clip_qkv", 0.0, 0.0, 1e30, true, &cfg->clip_qkv);
 		for (int l = 0; l < cfg->n_layers; l++)
 			cfg->layer_is_moe[l] = true;
 		break;
@@ -433,14 +467,11 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 					 cfg->top_k, cfg->n_experts);
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_sliding_window")))
 			return error_set(ENOTSUP, "%s: use_sliding_window is not supported for qwen3_moe", src);
-		const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers");
-		if (only && !cJSON_IsNull(only) && !cJSON_IsArray(only))
-			return error_set(EINVAL, "%s: mlp_only_layers must be a list", src);
+		bool dense_only[MODEL_LAYERS_MAX] = { false };
+		if ((rc = parse_mlp_only_layers(cfg, j, src, dense_only)))
+			return rc;
 		for (int l = 0; l < cfg->n_layers; l++) {
-			bool dense_only = false;
-			for (const cJSON *e = only ? only->child : NULL; e; e = e->next)
-				dense_only |= cJSON_IsNumber(e) && (int)e->valuedouble == l;
-			cfg->layer_is_moe[l] = !dense_only && cfg->n_experts > 0 && (l + 1) % step == 0;
+			cfg->layer_is_moe[l] = !dense_only[l] && cfg->n_experts > 0 && (l + 1) % step == 0;
 			if (!cfg->layer_is_moe[l] && cfg->intermediate <= 0)
 				return error_set(EINVAL, "%s: layer %d is dense but intermediate_size is missing",
 						 src, l);

@@ -26,15 +26,18 @@ int prompt_tokenizer_load(struct tokenizer **out, const char *model_dir)
 	return 0;
 }
 
-int prompt_encode(const struct tokenizer *tok, const char *model_type, const char *text,
+int prompt_encode(const struct tokenizer *tok, const char *model_type, const char *text, size_t len,
 		  bool chat, const char *system, int32_t **ids, int *n)
 {
 	char err[512] = "";
 	char *rendered = NULL;
-	size_t len = strlen(text);
 	int rc;
 	*ids = NULL;
 	*n = 0;
+	const char *nul = chat ? memchr(text, 0, len) : NULL;
+	if (nul)
+		return error_set(EINVAL, "the prompt holds a NUL byte at offset %zu; --chat needs text without one",
+				 (size_t)(nul - text));
 	if (chat) {
 		struct chat_template ct;
 		rc = chat_template_init(&ct, tokenizer_chat_template(tok), model_type,

@@ -10,7 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "compute/threadpool.h"
 #include "engine/files.h"
@@ -31,13 +33,41 @@ void session_options_default(struct session_options *o)
 	o->logits_rows = 1;
 }
 
-static int parse_int(const char *name, const char *arg, int lo, int hi, int *out)
+int session_parse_int(const char *name, const char *arg, int lo, int hi, int *out)
 {
 	char *end;
+	errno = 0;
 	long v = strtol(arg, &end, 10);
-	if (*arg == 0 || *end || v < lo || v > hi)
+	if (*arg == 0 || *end || errno == ERANGE || v < lo || v > hi)
 		return error_set(EINVAL, "--%s must be an integer in [%d, %d], not \"%s\"", name, lo, hi, arg);
 	*out = (int)v;
+	return 0;
+}
+
+int session_parse_seed(const char *arg, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 10);
+	/* strtoull takes "-1" as 2^64 - 1 and leading blanks: refuse both. */
+	if (arg[0] < '0' || arg[0] > '9' || *end || errno == ERANGE)
+		return error_set(EINVAL, "--seed must be an integer in [0, %llu], not \"%s\"", ULLONG_MAX, arg);
+	*out = v;
+	return 0;
+}
+
+int session_check_model(const char *dir)
+{
+	struct stat sb;
+	char path[PATH_MAX];
+	if (stat(dir, &sb) != 0)
+		return error_set(errno, "%s: cannot open the model folder: %s", dir, strerror(errno));
+	if (!S_ISDIR(sb.st_mode))
+		return error_set(ENOTDIR, "%s: not a folder (--model takes a colibri container folder)", dir);
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	if (access(path, F_OK) != 0)
+		return error_set(ENOENT, "%s: not a colibri container (no manifest.json); make one with "
+				 "colibri convert HF_DIR OUT_DIR", dir);
 	return 0;
 }
 
@@ -77,13 +107,13 @@ int session_option(struct session_options *o, int ch, const char *arg)
 		o->model_dir = arg;
 		return 0;
 	case SESSION_OPT_THREADS:
-		return parse_int("threads", arg, 1, 1024, &o->threads);
+		return session_parse_int("threads", arg, 1, 1024, &o->threads);
 	case SESSION_OPT_CTX:
-		return parse_int("ctx", arg, 1, 1 << 24, &o->ctx);
+		return session_parse_int("ctx", arg, 1, 1 << 24, &o->ctx);
 	case SESSION_OPT_BATCH:
-		return parse_int("batch", arg, 1, 4096, &o->batch);
+		return session_parse_int("batch", arg, 1, 4096, &o->batch);
 	case SESSION_OPT_IO_DEPTH:
-		return parse_int("io-depth", arg, 1, 4096, &o->io_depth);
+		return session_parse_int("io-depth", arg, 1, 4096, &o->io_depth);
 	case SESSION_OPT_RAM:
 		if (strcmp(arg, "min") == 0) {
 			o->ram_min = true;
@@ -105,7 +135,7 @@ int session_option(struct session_options *o, int ch, const char *arg)
 		o->no_pin = true;
 		return 0;
 	case SESSION_OPT_REPIN:
-		return parse_int("repin", arg, 0, 64, &o->repin);
+		return session_parse_int("repin", arg, 0, 64, &o->repin);
 	case SESSION_OPT_STATS_JSON:
 		o->stats_json = arg;
 		return 0;
@@ -195,7 +225,9 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	memset(s, 0, sizeof *s);
 	s->opt = *o;
 	struct model_config cfg;
-	int rc = model_config_load(&cfg, o->model_dir);
+	int rc = session_check_model(o->model_dir);
+	if (!rc)
+		rc = model_config_load(&cfg, o->model_dir);
 	if (rc)
 		return rc;
 	int threads = o->threads;

@@ -101,6 +101,18 @@ void session_options_default(struct session_options *o);
  * session option. */
 int session_option(struct session_options *o, int ch, const char *arg);
 
+/* Parses a decimal integer in [lo, hi] for option --name; -EINVAL with a
+ * message naming the option otherwise (empty, trailing text, overflow). */
+int session_parse_int(const char *name, const char *arg, int lo, int hi, int *out);
+
+/* Parses --seed: decimal digits only, at most 2^64 - 1 ("-1" is refused,
+ * not wrapped). */
+int session_parse_seed(const char *arg, uint64_t *out);
+
+/* 0 when dir is a folder holding manifest.json; else -errno with a message
+ * saying what dir is instead (missing, not a folder, not a container). */
+int session_check_model(const char *dir);
+
 /* Parses "24G", "512M", "1.5T", "64K" or a plain number of GiB. */
 int session_parse_size(const char *s, uint64_t *bytes);
 

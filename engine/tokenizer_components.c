@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/json_get.h"
 #include "engine/tokenizer_internal.h"
 
 struct comp {
@@ -217,11 +218,12 @@ static int add_dec(struct comp *C, struct dec_plan *d, const cJSON *o)
 	}
 	if (strcmp(type, "Strip") == 0) {
 		const char *c = tj_str(o, "content");
-		const cJSON *start = tj_get(o, "start"), *stop = tj_get(o, "stop");
-		if (!d->fused || !c || strcmp(c, " ") != 0 || !cJSON_IsNumber(start) ||
-		    (stop && cJSON_IsNumber(stop) && stop->valuedouble != 0))
+		const cJSON *stop = tj_get(o, "stop");
+		int64_t start = 0, stop_n = 0;
+		if (!d->fused || !c || strcmp(c, " ") != 0 || json_int(tj_get(o, "start"), 0, 1 << 20, &start) ||
+		    (stop && json_int(stop, 0, 0, &stop_n)))
 			FAIL(C, -EINVAL, "decoder Strip is only supported after Fuse, stripping leading spaces", C->path);
-		C->t->strip_leading = (size_t)start->valuedouble;
+		C->t->strip_leading = (size_t)start;
 		return 0;
 	}
 	if (d->n == 8)

@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/json_get.h"
 #include "engine/tokenizer_internal.h"
 
 #define TOK_ID_MAX (1 << 24)	/* real vocabularies stay below 300k */
@@ -47,10 +48,10 @@ struct load {
 
 static bool get_id(const cJSON *v, int32_t *id)
 {
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= TOK_ID_MAX ||
-	    v->valuedouble != (double)(int32_t)v->valuedouble)
+	int64_t x;
+	if (json_int(v, 0, TOK_ID_MAX - 1, &x) != 0)
 		return false;
-	*id = (int32_t)v->valuedouble;
+	*id = (int32_t)x;
 	return true;
 }
 
@@ -102,7 +103,9 @@ static int load_vocab(struct load *L, const cJSON *vocab)
 	struct tokenizer *t = L->t;
 	const cJSON *it;
 	cJSON_ArrayForEach(it, vocab) {
-		int32_t id = (int32_t)it->valuedouble;
+		int32_t id = 0;
+		if (!get_id(it, &id)) /* checked by the sizing pass; kept for the reader */
+			FAIL(L, -EINVAL, "bad vocabulary id", L->path);
 		size_t n = strlen(it->string);
 		uint32_t off = arena_add(L, it->string, n);
 		tok_strmap_put(&t->vocab, off, (uint32_t)n, id);
@@ -220,7 +223,9 @@ static int load_added(struct load *L, const cJSON *added)
 		FAIL(L, -ENOMEM, "out of memory", L->path);
 	const cJSON *it;
 	cJSON_ArrayForEach(it, added) {
-		int32_t id = (int32_t)tj_get(it, "id")->valuedouble;
+		int32_t id = 0;
+		if (!get_id(tj_get(it, "id"), &id))
+			FAIL(L, -EINVAL, "bad added token id", L->path);
 		const char *c = tj_str(it, "content");
 		size_t len = strlen(c);
 		uint32_t off = arena_add(L, c, len);

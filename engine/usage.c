@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "engine/files.h"
+#include "engine/json_get.h"
 #include "storage/error.h"
 
 #define USAGE_FORMAT "colibri-usage"
@@ -60,8 +62,9 @@ int usage_load(struct usage *u, const char *model_dir)
 	const cJSON *layers = cJSON_GetObjectItemCaseSensitive(j, "layers");
 	char want[17];
 	snprintf(want, sizeof want, "%016" PRIx64, u->model_id);
-	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, USAGE_FORMAT) != 0 || !cJSON_IsNumber(ver) ||
-	    ver->valueint != USAGE_VERSION)
+	int64_t version = 0, li = 0;
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, USAGE_FORMAT) != 0 ||
+	    json_int(ver, USAGE_VERSION, USAGE_VERSION, &version) != 0)
 		usage_warn(path, "not a usage file of this format version");
 	else if (!cJSON_IsString(id) || strcmp(id->valuestring, want) != 0)
 		usage_warn(path, "written for another model");
@@ -69,15 +72,14 @@ int usage_load(struct usage *u, const char *model_dir)
 		usage_warn(path, "no layers list");
 	else {
 		for (const cJSON *l = layers->child; l; l = l->next) {
-			const cJSON *li = cJSON_GetObjectItemCaseSensitive(l, "layer");
 			const cJSON *cs = cJSON_GetObjectItemCaseSensitive(l, "counts");
-			if (!cJSON_IsNumber(li) || li->valueint < 0 || li->valueint >= u->n_layers ||
+			if (json_int(cJSON_GetObjectItemCaseSensitive(l, "layer"), 0, u->n_layers - 1, &li) != 0 ||
 			    !cJSON_IsArray(cs) || cJSON_GetArraySize(cs) != u->n_experts)
 				continue;
-			double *row = u->counts + (size_t)li->valueint * u->n_experts;
+			double *row = u->counts + (size_t)li * u->n_experts;
 			int e = 0;
 			for (const cJSON *c = cs->child; c; c = c->next, e++)
-				if (cJSON_IsNumber(c) && c->valuedouble > 0)
+				if (cJSON_IsNumber(c) && isfinite(c->valuedouble) && c->valuedouble > 0)
 					row[e] += c->valuedouble;
 		}
 	}

@@ -1,0 +1,256 @@
+/*
+ * test_config — config.json and generation_config.json as colibri reads
+ * them (engine/model_config.c, engine/generate.c) through the one checked
+ * JSON number reader (engine/json_get.c):
+ *  - json_int refuses what an int cannot hold exactly: 1e30, 3e9 for an
+ *    int32, fractions, infinities, non-numbers; accepts -0 and +-2^53;
+ *  - integer fields out of range (eos_token_id 2147483648 or [1e30],
+ *    mlp_only_layers [1e20], bos_token_id 1e30, a fractional expert count)
+ *    and values that make a broken model (rms_norm_eps <= 0 or huge,
+ *    rope_theta <= 1, routed_scaling_factor 1e308, a YaRN factor below 1)
+ *    are refused with a message naming the file and the field; these were
+ *    accepted (or converted with undefined behaviour) before;
+ *  - fields left out take transformers v5.15.0's per-family defaults;
+ *  - generation_config.json: top_k 3e9, a string temperature, top_p 0 are
+ *    errors naming the file and the field; valid values are read;
+ *  - a container whose config.json says fewer layers, or other experts,
+ *    than the container holds is refused at load (it would run a silently
+ *    truncated model).
+ */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+
+#include "engine/generate.h"
+#include "engine/json_get.h"
+#include "engine/model_config.h"
+#include "storage/error.h"
+#include "tests/cli_util.h"
+
+static char ws[PATH_MAX];
+
+static void setup(void)
+{
+	tu_mkdtemp(ws, sizeof ws);
+	error_clear();
+}
+
+static void teardown(void)
+{
+	tu_rmrf(ws);
+}
+
+TestSuite(config, .init = setup, .fini = teardown);
+
+Test(config, json_int_checks)
+{
+	static const struct {
+		const char *json;
+		int64_t lo, hi;
+		bool ok;
+		int64_t want;
+	} cases[] = {
+		{ "7", 0, 10, true, 7 },
+		{ "-0", 0, 10, true, 0 },
+		{ "9007199254740992", 0, INT64_MAX, true, JSON_INT_EXACT },
+		{ "-9007199254740992", INT64_MIN, 0, true, -JSON_INT_EXACT },
+		{ "9007199254740994", 0, INT64_MAX, false, 0 },  /* beyond 2^53: not exact */
+		{ "1e30", 0, INT64_MAX, false, 0 },
+		{ "3e9", 0, INT32_MAX, false, 0 },
+		{ "2147483648", 0, INT32_MAX, false, 0 },
+		{ "1.5", 0, 10, false, 0 },
+		{ "1e999", 0, INT64_MAX, false, 0 },              /* cJSON reads it as inf */
+		{ "-1e999", INT64_MIN, 0, false, 0 },
+		{ "11", 0, 10, false, 0 },
+		{ "-1", 0, 10, false, 0 },
+		{ "\"3\"", 0, 10, false, 0 },
+		{ "true", 0, 10, false, 0 },
+		{ "null", 0, 10, false, 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		cJSON *v = cJSON_Parse(cases[i].json);
+		cr_assert_not_null(v, "%s", cases[i].json);
+		int64_t out = -12345;
+		int rc = json_int(v, cases[i].lo, cases[i].hi, &out);
+		if (cases[i].ok) {
+			cr_expect_eq(rc, 0, "%s refused", cases[i].json);
+			cr_expect_eq(out, cases[i].want, "%s read as %lld", cases[i].json, (long long)out);
+		} else {
+			cr_expect_eq(rc, -EINVAL, "%s accepted in [%lld, %lld]", cases[i].json,
+				     (long long)cases[i].lo, (long long)cases[i].hi);
+			cr_expect_eq(out, -12345, "%s: out written on failure", cases[i].json);
+		}
+		cJSON_Delete(v);
+	}
+}
+
+/* Parses fixture `name`'s config.json with key set to the JSON text value
+ * (NULL: removed). Returns the parse result; *cfg holds the config. */
+static int parse_with(const char *name, const char *key, const char *value, struct model_config *cfg)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/hf/%s/config.json", tu_fixtures(), name);
+	char *text = tu_read(path, NULL);
+	cr_assert_not_null(text, "%s missing", path);
+	cJSON *j = cJSON_Parse(text);
+	free(text);
+	cr_assert_not_null(j);
+	cJSON_DeleteItemFromObjectCaseSensitive(j, key);
+	if (value) {
+		cJSON *v = cJSON_Parse(value);
+		cr_assert_not_null(v, "bad test value %s", value);
+		cJSON_AddItemToObject(j, key, v);
+	}
+	error_clear();
+	int rc = model_config_parse(cfg, j, "config.json");
+	cJSON_Delete(j);
+	return rc;
+}
+
+/* The edit must be refused with a message naming config.json and `what`. */
+static void expect_refused(const char *name, const char *key, const char *value, const char *what)
+{
+	struct model_config cfg;
+	int rc = parse_with(name, key, value, &cfg);
+	cr_expect_neq(rc, 0, "%s: %s = %s accepted", name, key, value);
+	const char *msg = error_message();
+	cr_expect(strstr(msg, "config.json") && strstr(msg, what), "%s: %s = %s: message \"%s\" lacks \"%s\"", name,
+		  key, value, msg, what);
+}
+
+Test(config, out_of_range_integers_refused)
+{
+	expect_refused("qwen3_moe", "eos_token_id", "2147483648", "eos_token_id");
+	expect_refused("qwen3_moe", "eos_token_id", "[1e30]", "eos_token_id[0]");
+	expect_refused("qwen3_moe", "eos_token_id", "[1, 2, 3.5]", "eos_token_id[2]");
+	expect_refused("qwen3_moe", "eos_token_id", "512", "eos_token_id"); /* vocab_size 512: not a token */
+	expect_refused("qwen3_moe", "eos_token_id", "[1,2,3,4,5,6,7,8,9]", "at most");
+	expect_refused("qwen3_moe", "mlp_only_layers", "[1e20]", "mlp_only_layers[0]");
+	expect_refused("qwen3_moe", "mlp_only_layers", "[0, 3]", "mlp_only_layers[1]"); /* 3 layers */
+	expect_refused("qwen3_moe", "bos_token_id", "1e30", "bos_token_id");
+	expect_refused("qwen3_moe", "num_experts", "7.5", "num_experts");
+	expect_refused("qwen3_moe", "num_hidden_layers", "1e300", "num_hidden_layers");
+	expect_refused("deepseek_v3", "first_k_dense_replace", "-1e30", "first_k_dense_replace");
+	expect_refused("deepseek_v32", "index_topk", "1e30", "index_topk");
+}
+
+Test(config, broken_values_refused)
+{
+	expect_refused("qwen3_moe", "rms_norm_eps", "0", "rms_norm_eps");
+	expect_refused("qwen3_moe", "rms_norm_eps", "-1e-6", "rms_norm_eps");
+	expect_refused("qwen3_moe", "rms_norm_eps", "1e10", "rms_norm_eps");
+	expect_refused("qwen3_moe", "rope_theta", "0", "rope_theta");
+	expect_refused("qwen3_moe", "rope_theta", "-10000", "rope_theta");
+	expect_refused("qwen3_moe", "rope_theta", "1", "rope_theta");
+	expect_refused("qwen3_moe", "rope_theta", "\"big\"", "rope_theta");
+	expect_refused("deepseek_v3", "routed_scaling_factor", "1e308", "routed_scaling_factor");
+	expect_refused("deepseek_v3", "routed_scaling_factor", "0", "routed_scaling_factor");
+	expect_refused("deepseek_v3", "rope_scaling",
+		       "{\"type\": \"yarn\", \"factor\": 0.5, \"original_max_position_embeddings\": 64}", "factor");
+	expect_refused("olmoe", "clip_qkv", "-1", "clip_qkv");
+	expect_refused("glm4_moe", "partial_rotary_factor", "1.5", "partial_rotary_factor");
+}
+
+/* What transformers v5.15.0's config classes give a field config.json
+ * leaves out (the fixtures spell every field, so each is removed here). */
+Test(config, family_defaults)
+{
+	struct model_config cfg;
+	cr_assert_eq(parse_with("qwen3_moe", "rms_norm_eps", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_float_eq(cfg.rms_eps, 1e-6f, 1e-12);
+	cr_assert_eq(parse_with("olmoe", "rms_norm_eps", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_float_eq(cfg.rms_eps, 1e-5f, 1e-12);
+	cr_assert_eq(parse_with("glm_moe_dsa", "rms_norm_eps", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_float_eq(cfg.rms_eps, 1e-5f, 1e-12);
+	cr_assert_eq(parse_with("deepseek_v3", "routed_scaling_factor", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_float_eq(cfg.routed_scaling, 2.5f, 1e-6);
+	cr_assert_eq(parse_with("glm4_moe", "routed_scaling_factor", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_float_eq(cfg.routed_scaling, 1.0f, 1e-6);
+	cr_assert_eq(parse_with("mixtral", "rope_theta", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_float_eq(cfg.rope_theta, 1e6f, 1e-3);
+	/* DeepseekV3Config: n_group 8, topk_group 4 (the fixture has 16 experts). */
+	cr_assert_eq(parse_with("deepseek_v3", "n_group", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_eq(cfg.n_group, 8);
+	/* Glm4MoeConfig: first_k_dense_replace 1. */
+	cr_assert_eq(parse_with("glm4_moe", "first_k_dense_replace", NULL, &cfg), 0, "%s", error_message());
+	cr_expect(!cfg.layer_is_moe[0] && cfg.layer_is_moe[1]);
+	/* MixtralConfig: eos 2 when config.json names none. */
+	cr_assert_eq(parse_with("mixtral", "eos_token_id", NULL, &cfg), 0, "%s", error_message());
+	cr_expect(cfg.n_eos == 1 && cfg.eos_ids[0] == 2, "n_eos %d, eos %d", cfg.n_eos, cfg.eos_ids[0]);
+}
+
+/* Writes ws/gen/generation_config.json and reads it. */
+static int gen_options(const char *json, struct generate_options *o)
+{
+	char dir[PATH_MAX + 8], path[PATH_MAX + 40];
+	snprintf(dir, sizeof dir, "%s/gen", ws);
+	mkdir(dir, 0755);
+	snprintf(path, sizeof path, "%s/generation_config.json", dir);
+	cr_assert_eq(tu_write(path, json, strlen(json)), 0);
+	error_clear();
+	return generate_options_default(o, dir);
+}
+
+Test(config, generation_config_checked)
+{
+	struct generate_options o;
+	static const struct {
+		const char *json, *field;
+	} bad[] = {
+		{ "{\"do_sample\": true, \"top_k\": 3e9}", "top_k" },
+		{ "{\"do_sample\": true, \"top_k\": -1}", "top_k" },
+		{ "{\"do_sample\": true, \"temperature\": \"hot\"}", "temperature" },
+		{ "{\"do_sample\": true, \"top_p\": 0}", "top_p" },
+		{ "{\"do_sample\": \"yes\"}", "do_sample" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cr_expect_eq(gen_options(bad[i].json, &o), -EINVAL, "%s accepted", bad[i].json);
+		cr_expect(strstr(error_message(), "generation_config.json") && strstr(error_message(), bad[i].field),
+			  "%s: message \"%s\"", bad[i].json, error_message());
+	}
+	cr_assert_eq(gen_options("{\"do_sample\": true, \"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}", &o), 0,
+		     "%s", error_message());
+	cr_expect_float_eq(o.temp, 0.6f, 1e-7);
+	cr_expect_eq(o.top_k, 20);
+	cr_expect_float_eq(o.top_p, 0.95f, 1e-7);
+	/* Sampling values without do_sample: greedy, as GenerationConfig. */
+	cr_assert_eq(gen_options("{\"temperature\": 0.6, \"top_k\": 20}", &o), 0);
+	cr_expect_eq(o.temp, 0.0f);
+}
+
+/* Converts fixture name into ws/c and edits the container's config.json
+ * with Python statements on its dict c. */
+static void container_with(const char *name, const char *edit, char *model, size_t n)
+{
+	snprintf(model, n, "%s/c-%s", ws, name);
+	tu_rmrf(model);
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant bf16 '%s/hf/%s' '%s'", tu_colibri(), tu_fixtures(), name, model),
+		     0);
+	cr_assert_eq(tu_sh("/usr/bin/python3 -c \"import json,sys; p=sys.argv[1]; c=json.load(open(p)); %s; "
+			   "json.dump(c, open(p, 'w'))\" '%s/config.json'", edit, model), 0);
+}
+
+static void expect_load_refused(const char *model, const char *needle)
+{
+	char out[PATH_MAX + 16], log[PATH_MAX + 16];
+	snprintf(out, sizeof out, "%s/logits.f32", ws);
+	snprintf(log, sizeof log, "%s/logits.log", ws);
+	int st = cli_run(ws, log, "logits --model '%s' --tokens 1,2,3 --out '%s'", model, out);
+	char *err = cli_read_err(log);
+	cr_expect(st > 0 && st < 128, "logits exited %d: %s", st, err);
+	cr_expect(err && strstr(err, needle), "message lacks \"%s\": %s", needle, err);
+	cr_expect_neq(tu_sh("test -e '%s'", out), 0, "logits left output behind");
+	free(err);
+}
+
+Test(config, container_must_match_config)
+{
+	char model[PATH_MAX + 16];
+	container_with("qwen3_moe", "c['num_hidden_layers'] = 2", model, sizeof model);
+	expect_load_refused(model, "model.layers.2.");
+	container_with("deepseek_v32", "c['num_hidden_layers'] = 2", model, sizeof model);
+	expect_load_refused(model, "does not describe");
+	container_with("olmoe", "c['num_experts'] = 4; c['num_experts_per_tok'] = 2", model, sizeof model);
+	expect_load_refused(model, "experts");
+}
