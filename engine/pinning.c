@@ -59,7 +59,13 @@ int pinning_start(struct pinning *p, struct model *m, bool enabled)
 		p->class_pins[c]++;
 		p->pins[n++] = (struct expert_pin){ p->hot_layer[i], p->hot_expert[i] };
 	}
-	if (n > 0 && expert_store_pin_set(m->store, p->pins, n) != 0) {
+	rc = n > 0 ? expert_store_pin_set(m->store, p->pins, n) : 0;
+	/* A record that cannot be read or verified is a broken container: the
+	 * run stops with that error. Only a shortage of frames costs just the
+	 * pinning. */
+	if (rc && rc != -ENOMEM)
+		return rc;
+	if (rc) {
 		fprintf(stderr, "colibri: warning: not pinning the learned experts: %s\n", error_message());
 		error_clear();
 		n = 0;
@@ -161,11 +167,15 @@ int pinning_repin(struct pinning *p, struct model *m, int max_swaps)
 
 void pinning_finish(struct pinning *p, struct model *m)
 {
-	if (p->usage.counts && m->store) {
+	/* A run that failed leaves its error pending: save nothing then, so
+	 * that the error the user sees is the run's, first and alone (a
+	 * save's own failure would otherwise stand in for it, or clear it). */
+	if (p->usage.counts && m->store && !error_message()[0]) {
 		for (int l = 0; l < m->cfg.n_layers; l++)
 			usage_add(&p->usage, l, expert_store_usage(m->store, l));
 		if (usage_save(&p->usage, m->dir) != 0) {
-			fprintf(stderr, "colibri: warning: cannot save expert usage: %s\n", error_message());
+			fprintf(stderr, "colibri: warning: cannot save expert usage (learned pinning starts cold "
+					"next time): %s\n", error_message());
 			error_clear();
 		}
 	}

@@ -37,7 +37,8 @@ int pinning_start(struct pinning *p, struct model *m, bool enabled);
  * this run's counts. */
 int pinning_repin(struct pinning *p, struct model *m, int max_swaps);
 
-/* Adds this run's counts and writes the sidecar (a failure is a warning). */
+/* Adds this run's counts and writes the sidecar (a failure is a warning);
+ * nothing is saved while an error is pending (the run failed). */
 void pinning_finish(struct pinning *p, struct model *m);
 
 #endif
