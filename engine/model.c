@@ -283,6 +283,41 @@ out:
 	return rc;
 }
 
+/* The container holds what config.json describes and nothing else: every
+ * resident tensor is one of the family's tensors for this config, and every
+ * expert file belongs to an MoE layer. A num_hidden_layers smaller than the
+ * container's (which would run a silently truncated model) or a config of
+ * another shape is refused here, naming the first tensor it does not
+ * explain. O(tensors x specs) name compares, once at load. */
+static int check_container_matches_config(struct model *m)
+{
+	const struct model_config *c = &m->cfg;
+	struct tensor_spec *specs = NULL;
+	size_t n_specs = 0;
+	int rc = model_tensors_resident(c, &specs, &n_specs);
+	for (size_t i = 0; !rc && i < m->man.n_tensors; i++) {
+		const char *name = m->man.tensors[i].name;
+		size_t k = 0;
+		while (k < n_specs && strcmp(specs[k].name, name) != 0)
+			k++;
+		if (k == n_specs)
+			rc = error_set(EINVAL, "%s: the container holds tensor %s, which config.json (%s, %d layers) does "
+				       "not describe; config.json does not belong to this container", m->dir, name,
+				       c->model_type, c->n_layers);
+	}
+	for (size_t i = 0; !rc && i < m->man.n_expert_layers; i++) {
+		int l = m->man.layers[i].layer;
+		if (l >= c->n_layers + c->n_mtp_layers || !c->layer_is_moe[l])
+			rc = error_set(EINVAL, "%s: the container holds routed experts for layer %d, which config.json "
+				       "(%d layers) does not describe as an MoE layer", m->dir, l, c->n_layers);
+	}
+	if (!rc && m->man.n_experts != c->n_experts && m->man.n_expert_layers)
+		rc = error_set(EINVAL, "%s: the container holds %d experts per layer, config.json says %d", m->dir,
+			       m->man.n_experts, c->n_experts);
+	free(specs);
+	return rc;
+}
+
 int model_load(struct model *m, const char *dir, const struct model_options *opt)
 {
 	memset(m, 0, sizeof *m);
@@ -294,6 +329,8 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 	if (strcmp(m->man.model_type, m->cfg.model_type) != 0)
 		return error_set(EINVAL, "%s: manifest model_type %s does not match config.json (%s)", dir,
 				 m->man.model_type, m->cfg.model_type);
+	if ((rc = check_container_matches_config(m)))
+		return rc;
 	if ((rc = read_resident(m)))
 		return rc;
 	const struct model_config *c = &m->cfg;
