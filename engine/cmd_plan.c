@@ -164,6 +164,7 @@ int cmd_plan(int argc, char **argv)
 		rc = error_set(-rc, "%s", p.error);
 		goto out;
 	}
+	plan_print_overrides(&p, stderr);
 	struct plan_model_info mi = { .dir = so.model_dir, .model_type = c.cfg.model_type,
 				      .n_layers = c.cfg.n_layers, .expert_quant = c.expert_quant };
 	if (json) {

@@ -95,6 +95,7 @@ static int choose_budget(struct plan *p, const struct plan_inputs *in)
 		p->budget_bytes = p->min_bytes;
 		p->budget_source = PLAN_BUDGET_MIN;
 	} else if (in->ram_bytes) {
+		p->available_bytes = in->available_memory_bytes > 0 ? (uint64_t)in->available_memory_bytes : 0;
 		if (in->ram_bytes < p->min_bytes) {
 			/* Rounded up, so that passing the stated number works. */
 			uint64_t min_mib = (p->min_bytes + MIB - 1) / MIB;
@@ -326,6 +327,15 @@ int plan_compute(struct plan *p, const struct plan_inputs *in)
 int plan_print_overrides(const struct plan *p, FILE *f)
 {
 	int n = 0;
+	if (p->budget_source == PLAN_BUDGET_EXPLICIT && p->available_bytes && p->budget_bytes > p->available_bytes) {
+		/* The plan spends at most full_bytes whatever the budget. */
+		uint64_t use = p->budget_bytes < p->full_bytes ? p->budget_bytes : p->full_bytes;
+		fprintf(f, "colibri: warning: --ram %.1f GiB is more than the %.1f GiB of memory available (cgroup "
+			   "limits included); %s\n", p->budget_bytes / 1073741824.0, p->available_bytes / 1073741824.0,
+			use > p->available_bytes ? "the run may swap or be killed for lack of memory"
+						 : "the model needs less, so the run uses only that");
+		n++;
+	}
 	if (p->threads != p->threads_planned) {
 		fprintf(f, "colibri: --threads %d overrides the plan (%d, the physical cores)\n", p->threads,
 			p->threads_planned);

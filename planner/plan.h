@@ -135,6 +135,7 @@ struct plan {
 	enum plan_budget_source budget_source;
 	uint64_t min_bytes;            /* smallest budget that runs */
 	uint64_t full_bytes;           /* smallest budget that caches every expert */
+	uint64_t available_bytes;      /* memory available (cgroup limits included); 0 unknown */
 	/* The split; sums to budget_bytes. */
 	uint64_t resident_bytes;
 	uint64_t kv_bytes;
@@ -191,7 +192,8 @@ const struct disk_point *plan_disk_point(const struct plan *p, const struct plan
 					 const struct disk_profile *d);
 
 /* Prints one "colibri: --FLAG V overrides the plan (...)" line per explicit
- * --threads or --io-depth that differs from the planned value. Returns the
+ * --threads or --io-depth that differs from the planned value, and a
+ * warning for an explicit --ram above the memory available. Returns the
  * number of lines. */
 int plan_print_overrides(const struct plan *p, FILE *f);
 

@@ -5,8 +5,10 @@
  *
  * The memory figure is a ceiling for the RAM plan, so where sources
  * disagree the smallest wins: a container's cgroup limit is usually far
- * below the host's MemAvailable. For cgroup v2 every ancestor of our cgroup
- * is checked, because a limit set on a parent applies to us too.
+ * below the host's MemAvailable. Every ancestor of our cgroup is checked
+ * (cgroup v2 memory.max, v1 memory.limit_in_bytes and
+ * hierarchical_memory_limit), because a limit set on a parent applies to
+ * us too.
  */
 #include "planner/topology.h"
 
@@ -66,6 +68,48 @@ static void topology_apply_limit(int64_t *avail, int64_t *total, int64_t limit, 
 		*avail = left;
 }
 
+/* "hierarchical_memory_limit N" of a cgroup v1 memory.stat: the smallest
+ * limit of the cgroup and its ancestors; -1 if absent. */
+static int64_t topology_v1_hierarchical_limit(const char *stat_path)
+{
+	FILE *f = fopen(stat_path, "r");
+	char line[256];
+	int64_t v = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "hierarchical_memory_limit %" SCNd64, &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* cgroup v1: a limit on any ancestor applies to us, and its headroom is
+ * that ancestor's limit minus that ancestor's usage (a child with no limit
+ * of its own under a 700 MiB parent has 700 MiB minus what its siblings
+ * use). So walk from our cgroup up to the root of the hierarchy, as for
+ * v2; hierarchical_memory_limit also covers ancestors outside our view
+ * (a container that sees its own cgroup as the root). */
+static void topology_cgroup_v1_limits(const char *cg, int64_t *avail, int64_t *total)
+{
+	char dir[4096], path[4400];
+	snprintf(dir, sizeof dir, "%s", strcmp(cg, "/") ? cg : "");
+	snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", dir);
+	if (access(path, R_OK) != 0)
+		dir[0] = 0; /* our path is outside this mount's view: its root is our cgroup */
+	snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.stat", dir);
+	topology_apply_limit(avail, total, topology_v1_hierarchical_limit(path), -1);
+	for (;;) {
+		snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", dir);
+		int64_t lim = topology_read_i64(path);
+		snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", dir);
+		topology_apply_limit(avail, total, lim, topology_read_i64(path));
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			break;
+		*slash = 0;
+	}
+}
+
 static void topology_cgroup_limits(int64_t *avail, int64_t *total)
 {
 	FILE *f = fopen("/proc/self/cgroup", "r");
@@ -95,15 +139,7 @@ static void topology_cgroup_limits(int64_t *avail, int64_t *total)
 				*slash = 0;
 			}
 		} else if (strstr(ctrl, "memory")) {
-			snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", cg);
-			int64_t lim = topology_read_i64(path);
-			if (lim < 0)
-				lim = topology_read_i64("/sys/fs/cgroup/memory/memory.limit_in_bytes");
-			snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.usage_in_bytes", cg);
-			int64_t use = topology_read_i64(path);
-			if (use < 0)
-				use = topology_read_i64("/sys/fs/cgroup/memory/memory.usage_in_bytes");
-			topology_apply_limit(avail, total, lim, use);
+			topology_cgroup_v1_limits(cg, avail, total);
 		}
 	}
 	fclose(f);

@@ -632,3 +632,52 @@ Test(commands, plan_frame_classes_beside_mtp)
 		cJSON_Delete(jp);
 	}
 }
+
+/* The memory cgroup v1 folder of this process, or "" without one. */
+static void own_memory_cgroup(char *buf, size_t n)
+{
+	FILE *f = fopen("/proc/self/cgroup", "r");
+	char line[4096];
+	buf[0] = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		char *c = strstr(line, ":memory:");
+		if (c) {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(buf, n, "/sys/fs/cgroup/memory%s", strcmp(c + 8, "/") ? c + 8 : "");
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+/* A limit on a parent cgroup binds a child that has none of its own: with
+ * the process in an unlimited child of a 700 MiB parent, the memory colibri
+ * plans with is at most 700 MiB (it was the host's, and the default --ram
+ * got the run OOM-killed). */
+Test(commands, nested_cgroup_limit_respected)
+{
+	char cg[4096], parent[4200], child[4300], path[4400], out[4400];
+	own_memory_cgroup(cg, sizeof cg);
+	snprintf(path, sizeof path, "%s/memory.limit_in_bytes", cg);
+	if (!cg[0] || access(path, W_OK) != 0 || geteuid() != 0)
+		cr_skip_test("needs root and the cgroup v1 memory controller (%s)", cg[0] ? cg : "not mounted");
+	snprintf(parent, sizeof parent, "%s/colibri-test-%d", cg, (int)getpid());
+	snprintf(child, sizeof child, "%s/child", parent);
+	cr_assert(mkdir(parent, 0755) == 0 && mkdir(child, 0755) == 0, "cannot create %s", child);
+	snprintf(path, sizeof path, "%s/memory.limit_in_bytes", parent);
+	int wrote = tu_write(path, "734003200", 9); /* 700 MiB */
+	snprintf(out, sizeof out, "%s/plan.json", scratch);
+	int st = wrote ? -1
+		       : tu_sh("sh -c 'echo $$ >\"%s/cgroup.procs\" && COLIBRI_CACHE_DIR=\"%s\" exec \"%s\" plan --model \"%s\" "
+			       "--json' >'%s'", child, cache, tu_colibri(), model, out);
+	rmdir(child);
+	rmdir(parent);
+	cr_assert_eq(wrote, 0, "cannot set the parent's limit");
+	cr_assert_eq(st, 0, "plan failed in the child cgroup");
+	cJSON *j = cli_json_read(out);
+	double avail = cli_json_num(j, "machine.available_memory_bytes");
+	double total = cli_json_num(j, "machine.total_memory_bytes");
+	cr_expect(avail > 0 && avail <= 734003200.0, "available %.0f bytes under a 700 MiB parent", avail);
+	cr_expect(total <= 734003200.0, "total %.0f bytes under a 700 MiB parent", total);
+	cJSON_Delete(j);
+}
