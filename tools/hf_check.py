@@ -1,0 +1,769 @@
+#!/usr/bin/python3
+"""Runs the real Hugging Face transformers model code on the test fixtures.
+
+What it checks: for each fixture build/fixtures/hf/<name>/ (a tiny
+checkpoint from make_fixtures.sh) it builds the model from the transformers
+v5.15.0 configuration and modeling files of its family, loads the
+checkpoint's weights, runs the tokens of ref/<name>.tokens teacher-forced
+(one sequence, positions 0..n-1, use_cache=False, eager attention, CPU) and
+compares the logits with ref/<name>.f32, which the numpy reference
+(reference.py / ref_deepseek.py) wrote.  So it proves the reference, and
+through it the engine's tests, against transformers itself.  It prints one
+line per fixture (largest |diff|, that over the largest |ref|, top-1
+agreement) and exits 1 when a relative difference exceeds --tol (default
+1e-5) or a top-1 differs, 2 on a setup error (missing fixtures, wrong
+transformers version).  The MTP heads (ref/<name>.mtp.f32) are not checked.
+--layers adds, for a failing fixture, the difference after the embeddings
+and after each decoder layer against reference.py --dump-hidden (run from
+--ref-tools into a scratch folder), which names the first layer that
+diverges.
+
+    /usr/bin/python3 tools/hf_check.py --transformers /work/hf-transformers/src \\
+        --fixtures build/fixtures [--names a,b] [--dtype float32|float64] [--tol 1e-5]
+        [--fp8 config|grid] [--layers] [--ref-tools DIR] [--any-version]
+
+An offline tool, not part of CI or of tools/run_tests.sh: it needs Debian's
+python3-torch (1.13) with python3-packaging, python3-regex, python3-tqdm and
+python3-filelock, and a transformers source tree at tag v5.15.0 (for
+example `git worktree add DIR v5.15.0` in a transformers clone; pass
+DIR/src).  It reads __version__ from that tree and refuses anything but
+5.15.0 unless --any-version.  Verified against transformers 5.15.0 (commit
+5eddc12edf, "Release: v5.15.0").  No transformers code is copied here; the
+shim only builds the package skeleton around the real files.
+
+The shim.  transformers v5 wants torch >= 2.5, huggingface_hub and
+safetensors, which Debian 12 lacks, and its package __init__ pulls in the hub
+client, tokenizers and the whole from_pretrained machinery.  So
+transformers/__init__.py never runs: empty package modules (transformers,
+.utils, .integrations, .generation, .quantizers, .distributed, .models,
+.models.<family>) go into sys.modules with their real __path__, and these
+real files are loaded one by one: utils/{import_utils, logging, generic,
+doc, constants, deprecation, output_capturing}.py, configuration_utils.py,
+generation/configuration_utils.py, integrations/heterogeneity,
+modeling_rope_utils.py, activations.py, integrations/hub_kernels.py,
+integrations/moe.py, cache_utils.py, masking_utils.py, modeling_outputs.py,
+initialization.py, core_model_loading.py, conversion_mapping.py, and each
+family's configuration_*.py and modeling_*.py.  What is stubbed, and why it
+changes no arithmetic of the forward pass:
+
+- huggingface_hub: dataclasses.strict keeps transformers' accept-kwargs
+  __init__ (the copy in configuration_utils) and adds validate(), which runs
+  the class's validate_* methods but not the per-field type checks (they
+  only raise); utils' progress-bar switches are no-ops.  No hub call is made.
+- transformers.utils' __init__: names come from the real import_utils,
+  generic, doc and constants modules; the hub helpers (cached_file,
+  PushToHubMixin, hf_api, ...) are inert, auto_docstring returns its
+  argument (it only writes docstrings).
+- import_utils.is_torch_available() is forced true (its test is torch >=
+  2.5); is_torch_greater_or_equal stays honest, so version-gated code takes
+  its older-torch branch (masking_utils builds masks without vmap, the
+  default anyway).
+- torch 1.13 gets what v5 calls and it lacks: nn.Buffer (a tensor that
+  Module.__setattr__ registers as a buffer, persistent or not), a bare
+  @torch.no_grad decorator, torch.is_autocast_enabled(device_type),
+  torch.compiler.is_compiling() (false), torch.utils._pytree
+  .register_pytree_node (ModelOutput registration, for torch.compile only)
+  and no-op torch.library.custom_op / register_fake / register_autograd
+  (integrations/moe.py registers its grouped_mm fallback, a path not taken).
+- modeling_utils: PreTrainedModel is an nn.Module that keeps the config and
+  sets config._attn_implementation = "eager" and _experts_implementation =
+  "eager" (the experts class's own forward: the one-hot loop with
+  index_add); post_init does nothing (every weight is loaded afterwards, and
+  checked to be).  ALL_ATTENTION_FUNCTIONS answers eager only.
+- modeling_layers: GradientCheckpointingLayer is a plain nn.Module (it only
+  adds checkpointing in training); the Generic*For* heads are unused.
+- Inert, never called: generation.GenerationMixin, dynamic_module_utils,
+  modeling_gguf_pytorch_utils, modeling_flash_attention_utils,
+  processing_utils (Unpack from typing_extensions), integrations.deepgemm and
+  .sonicmoe (GPU experts kernels), and core_model_loading's distributed /
+  accelerate / tensor-parallel / loading-report imports.
+- safetensors: tensors are read with tools/safetensors_np.py and converted
+  exactly (bf16 -> float32 by bit shift, fp8 e4m3 by table).
+
+Loading.  from_pretrained lives in the real modeling_utils (DTensor,
+accelerate hooks, torch 2.x), so the model is built from its config class
+(config_cls.from_dict(config.json)) and its state dict assembled the way
+core_model_loading.convert_and_load_state_dict_in_model does it: keys sorted
+by dot_natural_key, renamed by the real rename_source_key with the real
+conversion mapping of the class / model_type plus "legacy"
+(conversion_mapping.py), and each WeightConverter's real ops applied
+(MergeModulelist(dim=0) then Concatenate(dim=1): per-expert gate/up/down to
+mlp.experts.gate_up_proj [E, 2I, H] and down_proj [E, H, I]; Mixtral's
+block_sparse_moe renamed mlp).  MTP layers (model.layers.N, N >=
+num_hidden_layers) and keys matching _keys_to_ignore_on_load_unexpected are
+dropped, as from_pretrained leaves them unloaded; any other unexpected or
+missing key, or a shape mismatch, is an error.
+
+FP8 e4m3 weights are dequantized before the mapping, w = fp8 * scale_inv in
+float32.  Without a GPU transformers' FineGrainedFP8 quantizer dequantizes
+with integrations/finegrained_fp8.Fp8Dequantize, whose _dequantize_one takes
+the block as weight shape / scale-grid shape; that file needs
+torch.float8_e4m3fn, so its formula is repeated here.  For a dimension that
+is not a multiple of 128 (the tiny DeepSeek q_b_proj [192, 64] with a
+[2, 1] grid) that reads 96-row blocks where the checkpoint format (DeepSeek's
+weight_dequant, vLLM, the numpy reference, colibri) means 128-row tiles with
+a partial last one.  --fp8 config (the default) uses the fixed
+quantization_config.weight_block_size tiles; --fp8 grid reproduces
+transformers' CPU dequantization; each fp8 fixture prints a note when the
+two differ.
+
+Then model.to(dtype): float32, or float64 for a sharper comparison, with
+_keep_in_fp32_modules(_strict) left in float32 as from_pretrained does;
+transformers' code still computes RoPE cos/sin, the router, the DSA indexer
+scores and the attention softmax in float32 there.
+"""
+
+import argparse
+import importlib
+import json
+import os
+import re
+import sys
+import types
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import safetensors_np as st  # noqa: E402
+
+VERIFIED_VERSION = "5.15.0"
+
+# model_type -> (folder under models/, config class, causal LM class)
+FAMILIES = {
+    "olmoe": ("olmoe", "OlmoeConfig", "OlmoeForCausalLM"),
+    "qwen3_moe": ("qwen3_moe", "Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+    "mixtral": ("mixtral", "MixtralConfig", "MixtralForCausalLM"),
+    "deepseek_v3": ("deepseek_v3", "DeepseekV3Config", "DeepseekV3ForCausalLM"),
+    "glm4_moe": ("glm4_moe", "Glm4MoeConfig", "Glm4MoeForCausalLM"),
+    "deepseek_v32": ("deepseek_v32", "DeepseekV32Config", "DeepseekV32ForCausalLM"),
+    "glm_moe_dsa": ("glm_moe_dsa", "GlmMoeDsaConfig", "GlmMoeDsaForCausalLM"),
+}
+
+DEFAULT_NAMES = ("olmoe,qwen3_moe,mixtral,qwen3_moe_fused,qwen3_moe_fp8,deepseek_v3,"
+                 "deepseek_v3_fp8,deepseek_v3_noqlora,glm4_moe,deepseek_v32,deepseek_v32_fp8,"
+                 "glm_moe_dsa,glm_moe_dsa_interleave,glm_moe_dsa_yarn")
+
+
+class SetupError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- the shim
+
+
+def _module(name, path=None, **attrs):
+    """Registers an empty (package) module in sys.modules."""
+    m = types.ModuleType(name)
+    if path is not None:
+        m.__path__ = [path]
+    m.__dict__.update(attrs)
+    sys.modules[name] = m
+    parent, _, child = name.rpartition(".")
+    if parent and parent in sys.modules:
+        setattr(sys.modules[parent], child, m)
+    return m
+
+
+class _Inert:
+    """Stand-in for classes and functions on no path the forward takes."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("hf_check shim: an inert stand-in was called")
+
+
+def _inert_function(name):
+    def f(*args, **kwargs):
+        raise RuntimeError("hf_check shim: %s is not available" % name)
+    f.__name__ = name
+    return f
+
+
+def _inert_attr(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _inert_function(name)
+
+
+def _patch_torch(torch):
+    nn = torch.nn
+    if not hasattr(nn, "Buffer"):
+        # torch >= 2.5: nn.Buffer(t, persistent=True) assigned to a Module
+        # attribute registers t as a buffer.
+        class Buffer:
+            def __new__(cls, data=None, *, persistent=True):
+                t = torch.empty(0) if data is None else data
+                t._hf_check_buffer_persistent = persistent
+                return t
+
+        nn.Buffer = Buffer
+        orig_setattr = nn.Module.__setattr__
+
+        def __setattr__(self, name, value):
+            if isinstance(value, torch.Tensor) and hasattr(value, "_hf_check_buffer_persistent"):
+                persistent = value._hf_check_buffer_persistent
+                del value._hf_check_buffer_persistent
+                if name in self._buffers:
+                    self._buffers[name] = value
+                    if persistent:
+                        self._non_persistent_buffers_set.discard(name)
+                    else:
+                        self._non_persistent_buffers_set.add(name)
+                else:
+                    self.register_buffer(name, value, persistent=persistent)
+                return
+            orig_setattr(self, name, value)
+
+        nn.Module.__setattr__ = __setattr__
+    try:
+        torch.no_grad(lambda: None)
+    except TypeError:
+        # torch >= 2.1 accepts a bare @torch.no_grad (no parentheses).
+        orig_no_grad = torch.no_grad
+
+        class no_grad(orig_no_grad):
+            def __new__(cls, func=None):
+                if callable(func):
+                    return orig_no_grad()(func)
+                return super().__new__(cls)
+
+            def __init__(self, func=None):
+                super().__init__()
+
+        torch.no_grad = no_grad
+    for name in ("custom_op", "register_fake", "register_autograd"):
+        # integrations/moe.py registers its grouped_mm fallback as a custom
+        # op (the "grouped_mm" experts path, never taken here).
+        if not hasattr(torch.library, name):
+            setattr(torch.library, name, lambda *args, **kwargs: None)
+    if not hasattr(torch, "compiler"):
+        # torch >= 2.3; nothing is compiled here.
+        torch.compiler = types.ModuleType("torch.compiler")
+        torch.compiler.is_compiling = lambda: False
+        torch.compiler.is_exporting = lambda: False
+        sys.modules["torch.compiler"] = torch.compiler
+    import torch.utils._pytree as pytree
+    if not hasattr(pytree, "register_pytree_node"):
+        # utils/generic.py registers each ModelOutput for torch.compile/export.
+        def register_pytree_node(typ, flatten_fn, unflatten_fn, **kwargs):
+            pytree._register_pytree_node(typ, flatten_fn, unflatten_fn)
+        pytree.register_pytree_node = register_pytree_node
+        pytree._dict_flatten_with_keys = None
+    orig_enabled = torch.is_autocast_enabled
+    try:
+        orig_enabled("cpu")
+    except TypeError:
+        def is_autocast_enabled(device_type=None):
+            if device_type == "cpu":
+                return torch.is_autocast_cpu_enabled()
+            return orig_enabled()
+        torch.is_autocast_enabled = is_autocast_enabled
+
+
+def _stub_huggingface_hub():
+    from dataclasses import MISSING, fields
+    from functools import wraps
+
+    hub = _module("huggingface_hub", path="", __version__="0.0-hf_check-stub")
+    _module("huggingface_hub.utils", are_progress_bars_disabled=lambda *a, **k: True,
+            enable_progress_bars=lambda *a, **k: None, disable_progress_bars=lambda *a, **k: None)
+
+    def strict(cls=None, *, accept_kwargs=False):
+        # huggingface_hub.dataclasses.strict without the type checks:
+        # accept_kwargs wraps __init__ as transformers' copy of it does
+        # (configuration_utils.wrap_init_to_accept_kwargs), validate() runs
+        # the class's validate_* methods.
+        def wrap(cls):
+            if accept_kwargs:
+                original_init = cls.__init__
+
+                @wraps(original_init)
+                def __init__(self, *args, **kwargs):
+                    if args:
+                        raise ValueError("%s accepts only keyword arguments" % cls.__name__)
+                    names = {f.name for f in fields(cls)}
+                    for f in fields(cls):
+                        if f.name in kwargs:
+                            setattr(self, f.name, kwargs[f.name])
+                        elif f.default is not MISSING:
+                            setattr(self, f.name, f.default)
+                        elif f.default_factory is not MISSING:
+                            setattr(self, f.name, f.default_factory())
+                        else:
+                            raise TypeError("Missing required field - '%s'" % f.name)
+                    self.__post_init__(**{k: v for k, v in kwargs.items() if k not in names})
+
+                cls.__init__ = __init__
+
+            def validate(self):
+                for name in dir(type(self)):
+                    if name.startswith("validate_") and callable(getattr(type(self), name)):
+                        getattr(self, name)()
+
+            cls.validate = validate
+            return cls
+
+        return wrap if cls is None else wrap(cls)
+
+    _module("huggingface_hub.dataclasses", strict=strict)
+    hub.is_offline_mode = lambda: True
+    return hub
+
+
+def _skeleton_utils(pkg_dir):
+    """transformers.utils without its __init__: real submodules, inert hub names."""
+    utils = _module("transformers.utils", path=os.path.join(pkg_dir, "utils"))
+    stubs = {
+        "CONFIG_NAME": "config.json",
+        "GENERATION_CONFIG_NAME": "generation_config.json",
+        "SAFE_WEIGHTS_NAME": "model.safetensors",
+        "WEIGHTS_NAME": "pytorch_model.bin",
+        "PushToHubMixin": type("PushToHubMixin", (), {"push_to_hub": _inert_function("push_to_hub")}),
+        "cached_file": _inert_function("cached_file"),
+        "extract_commit_hash": _inert_function("extract_commit_hash"),
+        "download_url": _inert_function("download_url"),
+        "is_remote_url": lambda *a, **k: False,
+        "hf_api": None,
+        "auto_docstring": lambda obj=None, **kw: obj if obj is not None else (lambda o: o),
+    }
+    real = ("import_utils", "generic", "doc", "constants")
+
+    def __getattr__(name):
+        if name in stubs:
+            return stubs[name]
+        for sub in real:
+            m = sys.modules.get("transformers.utils." + sub)
+            if m is not None and hasattr(m, name):
+                return getattr(m, name)
+        raise AttributeError("hf_check shim: transformers.utils.%s is not provided" % name)
+
+    utils.__getattr__ = __getattr__
+    return utils
+
+
+def install_shim(src, any_version=False):
+    """Makes the transformers package under SRC importable enough to build
+    and run the model families of FAMILIES.  Returns the transformers module."""
+    pkg_dir = os.path.join(src, "transformers")
+    init_path = os.path.join(pkg_dir, "__init__.py")
+    if not os.path.exists(init_path):
+        raise SetupError("%s: no transformers package there (pass the checkout's src/)" % src)
+    with open(init_path) as f:
+        m = re.search(r'^__version__ = "([^"]+)"', f.read(), re.M)
+    if not m:
+        raise SetupError("%s: no __version__" % init_path)
+    version = m.group(1)
+    if version != VERIFIED_VERSION and not any_version:
+        raise SetupError("transformers %s at %s; this tool is verified against %s only "
+                         "(--any-version to run anyway)" % (version, src, VERIFIED_VERSION))
+    if "transformers" in sys.modules:
+        return sys.modules["transformers"]
+
+    import torch
+    _patch_torch(torch)
+    _stub_huggingface_hub()
+
+    tf = _module("transformers", path=pkg_dir, __version__=version, __file__=init_path)
+    _skeleton_utils(pkg_dir)
+    import transformers.utils.import_utils as import_utils
+    # The real test is "torch >= 2.5"; the modeling files only need it true.
+    import_utils.is_torch_available = lambda: True
+    for sub in ("logging", "generic", "doc", "constants", "deprecation", "output_capturing"):
+        importlib.import_module("transformers.utils." + sub)
+
+    integ = _module("transformers.integrations", path=os.path.join(pkg_dir, "integrations"))
+    # GPU experts kernels, imported by integrations/moe.py and finegrained_fp8.py.
+    _module("transformers.integrations.deepgemm").__getattr__ = _inert_attr
+    _module("transformers.integrations.sonicmoe",
+            sonicmoe_experts_forward=_inert_function("sonicmoe_experts_forward"))
+    _module("transformers.generation", path=os.path.join(pkg_dir, "generation"),
+            GenerationMixin=type("GenerationMixin", (), {}))
+    _module("transformers.dynamic_module_utils", custom_object_save=_inert_function("custom_object_save"))
+    _module("transformers.modeling_gguf_pytorch_utils",
+            load_gguf_checkpoint=_inert_function("load_gguf_checkpoint"))
+    # core_model_loading (WeightRenaming, WeightConverter and their ops) for
+    # conversion_mapping; its distributed and accelerate imports are inert.
+    _module("transformers.distributed", path=os.path.join(pkg_dir, "distributed"))
+    _module("transformers.distributed.sharding_utils", DtensorShardOperation=_Inert,
+            _dtensor_from_local_like=_inert_function("_dtensor_from_local_like"))
+    _module("transformers.distributed.utils", is_dtensor=lambda t: False)
+    _module("transformers.integrations.accelerate", get_device=_inert_function("get_device"),
+            offload_weight=_inert_function("offload_weight"))
+    _module("transformers.integrations.tensor_parallel", ALL_PARALLEL_STYLES={},
+            to_local=_inert_function("to_local"))
+    _module("transformers.quantizers", path=os.path.join(pkg_dir, "quantizers"))
+    _module("transformers.utils.loading_report", LoadStateDictInfo=_Inert)
+    import transformers.generation.configuration_utils  # noqa: F401
+    import transformers.integrations.heterogeneity  # noqa: F401
+    import transformers.modeling_rope_utils  # noqa: F401
+    import transformers.configuration_utils  # noqa: F401
+    import transformers.integrations.hub_kernels as hub_kernels
+    import transformers.integrations.moe as moe
+    for name in ("use_kernel_forward_from_hub", "use_kernelized_func", "use_kernel_func_from_hub"):
+        setattr(integ, name, getattr(hub_kernels, name))
+    integ.use_experts_implementation = moe.use_experts_implementation
+    import transformers.activations  # noqa: F401
+    import transformers.cache_utils  # noqa: F401
+    import transformers.masking_utils  # noqa: F401
+    import transformers.modeling_outputs  # noqa: F401
+    import transformers.initialization  # noqa: F401
+    from typing import TypedDict
+
+    from typing_extensions import Unpack
+
+    _module("transformers.processing_utils", Unpack=Unpack)
+    _module("transformers.modeling_flash_attention_utils",
+            FlashAttentionKwargs=TypedDict("FlashAttentionKwargs", {}, total=False))
+
+    nn = torch.nn
+
+    class AttentionInterface(dict):
+        def get_interface(self, implementation, default):
+            if implementation not in (None, "eager"):
+                raise KeyError("hf_check shim: attention %r is not available" % implementation)
+            return default
+
+    class PreTrainedModel(nn.Module):
+        """The part of transformers.modeling_utils.PreTrainedModel that a
+        forward pass reads: the config, eager attention and experts."""
+
+        config_class = None
+        base_model_prefix = ""
+        _keys_to_ignore_on_load_unexpected = None
+
+        def __init__(self, config, *args, **kwargs):
+            super().__init__()
+            config._attn_implementation = "eager"
+            config._experts_implementation = "eager"
+            self.config = config
+
+        def post_init(self):
+            pass
+
+    _module("transformers.modeling_utils", PreTrainedModel=PreTrainedModel,
+            ALL_ATTENTION_FUNCTIONS=AttentionInterface())
+
+    class GradientCheckpointingLayer(nn.Module):
+        gradient_checkpointing = False
+
+    _module("transformers.modeling_layers", GradientCheckpointingLayer=GradientCheckpointingLayer,
+            GenericForSequenceClassification=type("GenericForSequenceClassification", (), {}),
+            GenericForTokenClassification=type("GenericForTokenClassification", (), {}),
+            GenericForQuestionAnswering=type("GenericForQuestionAnswering", (), {}))
+
+    import transformers.conversion_mapping  # noqa: F401
+
+    _module("transformers.models", path=os.path.join(pkg_dir, "models"))
+    return tf
+
+
+def load_family(model_type):
+    if model_type not in FAMILIES:
+        raise SetupError("model_type %r is not one this tool runs" % model_type)
+    folder, config_cls, lm_cls = FAMILIES[model_type]
+    import transformers
+    pkg = "transformers.models." + folder
+    if pkg not in sys.modules:
+        _module(pkg, path=os.path.join(transformers.__path__[0], "models", folder))
+    cfg_mod = importlib.import_module(pkg + ".configuration_" + folder)
+    mdl_mod = importlib.import_module(pkg + ".modeling_" + folder)
+    return getattr(cfg_mod, config_cls), getattr(mdl_mod, lm_cls), mdl_mod
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _dequantize_grid(quantized, scales, output_dtype):
+    """transformers' Fp8Dequantize._dequantize_one (integrations/finegrained_fp8.py,
+    the CPU path: FineGrainedFP8 sets dequantize=True without a GPU): the block is
+    derived from the scale grid, rows / scale_rows by cols / scale_cols, and
+    w = fp8 * scale in float32.  The real method is used when that file imports
+    (it needs torch.float8_e4m3fn, which torch 1.13 lacks); this is its formula."""
+    import torch
+    rows, cols = quantized.shape[-2:]
+    srows, scols = scales.shape[-2:]
+    if rows % srows or cols % scols:
+        raise SetupError("Fp8Dequantize: weight %s not divisible by scale grid %s"
+                         % (list(quantized.shape), list(scales.shape)))
+    q = quantized.to(torch.float32).reshape(-1, srows, rows // srows, scols, cols // scols)
+    s = scales.to(torch.float32).reshape(-1, srows, scols).unsqueeze(-1).unsqueeze(2)
+    return (q * s).to(output_dtype).reshape(quantized.shape)
+
+
+def _dequantize_blocks(quantized, scales, block, output_dtype):
+    """DeepSeek's convention (inference weight_dequant, vLLM, the checkpoint
+    format): fixed block x block tiles from the top left, the last ones partial;
+    w = fp8 * scale in float32."""
+    import torch
+    rows, cols = quantized.shape[-2:]
+    br, bc = block
+    want = (-(-rows // br), -(-cols // bc))
+    if tuple(scales.shape[-2:]) != want:
+        raise SetupError("weight %s with %s blocks wants a %s scale grid, found %s"
+                         % (list(quantized.shape), list(block), list(want), list(scales.shape)))
+    s = scales.to(torch.float32).repeat_interleave(br, dim=-2).repeat_interleave(bc, dim=-1)
+    s = s[..., :rows, :cols]
+    return (quantized.to(torch.float32) * s).to(output_dtype)
+
+
+def _real_dequantize_one():
+    try:
+        from transformers.integrations.finegrained_fp8 import Fp8Dequantize
+    except Exception:  # noqa: BLE001 - any import failure means "use the formula"
+        return None
+    return Fp8Dequantize(None)._dequantize_one
+
+
+def _scale_name(weight_name):
+    # Fp8Dequantize._scale_pattern_for: x.weight -> x.weight_scale_inv, y -> y_scale_inv
+    if weight_name.endswith(".weight"):
+        return weight_name[: -len(".weight")] + ".weight_scale_inv"
+    return weight_name + "_scale_inv"
+
+
+def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, block):
+    """Checkpoint tensors as float32 torch tensors (fp8 dequantized, by
+    fp8_mode "config" = fixed `block` tiles or "grid" = transformers' CPU
+    Fp8Dequantize), MTP layers and keys transformers ignores dropped.
+    Returns (tensors, dropped names, names where the two fp8 modes differ)."""
+    import torch
+    raw = st.load_dir(model_dir)
+    scale_names = {_scale_name(n) for n, t in raw.items() if t.dtype == "F8_E4M3"}
+    grid = _real_dequantize_one() or _dequantize_grid
+    out, dropped, fp8_differ = {}, [], []
+    for name, t in raw.items():
+        m = re.match(r"model\.layers\.(\d+)\.", name)
+        if (m and int(m.group(1)) >= num_hidden_layers) or any(re.search(p, name) for p in ignore_patterns):
+            dropped.append(name)
+            continue
+        if name in scale_names:
+            continue
+        if t.dtype == "F8_E4M3":
+            sname = _scale_name(name)
+            if sname not in raw:
+                raise SetupError("%s: fp8 tensor %s has no %s" % (model_dir, name, sname))
+            q = torch.from_numpy(st.e4m3_to_f32(t.raw).copy())
+            s = torch.from_numpy(st.to_f32(raw[sname]).copy())
+            fixed = _dequantize_blocks(q, s, block, torch.float32)
+            try:
+                derived = grid(q, s, torch.float32)
+            except (SetupError, ValueError) as e:
+                derived = e
+            if not isinstance(derived, torch.Tensor) or not torch.equal(derived, fixed):
+                fp8_differ.append(name)
+            if fp8_mode == "grid":
+                if not isinstance(derived, torch.Tensor):
+                    raise SetupError("%s: %s" % (name, derived))
+                out[name] = derived
+            else:
+                out[name] = fixed
+        else:
+            out[name] = torch.from_numpy(st.to_f32(t).copy())
+    return out, dropped, fp8_differ
+
+
+def convert_state_dict(tensors, model, model_type):
+    """Checkpoint keys -> the model's keys through transformers' conversion
+    mapping (as convert_and_load_state_dict_in_model does it, synchronously)."""
+    from copy import deepcopy
+
+    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    from transformers.core_model_loading import (WeightConverter, WeightRenaming, dot_natural_key,
+                                                 rename_source_key)
+    transforms = (get_checkpoint_conversion_mapping(type(model).__name__)
+                  or get_checkpoint_conversion_mapping(model_type) or [])
+    transforms = list(transforms) + list(get_checkpoint_conversion_mapping("legacy") or [])
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+    converters = [t for t in transforms if isinstance(t, WeightConverter)]
+    pattern_to_converter = {k: c for c in converters for k in c.source_patterns}
+    wanted = model.state_dict()
+    pending, unexpected = {}, []
+    for key, tensor in sorted(tensors.items(), key=lambda kv: dot_natural_key(kv[0])):
+        renamed, pattern = rename_source_key(key, renamings, converters)
+        if renamed not in wanted:
+            unexpected.append(key)
+            continue
+        if pattern is not None:
+            mapping = pending.setdefault(renamed, deepcopy(pattern_to_converter[pattern]))
+        else:
+            mapping = pending.setdefault(renamed, WeightRenaming(key, renamed))
+            pattern = key
+        mapping.add_tensor(renamed, key, pattern, (lambda t=tensor: t))
+    state = {}
+    for first_name, mapping in pending.items():
+        for target, value in mapping.convert(first_name, model=model, config=model.config).items():
+            state[target] = value[0] if isinstance(value, list) else value
+    missing = sorted(set(wanted) - set(state))
+    extra = sorted(set(state) - set(wanted))
+    if unexpected or missing or extra:
+        raise SetupError("state dict mismatch: unexpected %s, missing %s, extra %s"
+                         % (unexpected[:6], missing[:6], extra[:6]))
+    for k, v in state.items():
+        if tuple(v.shape) != tuple(wanted[k].shape):
+            raise SetupError("%s: checkpoint gives %s, the model wants %s"
+                             % (k, list(v.shape), list(wanted[k].shape)))
+    used = sorted({type(t).__name__ + ":" + ",".join(t.source_patterns)
+                   for t in transforms if t.was_used()} if transforms else [])
+    return state, used
+
+
+def build_model(model_dir, dtype_name, fp8_mode="config"):
+    import torch
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg_dict = json.load(f)
+    model_type = cfg_dict.get("model_type")
+    config_cls, lm_cls, _ = load_family(model_type)
+    config = config_cls.from_dict(cfg_dict)
+    torch.manual_seed(0)
+    model = lm_cls(config)
+    ignore = list(getattr(lm_cls, "_keys_to_ignore_on_load_unexpected", None) or [])
+    qc = cfg_dict.get("quantization_config") or {}
+    block = tuple(qc.get("weight_block_size") or (128, 128))
+    tensors, dropped, fp8_differ = read_checkpoint(model_dir, config.num_hidden_layers, ignore,
+                                                   fp8_mode, block)
+    state, used = convert_state_dict(tensors, model, model_type)
+    model.load_state_dict(state, strict=True)
+    dtype = getattr(torch, dtype_name)
+    model = model.to(dtype)
+    if dtype != torch.float32:
+        # from_pretrained(dtype=...) keeps these modules in float32.
+        keep = list(getattr(lm_cls, "_keep_in_fp32_modules", None) or []) + \
+            list(getattr(lm_cls, "_keep_in_fp32_modules_strict", None) or [])
+        if keep:
+            rx = re.compile("|".join(re.escape(k) for k in keep))
+            for mod_name, mod in model.named_modules():
+                for pname, p in list(mod.named_parameters(recurse=False)):
+                    if rx.search(mod_name + "." + pname):
+                        p.data = p.data.float()
+                for bname, b in list(mod.named_buffers(recurse=False)):
+                    if rx.search(mod_name + "." + bname):
+                        mod._buffers[bname] = b.float()
+    model.eval()
+    return model, config, dropped, used, fp8_differ
+
+
+# ---------------------------------------------------------------- running
+
+
+def run_fixture(fixtures, name, dtype_name, fp8_mode="config", hidden=False):
+    import torch
+    model_dir = os.path.join(fixtures, "hf", name)
+    with open(os.path.join(fixtures, "ref", name + ".tokens")) as f:
+        tokens = [int(x) for x in f.read().strip().split(",")]
+    model, config, dropped, used, fp8_differ = build_model(model_dir, dtype_name, fp8_mode)
+    ref = np.fromfile(os.path.join(fixtures, "ref", name + ".f32"), dtype="<f4")
+    ref = ref.reshape(len(tokens), -1).astype(np.float64)
+    layer_out = []
+    hooks = []
+    if hidden:
+        hooks.append(model.model.embed_tokens.register_forward_hook(
+            lambda m, i, o: layer_out.append(o[0].double().numpy().copy())))
+        for layer in model.model.layers:
+            hooks.append(layer.register_forward_hook(
+                lambda m, i, o: layer_out.append((o[0] if isinstance(o, tuple) else o)[0].double().numpy().copy())))
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([tokens]), use_cache=False)
+    for h in hooks:
+        h.remove()
+    logits = out.logits[0].double().numpy()
+    if logits.shape != ref.shape:
+        raise SetupError("%s: logits %s, reference %s" % (name, logits.shape, ref.shape))
+    diff = np.abs(logits - ref)
+    res = {
+        "name": name, "dtype": dtype_name, "model_type": config.model_type,
+        "max_abs": float(diff.max()), "rel": float(diff.max() / np.abs(ref).max()),
+        "top1": int((logits.argmax(-1) == ref.argmax(-1)).sum()), "n": len(tokens),
+        "dropped": len(dropped), "mapping": used, "fp8_differ": fp8_differ,
+    }
+    if hidden:
+        res["hidden"] = layer_out
+        res["tokens"] = tokens
+    return res
+
+
+def report_layers(args, name):
+    """Prints, per layer, the largest difference between transformers' residual
+    stream and the numpy reference's (reference.py --dump-hidden)."""
+    import subprocess
+    import tempfile
+    r = run_fixture(args.fixtures, name, args.dtype, args.fp8, hidden=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, name + ".f32")
+        cmd = [sys.executable, "-B", os.path.join(args.ref_tools, "reference.py"),
+               "--model", os.path.join(args.fixtures, "hf", name),
+               "--tokens", ",".join(map(str, r["tokens"])), "--out", out,
+               "--dump-hidden", "--quiet", "--min-margin", "0"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            print("%-24s layers: reference.py failed: %s" % ("", (p.stderr or p.stdout).strip()[-300:]))
+            return
+        ref = np.fromfile(out + ".hidden.f32", dtype="<f4").astype(np.float64)
+    hf = r["hidden"]
+    ref = ref.reshape(len(hf), len(r["tokens"]), -1)
+    for i, (a, b) in enumerate(zip(hf, ref)):
+        d = np.abs(a - b).max() / np.abs(b).max()
+        label = "embeddings" if i == 0 else "layer %d" % (i - 1)
+        print("%-24s   %-11s max|diff| / max|ref| %.3e" % ("", label, d))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--transformers", required=True, help="the src/ folder of a transformers v5.15.0 checkout")
+    ap.add_argument("--fixtures", required=True, help="the fixtures folder (hf/ and ref/ inside)")
+    ap.add_argument("--names", default=DEFAULT_NAMES, help="comma-separated fixture names")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    ap.add_argument("--fp8", default="config", choices=("config", "grid"),
+                    help="fp8 block scales: config = quantization_config.weight_block_size tiles, the last "
+                         "ones partial (DeepSeek's format; default); grid = transformers' CPU "
+                         "Fp8Dequantize, block = shape / scale grid")
+    ap.add_argument("--tol", type=float, default=1e-5, help="largest |diff| / largest |ref| allowed")
+    ap.add_argument("--layers", action="store_true",
+                    help="on a failing fixture, find the first layer that diverges (runs reference.py --dump-hidden)")
+    ap.add_argument("--ref-tools", default=HERE, help="folder with the reference.py for --layers")
+    ap.add_argument("--any-version", action="store_true", help="run on a transformers other than %s" % VERIFIED_VERSION)
+    args = ap.parse_args(argv)
+    try:
+        tf = install_shim(args.transformers, args.any_version)
+    except SetupError as e:
+        print("hf_check: %s" % e, file=sys.stderr)
+        return 2
+    import torch
+    print("hf_check: transformers %s from %s, torch %s, %s, tol %.0e"
+          % (tf.__version__, args.transformers, torch.__version__, args.dtype, args.tol))
+    names = [n for n in args.names.split(",") if n]
+    missing = [n for n in names if not os.path.isdir(os.path.join(args.fixtures, "hf", n))
+               or not os.path.exists(os.path.join(args.fixtures, "ref", n + ".f32"))]
+    if missing:
+        print("hf_check: fixtures missing in %s: %s (run tools/make_fixtures.sh)"
+              % (args.fixtures, ", ".join(missing)), file=sys.stderr)
+        return 2
+    failed = 0
+    for name in names:
+        try:
+            r = run_fixture(args.fixtures, name, args.dtype, args.fp8)
+        except SetupError as e:
+            print("%-24s ERROR %s" % (name, e))
+            failed += 1
+            continue
+        ok = r["rel"] <= args.tol and r["top1"] == r["n"]
+        print("%-24s %-12s %s max|diff| %.3e  rel %.3e  top1 %d/%d  %s"
+              % (name, r["model_type"], args.dtype, r["max_abs"], r["rel"], r["top1"], r["n"],
+                 "ok" if ok else "FAIL"))
+        if r["fp8_differ"]:
+            print("%-24s note: transformers' Fp8Dequantize (block = shape / scale grid) differs from the "
+                  "fixed-block reading on %d tensors, e.g. %s (--fp8 %s used)"
+                  % ("", len(r["fp8_differ"]), r["fp8_differ"][0], args.fp8))
+        if not ok:
+            failed += 1
+            if args.layers:
+                report_layers(args, name)
+    print("hf_check: %d of %d fixtures outside tolerance" % (failed, len(names)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
