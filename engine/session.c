@@ -285,8 +285,10 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	free(pm);
 	if (rc)
 		return rc;
-	if ((rc = model_load(&s->model, o->model_dir, &mo)))
+	if ((rc = model_load(&s->model, o->model_dir, &mo))) {
+		model_free(&s->model); /* what the failed load had allocated */
 		return rc;
+	}
 	s->model_loaded = true;
 	/* Learned pinning takes up to half of each frame class's frames beyond
 	 * one step's need; the rest stays a cache for what the workload does now. */

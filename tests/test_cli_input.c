@@ -203,3 +203,41 @@ Test(cli_input, ram_beyond_memory_warned)
 	cr_expect(err && strstr(err, "--ram") && strstr(err, "more than"), "no warning: %s", err);
 	free(err);
 }
+
+/* Copies container src to ws/dst and applies a Python edit to the dict m
+ * of file `json` in it (or a shell command when json is NULL). */
+static void broken_copy(const char *src, const char *dst, const char *json, const char *edit)
+{
+	char d[PATH_MAX + 16];
+	snprintf(d, sizeof d, "%s/%s", ws, dst);
+	cr_assert_eq(tu_sh("rm -rf '%s' && cp -r '%s' '%s'", d, src, d), 0);
+	if (json)
+		cr_assert_eq(tu_sh("/usr/bin/python3 -c \"import json,sys; p=sys.argv[1]; m=json.load(open(p)); %s; "
+				   "json.dump(m, open(p, 'w'))\" '%s/%s'", edit, d, json), 0, "%s", edit);
+	else
+		cr_assert_eq(tu_sh("cd '%s' && %s", d, edit), 0, "%s", edit);
+}
+
+/* model_load's failure paths free what they allocated: under the
+ * sanitizer build LeakSanitizer would add its report to stderr (and change
+ * the exit status), which expect_fail's one-line rule catches. */
+Test(cli_input, load_failures_leak_nothing)
+{
+	char m[PATH_MAX + 16];
+	convert("deepseek_v32", m, sizeof m);
+	static const struct {
+		const char *name, *json, *edit, *needle;
+	} cases[] = {
+		{ "layers", "config.json", "m['num_hidden_layers'] = 2", "does not describe" },
+		{ "sum", "manifest.json", "m['resident']['tensors'][3]['xxh3'] = '0' * 16", "checksum" },
+		{ "mirror", "manifest.json", "m['mirrors'] = [{'dir': '/x', 'layers': [99]}]", "mirror" },
+		{ "eps", "config.json", "m['rms_norm_eps'] = 0", "rms_norm_eps" },
+		{ "trunc", NULL, "truncate -s 100 resident.bin", "truncated" },
+		{ "nofile", NULL, "rm experts/layer-001.bin", "layer-001.bin" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		broken_copy(m, cases[i].name, cases[i].json, cases[i].edit);
+		free(expect_fail(cases[i].needle, NULL, "logits --model '%s/%s' --tokens 1,2 --out '%s/l.f32'", ws,
+				 cases[i].name, ws));
+	}
+}
