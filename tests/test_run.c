@@ -18,12 +18,19 @@ static char model[4200];
 
 static void setup(void)
 {
+	tu_mkdtemp(scratch, sizeof scratch);
+}
+
+/* The tests on real text use qwen3_moe_tok (the Qwen3 tokenizer from
+ * tools/node_modules): skip with the reason when it is missing, else
+ * convert it into `model` (int4). */
+static void need_tok_model(void)
+{
 	char hf[PATH_MAX];
 	snprintf(hf, sizeof hf, "%s/hf/qwen3_moe_tok/tokenizer.json", tu_fixtures());
 	if (access(hf, R_OK) != 0)
 		cr_skip_test("fixture hf/qwen3_moe_tok is missing: tools/node_modules lacks the Qwen3 tokenizer "
 			     "(run ./setup.sh)");
-	tu_mkdtemp(scratch, sizeof scratch);
 	snprintf(model, sizeof model, "%s/tok-int4", scratch);
 	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/qwen3_moe_tok' '%s'", tu_colibri(),
 			   tu_fixtures(), model), 0, "convert failed");
@@ -31,8 +38,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	if (scratch[0])
-		tu_rmrf(scratch);
+	tu_rmrf(scratch);
 }
 
 TestSuite(run, .init = setup, .fini = teardown);
@@ -51,6 +57,7 @@ static char *run_out(const char *name, const char *args)
 
 Test(run, greedy_identical_across_threads_and_budgets)
 {
+	need_tok_model();
 	char args[8192];
 	const char *variants[] = { "--threads 1", "--threads 2", "--threads 2 --ram min", "--threads 1 --batch 1" };
 	char *first = NULL;
@@ -71,6 +78,7 @@ Test(run, greedy_identical_across_threads_and_budgets)
 
 Test(run, seeded_sampling_reproduces)
 {
+	need_tok_model();
 	char args[8192];
 	snprintf(args, sizeof args, "run --model '%s' --tokens 9707,1879 -n 16 --temp 0.9 --top-p 0.9 --top-k 50 --seed 7", model);
 	char *a = run_out("s1", args);
@@ -82,6 +90,7 @@ Test(run, seeded_sampling_reproduces)
 
 Test(run, stats_report)
 {
+	need_tok_model();
 	char args[8192], path[4400];
 	snprintf(args, sizeof args, "run --model '%s' --chat --prompt hi -n 8 --temp 0 --stats --stats-json '%s/stats.json'",
 		 model, scratch);
@@ -128,6 +137,7 @@ Test(run, stops_at_eos)
 
 Test(run, tokenize_roundtrip)
 {
+	need_tok_model();
 	char args[8192];
 	const char *text = "Hello, world! 你好 🙂";
 	snprintf(args, sizeof args, "tokenize --model '%s' --text '%s'", model, text);
@@ -174,6 +184,7 @@ Test(run, no_tokenizer)
  * peak resident set stays within the budget plus the stated 32 MiB slack. */
 Test(run, ram_budget_holds)
 {
+	need_tok_model();
 	char args[8192], path[4400];
 	snprintf(args, sizeof args, "'%s' run --model '%s' --prompt 'count to ten' -n 16 --temp 0 --ram 1M 2>'%s/low.err'",
 		 tu_colibri(), model, scratch);
@@ -210,6 +221,7 @@ Test(run, ram_budget_holds)
 /* run follows the plan; explicit flags override it and the run says so. */
 Test(run, flags_override_the_plan)
 {
+	need_tok_model();
 	char args[8192], path[4400];
 	snprintf(args, sizeof args, "run --model '%s' --tokens 9707 -n 2 --temp 0 --io-depth 8 --threads 1 --stats", model);
 	free(run_out("override", args));
@@ -305,6 +317,7 @@ Test(run, frame_classes_beside_mtp)
  * one position less is refused. */
 Test(run, context_holds_prompt_and_n)
 {
+	need_tok_model();
 	char ds[4400], args[8192];
 	snprintf(ds, sizeof ds, "%s/ds-ctx", scratch);
 	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/deepseek_v3' '%s'", tu_colibri(), tu_fixtures(), ds), 0);
