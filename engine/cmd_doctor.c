@@ -29,6 +29,7 @@
 
 #include "engine/cmd.h"
 #include "engine/manifest.h"
+#include "engine/mirror.h"
 #include "engine/verify.h"
 #include "planner/plan_machine.h"
 #include "planner/plan_report.h"
@@ -118,8 +119,28 @@ static bool copy_exists(const struct doctor *d, const struct manifest *m, size_t
 	return manifest_copy_path(m, d->dir, k, l, path, n) && (k == 0 || access(path, R_OK) == 0);
 }
 
+/* What a leftover of an interrupted mirror is reported against. */
+struct doctor_mirror {
+	struct doctor *d;
+	const char *dir;
+};
+
+/* A temporary file of an interrupted `colibri mirror`: reported, not
+ * removed, since a mirror run may be writing it now. */
+static int leftover_report(void *ctx, const char *path)
+{
+	const struct doctor_mirror *dm = ctx;
+	char fix[8400];
+	snprintf(fix, sizeof fix, "delete it, or run colibri mirror --model %s --to %s again, which removes it",
+		 dm->d->dir, dm->dir);
+	report(dm->d, DOCTOR_WARN, "mirror", fix, "%s is left over from an interrupted colibri mirror (unless one is "
+	       "running now)", path);
+	return 0;
+}
+
 /* Mirrors (colibri mirror): each listed folder and copy is there with the
- * expert file's size. A missing copy is a warning: reads use the others. */
+ * expert file's size. A missing copy is a warning: reads use the others;
+ * so is a temporary file an interrupted mirror left. */
 static void check_mirrors(struct doctor *d, const struct manifest *m)
 {
 	char path[4096], fix[4300];
@@ -141,6 +162,8 @@ static void check_mirrors(struct doctor *d, const struct manifest *m)
 		}
 		if (!bad)
 			report(d, DOCTOR_PASS, "mirror", NULL, "%s holds %d expert files", dir, n);
+		struct doctor_mirror dm = { .d = d, .dir = dir };
+		mirror_leftovers(m, dir, leftover_report, &dm);
 	}
 }
 

@@ -120,6 +120,32 @@ static int copy_file(const char *src, const char *dst, uint8_t *buf, struct mirr
 	return rc;
 }
 
+int mirror_leftovers(const struct manifest *m, const char *dir, int (*found)(void *ctx, const char *path),
+		     void *ctx)
+{
+	char path[PATH_MAX];
+	int rc = 0;
+	for (size_t i = 0; !rc && i <= m->n_expert_layers; i++) {
+		const char *name = i < m->n_expert_layers ? m->layers[i].file : "colibri-mirror.json";
+		snprintf(path, sizeof path, "%s/%s.tmp", dir, name);
+		struct stat sb;
+		if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+			rc = found(ctx, path);
+	}
+	return rc;
+}
+
+/* mirror_leftovers' callback of mirror_add: ctx points at its quiet flag. */
+static int leftover_remove(void *ctx, const char *path)
+{
+	if (unlink(path) != 0 && errno != ENOENT)
+		return error_set(errno, "%s: cannot remove this leftover of an interrupted mirror: %s", path,
+				 strerror(errno));
+	if (!*(const bool *)ctx)
+		fprintf(stderr, "mirror: removed %s, left by an interrupted mirror\n", path);
+	return 0;
+}
+
 static int mirror_index(const struct manifest *m, const char *dir)
 {
 	for (size_t i = 0; i < m->n_mirrors; i++)
@@ -159,6 +185,8 @@ int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers,
 		rc = error_set(EINVAL, "%s: a mirror must be another folder than the model", to_dir);
 		goto out;
 	}
+	if ((rc = mirror_leftovers(&m, to, leftover_remove, &quiet)))
+		goto out;
 	int idx = mirror_index(&m, to);
 	if (idx < 0 && m.n_mirrors >= MANIFEST_MIRRORS_MAX) {
 		rc = error_set(ENOSPC, "%s: already %d mirrors registered", model_dir, MANIFEST_MIRRORS_MAX);
