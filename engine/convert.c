@@ -43,6 +43,16 @@ static void convert_on_signal(int sig)
 	convert_interrupted = 1;
 }
 
+/* Catches sig for the conversion, saving its disposition in old; a signal
+ * that is ignored (nohup, a background job of a script) stays ignored. */
+static void catch_signal(int sig, struct sigaction *old)
+{
+	struct sigaction sa = { .sa_handler = convert_on_signal };
+	sigaction(sig, NULL, old);
+	if (old->sa_handler != SIG_IGN)
+		sigaction(sig, &sa, NULL);
+}
+
 /* Where one matrix's rows come from: rows [row0, row0 + rows) of tensor t,
  * dequantized with the block scales in `scale` when t is FP8. */
 struct matrix_src {
@@ -601,16 +611,16 @@ int convert_run(const struct convert_options *o)
 {
 	struct converter c = { .opt = o };
 	struct manifest m = { 0 };
-	struct sigaction sa = { .sa_handler = convert_on_signal }, old_int, old_term, old_hup;
+	struct sigaction old_int, old_term, old_hup;
 	char out[PATH_MAX];
 	int rc;
 
 	if (o->group <= 0 || o->group % 32 != 0)
 		return error_set(EINVAL, "--group-size %d must be a positive multiple of 32", o->group);
 	convert_interrupted = 0;
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGHUP, &sa, &old_hup);
+	catch_signal(SIGINT, &old_int);
+	catch_signal(SIGTERM, &old_term);
+	catch_signal(SIGHUP, &old_hup);
 	c.prog.quiet = o->quiet;
 	c.prog.t0 = c.prog.last = clock_now_s();
 	c.dense_quant = convert_dense_quant(o->quant);

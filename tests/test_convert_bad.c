@@ -9,7 +9,8 @@
  * neither OUT_DIR nor a temporary sibling. An existing OUT_DIR is kept
  * without --force; --force refuses folders that are not containers and
  * regular files; a failure after the data files are written and an
- * interrupted conversion (SIGINT) leave nothing.
+ * interrupted conversion (SIGINT) leave nothing; under nohup, SIGHUP does
+ * not interrupt.
  * (Successful conversions and their values: tests/test_convert.c.)
  */
 #include <criterion/criterion.h>
@@ -322,6 +323,43 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Starts `colibri convert HF OUT --quiet` with stderr in ws/log.txt; with
+ * ignore_hup, SIGHUP is ignored when it starts, as under nohup. */
+static pid_t convert_start(const char *hf, const char *out, bool ignore_hup)
+{
+	char logp[PATH_MAX + 16];
+	snprintf(logp, sizeof logp, "%s/log.txt", ws);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 2);
+		if (ignore_hup)
+			signal(SIGHUP, SIG_IGN);
+		execl(tu_colibri(), tu_colibri(), "convert", hf, out, "--quiet", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits (30 s at most) until convert pid has made its temporary folder
+ * ws/out.tmp-XXXXXX, whose path goes into tmp. */
+static void wait_for_tmp(pid_t pid, char *tmp, size_t len)
+{
+	tmp[0] = 0;
+	for (double t0 = now_s(); !tmp[0] && now_s() - t0 < 30; usleep(200)) {
+		DIR *d = opendir(ws);
+		struct dirent *de;
+		while ((de = readdir(d)))
+			if (strncmp(de->d_name, "out.tmp-", 8) == 0)
+				snprintf(tmp, len, "%s/%s", ws, de->d_name);
+		closedir(d);
+		int st;
+		cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "convert exited before it was signalled");
+	}
+	cr_assert(tmp[0], "no temporary folder appeared within 30 s");
+}
+
 /* SIGINT during a conversion. To interrupt at a known point, tokenizer.json
  * is a FIFO with no writer: the converter blocks opening it after writing
  * resident.bin and the expert files into its temporary folder. The test
@@ -329,34 +367,13 @@ static double now_s(void)
  * first one landed before the block) until the process exits. */
 Test(convert_bad, interrupt_leaves_nothing)
 {
-	char hf[PATH_MAX], out[PATH_MAX + 16], fifo[PATH_MAX + 32], logp[PATH_MAX + 16], names[1024];
+	char hf[PATH_MAX], out[PATH_MAX + 16], fifo[PATH_MAX + 32], tmp[PATH_MAX + 64], names[1024];
 	copy_fixture(hf, sizeof hf, "qwen3_moe");
 	snprintf(fifo, sizeof fifo, "%s/tokenizer.json", hf);
 	cr_assert_eq(mkfifo(fifo, 0644), 0);
 	snprintf(out, sizeof out, "%s/out", ws);
-	snprintf(logp, sizeof logp, "%s/log.txt", ws);
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, 2);
-		execl(tu_colibri(), tu_colibri(), "convert", hf, out, "--quiet", (char *)NULL);
-		_exit(127);
-	}
-	double t0 = now_s();
-	bool seen_tmp = false;
-	while (!seen_tmp && now_s() - t0 < 30) {
-		DIR *d = opendir(ws);
-		struct dirent *de;
-		while ((de = readdir(d)))
-			seen_tmp |= strncmp(de->d_name, "out.tmp-", 8) == 0;
-		closedir(d);
-		int st;
-		cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "convert exited before it was interrupted");
-		if (!seen_tmp)
-			usleep(2000);
-	}
-	cr_assert(seen_tmp, "no temporary folder appeared within 30 s");
+	pid_t pid = convert_start(hf, out, false);
+	wait_for_tmp(pid, tmp, sizeof tmp);
 	int st = 0;
 	pid_t w = 0;
 	for (int tries = 0; tries < 20 && w == 0; tries++) {
@@ -375,9 +392,48 @@ Test(convert_bad, interrupt_leaves_nothing)
 	cr_assert(WIFSIGNALED(st) ? WTERMSIG(st) == SIGINT : WEXITSTATUS(st) != 0,
 		  "unexpected status %d", st);
 	if (WIFEXITED(st)) {
-		char *log = tu_read(logp, NULL);
+		char *log = read_file(ws, "log.txt", NULL);
 		assert_one_line(log);
 		free(log);
 	}
 	cr_assert_eq(out_entries(names, sizeof names), 0, "left behind: %s", names);
+}
+
+/* Started with SIGHUP ignored (nohup), convert keeps it ignored. To send
+ * SIGHUP mid-conversion, the test stops the process (SIGSTOP) once its
+ * temporary folder exists and checks that manifest.json is not written yet
+ * (a SIGHUP caught before that point interrupts the conversion), sends
+ * SIGHUP, and lets it continue: it must publish the container. */
+Test(convert_bad, sighup_ignored_under_nohup)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], tmp[PATH_MAX + 64], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	bool early = false;
+	int st = 0;
+	for (int tries = 0; tries < 5 && !early; tries++) {
+		tu_rmrf(out);
+		pid_t pid = convert_start(hf, out, true);
+		wait_for_tmp(pid, tmp, sizeof tmp);
+		kill(pid, SIGSTOP);
+		cr_assert_eq(waitpid(pid, &st, WUNTRACED), pid);
+		char mpath[PATH_MAX + 128];
+		snprintf(mpath, sizeof mpath, "%s/manifest.json", tmp);
+		early = WIFSTOPPED(st) && access(mpath, F_OK) != 0;
+		snprintf(mpath, sizeof mpath, "%s/manifest.json.tmp", tmp);
+		early = early && access(mpath, F_OK) != 0;
+		kill(pid, SIGHUP);
+		kill(pid, SIGCONT);
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		char *log = read_file(ws, "log.txt", NULL);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "convert failed after SIGHUP (status %d): %s", st, log);
+		free(log);
+	}
+	if (!early)
+		cr_skip_test("the conversion was past its manifest each time it was stopped");
+	struct manifest m;
+	error_clear();
+	cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
+	manifest_free(&m);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
 }
