@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,7 +210,45 @@ static int resolve_expert(struct converter *c, int layer, int e, enum expert_par
 	return 0;
 }
 
-/* Reads rows [r, r + n) of the matrix as f32, applying FP8 block scales. */
+/* -EINVAL naming tensor t of the checkpoint when p[0..rows * cols), its rows
+ * from row0 on, holds a NaN or an infinity: a weight no quantizer can
+ * store, and a model that could only produce NaN. */
+static int check_finite(const struct converter *c, const struct st_tensor *t, const float *p, int64_t row0,
+			int64_t rows, int64_t cols, const char *what)
+{
+	for (int64_t i = 0; i < rows * cols; i++)
+		if (!isfinite(p[i]))
+			return error_set(EINVAL, "%s: tensor %s: %s at row %" PRId64 ", column %" PRId64 " is %s",
+					 st_set_path(&c->set, t), t->name, what, row0 + i / cols, i % cols,
+					 isnan(p[i]) ? "NaN" : "infinite");
+	return 0;
+}
+
+/* Reads the block scales of s into c->scale_buf, unless they are there. */
+static int scales_read(struct converter *c, const struct matrix_src *s)
+{
+	if (c->scale_of == s->scale)
+		return 0;
+	int64_t rows = st_tensor_rows(s->scale), cols = st_tensor_cols(s->scale);
+	size_t need = (size_t)(rows * cols);
+	if (need > c->scale_cap) {
+		float *p = realloc(c->scale_buf, need * sizeof *p);
+		if (!p)
+			return error_set(ENOMEM, "out of memory");
+		c->scale_buf = p;
+		c->scale_cap = need;
+	}
+	c->scale_of = NULL;
+	int rc = st_tensor_read_f32(&c->set, s->scale, 0, rows, c->scale_buf);
+	if (!rc)
+		rc = check_finite(c, s->scale, c->scale_buf, 0, rows, cols, "the scale");
+	if (!rc)
+		c->scale_of = s->scale;
+	return rc;
+}
+
+/* Reads rows [r, r + n) of the matrix as f32, applying FP8 block scales;
+ * a value that is not finite (in the source, or after scaling) fails. */
 static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n,
 		       float *out)
 {
@@ -217,32 +256,18 @@ static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t 
 	if (rc)
 		return rc;
 	c->prog.bytes_read += (uint64_t)n * (uint64_t)s->cols * st_dtype_size(s->t->dtype);
-	if (!s->scale)
-		return 0;
 	/* Block scales are small ([rows/128, cols/128]); keep the current
 	 * matrix's whole table and reread only when the matrix changes. */
+	if (s->scale && (rc = scales_read(c, s)))
+		return rc;
 	int64_t bc = (s->cols + FP8_BLOCK - 1) / FP8_BLOCK;
-	if (c->scale_of != s->scale) {
-		size_t need = (size_t)(st_tensor_rows(s->scale) * st_tensor_cols(s->scale));
-		if (need > c->scale_cap) {
-			float *p = realloc(c->scale_buf, need * sizeof *p);
-			if (!p)
-				return error_set(ENOMEM, "out of memory");
-			c->scale_buf = p;
-			c->scale_cap = need;
-		}
-		rc = st_tensor_read_f32(&c->set, s->scale, 0, st_tensor_rows(s->scale), c->scale_buf);
-		if (rc)
-			return rc;
-		c->scale_of = s->scale;
-	}
-	for (int64_t i = 0; i < n; i++) {
+	for (int64_t i = 0; s->scale && i < n; i++) {
 		const float *srow = c->scale_buf + (r + i) / FP8_BLOCK * bc;
 		float *row = out + i * s->cols;
 		for (int64_t j = 0; j < s->cols; j++)
 			row[j] *= srow[j / FP8_BLOCK];
 	}
-	return 0;
+	return check_finite(c, s->t, out, s->row0 + r, n, s->cols, "the value");
 }
 
 /* Quantizes the matrix in row chunks. Data bytes land at base + the row's

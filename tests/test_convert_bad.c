@@ -8,7 +8,8 @@
  * exits non-zero with one line naming the file or tensor and leaves
  * neither OUT_DIR nor a temporary sibling. An existing OUT_DIR is kept
  * without --force; --force refuses folders that are not containers and
- * regular files; a failure after the data files are written and an
+ * regular files; NaN or infinite weights and FP8 scales are refused,
+ * naming the file and tensor; a failure after the data files are written and an
  * interrupted conversion (SIGINT) leave nothing; under nohup, SIGHUP does
  * not interrupt.
  * (Successful conversions and their values: tests/test_convert.c.)
@@ -19,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <time.h>
 
@@ -301,6 +303,78 @@ Test(convert_bad, force_refuses_non_container)
 	d = tu_read(out, NULL);
 	cr_assert(d && !strcmp(d, "file"));
 	free(d);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+}
+
+/* Points tensor `name` of hf_dir/model.safetensors at a copy of its data,
+ * appended, whose element i holds the size bytes at v (little-endian). */
+static void poison_element(const char *hf_dir, const char *name, size_t i, const void *v, size_t size)
+{
+	struct st_edit e;
+	st_edit_open(&e, hf_dir);
+	cJSON *t = st_edit_entry(&e, name);
+	uint64_t begin = st_edit_num(t, "data_offsets", 0), end = st_edit_num(t, "data_offsets", 1);
+	cr_assert_leq((i + 1) * size, end - begin, "%s has no element %zu", name, i);
+	uint8_t *copy = malloc(end - begin);
+	cr_assert_not_null(copy);
+	memcpy(copy, e.buf + 8 + e.hlen + begin, end - begin);
+	memcpy(copy + i * size, v, size);
+	uint64_t at = st_edit_append(&e, copy, end - begin);
+	free(copy);
+	cJSON *off = cJSON_CreateArray();
+	cJSON_AddItemToArray(off, cJSON_CreateNumber((double)at));
+	cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(at + end - begin)));
+	cJSON_ReplaceItemInObjectCaseSensitive(t, "data_offsets", off);
+	st_edit_save(&e);
+}
+
+/* A NaN or an infinity in a weight, or in an FP8 block scale, cannot be
+ * quantized: refused naming the file and the tensor, nothing written. */
+Test(convert_bad, nan_and_inf_weights_refused)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	const uint16_t bf16_nan = 0x7fc0, bf16_inf = 0xff80;
+	const uint8_t e4m3_nan = 0x7f;
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/model.safetensors", hf);
+	poison_element(hf, "model.layers.1.self_attn.o_proj.weight", 37, &bf16_nan, 2);
+	expect_failure(hf, "", "model.layers.1.self_attn.o_proj.weight", p);
+	expect_failure(hf, "", "NaN", NULL);
+	tu_rmrf(hf);
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	poison_element(hf, "model.layers.2.mlp.experts.3.down_proj.weight", 5, &bf16_inf, 2);
+	expect_failure(hf, "", "model.layers.2.mlp.experts.3.down_proj.weight", p);
+	expect_failure(hf, "", "infinite", NULL);
+	tu_rmrf(hf);
+	copy_fixture(hf, sizeof hf, "qwen3_moe_fp8");
+	poison_element(hf, "model.layers.0.mlp.experts.1.up_proj.weight", 9, &e4m3_nan, 1);
+	expect_failure(hf, "", "model.layers.0.mlp.experts.1.up_proj.weight", p);
+}
+
+/* An FP8 block scale of +Inf: refused naming the scale tensor, and an
+ * existing container that --force would replace is left as it was. */
+Test(convert_bad, inf_fp8_scale_refused)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 32], names[1024];
+	const float inf = INFINITY;
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(convert(hf, out, "--quiet"), 0);
+	char *before = read_file(out, "manifest.json", NULL);
+	copy_fixture(hf, sizeof hf, "qwen3_moe_fp8");
+	snprintf(p, sizeof p, "%s/model.safetensors", hf);
+	poison_element(hf, "model.layers.0.self_attn.q_proj.weight_scale_inv", 1, &inf, 4);
+	int st = convert(hf, out, "--force");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "an infinite scale was accepted");
+	assert_one_line(log);
+	cr_assert(strstr(log, p) && strstr(log, "model.layers.0.self_attn.q_proj.weight_scale_inv") &&
+		  strstr(log, "infinite"), "%s", log);
+	free(log);
+	char *after = read_file(out, "manifest.json", NULL);
+	cr_assert_str_eq(before, after, "the old container was replaced");
+	free(before);
+	free(after);
 	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
 }
 
