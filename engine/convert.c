@@ -1,6 +1,7 @@
 /*
  * convert — see convert.h. The steps, in order:
- *   1. plan: load config.json, open every shard, resolve every tensor the
+ *   1. plan: check that OUT_DIR can be created or replaced, load
+ *      config.json, open every shard, resolve every tensor the
  *      family needs (per-expert or fused expert layout, FP8 block scales)
  *      and check shapes and dtypes; nothing is written before this passes.
  *   2. write resident.bin, tensor by tensor, in row chunks;
@@ -84,6 +85,7 @@ struct converter {
 	float *scale_buf;        /* FP8 block scales of scale_of */
 	size_t scale_cap;
 	const struct st_tensor *scale_of;
+	char out[PATH_MAX];      /* OUT_DIR without trailing slashes */
 	char tmp_dir[PATH_MAX];
 	struct progress prog;
 };
@@ -492,10 +494,86 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 	return rc;
 }
 
-/* Step 1: everything the conversion will read exists with the right shape. */
+static bool dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* Whether OUT_DIR may be replaced (0 also when it does not exist): only
+ * with --force, and only an empty folder or a container this colibri reads.
+ * A folder with anything else in it, even a manifest.json, is not ours to
+ * delete; nor is a container of a format version this build does not read,
+ * since nothing here can tell what it holds. */
+static int out_replaceable(const struct converter *c)
+{
+	const char *out = c->out;
+	struct stat sb;
+	if (stat(out, &sb) != 0)
+		return errno == ENOENT ? 0 : error_set(errno, "%s: %s", out, strerror(errno));
+	if (!c->opt->force)
+		return error_set(EEXIST, "%s: already exists; pass --force to replace it", out);
+	if (!S_ISDIR(sb.st_mode))
+		return error_set(EEXIST, "%s: exists and is not a folder; refusing to replace it", out);
+	if (dir_is_empty(out))
+		return 0;
+	struct manifest m;
+	int rc = manifest_load(&m, out);
+	manifest_free(&m);
+	if (!rc)
+		return 0;
+	char why[768];
+	snprintf(why, sizeof why, "%s", error_message());
+	error_clear();
+	return error_set(EEXIST, "%s: exists and is not a container this colibri reads (%s); --force replaces only "
+			 "such a container or an empty folder, so remove it yourself if it is to go", out, why);
+}
+
+/* Step 0, before anything is read: OUT_DIR names a folder whose parent is
+ * a writable folder, and is absent or replaceable, so that no work is done
+ * for an output that cannot be published. Fills c->out, without trailing
+ * slashes. */
+static int out_check(struct converter *c)
+{
+	if (strlen(c->opt->out_dir) >= sizeof c->out - 32)
+		return error_set(ENAMETOOLONG, "%.64s...: the output folder name is too long", c->opt->out_dir);
+	snprintf(c->out, sizeof c->out, "%s", c->opt->out_dir);
+	size_t n = strlen(c->out);
+	while (n > 1 && c->out[n - 1] == '/')
+		c->out[--n] = 0;
+	const char *slash = strrchr(c->out, '/');
+	const char *base = slash ? slash + 1 : c->out;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return error_set(EINVAL, "output folder \"%s\" does not name a folder to create", c->opt->out_dir);
+	char parent[PATH_MAX];
+	if (!slash)
+		snprintf(parent, sizeof parent, ".");
+	else
+		snprintf(parent, sizeof parent, "%.*s", slash == c->out ? 1 : (int)(slash - c->out), c->out);
+	struct stat sb;
+	int e = stat(parent, &sb) != 0 ? errno : S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
+	if (e)
+		return error_set(e, "%s: cannot be created: %s: %s", c->out, parent, strerror(e));
+	if (access(parent, W_OK | X_OK) != 0)
+		return error_set(errno, "%s: cannot be created: %s is not writable: %s", c->out, parent,
+				 strerror(errno));
+	return out_replaceable(c);
+}
+
+/* Step 1: the output can be published, and everything the conversion will
+ * read exists with the right shape. */
 static int convert_plan(struct converter *c)
 {
-	int rc = model_config_load(&c->cfg, c->opt->hf_dir);
+	int rc = out_check(c);
+	if (!rc)
+		rc = model_config_load(&c->cfg, c->opt->hf_dir);
 	if (!rc)
 		rc = st_set_open(&c->set, c->opt->hf_dir);
 	if (!rc)
@@ -566,41 +644,15 @@ static int copy_side_files(struct converter *c, struct manifest *m)
 	return 0;
 }
 
-static bool dir_is_empty(const char *path)
+/* Makes the temporary sibling folder of OUT_DIR that the container is
+ * written into; an existing OUT_DIR is replaced only in publish(). */
+static int prepare_out(struct converter *c)
 {
-	DIR *d = opendir(path);
-	if (!d)
-		return false;
-	struct dirent *e;
-	bool empty = true;
-	while (empty && (e = readdir(d)))
-		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
-	closedir(d);
-	return empty;
-}
-
-/* Checks the output path and prepares the temporary sibling folder; an
- * existing container (or empty folder) is replaced only in publish(). */
-static int prepare_out(struct converter *c, char *out, size_t out_len)
-{
-	snprintf(out, out_len, "%s", c->opt->out_dir);
-	size_t n = strlen(out);
-	while (n > 1 && out[n - 1] == '/')
-		out[--n] = 0;
-	struct stat sb;
-	if (stat(out, &sb) == 0) {
-		char mpath[PATH_MAX];
-		snprintf(mpath, sizeof mpath, "%s/manifest.json", out);
-		if (!c->opt->force)
-			return error_set(EEXIST, "%s: already exists; pass --force to replace it", out);
-		if (!S_ISDIR(sb.st_mode) || (access(mpath, F_OK) != 0 && !dir_is_empty(out)))
-			return error_set(EEXIST, "%s: exists and is not a colibri container; refusing to replace it", out);
-	}
-	snprintf(c->tmp_dir, sizeof c->tmp_dir, "%s.tmp-XXXXXX", out);
+	snprintf(c->tmp_dir, sizeof c->tmp_dir, "%s.tmp-XXXXXX", c->out);
 	if (!mkdtemp(c->tmp_dir)) {
 		int e = errno;
 		c->tmp_dir[0] = 0;
-		return error_set(e, "%s: cannot create a folder beside it: %s", out, strerror(e));
+		return error_set(e, "%s: cannot create a folder beside it: %s", c->out, strerror(e));
 	}
 	mode_t mask = umask(0);
 	umask(mask);
@@ -612,11 +664,17 @@ static int prepare_out(struct converter *c, char *out, size_t out_len)
 	return 0;
 }
 
-/* Moves the finished folder into place, replacing an old container. */
-static int publish(struct converter *c, const char *out)
+/* Moves the finished folder into place, replacing an old container. What
+ * is at OUT_DIR is checked again: it may have appeared or changed while
+ * the conversion ran. */
+static int publish(struct converter *c)
 {
+	const char *out = c->out;
 	char old[PATH_MAX];
 	snprintf(old, sizeof old, "%s.old-%d", out, (int)getpid());
+	int rc = out_replaceable(c);
+	if (rc)
+		return rc;
 	bool had_old = access(out, F_OK) == 0;
 	if (had_old && rename(out, old) != 0)
 		return error_set(errno, "%s: cannot move aside: %s", out, strerror(errno));
@@ -637,7 +695,6 @@ int convert_run(const struct convert_options *o)
 	struct converter c = { .opt = o };
 	struct manifest m = { 0 };
 	struct sigaction old_int, old_term, old_hup;
-	char out[PATH_MAX];
 	int rc;
 
 	if (o->group <= 0 || o->group % 32 != 0)
@@ -672,7 +729,7 @@ int convert_run(const struct convert_options *o)
 		rc = error_set(ENOMEM, "out of memory for conversion buffers");
 		goto fail;
 	}
-	if ((rc = prepare_out(&c, out, sizeof out)))
+	if ((rc = prepare_out(&c)))
 		goto fail;
 
 	snprintf(m.model_type, sizeof m.model_type, "%s", c.cfg.model_type);
@@ -708,7 +765,7 @@ int convert_run(const struct convert_options *o)
 		goto fail;
 	}
 	close(dfd);
-	if ((rc = publish(&c, out)))
+	if ((rc = publish(&c)))
 		goto fail;
 	progress_show(&c.prog, true);
 fail:

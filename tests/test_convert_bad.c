@@ -7,11 +7,12 @@
  * header offsets past the end, bad --group-size and --quant values. Each
  * exits non-zero with one line naming the file or tensor and leaves
  * neither OUT_DIR nor a temporary sibling. An existing OUT_DIR is kept
- * without --force; --force refuses folders that are not containers and
- * regular files; NaN or infinite weights and FP8 scales are refused,
- * naming the file and tensor; a failure after the data files are written and an
- * interrupted conversion (SIGINT) leave nothing; under nohup, SIGHUP does
- * not interrupt.
+ * without --force; --force refuses folders that are not containers (also
+ * with a manifest.json of {}) and regular files; NaN or infinite weights
+ * and FP8 scales are refused; an OUT_DIR that cannot be published is
+ * refused before any work; a failure after the data files are written and
+ * an interrupted conversion (SIGINT) leave nothing; under nohup, SIGHUP
+ * does not interrupt.
  * (Successful conversions and their values: tests/test_convert.c.)
  */
 #include <criterion/criterion.h>
@@ -306,6 +307,34 @@ Test(convert_bad, force_refuses_non_container)
 	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
 }
 
+/* A folder holding a manifest.json that is no container of this colibri
+ * ("{}" here) and other files is not ours: --force refuses it naming the
+ * folder, and every file stays. */
+Test(convert_bad, force_keeps_a_folder_with_a_foreign_manifest)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(mkdir(out, 0755), 0);
+	snprintf(p, sizeof p, "%s/manifest.json", out);
+	cr_assert_eq(tu_write(p, "{}", 2), 0);
+	snprintf(p, sizeof p, "%s/thesis.tex", out);
+	cr_assert_eq(tu_write(p, "mine", 4), 0);
+	int st = convert(hf, out, "--force --quiet");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "--force replaced a folder whose manifest.json is {}");
+	assert_one_line(log);
+	cr_assert(strstr(log, out) && strstr(log, "not a container"), "%s", log);
+	free(log);
+	char *d = read_file(out, "thesis.tex", NULL);
+	cr_assert_str_eq(d, "mine");
+	free(d);
+	d = read_file(out, "manifest.json", NULL);
+	cr_assert_str_eq(d, "{}");
+	free(d);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+}
+
 /* Points tensor `name` of hf_dir/model.safetensors at a copy of its data,
  * appended, whose element i holds the size bytes at v (little-endian). */
 static void poison_element(const char *hf_dir, const char *name, size_t i, const void *v, size_t size)
@@ -376,6 +405,34 @@ Test(convert_bad, inf_fp8_scale_refused)
 	free(before);
 	free(after);
 	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+}
+
+/* An OUT_DIR that cannot be published ("", ".", a missing parent, a parent
+ * that is a file) is refused before any weight is read: here the
+ * checkpoint also fails late (tokenizer.json is a folder), and the message
+ * must be about OUT_DIR, with nothing made in the working folder. */
+Test(convert_bad, unusable_out_dir_refused_first)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32], out[PATH_MAX + 32];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/tokenizer.json", hf);
+	cr_assert_eq(mkdir(p, 0755), 0);
+	snprintf(p, sizeof p, "%s/file", ws);
+	cr_assert_eq(tu_write(p, "x", 1), 0);
+	const char *outs[] = { "", ".", "out/..", "none/out", "file/out" };
+	const char *names[] = { "\"\"", "\".\"", "\"out/..\"", "none", "file" };
+	for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+		snprintf(out, sizeof out, "%s", outs[i]);
+		int st = tu_sh("cd '%s' && '%s' convert '%s' '%s' >/dev/null 2>'%s/log.txt'", ws, tu_colibri(), hf, out,
+			       ws);
+		char *log = read_file(ws, "log.txt", NULL);
+		cr_assert(st > 0 && st < 128, "convert '%s': status %d: %s", out, st, log);
+		assert_one_line(log);
+		cr_assert(!strstr(log, "tokenizer.json"), "convert '%s' did the work first: %s", out, log);
+		cr_assert(strstr(log, names[i]), "convert '%s': message does not name it: %s", out, log);
+		free(log);
+		cr_assert_neq(tu_sh("ls -a '%s' | grep -q tmp-", ws), 0, "convert '%s' left a temporary folder", out);
+	}
 }
 
 /* A failure after the data files are written (here: tokenizer.json is a
