@@ -33,8 +33,10 @@ static int read_resident(struct model *m)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
+			int e = r < 0 ? errno : EIO;
 			close(fd);
-			return error_set(EIO, "%s: read failed at offset %" PRIu64, path, done);
+			return error_set(e, "%s: read failed at offset %" PRIu64 ": %s", path, done,
+					 r < 0 ? strerror(e) : "end of file");
 		}
 		done += (uint64_t)r;
 	}
