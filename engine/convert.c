@@ -337,11 +337,6 @@ static int emit_mem(void *ctx, uint64_t off, const void *p, size_t len)
 	return 0;
 }
 
-static uint64_t align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) / a * a;
-}
-
 /* The storage type of a resident tensor, falling back to bf16 when a
  * grouped type does not fit the shape. */
 static enum quant_type resident_type(const struct converter *c, const struct tensor_spec *s)
@@ -417,7 +412,7 @@ static int write_resident(struct converter *c, struct manifest *m)
 		rc = mt->name ? resolve_scale(c, &src) : error_set(ENOMEM, "out of memory");
 		if (!rc)
 			rc = matrix_write(c, &src, mt->type, mt->group, emit_fd, &sink, off);
-		off = align_up(off + mt->bytes, MANIFEST_ALIGN);
+		off = manifest_align_up(off + mt->bytes, MANIFEST_ALIGN);
 		c->prog.tensors_done++;
 	}
 	if (!rc && ftruncate(sink.fd, (off_t)off) != 0)
@@ -448,9 +443,9 @@ static void expert_layout(const struct converter *c, enum quant_type q,
 		model_expert_shape(&c->cfg, (enum expert_part)p, &t->shape[0], &t->shape[1]);
 		t->offset = off;
 		t->bytes = quant_matrix_bytes(q, t->shape[0], t->shape[1], t->group);
-		off = align_up(off + t->bytes, 64);
+		off = manifest_align_up(off + t->bytes, MANIFEST_PART_ALIGN);
 	}
-	l->record_bytes = align_up(off, MANIFEST_ALIGN);
+	l->record_bytes = manifest_align_up(off, MANIFEST_ALIGN);
 }
 
 static int write_expert_layer(struct converter *c, int layer, struct manifest_expert_layer *l)

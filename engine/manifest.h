@@ -5,8 +5,10 @@
  * and copies of the HF config, generation config and tokenizer files.
  * manifest_load validates everything that later code trusts: known version,
  * every byte range inside its file, sizes equal to what the quant type and
- * shape imply, expert records 4 KiB-aligned. After a successful load, no
- * offset in the manifest can point outside a file.
+ * shape imply, expert records 4 KiB-aligned, and every offset the one the
+ * converter's layout gives (docs/FORMAT.md sections 3 and 4). After a
+ * successful load, no offset in the manifest can point outside a file or
+ * at another tensor's bytes.
  */
 #ifndef COLIBRI_ENGINE_MANIFEST_H
 #define COLIBRI_ENGINE_MANIFEST_H
@@ -21,6 +23,17 @@
 #define MANIFEST_FORMAT "colibri-container"
 #define MANIFEST_VERSION 1
 #define MANIFEST_ALIGN 4096
+#define MANIFEST_PART_ALIGN 64
+
+/* The layout rule of docs/FORMAT.md sections 3 and 4: where the next tensor
+ * starts after one that ends at `end`, rounded up to align (MANIFEST_ALIGN
+ * between resident tensors and for a record's size, MANIFEST_PART_ALIGN
+ * between the parts of a record). The converter places tensors with it;
+ * manifest_load accepts no other offset. */
+static inline uint64_t manifest_align_up(uint64_t end, uint64_t align)
+{
+	return (end + align - 1) / align * align;
+}
 
 struct manifest_tensor {
 	char *name;
