@@ -74,7 +74,7 @@ static void report(struct doctor *d, enum doctor_level lvl, const char *what, co
 struct doctor_file {
 	struct doctor *d;
 	const char *path;
-	const uint64_t *sizes, *sums;
+	const uint64_t *sizes, *sums, *seeds; /* as verify_file takes them */
 	const char *const *names;     /* [n] tensor names; NULL for expert records */
 };
 
@@ -170,7 +170,7 @@ static void check_mirrors(struct doctor *d, const struct manifest *m)
 /* Verifies one file; a file that cannot be opened is one failure. */
 static void deep_file(struct doctor_file *f, const struct verify *v, size_t n, const uint64_t *offs)
 {
-	if (verify_file(v, f->path, n, offs, f->sizes, f->sums) < 0) {
+	if (verify_file(v, f->path, n, offs, f->sizes, f->sums, f->seeds) < 0) {
 		report(f->d, DOCTOR_FAIL, "checksums", fix_reconvert, "%s", error_message());
 		error_clear();
 	}
@@ -181,12 +181,12 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 	char path[4096];
 	size_t n = m->n_tensors;
 	uint64_t *offs = calloc(n ? n : 1, sizeof *offs), *lens = calloc(n ? n : 1, sizeof *lens);
-	uint64_t *sums = calloc(n ? n : 1, sizeof *sums);
+	uint64_t *sums = calloc(n ? n : 1, sizeof *sums), *seeds = calloc(n ? n : 1, sizeof *seeds);
 	const char **names = calloc(n ? n : 1, sizeof *names);
 	uint8_t *buf = malloc(DOCTOR_CHUNK_BYTES);
 	struct doctor_file f = { .d = d, .path = path };
 	struct verify v = { .buf = buf, .buf_bytes = DOCTOR_CHUNK_BYTES, .bad = deep_bad, .progress = progress, .ctx = &f };
-	if (!offs || !lens || !sums || !names || !buf) {
+	if (!offs || !lens || !sums || !seeds || !names || !buf) {
 		report(d, DOCTOR_FAIL, "checksums", NULL, "out of memory");
 		goto out;
 	}
@@ -195,6 +195,7 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 		offs[i] = m->tensors[i].offset;
 		lens[i] = m->tensors[i].bytes;
 		sums[i] = m->tensors[i].checksum;
+		seeds[i] = manifest_tensor_seed(m->tensors[i].name, m->tensors[i].offset);
 		names[i] = m->tensors[i].name;
 		d->total_bytes += lens[i];
 	}
@@ -213,14 +214,17 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 	snprintf(path, sizeof path, "%s/%s", d->dir, m->resident_file);
 	f.sizes = lens;
 	f.sums = sums;
+	f.seeds = seeds;
 	f.names = names;
 	deep_file(&f, &v, n, offs);
 	f.names = NULL;
 	for (size_t k = 0; k <= m->n_mirrors; k++)
 		for (size_t l = 0; l < m->n_expert_layers; l++)
 			if (copy_exists(d, m, k, l, path, sizeof path)) {
+				uint64_t seed = manifest_record_seed(m->layers[l].layer, 0);
 				f.sizes = &m->layers[l].record_bytes;
 				f.sums = m->layers[l].checksums;
+				f.seeds = &seed;
 				deep_file(&f, &v, (size_t)m->n_experts, NULL);
 			}
 	if (d->tty)
@@ -234,6 +238,7 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 out:
 	free(buf);
 	free(names);
+	free(seeds);
 	free(sums);
 	free(lens);
 	free(offs);

@@ -357,13 +357,14 @@ static enum quant_type resident_type(const struct converter *c, const struct ten
 	return d;
 }
 
-static int hash_range(int fd, const char *path, uint64_t off, uint64_t len, uint8_t *buf,
+/* XXH3-64 with seed of [off, off + len) of fd, read back through buf. */
+static int hash_range(int fd, const char *path, uint64_t off, uint64_t len, uint64_t seed, uint8_t *buf,
 		      size_t buf_len, uint64_t *out)
 {
 	XXH3_state_t *st = XXH3_createState();
 	if (!st)
 		return error_set(ENOMEM, "out of memory");
-	XXH3_64bits_reset(st);
+	XXH3_64bits_reset_withSeed(st, seed);
 	while (len > 0) {
 		size_t n = len < buf_len ? (size_t)len : buf_len;
 		ssize_t r = pread(fd, buf, n, (off_t)off);
@@ -417,9 +418,11 @@ static int write_resident(struct converter *c, struct manifest *m)
 	}
 	if (!rc && ftruncate(sink.fd, (off_t)off) != 0)
 		rc = error_set(errno, "%s: cannot size: %s", path, strerror(errno));
-	for (size_t i = 0; !rc && i < m->n_tensors; i++)
-		rc = hash_range(sink.fd, path, m->tensors[i].offset, m->tensors[i].bytes, c->qbuf,
-				CONVERT_CHUNK_BYTES, &m->tensors[i].checksum);
+	for (size_t i = 0; !rc && i < m->n_tensors; i++) {
+		struct manifest_tensor *t = &m->tensors[i];
+		rc = hash_range(sink.fd, path, t->offset, t->bytes, manifest_tensor_seed(t->name, t->offset), c->qbuf,
+				CONVERT_CHUNK_BYTES, &t->checksum);
+	}
 	if (!rc && fsync(sink.fd) != 0)
 		rc = error_set(errno, "%s: fsync failed: %s", path, strerror(errno));
 	close(sink.fd);
@@ -480,7 +483,7 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 		}
 		if (rc)
 			break;
-		l->checksums[e] = XXH3_64bits(c->record, l->record_bytes);
+		l->checksums[e] = XXH3_64bits_withSeed(c->record, l->record_bytes, manifest_record_seed(layer, e));
 		rc = emit_fd(&sink, (uint64_t)e * l->record_bytes, c->record, l->record_bytes);
 	}
 	if (!rc && fsync(sink.fd) != 0)

@@ -346,6 +346,16 @@ static int resident_from_json(struct manifest *m, const cJSON *res, const char *
 	return resident_layout_check(m, path);
 }
 
+uint64_t manifest_tensor_seed(const char *name, uint64_t offset)
+{
+	return XXH3_64bits_withSeed(name, strlen(name), offset);
+}
+
+uint64_t manifest_record_seed(int32_t layer, int32_t expert)
+{
+	return (uint64_t)(uint32_t)layer << 32 | (uint32_t)expert;
+}
+
 uint64_t manifest_model_id(const struct manifest *m)
 {
 	XXH3_state_t *st = XXH3_createState();

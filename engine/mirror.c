@@ -86,7 +86,8 @@ static int verify_copy(const char *path, const struct manifest_expert_layer *l, 
 	struct mirror_check c = { .path = path, .p = p };
 	struct verify v = { .buf = buf, .buf_bytes = buf_bytes, .direct = true, .bad = check_bad,
 			    .progress = check_progress, .ctx = &c };
-	return verify_file(&v, path, (size_t)n_experts, NULL, &l->record_bytes, l->checksums);
+	uint64_t seed = manifest_record_seed(l->layer, 0);
+	return verify_file(&v, path, (size_t)n_experts, NULL, &l->record_bytes, l->checksums, &seed);
 }
 
 static int copy_file(const char *src, const char *dst, uint8_t *buf, struct mirror_progress *p)

@@ -8,11 +8,11 @@
  * exits non-zero with one line naming the file or tensor and leaves
  * neither OUT_DIR nor a temporary sibling. An existing OUT_DIR is kept
  * without --force; --force refuses folders that are not containers (also
- * with a manifest.json of {}) and regular files; NaN or infinite weights
- * and FP8 scales are refused; an OUT_DIR that cannot be published is
- * refused before any work; a failure after the data files are written and
- * an interrupted conversion (SIGINT) leave nothing; under nohup, SIGHUP
- * does not interrupt.
+ * with a manifest.json of {}), containers of another format version, and
+ * regular files; NaN or infinite weights and FP8 scales are refused; an
+ * OUT_DIR that cannot be published is refused before any work; a failure
+ * after the data files are written and an interrupted conversion (SIGINT)
+ * leave nothing; under nohup, SIGHUP does not interrupt.
  * (Successful conversions and their values: tests/test_convert.c.)
  */
 #include <criterion/criterion.h>
@@ -332,6 +332,30 @@ Test(convert_bad, force_keeps_a_folder_with_a_foreign_manifest)
 	d = read_file(out, "manifest.json", NULL);
 	cr_assert_str_eq(d, "{}");
 	free(d);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+}
+
+/* A container of a format version this colibri does not read may hold
+ * anything: --force refuses to replace it and says so. */
+Test(convert_bad, force_keeps_a_container_of_another_version)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(convert(hf, out, "--quiet"), 0);
+	cr_assert_eq(tu_sh("sed -i 's/\"version\":%d,/\"version\":1,/' '%s/manifest.json'", MANIFEST_VERSION, out), 0);
+	char *before = read_file(out, "manifest.json", NULL);
+	cr_assert(strstr(before, "\"version\":1,"), "%s", before);
+	int st = convert(hf, out, "--force --quiet");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "--force replaced a container of format version 1");
+	assert_one_line(log);
+	cr_assert(strstr(log, out) && strstr(log, "version 1") && strstr(log, "remove it yourself"), "%s", log);
+	free(log);
+	char *after = read_file(out, "manifest.json", NULL);
+	cr_assert_str_eq(before, after);
+	free(before);
+	free(after);
 	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
 }
 

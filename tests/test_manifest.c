@@ -264,7 +264,7 @@ Test(manifest, round_trip_every_field)
 	build_manifest(&want);
 	error_clear();
 	cr_assert_eq(manifest_load(&got, dir), 0, "%s", error_message());
-	cr_assert_eq(got.version, 1);
+	cr_assert_eq(got.version, 2);
 	cr_assert_str_eq(got.model_type, want.model_type);
 	cr_assert_eq(got.expert_quant, QUANT_INT4);
 	cr_assert_eq(got.dense_quant, QUANT_INT8);
@@ -340,7 +340,7 @@ Test(manifest, json_schema)
 {
 	cJSON *j = read_json();
 	cr_assert_str_eq(jstr(j, "format"), "colibri-container");
-	cr_assert_eq(jnum(j, "version"), 1);
+	cr_assert_eq(jnum(j, "version"), 2);
 	cr_assert_str_eq(jstr(j, "model_type"), "qwen3_moe");
 	cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tokenizer")));
 	cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "quant");
@@ -428,9 +428,12 @@ Test(manifest, wrong_format_string)
 
 Test(manifest, other_versions_refused)
 {
-	expect_rejected("version", cJSON_CreateNumber(2), "version 2", "manifest.json");
+	/* Version 1 checksums were not seeded: such a container must be reconverted. */
+	expect_rejected("version", cJSON_CreateNumber(1), "version 1 is not supported (this colibri reads 2); "
+			"reconvert the model", "manifest.json");
+	expect_rejected("version", cJSON_CreateNumber(3), "version 3", "manifest.json");
 	expect_rejected("version", cJSON_CreateNumber(0), "version 0", "manifest.json");
-	expect_rejected("version", cJSON_CreateString("1"), "version", "manifest.json");
+	expect_rejected("version", cJSON_CreateString("2"), "version", "manifest.json");
 	expect_rejected("version", cJSON_CreateNumber(1.5), "version", "manifest.json");
 	expect_rejected("version", NULL, "version", "manifest.json");
 }
