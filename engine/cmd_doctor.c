@@ -92,6 +92,9 @@ static void progress(void *ctx, uint64_t bytes)
 
 static const char *fix_reconvert = "reconvert the model (colibri convert HF_DIR DIR --force) or restore the "
 				   "container from a good copy";
+/* convert --force replaces only a container whose manifest loads. */
+static const char *fix_unloadable = "remove DIR and reconvert the model (colibri convert HF_DIR DIR), or restore "
+				    "the container from a good copy";
 
 static int deep_bad(void *ctx, size_t i, uint64_t off, uint64_t hash, int rc)
 {
@@ -287,7 +290,7 @@ static bool check_container(struct doctor *d, struct manifest *m, bool deep)
 		report(d, DOCTOR_FAIL, "config", fix_reconvert, "%s", error_message());
 	error_clear();
 	if (manifest_load(m, d->dir) != 0) {
-		report(d, DOCTOR_FAIL, "manifest", fix_reconvert, "%s", error_message());
+		report(d, DOCTOR_FAIL, "manifest", fix_unloadable, "%s", error_message());
 		error_clear();
 		return false;
 	}
