@@ -29,6 +29,7 @@
 
 #include "engine/cmd.h"
 #include "engine/manifest.h"
+#include "engine/mirror.h"
 #include "engine/verify.h"
 #include "planner/plan_machine.h"
 #include "planner/plan_report.h"
@@ -73,7 +74,7 @@ static void report(struct doctor *d, enum doctor_level lvl, const char *what, co
 struct doctor_file {
 	struct doctor *d;
 	const char *path;
-	const uint64_t *sizes, *sums;
+	const uint64_t *sizes, *sums, *seeds; /* as verify_file takes them */
 	const char *const *names;     /* [n] tensor names; NULL for expert records */
 };
 
@@ -91,6 +92,9 @@ static void progress(void *ctx, uint64_t bytes)
 
 static const char *fix_reconvert = "reconvert the model (colibri convert HF_DIR DIR --force) or restore the "
 				   "container from a good copy";
+/* convert --force replaces only a container whose manifest loads. */
+static const char *fix_unloadable = "remove DIR and reconvert the model (colibri convert HF_DIR DIR), or restore "
+				    "the container from a good copy";
 
 static int deep_bad(void *ctx, size_t i, uint64_t off, uint64_t hash, int rc)
 {
@@ -118,8 +122,28 @@ static bool copy_exists(const struct doctor *d, const struct manifest *m, size_t
 	return manifest_copy_path(m, d->dir, k, l, path, n) && (k == 0 || access(path, R_OK) == 0);
 }
 
+/* What a leftover of an interrupted mirror is reported against. */
+struct doctor_mirror {
+	struct doctor *d;
+	const char *dir;
+};
+
+/* A temporary file of an interrupted `colibri mirror`: reported, not
+ * removed, since a mirror run may be writing it now. */
+static int leftover_report(void *ctx, const char *path)
+{
+	const struct doctor_mirror *dm = ctx;
+	char fix[8400];
+	snprintf(fix, sizeof fix, "delete it, or run colibri mirror --model %s --to %s again, which removes it",
+		 dm->d->dir, dm->dir);
+	report(dm->d, DOCTOR_WARN, "mirror", fix, "%s is left over from an interrupted colibri mirror (unless one is "
+	       "running now)", path);
+	return 0;
+}
+
 /* Mirrors (colibri mirror): each listed folder and copy is there with the
- * expert file's size. A missing copy is a warning: reads use the others. */
+ * expert file's size. A missing copy is a warning: reads use the others;
+ * so is a temporary file an interrupted mirror left. */
 static void check_mirrors(struct doctor *d, const struct manifest *m)
 {
 	char path[4096], fix[4300];
@@ -141,13 +165,15 @@ static void check_mirrors(struct doctor *d, const struct manifest *m)
 		}
 		if (!bad)
 			report(d, DOCTOR_PASS, "mirror", NULL, "%s holds %d expert files", dir, n);
+		struct doctor_mirror dm = { .d = d, .dir = dir };
+		mirror_leftovers(m, dir, leftover_report, &dm);
 	}
 }
 
 /* Verifies one file; a file that cannot be opened is one failure. */
 static void deep_file(struct doctor_file *f, const struct verify *v, size_t n, const uint64_t *offs)
 {
-	if (verify_file(v, f->path, n, offs, f->sizes, f->sums) < 0) {
+	if (verify_file(v, f->path, n, offs, f->sizes, f->sums, f->seeds) < 0) {
 		report(f->d, DOCTOR_FAIL, "checksums", fix_reconvert, "%s", error_message());
 		error_clear();
 	}
@@ -158,12 +184,12 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 	char path[4096];
 	size_t n = m->n_tensors;
 	uint64_t *offs = calloc(n ? n : 1, sizeof *offs), *lens = calloc(n ? n : 1, sizeof *lens);
-	uint64_t *sums = calloc(n ? n : 1, sizeof *sums);
+	uint64_t *sums = calloc(n ? n : 1, sizeof *sums), *seeds = calloc(n ? n : 1, sizeof *seeds);
 	const char **names = calloc(n ? n : 1, sizeof *names);
 	uint8_t *buf = malloc(DOCTOR_CHUNK_BYTES);
 	struct doctor_file f = { .d = d, .path = path };
 	struct verify v = { .buf = buf, .buf_bytes = DOCTOR_CHUNK_BYTES, .bad = deep_bad, .progress = progress, .ctx = &f };
-	if (!offs || !lens || !sums || !names || !buf) {
+	if (!offs || !lens || !sums || !seeds || !names || !buf) {
 		report(d, DOCTOR_FAIL, "checksums", NULL, "out of memory");
 		goto out;
 	}
@@ -172,6 +198,7 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 		offs[i] = m->tensors[i].offset;
 		lens[i] = m->tensors[i].bytes;
 		sums[i] = m->tensors[i].checksum;
+		seeds[i] = manifest_tensor_seed(m->tensors[i].name, m->tensors[i].offset);
 		names[i] = m->tensors[i].name;
 		d->total_bytes += lens[i];
 	}
@@ -190,14 +217,17 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 	snprintf(path, sizeof path, "%s/%s", d->dir, m->resident_file);
 	f.sizes = lens;
 	f.sums = sums;
+	f.seeds = seeds;
 	f.names = names;
 	deep_file(&f, &v, n, offs);
 	f.names = NULL;
 	for (size_t k = 0; k <= m->n_mirrors; k++)
 		for (size_t l = 0; l < m->n_expert_layers; l++)
 			if (copy_exists(d, m, k, l, path, sizeof path)) {
+				uint64_t seed = manifest_record_seed(m->layers[l].layer, 0);
 				f.sizes = &m->layers[l].record_bytes;
 				f.sums = m->layers[l].checksums;
+				f.seeds = &seed;
 				deep_file(&f, &v, (size_t)m->n_experts, NULL);
 			}
 	if (d->tty)
@@ -211,6 +241,7 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 out:
 	free(buf);
 	free(names);
+	free(seeds);
 	free(sums);
 	free(lens);
 	free(offs);
@@ -259,7 +290,7 @@ static bool check_container(struct doctor *d, struct manifest *m, bool deep)
 		report(d, DOCTOR_FAIL, "config", fix_reconvert, "%s", error_message());
 	error_clear();
 	if (manifest_load(m, d->dir) != 0) {
-		report(d, DOCTOR_FAIL, "manifest", fix_reconvert, "%s", error_message());
+		report(d, DOCTOR_FAIL, "manifest", fix_unloadable, "%s", error_message());
 		error_clear();
 		return false;
 	}

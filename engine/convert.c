@@ -1,6 +1,7 @@
 /*
  * convert — see convert.h. The steps, in order:
- *   1. plan: load config.json, open every shard, resolve every tensor the
+ *   1. plan: check that OUT_DIR can be created or replaced, load
+ *      config.json, open every shard, resolve every tensor the
  *      family needs (per-expert or fused expert layout, FP8 block scales)
  *      and check shapes and dtypes; nothing is written before this passes.
  *   2. write resident.bin, tensor by tensor, in row chunks;
@@ -14,6 +15,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,16 @@ static void convert_on_signal(int sig)
 {
 	(void)sig;
 	convert_interrupted = 1;
+}
+
+/* Catches sig for the conversion, saving its disposition in old; a signal
+ * that is ignored (nohup, a background job of a script) stays ignored. */
+static void catch_signal(int sig, struct sigaction *old)
+{
+	struct sigaction sa = { .sa_handler = convert_on_signal };
+	sigaction(sig, NULL, old);
+	if (old->sa_handler != SIG_IGN)
+		sigaction(sig, &sa, NULL);
 }
 
 /* Where one matrix's rows come from: rows [row0, row0 + rows) of tensor t,
@@ -73,6 +85,7 @@ struct converter {
 	float *scale_buf;        /* FP8 block scales of scale_of */
 	size_t scale_cap;
 	const struct st_tensor *scale_of;
+	char out[PATH_MAX];      /* OUT_DIR without trailing slashes */
 	char tmp_dir[PATH_MAX];
 	struct progress prog;
 };
@@ -199,7 +212,45 @@ static int resolve_expert(struct converter *c, int layer, int e, enum expert_par
 	return 0;
 }
 
-/* Reads rows [r, r + n) of the matrix as f32, applying FP8 block scales. */
+/* -EINVAL naming tensor t of the checkpoint when p[0..rows * cols), its rows
+ * from row0 on, holds a NaN or an infinity: a weight no quantizer can
+ * store, and a model that could only produce NaN. */
+static int check_finite(const struct converter *c, const struct st_tensor *t, const float *p, int64_t row0,
+			int64_t rows, int64_t cols, const char *what)
+{
+	for (int64_t i = 0; i < rows * cols; i++)
+		if (!isfinite(p[i]))
+			return error_set(EINVAL, "%s: tensor %s: %s at row %" PRId64 ", column %" PRId64 " is %s",
+					 st_set_path(&c->set, t), t->name, what, row0 + i / cols, i % cols,
+					 isnan(p[i]) ? "NaN" : "infinite");
+	return 0;
+}
+
+/* Reads the block scales of s into c->scale_buf, unless they are there. */
+static int scales_read(struct converter *c, const struct matrix_src *s)
+{
+	if (c->scale_of == s->scale)
+		return 0;
+	int64_t rows = st_tensor_rows(s->scale), cols = st_tensor_cols(s->scale);
+	size_t need = (size_t)(rows * cols);
+	if (need > c->scale_cap) {
+		float *p = realloc(c->scale_buf, need * sizeof *p);
+		if (!p)
+			return error_set(ENOMEM, "out of memory");
+		c->scale_buf = p;
+		c->scale_cap = need;
+	}
+	c->scale_of = NULL;
+	int rc = st_tensor_read_f32(&c->set, s->scale, 0, rows, c->scale_buf);
+	if (!rc)
+		rc = check_finite(c, s->scale, c->scale_buf, 0, rows, cols, "the scale");
+	if (!rc)
+		c->scale_of = s->scale;
+	return rc;
+}
+
+/* Reads rows [r, r + n) of the matrix as f32, applying FP8 block scales;
+ * a value that is not finite (in the source, or after scaling) fails. */
 static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n,
 		       float *out)
 {
@@ -207,32 +258,18 @@ static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t 
 	if (rc)
 		return rc;
 	c->prog.bytes_read += (uint64_t)n * (uint64_t)s->cols * st_dtype_size(s->t->dtype);
-	if (!s->scale)
-		return 0;
 	/* Block scales are small ([rows/128, cols/128]); keep the current
 	 * matrix's whole table and reread only when the matrix changes. */
+	if (s->scale && (rc = scales_read(c, s)))
+		return rc;
 	int64_t bc = (s->cols + FP8_BLOCK - 1) / FP8_BLOCK;
-	if (c->scale_of != s->scale) {
-		size_t need = (size_t)(st_tensor_rows(s->scale) * st_tensor_cols(s->scale));
-		if (need > c->scale_cap) {
-			float *p = realloc(c->scale_buf, need * sizeof *p);
-			if (!p)
-				return error_set(ENOMEM, "out of memory");
-			c->scale_buf = p;
-			c->scale_cap = need;
-		}
-		rc = st_tensor_read_f32(&c->set, s->scale, 0, st_tensor_rows(s->scale), c->scale_buf);
-		if (rc)
-			return rc;
-		c->scale_of = s->scale;
-	}
-	for (int64_t i = 0; i < n; i++) {
+	for (int64_t i = 0; s->scale && i < n; i++) {
 		const float *srow = c->scale_buf + (r + i) / FP8_BLOCK * bc;
 		float *row = out + i * s->cols;
 		for (int64_t j = 0; j < s->cols; j++)
 			row[j] *= srow[j / FP8_BLOCK];
 	}
-	return 0;
+	return check_finite(c, s->t, out, s->row0 + r, n, s->cols, "the value");
 }
 
 /* Quantizes the matrix in row chunks. Data bytes land at base + the row's
@@ -300,11 +337,6 @@ static int emit_mem(void *ctx, uint64_t off, const void *p, size_t len)
 	return 0;
 }
 
-static uint64_t align_up(uint64_t x, uint64_t a)
-{
-	return (x + a - 1) / a * a;
-}
-
 /* The storage type of a resident tensor, falling back to bf16 when a
  * grouped type does not fit the shape. */
 static enum quant_type resident_type(const struct converter *c, const struct tensor_spec *s)
@@ -325,13 +357,14 @@ static enum quant_type resident_type(const struct converter *c, const struct ten
 	return d;
 }
 
-static int hash_range(int fd, const char *path, uint64_t off, uint64_t len, uint8_t *buf,
+/* XXH3-64 with seed of [off, off + len) of fd, read back through buf. */
+static int hash_range(int fd, const char *path, uint64_t off, uint64_t len, uint64_t seed, uint8_t *buf,
 		      size_t buf_len, uint64_t *out)
 {
 	XXH3_state_t *st = XXH3_createState();
 	if (!st)
 		return error_set(ENOMEM, "out of memory");
-	XXH3_64bits_reset(st);
+	XXH3_64bits_reset_withSeed(st, seed);
 	while (len > 0) {
 		size_t n = len < buf_len ? (size_t)len : buf_len;
 		ssize_t r = pread(fd, buf, n, (off_t)off);
@@ -380,14 +413,16 @@ static int write_resident(struct converter *c, struct manifest *m)
 		rc = mt->name ? resolve_scale(c, &src) : error_set(ENOMEM, "out of memory");
 		if (!rc)
 			rc = matrix_write(c, &src, mt->type, mt->group, emit_fd, &sink, off);
-		off = align_up(off + mt->bytes, MANIFEST_ALIGN);
+		off = manifest_align_up(off + mt->bytes, MANIFEST_ALIGN);
 		c->prog.tensors_done++;
 	}
 	if (!rc && ftruncate(sink.fd, (off_t)off) != 0)
 		rc = error_set(errno, "%s: cannot size: %s", path, strerror(errno));
-	for (size_t i = 0; !rc && i < m->n_tensors; i++)
-		rc = hash_range(sink.fd, path, m->tensors[i].offset, m->tensors[i].bytes, c->qbuf,
-				CONVERT_CHUNK_BYTES, &m->tensors[i].checksum);
+	for (size_t i = 0; !rc && i < m->n_tensors; i++) {
+		struct manifest_tensor *t = &m->tensors[i];
+		rc = hash_range(sink.fd, path, t->offset, t->bytes, manifest_tensor_seed(t->name, t->offset), c->qbuf,
+				CONVERT_CHUNK_BYTES, &t->checksum);
+	}
 	if (!rc && fsync(sink.fd) != 0)
 		rc = error_set(errno, "%s: fsync failed: %s", path, strerror(errno));
 	close(sink.fd);
@@ -411,9 +446,9 @@ static void expert_layout(const struct converter *c, enum quant_type q,
 		model_expert_shape(&c->cfg, (enum expert_part)p, &t->shape[0], &t->shape[1]);
 		t->offset = off;
 		t->bytes = quant_matrix_bytes(q, t->shape[0], t->shape[1], t->group);
-		off = align_up(off + t->bytes, 64);
+		off = manifest_align_up(off + t->bytes, MANIFEST_PART_ALIGN);
 	}
-	l->record_bytes = align_up(off, MANIFEST_ALIGN);
+	l->record_bytes = manifest_align_up(off, MANIFEST_ALIGN);
 }
 
 static int write_expert_layer(struct converter *c, int layer, struct manifest_expert_layer *l)
@@ -448,7 +483,7 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 		}
 		if (rc)
 			break;
-		l->checksums[e] = XXH3_64bits(c->record, l->record_bytes);
+		l->checksums[e] = XXH3_64bits_withSeed(c->record, l->record_bytes, manifest_record_seed(layer, e));
 		rc = emit_fd(&sink, (uint64_t)e * l->record_bytes, c->record, l->record_bytes);
 	}
 	if (!rc && fsync(sink.fd) != 0)
@@ -457,10 +492,86 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 	return rc;
 }
 
-/* Step 1: everything the conversion will read exists with the right shape. */
+static bool dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* Whether OUT_DIR may be replaced (0 also when it does not exist): only
+ * with --force, and only an empty folder or a container this colibri reads.
+ * A folder with anything else in it, even a manifest.json, is not ours to
+ * delete; nor is a container of a format version this build does not read,
+ * since nothing here can tell what it holds. */
+static int out_replaceable(const struct converter *c)
+{
+	const char *out = c->out;
+	struct stat sb;
+	if (stat(out, &sb) != 0)
+		return errno == ENOENT ? 0 : error_set(errno, "%s: %s", out, strerror(errno));
+	if (!c->opt->force)
+		return error_set(EEXIST, "%s: already exists; pass --force to replace it", out);
+	if (!S_ISDIR(sb.st_mode))
+		return error_set(EEXIST, "%s: exists and is not a folder; refusing to replace it", out);
+	if (dir_is_empty(out))
+		return 0;
+	struct manifest m;
+	int rc = manifest_load(&m, out);
+	manifest_free(&m);
+	if (!rc)
+		return 0;
+	char why[768];
+	snprintf(why, sizeof why, "%s", error_message());
+	error_clear();
+	return error_set(EEXIST, "%s: exists and is not a container this colibri reads (%s); --force replaces only "
+			 "such a container or an empty folder, so remove it yourself if it is to go", out, why);
+}
+
+/* Step 0, before anything is read: OUT_DIR names a folder whose parent is
+ * a writable folder, and is absent or replaceable, so that no work is done
+ * for an output that cannot be published. Fills c->out, without trailing
+ * slashes. */
+static int out_check(struct converter *c)
+{
+	if (strlen(c->opt->out_dir) >= sizeof c->out - 32)
+		return error_set(ENAMETOOLONG, "%.64s...: the output folder name is too long", c->opt->out_dir);
+	snprintf(c->out, sizeof c->out, "%s", c->opt->out_dir);
+	size_t n = strlen(c->out);
+	while (n > 1 && c->out[n - 1] == '/')
+		c->out[--n] = 0;
+	const char *slash = strrchr(c->out, '/');
+	const char *base = slash ? slash + 1 : c->out;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return error_set(EINVAL, "output folder \"%s\" does not name a folder to create", c->opt->out_dir);
+	char parent[PATH_MAX];
+	if (!slash)
+		snprintf(parent, sizeof parent, ".");
+	else
+		snprintf(parent, sizeof parent, "%.*s", slash == c->out ? 1 : (int)(slash - c->out), c->out);
+	struct stat sb;
+	int e = stat(parent, &sb) != 0 ? errno : S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
+	if (e)
+		return error_set(e, "%s: cannot be created: %s: %s", c->out, parent, strerror(e));
+	if (access(parent, W_OK | X_OK) != 0)
+		return error_set(errno, "%s: cannot be created: %s is not writable: %s", c->out, parent,
+				 strerror(errno));
+	return out_replaceable(c);
+}
+
+/* Step 1: the output can be published, and everything the conversion will
+ * read exists with the right shape. */
 static int convert_plan(struct converter *c)
 {
-	int rc = model_config_load(&c->cfg, c->opt->hf_dir);
+	int rc = out_check(c);
+	if (!rc)
+		rc = model_config_load(&c->cfg, c->opt->hf_dir);
 	if (!rc)
 		rc = st_set_open(&c->set, c->opt->hf_dir);
 	if (!rc)
@@ -531,41 +642,15 @@ static int copy_side_files(struct converter *c, struct manifest *m)
 	return 0;
 }
 
-static bool dir_is_empty(const char *path)
+/* Makes the temporary sibling folder of OUT_DIR that the container is
+ * written into; an existing OUT_DIR is replaced only in publish(). */
+static int prepare_out(struct converter *c)
 {
-	DIR *d = opendir(path);
-	if (!d)
-		return false;
-	struct dirent *e;
-	bool empty = true;
-	while (empty && (e = readdir(d)))
-		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
-	closedir(d);
-	return empty;
-}
-
-/* Checks the output path and prepares the temporary sibling folder; an
- * existing container (or empty folder) is replaced only in publish(). */
-static int prepare_out(struct converter *c, char *out, size_t out_len)
-{
-	snprintf(out, out_len, "%s", c->opt->out_dir);
-	size_t n = strlen(out);
-	while (n > 1 && out[n - 1] == '/')
-		out[--n] = 0;
-	struct stat sb;
-	if (stat(out, &sb) == 0) {
-		char mpath[PATH_MAX];
-		snprintf(mpath, sizeof mpath, "%s/manifest.json", out);
-		if (!c->opt->force)
-			return error_set(EEXIST, "%s: already exists; pass --force to replace it", out);
-		if (!S_ISDIR(sb.st_mode) || (access(mpath, F_OK) != 0 && !dir_is_empty(out)))
-			return error_set(EEXIST, "%s: exists and is not a colibri container; refusing to replace it", out);
-	}
-	snprintf(c->tmp_dir, sizeof c->tmp_dir, "%s.tmp-XXXXXX", out);
+	snprintf(c->tmp_dir, sizeof c->tmp_dir, "%s.tmp-XXXXXX", c->out);
 	if (!mkdtemp(c->tmp_dir)) {
 		int e = errno;
 		c->tmp_dir[0] = 0;
-		return error_set(e, "%s: cannot create a folder beside it: %s", out, strerror(e));
+		return error_set(e, "%s: cannot create a folder beside it: %s", c->out, strerror(e));
 	}
 	mode_t mask = umask(0);
 	umask(mask);
@@ -577,11 +662,17 @@ static int prepare_out(struct converter *c, char *out, size_t out_len)
 	return 0;
 }
 
-/* Moves the finished folder into place, replacing an old container. */
-static int publish(struct converter *c, const char *out)
+/* Moves the finished folder into place, replacing an old container. What
+ * is at OUT_DIR is checked again: it may have appeared or changed while
+ * the conversion ran. */
+static int publish(struct converter *c)
 {
+	const char *out = c->out;
 	char old[PATH_MAX];
 	snprintf(old, sizeof old, "%s.old-%d", out, (int)getpid());
+	int rc = out_replaceable(c);
+	if (rc)
+		return rc;
 	bool had_old = access(out, F_OK) == 0;
 	if (had_old && rename(out, old) != 0)
 		return error_set(errno, "%s: cannot move aside: %s", out, strerror(errno));
@@ -601,16 +692,15 @@ int convert_run(const struct convert_options *o)
 {
 	struct converter c = { .opt = o };
 	struct manifest m = { 0 };
-	struct sigaction sa = { .sa_handler = convert_on_signal }, old_int, old_term, old_hup;
-	char out[PATH_MAX];
+	struct sigaction old_int, old_term, old_hup;
 	int rc;
 
 	if (o->group <= 0 || o->group % 32 != 0)
 		return error_set(EINVAL, "--group-size %d must be a positive multiple of 32", o->group);
 	convert_interrupted = 0;
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGHUP, &sa, &old_hup);
+	catch_signal(SIGINT, &old_int);
+	catch_signal(SIGTERM, &old_term);
+	catch_signal(SIGHUP, &old_hup);
 	c.prog.quiet = o->quiet;
 	c.prog.t0 = c.prog.last = clock_now_s();
 	c.dense_quant = convert_dense_quant(o->quant);
@@ -637,7 +727,7 @@ int convert_run(const struct convert_options *o)
 		rc = error_set(ENOMEM, "out of memory for conversion buffers");
 		goto fail;
 	}
-	if ((rc = prepare_out(&c, out, sizeof out)))
+	if ((rc = prepare_out(&c)))
 		goto fail;
 
 	snprintf(m.model_type, sizeof m.model_type, "%s", c.cfg.model_type);
@@ -673,7 +763,7 @@ int convert_run(const struct convert_options *o)
 		goto fail;
 	}
 	close(dfd);
-	if ((rc = publish(&c, out)))
+	if ((rc = publish(&c)))
 		goto fail;
 	progress_show(&c.prog, true);
 fail:

@@ -173,6 +173,79 @@ static int file_size_of(const char *dir, const char *rel, uint64_t *size)
 	return 0;
 }
 
+/* The record layout of docs/FORMAT.md section 4: gate, up and down in this
+ * order, of one type and group, gate at 0, each other part at the end of
+ * the one before rounded up to 64, and the record the end of down rounded
+ * up to MANIFEST_ALIGN. Parts therefore never overlap, and an edited
+ * offset cannot point a part at another part's bytes. */
+static int parts_check(const struct manifest_expert_layer *l, const char *path)
+{
+	const struct manifest_tensor *gate = &l->parts[EXPERT_PART_GATE];
+	uint64_t off = 0;
+	for (int p = 0; p < EXPERT_PARTS; p++) {
+		const struct manifest_tensor *t = &l->parts[p];
+		const char *want = expert_part_name((enum expert_part)p);
+		if (strcmp(t->name, want) != 0)
+			return error_set(EINVAL, "%s: layer %d: part %d is \"%s\", expected %s (parts are gate, up, "
+					 "down in this order)", path, l->layer, p, t->name, want);
+		if (t->type != gate->type || t->group != gate->group)
+			return error_set(EINVAL, "%s: layer %d: part %s is %s with group %d, gate %s with group %d "
+					 "(the parts of a layer share one type)", path, l->layer, t->name,
+					 quant_type_name(t->type), t->group, quant_type_name(gate->type), gate->group);
+		if (t->offset != off)
+			return error_set(EINVAL, "%s: layer %d: part %s is at offset %" PRIu64 " of its record, not %"
+					 PRIu64 " (docs/FORMAT.md section 4)", path, l->layer, t->name, t->offset, off);
+		off = manifest_align_up(off + t->bytes, MANIFEST_PART_ALIGN);
+	}
+	uint64_t record = manifest_align_up(off, MANIFEST_ALIGN);
+	if (l->record_bytes != record)
+		return error_set(EINVAL, "%s: layer %d: record_bytes %" PRIu64 " is not %" PRIu64 ", the end of part "
+				 "down rounded up to %d", path, l->layer, l->record_bytes, record, MANIFEST_ALIGN);
+	return 0;
+}
+
+/* One experts.layers[] entry of ne experts into l. */
+static int layer_from_json(struct manifest_expert_layer *l, const cJSON *o, uint64_t ne, const char *dir,
+			   const char *path)
+{
+	uint64_t layer, fsize;
+	const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
+	const cJSON *parts = cJSON_GetObjectItemCaseSensitive(o, "parts");
+	const cJSON *sums = cJSON_GetObjectItemCaseSensitive(o, "xxh3");
+	if (get_u64(o, "layer", &layer) || layer >= MODEL_LAYERS_MAX || !cJSON_IsString(file) ||
+	    get_u64(o, "record_bytes", &l->record_bytes) || !cJSON_IsArray(parts) ||
+	    cJSON_GetArraySize(parts) != EXPERT_PARTS || !cJSON_IsArray(sums) || cJSON_GetArraySize(sums) != (int)ne)
+		return error_set(EINVAL, "%s: malformed expert layer entry", path);
+	l->layer = (int32_t)layer;
+	if (!(l->file = strdup(file->valuestring)))
+		return error_set(ENOMEM, "out of memory");
+	if (l->record_bytes == 0 || l->record_bytes % MANIFEST_ALIGN)
+		return error_set(EINVAL, "%s: layer %d: record_bytes %" PRIu64 " is not a multiple of %d", path,
+				 l->layer, l->record_bytes, MANIFEST_ALIGN);
+	for (int p = 0; p < EXPERT_PARTS; p++) {
+		int rc = tensor_from_json(&l->parts[p], cJSON_GetArrayItem(parts, p), false, path);
+		if (rc)
+			return rc;
+		if (l->parts[p].offset % MANIFEST_PART_ALIGN || l->parts[p].offset + l->parts[p].bytes > l->record_bytes)
+			return error_set(EINVAL, "%s: layer %d: part %s is misaligned or runs past its record", path,
+					 l->layer, l->parts[p].name);
+	}
+	l->checksums = calloc(ne ? ne : 1, sizeof *l->checksums);
+	if (!l->checksums)
+		return error_set(ENOMEM, "out of memory");
+	int e = 0;
+	for (const cJSON *s = sums->child; s; s = s->next, e++)
+		if (parse_hex64(s, &l->checksums[e]))
+			return error_set(EINVAL, "%s: layer %d: bad checksum of expert %d", path, l->layer, e);
+	int rc = file_size_of(dir, l->file, &fsize);
+	if (rc)
+		return rc;
+	if (ne && (l->record_bytes > fsize / ne || fsize < ne * l->record_bytes))
+		return error_set(EINVAL, "%s/%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected", dir, l->file,
+				 fsize, ne * l->record_bytes);
+	return parts_check(l, path);
+}
+
 static int layers_from_json(struct manifest *m, const cJSON *ex, const char *dir, const char *path)
 {
 	uint64_t ne = 0;
@@ -185,43 +258,9 @@ static int layers_from_json(struct manifest *m, const cJSON *ex, const char *dir
 	if (!m->layers)
 		return error_set(ENOMEM, "out of memory");
 	for (const cJSON *o = ls->child; o; o = o->next) {
-		struct manifest_expert_layer *l = &m->layers[m->n_expert_layers++];
-		uint64_t layer, fsize;
-		const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
-		const cJSON *parts = cJSON_GetObjectItemCaseSensitive(o, "parts");
-		const cJSON *sums = cJSON_GetObjectItemCaseSensitive(o, "xxh3");
-		if (get_u64(o, "layer", &layer) || layer >= MODEL_LAYERS_MAX || !cJSON_IsString(file) ||
-		    get_u64(o, "record_bytes", &l->record_bytes) || !cJSON_IsArray(parts) ||
-		    cJSON_GetArraySize(parts) != EXPERT_PARTS || !cJSON_IsArray(sums) ||
-		    cJSON_GetArraySize(sums) != (int)ne)
-			return error_set(EINVAL, "%s: malformed expert layer entry", path);
-		l->layer = (int32_t)layer;
-		if (!(l->file = strdup(file->valuestring)))
-			return error_set(ENOMEM, "out of memory");
-		if (l->record_bytes == 0 || l->record_bytes % MANIFEST_ALIGN)
-			return error_set(EINVAL, "%s: layer %d: record_bytes %" PRIu64 " is not a multiple of %d",
-					 path, l->layer, l->record_bytes, MANIFEST_ALIGN);
-		for (int p = 0; p < EXPERT_PARTS; p++) {
-			int rc = tensor_from_json(&l->parts[p], cJSON_GetArrayItem(parts, p), false, path);
-			if (rc)
-				return rc;
-			if (l->parts[p].offset % 64 || l->parts[p].offset + l->parts[p].bytes > l->record_bytes)
-				return error_set(EINVAL, "%s: layer %d: part %s is misaligned or runs past its record", path,
-						 l->layer, l->parts[p].name);
-		}
-		l->checksums = calloc(ne ? ne : 1, sizeof *l->checksums);
-		if (!l->checksums)
-			return error_set(ENOMEM, "out of memory");
-		int e = 0;
-		for (const cJSON *s = sums->child; s; s = s->next, e++)
-			if (parse_hex64(s, &l->checksums[e]))
-				return error_set(EINVAL, "%s: layer %d: bad checksum of expert %d", path, l->layer, e);
-		int rc = file_size_of(dir, l->file, &fsize);
+		int rc = layer_from_json(&m->layers[m->n_expert_layers++], o, ne, dir, path);
 		if (rc)
 			return rc;
-		if (ne && (l->record_bytes > fsize / ne || fsize < ne * l->record_bytes))
-			return error_set(EINVAL, "%s/%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected",
-					 dir, l->file, fsize, ne * l->record_bytes);
 	}
 	return 0;
 }
@@ -253,6 +292,68 @@ static int mirrors_from_json(struct manifest *m, const cJSON *ms, const char *pa
 		}
 	}
 	return 0;
+}
+
+/* Resident tensors lie back to back in manifest order, each at the end of
+ * the one before rounded up to MANIFEST_ALIGN, the first at 0, and
+ * resident.bytes ends the last (docs/FORMAT.md section 3): no tensor
+ * overlaps another, and swapping two entries' offsets is refused. */
+static int resident_layout_check(const struct manifest *m, const char *path)
+{
+	uint64_t off = 0;
+	for (size_t i = 0; i < m->n_tensors; i++) {
+		const struct manifest_tensor *t = &m->tensors[i];
+		if (t->offset != off)
+			return error_set(EINVAL, "%s: tensor %s is at offset %" PRIu64 " of %s, not %" PRIu64
+					 " (tensors lie back to back in manifest order, docs/FORMAT.md section 3)",
+					 path, t->name, t->offset, m->resident_file, off);
+		off = manifest_align_up(off + t->bytes, MANIFEST_ALIGN);
+	}
+	if (m->resident_bytes != off)
+		return error_set(EINVAL, "%s: resident bytes %" PRIu64 " is not %" PRIu64 ", the end of the last "
+				 "tensor rounded up to %d", path, m->resident_bytes, off, MANIFEST_ALIGN);
+	return 0;
+}
+
+/* The "resident" section, checked against dir/resident.bin. */
+static int resident_from_json(struct manifest *m, const cJSON *res, const char *dir, const char *path)
+{
+	const cJSON *rf = cJSON_GetObjectItemCaseSensitive(res, "file");
+	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(res, "tensors");
+	uint64_t fsize = 0;
+	if (!cJSON_IsString(rf) || !cJSON_IsArray(ts) || get_u64(res, "bytes", &m->resident_bytes))
+		return error_set(EINVAL, "%s: resident needs file, bytes and tensors", path);
+	if (!(m->resident_file = strdup(rf->valuestring)))
+		return error_set(ENOMEM, "out of memory");
+	int rc = file_size_of(dir, m->resident_file, &fsize);
+	if (rc)
+		return rc;
+	if (fsize < m->resident_bytes)
+		return error_set(EINVAL, "%s/%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected", dir,
+				 m->resident_file, fsize, m->resident_bytes);
+	int n = cJSON_GetArraySize(ts);
+	m->tensors = calloc(n ? (size_t)n : 1, sizeof *m->tensors);
+	if (!m->tensors)
+		return error_set(ENOMEM, "out of memory");
+	for (const cJSON *o = ts->child; o; o = o->next) {
+		struct manifest_tensor *t = &m->tensors[m->n_tensors++];
+		if ((rc = tensor_from_json(t, o, true, path)))
+			return rc;
+		if (t->offset % MANIFEST_ALIGN || t->offset + t->bytes > m->resident_bytes)
+			return error_set(EINVAL, "%s: tensor %s: range %" PRIu64 "+%" PRIu64 " is outside %s", path,
+					 t->name, t->offset, t->bytes, m->resident_file);
+	}
+	return resident_layout_check(m, path);
+}
+
+uint64_t manifest_tensor_seed(const char *name, uint64_t offset)
+{
+	return XXH3_64bits_withSeed(name, strlen(name), offset);
+}
+
+uint64_t manifest_record_seed(int32_t layer, int32_t expert)
+{
+	return (uint64_t)(uint32_t)layer << 32 | (uint32_t)expert;
 }
 
 uint64_t manifest_model_id(const struct manifest *m)
@@ -307,7 +408,7 @@ int manifest_load(struct manifest *m, const char *dir)
 	const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quant");
 	const cJSON *res = cJSON_GetObjectItemCaseSensitive(root, "resident");
 	const cJSON *ex = cJSON_GetObjectItemCaseSensitive(root, "experts");
-	uint64_t version = 0, group = 0, fsize = 0;
+	uint64_t version = 0, group = 0;
 	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, MANIFEST_FORMAT) != 0) {
 		rc = error_set(EINVAL, "%s: not a colibri manifest", path);
 		goto out;
@@ -334,39 +435,8 @@ int manifest_load(struct manifest *m, const char *dir)
 	m->group = (int32_t)group;
 	m->has_tokenizer = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "tokenizer"));
 
-	const cJSON *rf = cJSON_GetObjectItemCaseSensitive(res, "file");
-	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(res, "tensors");
-	if (!cJSON_IsString(rf) || !cJSON_IsArray(ts) || get_u64(res, "bytes", &m->resident_bytes)) {
-		rc = error_set(EINVAL, "%s: resident needs file, bytes and tensors", path);
+	if ((rc = resident_from_json(m, res, dir, path)))
 		goto out;
-	}
-	if (!(m->resident_file = strdup(rf->valuestring))) {
-		rc = error_set(ENOMEM, "out of memory");
-		goto out;
-	}
-	if ((rc = file_size_of(dir, m->resident_file, &fsize)))
-		goto out;
-	if (fsize < m->resident_bytes) {
-		rc = error_set(EINVAL, "%s/%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected", dir,
-			       m->resident_file, fsize, m->resident_bytes);
-		goto out;
-	}
-	int n = cJSON_GetArraySize(ts);
-	m->tensors = calloc(n ? (size_t)n : 1, sizeof *m->tensors);
-	if (!m->tensors) {
-		rc = error_set(ENOMEM, "out of memory");
-		goto out;
-	}
-	for (const cJSON *o = ts->child; o; o = o->next) {
-		struct manifest_tensor *t = &m->tensors[m->n_tensors++];
-		if ((rc = tensor_from_json(t, o, true, path)))
-			goto out;
-		if (t->offset % MANIFEST_ALIGN || t->offset + t->bytes > m->resident_bytes) {
-			rc = error_set(EINVAL, "%s: tensor %s: range %" PRIu64 "+%" PRIu64 " is outside %s",
-				       path, t->name, t->offset, t->bytes, m->resident_file);
-			goto out;
-		}
-	}
 	rc = layers_from_json(m, ex, dir, path);
 	if (!rc)
 		rc = mirrors_from_json(m, cJSON_GetObjectItemCaseSensitive(root, "mirrors"), path);

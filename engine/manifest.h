@@ -5,8 +5,12 @@
  * and copies of the HF config, generation config and tokenizer files.
  * manifest_load validates everything that later code trusts: known version,
  * every byte range inside its file, sizes equal to what the quant type and
- * shape imply, expert records 4 KiB-aligned. After a successful load, no
- * offset in the manifest can point outside a file.
+ * shape imply, expert records 4 KiB-aligned, and every offset the one the
+ * converter's layout gives (docs/FORMAT.md sections 3 and 4). After a
+ * successful load, no offset in the manifest can point outside a file or
+ * at another tensor's bytes. Each checksum is seeded with what its bytes
+ * are (manifest_tensor_seed, manifest_record_seed), so bytes moved to
+ * another tensor's or record's place, checksum and all, fail their check.
  */
 #ifndef COLIBRI_ENGINE_MANIFEST_H
 #define COLIBRI_ENGINE_MANIFEST_H
@@ -19,8 +23,19 @@
 #include "engine/model_tensors.h"
 
 #define MANIFEST_FORMAT "colibri-container"
-#define MANIFEST_VERSION 1
+#define MANIFEST_VERSION 2
 #define MANIFEST_ALIGN 4096
+#define MANIFEST_PART_ALIGN 64
+
+/* The layout rule of docs/FORMAT.md sections 3 and 4: where the next tensor
+ * starts after one that ends at `end`, rounded up to align (MANIFEST_ALIGN
+ * between resident tensors and for a record's size, MANIFEST_PART_ALIGN
+ * between the parts of a record). The converter places tensors with it;
+ * manifest_load accepts no other offset. */
+static inline uint64_t manifest_align_up(uint64_t end, uint64_t align)
+{
+	return (end + align - 1) / align * align;
+}
 
 struct manifest_tensor {
 	char *name;
@@ -30,7 +45,7 @@ struct manifest_tensor {
 	int64_t shape[2];     /* [rows, cols]; cols = 1 for vectors */
 	uint64_t offset;      /* in resident.bin, or within an expert record */
 	uint64_t bytes;
-	uint64_t checksum;    /* XXH3-64 of the bytes (resident tensors only) */
+	uint64_t checksum;    /* XXH3-64 of the bytes, manifest_tensor_seed (resident tensors only) */
 };
 
 struct manifest_expert_layer {
@@ -38,7 +53,7 @@ struct manifest_expert_layer {
 	char *file;                         /* relative to the container */
 	uint64_t record_bytes;              /* multiple of MANIFEST_ALIGN */
 	struct manifest_tensor parts[EXPERT_PARTS];
-	uint64_t *checksums;                /* [n_experts], XXH3-64 of each record */
+	uint64_t *checksums;                /* [n_experts], XXH3-64 of each record, manifest_record_seed */
 };
 
 /* A copy of some or all expert files on another disk (colibri mirror). */
@@ -67,6 +82,15 @@ struct manifest {
 	struct manifest_mirror mirrors[MANIFEST_MIRRORS_MAX];
 	size_t n_mirrors;
 };
+
+/* The seed of a resident tensor's checksum: XXH3-64 of its name's bytes
+ * with seed offset, its place in resident.bin. */
+uint64_t manifest_tensor_seed(const char *name, uint64_t offset);
+
+/* The seed of the checksum of expert record `expert` of model layer
+ * `layer`: layer * 2^32 + expert, so record e's is manifest_record_seed(
+ * layer, 0) + e, the store's rule (expert_layer_desc.checksum_seed). */
+uint64_t manifest_record_seed(int32_t layer, int32_t expert);
 
 /* Identity of the model's experts: XXH3-64 over n_experts and every layer's
  * index and record checksums. Two containers of the same conversion agree. */

@@ -86,7 +86,8 @@ static int verify_copy(const char *path, const struct manifest_expert_layer *l, 
 	struct mirror_check c = { .path = path, .p = p };
 	struct verify v = { .buf = buf, .buf_bytes = buf_bytes, .direct = true, .bad = check_bad,
 			    .progress = check_progress, .ctx = &c };
-	return verify_file(&v, path, (size_t)n_experts, NULL, &l->record_bytes, l->checksums);
+	uint64_t seed = manifest_record_seed(l->layer, 0);
+	return verify_file(&v, path, (size_t)n_experts, NULL, &l->record_bytes, l->checksums, &seed);
 }
 
 static int copy_file(const char *src, const char *dst, uint8_t *buf, struct mirror_progress *p)
@@ -118,6 +119,32 @@ static int copy_file(const char *src, const char *dst, uint8_t *buf, struct mirr
 	close(in);
 	close(out);
 	return rc;
+}
+
+int mirror_leftovers(const struct manifest *m, const char *dir, int (*found)(void *ctx, const char *path),
+		     void *ctx)
+{
+	char path[PATH_MAX];
+	int rc = 0;
+	for (size_t i = 0; !rc && i <= m->n_expert_layers; i++) {
+		const char *name = i < m->n_expert_layers ? m->layers[i].file : "colibri-mirror.json";
+		snprintf(path, sizeof path, "%s/%s.tmp", dir, name);
+		struct stat sb;
+		if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+			rc = found(ctx, path);
+	}
+	return rc;
+}
+
+/* mirror_leftovers' callback of mirror_add: ctx points at its quiet flag. */
+static int leftover_remove(void *ctx, const char *path)
+{
+	if (unlink(path) != 0 && errno != ENOENT)
+		return error_set(errno, "%s: cannot remove this leftover of an interrupted mirror: %s", path,
+				 strerror(errno));
+	if (!*(const bool *)ctx)
+		fprintf(stderr, "mirror: removed %s, left by an interrupted mirror\n", path);
+	return 0;
 }
 
 static int mirror_index(const struct manifest *m, const char *dir)
@@ -159,6 +186,8 @@ int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers,
 		rc = error_set(EINVAL, "%s: a mirror must be another folder than the model", to_dir);
 		goto out;
 	}
+	if ((rc = mirror_leftovers(&m, to, leftover_remove, &quiet)))
+		goto out;
 	int idx = mirror_index(&m, to);
 	if (idx < 0 && m.n_mirrors >= MANIFEST_MIRRORS_MAX) {
 		rc = error_set(ENOSPC, "%s: already %d mirrors registered", model_dir, MANIFEST_MIRRORS_MAX);

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct manifest;
+
 /* Copies the expert files of layers[0..n) (all MoE layers when layers is
  * NULL) to to_dir and registers the mirror. */
 int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers, int n, bool quiet);
@@ -22,6 +24,14 @@ int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers,
 /* Re-checks every record of a registered mirror (every mirror when to_dir is
  * NULL). -EIO with a message naming the first bad file and record. */
 int mirror_verify(const char *model_dir, const char *to_dir, bool quiet);
+
+/* Leftovers of an interrupted mirror_add in the mirror folder dir of the
+ * model of m: the temporary files it writes there, each expert file's name
+ * followed by ".tmp" and colibri-mirror.json.tmp, and nothing else. Calls
+ * found for each that exists; a nonzero return stops the walk and is the
+ * result (0 otherwise). mirror_add removes them; doctor reports them. */
+int mirror_leftovers(const struct manifest *m, const char *dir, int (*found)(void *ctx, const char *path),
+		     void *ctx);
 
 /* Unregisters a mirror; its files stay where they are. */
 int mirror_remove(const char *model_dir, const char *to_dir);

@@ -33,15 +33,18 @@ static int read_resident(struct model *m)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
+			int e = r < 0 ? errno : EIO;
 			close(fd);
-			return error_set(EIO, "%s: read failed at offset %" PRIu64, path, done);
+			return error_set(e, "%s: read failed at offset %" PRIu64 ": %s", path, done,
+					 r < 0 ? strerror(e) : "end of file");
 		}
 		done += (uint64_t)r;
 	}
 	close(fd);
 	for (size_t i = 0; i < m->man.n_tensors; i++) {
 		const struct manifest_tensor *t = &m->man.tensors[i];
-		if (XXH3_64bits(m->resident + t->offset, t->bytes) != t->checksum)
+		uint64_t seed = manifest_tensor_seed(t->name, t->offset);
+		if (XXH3_64bits_withSeed(m->resident + t->offset, t->bytes, seed) != t->checksum)
 			return error_set(EIO, "%s: tensor %s: checksum mismatch (offset %" PRIu64
 					 "); the container is corrupt, reconvert it", path, t->name, t->offset);
 	}
@@ -246,6 +249,7 @@ static int open_store(struct model *m, const struct model_options *opt)
 		d[i].record_bytes = l->record_bytes;
 		d[i].n_experts = m->man.n_experts;
 		d[i].checksums = l->checksums;
+		d[i].checksum_seed = manifest_record_seed(l->layer, 0);
 		for (size_t k = 0; !rc && k <= m->man.n_mirrors && k < EXPERT_COPIES_MAX; k++) {
 			if (!manifest_copy_path(&m->man, m->dir, k, (size_t)(l - m->man.layers), path, sizeof path))
 				continue;

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,32 @@ static int cmp_offset(const void *a, const void *b)
 {
 	const struct st_tensor *x = a, *y = b;
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Parses the header text hdr[0..hlen): a JSON object from its first byte
+ * (no byte order mark, no leading space), padded at the end with spaces
+ * (0x20) only, as the safetensors format has it. */
+static int st_header_parse(const char *hdr, uint64_t hlen, const char *path, cJSON **out)
+{
+	const char *end = NULL;
+	*out = NULL;
+	if (hdr[0] != '{')
+		return error_set(EINVAL, "%s: header is not a JSON object: its first byte is 0x%02x, not '{'", path,
+				 (uint8_t)hdr[0]);
+	cJSON *root = cJSON_ParseWithLengthOpts(hdr, hlen, &end, false);
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return error_set(EINVAL, "%s: header is not a JSON object", path);
+	}
+	size_t at = (size_t)(end - hdr);
+	at += strspn(end, " ");
+	if (at != hlen) {
+		cJSON_Delete(root);
+		return error_set(EINVAL, "%s: header has bytes other than spaces after its JSON object (at byte %zu "
+				 "of %llu)", path, at, (unsigned long long)hlen);
+	}
+	*out = root;
+	return 0;
 }
 
 /* Fills t from one header entry; data_bytes is the size of the data block. */
@@ -170,11 +197,8 @@ int st_file_open(struct st_file *f, const char *path)
 		goto fail;
 	}
 	hdr[hlen] = 0;
-	root = cJSON_ParseWithLength(hdr, hlen);
-	if (!cJSON_IsObject(root)) {
-		rc = error_set(EINVAL, "%s: header is not a JSON object", path);
+	if ((rc = st_header_parse(hdr, hlen, path, &root)))
 		goto fail;
-	}
 	uint64_t data_start = 8 + hlen, data_bytes = f->file_bytes - data_start;
 	size_t n = 0;
 	for (const cJSON *e = root->child; e; e = e->next)

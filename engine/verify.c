@@ -13,12 +13,12 @@
 
 #include "storage/error.h"
 
-/* XXH3-64 of [off, off + len) of path's fd. 0, or -errno (-EIO at end of
- * file) with a message naming the offset of the read that failed. */
+/* XXH3-64 with seed of [off, off + len) of path's fd. 0, or -errno (-EIO at
+ * end of file) with a message naming the offset of the read that failed. */
 static int hash_range(const struct verify *v, const char *path, int fd, uint64_t off, uint64_t len,
-		      XXH3_state_t *st, uint64_t *out)
+		      uint64_t seed, XXH3_state_t *st, uint64_t *out)
 {
-	XXH3_64bits_reset(st);
+	XXH3_64bits_reset_withSeed(st, seed);
 	while (len) {
 		size_t n = len < v->buf_bytes ? (size_t)len : v->buf_bytes;
 		ssize_t r = pread(fd, v->buf, n, (off_t)off);
@@ -40,7 +40,7 @@ static int hash_range(const struct verify *v, const char *path, int fd, uint64_t
 }
 
 int verify_file(const struct verify *v, const char *path, size_t n, const uint64_t *offsets, const uint64_t *sizes,
-		const uint64_t *sums)
+		const uint64_t *sums, const uint64_t *seeds)
 {
 	int fd = v->direct ? open(path, O_RDONLY | O_DIRECT | O_CLOEXEC) : -1;
 	if (fd < 0)
@@ -56,7 +56,8 @@ int verify_file(const struct verify *v, const char *path, size_t n, const uint64
 	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++) {
 		uint64_t off = offsets ? offsets[i] : i * sizes[0], hash = 0;
-		int read_rc = hash_range(v, path, fd, off, offsets ? sizes[i] : sizes[0], st, &hash);
+		uint64_t seed = offsets ? seeds[i] : seeds[0] + i;
+		int read_rc = hash_range(v, path, fd, off, offsets ? sizes[i] : sizes[0], seed, st, &hash);
 		if (read_rc || hash != sums[i])
 			rc = v->bad(v->ctx, i, off, hash, read_rc);
 		if (read_rc)

@@ -1,6 +1,6 @@
 /*
  * verify — re-reads container files and compares byte ranges with the
- * XXH3-64 checksums of the manifest: the resident tensors, and the records
+ * seeded XXH3-64 checksums of the manifest: the resident tensors, and the records
  * of each copy of an expert file. `doctor --deep` and `mirror --verify` (and
  * mirror's check of a fresh copy) share it; each reports in its own words
  * through the callback.
@@ -26,11 +26,12 @@ struct verify {
 };
 
 /* Checks n ranges of the file at path against sums[0..n): range i is
- * [offsets[i], offsets[i] + sizes[i]), or with offsets NULL, record i of
- * sizes[0] bytes. 0 when every range was read (bad returned 0 for the
- * rest), bad's nonzero return, or -errno with a message ("PATH: cannot
- * open: ...") when path cannot be opened. */
+ * [offsets[i], offsets[i] + sizes[i]) hashed with seed seeds[i], or with
+ * offsets NULL, record i of sizes[0] bytes hashed with seeds[0] + i (the
+ * rule of manifest_record_seed). 0 when every range was read (bad returned
+ * 0 for the rest), bad's nonzero return, or -errno with a message ("PATH:
+ * cannot open: ...") when path cannot be opened. */
 int verify_file(const struct verify *v, const char *path, size_t n, const uint64_t *offsets, const uint64_t *sizes,
-		const uint64_t *sums);
+		const uint64_t *sums, const uint64_t *seeds);
 
 #endif

@@ -6,7 +6,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-uint64_t checksum_xxh3(const void *p, size_t n)
+uint64_t checksum_xxh3(const void *p, size_t n, uint64_t seed)
 {
-	return XXH3_64bits(p, n);
+	return XXH3_64bits_withSeed(p, n, seed);
 }

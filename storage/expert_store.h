@@ -73,12 +73,17 @@
  * path NULL. mirror_paths[i] is copy i + 1 of the same bytes, or NULL where
  * that mirror lacks the layer. A copy that cannot be opened or is too short
  * is left out for this layer (one warning per copy at open); the layer fails
- * to open only when no copy can be opened, with the primary's error. */
+ * to open only when no copy can be opened, with the primary's error.
+ * Record e's checksum is XXH3-64 of its record_bytes bytes with seed
+ * checksum_seed + e (XXH3_64bits_withSeed): the caller numbers the records
+ * so that one read from another record's place (another expert, another
+ * layer) fails its check; the store gives the numbers no other meaning. */
 struct expert_layer_desc {
 	const char *path;            /* the primary copy (copy 0) */
 	uint64_t record_bytes;       /* multiple of 4096 */
 	int32_t n_experts;
 	const uint64_t *checksums;   /* [n_experts], XXH3-64 of each record */
+	uint64_t checksum_seed;      /* record e's checksum is seeded with checksum_seed + e */
 	const char *mirror_paths[EXPERT_MIRRORS_MAX];
 };
 

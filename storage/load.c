@@ -314,8 +314,9 @@ static void load_read_done(struct expert_store *s, int32_t f)
 	struct frame *fr = &s->pool.frames[f];
 	const struct store_layer *l = &s->layers[fr->layer];
 	struct store_load *ld = &s->loads[f];
+	uint64_t seed = l->checksum_seed + (uint64_t)fr->expert;
 	bool ok = !ld->failed &&
-		  checksum_xxh3(buffer_pool_frame_data(&s->pool, f), l->record_bytes) == l->checksums[fr->expert];
+		  checksum_xxh3(buffer_pool_frame_data(&s->pool, f), l->record_bytes, seed) == l->checksums[fr->expert];
 	enum io_op_prio prio = fr->awaited || fr->pin_wait ? IO_OP_PRIO_DEMAND : (enum io_op_prio)ld->prio;
 
 	if (popcount8(l->holders) == 1) {

@@ -39,6 +39,7 @@ struct store_layer {
 	uint64_t record_bytes;
 	int32_t n_experts;
 	const uint64_t *checksums;   /* [n_experts], owned by the caller */
+	uint64_t checksum_seed;      /* record e is hashed with checksum_seed + e */
 	uint32_t *usage;             /* [n_experts] request counts */
 	uint32_t *mark;              /* [n_experts] serial of the last list naming it */
 	struct stripe_credit credit; /* round robin over its copies */

@@ -162,6 +162,7 @@ static int layer_open(struct expert_store *s, int i, const struct expert_layer_d
 	l->record_bytes = d->record_bytes;
 	l->n_experts = d->n_experts;
 	l->checksums = d->checksums;
+	l->checksum_seed = d->checksum_seed;
 	l->usage = calloc((size_t)d->n_experts, sizeof *l->usage);
 	l->mark = calloc((size_t)d->n_experts, sizeof *l->mark);
 	if (!l->usage || !l->mark)

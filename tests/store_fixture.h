@@ -4,8 +4,9 @@
  * of pseudo-random records, layer 1 without routed experts (record size
  * 0), written once per copy into its own folder. The fixture keeps the
  * bytes as the reference and their XXH3-64 checksums from the system
- * libxxhash (the store computes its own), and describes the layers as the
- * store takes them, copies after the first as mirror_paths.
+ * libxxhash (the store computes its own), each record seeded with
+ * sf_seed(layer) + expert, and describes the layers as the store takes
+ * them, copies after the first as mirror_paths.
  *
  * Also here: opening a store on the fixture, and one checked layer step.
  */
@@ -34,6 +35,12 @@ struct store_fixture {
 	int n_experts;
 	int n_copies;
 };
+
+/* The checksum seed of layer l's record 0: distinct per layer, never 0. */
+static inline uint64_t sf_seed(int l)
+{
+	return (uint64_t)(l + 1) << 32;
+}
 
 static inline uint64_t splitmix(uint64_t *x)
 {
@@ -69,7 +76,8 @@ static inline void store_fixture_make_in(struct store_fixture *fx, const char *c
 			memcpy(fx->content[l] + i, &v, 8);
 		}
 		for (int e = 0; e < n_experts; e++)
-			fx->checksums[l][e] = XXH3_64bits(fx->content[l] + (uint64_t)e * rb, rb);
+			fx->checksums[l][e] = XXH3_64bits_withSeed(fx->content[l] + (uint64_t)e * rb, rb,
+								   sf_seed(l) + (uint64_t)e);
 		for (int c = 0; c < n_copies; c++) {
 			snprintf(fx->paths[c][l], sizeof fx->paths[c][l], "%s/layer-%03d.bin", dirs[c], l);
 			cr_assert_eq(tu_write(fx->paths[c][l], fx->content[l], n), 0, "cannot write %s",
@@ -77,7 +85,7 @@ static inline void store_fixture_make_in(struct store_fixture *fx, const char *c
 		}
 		fx->desc[l] = (struct expert_layer_desc){
 			.path = fx->paths[0][l], .record_bytes = rb, .n_experts = n_experts,
-			.checksums = fx->checksums[l],
+			.checksums = fx->checksums[l], .checksum_seed = sf_seed(l),
 		};
 		for (int c = 1; c < n_copies; c++)
 			fx->desc[l].mirror_paths[c - 1] = fx->paths[c][l];

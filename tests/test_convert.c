@@ -7,7 +7,9 @@
  *     tensors sit at 4 KiB-aligned offsets and expert records at multiples of
  *     record_bytes (itself a multiple of 4096) with parts 64-byte aligned and
  *     zero padding; every checksum equals XXH3-64 computed here over the file
- *     bytes; every tensor has the storage type its role implies;
+ *     bytes with the seed of docs/FORMAT.md (a resident tensor's: XXH3-64 of
+ *     its name seeded with its offset; a record's: layer * 2^32 + expert);
+ *     every tensor has the storage type its role implies;
  *   - values: every stored matrix is dequantized and compared with the
  *     checkpoint as read by a small safetensors reader in this file (not
  *     engine/safetensors.c): f32 bit-exact, bf16 bit-exact to the
@@ -408,7 +410,7 @@ static void check_container(const char *out, const struct hf_ckpt *hf, enum quan
 	struct manifest m;
 	error_clear();
 	cr_assert_eq(manifest_load(&m, out), 0, "manifest_load(%s): %s", out, error_message());
-	cr_assert_eq(m.version, 1);
+	cr_assert_eq(m.version, 2);
 	cr_assert_str_eq(m.model_type, cJSON_GetObjectItem(hf->config, "model_type")->valuestring);
 	cr_assert_eq(m.expert_quant, q);
 	cr_assert_eq(m.dense_quant, q == QUANT_INT4 ? QUANT_INT8 : q);
@@ -436,7 +438,8 @@ static void check_container(const char *out, const struct hf_ckpt *hf, enum quan
 		cr_assert_geq(t->offset, end, "%s overlaps the tensor before it", t->name);
 		cr_assert(all_zero(res + end, t->offset - end), "padding before %s is not zero", t->name);
 		end = t->offset + t->bytes;
-		cr_assert_eq(XXH3_64bits(res + t->offset, t->bytes), t->checksum, "%s: checksum", t->name);
+		uint64_t seed = XXH3_64bits_withSeed(t->name, strlen(t->name), t->offset);
+		cr_assert_eq(XXH3_64bits_withSeed(res + t->offset, t->bytes, seed), t->checksum, "%s: checksum", t->name);
 		enum quant_type want = expected_type(t->name, q, t->shape[1], group);
 		cr_assert_eq(t->type, want, "%s stored as %s, expected %s", t->name,
 			     quant_type_name(t->type), quant_type_name(want));
@@ -499,7 +502,8 @@ static void check_container(const char *out, const struct hf_ckpt *hf, enum quan
 		float *want_v = malloc((size_t)(I * H) * sizeof *want_v);
 		for (int e = 0; e < E; e++) {
 			const uint8_t *rec = f + (uint64_t)e * el->record_bytes;
-			cr_assert_eq(XXH3_64bits(rec, el->record_bytes), el->checksums[e],
+			uint64_t seed = (uint64_t)l << 32 | (uint64_t)e;
+			cr_assert_eq(XXH3_64bits_withSeed(rec, el->record_bytes, seed), el->checksums[e],
 				     "%s: record %d checksum", el->file, e);
 			uint64_t at = 0;
 			for (int p = 0; p < 3; p++) {

@@ -7,9 +7,12 @@
  * header offsets past the end, bad --group-size and --quant values. Each
  * exits non-zero with one line naming the file or tensor and leaves
  * neither OUT_DIR nor a temporary sibling. An existing OUT_DIR is kept
- * without --force; --force refuses folders that are not containers and
- * regular files; a failure after the data files are written and an
- * interrupted conversion (SIGINT) leave nothing.
+ * without --force; --force refuses folders that are not containers (also
+ * with a manifest.json of {}), containers of another format version, and
+ * regular files; NaN or infinite weights and FP8 scales are refused; an
+ * OUT_DIR that cannot be published is refused before any work; a failure
+ * after the data files are written and an interrupted conversion (SIGINT)
+ * leave nothing; under nohup, SIGHUP does not interrupt.
  * (Successful conversions and their values: tests/test_convert.c.)
  */
 #include <criterion/criterion.h>
@@ -18,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <time.h>
 
@@ -303,6 +307,158 @@ Test(convert_bad, force_refuses_non_container)
 	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
 }
 
+/* A folder holding a manifest.json that is no container of this colibri
+ * ("{}" here) and other files is not ours: --force refuses it naming the
+ * folder, and every file stays. */
+Test(convert_bad, force_keeps_a_folder_with_a_foreign_manifest)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 64], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(mkdir(out, 0755), 0);
+	snprintf(p, sizeof p, "%s/manifest.json", out);
+	cr_assert_eq(tu_write(p, "{}", 2), 0);
+	snprintf(p, sizeof p, "%s/thesis.tex", out);
+	cr_assert_eq(tu_write(p, "mine", 4), 0);
+	int st = convert(hf, out, "--force --quiet");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "--force replaced a folder whose manifest.json is {}");
+	assert_one_line(log);
+	cr_assert(strstr(log, out) && strstr(log, "not a container"), "%s", log);
+	free(log);
+	char *d = read_file(out, "thesis.tex", NULL);
+	cr_assert_str_eq(d, "mine");
+	free(d);
+	d = read_file(out, "manifest.json", NULL);
+	cr_assert_str_eq(d, "{}");
+	free(d);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+}
+
+/* A container of a format version this colibri does not read may hold
+ * anything: --force refuses to replace it and says so. */
+Test(convert_bad, force_keeps_a_container_of_another_version)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(convert(hf, out, "--quiet"), 0);
+	cr_assert_eq(tu_sh("sed -i 's/\"version\":%d,/\"version\":1,/' '%s/manifest.json'", MANIFEST_VERSION, out), 0);
+	char *before = read_file(out, "manifest.json", NULL);
+	cr_assert(strstr(before, "\"version\":1,"), "%s", before);
+	int st = convert(hf, out, "--force --quiet");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "--force replaced a container of format version 1");
+	assert_one_line(log);
+	cr_assert(strstr(log, out) && strstr(log, "version 1") && strstr(log, "remove it yourself"), "%s", log);
+	free(log);
+	char *after = read_file(out, "manifest.json", NULL);
+	cr_assert_str_eq(before, after);
+	free(before);
+	free(after);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+}
+
+/* Points tensor `name` of hf_dir/model.safetensors at a copy of its data,
+ * appended, whose element i holds the size bytes at v (little-endian). */
+static void poison_element(const char *hf_dir, const char *name, size_t i, const void *v, size_t size)
+{
+	struct st_edit e;
+	st_edit_open(&e, hf_dir);
+	cJSON *t = st_edit_entry(&e, name);
+	uint64_t begin = st_edit_num(t, "data_offsets", 0), end = st_edit_num(t, "data_offsets", 1);
+	cr_assert_leq((i + 1) * size, end - begin, "%s has no element %zu", name, i);
+	uint8_t *copy = malloc(end - begin);
+	cr_assert_not_null(copy);
+	memcpy(copy, e.buf + 8 + e.hlen + begin, end - begin);
+	memcpy(copy + i * size, v, size);
+	uint64_t at = st_edit_append(&e, copy, end - begin);
+	free(copy);
+	cJSON *off = cJSON_CreateArray();
+	cJSON_AddItemToArray(off, cJSON_CreateNumber((double)at));
+	cJSON_AddItemToArray(off, cJSON_CreateNumber((double)(at + end - begin)));
+	cJSON_ReplaceItemInObjectCaseSensitive(t, "data_offsets", off);
+	st_edit_save(&e);
+}
+
+/* A NaN or an infinity in a weight, or in an FP8 block scale, cannot be
+ * quantized: refused naming the file and the tensor, nothing written. */
+Test(convert_bad, nan_and_inf_weights_refused)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	const uint16_t bf16_nan = 0x7fc0, bf16_inf = 0xff80;
+	const uint8_t e4m3_nan = 0x7f;
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/model.safetensors", hf);
+	poison_element(hf, "model.layers.1.self_attn.o_proj.weight", 37, &bf16_nan, 2);
+	expect_failure(hf, "", "model.layers.1.self_attn.o_proj.weight", p);
+	expect_failure(hf, "", "NaN", NULL);
+	tu_rmrf(hf);
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	poison_element(hf, "model.layers.2.mlp.experts.3.down_proj.weight", 5, &bf16_inf, 2);
+	expect_failure(hf, "", "model.layers.2.mlp.experts.3.down_proj.weight", p);
+	expect_failure(hf, "", "infinite", NULL);
+	tu_rmrf(hf);
+	copy_fixture(hf, sizeof hf, "qwen3_moe_fp8");
+	poison_element(hf, "model.layers.0.mlp.experts.1.up_proj.weight", 9, &e4m3_nan, 1);
+	expect_failure(hf, "", "model.layers.0.mlp.experts.1.up_proj.weight", p);
+}
+
+/* An FP8 block scale of +Inf: refused naming the scale tensor, and an
+ * existing container that --force would replace is left as it was. */
+Test(convert_bad, inf_fp8_scale_refused)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], p[PATH_MAX + 32], names[1024];
+	const float inf = INFINITY;
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	cr_assert_eq(convert(hf, out, "--quiet"), 0);
+	char *before = read_file(out, "manifest.json", NULL);
+	copy_fixture(hf, sizeof hf, "qwen3_moe_fp8");
+	snprintf(p, sizeof p, "%s/model.safetensors", hf);
+	poison_element(hf, "model.layers.0.self_attn.q_proj.weight_scale_inv", 1, &inf, 4);
+	int st = convert(hf, out, "--force");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_neq(st, 0, "an infinite scale was accepted");
+	assert_one_line(log);
+	cr_assert(strstr(log, p) && strstr(log, "model.layers.0.self_attn.q_proj.weight_scale_inv") &&
+		  strstr(log, "infinite"), "%s", log);
+	free(log);
+	char *after = read_file(out, "manifest.json", NULL);
+	cr_assert_str_eq(before, after, "the old container was replaced");
+	free(before);
+	free(after);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
+}
+
+/* An OUT_DIR that cannot be published ("", ".", a missing parent, a parent
+ * that is a file) is refused before any weight is read: here the
+ * checkpoint also fails late (tokenizer.json is a folder), and the message
+ * must be about OUT_DIR, with nothing made in the working folder. */
+Test(convert_bad, unusable_out_dir_refused_first)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32], out[PATH_MAX + 32];
+	copy_fixture(hf, sizeof hf, "qwen3_moe");
+	snprintf(p, sizeof p, "%s/tokenizer.json", hf);
+	cr_assert_eq(mkdir(p, 0755), 0);
+	snprintf(p, sizeof p, "%s/file", ws);
+	cr_assert_eq(tu_write(p, "x", 1), 0);
+	const char *outs[] = { "", ".", "out/..", "none/out", "file/out" };
+	const char *names[] = { "\"\"", "\".\"", "\"out/..\"", "none", "file" };
+	for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+		snprintf(out, sizeof out, "%s", outs[i]);
+		int st = tu_sh("cd '%s' && '%s' convert '%s' '%s' >/dev/null 2>'%s/log.txt'", ws, tu_colibri(), hf, out,
+			       ws);
+		char *log = read_file(ws, "log.txt", NULL);
+		cr_assert(st > 0 && st < 128, "convert '%s': status %d: %s", out, st, log);
+		assert_one_line(log);
+		cr_assert(!strstr(log, "tokenizer.json"), "convert '%s' did the work first: %s", out, log);
+		cr_assert(strstr(log, names[i]), "convert '%s': message does not name it: %s", out, log);
+		free(log);
+		cr_assert_neq(tu_sh("ls -a '%s' | grep -q tmp-", ws), 0, "convert '%s' left a temporary folder", out);
+	}
+}
+
 /* A failure after the data files are written (here: tokenizer.json is a
  * folder, found only when the side files are copied) still removes the
  * temporary folder. */
@@ -322,6 +478,43 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Starts `colibri convert HF OUT --quiet` with stderr in ws/log.txt; with
+ * ignore_hup, SIGHUP is ignored when it starts, as under nohup. */
+static pid_t convert_start(const char *hf, const char *out, bool ignore_hup)
+{
+	char logp[PATH_MAX + 16];
+	snprintf(logp, sizeof logp, "%s/log.txt", ws);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 2);
+		if (ignore_hup)
+			signal(SIGHUP, SIG_IGN);
+		execl(tu_colibri(), tu_colibri(), "convert", hf, out, "--quiet", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits (30 s at most) until convert pid has made its temporary folder
+ * ws/out.tmp-XXXXXX, whose path goes into tmp. */
+static void wait_for_tmp(pid_t pid, char *tmp, size_t len)
+{
+	tmp[0] = 0;
+	for (double t0 = now_s(); !tmp[0] && now_s() - t0 < 30; usleep(200)) {
+		DIR *d = opendir(ws);
+		struct dirent *de;
+		while ((de = readdir(d)))
+			if (strncmp(de->d_name, "out.tmp-", 8) == 0)
+				snprintf(tmp, len, "%s/%s", ws, de->d_name);
+		closedir(d);
+		int st;
+		cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "convert exited before it was signalled");
+	}
+	cr_assert(tmp[0], "no temporary folder appeared within 30 s");
+}
+
 /* SIGINT during a conversion. To interrupt at a known point, tokenizer.json
  * is a FIFO with no writer: the converter blocks opening it after writing
  * resident.bin and the expert files into its temporary folder. The test
@@ -329,34 +522,13 @@ static double now_s(void)
  * first one landed before the block) until the process exits. */
 Test(convert_bad, interrupt_leaves_nothing)
 {
-	char hf[PATH_MAX], out[PATH_MAX + 16], fifo[PATH_MAX + 32], logp[PATH_MAX + 16], names[1024];
+	char hf[PATH_MAX], out[PATH_MAX + 16], fifo[PATH_MAX + 32], tmp[PATH_MAX + 64], names[1024];
 	copy_fixture(hf, sizeof hf, "qwen3_moe");
 	snprintf(fifo, sizeof fifo, "%s/tokenizer.json", hf);
 	cr_assert_eq(mkfifo(fifo, 0644), 0);
 	snprintf(out, sizeof out, "%s/out", ws);
-	snprintf(logp, sizeof logp, "%s/log.txt", ws);
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		dup2(fd, 2);
-		execl(tu_colibri(), tu_colibri(), "convert", hf, out, "--quiet", (char *)NULL);
-		_exit(127);
-	}
-	double t0 = now_s();
-	bool seen_tmp = false;
-	while (!seen_tmp && now_s() - t0 < 30) {
-		DIR *d = opendir(ws);
-		struct dirent *de;
-		while ((de = readdir(d)))
-			seen_tmp |= strncmp(de->d_name, "out.tmp-", 8) == 0;
-		closedir(d);
-		int st;
-		cr_assert_eq(waitpid(pid, &st, WNOHANG), 0, "convert exited before it was interrupted");
-		if (!seen_tmp)
-			usleep(2000);
-	}
-	cr_assert(seen_tmp, "no temporary folder appeared within 30 s");
+	pid_t pid = convert_start(hf, out, false);
+	wait_for_tmp(pid, tmp, sizeof tmp);
 	int st = 0;
 	pid_t w = 0;
 	for (int tries = 0; tries < 20 && w == 0; tries++) {
@@ -375,9 +547,48 @@ Test(convert_bad, interrupt_leaves_nothing)
 	cr_assert(WIFSIGNALED(st) ? WTERMSIG(st) == SIGINT : WEXITSTATUS(st) != 0,
 		  "unexpected status %d", st);
 	if (WIFEXITED(st)) {
-		char *log = tu_read(logp, NULL);
+		char *log = read_file(ws, "log.txt", NULL);
 		assert_one_line(log);
 		free(log);
 	}
 	cr_assert_eq(out_entries(names, sizeof names), 0, "left behind: %s", names);
+}
+
+/* Started with SIGHUP ignored (nohup), convert keeps it ignored. To send
+ * SIGHUP mid-conversion, the test stops the process (SIGSTOP) once its
+ * temporary folder exists and checks that manifest.json is not written yet
+ * (a SIGHUP caught before that point interrupts the conversion), sends
+ * SIGHUP, and lets it continue: it must publish the container. */
+Test(convert_bad, sighup_ignored_under_nohup)
+{
+	char hf[PATH_MAX], out[PATH_MAX + 16], tmp[PATH_MAX + 64], names[1024];
+	fixture_path(hf, sizeof hf, "qwen3_moe");
+	snprintf(out, sizeof out, "%s/out", ws);
+	bool early = false;
+	int st = 0;
+	for (int tries = 0; tries < 5 && !early; tries++) {
+		tu_rmrf(out);
+		pid_t pid = convert_start(hf, out, true);
+		wait_for_tmp(pid, tmp, sizeof tmp);
+		kill(pid, SIGSTOP);
+		cr_assert_eq(waitpid(pid, &st, WUNTRACED), pid);
+		char mpath[PATH_MAX + 128];
+		snprintf(mpath, sizeof mpath, "%s/manifest.json", tmp);
+		early = WIFSTOPPED(st) && access(mpath, F_OK) != 0;
+		snprintf(mpath, sizeof mpath, "%s/manifest.json.tmp", tmp);
+		early = early && access(mpath, F_OK) != 0;
+		kill(pid, SIGHUP);
+		kill(pid, SIGCONT);
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		char *log = read_file(ws, "log.txt", NULL);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "convert failed after SIGHUP (status %d): %s", st, log);
+		free(log);
+	}
+	if (!early)
+		cr_skip_test("the conversion was past its manifest each time it was stopped");
+	struct manifest m;
+	error_clear();
+	cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
+	manifest_free(&m);
+	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
 }

@@ -14,7 +14,9 @@
  * LRU on a Zipf routing trace (same trace for both), also after the
  * favourites change; fault injection (a corrupt byte fails the request
  * naming layer, expert, file and offset after one retry, other experts
- * still load; truncated files fail with a clear error, at open or at read);
+ * still load; records moved to another's place with their checksums fail,
+ * since each record's checksum is seeded with its place; truncated files
+ * fail with a clear error, at open or at read);
  * the O_DIRECT-refused path on /dev/shm; learned usage counters; bad
  * arguments. The pinned set: pinned experts stay in their frames under
  * pressure and count as pinned hits, extra releases never drop them,
@@ -535,6 +537,45 @@ Test(expert_store, corrupt_record_buffered)
 Test(expert_store, corrupt_record_pread)
 {
 	check_corrupt(false, true);
+}
+
+/* Writes the reference bytes of record `from` of layer lf over record `to`
+ * of layer lt in the file, and gives that place the checksum sum. */
+static void place_record(struct store_fixture *fx, int lf, int32_t from, int lt, int32_t to, uint64_t sum)
+{
+	int fd = open(fx->paths[0][lt], O_WRONLY);
+	cr_assert(fd >= 0, "cannot open %s", fx->paths[0][lt]);
+	cr_assert_eq(pwrite(fd, record_ref(fx, lf, from), FX_REC, (off_t)to * FX_REC), FX_REC);
+	close(fd);
+	fx->checksums[lt][to] = sum;
+}
+
+/* Records 2 and 5 of layer 3 swapped, bytes and checksums together, and
+ * layer 0's record 4 with its checksum over layer 3's: the file and the
+ * checksums still agree as sets, but a record's checksum is seeded with its
+ * place, so each read fails. The records in their place still load. */
+Test(expert_store, records_out_of_place_fail_their_check)
+{
+	struct store_fixture fx;
+	fixture_make(&fx);
+	uint64_t sum2 = fx.checksums[3][2], sum5 = fx.checksums[3][5];
+	place_record(&fx, 3, 5, 3, 2, sum5);
+	place_record(&fx, 3, 2, 3, 5, sum2);
+	place_record(&fx, 0, 4, 3, 4, fx.checksums[0][4]);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
+	const int32_t bad[3] = {2, 5, 4};
+	for (int i = 0; i < 3; i++) {
+		int n_got;
+		char want[128];
+		cr_assert_eq(drain(s, 3, &bad[i], 1, &n_got), -EIO, "expert %d out of place was delivered", bad[i]);
+		snprintf(want, sizeof want, "layer 3 expert %d: checksum mismatch at offset %d", bad[i], bad[i] * FX_REC);
+		cr_assert(strstr(error_message(), want), "message: %s\nwanted: %s", error_message(), want);
+	}
+	int32_t good[3] = {1, 3, 6}, l0[1] = {4};
+	step_check(s, &fx, 3, good, 3, false);
+	step_check(s, &fx, 0, l0, 1, false);
+	expert_store_close(s);
+	store_fixture_free(&fx);
 }
 
 Test(expert_store, truncated_file_refused_at_open)

@@ -13,6 +13,8 @@
  *    f32 container, reported and bounded;
  *  - transformers v5 checkpoints: Mixtral with fused experts under mlp. and
  *    a sliding window, against a reference generated in the test;
+ *  - bytes moved to another resident tensor's or expert record's place with
+ *    their checksum fail it (the checksums are seeded with the place);
  *  - "slow but correct": logits bit-identical at the minimum RAM budget and
  *    unlimited, IO depth 1 and 64, with and without O_DIRECT, 1 and 2
  *    threads, prefill chunks of 1 and 64 tokens, prefetch on and off, and
@@ -392,6 +394,52 @@ Test(forward, expert_faults)
 	cr_expect(strstr(msg, "layer-002.bin"), "message does not name the file: %s", msg);
 	free(msg);
 	free(tokens);
+}
+
+/* Runs python3 -c script with the container as argv[1]. */
+static void edit_container(const char *model, const char *script)
+{
+	cr_assert_eq(tu_sh("/usr/bin/python3 -c \"%s\" '%s'", script, model), 0, "cannot edit %s", model);
+}
+
+/* Bytes moved to another tensor's or record's place, their checksum moved
+ * with them, so that each checksum still matches its bytes: each
+ * checksum is seeded with the place, so loading refuses the swapped
+ * resident tensors (two norms of one shape, names swapped: the layout stays
+ * valid) and doctor --deep the swapped expert records (0 and 1 of layer 0,
+ * their xxh3 entries swapped too). */
+Test(forward, moved_bytes_fail_their_checksum)
+{
+	char model[4200], err[4300], out[4300];
+	convert("qwen3_moe", "int4", model, sizeof model);
+	snprintf(err, sizeof err, "%s/moved.err", scratch);
+	snprintf(out, sizeof out, "%s/moved.f32", scratch);
+	edit_container(model, "import json,sys; p=sys.argv[1]+'/manifest.json'; m=json.load(open(p)); "
+		       "t={x['name']: x for x in m['resident']['tensors']}; "
+		       "a=t['model.layers.0.input_layernorm.weight']; b=t['model.layers.0.post_attention_layernorm.weight']; "
+		       "a['name'], b['name'] = b['name'], a['name']; json.dump(m, open(p, 'w'))");
+	cr_assert_neq(tu_sh("'%s' logits --model '%s' --tokens 1,2 --out '%s' 2>'%s'", tu_colibri(), model, out, err), 0,
+		      "swapped resident tensors were loaded");
+	char *msg = tu_read(err, NULL);
+	cr_assert(msg && strstr(msg, "resident.bin") && strstr(msg, "layernorm.weight: checksum mismatch"),
+		  "unclear message: %s", msg);
+	free(msg);
+	edit_container(model, "import json,sys; p=sys.argv[1]+'/manifest.json'; m=json.load(open(p)); "
+		       "t={x['name']: x for x in m['resident']['tensors']}; "
+		       "a=t['model.layers.0.input_layernorm.weight']; b=t['model.layers.0.post_attention_layernorm.weight']; "
+		       "a['name'], b['name'] = b['name'], a['name']; "
+		       "l=m['experts']['layers'][0]; rb=l['record_bytes']; f=open(sys.argv[1]+'/'+l['file'], 'r+b'); "
+		       "r0=f.read(rb); r1=f.read(rb); f.seek(0); f.write(r1 + r0); f.close(); "
+		       "l['xxh3'][0], l['xxh3'][1] = l['xxh3'][1], l['xxh3'][0]; json.dump(m, open(p, 'w'))");
+	cr_assert_neq(tu_sh("'%s' doctor --model '%s' --deep >'%s' 2>&1", tu_colibri(), model, err), 0,
+		      "doctor --deep passed swapped expert records");
+	msg = tu_read(err, NULL);
+	char want[4400];
+	for (int e = 0; e < 2; e++) {
+		snprintf(want, sizeof want, "FAIL  checksums: %s/experts/layer-000.bin: expert %d ", model, e);
+		cr_expect(msg && strstr(msg, want), "no line \"%s\":\n%s", want, msg);
+	}
+	free(msg);
 }
 
 Test(forward, bad_input)

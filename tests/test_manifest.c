@@ -6,8 +6,11 @@
  * manifest_load with a message naming the manifest or the file at fault:
  * wrong format string, other versions, sizes that do not match the shape and
  * type, ranges outside resident.bin, truncated or missing files,
- * record_bytes not a multiple of 4096, parts outside their record, file
- * names that leave the container, malformed checksums and sections.
+ * record_bytes not a multiple of 4096, parts outside their record or off
+ * the record layout (shifted, swapped, aliased, misnamed), resident
+ * tensors off their back-to-back layout (swapped with their checksums,
+ * overlapping), file names that leave the container, malformed checksums
+ * and sections.
  */
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
@@ -193,13 +196,22 @@ static void json_put(cJSON *root, const char *path, cJSON *item)
 	}
 }
 
-/* Applies one edit to manifest.json, then expects manifest_load to fail
- * with a message containing `what` and (if not NULL) `names`. */
-static void expect_rejected(const char *path, cJSON *item, const char *what, const char *names)
+/* One edit of manifest.json: the item to put at a dotted path. */
+struct edit {
+	const char *path;
+	cJSON *item;
+};
+
+/* Applies edits[0..n) to manifest.json, then expects manifest_load to fail
+ * with a message containing `what` and (if not NULL) `names`; path names
+ * the edit in failure messages. */
+static void expect_edits_rejected(const struct edit *edits, int n, const char *what, const char *names)
 {
+	const char *path = n ? edits[0].path : NULL;
 	cJSON *j = read_json();
-	if (path)
-		json_put(j, path, item);
+	for (int i = 0; i < n; i++)
+		if (edits[i].path)
+			json_put(j, edits[i].path, edits[i].item);
 	write_json(j);
 	cJSON_Delete(j);
 	struct manifest m;
@@ -212,6 +224,14 @@ static void expect_rejected(const char *path, cJSON *item, const char *what, con
 		  "edit of %s: message does not name %s: %s", path ? path : "(none)",
 		  names ? names : dir, error_message());
 	manifest_free(&m);
+}
+
+/* Applies one edit to manifest.json, then expects manifest_load to fail
+ * with a message containing `what` and (if not NULL) `names`. */
+static void expect_rejected(const char *path, cJSON *item, const char *what, const char *names)
+{
+	const struct edit e = { path, item };
+	expect_edits_rejected(&e, 1, what, names);
 }
 
 static void expect_loads(void)
@@ -244,7 +264,7 @@ Test(manifest, round_trip_every_field)
 	build_manifest(&want);
 	error_clear();
 	cr_assert_eq(manifest_load(&got, dir), 0, "%s", error_message());
-	cr_assert_eq(got.version, 1);
+	cr_assert_eq(got.version, 2);
 	cr_assert_str_eq(got.model_type, want.model_type);
 	cr_assert_eq(got.expert_quant, QUANT_INT4);
 	cr_assert_eq(got.dense_quant, QUANT_INT8);
@@ -320,7 +340,7 @@ Test(manifest, json_schema)
 {
 	cJSON *j = read_json();
 	cr_assert_str_eq(jstr(j, "format"), "colibri-container");
-	cr_assert_eq(jnum(j, "version"), 1);
+	cr_assert_eq(jnum(j, "version"), 2);
 	cr_assert_str_eq(jstr(j, "model_type"), "qwen3_moe");
 	cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tokenizer")));
 	cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "quant");
@@ -408,9 +428,12 @@ Test(manifest, wrong_format_string)
 
 Test(manifest, other_versions_refused)
 {
-	expect_rejected("version", cJSON_CreateNumber(2), "version 2", "manifest.json");
+	/* Version 1 checksums were not seeded: such a container must be reconverted. */
+	expect_rejected("version", cJSON_CreateNumber(1), "version 1 is not supported (this colibri reads 2); "
+			"reconvert the model", "manifest.json");
+	expect_rejected("version", cJSON_CreateNumber(3), "version 3", "manifest.json");
 	expect_rejected("version", cJSON_CreateNumber(0), "version 0", "manifest.json");
-	expect_rejected("version", cJSON_CreateString("1"), "version", "manifest.json");
+	expect_rejected("version", cJSON_CreateString("2"), "version", "manifest.json");
 	expect_rejected("version", cJSON_CreateNumber(1.5), "version", "manifest.json");
 	expect_rejected("version", NULL, "version", "manifest.json");
 }
@@ -614,4 +637,73 @@ Test(manifest, record_size_overflow)
 	cr_expect(strstr(error_message(), "truncated") && strstr(error_message(), "experts/layer-001.bin"),
 		  "unclear message: %s", error_message());
 	manifest_free(&back);
+}
+
+/* Expert parts at other offsets than docs/FORMAT.md section 4 gives, each
+ * of which would have a part read another's bytes (or padding): refused
+ * naming the manifest and the part. */
+Test(manifest, expert_parts_off_their_layout)
+{
+	expect_rejected("experts.layers.0.parts.0.offset", cJSON_CreateNumber(64), "part gate", "manifest.json");
+	const struct edit swap[2] = {
+		{ "experts.layers.0.parts.0.offset", cJSON_CreateNumber(4608) },
+		{ "experts.layers.0.parts.1.offset", cJSON_CreateNumber(0) },
+	};
+	expect_edits_rejected(swap, 2, "part gate", "manifest.json");
+	expect_rejected("experts.layers.1.parts.2.offset", cJSON_CreateNumber(4608), "part down", "manifest.json");
+	expect_rejected("experts.layers.1.parts.1.offset", cJSON_CreateNumber(4672), "part up", "manifest.json");
+	/* Parts named out of order (their shapes are those of the other). */
+	const struct edit names[2] = {
+		{ "experts.layers.0.parts.0.name", cJSON_CreateString("up") },
+		{ "experts.layers.0.parts.1.name", cJSON_CreateString("gate") },
+	};
+	expect_edits_rejected(names, 2, "expected gate", "manifest.json");
+}
+
+/* The reference container plus model.layers.0.input_layernorm.weight, the
+ * same shape and type as model.norm.weight, after the others; its
+ * manifest becomes the one edits start from. */
+static void write_twin_container(void)
+{
+	struct manifest m;
+	build_manifest(&m);
+	struct manifest_tensor *t = realloc(m.tensors, 4 * sizeof *t);
+	cr_assert_not_null(t);
+	m.tensors = t;
+	set_tensor(&m.tensors[3], "model.layers.0.input_layernorm.weight", QUANT_F32, 0, 1, 128, 1, RES_BYTES, 512,
+		   0x00000000000000eeull);
+	m.n_tensors = 4;
+	m.resident_bytes = RES_BYTES + 4096;
+	write_zeros("resident.bin", RES_BYTES + 4096);
+	error_clear();
+	cr_assert_eq(manifest_write(&m, dir), 0, "%s", error_message());
+	manifest_free(&m);
+	cr_assert_eq(tu_sh("cp '%s/manifest.json' '%s/manifest.json.orig'", dir, dir), 0);
+	expect_loads();
+}
+
+/* Two resident tensors of one shape whose offsets are swapped, each with
+ * the other's checksum, so every checksum still matches its bytes: refused
+ * at load, since tensors lie back to back in manifest order. */
+Test(manifest, resident_tensors_swapped)
+{
+	write_twin_container();
+	const struct edit swap[4] = {
+		{ "resident.tensors.0.offset", cJSON_CreateNumber(RES_BYTES) },
+		{ "resident.tensors.0.xxh3", cJSON_CreateString("00000000000000ee") },
+		{ "resident.tensors.3.offset", cJSON_CreateNumber(0) },
+		{ "resident.tensors.3.xxh3", cJSON_CreateString("00000000000000ff") },
+	};
+	expect_edits_rejected(swap, 4, "model.norm.weight is at offset 24576", "manifest.json");
+	/* One tensor over another of its size: they overlap. */
+	expect_rejected("resident.tensors.3.offset", cJSON_CreateNumber(0), "model.layers.0.input_layernorm.weight",
+			"manifest.json");
+}
+
+/* resident.bytes is the end of the last tensor rounded up to 4096, not
+ * merely within the file. */
+Test(manifest, resident_bytes_past_the_last_tensor)
+{
+	write_zeros("resident.bin", RES_BYTES + 4096);
+	expect_rejected("resident.bytes", cJSON_CreateNumber(RES_BYTES + 4096), "resident bytes", "manifest.json");
 }

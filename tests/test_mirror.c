@@ -5,7 +5,9 @@
  * is taken out of rotation with a warning and the logits stay the same;
  * --verify catches a corrupted copy naming the file; --remove unregisters;
  * mirroring onto the model's own folder is refused; a disk without a saved
- * profile is measured once after mirroring, so stripes follow bandwidth.
+ * profile is measured once after mirroring, so stripes follow bandwidth;
+ * temporary files of a killed mirror are reported by doctor and removed by
+ * the next mirror run.
  */
 #include <criterion/criterion.h>
 
@@ -145,4 +147,57 @@ Test(mirror, measures_unprofiled_disks)
 	/* The plan now reads the disk's bandwidth from the saved profile. */
 	cr_expect_eq(tu_sh("COLIBRI_CACHE_DIR='%s' '%s' plan --model '%s' | grep -q 'profile of'", cache, tu_colibri(),
 			   model), 0, "plan does not see the measured profile");
+}
+
+/* Temporary files that a killed `colibri mirror` leaves in the mirror
+ * folder (experts/layer-LLL.bin.tmp of the model's expert files,
+ * colibri-mirror.json.tmp) are reported by doctor, which leaves them (a
+ * mirror may be running), and removed by the next mirror run, also one
+ * that copies another layer. Files of any other name stay. */
+Test(mirror, leftovers_of_a_killed_mirror)
+{
+	cr_assert_eq(tu_sh("'%s' mirror --quiet --no-probe --model '%s' --to '%s' --layers 2", tu_colibri(), model, mirror), 0);
+	const char *stale[] = { "experts/layer-000.bin.tmp", "colibri-mirror.json.tmp" };
+	const char *keep[] = { "experts/layer-000.bin.tmp.keep", "experts/layer-001.bin.tmp", "notes.tmp",
+			       "experts/layer-000.bin" };
+	char path[4400], out[4400];
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(path, sizeof path, "%s/%s", mirror, stale[i]);
+		cr_assert_eq(tu_write(path, "partial", 7), 0);
+	}
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s", mirror, keep[i]);
+		cr_assert_eq(tu_write(path, "other", 5), 0);
+	}
+	snprintf(out, sizeof out, "%s/doctor.txt", scratch);
+	tu_sh("'%s' doctor --model '%s' >'%s' 2>&1", tu_colibri(), model, out);
+	char *text = tu_read(out, NULL);
+	cr_assert_not_null(text);
+	for (size_t i = 0; i < 2; i++) {
+		char want[4500];
+		snprintf(want, sizeof want, "warn  mirror: %s/%s is left over from an interrupted colibri mirror", mirror,
+			 stale[i]);
+		cr_expect(strstr(text, want), "doctor does not report %s:\n%s", stale[i], text);
+		snprintf(path, sizeof path, "%s/%s", mirror, stale[i]);
+		cr_expect_eq(access(path, F_OK), 0, "doctor removed %s", stale[i]);
+	}
+	for (size_t i = 0; i < 3; i++)
+		cr_expect(!strstr(text, keep[i]), "doctor reports %s:\n%s", keep[i], text);
+	free(text);
+
+	snprintf(out, sizeof out, "%s/mirror.err", scratch);
+	cr_assert_eq(tu_sh("'%s' mirror --no-probe --model '%s' --to '%s' --layers 2 2>'%s'", tu_colibri(), model, mirror,
+			   out), 0);
+	text = tu_read(out, NULL);
+	cr_assert_not_null(text);
+	for (size_t i = 0; i < 2; i++) {
+		snprintf(path, sizeof path, "%s/%s", mirror, stale[i]);
+		cr_expect_neq(access(path, F_OK), 0, "%s was not removed", stale[i]);
+		cr_expect(strstr(text, path), "mirror does not say it removed %s: %s", path, text);
+	}
+	free(text);
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(path, sizeof path, "%s/%s", mirror, keep[i]);
+		cr_expect_eq(access(path, F_OK), 0, "%s was removed", keep[i]);
+	}
 }

@@ -548,6 +548,9 @@ Test(commands, doctor_names_a_truncated_file)
 	cr_expect_neq(colibri(out, args), 0, "doctor passed a truncated container");
 	char *text = tu_read(out, NULL);
 	cr_expect(strstr(text, "FAIL") && strstr(text, file) && strstr(text, "truncated"), "%s", text);
+	/* convert --force would refuse a container whose manifest does not load. */
+	const char *fix = strstr(text, "fix: ");
+	cr_expect(fix && strncmp(fix, "fix: remove DIR and reconvert", 29) == 0, "the fix is not to remove it: %s", text);
 	free(text);
 }
 

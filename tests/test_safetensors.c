@@ -4,6 +4,7 @@
  *   - a valid file with F32, BF16, F16 and F8_E4M3 tensors whose values are
  *     known by construction (bit patterns decoded by hand), read by rows;
  *   - adversarial headers (length out of range, not JSON, not an object,
+ *     bytes other than space padding after the object, a byte order mark,
  *     offsets outside the data, begin > end, size not matching shape x dtype,
  *     overlapping tensors, negative or fractional dims, missing fields, a
  *     file cut short), each rejected with a message that names the file;
@@ -266,6 +267,43 @@ Test(safetensors, header_not_json)
 	expect_header_rejected(dir, "{\"a\": {\"dtype\": \"F32\", ", 0, "JSON");
 	expect_header_rejected(dir, "not json at all", 0, "JSON");
 	expect_header_rejected(dir, "{\"a\":1}garbage", 0, NULL);
+}
+
+/* The header is one JSON object from its first byte, padded at the end
+ * with spaces only: trailing bytes after the object (which a lenient JSON
+ * parser stops before), a UTF-8 byte order mark, leading spaces, or
+ * padding with newlines, tabs or NULs are refused naming the file; the
+ * same header padded with spaces opens. */
+Test(safetensors, header_only_space_padded)
+{
+	const char *obj = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+	const char *const bad[][2] = {
+		{ "", "xyz" }, { "", "}" }, { "", " {}" }, { "", "\n" }, { "", "  \t" }, { "\xef\xbb\xbf", "" },
+		{ " ", "" }, { "\n", "  " },
+	};
+	char header[256];
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(header, sizeof header, "%s%s%s", bad[i][0], obj, bad[i][1]);
+		expect_header_rejected(dir, header, 4, "header");
+	}
+	/* A NUL inside the declared header: the rest is not spaces. */
+	char path[4200];
+	snprintf(path, sizeof path, "%s/nul.safetensors", dir);
+	snprintf(header, sizeof header, "%s   ", obj);
+	size_t len = strlen(header);
+	header[len - 2] = 0;
+	float zero = 0;
+	write_st_raw(path, len, header, len, &zero, sizeof zero);
+	expect_open_fails(path, EINVAL, "spaces");
+
+	snprintf(path, sizeof path, "%s/padded.safetensors", dir);
+	snprintf(header, sizeof header, "%s       ", obj);
+	write_st(path, header, &zero, sizeof zero);
+	struct st_file f;
+	error_clear();
+	cr_assert_eq(st_file_open(&f, path), 0, "%s", error_message());
+	cr_assert_eq(f.n_tensors, 1);
+	st_file_close(&f);
 }
 
 Test(safetensors, header_not_an_object)
