@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "engine/files.h"
+#include "engine/json_get.h"
 #include "storage/error.h"
 
 static cJSON *tensor_to_json(const struct manifest_tensor *t, bool resident)
@@ -99,15 +100,14 @@ int manifest_write(const struct manifest *m, const char *dir)
 	return rc;
 }
 
-/* Reads a non-negative integer that fits exactly in a double. */
+/* Reads a non-negative integer that fits exactly in a double (json_int). */
 static int get_u64(const cJSON *o, const char *key, uint64_t *out)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
-	    v->valuedouble != floor(v->valuedouble))
-		return -EINVAL;
-	*out = (uint64_t)v->valuedouble;
-	return 0;
+	int64_t v;
+	int rc = json_int(cJSON_GetObjectItemCaseSensitive(o, key), 0, JSON_INT_EXACT, &v);
+	if (!rc)
+		*out = (uint64_t)v;
+	return rc;
 }
 
 static int parse_hex64(const cJSON *v, uint64_t *out)
@@ -140,11 +140,8 @@ static int tensor_from_json(struct manifest_tensor *t, const cJSON *o, bool resi
 		return error_set(EINVAL, "%s: tensor %s: shape must have 1 or 2 dims", path, t->name);
 	t->shape[1] = 1;
 	for (int i = 0; i < t->ndim; i++) {
-		const cJSON *d = cJSON_GetArrayItem(shape, i);
-		if (!cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > 1e12 ||
-		    d->valuedouble != floor(d->valuedouble))
+		if (json_int(cJSON_GetArrayItem(shape, i), 1, 1000000000000LL, &t->shape[i]))
 			return error_set(EINVAL, "%s: tensor %s: bad shape", path, t->name);
-		t->shape[i] = (int64_t)d->valuedouble;
 	}
 	if (get_u64(o, "group", &group) || get_u64(o, "offset", &t->offset) ||
 	    get_u64(o, "bytes", &t->bytes) || group > INT32_MAX)
@@ -261,6 +258,11 @@ static int layers_from_json(struct manifest *m, const cJSON *ex, const char *dir
 		int rc = layer_from_json(&m->layers[m->n_expert_layers++], o, ne, dir, path);
 		if (rc)
 			return rc;
+		/* Increasing layers: a lookup finds the one entry of each. */
+		size_t i = m->n_expert_layers - 1;
+		if (i > 0 && m->layers[i].layer <= m->layers[i - 1].layer)
+			return error_set(EINVAL, "%s: expert layer %d is listed after layer %d (the list must be "
+					 "increasing, each layer once)", path, m->layers[i].layer, m->layers[i - 1].layer);
 	}
 	return 0;
 }
@@ -285,10 +287,10 @@ static int mirrors_from_json(struct manifest *m, const cJSON *ms, const char *pa
 		if (!mm->dir || !mm->layers)
 			return error_set(ENOMEM, "out of memory");
 		for (const cJSON *l = ls->child; l; l = l->next) {
-			if (!cJSON_IsNumber(l) || l->valueint < 0 || l->valueint >= MODEL_LAYERS_MAX ||
-			    !manifest_expert_layer(m, l->valueint))
+			int64_t layer;
+			if (json_int(l, 0, MODEL_LAYERS_MAX - 1, &layer) || !manifest_expert_layer(m, (int)layer))
 				return error_set(EINVAL, "%s: mirror %s lists a layer without experts", path, mm->dir);
-			mm->layers[mm->n_layers++] = l->valueint;
+			mm->layers[mm->n_layers++] = (int32_t)layer;
 		}
 	}
 	return 0;
@@ -339,6 +341,10 @@ static int resident_from_json(struct manifest *m, const cJSON *res, const char *
 		struct manifest_tensor *t = &m->tensors[m->n_tensors++];
 		if ((rc = tensor_from_json(t, o, true, path)))
 			return rc;
+		/* O(n^2) name compares, once at load: a few ms for 2,000 tensors. */
+		for (size_t k = 0; k + 1 < m->n_tensors; k++)
+			if (strcmp(m->tensors[k].name, t->name) == 0)
+				return error_set(EINVAL, "%s: tensor %s is listed twice", path, t->name);
 		if (t->offset % MANIFEST_ALIGN || t->offset + t->bytes > m->resident_bytes)
 			return error_set(EINVAL, "%s: tensor %s: range %" PRIu64 "+%" PRIu64 " is outside %s", path,
 					 t->name, t->offset, t->bytes, m->resident_file);

@@ -707,3 +707,13 @@ Test(manifest, resident_bytes_past_the_last_tensor)
 	write_zeros("resident.bin", RES_BYTES + 4096);
 	expect_rejected("resident.bytes", cJSON_CreateNumber(RES_BYTES + 4096), "resident bytes", "manifest.json");
 }
+
+/* A name listed twice, or expert layers out of order (lookups take the
+ * first entry, so the second would silently be ignored). */
+Test(manifest, duplicates_and_disorder_refused)
+{
+	expect_rejected("resident.tensors.1.name", cJSON_CreateString("model.embed_tokens.weight"), "listed twice",
+			"model.embed_tokens.weight");
+	expect_rejected("experts.layers.1.layer", cJSON_CreateNumber(1), "increasing", "manifest.json");
+	expect_rejected("experts.layers.1.layer", cJSON_CreateNumber(0), "increasing", "manifest.json");
+}
