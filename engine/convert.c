@@ -30,6 +30,7 @@
 #include "engine/model_config.h"
 #include "engine/model_tensors.h"
 #include "engine/safetensors.h"
+#include "engine/verify.h"
 #include "storage/error.h"
 #include "storage/clock.h"
 
@@ -357,30 +358,6 @@ static enum quant_type resident_type(const struct converter *c, const struct ten
 	return d;
 }
 
-/* XXH3-64 with seed of [off, off + len) of fd, read back through buf. */
-static int hash_range(int fd, const char *path, uint64_t off, uint64_t len, uint64_t seed, uint8_t *buf,
-		      size_t buf_len, uint64_t *out)
-{
-	XXH3_state_t *st = XXH3_createState();
-	if (!st)
-		return error_set(ENOMEM, "out of memory");
-	XXH3_64bits_reset_withSeed(st, seed);
-	while (len > 0) {
-		size_t n = len < buf_len ? (size_t)len : buf_len;
-		ssize_t r = pread(fd, buf, n, (off_t)off);
-		if (r <= 0) {
-			XXH3_freeState(st);
-			return error_set(EIO, "%s: read back failed at %" PRIu64, path, off);
-		}
-		XXH3_64bits_update(st, buf, (size_t)r);
-		off += (uint64_t)r;
-		len -= (uint64_t)r;
-	}
-	*out = XXH3_64bits_digest(st);
-	XXH3_freeState(st);
-	return 0;
-}
-
 static int write_resident(struct converter *c, struct manifest *m)
 {
 	char path[PATH_MAX];
@@ -420,8 +397,8 @@ static int write_resident(struct converter *c, struct manifest *m)
 		rc = error_set(errno, "%s: cannot size: %s", path, strerror(errno));
 	for (size_t i = 0; !rc && i < m->n_tensors; i++) {
 		struct manifest_tensor *t = &m->tensors[i];
-		rc = hash_range(sink.fd, path, t->offset, t->bytes, manifest_tensor_seed(t->name, t->offset), c->qbuf,
-				CONVERT_CHUNK_BYTES, &t->checksum);
+		rc = verify_hash_range(&(struct verify){ .buf = c->qbuf, .buf_bytes = CONVERT_CHUNK_BYTES }, path,
+				       sink.fd, t->offset, t->bytes, manifest_tensor_seed(t->name, t->offset), &t->checksum);
 	}
 	if (!rc && fsync(sink.fd) != 0)
 		rc = error_set(errno, "%s: fsync failed: %s", path, strerror(errno));

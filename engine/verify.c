@@ -15,8 +15,8 @@
 
 /* XXH3-64 with seed of [off, off + len) of path's fd. 0, or -errno (-EIO at
  * end of file) with a message naming the offset of the read that failed. */
-static int hash_range(const struct verify *v, const char *path, int fd, uint64_t off, uint64_t len,
-		      uint64_t seed, XXH3_state_t *st, uint64_t *out)
+static int hash_range_with(const struct verify *v, const char *path, int fd, uint64_t off, uint64_t len,
+			   uint64_t seed, XXH3_state_t *st, uint64_t *out)
 {
 	XXH3_64bits_reset_withSeed(st, seed);
 	while (len) {
@@ -39,6 +39,17 @@ static int hash_range(const struct verify *v, const char *path, int fd, uint64_t
 	return 0;
 }
 
+int verify_hash_range(const struct verify *v, const char *path, int fd, uint64_t off, uint64_t len, uint64_t seed,
+		      uint64_t *out)
+{
+	XXH3_state_t *st = XXH3_createState();
+	if (!st)
+		return error_set(ENOMEM, "out of memory");
+	int rc = hash_range_with(v, path, fd, off, len, seed, st, out);
+	XXH3_freeState(st);
+	return rc;
+}
+
 int verify_file(const struct verify *v, const char *path, size_t n, const uint64_t *offsets, const uint64_t *sizes,
 		const uint64_t *sums, const uint64_t *seeds)
 {
@@ -57,7 +68,7 @@ int verify_file(const struct verify *v, const char *path, size_t n, const uint64
 	for (size_t i = 0; i < n && !rc; i++) {
 		uint64_t off = offsets ? offsets[i] : i * sizes[0], hash = 0;
 		uint64_t seed = offsets ? seeds[i] : seeds[0] + i;
-		int read_rc = hash_range(v, path, fd, off, offsets ? sizes[i] : sizes[0], seed, st, &hash);
+		int read_rc = hash_range_with(v, path, fd, off, offsets ? sizes[i] : sizes[0], seed, st, &hash);
 		if (read_rc || hash != sums[i])
 			rc = v->bad(v->ctx, i, off, hash, read_rc);
 		if (read_rc)

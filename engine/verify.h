@@ -25,6 +25,12 @@ struct verify {
 	void *ctx;
 };
 
+/* XXH3-64 with seed of [off, off + len) of the open file fd (path names it
+ * in messages), read through v->buf. 0, or -errno (-EIO at end of file)
+ * with a message naming the offset of the read that failed. */
+int verify_hash_range(const struct verify *v, const char *path, int fd, uint64_t off, uint64_t len, uint64_t seed,
+		      uint64_t *out);
+
 /* Checks n ranges of the file at path against sums[0..n): range i is
  * [offsets[i], offsets[i] + sizes[i]) hashed with seed seeds[i], or with
  * offsets NULL, record i of sizes[0] bytes hashed with seeds[0] + i (the
