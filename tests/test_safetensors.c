@@ -334,8 +334,7 @@ Test(safetensors, bad_dims)
 }
 
 /* The reader validates data_offsets as integers like shapes: a fractional
- * offset is not a byte position. Disabled: engine/safetensors.c accepts it
- * (it truncates 0.5 to 0); see the report on st_entry_parse. */
+ * offset is not a byte position. */
 Test(safetensors, fractional_offsets)
 {
 	expect_header_rejected(dir, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0.5,4.5]}}", 8, "tensor a");
@@ -531,10 +530,7 @@ Test(safetensors, bad_index)
 	cr_assert(strstr(error_message(), "model-00009-of-00009.safetensors"), "%s", error_message());
 }
 
-/* weight_map values must be plain file names in the checkpoint folder.
- * Disabled: engine/safetensors.c st_set_list reads e->string after
- * cJSON_Delete(root) on this path (heap-use-after-free under ASan); see the
- * report. */
+/* weight_map values must be plain file names in the checkpoint folder. */
 Test(safetensors, index_entry_not_a_file_name)
 {
 	char p[4200];
