@@ -95,15 +95,19 @@ static int st_entry_parse(struct st_tensor *t, const cJSON *e, uint64_t data_sta
 	if (t->ndim > ST_MAX_DIMS)
 		return error_set(EINVAL, "%s: tensor %s: %d dims, at most %d supported",
 				 path, name, t->ndim, ST_MAX_DIMS);
-	uint64_t numel = 1;
+	/* The product of the nonzero dims must fit int64 too: rows x cols of a
+	 * shape with a zero dim last, e.g. [2^31, 2^32, 0], is computed in
+	 * int64 by st_tensor_rows and would overflow. */
+	uint64_t numel = 1, nonzero = 1;
 	for (int i = 0; i < t->ndim; i++) {
 		const cJSON *d = cJSON_GetArrayItem(sh, i);
 		if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 9.0e15 ||
 		    d->valuedouble != (double)(int64_t)d->valuedouble)
 			return error_set(EINVAL, "%s: tensor %s: bad shape", path, name);
 		t->shape[i] = (int64_t)d->valuedouble;
-		if (t->shape[i] != 0 && numel > UINT64_MAX / (uint64_t)t->shape[i])
+		if (t->shape[i] != 0 && nonzero > (uint64_t)INT64_MAX / (uint64_t)t->shape[i])
 			return error_set(EINVAL, "%s: tensor %s: shape overflows", path, name);
+		nonzero *= t->shape[i] ? (uint64_t)t->shape[i] : 1;
 		numel *= (uint64_t)t->shape[i];
 	}
 	const cJSON *b = cJSON_GetArrayItem(off, 0), *en = cJSON_GetArrayItem(off, 1);

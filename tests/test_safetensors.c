@@ -5,8 +5,10 @@
  *     known by construction (bit patterns decoded by hand), read by rows;
  *   - adversarial headers (length out of range, not JSON, not an object,
  *     offsets outside the data, begin > end, size not matching shape x dtype,
- *     overlapping tensors, negative or fractional dims, missing fields, a
- *     file cut short), each rejected with a message that names the file;
+ *     overlapping tensors, negative or fractional dims, dims whose product
+ *     overflows int64 even when a zero dim empties the tensor, missing
+ *     fields, a file cut short), each rejected with a message that names
+ *     the file;
  *   - a data block that shrinks after the header was validated: -EIO;
  *   - dtypes the header may carry but rows cannot be converted from:
  *     -ENOTSUP from st_tensor_read_f32;
@@ -331,6 +333,30 @@ Test(safetensors, bad_dims)
 	expect_header_rejected(dir, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1e30],\"data_offsets\":[0,4]}}", 8, "shape");
 	expect_header_rejected(dir, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
 				    "\"data_offsets\":[0,4]}}", 8, "dims");
+}
+
+/* A zero dim makes a tensor empty whatever the others are, but rows x cols
+ * are still computed in int64 (st_tensor_rows): dims whose product does
+ * not fit were accepted and overflowed there (found by fuzz_safetensors,
+ * UBSan signed-integer-overflow). The largest product that fits is fine. */
+Test(safetensors, empty_tensor_with_huge_dims)
+{
+	expect_header_rejected(dir, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2147483648,4294967296,0],"
+				    "\"data_offsets\":[0,0]}}", 0, "shape overflows");
+	expect_header_rejected(dir, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[0,4294967296,4294967296],"
+				    "\"data_offsets\":[0,0]}}", 0, "shape overflows");
+
+	char path[4200];
+	snprintf(path, sizeof path, "%s/ok.safetensors", dir);
+	write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1073741824,8589934591,0],"
+		       "\"data_offsets\":[0,0]}}", "", 0);
+	struct st_file f;
+	error_clear();
+	cr_assert_eq(st_file_open(&f, path), 0, "%s", error_message());
+	cr_assert_eq(st_tensor_rows(&f.tensors[0]), 1073741824ll * 8589934591ll);
+	cr_assert_eq(st_tensor_cols(&f.tensors[0]), 0);
+	cr_assert_eq(f.tensors[0].nbytes, 0);
+	st_file_close(&f);
 }
 
 /* The reader validates data_offsets as integers like shapes: a fractional
