@@ -312,7 +312,9 @@ int st_index_parse(const char *json, size_t len, const char *path, char ***names
 		goto out;
 	}
 	for (const cJSON *e = map->child; e; e = e->next) {
-		if (!cJSON_IsString(e) || strchr(e->valuestring, '/')) {
+		/* "", "." and ".." would open the folder itself or its parent. */
+		if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !e->valuestring[0] ||
+		    strcmp(e->valuestring, ".") == 0 || strcmp(e->valuestring, "..") == 0) {
 			rc = error_set(EINVAL, "%s: weight_map entry %s is not a file name", path, e->string);
 			goto out;
 		}

@@ -13,7 +13,8 @@
  *   - dtypes the header may carry but rows cannot be converted from:
  *     -ENOTSUP from st_tensor_read_f32;
  *   - checkpoint sets: sharded with model.safetensors.index.json, sharded
- *     without an index, a tensor duplicated across shards, a bad index.
+ *     without an index, a tensor duplicated across shards, a bad index,
+ *     index entries that are not plain file names ("..", "", "a/b").
  * Nothing here may crash: the suite also runs under ASan/UBSan.
  */
 #include <criterion/criterion.h>
@@ -568,6 +569,17 @@ Test(safetensors, index_entry_not_a_file_name)
 	cr_assert_eq(st_set_open(&set, dir), -EINVAL);
 	cr_assert(strstr(error_message(), p), "%s", error_message());
 	cr_assert(strstr(error_message(), "a"), "%s", error_message());
+	/* Names that resolve to the folder itself or its parent: opening them
+	 * failed later with a misleading "truncated" (found by
+	 * fuzz_safetensors_index). */
+	const char *folders[] = { "{\"weight_map\":{\"c\":\"\"}}", "{\"weight_map\":{\"c\":\".\"}}",
+				  "{\"weight_map\":{\"c\":\"..\"}}" };
+	for (size_t i = 0; i < 3; i++) {
+		cr_assert_eq(tu_write(p, folders[i], strlen(folders[i])), 0);
+		error_clear();
+		cr_assert_eq(st_set_open(&set, dir), -EINVAL, "%s", folders[i]);
+		cr_assert(strstr(error_message(), "is not a file name"), "%s: %s", folders[i], error_message());
+	}
 	const char *number = "{\"weight_map\":{\"b\":5}}";
 	cr_assert_eq(tu_write(p, number, strlen(number)), 0);
 	error_clear();
