@@ -221,6 +221,10 @@ static int add_dec(struct comp *C, struct dec_plan *d, const cJSON *o)
 		if (!d->fused || !c || strcmp(c, " ") != 0 || !cJSON_IsNumber(start) ||
 		    (stop && cJSON_IsNumber(stop) && stop->valuedouble != 0))
 			FAIL(C, -EINVAL, "decoder Strip is only supported after Fuse, stripping leading spaces", C->path);
+		/* A count of characters: the cast below needs a small non-negative integer. */
+		if (!(start->valuedouble >= 0 && start->valuedouble <= 1024) ||
+		    start->valuedouble != (double)(size_t)start->valuedouble)
+			FAIL(C, -EINVAL, "decoder Strip \"start\" must be an integer in [0, 1024]", C->path);
 		C->t->strip_leading = (size_t)start->valuedouble;
 		return 0;
 	}
@@ -242,6 +246,9 @@ static int add_dec(struct comp *C, struct dec_plan *d, const cJSON *o)
 		s->kind = DEC_METASPACE;
 		s->a = tj_str(o, "replacement");
 		s->a = s->a ? s->a : "\xE2\x96\x81";
+		/* An empty pattern would match everywhere without advancing. */
+		if (!s->a[0])
+			FAIL(C, -EINVAL, "decoder Metaspace replacement must be one character", C->path);
 		if (scheme ? strcmp(scheme, "never") != 0 : tj_bool(o, "add_prefix_space", true))
 			C->t->strip_leading = 1;
 	} else {

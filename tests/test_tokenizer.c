@@ -14,7 +14,9 @@
  *   - Split behaviours the reference package does not implement, by hand;
  *   - the streaming decoder on characters split across tokens and on
  *     invalid UTF-8;
- *   - malformed or unsupported tokenizer.json files: an error, no crash.
+ *   - malformed or unsupported tokenizer.json files: an error, no crash
+ *     (including the inputs fuzz_tokenizer found: a \C split regex, a
+ *     negative Strip start, an empty Metaspace decoder replacement).
  * Tests that need node and tools/node_modules skip with the reason when
  * they are missing (./setup.sh installs them).
  */
@@ -313,7 +315,7 @@ static void write_model(char *dir, size_t n, const char *json, const char *cfg)
 
 #define TINY_MODEL "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}"
 
-Test(tokenizer, malformed_files_fail_cleanly)
+Test(tokenizer, malformed_files_fail_cleanly, .timeout = 120)
 {
 	static const struct {
 		const char *json, *cfg;
@@ -337,6 +339,14 @@ Test(tokenizer, malformed_files_fail_cleanly)
 		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"WordPiece\"}}", NULL, -EINVAL, "tokenizer.json", "WordPiece" },
 		{ "{" TINY_MODEL ", \"added_tokens\": [{\"id\": 5}]}", NULL, -EINVAL, "tokenizer.json", "added_tokens" },
 		{ "{" TINY_MODEL "}", "{\"bos_token\": ", -EINVAL, "tokenizer_config.json", "malformed" },
+		/* Found by fuzz_tokenizer: \C split pieces inside a character and the
+		 * BPE then read past the text (heap-buffer-overflow); a Strip start
+		 * of -1 was cast to size_t (UBSan float-cast-overflow); an empty
+		 * Metaspace decoder replacement looped forever at load. */
+		{ "{" TINY_MODEL ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\C\"}, \"behavior\": \"Isolated\"}}", NULL, -EINVAL, "tokenizer.json", "regex" },
+		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": -1, \"stop\": 0}]}}", NULL, -EINVAL, "tokenizer.json", "Strip" },
+		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": 1.5}]}}", NULL, -EINVAL, "tokenizer.json", "Strip" },
+		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"Metaspace\", \"replacement\": \"\"}}", NULL, -EINVAL, "tokenizer.json", "Metaspace" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char dir[PATH_MAX], err[512] = "";

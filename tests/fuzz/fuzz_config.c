@@ -4,8 +4,8 @@
  * model_config_load, and the sampling defaults of generate_options_default
  * in engine/generate.c).
  *
- * Input: config.json FUZZ_SEP generation_config.json; without a separator
- * there is no generation_config.json at all. The config text is parsed with
+ * Input: config.json FUZZ_SEP generation_config.json; when the second part
+ * is empty or missing there is no generation_config.json at all. The config text is parsed with
  * cJSON and given to model_config_parse; both files are then written into
  * a scratch folder for model_config_load and generate_options_default.
  *
@@ -108,7 +108,7 @@ static void check(const struct model_config *c)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_part parts[2];
-	size_t n = fuzz_split(data, size, parts, 2);
+	fuzz_split(data, size, parts, 2);
 	const char *dir = fuzz_dir();
 
 	cJSON *j = cJSON_ParseWithLength(parts[0].p, parts[0].n);
@@ -123,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(&cfg);
 
 	fuzz_write(dir, "config.json", parts[0].p, parts[0].n);
-	fuzz_write(dir, "generation_config.json", n > 1 ? parts[1].p : NULL, parts[1].n);
+	fuzz_write(dir, "generation_config.json", parts[1].n ? parts[1].p : NULL, parts[1].n);
 	struct model_config loaded;
 	error_clear();
 	int rl = model_config_load(&loaded, dir);
@@ -136,7 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cfg.n_eos = loaded.n_eos;
 		FUZZ_ASSERT(memcmp(&cfg, &loaded, sizeof cfg) == 0, "model_config_load and model_config_parse disagree");
 	} else {
-		FUZZ_ASSERT(n > 1 && error_message()[0], "load failed (%d) on an accepted config: %s", rl,
+		FUZZ_ASSERT(parts[1].n && error_message()[0], "load failed (%d) on an accepted config: %s", rl,
 			    error_message());
 	}
 

@@ -4,8 +4,9 @@
  * encoder, the decoder and the streaming decoder (engine/tokenizer*.c).
  *
  * Input: tokenizer.json FUZZ_SEP tokenizer_config.json FUZZ_SEP text
- * [FUZZ_SEP chat_template.jinja]; a part after the last separator given is
- * absent (the file is not written). The files go into a scratch folder.
+ * [FUZZ_SEP chat_template.jinja]; the two optional files are absent when
+ * their part is empty or missing (an empty file is only one more kind of
+ * malformed JSON). The files go into a scratch folder.
  *
  * Beyond "no crash":
  *   - a refused load returns a negative errno with a message and no
@@ -148,8 +149,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n = fuzz_split(data, size, parts, 4);
 	const char *dir = fuzz_dir();
 	fuzz_write(dir, "tokenizer.json", parts[0].p, parts[0].n);
-	fuzz_write(dir, "tokenizer_config.json", n > 1 ? parts[1].p : NULL, parts[1].n);
-	fuzz_write(dir, "chat_template.jinja", n > 3 ? parts[3].p : NULL, parts[3].n);
+	(void)n;
+	fuzz_write(dir, "tokenizer_config.json", parts[1].n ? parts[1].p : NULL, parts[1].n);
+	fuzz_write(dir, "chat_template.jinja", parts[3].n ? parts[3].p : NULL, parts[3].n);
 
 	struct tokenizer *tok = (struct tokenizer *)&tok;	/* poison: must be reset */
 	char err[512] = "x";
