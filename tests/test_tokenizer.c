@@ -5,7 +5,7 @@
  *   - the real Qwen3 and DeepSeek-V3 tokenizer.json files on a varied corpus
  *     (prose, CJK, code, emoji with ZWJ, whitespace runs, numbers,
  *     contractions, special tokens inside text, decomposed Unicode for NFC,
- *     a long text): identical ids, identical decoded text, and
+ *     long runs of combining marks, a long text): identical ids, identical decoded text, and
  *     decode(encode(x)) == x where the tokenizer does not normalize x;
  *   - two small synthetic tokenizers for the features those two do not use:
  *     byte fallback, Prepend/Replace normalizers, fuse_unk, Strip decoder
@@ -41,6 +41,8 @@ static struct tokenizer *load_or_die(const char *dir)
 
 /* Items whose text is not in NFC: an NFC tokenizer cannot give them back verbatim. */
 #define NOT_NFC "\x01"
+/* Combining marks of classes 230, 220, 230, 220, 216, out of canonical order. */
+#define MARKS "\u0301\u0316\u0308\u0323\u031B"
 
 static const char *const corpus[] = {
 	"The quick brown fox jumps over the lazy dog. It wasn't the first time; the dog didn't mind.",
@@ -62,6 +64,9 @@ static const char *const corpus[] = {
 	"Привет мир! Γειά σου κόσμε! مرحبا بالعالم! שלום עולם! नमस्ते दुनिया! สวัสดีชาวโลก ሰላም",
 	"café naïve résumé Ångström façade jalapeño Øresund",
 	NOT_NFC "cafe\u0301 A\u030Angstro\u0308m \u1100\u1161\u11A8 \u212B \u1E0B\u0323 q\u0307\u0323 \u0958",
+	/* Runs of more than 16 combining marks take the counting-sort path of
+	 * canonical ordering (classes 216, 220, 230 interleaved). */
+	NOT_NFC "e" MARKS MARKS MARKS MARKS " x" MARKS MARKS MARKS MARKS MARKS "\u0344\u0344 o\u0308\u0301 end",
 	"\u00A0nbsp\u3000ideographic\u2003em\u2009thin space",
 	"Hello!!! What?? ... --- *** ### @user #tag $100 50% a&b (x) [y] {z} <tag/> `code` ~tilde^ |pipe| \\back",
 	"https://example.com/path/to/page?q=1&r=two#frag mailto:user@example.org",
