@@ -16,7 +16,8 @@
  *     invalid UTF-8;
  *   - malformed or unsupported tokenizer.json files: an error, no crash
  *     (including the inputs fuzz_tokenizer found: a \C split regex, a
- *     negative Strip start, an empty Metaspace decoder replacement).
+ *     negative Strip start, an empty Metaspace decoder replacement, sparse
+ *     ids that would size a huge id table), while ids with holes load.
  * Tests that need node and tools/node_modules skip with the reason when
  * they are missing (./setup.sh installs them).
  */
@@ -352,6 +353,10 @@ Test(tokenizer, malformed_files_fail_cleanly, .timeout = 120)
 		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": -1, \"stop\": 0}]}}", NULL, -EINVAL, "tokenizer.json", "Strip" },
 		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": 1.5}]}}", NULL, -EINVAL, "tokenizer.json", "Strip" },
 		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"Metaspace\", \"replacement\": \"\"}}", NULL, -EINVAL, "tokenizer.json", "Metaspace" },
+		/* Also from fuzz_tokenizer: one large id sized the id table (335 MB,
+		 * seconds of work for a 60-byte file). Ids may have holes, not be sparse. */
+		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 16777215}, \"merges\": []}}", NULL, -EINVAL, "tokenizer.json", "sparse" },
+		{ "{" TINY_MODEL ", \"added_tokens\": [{\"id\": 70000, \"content\": \"<x>\"}]}", NULL, -EINVAL, "tokenizer.json", "sparse" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char dir[PATH_MAX], err[512] = "";
@@ -382,6 +387,32 @@ Test(tokenizer, malformed_files_fail_cleanly, .timeout = 120)
 		tu_rmrf(dir);
 		free(full);
 	}
+}
+
+/* Holes in the ids are fine (padded vocabularies, added tokens placed
+ * apart): they decode to nothing; only ids far sparser than that are refused. */
+Test(tokenizer, ids_with_holes_load)
+{
+	char dir[PATH_MAX];
+	write_model(dir, sizeof(dir), "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1000, \"ab\": 7},"
+		    " \"merges\": [\"a b\"]}, \"added_tokens\": [{\"id\": 65000, \"content\": \"<x>\", \"special\": true}]}",
+		    NULL);
+	struct tokenizer *t = load_or_die(dir);
+	cr_expect_eq(tokenizer_vocab_size(t), 65001);
+	int32_t *ids;
+	size_t n;
+	cr_assert_eq(tokenizer_encode(t, "ab<x>b", 6, &ids, &n), 0);
+	cr_assert_eq(n, 3);
+	cr_expect(ids[0] == 7 && ids[1] == 65000 && ids[2] == 1000, "ids %d %d %d", ids[0], ids[1], ids[2]);
+	int32_t hole[2] = { 500, 0 };
+	char *text;
+	size_t len;
+	cr_assert_eq(tokenizer_decode(t, hole, 2, &text, &len), 0);
+	cr_expect_str_eq(text, "a");
+	free(text);
+	free(ids);
+	tokenizer_free(t);
+	tu_rmrf(dir);
 }
 
 static cJSON *added_token(int id, const char *content, bool special, bool lstrip, bool rstrip)
