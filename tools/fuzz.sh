@@ -63,9 +63,12 @@ for h in "$@"; do
   log="$logs/$h.log"
   dict=""
   [ -f "tests/fuzz/$h.dict" ] && dict="-dict=tests/fuzz/$h.dict"
+  # tests/fuzz/HARNESS.options: more libFuzzer flags, whitespace-separated.
+  opts=""
+  [ -f "tests/fuzz/$h.options" ] && opts=$(grep -v '^#' "tests/fuzz/$h.options")
   if [ -n "$runs" ]; then limit="-runs=$runs"; else limit="-max_total_time=$seconds"; fi
   start=$(date +%s)
-  $nice "$bin" $limit $dict -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+  $nice "$bin" $limit $dict $opts -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$out/crashes/$h/" "$out/corpus/$h" "tests/fuzz/corpus/$h" >"$log" 2>&1
   rc=$?
   took=$(( $(date +%s) - start ))
