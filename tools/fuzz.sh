@@ -32,9 +32,10 @@ out=build-fuzz
 export COLIBRI_REPO="$here"
 export COLIBRI_FIXTURES="$here/build/fixtures"
 # The harnesses that read fixtures (a converted container, sharded
-# safetensors) find them here; both steps do nothing when up to date.
+# safetensors) find them here.
 tools/make_fixtures.sh "$COLIBRI_FIXTURES" >/dev/null || { echo "fuzz: fixtures failed" >&2; exit 1; }
-if [ ! -f "$out/container/manifest.json" ]; then
+# Reconverted when colibri changed, so the container matches this format.
+if [ ! -f "$out/container/manifest.json" ] || [ "$out/colibri" -nt "$out/container/manifest.json" ]; then
   rm -rf "$out/container"
   "$out/colibri" convert "$COLIBRI_FIXTURES/hf/qwen3_moe" "$out/container" >"$out/convert.log" 2>&1 ||
     { echo "fuzz: converting the qwen3_moe fixture failed, see $out/convert.log" >&2; exit 1; }
