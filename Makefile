@@ -1,5 +1,6 @@
 # colibri build. `make` builds ./colibri; `make test` runs the suite twice:
-# once optimised, once under AddressSanitizer + UBSan in build-asan/.
+# once optimised, once under AddressSanitizer + UBSan in build-asan/, then
+# each libFuzzer harness of tests/fuzz/ for a few seconds (build-fuzz/).
 # Never -march=native: AMX faults in some VMs. The baseline is x86-64-v3
 # (AVX2, FMA, F16C); AVX-512 code lives in *_avx512.c files compiled with
 # their own flags and is chosen at run time from CPUID.
@@ -8,7 +9,9 @@ CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
-WARN     = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation
+# -Wformat-truncation is gcc's; clang (make fuzz) does not know the flag.
+CC_IS_CLANG := $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -1))
+WARN     = -Wall -Wextra -Werror -Wno-unused-parameter $(if $(CC_IS_CLANG),,-Wno-format-truncation)
 ARCH     = -march=x86-64-v3 -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) $(ARCH) -ffp-contract=off \
              -pthread -I. $(SAN) $(shell pkg-config --cflags libcjson 2>/dev/null)
@@ -20,6 +23,17 @@ LIB_SRC := $(filter-out engine/main.c,$(LIB_SRC))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(sort $(wildcard tests/test_*.c))
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+FUZZ_SRC = $(sort $(wildcard tests/fuzz/fuzz_*.c))
+
+# Fuzzing (tests/fuzz/README.md): clang's libFuzzer with ASan and UBSan; the
+# library is instrumented for coverage, the harnesses link the fuzzer main.
+# UBSan stays recoverable so that tools/fuzz.sh can suppress known findings
+# (tests/fuzz/ubsan.supp); halt_on_error makes every other report fatal.
+FUZZ_CC      ?= clang
+FUZZ_SAN      = -fsanitize=fuzzer-no-link,address,undefined -fsanitize=float-cast-overflow \
+                -fno-omit-frame-pointer
+FUZZ_SECONDS ?= 60
+FUZZ_TEST_SECONDS ?= 5
 
 # all: build ./colibri (optimised)
 all: colibri
@@ -45,8 +59,26 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libcolibri.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libcolibri.a -lcriterion $(LIBS)
 
+# No harness feeds its input to the matvec kernels (only fuzz_config links
+# them, through generate.o), and with sanitizers and coverage clang takes
+# 50 s over them, most of make test's fuzz step: they build uninstrumented.
+build-fuzz/compute/matvec_%.o: override SAN =
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libcolibri.a $(wildcard tests/fuzz/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libcolibri.a $(LIBS)
+
 # tests-bin: build the test binaries and the colibri binary into $(BUILD)
 tests-bin: $(BUILD)/colibri $(TEST_BIN)
+
+# fuzz-bin: build the fuzz harnesses and colibri with clang + sanitizers in build-fuzz/
+fuzz-bin:
+	$(MAKE) --no-print-directory BUILD=build-fuzz CC=$(FUZZ_CC) OPT=-O1 SAN="$(FUZZ_SAN)" \
+	  build-fuzz/colibri $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/fuzz/%)
+
+# fuzz: run each fuzz harness for FUZZ_SECONDS (default 60) on its corpus
+fuzz: fuzz-bin
+	tools/fuzz.sh --seconds $(FUZZ_SECONDS)
 
 # deps: install missing Debian packages (apt-get as root, else print the line)
 deps:
@@ -58,6 +90,8 @@ test: deps
 	COLIBRI_BIN=$(CURDIR)/$(BUILD)/colibri tools/run_tests.sh $(BUILD)
 	$(MAKE) --no-print-directory asan-bin
 	COLIBRI_BIN=$(CURDIR)/build-asan/colibri tools/run_tests.sh build-asan
+	$(MAKE) --no-print-directory fuzz-bin
+	tools/fuzz.sh --seconds $(FUZZ_TEST_SECONDS)
 
 # asan-bin: build colibri and tests with AddressSanitizer + UBSan in build-asan/ (GCC's
 # -fsanitize=undefined leaves out float-cast-overflow: out-of-range double->int casts)
@@ -83,8 +117,8 @@ install: colibri
 
 # clean: remove build outputs
 clean:
-	rm -rf build build-asan colibri
+	rm -rf build build-asan build-fuzz colibri
 
-.PHONY: all deps test tests-bin asan-bin debug demo bench install clean
+.PHONY: all deps test tests-bin asan-bin fuzz-bin fuzz debug demo bench install clean
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/engine/main.d

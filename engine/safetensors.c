@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "compute/quant.h"
+#include "engine/files.h"
 #include "storage/error.h"
 
 /* A header larger than this is not a checkpoint we will trust into memory. */
@@ -77,32 +78,6 @@ static int cmp_offset(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* Parses the header text hdr[0..hlen): a JSON object from its first byte
- * (no byte order mark, no leading space), padded at the end with spaces
- * (0x20) only, as the safetensors format has it. */
-static int st_header_parse(const char *hdr, uint64_t hlen, const char *path, cJSON **out)
-{
-	const char *end = NULL;
-	*out = NULL;
-	if (hdr[0] != '{')
-		return error_set(EINVAL, "%s: header is not a JSON object: its first byte is 0x%02x, not '{'", path,
-				 (uint8_t)hdr[0]);
-	cJSON *root = cJSON_ParseWithLengthOpts(hdr, hlen, &end, false);
-	if (!cJSON_IsObject(root)) {
-		cJSON_Delete(root);
-		return error_set(EINVAL, "%s: header is not a JSON object", path);
-	}
-	size_t at = (size_t)(end - hdr);
-	at += strspn(end, " ");
-	if (at != hlen) {
-		cJSON_Delete(root);
-		return error_set(EINVAL, "%s: header has bytes other than spaces after its JSON object (at byte %zu "
-				 "of %llu)", path, at, (unsigned long long)hlen);
-	}
-	*out = root;
-	return 0;
-}
-
 /* Fills t from one header entry; data_bytes is the size of the data block. */
 static int st_entry_parse(struct st_tensor *t, const cJSON *e, uint64_t data_start,
 			  uint64_t data_bytes, const char *path)
@@ -121,15 +96,19 @@ static int st_entry_parse(struct st_tensor *t, const cJSON *e, uint64_t data_sta
 	if (t->ndim > ST_MAX_DIMS)
 		return error_set(EINVAL, "%s: tensor %s: %d dims, at most %d supported",
 				 path, name, t->ndim, ST_MAX_DIMS);
-	uint64_t numel = 1;
+	/* The product of the nonzero dims must fit int64 too: rows x cols of a
+	 * shape with a zero dim last, e.g. [2^31, 2^32, 0], is computed in
+	 * int64 by st_tensor_rows and would overflow. */
+	uint64_t numel = 1, nonzero = 1;
 	for (int i = 0; i < t->ndim; i++) {
 		const cJSON *d = cJSON_GetArrayItem(sh, i);
 		if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 9.0e15 ||
 		    d->valuedouble != (double)(int64_t)d->valuedouble)
 			return error_set(EINVAL, "%s: tensor %s: bad shape", path, name);
 		t->shape[i] = (int64_t)d->valuedouble;
-		if (t->shape[i] != 0 && numel > UINT64_MAX / (uint64_t)t->shape[i])
+		if (t->shape[i] != 0 && nonzero > (uint64_t)INT64_MAX / (uint64_t)t->shape[i])
 			return error_set(EINVAL, "%s: tensor %s: shape overflows", path, name);
+		nonzero *= t->shape[i] ? (uint64_t)t->shape[i] : 1;
 		numel *= (uint64_t)t->shape[i];
 	}
 	const cJSON *b = cJSON_GetArrayItem(off, 0), *en = cJSON_GetArrayItem(off, 1);
@@ -150,12 +129,101 @@ static int st_entry_parse(struct st_tensor *t, const cJSON *e, uint64_t data_sta
 	return t->name ? 0 : error_set(ENOMEM, "out of memory");
 }
 
+int st_header_length(const uint8_t prefix[8], uint64_t file_bytes, const char *path, uint64_t *hlen)
+{
+	uint64_t n = 0;
+	for (int i = 7; i >= 0; i--)
+		n = n << 8 | prefix[i];
+	if (n < 2 || n > ST_HEADER_BYTES_MAX || n > file_bytes - 8)
+		return error_set(EINVAL, "%s: header length %llu does not fit the file (%llu bytes)",
+				 path, (unsigned long long)n, (unsigned long long)file_bytes);
+	*hlen = n;
+	return 0;
+}
+
+/* The header text hdr[0..hlen) as a JSON object: an object from its first
+ * byte (no byte order mark, no leading space), padded at the end with
+ * spaces (0x20) only, as the safetensors format has it. hdr need not be
+ * NUL-terminated. */
+static int header_json(const char *hdr, size_t hlen, const char *path, cJSON **out)
+{
+	const char *end = NULL;
+	*out = NULL;
+	if (hlen == 0 || hdr[0] != '{')
+		return error_set(EINVAL, "%s: header is not a JSON object: its first byte is 0x%02x, not '{'", path,
+				 hlen ? (uint8_t)hdr[0] : 0);
+	cJSON *root = cJSON_ParseWithLengthOpts(hdr, hlen, &end, false);
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return error_set(EINVAL, "%s: header is not a JSON object", path);
+	}
+	size_t at = (size_t)(end - hdr);
+	while (at < hlen && hdr[at] == ' ')
+		at++;
+	if (at != hlen) {
+		cJSON_Delete(root);
+		return error_set(EINVAL, "%s: header has bytes other than spaces after its JSON object (at byte %zu "
+				 "of %zu)", path, at, hlen);
+	}
+	*out = root;
+	return 0;
+}
+
+int st_header_parse(struct st_file *f, const char *hdr, size_t hlen, uint64_t file_bytes)
+{
+	const char *path = f->path;
+	cJSON *root = NULL;
+	struct st_tensor *sorted = NULL;
+	f->file_bytes = file_bytes;
+	int rc = header_json(hdr, hlen, path, &root);
+	if (rc)
+		goto out;
+	uint64_t data_start = 8 + (uint64_t)hlen, data_bytes = file_bytes - data_start;
+	size_t n = 0;
+	for (const cJSON *e = root->child; e; e = e->next)
+		n += strcmp(e->string, "__metadata__") != 0;
+	f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
+	sorted = malloc((n ? n : 1) * sizeof *sorted);
+	if (!f->tensors || !sorted) {
+		rc = error_set(ENOMEM, "out of memory");
+		goto out;
+	}
+	for (const cJSON *e = root->child; e; e = e->next) {
+		if (strcmp(e->string, "__metadata__") == 0)
+			continue;
+		rc = st_entry_parse(&f->tensors[f->n_tensors], e, data_start, data_bytes, path);
+		if (rc)
+			goto out;
+		f->n_tensors++;
+	}
+	/* Overlapping tensors mean a corrupt or hostile header. */
+	memcpy(sorted, f->tensors, n * sizeof *sorted);
+	qsort(sorted, n, sizeof *sorted, cmp_offset);
+	for (size_t i = 1; i < n; i++) {
+		if (sorted[i].offset < sorted[i - 1].offset + sorted[i - 1].nbytes) {
+			rc = error_set(EINVAL, "%s: tensors %s and %s overlap", path,
+				       sorted[i - 1].name, sorted[i].name);
+			goto out;
+		}
+	}
+out:
+	free(sorted);
+	cJSON_Delete(root);
+	if (rc) {
+		for (size_t i = 0; i < f->n_tensors; i++)
+			free(f->tensors[i].name);
+		free(f->tensors);
+		f->tensors = NULL;
+		f->n_tensors = 0;
+	}
+	return rc;
+}
+
 int st_file_open(struct st_file *f, const char *path)
 {
 	memset(f, 0, sizeof *f);
 	f->fd = -1;
 	char *hdr = NULL;
-	cJSON *root = NULL;
 	int rc;
 	struct stat sb;
 
@@ -173,20 +241,14 @@ int st_file_open(struct st_file *f, const char *path)
 		rc = error_set(errno, "%s: cannot stat: %s", path, strerror(errno));
 		goto fail;
 	}
-	f->file_bytes = (uint64_t)sb.st_size;
+	uint64_t file_bytes = (uint64_t)sb.st_size, hlen;
 	uint8_t lenbuf[8];
-	if (f->file_bytes < 8 || read_full(f->fd, lenbuf, 8, 0) != 0) {
+	if (file_bytes < 8 || read_full(f->fd, lenbuf, 8, 0) != 0) {
 		rc = error_set(EINVAL, "%s: truncated: no safetensors header", path);
 		goto fail;
 	}
-	uint64_t hlen = 0;
-	for (int i = 7; i >= 0; i--)
-		hlen = hlen << 8 | lenbuf[i];
-	if (hlen < 2 || hlen > ST_HEADER_BYTES_MAX || hlen > f->file_bytes - 8) {
-		rc = error_set(EINVAL, "%s: header length %llu does not fit the file (%llu bytes)",
-			       path, (unsigned long long)hlen, (unsigned long long)f->file_bytes);
+	if ((rc = st_header_length(lenbuf, file_bytes, path, &hlen)))
 		goto fail;
-	}
 	hdr = malloc(hlen + 1);
 	if (!hdr) {
 		rc = error_set(ENOMEM, "out of memory");
@@ -197,47 +259,11 @@ int st_file_open(struct st_file *f, const char *path)
 		goto fail;
 	}
 	hdr[hlen] = 0;
-	if ((rc = st_header_parse(hdr, hlen, path, &root)))
+	if ((rc = st_header_parse(f, hdr, hlen, file_bytes)))
 		goto fail;
-	uint64_t data_start = 8 + hlen, data_bytes = f->file_bytes - data_start;
-	size_t n = 0;
-	for (const cJSON *e = root->child; e; e = e->next)
-		n += strcmp(e->string, "__metadata__") != 0;
-	f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
-	if (!f->tensors) {
-		rc = error_set(ENOMEM, "out of memory");
-		goto fail;
-	}
-	for (const cJSON *e = root->child; e; e = e->next) {
-		if (strcmp(e->string, "__metadata__") == 0)
-			continue;
-		rc = st_entry_parse(&f->tensors[f->n_tensors], e, data_start, data_bytes, path);
-		if (rc)
-			goto fail;
-		f->n_tensors++;
-	}
-	/* Overlapping tensors mean a corrupt or hostile header. */
-	struct st_tensor *sorted = malloc((n ? n : 1) * sizeof *sorted);
-	if (!sorted) {
-		rc = error_set(ENOMEM, "out of memory");
-		goto fail;
-	}
-	memcpy(sorted, f->tensors, n * sizeof *sorted);
-	qsort(sorted, n, sizeof *sorted, cmp_offset);
-	for (size_t i = 1; i < n; i++) {
-		if (sorted[i].offset < sorted[i - 1].offset + sorted[i - 1].nbytes) {
-			rc = error_set(EINVAL, "%s: tensors %s and %s overlap", path,
-				       sorted[i - 1].name, sorted[i].name);
-			free(sorted);
-			goto fail;
-		}
-	}
-	free(sorted);
-	cJSON_Delete(root);
 	free(hdr);
 	return 0;
 fail:
-	cJSON_Delete(root);
 	free(hdr);
 	st_file_close(f);
 	return rc;
@@ -281,6 +307,64 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+void st_names_free(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* Appends a copy of name to the list; -ENOMEM leaves the list as it was. */
+static int names_add(char ***names, size_t *n, const char *name)
+{
+	char **nn = realloc(*names, (*n + 1) * sizeof *nn);
+	if (!nn)
+		return error_set(ENOMEM, "out of memory");
+	*names = nn;
+	if (!(nn[*n] = strdup(name)))
+		return error_set(ENOMEM, "out of memory");
+	(*n)++;
+	return 0;
+}
+
+int st_index_parse(const char *json, size_t len, const char *path, char ***names, size_t *n)
+{
+	*names = NULL;
+	*n = 0;
+	int rc = 0;
+	cJSON *root = cJSON_ParseWithLength(json, len);
+	const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+	if (!cJSON_IsObject(map)) {
+		rc = error_set(EINVAL, "%s: not valid JSON with a weight_map object", path);
+		goto out;
+	}
+	for (const cJSON *e = map->child; e; e = e->next) {
+		/* "", "." and ".." would open the folder itself or its parent. */
+		if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !e->valuestring[0] ||
+		    strcmp(e->valuestring, ".") == 0 || strcmp(e->valuestring, "..") == 0) {
+			rc = error_set(EINVAL, "%s: weight_map entry %s is not a file name", path, e->string);
+			goto out;
+		}
+		int seen = 0;
+		for (size_t i = 0; i < *n && !seen; i++)
+			seen = strcmp((*names)[i], e->valuestring) == 0;
+		if (!seen && (rc = names_add(names, n, e->valuestring)))
+			goto out;
+	}
+	if (*n == 0)
+		rc = error_set(ENOENT, "%s: weight_map lists no shards", path);
+	else
+		qsort(*names, *n, sizeof **names, cmp_str);
+out:
+	cJSON_Delete(root);
+	if (rc) {
+		st_names_free(*names, *n);
+		*names = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
 /* Shard file names: from the index's weight_map if present, else every
  * model*.safetensors in dir, sorted. */
 static int st_set_list(const char *dir, char ***names, size_t *n)
@@ -289,70 +373,36 @@ static int st_set_list(const char *dir, char ***names, size_t *n)
 	*names = NULL;
 	*n = 0;
 	snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-	FILE *fp = fopen(path, "rb");
-	if (fp) {
-		fseek(fp, 0, SEEK_END);
-		long len = ftell(fp);
-		fseek(fp, 0, SEEK_SET);
-		char *buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
-		size_t got = buf ? fread(buf, 1, (size_t)len, fp) : 0;
-		fclose(fp);
-		if (!buf || got != (size_t)len) {
-			free(buf);
-			return error_set(EIO, "%s: cannot read", path);
-		}
-		cJSON *root = cJSON_ParseWithLength(buf, (size_t)len);
+	if (access(path, F_OK) == 0) {
+		char *buf;
+		size_t len;
+		int rc = file_read_all(path, &buf, &len);
+		if (rc)
+			return rc;
+		rc = st_index_parse(buf, len, path, names, n);
 		free(buf);
-		const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
-		if (!cJSON_IsObject(map)) {
-			cJSON_Delete(root);
-			return error_set(EINVAL, "%s: not valid JSON with a weight_map object", path);
-		}
-		for (const cJSON *e = map->child; e; e = e->next) {
-			if (!cJSON_IsString(e) || strchr(e->valuestring, '/')) {
-				int rc = error_set(EINVAL, "%s: weight_map entry %s is not a file name",
-						   path, e->string);
-				cJSON_Delete(root);
-				return rc;
-			}
-			int seen = 0;
-			for (size_t i = 0; i < *n && !seen; i++)
-				seen = strcmp((*names)[i], e->valuestring) == 0;
-			if (seen)
-				continue;
-			char **nn = realloc(*names, (*n + 1) * sizeof *nn);
-			if (!nn || !(nn[*n] = strdup(e->valuestring))) {
-				*names = nn ? nn : *names;
-				cJSON_Delete(root);
-				return error_set(ENOMEM, "out of memory");
-			}
-			*names = nn;
-			(*n)++;
-		}
-		cJSON_Delete(root);
-	} else {
-		DIR *d = opendir(dir);
-		if (!d)
-			return error_set(errno, "%s: cannot open folder: %s", dir, strerror(errno));
-		struct dirent *de;
-		while ((de = readdir(d))) {
-			size_t l = strlen(de->d_name);
-			if (strncmp(de->d_name, "model", 5) != 0 || l < 12 ||
-			    strcmp(de->d_name + l - 12, ".safetensors") != 0)
-				continue;
-			char **nn = realloc(*names, (*n + 1) * sizeof *nn);
-			if (!nn || !(nn[*n] = strdup(de->d_name))) {
-				*names = nn ? nn : *names;
-				closedir(d);
-				return error_set(ENOMEM, "out of memory");
-			}
-			*names = nn;
-			(*n)++;
-		}
-		closedir(d);
+		return rc;
 	}
-	if (*n == 0)
-		return error_set(ENOENT, "%s: no model.safetensors or model-*.safetensors shards", dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return error_set(errno, "%s: cannot open folder: %s", dir, strerror(errno));
+	struct dirent *de;
+	int rc = 0;
+	while (rc == 0 && (de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		if (strncmp(de->d_name, "model", 5) == 0 && l >= 12 &&
+		    strcmp(de->d_name + l - 12, ".safetensors") == 0)
+			rc = names_add(names, n, de->d_name);
+	}
+	closedir(d);
+	if (rc == 0 && *n == 0)
+		rc = error_set(ENOENT, "%s: no model.safetensors or model-*.safetensors shards", dir);
+	if (rc) {
+		st_names_free(*names, *n);
+		*names = NULL;
+		*n = 0;
+		return rc;
+	}
 	qsort(*names, *n, sizeof **names, cmp_str);
 	return 0;
 }
@@ -368,9 +418,7 @@ int st_set_open(struct st_set *set, const char *dir)
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
 		rc = st_set_add_file(set, path);
 	}
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	st_names_free(names, n);
 	if (rc)
 		goto fail;
 

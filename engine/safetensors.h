@@ -68,10 +68,30 @@ struct st_set {
 /* Bytes per element, 0 for ST_DTYPE_UNKNOWN. */
 size_t st_dtype_size(enum st_dtype dtype);
 
+/* Decodes the u64 little-endian header length from the first 8 bytes of a
+ * file of file_bytes (>= 8) bytes into *hlen; -EINVAL with a message naming
+ * path when it is below 2, above the 256 MiB cap or runs past the file. */
+int st_header_length(const uint8_t prefix[8], uint64_t file_bytes, const char *path, uint64_t *hlen);
+
+/* Validates the hlen bytes of header JSON of a file of file_bytes bytes
+ * (hlen as st_header_length accepted it) and fills f->tensors, n_tensors
+ * and file_bytes; f->path names the file in messages and nothing is read.
+ * st_file_open is this after reading the bytes. On failure -EINVAL (or
+ * -ENOMEM) with error_set(), and f holds no tensors. */
+int st_header_parse(struct st_file *f, const char *hdr, size_t hlen, uint64_t file_bytes);
+
 /* Opens and validates one file. On failure returns -errno with error_set()
  * naming the file and the problem; *f needs no cleanup then. */
 int st_file_open(struct st_file *f, const char *path);
 void st_file_close(struct st_file *f);
+
+/* The shard file names of a model.safetensors.index.json text of len bytes:
+ * the distinct values of its weight_map, sorted. Each is a plain file name
+ * in the checkpoint folder. -EINVAL (not JSON, no weight_map object, a value
+ * that is not a file name) or -ENOENT (no shards), with a message naming
+ * path. The caller frees *names with st_names_free. */
+int st_index_parse(const char *json, size_t len, const char *path, char ***names, size_t *n);
+void st_names_free(char **names, size_t n);
 
 /* Opens every shard of the checkpoint in dir (see above). The caller frees
  * with st_set_close. */

@@ -220,7 +220,7 @@ static int add_dec(struct comp *C, struct dec_plan *d, const cJSON *o)
 		const char *c = tj_str(o, "content");
 		const cJSON *stop = tj_get(o, "stop");
 		int64_t start = 0, stop_n = 0;
-		if (!d->fused || !c || strcmp(c, " ") != 0 || json_int(tj_get(o, "start"), 0, 1 << 20, &start) ||
+		if (!d->fused || !c || strcmp(c, " ") != 0 || json_int(tj_get(o, "start"), 0, 1024, &start) ||
 		    (stop && json_int(stop, 0, 0, &stop_n)))
 			FAIL(C, -EINVAL, "decoder Strip is only supported after Fuse, stripping leading spaces", C->path);
 		C->t->strip_leading = (size_t)start;
@@ -244,6 +244,9 @@ static int add_dec(struct comp *C, struct dec_plan *d, const cJSON *o)
 		s->kind = DEC_METASPACE;
 		s->a = tj_str(o, "replacement");
 		s->a = s->a ? s->a : "\xE2\x96\x81";
+		/* An empty pattern would match everywhere without advancing. */
+		if (!s->a[0])
+			FAIL(C, -EINVAL, "decoder Metaspace replacement must be one character", C->path);
 		if (scheme ? strcmp(scheme, "never") != 0 : tj_bool(o, "add_prefix_space", true))
 			C->t->strip_leading = 1;
 	} else {

@@ -26,8 +26,12 @@ pcre2_code *tok_regex_compile(const char *pattern, size_t len, bool literal,
 {
 	int code;
 	PCRE2_SIZE off;
-	/* PCRE2 rejects UCP together with LITERAL, where it would mean nothing anyway. */
-	uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+	/* PCRE2 rejects UCP (and NEVER_BACKSLASH_C) together with LITERAL, where
+	 * they would mean nothing anyway. \C matches one byte even in UTF mode:
+	 * a piece could then end inside a character, and the BPE and later
+	 * regexes, which skip UTF-8 checks, would read past its end; such a
+	 * pattern is refused. */
+	uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C);
 	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &code, &off, NULL);
 	if (!re) {
 		PCRE2_UCHAR text[160];

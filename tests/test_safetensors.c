@@ -6,13 +6,16 @@
  *   - adversarial headers (length out of range, not JSON, not an object,
  *     bytes other than space padding after the object, a byte order mark,
  *     offsets outside the data, begin > end, size not matching shape x dtype,
- *     overlapping tensors, negative or fractional dims, missing fields, a
- *     file cut short), each rejected with a message that names the file;
+ *     overlapping tensors, negative or fractional dims, dims whose product
+ *     overflows int64 even when a zero dim empties the tensor, missing
+ *     fields, a file cut short), each rejected with a message that names
+ *     the file;
  *   - a data block that shrinks after the header was validated: -EIO;
  *   - dtypes the header may carry but rows cannot be converted from:
  *     -ENOTSUP from st_tensor_read_f32;
  *   - checkpoint sets: sharded with model.safetensors.index.json, sharded
- *     without an index, a tensor duplicated across shards, a bad index.
+ *     without an index, a tensor duplicated across shards, a bad index,
+ *     index entries that are not plain file names ("..", "", "a/b").
  * Nothing here may crash: the suite also runs under ASan/UBSan.
  */
 #include <criterion/criterion.h>
@@ -371,9 +374,32 @@ Test(safetensors, bad_dims)
 				    "\"data_offsets\":[0,4]}}", 8, "dims");
 }
 
+/* A zero dim makes a tensor empty whatever the others are, but rows x cols
+ * are still computed in int64 (st_tensor_rows): dims whose product does
+ * not fit were accepted and overflowed there (found by fuzz_safetensors,
+ * UBSan signed-integer-overflow). The largest product that fits is fine. */
+Test(safetensors, empty_tensor_with_huge_dims)
+{
+	expect_header_rejected(dir, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2147483648,4294967296,0],"
+				    "\"data_offsets\":[0,0]}}", 0, "shape overflows");
+	expect_header_rejected(dir, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[0,4294967296,4294967296],"
+				    "\"data_offsets\":[0,0]}}", 0, "shape overflows");
+
+	char path[4200];
+	snprintf(path, sizeof path, "%s/ok.safetensors", dir);
+	write_st(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1073741824,8589934591,0],"
+		       "\"data_offsets\":[0,0]}}", "", 0);
+	struct st_file f;
+	error_clear();
+	cr_assert_eq(st_file_open(&f, path), 0, "%s", error_message());
+	cr_assert_eq(st_tensor_rows(&f.tensors[0]), 1073741824ll * 8589934591ll);
+	cr_assert_eq(st_tensor_cols(&f.tensors[0]), 0);
+	cr_assert_eq(f.tensors[0].nbytes, 0);
+	st_file_close(&f);
+}
+
 /* The reader validates data_offsets as integers like shapes: a fractional
- * offset is not a byte position. Disabled: engine/safetensors.c accepts it
- * (it truncates 0.5 to 0); see the report on st_entry_parse. */
+ * offset is not a byte position. */
 Test(safetensors, fractional_offsets)
 {
 	expect_header_rejected(dir, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0.5,4.5]}}", 8, "tensor a");
@@ -569,10 +595,7 @@ Test(safetensors, bad_index)
 	cr_assert(strstr(error_message(), "model-00009-of-00009.safetensors"), "%s", error_message());
 }
 
-/* weight_map values must be plain file names in the checkpoint folder.
- * Disabled: engine/safetensors.c st_set_list reads e->string after
- * cJSON_Delete(root) on this path (heap-use-after-free under ASan); see the
- * report. */
+/* weight_map values must be plain file names in the checkpoint folder. */
 Test(safetensors, index_entry_not_a_file_name)
 {
 	char p[4200];
@@ -584,6 +607,17 @@ Test(safetensors, index_entry_not_a_file_name)
 	cr_assert_eq(st_set_open(&set, dir), -EINVAL);
 	cr_assert(strstr(error_message(), p), "%s", error_message());
 	cr_assert(strstr(error_message(), "a"), "%s", error_message());
+	/* Names that resolve to the folder itself or its parent: opening them
+	 * failed later with a misleading "truncated" (found by
+	 * fuzz_safetensors_index). */
+	const char *folders[] = { "{\"weight_map\":{\"c\":\"\"}}", "{\"weight_map\":{\"c\":\".\"}}",
+				  "{\"weight_map\":{\"c\":\"..\"}}" };
+	for (size_t i = 0; i < 3; i++) {
+		cr_assert_eq(tu_write(p, folders[i], strlen(folders[i])), 0);
+		error_clear();
+		cr_assert_eq(st_set_open(&set, dir), -EINVAL, "%s", folders[i]);
+		cr_assert(strstr(error_message(), "is not a file name"), "%s: %s", folders[i], error_message());
+	}
 	const char *number = "{\"weight_map\":{\"b\":5}}";
 	cr_assert_eq(tu_write(p, number, strlen(number)), 0);
 	error_clear();

@@ -5,7 +5,7 @@
  *   - the real Qwen3 and DeepSeek-V3 tokenizer.json files on a varied corpus
  *     (prose, CJK, code, emoji with ZWJ, whitespace runs, numbers,
  *     contractions, special tokens inside text, decomposed Unicode for NFC,
- *     a long text): identical ids, identical decoded text, and
+ *     long runs of combining marks, a long text): identical ids, identical decoded text, and
  *     decode(encode(x)) == x where the tokenizer does not normalize x;
  *   - two small synthetic tokenizers for the features those two do not use:
  *     byte fallback, Prepend/Replace normalizers, fuse_unk, Strip decoder
@@ -14,7 +14,10 @@
  *   - Split behaviours the reference package does not implement, by hand;
  *   - the streaming decoder on characters split across tokens and on
  *     invalid UTF-8;
- *   - malformed or unsupported tokenizer.json files: an error, no crash.
+ *   - malformed or unsupported tokenizer.json files: an error, no crash
+ *     (including the inputs fuzz_tokenizer found: a \C split regex, a
+ *     negative Strip start, an empty Metaspace decoder replacement, sparse
+ *     ids that would size a huge id table), while ids with holes load.
  * Tests that need node and tools/node_modules skip with the reason when
  * they are missing (./setup.sh installs them).
  */
@@ -39,6 +42,8 @@ static struct tokenizer *load_or_die(const char *dir)
 
 /* Items whose text is not in NFC: an NFC tokenizer cannot give them back verbatim. */
 #define NOT_NFC "\x01"
+/* Combining marks of classes 230, 220, 230, 220, 216, out of canonical order. */
+#define MARKS "\u0301\u0316\u0308\u0323\u031B"
 
 static const char *const corpus[] = {
 	"The quick brown fox jumps over the lazy dog. It wasn't the first time; the dog didn't mind.",
@@ -60,6 +65,9 @@ static const char *const corpus[] = {
 	"Привет мир! Γειά σου κόσμε! مرحبا بالعالم! שלום עולם! नमस्ते दुनिया! สวัสดีชาวโลก ሰላም",
 	"café naïve résumé Ångström façade jalapeño Øresund",
 	NOT_NFC "cafe\u0301 A\u030Angstro\u0308m \u1100\u1161\u11A8 \u212B \u1E0B\u0323 q\u0307\u0323 \u0958",
+	/* Runs of more than 16 combining marks take the counting-sort path of
+	 * canonical ordering (classes 216, 220, 230 interleaved). */
+	NOT_NFC "e" MARKS MARKS MARKS MARKS " x" MARKS MARKS MARKS MARKS MARKS "\u0344\u0344 o\u0308\u0301 end",
 	"\u00A0nbsp\u3000ideographic\u2003em\u2009thin space",
 	"Hello!!! What?? ... --- *** ### @user #tag $100 50% a&b (x) [y] {z} <tag/> `code` ~tilde^ |pipe| \\back",
 	"https://example.com/path/to/page?q=1&r=two#frag mailto:user@example.org",
@@ -313,7 +321,7 @@ static void write_model(char *dir, size_t n, const char *json, const char *cfg)
 
 #define TINY_MODEL "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}"
 
-Test(tokenizer, malformed_files_fail_cleanly)
+Test(tokenizer, malformed_files_fail_cleanly, .timeout = 120)
 {
 	static const struct {
 		const char *json, *cfg;
@@ -337,6 +345,18 @@ Test(tokenizer, malformed_files_fail_cleanly)
 		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"WordPiece\"}}", NULL, -EINVAL, "tokenizer.json", "WordPiece" },
 		{ "{" TINY_MODEL ", \"added_tokens\": [{\"id\": 5}]}", NULL, -EINVAL, "tokenizer.json", "added_tokens" },
 		{ "{" TINY_MODEL "}", "{\"bos_token\": ", -EINVAL, "tokenizer_config.json", "malformed" },
+		/* Found by fuzz_tokenizer: \C split pieces inside a character and the
+		 * BPE then read past the text (heap-buffer-overflow); a Strip start
+		 * of -1 was cast to size_t (UBSan float-cast-overflow); an empty
+		 * Metaspace decoder replacement looped forever at load. */
+		{ "{" TINY_MODEL ", \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\C\"}, \"behavior\": \"Isolated\"}}", NULL, -EINVAL, "tokenizer.json", "regex" },
+		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": -1, \"stop\": 0}]}}", NULL, -EINVAL, "tokenizer.json", "Strip" },
+		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": 1.5}]}}", NULL, -EINVAL, "tokenizer.json", "Strip" },
+		{ "{" TINY_MODEL ", \"decoder\": {\"type\": \"Metaspace\", \"replacement\": \"\"}}", NULL, -EINVAL, "tokenizer.json", "Metaspace" },
+		/* Also from fuzz_tokenizer: one large id sized the id table (335 MB,
+		 * seconds of work for a 60-byte file). Ids may have holes, not be sparse. */
+		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 16777215}, \"merges\": []}}", NULL, -EINVAL, "tokenizer.json", "sparse" },
+		{ "{" TINY_MODEL ", \"added_tokens\": [{\"id\": 70000, \"content\": \"<x>\"}]}", NULL, -EINVAL, "tokenizer.json", "sparse" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char dir[PATH_MAX], err[512] = "";
@@ -367,6 +387,32 @@ Test(tokenizer, malformed_files_fail_cleanly)
 		tu_rmrf(dir);
 		free(full);
 	}
+}
+
+/* Holes in the ids are fine (padded vocabularies, added tokens placed
+ * apart): they decode to nothing; only ids far sparser than that are refused. */
+Test(tokenizer, ids_with_holes_load)
+{
+	char dir[PATH_MAX];
+	write_model(dir, sizeof(dir), "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1000, \"ab\": 7},"
+		    " \"merges\": [\"a b\"]}, \"added_tokens\": [{\"id\": 65000, \"content\": \"<x>\", \"special\": true}]}",
+		    NULL);
+	struct tokenizer *t = load_or_die(dir);
+	cr_expect_eq(tokenizer_vocab_size(t), 65001);
+	int32_t *ids;
+	size_t n;
+	cr_assert_eq(tokenizer_encode(t, "ab<x>b", 6, &ids, &n), 0);
+	cr_assert_eq(n, 3);
+	cr_expect(ids[0] == 7 && ids[1] == 65000 && ids[2] == 1000, "ids %d %d %d", ids[0], ids[1], ids[2]);
+	int32_t hole[2] = { 500, 0 };
+	char *text;
+	size_t len;
+	cr_assert_eq(tokenizer_decode(t, hole, 2, &text, &len), 0);
+	cr_expect_str_eq(text, "a");
+	free(text);
+	free(ids);
+	tokenizer_free(t);
+	tu_rmrf(dir);
 }
 
 static cJSON *added_token(int id, const char *content, bool special, bool lstrip, bool rstrip)

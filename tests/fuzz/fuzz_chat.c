@@ -1,0 +1,138 @@
+/*
+ * fuzz_chat — chat template recognition (chat_template_init in
+ * engine/chat.c) and rendering (chat_template_render, engine/chat_render.c).
+ *
+ * Input: FLAGS TEMPLATE FUZZ_SEP MESSAGE FUZZ_SEP MESSAGE ...
+ * FLAGS is one byte: bit 0 add_generation_prompt, bit 1 no_thinking,
+ * bit 2 pass NULL options (the defaults). TEMPLATE is the chat_template text
+ * (empty: none, so the family comes from model_type). Each MESSAGE is a role
+ * byte (its value mod 5 picks system, user, assistant, tool, or a role the
+ * templates do not know, "function") followed by the content. Contents
+ * are C strings: a NUL byte ends one early.
+ *
+ * The conversation is rendered with the template recognised from TEMPLATE
+ * (if any), with the built-in template of each supported model_type, and
+ * with every family under every combination of the variant bits its
+ * renderer reads, so that each renderer sees every conversation. Beyond "no crash":
+ *   - recognition either succeeds with a known family or fails with -EINVAL
+ *     and a message;
+ *   - a rendering either fails with -EINVAL and a message, or returns a
+ *     NUL-terminated string of the length it reports that starts with
+ *     bos_token when the template writes it and contains every user
+ *     message's content unchanged;
+ *   - rendering the same conversation twice with the recognised template
+ *     gives the same bytes.
+ */
+#include <stdbool.h>
+
+#include "engine/chat.h"
+#include "engine/chat_internal.h"
+#include "tests/fuzz/fuzz_util.h"
+
+/* The variant bits each family's renderer reads (chat_internal.h). */
+static const unsigned family_bits[] = {
+	[CHAT_FAMILY_QWEN3] = CHAT_VARIANT_BOS | CHAT_VARIANT_QWEN3_NO_THINK | CHAT_VARIANT_QWEN3_OPEN_THINK,
+	[CHAT_FAMILY_CHATML] = CHAT_VARIANT_BOS | CHAT_VARIANT_CHATML_NO_TOOL,
+	[CHAT_FAMILY_TULU] = CHAT_VARIANT_BOS | CHAT_VARIANT_TULU3,
+	[CHAT_FAMILY_MISTRAL] = CHAT_VARIANT_BOS | CHAT_VARIANT_MISTRAL_SYSTEM,
+	[CHAT_FAMILY_DEEPSEEK_V3] = CHAT_VARIANT_BOS,
+	[CHAT_FAMILY_GLM4] = CHAT_VARIANT_BOS | CHAT_VARIANT_GLM_USER_NL,
+};
+
+static const char *const roles[] = { "system", "user", "assistant", "tool", "function" };
+static const char *const model_types[] = { "qwen3", "qwen3_moe", "olmoe", "mixtral", "deepseek_v3",
+					   "glm4_moe", "glm_moe_dsa", "llama" };
+
+static void render_check(const struct chat_template *ct, const struct chat_message *m, size_t n,
+			 const struct chat_options *opt, bool twice)
+{
+	char *out = NULL, err[256] = "";
+	size_t len = 12345;
+	int rc = chat_template_render(ct, m, n, opt, &out, &len, err, sizeof err);
+	if (rc) {
+		FUZZ_ASSERT(rc == -EINVAL && err[0] && !out, "%s: failure %d without a message", chat_family_name(ct->family),
+			    rc);
+		return;
+	}
+	FUZZ_ASSERT(out && strlen(out) == len, "%s: output of %zu bytes, strlen %zu", chat_family_name(ct->family), len,
+		    out ? strlen(out) : 0);
+	if (ct->variant & CHAT_VARIANT_BOS)
+		FUZZ_ASSERT(strncmp(out, ct->bos, strlen(ct->bos)) == 0, "%s: output does not start with bos",
+			    chat_family_name(ct->family));
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(m[i].role, "user") == 0)
+			FUZZ_ASSERT(strstr(out, m[i].content), "%s: user message %zu is missing from the prompt",
+				    chat_family_name(ct->family), i);
+	if (twice) {
+		char *again;
+		size_t len2;
+		FUZZ_ASSERT(chat_template_render(ct, m, n, opt, &again, &len2, err, sizeof err) == 0 && len2 == len &&
+			    memcmp(out, again, len) == 0, "%s: a second rendering differs", chat_family_name(ct->family));
+		free(again);
+	}
+	free(out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct fuzz_part parts[FUZZ_PARTS_MAX];
+	size_t np = fuzz_split(data, size, parts, FUZZ_PARTS_MAX);
+	if (parts[0].n == 0)
+		return 0;
+	uint8_t flags = (uint8_t)parts[0].p[0];
+	struct fuzz_part tp = { parts[0].p + 1, parts[0].n - 1 };
+	char *template = tp.n ? fuzz_strdup(tp) : NULL;
+
+	struct chat_message msgs[FUZZ_PARTS_MAX];
+	char *contents[FUZZ_PARTS_MAX];
+	size_t n = 0;
+	for (size_t i = 1; i < np; i++) {
+		uint8_t r = parts[i].n ? (uint8_t)parts[i].p[0] : 1;
+		contents[n] = fuzz_strdup(parts[i].n ? (struct fuzz_part){ parts[i].p + 1, parts[i].n - 1 } : parts[i]);
+		msgs[n] = (struct chat_message){ roles[r % 5], contents[n] };
+		n++;
+	}
+	struct chat_options o = { .add_generation_prompt = flags & 1, .no_thinking = flags & 2 };
+	const struct chat_options *opt = flags & 4 ? NULL : &o;
+	const char *bos = "<s>", *eos = "</s>";
+
+	struct chat_template ct;
+	char err[256] = "";
+	int rc = chat_template_init(&ct, template, NULL, bos, eos, err, sizeof err);
+	if (rc) {
+		FUZZ_ASSERT(rc == -EINVAL && err[0], "recognition failed with %d and no message", rc);
+	} else {
+		FUZZ_ASSERT(strcmp(chat_family_name(ct.family), "unknown") != 0, "recognised an unknown family");
+		render_check(&ct, msgs, n, opt, true);
+		chat_template_free(&ct);
+	}
+
+	for (size_t k = 0; k < sizeof model_types / sizeof model_types[0]; k++) {
+		err[0] = 0;
+		if (chat_template_init(&ct, NULL, model_types[k], bos, eos, err, sizeof err) == 0) {
+			render_check(&ct, msgs, n, opt, false);
+			chat_template_free(&ct);
+		} else {
+			FUZZ_ASSERT(err[0], "model_type %s refused without a message", model_types[k]);
+		}
+	}
+
+	/* Every renderer under every combination of the variant bits it reads;
+	 * CHATML also with a default system prompt (the template text). */
+	for (int f = CHAT_FAMILY_QWEN3; f <= CHAT_FAMILY_GLM4; f++) {
+		unsigned bits = family_bits[f];
+		for (unsigned v = bits;; v = (v - 1) & bits) {
+			for (int sys = 0; sys <= (f == CHAT_FAMILY_CHATML && template); sys++) {
+				struct chat_template t = { .family = (enum chat_family)f, .variant = v, .bos = (char *)bos,
+							   .eos = (char *)eos, .default_system = sys ? template : NULL };
+				render_check(&t, msgs, n, opt, false);
+			}
+			if (v == 0)
+				break;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		free(contents[i]);
+	free(template);
+	return 0;
+}

