@@ -18,8 +18,8 @@ CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) $(ARCH) -ffp-contract=off 
 AVX512   = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 LIBS     = -luring -lnuma -lhwloc -lcjson -lpcre2-8 -lxxhash -lm -pthread
 
-LIB_SRC  = $(sort $(wildcard storage/*.c compute/*.c planner/*.c engine/*.c))
-LIB_SRC := $(filter-out engine/main.c,$(LIB_SRC))
+LIB_SRC  = $(sort $(wildcard base/*.c storage/*.c compute/*.c planner/*.c engine/*/*.c))
+LIB_SRC := $(filter-out engine/cli/main.c,$(LIB_SRC))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(sort $(wildcard tests/test_*.c))
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -41,7 +41,7 @@ all: colibri
 colibri: $(BUILD)/colibri
 	cp $< $@
 
-$(BUILD)/colibri: $(BUILD)/engine/main.o $(BUILD)/libcolibri.a
+$(BUILD)/colibri: $(BUILD)/engine/cli/main.o $(BUILD)/libcolibri.a
 	$(CC) $(SAN) -o $@ $^ $(LIBS)
 
 $(BUILD)/libcolibri.a: $(LIB_OBJ)
@@ -121,4 +121,4 @@ clean:
 
 .PHONY: all deps test tests-bin asan-bin fuzz-bin fuzz debug demo bench install clean
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/engine/main.d
+-include $(LIB_OBJ:.o=.d) $(BUILD)/engine/cli/main.d

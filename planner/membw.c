@@ -6,7 +6,7 @@
  * milliseconds) bounds the overshoot.
  */
 #include "planner/membw.h"
-#include "storage/clock.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 
 #define BUFFER_POOL_HUGE_BYTES (2u << 20)
 

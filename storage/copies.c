@@ -4,7 +4,7 @@
  */
 #include "storage/copies.h"
 #include "storage/io_ring.h"
-#include "storage/clock.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 
 _Static_assert(EVICTOR_LEVELS <= 128, "nonempty[] holds 128 levels");
 _Static_assert(EVICTOR_LEVELS <= EVICTOR_UNLISTED, "no level is taken for the unlisted mark");

@@ -36,9 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 #include "storage/store_internal.h"
-#include "storage/clock.h"
+#include "base/clock.h"
 
 void store_stats_sync(struct expert_store *s)
 {

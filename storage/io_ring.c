@@ -18,9 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 #include "storage/pread_pool.h"
-#include "storage/clock.h"
+#include "base/clock.h"
 
 _Static_assert(IO_RING_ALIGN == 4096, "O_DIRECT layout assumes 4 KiB blocks");
 

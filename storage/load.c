@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "storage/checksum.h"
-#include "storage/error.h"
+#include "base/error.h"
 #include "storage/store_internal.h"
 
 static int popcount8(uint8_t m)

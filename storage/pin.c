@@ -23,7 +23,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 #include "storage/store_internal.h"
 
 static int pins_check(const struct expert_store *s, const struct expert_pin *p, int n)

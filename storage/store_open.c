@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 #include "storage/store_internal.h"
 
 #define STORE_RECORD_MAX_BYTES (1ull << 30) /* io_uring: one read and one registered buffer <= 1 GiB */

@@ -9,7 +9,7 @@
 #include <inttypes.h>
 #include <math.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 #include "storage/io_ring.h"
 
 _Static_assert(STRIPE_COPIES_MAX <= 8, "candidate sets are 8-bit masks");

@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <xxhash.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 #include "storage/expert_store.h"
 #include "tests/test_util.h"
 

@@ -33,8 +33,8 @@
 
 #include "tests/node_ref.h"
 #include "tests/test_util.h"
-#include "engine/chat.h"
-#include "engine/tokenizer.h"
+#include "engine/text/chat.h"
+#include "engine/text/tokenizer.h"
 
 struct conv {
 	const char *name;

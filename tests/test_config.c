@@ -1,7 +1,7 @@
 /*
  * test_config — config.json and generation_config.json as colibri reads
- * them (engine/model_config.c, engine/generate.c) through the one checked
- * JSON number reader (engine/json_get.c):
+ * them (engine/model/model_config.c, engine/decode/generate.c) through the one checked
+ * JSON number reader (base/json_get.c):
  *  - json_int refuses what an int cannot hold exactly: 1e30, 3e9 for an
  *    int32, fractions, infinities, non-numbers; accepts -0 and +-2^53;
  *  - integer fields out of range (eos_token_id 2147483648 or [1e30],
@@ -22,10 +22,10 @@
 #include <errno.h>
 #include <math.h>
 
-#include "engine/generate.h"
-#include "engine/json_get.h"
-#include "engine/model_config.h"
-#include "storage/error.h"
+#include "engine/decode/generate.h"
+#include "base/json_get.h"
+#include "engine/model/model_config.h"
+#include "base/error.h"
 #include "tests/cli_util.h"
 
 static char ws[PATH_MAX];

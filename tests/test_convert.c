@@ -12,7 +12,7 @@
  *     every tensor has the storage type its role implies;
  *   - values: every stored matrix is dequantized and compared with the
  *     checkpoint as read by a small safetensors reader in this file (not
- *     engine/safetensors.c): f32 bit-exact, bf16 bit-exact to the
+ *     engine/convert/safetensors.c): f32 bit-exact, bf16 bit-exact to the
  *     round-to-nearest-even of the source (so lossless on bf16 checkpoints),
  *     int8/int4 with the documented scale max|w|/qmax and |w - w^| <= scale/2;
  *     FP8 sources are decoded here as e4m3 x 128x128 block scale_inv;
@@ -29,8 +29,8 @@
 #include <xxhash.h>
 
 #include "compute/quant.h"
-#include "engine/manifest.h"
-#include "storage/error.h"
+#include "engine/model/manifest.h"
+#include "base/error.h"
 #include "tests/convert_fixture.h"
 
 #define PY "/usr/bin/python3"

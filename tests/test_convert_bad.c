@@ -26,8 +26,8 @@
 #include <time.h>
 
 #include "compute/quant.h"
-#include "engine/manifest.h"
-#include "storage/error.h"
+#include "engine/model/manifest.h"
+#include "base/error.h"
 #include "tests/convert_fixture.h"
 
 TestSuite(convert_bad, .init = setup, .fini = teardown);

@@ -1,5 +1,5 @@
 /*
- * test_draft — the `--draft auto` policy (engine/draft_policy.c):
+ * test_draft — the `--draft auto` policy (engine/decode/draft_policy.c):
  *  - the cost model against costs worked out by hand: a high miss rate and
  *    low acceptance choose plain, all hits and high acceptance drafting;
  *  - the policy driven by simulated steps (no clock): where drafting never
@@ -15,7 +15,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "engine/draft_policy.h"
+#include "engine/decode/draft_policy.h"
 #include "tests/test_util.h"
 
 /* The model: plain = compute + misses * miss_s; drafting divides by

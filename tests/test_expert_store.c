@@ -36,7 +36,7 @@
 #include <math.h>
 #include <stdbool.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 #include "storage/expert_store.h"
 #include "tests/expert_store_fixture.h"
 

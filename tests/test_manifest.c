@@ -1,5 +1,5 @@
 /*
- * test_manifest — engine/manifest.h: a manifest built in memory is written,
+ * test_manifest — engine/model/manifest.h: a manifest built in memory is written,
  * checked field by field against the JSON schema of docs/FORMAT.md (read
  * back with cJSON, not with the loader), loaded back with every field equal;
  * then single-field corruptions of a valid container are each rejected by
@@ -16,8 +16,8 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 
-#include "engine/manifest.h"
-#include "storage/error.h"
+#include "engine/model/manifest.h"
+#include "base/error.h"
 #include "tests/test_util.h"
 
 static char dir[4096];

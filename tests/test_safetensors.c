@@ -1,5 +1,5 @@
 /*
- * test_safetensors — the safetensors reader of engine/safetensors.h against
+ * test_safetensors — the safetensors reader of engine/convert/safetensors.h against
  * files written byte by byte by the tests themselves:
  *   - a valid file with F32, BF16, F16 and F8_E4M3 tensors whose values are
  *     known by construction (bit patterns decoded by hand), read by rows;
@@ -22,8 +22,8 @@
 #include <errno.h>
 #include <math.h>
 
-#include "engine/safetensors.h"
-#include "storage/error.h"
+#include "engine/convert/safetensors.h"
+#include "base/error.h"
 #include "tests/test_util.h"
 
 /* Writes u64 LE header length `hlen`, the header text, then `data`. */

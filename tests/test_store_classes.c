@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <stdbool.h>
 
-#include "storage/error.h"
+#include "base/error.h"
 #include "storage/expert_store.h"
 #include "tests/expert_store_fixture.h"
 

@@ -28,8 +28,8 @@
 
 #include "tests/node_ref.h"
 #include "tests/test_util.h"
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_internal.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_internal.h"
 
 static struct tokenizer *load_or_die(const char *dir)
 {

@@ -1,6 +1,6 @@
 /*
  * fuzz_chat — chat template recognition (chat_template_init in
- * engine/chat.c) and rendering (chat_template_render, engine/chat_render.c).
+ * engine/text/chat.c) and rendering (chat_template_render, engine/text/chat_render.c).
  *
  * Input: FLAGS TEMPLATE FUZZ_SEP MESSAGE FUZZ_SEP MESSAGE ...
  * FLAGS is one byte: bit 0 add_generation_prompt, bit 1 no_thinking,
@@ -25,8 +25,8 @@
  */
 #include <stdbool.h>
 
-#include "engine/chat.h"
-#include "engine/chat_internal.h"
+#include "engine/text/chat.h"
+#include "engine/text/chat_internal.h"
 #include "tests/fuzz/fuzz_util.h"
 
 /* The variant bits each family's renderer reads (chat_internal.h). */

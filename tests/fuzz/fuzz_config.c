@@ -1,8 +1,8 @@
 /*
  * fuzz_config — config.json (model_config_parse, model_config_load in
- * engine/model_config.c) and generation_config.json (its EOS ids, read by
+ * engine/model/model_config.c) and generation_config.json (its EOS ids, read by
  * model_config_load, and the sampling defaults of generate_options_default
- * in engine/generate.c).
+ * in engine/decode/generate.c).
  *
  * Input: config.json FUZZ_SEP generation_config.json; when the second part
  * is empty or missing there is no generation_config.json at all. The config text is parsed with
@@ -29,9 +29,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/generate.h"
-#include "engine/model_config.h"
-#include "storage/error.h"
+#include "engine/decode/generate.h"
+#include "engine/model/model_config.h"
+#include "base/error.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static bool finite_pos(float x)

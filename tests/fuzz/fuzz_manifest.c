@@ -1,5 +1,5 @@
 /*
- * fuzz_manifest — the container manifest (manifest_load in engine/manifest.c).
+ * fuzz_manifest — the container manifest (manifest_load in engine/model/manifest.c).
  *
  * manifest_load reads DIR/manifest.json and stats the data files beside it,
  * so the harness keeps a scratch container: links to the data files of a
@@ -26,8 +26,8 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include "engine/manifest.h"
-#include "storage/error.h"
+#include "engine/model/manifest.h"
+#include "base/error.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static char dir[PATH_MAX];

@@ -1,5 +1,5 @@
 /*
- * fuzz_safetensors — the safetensors file header (engine/safetensors.h).
+ * fuzz_safetensors — the safetensors file header (engine/convert/safetensors.h).
  *
  * An input is a whole file image (u64 little-endian header length, header
  * JSON, data block), or, when it starts with '{', header JSON FUZZ_SEP data,
@@ -24,8 +24,8 @@
 #include <stdbool.h>
 #include <sys/mman.h>
 
-#include "engine/safetensors.h"
-#include "storage/error.h"
+#include "engine/convert/safetensors.h"
+#include "base/error.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define PATH "fuzz.safetensors"

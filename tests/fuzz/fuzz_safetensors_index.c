@@ -1,6 +1,6 @@
 /*
  * fuzz_safetensors_index — model.safetensors.index.json (st_index_parse in
- * engine/safetensors.c), the list of shards a sharded checkpoint is opened
+ * engine/convert/safetensors.c), the list of shards a sharded checkpoint is opened
  * from.
  *
  * The input is the index text. Beyond "no crash", an accepted index must
@@ -19,8 +19,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine/safetensors.h"
-#include "storage/error.h"
+#include "engine/convert/safetensors.h"
+#include "base/error.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define PATH "fuzz/model.safetensors.index.json"

@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <sys/stat.h>
 
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_internal.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_internal.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static struct tokenizer *qwen3;

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/files.h"
+#include "base/files.h"
 
 #define FUZZ_SEP "\n--8<--\n"
 #define FUZZ_PARTS_MAX 16

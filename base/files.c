@@ -1,0 +1,190 @@
+/*
+ * files — see files.h.
+ */
+#include "base/files.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"
+
+int file_read_all(const char *path, char **data, size_t *len)
+{
+	*data = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(errno, "%s: cannot open: %s", path, strerror(errno));
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return error_set(EINVAL, "%s: not a regular file", path);
+	}
+	size_t n = (size_t)sb.st_size, got = 0;
+	char *buf = malloc(n + 1);
+	if (!buf) {
+		close(fd);
+		return error_set(ENOMEM, "%s: out of memory", path);
+	}
+	while (got < n) {
+		ssize_t r = read(fd, buf + got, n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int e = r < 0 ? errno : EIO;
+			free(buf);
+			close(fd);
+			return error_set(e, "%s: read failed: %s", path, r < 0 ? strerror(e) : "the file shrank");
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	buf[n] = 0;
+	*data = buf;
+	if (len)
+		*len = n;
+	return 0;
+}
+
+int file_read_input(const char *path, char **data, size_t *len)
+{
+	*data = NULL;
+	bool std_in = strcmp(path, "-") == 0;
+	const char *name = std_in ? "standard input" : path;
+	int fd = std_in ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_set(errno, "%s: cannot open: %s", path, strerror(errno));
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	int rc = buf ? 0 : error_set(ENOMEM, "%s: out of memory", name);
+	while (!rc) {
+		if (n + 1 == cap) {
+			char *p = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+			if (!p) {
+				rc = error_set(ENOMEM, "%s: out of memory", name);
+				break;
+			}
+			buf = p;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, buf + n, cap - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			rc = error_set(errno, "%s: read failed: %s", name, strerror(errno));
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (!std_in)
+		close(fd);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	buf[n] = 0;
+	*data = buf;
+	*len = n;
+	return 0;
+}
+
+int json_load(const char *path, struct cJSON **out)
+{
+	*out = NULL;
+	if (access(path, F_OK) != 0)
+		return error_set(ENOENT, "%s: missing", path);
+	char *buf;
+	size_t len;
+	int rc = file_read_all(path, &buf, &len);
+	if (rc)
+		return rc;
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+	if (!j) {
+		long at = end ? (long)(end - buf) : -1;
+		free(buf);
+		return error_set(EINVAL, "%s: malformed JSON near byte %ld", path, at);
+	}
+	free(buf);
+	*out = j;
+	return 0;
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return error_set(errno, "%s: cannot create: %s", tmp, strerror(errno));
+	const char *p = data;
+	size_t left = len;
+	while (left > 0) {
+		ssize_t w = write(fd, p, left);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = w < 0 ? errno : EIO;
+			close(fd);
+			unlink(tmp);
+			return error_set(e, "%s: write failed: %s", tmp, strerror(e));
+		}
+		p += w;
+		left -= (size_t)w;
+	}
+	if (fsync(fd) != 0 || close(fd) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return error_set(e, "%s: fsync failed: %s", tmp, strerror(e));
+	}
+	if (rename(tmp, path) != 0) {
+		int e = errno;
+		unlink(tmp);
+		return error_set(e, "%s: rename failed: %s", path, strerror(e));
+	}
+	return 0;
+}
+
+int file_copy(const char *src, const char *dst)
+{
+	char *data;
+	size_t len;
+	int rc = file_read_all(src, &data, &len);
+	if (rc)
+		return rc;
+	FILE *f = fopen(dst, "wb");
+	if (!f) {
+		free(data);
+		return error_set(errno, "%s: cannot create: %s", dst, strerror(errno));
+	}
+	size_t w = fwrite(data, 1, len, f);
+	free(data);
+	if (fclose(f) != 0 || w != len)
+		return error_set(EIO, "%s: write failed", dst);
+	return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+int dir_remove_tree(const char *path)
+{
+	if (access(path, F_OK) != 0)
+		return 0;
+	if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+		return error_set(errno, "%s: cannot remove: %s", path, strerror(errno));
+	return 0;
+}

@@ -1,0 +1,25 @@
+/*
+ * cmd — the subcommands of the colibri command line. Each takes the
+ * arguments after its name (argv[0] is the subcommand) and returns the
+ * process exit status; only main() calls exit().
+ */
+#ifndef COLIBRI_ENGINE_CMD_H
+#define COLIBRI_ENGINE_CMD_H
+
+#include "engine/model/plan_container.h"
+
+int cmd_convert(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_iobench(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+int cmd_mirror(int argc, char **argv);
+
+/* Prints "colibri: <message>" for the pending error (or `what` if none) to
+ * stderr and returns the exit status 1. */
+int cmd_fail(const char *what);
+
+#endif

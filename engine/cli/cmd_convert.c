@@ -1,0 +1,80 @@
+/*
+ * cmd_convert — `colibri convert HF_DIR OUT_DIR [--quant T] [--group-size N]
+ * [--force] [--quiet]`.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cli/cmd.h"
+#include "engine/convert/convert.h"
+#include "base/error.h"
+
+static void convert_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: colibri convert HF_DIR OUT_DIR [--quant int4|int8|bf16|f32] [--group-size 64] [--force] [--quiet]\n"
+		"  Converts a Hugging Face checkpoint into a colibri container.\n"
+		"  --quant       routed-expert weights (default int4); dense weights use the same\n"
+		"                type except int4 -> int8; norms and routers stay f32\n"
+		"  --group-size  inputs per scale for int4/int8 (multiple of 32, default 64)\n"
+		"  --force       replace an existing container at OUT_DIR\n"
+		"  --quiet       no progress lines\n");
+}
+
+int cmd_convert(int argc, char **argv)
+{
+	struct convert_options o;
+	convert_options_default(&o);
+	static const struct option opts[] = {
+		{ "quant", required_argument, 0, 'q' }, { "group-size", required_argument, 0, 'g' },
+		{ "force", no_argument, 0, 'f' },       { "quiet", no_argument, 0, 's' },
+		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
+	};
+	int ch;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "q:g:fsh", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'q':
+			if (quant_type_parse(optarg, &o.quant) != 0) {
+				fprintf(stderr, "colibri convert: --quant must be int4, int8, bf16 or f32, not \"%s\"\n", optarg);
+				return 2;
+			}
+			break;
+		case 'g': {
+			char *end;
+			long g = strtol(optarg, &end, 10);
+			if (*end || g <= 0 || g % 32 != 0 || g > 1 << 20) {
+				fprintf(stderr, "colibri convert: --group-size must be a positive multiple of 32, not \"%s\"\n", optarg);
+				return 2;
+			}
+			o.group = (int32_t)g;
+			break;
+		}
+		case 'f':
+			o.force = true;
+			break;
+		case 's':
+			o.quiet = true;
+			break;
+		case 'h':
+			convert_usage(stdout);
+			return 0;
+		default:
+			convert_usage(stderr);
+			return 2;
+		}
+	}
+	if (argc - optind != 2) {
+		convert_usage(stderr);
+		return 2;
+	}
+	o.hf_dir = argv[optind];
+	o.out_dir = argv[optind + 1];
+	if (convert_run(&o) != 0)
+		return cmd_fail("conversion failed");
+	if (!o.quiet)
+		fprintf(stderr, "convert: wrote %s\n", o.out_dir);
+	return 0;
+}

@@ -1,0 +1,169 @@
+/*
+ * cmd_run — `colibri run --model DIR (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]
+ * [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]
+ * [--stats]`: generates text and streams it to stdout.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cli/cmd.h"
+#include "base/files.h"
+#include "engine/decode/generate.h"
+#include "engine/text/prompt.h"
+#include "engine/decode/session.h"
+#include "engine/text/tokenizer.h"
+#include "base/error.h"
+
+static void run_usage(FILE *f)
+{
+	fprintf(f, "usage: colibri run --model DIR (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]\n"
+		   "                   [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]\n"
+		   "                   [--draft auto|N]%s\n"
+		   "  Generates up to N tokens (default 128) and streams the text to stdout.\n"
+		   "  --prompt-file reads the prompt from a file (- for stdin), for prompts too long for a\n"
+		   "  command line.\n"
+		   "  Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
+		   "  --draft: tokens drafted per step with the model's MTP head and verified in one\n"
+		   "  forward (exact: greedy output is the same with and without); auto (default)\n"
+		   "  drafts when a cost model fed by the measured step times, expert misses and\n"
+		   "  acceptance says it pays, and re-checks rarely when it does not; when sampling\n"
+		   "  (temperature > 0) auto does not draft, so a seeded run's text is reproducible.\n"
+		   "  --stats prints prompt and decode tok/s, time to first token and expert statistics to stderr.\n",
+		SESSION_USAGE);
+}
+
+enum {
+	RUN_PROMPT = 2000, RUN_PROMPT_FILE, RUN_TOKENS, RUN_TEMP, RUN_TOP_P, RUN_TOP_K, RUN_SEED, RUN_CHAT,
+	RUN_SYSTEM, RUN_DRAFT
+};
+
+static int parse_float(const char *name, const char *arg, float lo, float hi, float *out)
+{
+	char *end;
+	double v = strtod(arg, &end);
+	if (end == arg || *end || !(v >= lo && v <= hi))
+		return error_set(EINVAL, "--%s must be a number in [%g, %g], not \"%s\"", name, lo, hi, arg);
+	*out = (float)v;
+	return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct session_options so;
+	session_options_default(&so);
+	struct generate_options go;
+	const char *prompt = NULL, *prompt_file = NULL, *tokens_arg = NULL, *system = NULL;
+	bool chat = false;
+	static const struct option opts[] = {
+		SESSION_LONG_OPTIONS,
+		{ "prompt", required_argument, 0, RUN_PROMPT }, { "prompt-file", required_argument, 0, RUN_PROMPT_FILE },
+		{ "tokens", required_argument, 0, RUN_TOKENS },
+		{ "temp", required_argument, 0, RUN_TEMP },     { "top-p", required_argument, 0, RUN_TOP_P },
+		{ "top-k", required_argument, 0, RUN_TOP_K },   { "seed", required_argument, 0, RUN_SEED },
+		{ "chat", no_argument, 0, RUN_CHAT },           { "system", required_argument, 0, RUN_SYSTEM },
+		{ "draft", required_argument, 0, RUN_DRAFT },
+		{ "help", no_argument, 0, 'h' },                { 0, 0, 0, 0 },
+	};
+	/* The model folder decides the sampling defaults: find it first. */
+	const char *model_dir = NULL;
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--model"))
+			model_dir = argv[i + 1];
+	int rc = generate_options_default(&go, NULL);
+	if (model_dir && (rc = session_check_model(model_dir)) == 0)
+		rc = generate_options_default(&go, model_dir);
+	int ch;
+	optind = 1;
+	while (!rc && (ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'n':
+			rc = session_parse_int("n", optarg, 0, 1 << 24, &go.n_predict);
+			break;
+		case RUN_PROMPT: prompt = optarg; break;
+		case RUN_PROMPT_FILE: prompt_file = optarg; break;
+		case RUN_TOKENS: tokens_arg = optarg; break;
+		case RUN_TEMP: rc = parse_float("temp", optarg, 0, 100, &go.temp); break;
+		case RUN_TOP_P:
+			rc = parse_float("top-p", optarg, 1e-6f, 1, &go.top_p);
+			break;
+		case RUN_TOP_K:
+			rc = session_parse_int("top-k", optarg, 0, INT32_MAX, &go.top_k);
+			break;
+		case RUN_SEED:
+			rc = session_parse_seed(optarg, &go.seed);
+			break;
+		case RUN_CHAT: chat = true; break;
+		case RUN_SYSTEM: system = optarg; break;
+		case RUN_DRAFT:
+			if (!strcmp(optarg, "auto")) {
+				go.draft = -1;
+			} else if (session_parse_int("draft", optarg, 0, 16, &go.draft)) {
+				error_clear();
+				rc = error_set(EINVAL, "--draft takes auto or a number of drafts 0..16, not \"%s\"", optarg);
+			}
+			break;
+		case 'h':
+			run_usage(stdout);
+			return 0;
+		default:
+			if (ch == '?' || (rc = session_option(&so, ch, optarg)) == -ENOENT) {
+				run_usage(stderr);
+				return 2;
+			}
+		}
+	}
+	if (rc)
+		return cmd_fail("bad option");
+	if (!so.model_dir || (!!prompt + !!prompt_file + !!tokens_arg) != 1 || optind != argc) {
+		run_usage(stderr);
+		return 2;
+	}
+	struct tokenizer *tok = NULL;
+	int32_t *ids = NULL;
+	int n = 0;
+	char *file_text = NULL;
+	size_t prompt_len = prompt ? strlen(prompt) : 0;
+	if (prompt_file && (rc = file_read_input(prompt_file, &file_text, &prompt_len)))
+		return cmd_fail("cannot read the prompt");
+	if (prompt_file)
+		prompt = file_text;
+	rc = session_check_model(so.model_dir);
+	if (!rc)
+		rc = prompt_tokenizer_load(&tok, so.model_dir);
+	if (rc == -ENOENT && tokens_arg) {
+		error_clear();
+		rc = 0;
+		go.print_ids = true;
+	}
+	if (!rc && prompt) {
+		struct model_config cfg;
+		rc = model_config_load(&cfg, so.model_dir);
+		if (!rc)
+			rc = prompt_encode(tok, cfg.model_type, prompt, prompt_len, chat, system, &ids, &n);
+	} else if (!rc) {
+		rc = session_parse_tokens(tokens_arg, &ids, &n);
+	}
+	struct session s;
+	memset(&s, 0, sizeof s);
+	so.logits_rows = generate_logits_rows(&go);
+	if (!rc)
+		rc = session_open(&s, &so, n + go.n_predict);
+	struct generate_stats st;
+	if (!rc)
+		rc = generate_run(&s, tok, ids, n, &go, stdout, &st);
+	if (!rc && so.stats)
+		generate_stats_print(&st, stderr);
+	if (!rc) {
+		generate_stats_record(&st, &s);
+		rc = session_report(&s, stderr);
+	}
+	session_close(&s);
+	free(ids);
+	free(file_text);
+	tokenizer_free(tok);
+	return rc ? cmd_fail("run failed") : 0;
+}

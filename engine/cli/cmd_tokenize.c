@@ -1,0 +1,114 @@
+/*
+ * cmd_tokenize — `colibri tokenize --model DIR (--text TEXT | --file F)
+ * [--chat] [--system TEXT]` prints the ids comma-separated on one line;
+ * `colibri detokenize --model DIR --tokens IDS` prints the text.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cli/cmd.h"
+#include "base/files.h"
+#include "engine/model/model_config.h"
+#include "engine/text/prompt.h"
+#include "engine/decode/session.h"
+#include "engine/text/tokenizer.h"
+#include "base/error.h"
+
+int cmd_tokenize(int argc, char **argv)
+{
+	const char *model = NULL, *text = NULL, *file = NULL, *system = NULL;
+	bool chat = false;
+	static const struct option opts[] = {
+		{ "model", required_argument, 0, 'm' }, { "text", required_argument, 0, 't' },
+		{ "file", required_argument, 0, 'f' },  { "chat", no_argument, 0, 'c' },
+		{ "system", required_argument, 0, 's' }, { "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int ch;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'm': model = optarg; break;
+		case 't': text = optarg; break;
+		case 'f': file = optarg; break;
+		case 'c': chat = true; break;
+		case 's': system = optarg; break;
+		default:
+			fprintf(ch == 'h' ? stdout : stderr,
+				"usage: colibri tokenize --model DIR (--text TEXT | --file F) [--chat] [--system TEXT]\n");
+			return ch == 'h' ? 0 : 2;
+		}
+	}
+	if (!model || !text == !file || optind != argc) {
+		fprintf(stderr, "usage: colibri tokenize --model DIR (--text TEXT | --file F) [--chat] [--system TEXT]\n");
+		return 2;
+	}
+	char *buf = NULL;
+	struct tokenizer *tok = NULL;
+	struct model_config cfg;
+	int32_t *ids = NULL;
+	int n = 0;
+	size_t len = text ? strlen(text) : 0;
+	int rc = file ? file_read_input(file, &buf, &len) : 0;
+	/* The family matters only to choose a chat template. */
+	if (!rc && chat)
+		rc = model_config_load(&cfg, model);
+	if (!rc)
+		rc = prompt_tokenizer_load(&tok, model);
+	if (!rc)
+		rc = prompt_encode(tok, chat ? cfg.model_type : NULL, file ? buf : text, len, chat, system, &ids, &n);
+	for (int i = 0; !rc && i < n; i++)
+		printf("%s%d", i ? "," : "", ids[i]);
+	if (!rc)
+		printf("\n");
+	free(ids);
+	free(buf);
+	tokenizer_free(tok);
+	return rc ? cmd_fail("tokenize failed") : 0;
+}
+
+int cmd_detokenize(int argc, char **argv)
+{
+	const char *model = NULL, *tokens = NULL;
+	static const struct option opts[] = {
+		{ "model", required_argument, 0, 'm' }, { "tokens", required_argument, 0, 't' },
+		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
+	};
+	int ch;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (ch == 'm')
+			model = optarg;
+		else if (ch == 't')
+			tokens = optarg;
+		else {
+			fprintf(ch == 'h' ? stdout : stderr, "usage: colibri detokenize --model DIR --tokens IDS\n");
+			return ch == 'h' ? 0 : 2;
+		}
+	}
+	if (!model || !tokens || optind != argc) {
+		fprintf(stderr, "usage: colibri detokenize --model DIR --tokens IDS\n");
+		return 2;
+	}
+	struct tokenizer *tok = NULL;
+	int32_t *ids = NULL;
+	int n = 0;
+	char *text = NULL;
+	size_t len = 0;
+	int rc = prompt_tokenizer_load(&tok, model);
+	if (!rc)
+		rc = session_parse_tokens(tokens, &ids, &n);
+	if (!rc && (rc = tokenizer_decode(tok, ids, (size_t)n, &text, &len)) != 0)
+		rc = error_set(-rc, "cannot decode the tokens");
+	if (!rc) {
+		fwrite(text, 1, len, stdout);
+		printf("\n");
+	}
+	free(text);
+	free(ids);
+	tokenizer_free(tok);
+	return rc ? cmd_fail("detokenize failed") : 0;
+}

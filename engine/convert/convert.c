@@ -1,0 +1,760 @@
+/*
+ * convert — see convert.h. The steps, in order:
+ *   1. plan: check that OUT_DIR can be created or replaced, load
+ *      config.json, open every shard, resolve every tensor the
+ *      family needs (per-expert or fused expert layout, FP8 block scales)
+ *      and check shapes and dtypes; nothing is written before this passes.
+ *   2. write resident.bin, tensor by tensor, in row chunks;
+ *   3. write experts/layer-LLL.bin, one 4 KiB-aligned record per expert;
+ *   4. copy config/tokenizer files, write manifest.json, fsync, rename.
+ */
+#include "engine/convert/convert.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "base/files.h"
+#include "engine/model/manifest.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_tensors.h"
+#include "engine/convert/safetensors.h"
+#include "engine/model/verify.h"
+#include "base/error.h"
+#include "base/clock.h"
+
+/* f32 staging per chunk of rows: bounds conversion memory. */
+#define CONVERT_CHUNK_BYTES (64u << 20)
+#define FP8_BLOCK 128
+
+static volatile sig_atomic_t convert_interrupted;
+
+static void convert_on_signal(int sig)
+{
+	(void)sig;
+	convert_interrupted = 1;
+}
+
+/* Catches sig for the conversion, saving its disposition in old; a signal
+ * that is ignored (nohup, a background job of a script) stays ignored. */
+static void catch_signal(int sig, struct sigaction *old)
+{
+	struct sigaction sa = { .sa_handler = convert_on_signal };
+	sigaction(sig, NULL, old);
+	if (old->sa_handler != SIG_IGN)
+		sigaction(sig, &sa, NULL);
+}
+
+/* Where one matrix's rows come from: rows [row0, row0 + rows) of tensor t,
+ * dequantized with the block scales in `scale` when t is FP8. */
+struct matrix_src {
+	const struct st_tensor *t;
+	const struct st_tensor *scale;
+	int64_t row0;
+	int64_t rows, cols;
+};
+
+struct progress {
+	uint64_t tensors_total, tensors_done;
+	uint64_t bytes_read;
+	double t0, last;
+	bool quiet;
+};
+
+struct converter {
+	const struct convert_options *opt;
+	struct model_config cfg;
+	struct st_set set;
+	struct tensor_spec *specs;
+	size_t n_specs;
+	enum quant_type dense_quant;
+	float *f32;              /* staging rows, CONVERT_CHUNK_BYTES or one expert matrix */
+	size_t f32_floats;
+	uint8_t *qbuf;           /* quantized chunk */
+	uint8_t *record;         /* one expert record */
+	float *scale_buf;        /* FP8 block scales of scale_of */
+	size_t scale_cap;
+	const struct st_tensor *scale_of;
+	char out[PATH_MAX];      /* OUT_DIR without trailing slashes */
+	char tmp_dir[PATH_MAX];
+	struct progress prog;
+};
+
+static void progress_show(struct progress *p, bool final)
+{
+	double t = clock_now_s();
+	if (p->quiet || (!final && t - p->last < (isatty(2) ? 0.5 : 10.0)))
+		return;
+	p->last = t;
+	double mb = (double)p->bytes_read / 1e6, dt = t - p->t0 > 1e-6 ? t - p->t0 : 1e-6;
+	fprintf(stderr, "%sconvert: tensors %" PRIu64 "/%" PRIu64 ", %.1f MB read, %.0f MB/s%s",
+		isatty(2) ? "\r" : "", p->tensors_done, p->tensors_total, mb, mb / dt,
+		final || !isatty(2) ? "\n" : "");
+	fflush(stderr);
+}
+
+enum quant_type convert_dense_quant(enum quant_type q)
+{
+	return q == QUANT_INT4 ? QUANT_INT8 : q;
+}
+
+void convert_options_default(struct convert_options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->quant = QUANT_INT4;
+	o->group = QUANT_GROUP_DEFAULT;
+}
+
+static bool dtype_convertible(enum st_dtype d)
+{
+	return d == ST_DTYPE_F32 || d == ST_DTYPE_BF16 || d == ST_DTYPE_F16 || d == ST_DTYPE_F8_E4M3;
+}
+
+/* Looks a tensor up by its name, or by the name transformers v5 gives it:
+ * Mixtral's block_sparse_moe became mlp. */
+static const struct st_tensor *find_tensor(const struct converter *c, const char *name)
+{
+	const struct st_tensor *t = st_set_find(&c->set, name);
+	const char *old = strstr(name, ".block_sparse_moe.");
+	if (t || !old)
+		return t;
+	char alias[TENSOR_NAME_MAX + 8];
+	snprintf(alias, sizeof alias, "%.*s.mlp.%s", (int)(old - name), name,
+		 old + strlen(".block_sparse_moe."));
+	return st_set_find(&c->set, alias);
+}
+
+/* Resolves the FP8 scale tensor of t, if t is FP8, and checks its shape. */
+static int resolve_scale(struct converter *c, struct matrix_src *s)
+{
+	s->scale = NULL;
+	if (!dtype_convertible(s->t->dtype))
+		return error_set(ENOTSUP, "%s: tensor %s: unsupported dtype %s",
+				 st_set_path(&c->set, s->t), s->t->name, s->t->dtype_name);
+	if (s->t->dtype != ST_DTYPE_F8_E4M3)
+		return 0;
+	if (s->t->ndim != 2)
+		return error_set(ENOTSUP, "%s: tensor %s: FP8 is supported for 2-D weights only",
+				 st_set_path(&c->set, s->t), s->t->name);
+	char name[TENSOR_NAME_MAX + 16];
+	snprintf(name, sizeof name, "%s_scale_inv", s->t->name);
+	s->scale = st_set_find(&c->set, name);
+	if (!s->scale)
+		return error_set(EINVAL, "%s: tensor %s is FP8 but %s is missing",
+				 st_set_path(&c->set, s->t), s->t->name, name);
+	int64_t br = (s->t->shape[0] + FP8_BLOCK - 1) / FP8_BLOCK;
+	int64_t bc = (s->t->shape[1] + FP8_BLOCK - 1) / FP8_BLOCK;
+	if (s->scale->ndim != 2 || s->scale->shape[0] != br || s->scale->shape[1] != bc ||
+	    !dtype_convertible(s->scale->dtype) || s->scale->dtype == ST_DTYPE_F8_E4M3)
+		return error_set(EINVAL, "%s: tensor %s: expected %" PRId64 "x%" PRId64
+				 " f32/bf16 block scales for 128x128 blocks",
+				 st_set_path(&c->set, s->scale), name, br, bc);
+	return 0;
+}
+
+static int check_shape(struct converter *c, const struct st_tensor *t, int ndim,
+		       const int64_t *shape)
+{
+	bool ok = t->ndim == ndim || (ndim == 1 && t->ndim == 1);
+	for (int i = 0; ok && i < ndim; i++)
+		ok = t->shape[i] == shape[i];
+	if (ok)
+		return 0;
+	char got[96] = "", want[96] = "";
+	for (int i = 0; i < t->ndim; i++)
+		snprintf(got + strlen(got), sizeof got - strlen(got), "%s%" PRId64, i ? ", " : "", t->shape[i]);
+	for (int i = 0; i < ndim; i++)
+		snprintf(want + strlen(want), sizeof want - strlen(want), "%s%" PRId64, i ? ", " : "", shape[i]);
+	return error_set(EINVAL, "%s: tensor %s has shape [%s], expected [%s]",
+			 st_set_path(&c->set, t), t->name, got, want);
+}
+
+/* Finds one expert matrix in either layout. */
+static int resolve_expert(struct converter *c, int layer, int e, enum expert_part p,
+			  struct matrix_src *s)
+{
+	char name[TENSOR_NAME_MAX];
+	model_expert_shape(&c->cfg, p, &s->rows, &s->cols);
+	model_expert_name(&c->cfg, layer, e, p, name, sizeof name);
+	s->t = find_tensor(c, name);
+	s->row0 = 0;
+	if (s->t) {
+		int64_t shape[2] = { s->rows, s->cols };
+		int rc = check_shape(c, s->t, 2, shape);
+		return rc ? rc : resolve_scale(c, s);
+	}
+	char fused[TENSOR_NAME_MAX];
+	bool gate_up = p != EXPERT_PART_DOWN;
+	model_expert_fused_name(&c->cfg, layer, gate_up, fused, sizeof fused);
+	s->t = find_tensor(c, fused);
+	if (!s->t)
+		return error_set(EINVAL, "%s: missing tensor %s (nor fused %s)", c->opt->hf_dir, name, fused);
+	int64_t E = c->cfg.n_experts, I = c->cfg.moe_intermediate, H = c->cfg.hidden;
+	int64_t shape[3] = { E, gate_up ? 2 * I : H, gate_up ? H : I };
+	int rc = check_shape(c, s->t, 3, shape);
+	if (rc)
+		return rc;
+	if (!dtype_convertible(s->t->dtype) || s->t->dtype == ST_DTYPE_F8_E4M3)
+		return error_set(ENOTSUP, "%s: tensor %s: dtype %s is not supported for fused experts",
+				 st_set_path(&c->set, s->t), fused, s->t->dtype_name);
+	s->scale = NULL;
+	s->row0 = gate_up ? e * 2 * I + (p == EXPERT_PART_UP ? I : 0) : e * H;
+	return 0;
+}
+
+/* -EINVAL naming tensor t of the checkpoint when p[0..rows * cols), its rows
+ * from row0 on, holds a NaN or an infinity: a weight no quantizer can
+ * store, and a model that could only produce NaN. */
+static int check_finite(const struct converter *c, const struct st_tensor *t, const float *p, int64_t row0,
+			int64_t rows, int64_t cols, const char *what)
+{
+	for (int64_t i = 0; i < rows * cols; i++)
+		if (!isfinite(p[i]))
+			return error_set(EINVAL, "%s: tensor %s: %s at row %" PRId64 ", column %" PRId64 " is %s",
+					 st_set_path(&c->set, t), t->name, what, row0 + i / cols, i % cols,
+					 isnan(p[i]) ? "NaN" : "infinite");
+	return 0;
+}
+
+/* Reads the block scales of s into c->scale_buf, unless they are there. */
+static int scales_read(struct converter *c, const struct matrix_src *s)
+{
+	if (c->scale_of == s->scale)
+		return 0;
+	int64_t rows = st_tensor_rows(s->scale), cols = st_tensor_cols(s->scale);
+	size_t need = (size_t)(rows * cols);
+	if (need > c->scale_cap) {
+		float *p = realloc(c->scale_buf, need * sizeof *p);
+		if (!p)
+			return error_set(ENOMEM, "out of memory");
+		c->scale_buf = p;
+		c->scale_cap = need;
+	}
+	c->scale_of = NULL;
+	int rc = st_tensor_read_f32(&c->set, s->scale, 0, rows, c->scale_buf);
+	if (!rc)
+		rc = check_finite(c, s->scale, c->scale_buf, 0, rows, cols, "the scale");
+	if (!rc)
+		c->scale_of = s->scale;
+	return rc;
+}
+
+/* Reads rows [r, r + n) of the matrix as f32, applying FP8 block scales;
+ * a value that is not finite (in the source, or after scaling) fails. */
+static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n,
+		       float *out)
+{
+	int rc = st_tensor_read_f32(&c->set, s->t, s->row0 + r, n, out);
+	if (rc)
+		return rc;
+	c->prog.bytes_read += (uint64_t)n * (uint64_t)s->cols * st_dtype_size(s->t->dtype);
+	/* Block scales are small ([rows/128, cols/128]); keep the current
+	 * matrix's whole table and reread only when the matrix changes. */
+	if (s->scale && (rc = scales_read(c, s)))
+		return rc;
+	int64_t bc = (s->cols + FP8_BLOCK - 1) / FP8_BLOCK;
+	for (int64_t i = 0; s->scale && i < n; i++) {
+		const float *srow = c->scale_buf + (r + i) / FP8_BLOCK * bc;
+		float *row = out + i * s->cols;
+		for (int64_t j = 0; j < s->cols; j++)
+			row[j] *= srow[j / FP8_BLOCK];
+	}
+	return check_finite(c, s->t, out, s->row0 + r, n, s->cols, "the value");
+}
+
+/* Quantizes the matrix in row chunks. Data bytes land at base + the row's
+ * data offset and scales after the whole data block, through emit. */
+typedef int (*emit_fn)(void *ctx, uint64_t off, const void *p, size_t len);
+
+static int matrix_write(struct converter *c, const struct matrix_src *s, enum quant_type type,
+			int32_t group, emit_fn emit, void *ctx, uint64_t base)
+{
+	int64_t cols = s->cols;
+	int64_t chunk = (int64_t)(c->f32_floats / (size_t)cols);
+	if (chunk < 1)
+		return error_set(E2BIG, "%s: tensor %s: a row of %" PRId64 " inputs exceeds the staging buffer",
+				 st_set_path(&c->set, s->t), s->t->name, cols);
+	uint64_t data_all = quant_data_bytes(type, s->rows, cols);
+	int32_t g = (type == QUANT_INT8 || type == QUANT_INT4) ? group : 0;
+	for (int64_t r = 0; r < s->rows; r += chunk) {
+		if (convert_interrupted)
+			return error_set(EINTR, "interrupted");
+		int64_t n = s->rows - r < chunk ? s->rows - r : chunk;
+		int rc = matrix_read(c, s, r, n, c->f32);
+		if (rc)
+			return rc;
+		quant_matrix_quantize(c->qbuf, c->f32, type, n, cols, g);
+		uint64_t dbytes = quant_data_bytes(type, n, cols);
+		rc = emit(ctx, base + quant_data_bytes(type, r, cols), c->qbuf, dbytes);
+		if (!rc && g) {
+			uint64_t sbytes = (uint64_t)n * (uint64_t)(cols / g) * sizeof(float);
+			uint64_t soff = (uint64_t)r * (uint64_t)(cols / g) * sizeof(float);
+			rc = emit(ctx, base + data_all + soff, c->qbuf + dbytes, sbytes);
+		}
+		if (rc)
+			return rc;
+		progress_show(&c->prog, false);
+	}
+	return 0;
+}
+
+struct fd_sink {
+	int fd;
+	const char *path;
+};
+
+static int emit_fd(void *ctx, uint64_t off, const void *p, size_t len)
+{
+	struct fd_sink *s = ctx;
+	const uint8_t *b = p;
+	while (len > 0) {
+		ssize_t w = pwrite(s->fd, b, len, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return error_set(w < 0 ? errno : EIO, "%s: write failed: %s", s->path,
+					 strerror(w < 0 ? errno : EIO));
+		b += w;
+		len -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+static int emit_mem(void *ctx, uint64_t off, const void *p, size_t len)
+{
+	memcpy((uint8_t *)ctx + off, p, len);
+	return 0;
+}
+
+/* The storage type of a resident tensor, falling back to bf16 when a
+ * grouped type does not fit the shape. */
+static enum quant_type resident_type(const struct converter *c, const struct tensor_spec *s)
+{
+	enum quant_type q = c->opt->quant;
+	switch (s->role) {
+	case TENSOR_ROLE_VECTOR:
+	case TENSOR_ROLE_ROUTER:
+		return QUANT_F32;
+	case TENSOR_ROLE_EMBED:
+		return q == QUANT_F32 ? QUANT_F32 : QUANT_BF16;
+	case TENSOR_ROLE_DENSE:
+		break;
+	}
+	enum quant_type d = c->dense_quant;
+	if (quant_check_shape(d, s->shape[0], s->shape[1], c->opt->group) != 0)
+		return QUANT_BF16;
+	return d;
+}
+
+static int write_resident(struct converter *c, struct manifest *m)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/resident.bin", c->tmp_dir);
+	struct fd_sink sink = { .fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), .path = path };
+	if (sink.fd < 0)
+		return error_set(errno, "%s: cannot create: %s", path, strerror(errno));
+	m->tensors = calloc(c->n_specs, sizeof *m->tensors);
+	if (!m->tensors) {
+		close(sink.fd);
+		return error_set(ENOMEM, "out of memory");
+	}
+	uint64_t off = 0;
+	int rc = 0;
+	for (size_t i = 0; i < c->n_specs && !rc; i++) {
+		const struct tensor_spec *s = &c->specs[i];
+		const struct st_tensor *t = find_tensor(c, s->name);
+		if (!t)
+			continue; /* optional and absent: checked in plan */
+		struct manifest_tensor *mt = &m->tensors[m->n_tensors++];
+		mt->name = strdup(s->name);
+		mt->type = resident_type(c, s);
+		mt->group = (mt->type == QUANT_INT8 || mt->type == QUANT_INT4) ? c->opt->group : 0;
+		mt->ndim = s->ndim;
+		mt->shape[0] = s->shape[0];
+		mt->shape[1] = s->shape[1];
+		mt->offset = off;
+		mt->bytes = quant_matrix_bytes(mt->type, s->shape[0], s->shape[1], mt->group);
+		struct matrix_src src = { .t = t, .rows = st_tensor_rows(t), .cols = st_tensor_cols(t) };
+		rc = mt->name ? resolve_scale(c, &src) : error_set(ENOMEM, "out of memory");
+		if (!rc)
+			rc = matrix_write(c, &src, mt->type, mt->group, emit_fd, &sink, off);
+		off = manifest_align_up(off + mt->bytes, MANIFEST_ALIGN);
+		c->prog.tensors_done++;
+	}
+	if (!rc && ftruncate(sink.fd, (off_t)off) != 0)
+		rc = error_set(errno, "%s: cannot size: %s", path, strerror(errno));
+	for (size_t i = 0; !rc && i < m->n_tensors; i++) {
+		struct manifest_tensor *t = &m->tensors[i];
+		rc = verify_hash_range(&(struct verify){ .buf = c->qbuf, .buf_bytes = CONVERT_CHUNK_BYTES }, path,
+				       sink.fd, t->offset, t->bytes, manifest_tensor_seed(t->name, t->offset), &t->checksum);
+	}
+	if (!rc && fsync(sink.fd) != 0)
+		rc = error_set(errno, "%s: fsync failed: %s", path, strerror(errno));
+	close(sink.fd);
+	m->resident_file = strdup("resident.bin");
+	m->resident_bytes = off;
+	return rc;
+}
+
+/* The record layout of a layer: parts at 64-byte aligned offsets, the
+ * record padded to MANIFEST_ALIGN. */
+static void expert_layout(const struct converter *c, enum quant_type q,
+			  struct manifest_expert_layer *l)
+{
+	uint64_t off = 0;
+	for (int p = 0; p < EXPERT_PARTS; p++) {
+		struct manifest_tensor *t = &l->parts[p];
+		t->name = strdup(expert_part_name((enum expert_part)p));
+		t->type = q;
+		t->group = (q == QUANT_INT8 || q == QUANT_INT4) ? c->opt->group : 0;
+		t->ndim = 2;
+		model_expert_shape(&c->cfg, (enum expert_part)p, &t->shape[0], &t->shape[1]);
+		t->offset = off;
+		t->bytes = quant_matrix_bytes(q, t->shape[0], t->shape[1], t->group);
+		off = manifest_align_up(off + t->bytes, MANIFEST_PART_ALIGN);
+	}
+	l->record_bytes = manifest_align_up(off, MANIFEST_ALIGN);
+}
+
+static int write_expert_layer(struct converter *c, int layer, struct manifest_expert_layer *l)
+{
+	char rel[64], path[PATH_MAX];
+	snprintf(rel, sizeof rel, "experts/layer-%03d.bin", layer);
+	snprintf(path, sizeof path, "%s/%s", c->tmp_dir, rel);
+	l->layer = layer;
+	l->file = strdup(rel);
+	/* MTP modules (layers past n_layers) keep int8 or better. */
+	enum quant_type q = c->opt->quant;
+	if (layer >= c->cfg.n_layers && q == QUANT_INT4)
+		q = QUANT_INT8;
+	expert_layout(c, q, l);
+	int E = c->cfg.n_experts;
+	l->checksums = calloc((size_t)E, sizeof *l->checksums);
+	if (!l->file || !l->checksums)
+		return error_set(ENOMEM, "out of memory");
+	struct fd_sink sink = { .fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), .path = path };
+	if (sink.fd < 0)
+		return error_set(errno, "%s: cannot create: %s", path, strerror(errno));
+	int rc = 0;
+	for (int e = 0; e < E && !rc; e++) {
+		memset(c->record, 0, l->record_bytes);
+		for (int p = 0; p < EXPERT_PARTS && !rc; p++) {
+			struct matrix_src src;
+			rc = resolve_expert(c, layer, e, (enum expert_part)p, &src);
+			if (!rc)
+				rc = matrix_write(c, &src, l->parts[p].type, l->parts[p].group, emit_mem,
+						  c->record, l->parts[p].offset);
+			c->prog.tensors_done++;
+		}
+		if (rc)
+			break;
+		l->checksums[e] = XXH3_64bits_withSeed(c->record, l->record_bytes, manifest_record_seed(layer, e));
+		rc = emit_fd(&sink, (uint64_t)e * l->record_bytes, c->record, l->record_bytes);
+	}
+	if (!rc && fsync(sink.fd) != 0)
+		rc = error_set(errno, "%s: fsync failed: %s", path, strerror(errno));
+	close(sink.fd);
+	return rc;
+}
+
+static bool dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* Whether OUT_DIR may be replaced (0 also when it does not exist): only
+ * with --force, and only an empty folder or a container this colibri reads.
+ * A folder with anything else in it, even a manifest.json, is not ours to
+ * delete; nor is a container of a format version this build does not read,
+ * since nothing here can tell what it holds. */
+static int out_replaceable(const struct converter *c)
+{
+	const char *out = c->out;
+	struct stat sb;
+	if (stat(out, &sb) != 0)
+		return errno == ENOENT ? 0 : error_set(errno, "%s: %s", out, strerror(errno));
+	if (!c->opt->force)
+		return error_set(EEXIST, "%s: already exists; pass --force to replace it", out);
+	if (!S_ISDIR(sb.st_mode))
+		return error_set(EEXIST, "%s: exists and is not a folder; refusing to replace it", out);
+	if (dir_is_empty(out))
+		return 0;
+	struct manifest m;
+	int rc = manifest_load(&m, out);
+	manifest_free(&m);
+	if (!rc)
+		return 0;
+	char why[768];
+	snprintf(why, sizeof why, "%s", error_message());
+	error_clear();
+	return error_set(EEXIST, "%s: exists and is not a container this colibri reads (%s); --force replaces only "
+			 "such a container or an empty folder, so remove it yourself if it is to go", out, why);
+}
+
+/* Step 0, before anything is read: OUT_DIR names a folder whose parent is
+ * a writable folder, and is absent or replaceable, so that no work is done
+ * for an output that cannot be published. Fills c->out, without trailing
+ * slashes. */
+static int out_check(struct converter *c)
+{
+	if (strlen(c->opt->out_dir) >= sizeof c->out - 32)
+		return error_set(ENAMETOOLONG, "%.64s...: the output folder name is too long", c->opt->out_dir);
+	snprintf(c->out, sizeof c->out, "%s", c->opt->out_dir);
+	size_t n = strlen(c->out);
+	while (n > 1 && c->out[n - 1] == '/')
+		c->out[--n] = 0;
+	const char *slash = strrchr(c->out, '/');
+	const char *base = slash ? slash + 1 : c->out;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+		return error_set(EINVAL, "output folder \"%s\" does not name a folder to create", c->opt->out_dir);
+	char parent[PATH_MAX];
+	if (!slash)
+		snprintf(parent, sizeof parent, ".");
+	else
+		snprintf(parent, sizeof parent, "%.*s", slash == c->out ? 1 : (int)(slash - c->out), c->out);
+	struct stat sb;
+	int e = stat(parent, &sb) != 0 ? errno : S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
+	if (e)
+		return error_set(e, "%s: cannot be created: %s: %s", c->out, parent, strerror(e));
+	if (access(parent, W_OK | X_OK) != 0)
+		return error_set(errno, "%s: cannot be created: %s is not writable: %s", c->out, parent,
+				 strerror(errno));
+	return out_replaceable(c);
+}
+
+/* Step 1: the output can be published, and everything the conversion will
+ * read exists with the right shape. */
+static int convert_plan(struct converter *c)
+{
+	int rc = out_check(c);
+	if (!rc)
+		rc = model_config_load(&c->cfg, c->opt->hf_dir);
+	if (!rc)
+		rc = st_set_open(&c->set, c->opt->hf_dir);
+	if (!rc)
+		rc = model_tensors_resident(&c->cfg, &c->specs, &c->n_specs);
+	if (rc)
+		return rc;
+	int32_t g = c->opt->group;
+	if (c->opt->quant == QUANT_INT8 || c->opt->quant == QUANT_INT4) {
+		for (int p = 0; p < EXPERT_PARTS; p++) {
+			int64_t rows, cols;
+			model_expert_shape(&c->cfg, (enum expert_part)p, &rows, &cols);
+			if (quant_check_shape(c->opt->quant, rows, cols, g) != 0)
+				return error_set(EINVAL, "%s: expert %s_proj has %" PRId64
+						 " inputs, not a multiple of --group-size %d (which must be a multiple of 32)",
+						 c->opt->hf_dir, expert_part_name((enum expert_part)p), cols, g);
+		}
+	}
+	for (size_t i = 0; i < c->n_specs; i++) {
+		const struct tensor_spec *s = &c->specs[i];
+		const struct st_tensor *t = find_tensor(c, s->name);
+		if (!t) {
+			if (s->optional)
+				continue;
+			return error_set(EINVAL, "%s: missing tensor %s (model_type %s)", c->opt->hf_dir,
+					 s->name, c->cfg.model_type);
+		}
+		rc = check_shape(c, t, s->ndim, s->shape);
+		struct matrix_src src = { .t = t, .rows = st_tensor_rows(t), .cols = st_tensor_cols(t) };
+		if (!rc)
+			rc = resolve_scale(c, &src);
+		if (rc)
+			return rc;
+		c->prog.tensors_total++;
+	}
+	for (int l = 0; l < c->cfg.n_layers + c->cfg.n_mtp_layers; l++) {
+		if (!c->cfg.layer_is_moe[l])
+			continue;
+		for (int e = 0; e < c->cfg.n_experts; e++) {
+			for (int p = 0; p < EXPERT_PARTS; p++) {
+				struct matrix_src src;
+				rc = resolve_expert(c, l, e, (enum expert_part)p, &src);
+				if (rc)
+					return rc;
+				c->prog.tensors_total++;
+			}
+		}
+	}
+	return 0;
+}
+
+static int copy_side_files(struct converter *c, struct manifest *m)
+{
+	static const char *const files[] = { "config.json", "generation_config.json",
+					     "tokenizer.json", "tokenizer_config.json",
+					     "chat_template.jinja", "special_tokens_map.json" };
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char src[PATH_MAX], dst[PATH_MAX];
+		snprintf(src, sizeof src, "%s/%s", c->opt->hf_dir, files[i]);
+		snprintf(dst, sizeof dst, "%s/%s", c->tmp_dir, files[i]);
+		if (access(src, F_OK) != 0)
+			continue;
+		int rc = file_copy(src, dst);
+		if (rc)
+			return rc;
+		if (strcmp(files[i], "tokenizer.json") == 0)
+			m->has_tokenizer = true;
+	}
+	return 0;
+}
+
+/* Makes the temporary sibling folder of OUT_DIR that the container is
+ * written into; an existing OUT_DIR is replaced only in publish(). */
+static int prepare_out(struct converter *c)
+{
+	snprintf(c->tmp_dir, sizeof c->tmp_dir, "%s.tmp-XXXXXX", c->out);
+	if (!mkdtemp(c->tmp_dir)) {
+		int e = errno;
+		c->tmp_dir[0] = 0;
+		return error_set(e, "%s: cannot create a folder beside it: %s", c->out, strerror(e));
+	}
+	mode_t mask = umask(0);
+	umask(mask);
+	chmod(c->tmp_dir, 0777 & ~mask); /* mkdtemp makes it 0700 */
+	char exp[PATH_MAX];
+	snprintf(exp, sizeof exp, "%s/experts", c->tmp_dir);
+	if (mkdir(exp, 0755) != 0)
+		return error_set(errno, "%s: cannot create: %s", exp, strerror(errno));
+	return 0;
+}
+
+/* Moves the finished folder into place, replacing an old container. What
+ * is at OUT_DIR is checked again: it may have appeared or changed while
+ * the conversion ran. */
+static int publish(struct converter *c)
+{
+	const char *out = c->out;
+	char old[PATH_MAX];
+	snprintf(old, sizeof old, "%s.old-%d", out, (int)getpid());
+	int rc = out_replaceable(c);
+	if (rc)
+		return rc;
+	bool had_old = access(out, F_OK) == 0;
+	if (had_old && rename(out, old) != 0)
+		return error_set(errno, "%s: cannot move aside: %s", out, strerror(errno));
+	if (rename(c->tmp_dir, out) != 0) {
+		int e = errno;
+		if (had_old)
+			rename(old, out);
+		return error_set(e, "%s: cannot rename into place: %s", out, strerror(e));
+	}
+	c->tmp_dir[0] = 0;
+	if (had_old)
+		dir_remove_tree(old);
+	return 0;
+}
+
+int convert_run(const struct convert_options *o)
+{
+	struct converter c = { .opt = o };
+	struct manifest m = { 0 };
+	struct sigaction old_int, old_term, old_hup;
+	int rc;
+
+	if (o->group <= 0 || o->group % 32 != 0)
+		return error_set(EINVAL, "--group-size %d must be a positive multiple of 32", o->group);
+	convert_interrupted = 0;
+	catch_signal(SIGINT, &old_int);
+	catch_signal(SIGTERM, &old_term);
+	catch_signal(SIGHUP, &old_hup);
+	c.prog.quiet = o->quiet;
+	c.prog.t0 = c.prog.last = clock_now_s();
+	c.dense_quant = convert_dense_quant(o->quant);
+
+	if ((rc = convert_plan(&c)))
+		goto fail;
+	/* Staging must hold one expert matrix whole (it is quantized into the
+	 * record in one piece) and at least one chunk of resident rows. */
+	size_t expert_floats = (size_t)c.cfg.moe_intermediate * (size_t)c.cfg.hidden;
+	c.f32_floats = CONVERT_CHUNK_BYTES / sizeof(float);
+	if (c.f32_floats < expert_floats)
+		c.f32_floats = expert_floats;
+	if ((size_t)c.cfg.hidden > c.f32_floats)
+		c.f32_floats = (size_t)c.cfg.hidden;
+	struct manifest_expert_layer probe = { 0 };
+	expert_layout(&c, o->quant == QUANT_INT4 && c.cfg.n_mtp_layers ? QUANT_INT8 : o->quant, &probe);
+	for (int p = 0; p < EXPERT_PARTS; p++)
+		free(probe.parts[p].name);
+	c.f32 = malloc(c.f32_floats * sizeof(float));
+	c.qbuf = malloc(c.f32_floats * sizeof(float) > CONVERT_CHUNK_BYTES ? c.f32_floats * sizeof(float)
+									  : CONVERT_CHUNK_BYTES);
+	c.record = aligned_alloc(MANIFEST_ALIGN, probe.record_bytes);
+	if (!c.f32 || !c.qbuf || !c.record) {
+		rc = error_set(ENOMEM, "out of memory for conversion buffers");
+		goto fail;
+	}
+	if ((rc = prepare_out(&c)))
+		goto fail;
+
+	snprintf(m.model_type, sizeof m.model_type, "%s", c.cfg.model_type);
+	m.expert_quant = o->quant;
+	m.dense_quant = c.dense_quant;
+	m.group = o->group;
+	m.n_experts = c.cfg.n_experts;
+	if ((rc = write_resident(&c, &m)))
+		goto fail;
+	int stored = c.cfg.n_layers + c.cfg.n_mtp_layers;
+	m.layers = calloc((size_t)stored, sizeof *m.layers);
+	if (!m.layers) {
+		rc = error_set(ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (int l = 0; l < stored; l++) {
+		if (!c.cfg.layer_is_moe[l])
+			continue;
+		if ((rc = write_expert_layer(&c, l, &m.layers[m.n_expert_layers++])))
+			goto fail;
+	}
+	if ((rc = copy_side_files(&c, &m)) || (rc = manifest_write(&m, c.tmp_dir)))
+		goto fail;
+	if (convert_interrupted) {
+		rc = error_set(EINTR, "interrupted");
+		goto fail;
+	}
+	int dfd = open(c.tmp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || syncfs(dfd) != 0) {
+		rc = error_set(errno, "%s: cannot sync: %s", c.tmp_dir, strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+		goto fail;
+	}
+	close(dfd);
+	if ((rc = publish(&c)))
+		goto fail;
+	progress_show(&c.prog, true);
+fail:
+	if (rc && c.tmp_dir[0])
+		dir_remove_tree(c.tmp_dir);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	sigaction(SIGHUP, &old_hup, NULL);
+	manifest_free(&m);
+	free(c.f32);
+	free(c.qbuf);
+	free(c.record);
+	free(c.scale_buf);
+	free(c.specs);
+	st_set_close(&c.set);
+	return rc;
+}

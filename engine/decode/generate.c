@@ -1,0 +1,448 @@
+/*
+ * generate — see generate.h.
+ */
+#include "engine/decode/generate.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/decode/draft_policy.h"
+#include "base/files.h"
+#include "base/json_get.h"
+#include "engine/decode/sampler.h"
+#include "engine/text/tokenizer.h"
+#include "base/error.h"
+#include "storage/expert_store.h"
+#include "base/clock.h"
+
+int generate_options_default(struct generate_options *o, const char *model_dir)
+{
+	memset(o, 0, sizeof *o);
+	o->n_predict = 128;
+	o->draft = -1;
+	o->temp = 0;
+	o->top_p = 1;
+	o->seed = (uint64_t)time(NULL);
+	if (!model_dir)
+		return 0;
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/generation_config.json", model_dir);
+	if (access(path, F_OK) != 0)
+		return 0;
+	cJSON *j = NULL;
+	int rc = json_load(path, &j);
+	if (rc)
+		return rc;
+	bool sample = false;
+	int64_t top_k = 0;
+	double temp = 1.0, top_p = 1.0;
+	/* GenerationConfig's defaults for the fields the model leaves out. */
+	rc = json_get_bool(j, "do_sample", false, path, &sample);
+	rc = rc ? rc : json_get_num(j, "temperature", 1.0, 0.0, 100.0, false, path, &temp);
+	rc = rc ? rc : json_get_int(j, "top_k", 0, 0, INT32_MAX, path, &top_k);
+	rc = rc ? rc : json_get_num(j, "top_p", 1.0, 0.0, 1.0, true, path, &top_p);
+	cJSON_Delete(j);
+	if (rc || !sample)
+		return rc;
+	o->temp = (float)temp;
+	o->top_k = (int32_t)top_k;
+	o->top_p = (float)top_p;
+	return 0;
+}
+
+static bool is_eos(const struct model_config *c, const struct tokenizer *tok, int32_t id)
+{
+	for (int i = 0; i < c->n_eos; i++)
+		if (c->eos_ids[i] == id)
+			return true;
+	return tok && tokenizer_eos_id(tok) == id;
+}
+
+/* One generation: the output stream and what has been emitted. */
+struct gen {
+	struct session *s;
+	const struct tokenizer *tok;
+	const struct generate_options *o;
+	FILE *out;
+	struct generate_stats *st;
+	struct sampler smp;
+	struct tokenizer_stream ts;
+	bool have_stream;
+	bool done;               /* EOS seen or n_predict reached */
+};
+
+/* Emits one sampled token; stops the run at EOS or after n_predict. */
+static void gen_emit(struct gen *g, int32_t id)
+{
+	if (g->done)
+		return;
+	if (is_eos(&g->s->model.cfg, g->tok, id)) {
+		g->st->stopped_at_eos = true;
+		g->done = true;
+		return;
+	}
+	if (g->have_stream) {
+		const char *text;
+		size_t len;
+		if (tokenizer_stream_put(&g->ts, id, &text, &len) == 0 && len)
+			fwrite(text, 1, len, g->out);
+	} else {
+		fprintf(g->out, "%s%d", g->st->n_generated ? "," : "", id);
+	}
+	fflush(g->out);
+	g->st->n_generated++;
+	g->done = g->st->n_generated >= g->o->n_predict;
+}
+
+/* Buffers and state of decoding. The invariant between steps: `cur` is the
+ * next token, sampled but neither emitted nor in the cache; h_prev is the
+ * final hidden state of position f->pos - 1; with an MTP module in use, its
+ * cache holds the true pairs up to position f->pos - 2. */
+struct dec {
+	int n;                   /* drafts per speculative step (0: none) */
+	bool mtp;                /* keep the MTP cache current */
+	float *rows;             /* [n + 1, vocab] logits */
+	float *draft_logits;     /* [vocab] */
+	float *q;                /* [n, vocab] draft distributions */
+	float *p;                /* [vocab] target distribution */
+	float *hid;              /* [n + 1, hidden] */
+	float *mtp_hid;          /* [n, hidden] module output states, for chained drafts */
+	float *h_prev;           /* [hidden] */
+	int32_t *toks;           /* [n + 1] cur and the drafts */
+	int32_t cur;
+	bool drafted;            /* toks[1..n] and q hold drafts for cur */
+	int examined;            /* draft positions the last verification decided */
+};
+
+/* Drafts n tokens after cur: the first from h_prev, the rest chained
+ * through the module's own output state. Writes the true MTP pair of
+ * position f->pos - 1 on the way. */
+static int dec_draft(struct gen *g, struct dec *d)
+{
+	struct forward *f = &g->s->fwd;
+	int64_t H = g->s->model.cfg.hidden, V = g->s->model.cfg.vocab;
+	int32_t prev = d->cur;
+	const float *h = d->h_prev;
+	for (int k = 0; k < d->n; k++) {
+		int rc = forward_mtp(f, 0, h, &prev, 1, f->pos - 1 + k, d->draft_logits, d->mtp_hid + k * H);
+		if (rc)
+			return rc;
+		sampler_probs(&g->smp, d->draft_logits, d->q + (size_t)k * V);
+		prev = sampler_draw(&g->smp, d->q + (size_t)k * V);
+		d->toks[k + 1] = prev;
+		h = d->mtp_hid + k * H;
+	}
+	d->drafted = true;
+	return 0;
+}
+
+/* One token with one forward; keeps the MTP cache current when asked. */
+static int dec_plain(struct gen *g, struct dec *d)
+{
+	struct forward *f = &g->s->fwd;
+	int64_t H = g->s->model.cfg.hidden;
+	gen_emit(g, d->cur);
+	d->drafted = false;
+	if (g->done)
+		return 0;
+	int32_t P = f->pos;
+	int rc = forward_step(f, &d->cur, 1, d->rows, false);
+	g->st->forwards++;
+	if (!rc && d->mtp)
+		rc = forward_mtp(f, 0, d->h_prev, &d->cur, 1, P - 1, NULL, NULL);
+	if (rc)
+		return rc;
+	memcpy(d->h_prev, f->hidden, (size_t)H * sizeof(float));
+	d->cur = sampler_sample(&g->smp, d->rows);
+	return 0;
+}
+
+/* Whether a speculative step fits in the context: the verify forward of
+ * cur and n drafts, and the drafts after it. */
+static bool dec_room(const struct gen *g, const struct dec *d)
+{
+	const struct forward *f = &g->s->fwd;
+	return f->pos + d->n + 1 <= f->ctx;
+}
+
+/* One speculative step: verify [cur, d_1..d_n] in one forward and accept
+ * the longest prefix the model agrees with (speculative sampling: accept
+ * d with probability min(1, p/q), else draw from max(0, p - q); at
+ * temperature 0 exactly the greedy tokens), roll the cache back to what was
+ * accepted, write the true MTP pairs and draft again. */
+static int dec_spec(struct gen *g, struct dec *d)
+{
+	struct forward *f = &g->s->fwd;
+	int64_t H = g->s->model.cfg.hidden, V = g->s->model.cfg.vocab;
+	int rc = d->drafted ? 0 : dec_draft(g, d);
+	if (rc)
+		return rc;
+	int32_t P = f->pos;
+	d->toks[0] = d->cur;
+	if ((rc = forward_step(f, d->toks, d->n + 1, d->rows, true)))
+		return rc;
+	memcpy(d->hid, f->hidden, (size_t)(d->n + 1) * H * sizeof(float));
+	g->st->forwards++;
+	g->st->drafted += (uint64_t)d->n;
+	d->drafted = false;
+	gen_emit(g, d->cur);
+	int j = 0;
+	int32_t next = -1;
+	for (; j < d->n && !g->done; j++) {
+		sampler_probs(&g->smp, d->rows + (size_t)j * V, d->p);
+		int32_t t = d->toks[j + 1];
+		const float *q = d->q + (size_t)j * V;
+		if (d->p[t] < q[t] && sampler_uniform(&g->smp) * q[t] >= d->p[t]) {
+			for (int64_t v = 0; v < V; v++)
+				d->p[v] = d->p[v] > q[v] ? d->p[v] - q[v] : 0.0f;
+			next = sampler_draw(&g->smp, d->p);
+			break;
+		}
+		gen_emit(g, t);
+		g->st->accepted++;
+	}
+	d->examined = j + (next >= 0); /* a rejected draft was decided too */
+	f->pos = P + 1 + j; /* cur and the j accepted drafts stay */
+	if (g->done)
+		return 0;
+	if (next < 0) {
+		sampler_probs(&g->smp, d->rows + (size_t)j * V, d->p);
+		next = sampler_draw(&g->smp, d->p);
+	}
+	if (j > 0 && (rc = forward_mtp(f, 0, d->hid, d->toks + 1, j, P, NULL, NULL)))
+		return rc;
+	memcpy(d->h_prev, d->hid + (size_t)j * H, (size_t)H * sizeof(float));
+	d->cur = next;
+	return dec_room(g, d) ? dec_draft(g, d) : 0;
+}
+
+/* --draft auto: before each step, the cost model of draft_policy.h picks
+ * drafting or plain from what the steps so far measured: their time less
+ * disk wait, their expert misses and disk wait from the store's counters,
+ * and the drafts accepted. Exactness does not depend on the choice; only
+ * speed does. */
+static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
+{
+	int rc = 0;
+	bool spec = d->n > 0;
+	bool autom = draft_mode < 0 && d->n > 0;
+	struct draft_policy pol;
+	if (autom)
+		draft_policy_init(&pol, d->n);
+	struct expert_store *store = g->s->model.store;
+	const struct expert_store_stats *es = store ? expert_store_stats(store) : NULL;
+	int safe_at = 16; /* repinning waits for a step boundary every 16 tokens */
+	while (!rc && !g->done) {
+		/* Near the end of the context there is no room to verify drafts. */
+		bool draft_now = spec && dec_room(g, d);
+		/* The first drafts after a plain stretch are made outside the
+		 * measured step: a drafting step in the stream drafts once. */
+		if (draft_now && !d->drafted && (rc = dec_draft(g, d)))
+			break;
+		struct draft_sample smp = { .drafted = draft_now };
+		int n0 = g->st->n_generated;
+		uint64_t acc0 = g->st->accepted, miss0 = es ? es->misses : 0, req0 = es ? es->requests : 0;
+		double wait0 = es ? es->disk_wait_s : 0, t0 = clock_now_s();
+		rc = draft_now ? dec_spec(g, d) : dec_plain(g, d);
+		if (draft_now) {
+			g->st->draft_forwards++;
+			g->st->draft_tokens += g->st->n_generated - n0;
+		}
+		if (g->st->n_generated >= safe_at) {
+			session_safe_point(g->s);
+			safe_at = g->st->n_generated + 16;
+		}
+		if (!autom || rc || (spec && !draft_now))
+			continue;
+		smp.wall_s = clock_now_s() - t0;
+		smp.tokens = g->st->n_generated - n0;
+		smp.accepted = (int)(g->st->accepted - acc0);
+		smp.examined = spec ? d->examined : 0;
+		if (es) {
+			smp.wait_s = es->disk_wait_s - wait0;
+			smp.misses = es->misses - miss0;
+			smp.requests = es->requests - req0;
+		}
+		bool want = draft_policy_step(&pol, &smp) == DRAFT_MODE_DRAFT;
+		if (want != spec) {
+			/* Plain stretches skip the MTP module entirely; drafts made
+			 * after one see a stale MTP cache, which costs acceptance,
+			 * never exactness. */
+			spec = want;
+			d->mtp = spec;
+			/* The MTP layers' experts would otherwise keep frames the
+			 * plain steps need for as long as their heat lasts. */
+			for (int k = 0; !spec && store && k < g->s->model.n_mtp; k++)
+				(void)expert_store_cool_layer(store, g->s->model.cfg.n_layers + k);
+		}
+	}
+	if (autom) {
+		g->st->draft_auto = true;
+		g->st->draft_switches = pol.switches;
+		g->st->draft_judged = pol.judged;
+		g->st->draft_last = pol.last;
+	}
+	return rc;
+}
+
+int generate_logits_rows(const struct generate_options *o)
+{
+	int n = o->draft < 0 ? 1 : o->draft > 16 ? 16 : o->draft;
+	/* rows [n+1] + q [n] + draft_logits + p + the sampler's two */
+	return (n + 1) + (n > 0 ? n : 1) + 4;
+}
+
+int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *prompt,
+		 int n_prompt, const struct generate_options *o, FILE *out, struct generate_stats *st)
+{
+	const struct model_config *c = &s->model.cfg;
+	struct forward *f = &s->fwd;
+	struct gen g = { .s = s, .tok = tok, .o = o, .out = out, .st = st };
+	struct dec d = { 0 };
+	memset(st, 0, sizeof *st);
+	st->n_prompt = n_prompt;
+	int has_mtp = s->model.n_mtp > 0;
+	int mode = o->draft; /* -1 auto, 0 off, N */
+	/* Drafting draws from the sampler differently from plain steps, so
+	 * when sampling, auto's timing-driven choice would make a seeded run's
+	 * text depend on load and cache state: auto samples plainly. */
+	if (mode < 0 && o->temp > 0)
+		mode = 0;
+	if (mode > 0 && !has_mtp)
+		fprintf(stderr, "colibri: warning: the model has no MTP module; --draft ignored\n");
+	d.n = !has_mtp ? 0 : mode < 0 ? 1 : mode;
+	if (d.n > f->batch - 1)
+		d.n = f->batch - 1;
+	if (d.n > 16)
+		d.n = 16;
+	d.mtp = d.n > 0;
+	if (n_prompt <= 0)
+		return error_set(EINVAL, "the prompt is empty: nothing to continue from");
+	int64_t V = c->vocab, H = c->hidden;
+	size_t rows = (size_t)(d.n + 1), drafts = (size_t)(d.n > 0 ? d.n : 1);
+	d.rows = malloc(rows * V * sizeof(float));
+	d.draft_logits = malloc(V * sizeof(float));
+	d.q = malloc(drafts * V * sizeof(float));
+	d.p = malloc(V * sizeof(float));
+	d.hid = malloc(rows * H * sizeof(float));
+	d.mtp_hid = malloc(drafts * H * sizeof(float));
+	d.h_prev = malloc(H * sizeof(float));
+	d.toks = malloc(rows * sizeof(int32_t));
+	int rc = 0;
+	if (!d.rows || !d.draft_logits || !d.q || !d.p || !d.hid || !d.mtp_hid || !d.h_prev || !d.toks)
+		rc = error_set(ENOMEM, "out of memory");
+	if (!rc)
+		rc = sampler_init(&g.smp, c->vocab, o->temp, o->top_k, o->top_p, o->seed);
+	if (!rc && tok && !o->print_ids) {
+		if ((rc = tokenizer_stream_init(&g.ts, tok)) != 0)
+			rc = error_set(-rc, "cannot start the text stream");
+		else
+			g.have_stream = true;
+	}
+	/* Prefill in chunks; with drafting, also the MTP pairs the prompt knows. */
+	double t0 = clock_now_s();
+	for (int i = 0; !rc && i < n_prompt; i += f->batch) {
+		int len = n_prompt - i < f->batch ? n_prompt - i : f->batch;
+		rc = forward_step(f, prompt + i, len, d.rows, false);
+		int known = i + len < n_prompt ? len : len - 1;
+		if (!rc && d.mtp && known > 0)
+			rc = forward_mtp(f, 0, f->hidden, prompt + i + 1, known, i, NULL, NULL);
+		if (!rc && i + len == n_prompt)
+			memcpy(d.h_prev, f->hidden + (size_t)(len - 1) * H, (size_t)H * sizeof(float));
+	}
+	st->prefill_s = clock_now_s() - t0;
+	double t1 = clock_now_s();
+	if (!rc && o->n_predict > 0) {
+		d.cur = sampler_sample(&g.smp, d.rows);
+		st->first_token_s = clock_now_s() - t0;
+		rc = decode_loop(&g, &d, mode);
+	}
+	st->decode_s = clock_now_s() - t1;
+	if (g.have_stream) {
+		const char *text;
+		size_t len;
+		if (tokenizer_stream_flush(&g.ts, &text, &len) == 0 && len)
+			fwrite(text, 1, len, out);
+		tokenizer_stream_free(&g.ts);
+	}
+	/* A run that fails before its first token prints nothing at all. */
+	if (!rc || st->n_generated > 0)
+		fputc('\n', out);
+	fflush(out);
+	sampler_free(&g.smp);
+	free(d.rows);
+	free(d.draft_logits);
+	free(d.q);
+	free(d.p);
+	free(d.hid);
+	free(d.mtp_hid);
+	free(d.h_prev);
+	free(d.toks);
+	return rc;
+}
+
+/* The first token comes from the prefill's logits, so decode time covers
+ * the forwards of the tokens after it. */
+static double decode_tok_s(const struct generate_stats *st)
+{
+	int n = st->n_generated - 1;
+	return st->decode_s > 0 && n > 0 ? n / st->decode_s : 0;
+}
+
+void generate_stats_print(const struct generate_stats *st, FILE *f)
+{
+	fprintf(f, "prompt: %d tokens in %.3f s (%.2f tok/s)\n", st->n_prompt, st->prefill_s,
+		st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0);
+	fprintf(f, "decode: %d tokens in %.3f s (%.2f tok/s)%s\n", st->n_generated, st->decode_s,
+		decode_tok_s(st), st->stopped_at_eos ? ", stopped at EOS" : "");
+	fprintf(f, "time to first token: %.3f s\n", st->first_token_s);
+	if (st->drafted)
+		fprintf(f, "drafting: %" PRIu64 " of %" PRIu64 " drafts accepted (%.1f%%), %.2f tokens per forward\n",
+			st->accepted, st->drafted, 100.0 * st->accepted / st->drafted,
+			st->forwards ? (double)st->n_generated / st->forwards : 0);
+	if (!st->draft_auto)
+		return;
+	fprintf(f, "draft auto: %" PRIu64 " of %" PRIu64 " forwards drafted (%d of %d tokens), %d switches",
+		st->draft_forwards, st->forwards, st->draft_tokens, st->n_generated, st->draft_switches);
+	const struct draft_estimate *e = &st->draft_last;
+	if (st->draft_judged)
+		fprintf(f, "; last estimate: plain %.3f ms/token, drafting %.3f ms/token "
+			   "(%.2f tokens per step at %.0f%% acceptance per draft): %s",
+			e->plain_s * 1e3, e->draft_s * 1e3, e->tokens_per_step, 100 * e->acceptance,
+			e->pays ? "drafting pays" : "plain");
+	fputc('\n', f);
+}
+
+void generate_stats_record(const struct generate_stats *st, struct session *s)
+{
+	session_stat(s, "prompt_tokens", st->n_prompt);
+	session_stat(s, "generated_tokens", st->n_generated);
+	session_stat(s, "prefill_s", st->prefill_s);
+	session_stat(s, "decode_s", st->decode_s);
+	session_stat(s, "prompt_tok_s", st->prefill_s > 0 ? st->n_prompt / st->prefill_s : 0);
+	session_stat(s, "decode_tok_s", decode_tok_s(st));
+	session_stat(s, "time_to_first_token_s", st->first_token_s);
+	session_stat(s, "drafted", (double)st->drafted);
+	session_stat(s, "draft_accepted", (double)st->accepted);
+	session_stat(s, "draft_acceptance", st->drafted ? (double)st->accepted / st->drafted : 0);
+	session_stat(s, "tokens_per_forward", st->forwards ? (double)st->n_generated / st->forwards : 0);
+	session_stat(s, "decode_forwards", (double)st->forwards);
+	session_stat(s, "draft_forwards", (double)st->draft_forwards);
+	session_stat(s, "draft_tokens", st->draft_tokens);
+	session_stat(s, "draft_auto", st->draft_auto);
+	session_stat(s, "draft_switches", st->draft_switches);
+	if (!st->draft_judged)
+		return;
+	const struct draft_estimate *e = &st->draft_last;
+	session_stat(s, "draft_est_plain_s_per_token", e->plain_s);
+	session_stat(s, "draft_est_draft_s_per_token", e->draft_s);
+	session_stat(s, "draft_est_tokens_per_step", e->tokens_per_step);
+	session_stat(s, "draft_est_acceptance", e->acceptance);
+	session_stat(s, "draft_est_pays", e->pays);
+}

@@ -1,0 +1,71 @@
+/*
+ * generate — the generation loop: prefill the prompt in chunks, then decode
+ * one token at a time, streaming text as soon as it forms complete UTF-8,
+ * stopping at the model's EOS tokens or after n tokens. Times prefill and
+ * decode separately for --stats.
+ */
+#ifndef COLIBRI_ENGINE_GENERATE_H
+#define COLIBRI_ENGINE_GENERATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/decode/draft_policy.h"
+#include "engine/decode/session.h"
+
+struct tokenizer;
+
+struct generate_options {
+	int n_predict;       /* tokens to generate at most */
+	float temp;          /* 0 = greedy */
+	int32_t top_k;
+	float top_p;
+	uint64_t seed;
+	bool print_ids;      /* print ids instead of text (no tokenizer) */
+	int draft;           /* MTP drafts per step: -1 auto (default), 0 off, N */
+};
+
+struct generate_stats {
+	int n_prompt, n_generated;
+	double prefill_s, decode_s;
+	double first_token_s;   /* from start to the first generated token */
+	bool stopped_at_eos;
+	uint64_t forwards;      /* decode forwards (a verification counts once) */
+	uint64_t drafted, accepted;
+	uint64_t draft_forwards;   /* forwards that verified drafts */
+	int draft_tokens;          /* tokens those forwards emitted */
+	/* --draft auto: what the policy did and its last judgement. */
+	bool draft_auto;
+	int draft_switches;        /* mode changes */
+	bool draft_judged;         /* draft_last holds a judgement */
+	struct draft_estimate draft_last;
+};
+
+/* Reads temperature/top_k/top_p/do_sample from DIR/generation_config.json
+ * when present (model_dir NULL: the built-in defaults only): greedy when
+ * the model does not ask for sampling. A file
+ * that is malformed or holds values out of range gives -EINVAL naming the
+ * file and the field (o still holds the built-in defaults). */
+int generate_options_default(struct generate_options *o, const char *model_dir);
+
+/* Vocabulary-wide rows generate_run holds at once for these options (the
+ * verified logits, the draft distributions, the sampler's buffers): what
+ * the RAM budget sets aside (session_options.logits_rows). */
+int generate_logits_rows(const struct generate_options *o);
+
+/* Runs the loop; text goes to out as it is produced. tok may be NULL (ids
+ * are printed then); an empty prompt is refused. The context must hold the
+ * prompt and n_predict tokens; drafting uses what room is left and steps
+ * plainly where none is. */
+int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *prompt,
+		 int n_prompt, const struct generate_options *o, FILE *out, struct generate_stats *st);
+
+/* Prints prompt and decode speeds, the time to first token and, with
+ * drafting, its acceptance and what --draft auto decided. */
+void generate_stats_print(const struct generate_stats *st, FILE *f);
+
+/* Adds the same numbers to the session's --stats-json report. */
+void generate_stats_record(const struct generate_stats *st, struct session *s);
+
+#endif

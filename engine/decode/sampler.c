@@ -1,0 +1,168 @@
+/*
+ * sampler — see sampler.h. Top-p first drops tokens whose probability is
+ * below (1 - p) / (n - 1): such a token can never be inside the nucleus, and
+ * the filter spares sorting the whole vocabulary.
+ */
+#include "engine/decode/sampler.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute/kernels.h"
+#include "base/error.h"
+
+int sampler_init(struct sampler *s, int32_t vocab, float temp, int32_t top_k, float top_p,
+		 uint64_t seed)
+{
+	memset(s, 0, sizeof *s);
+	if (!(temp >= 0) || top_k < 0 || !(top_p > 0 && top_p <= 1))
+		return error_set(EINVAL, "sampling needs --temp >= 0, --top-k >= 0 and 0 < --top-p <= 1");
+	s->vocab = vocab;
+	s->temp = temp;
+	s->top_k = top_k > vocab ? vocab : top_k;
+	s->top_p = top_p;
+	s->rng = seed ^ 0x9e3779b97f4a7c15ull;
+	s->idx = malloc((size_t)vocab * sizeof *s->idx);
+	s->prob = malloc((size_t)vocab * sizeof *s->prob);
+	if (!s->idx || !s->prob) {
+		sampler_free(s);
+		return error_set(ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+void sampler_free(struct sampler *s)
+{
+	free(s->idx);
+	free(s->prob);
+	memset(s, 0, sizeof *s);
+}
+
+int32_t sampler_argmax(const float *logits, int32_t n)
+{
+	int32_t best = 0;
+	for (int32_t i = 1; i < n; i++)
+		if (logits[i] > logits[best])
+			best = i;
+	return best;
+}
+
+/* splitmix64: a uniform float in [0, 1). */
+static float rng_uniform(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return (float)(z >> 40) / 16777216.0f;
+}
+
+static int by_prob_desc(const void *a, const void *b, void *ctx)
+{
+	const float *prob = ctx;
+	float x = prob[*(const int32_t *)a], y = prob[*(const int32_t *)b];
+	if (x != y)
+		return x > y ? -1 : 1;
+	return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+/* The candidates idx[0..n) with their normalised probabilities in
+ * prob[id]: temperature, then top-k, then top-p. Returns n. */
+static int32_t sampler_dist(struct sampler *s, float *logits)
+{
+	int32_t n;
+	if (s->top_k > 0) {
+		topk(s->idx, logits, s->vocab, s->top_k);
+		n = s->top_k;
+	} else {
+		for (int32_t i = 0; i < s->vocab; i++)
+			s->idx[i] = i;
+		n = s->vocab;
+	}
+	float mx = -INFINITY, sum = 0;
+	for (int32_t i = 0; i < n; i++)
+		mx = fmaxf(mx, logits[s->idx[i]]);
+	for (int32_t i = 0; i < n; i++) {
+		float p = expf((logits[s->idx[i]] - mx) / s->temp);
+		s->prob[s->idx[i]] = p;
+		sum += p;
+	}
+	for (int32_t i = 0; i < n; i++)
+		s->prob[s->idx[i]] /= sum;
+	if (s->top_p < 1 && n > 1) {
+		float cut = (1 - s->top_p) / (float)(n - 1);
+		int32_t m = 0;
+		for (int32_t i = 0; i < n; i++)
+			if (s->prob[s->idx[i]] >= cut)
+				s->idx[m++] = s->idx[i];
+		n = m > 0 ? m : 1;
+		qsort_r(s->idx, (size_t)n, sizeof *s->idx, by_prob_desc, s->prob);
+		float cum = 0;
+		int32_t keep = n;
+		for (int32_t i = 0; i < n; i++) {
+			cum += s->prob[s->idx[i]];
+			if (cum >= s->top_p) {
+				keep = i + 1;
+				break;
+			}
+		}
+		n = keep;
+		sum = 0;
+		for (int32_t i = 0; i < n; i++)
+			sum += s->prob[s->idx[i]];
+		for (int32_t i = 0; i < n; i++)
+			s->prob[s->idx[i]] /= sum;
+	}
+	return n;
+}
+
+int32_t sampler_sample(struct sampler *s, float *logits)
+{
+	if (s->temp == 0)
+		return sampler_argmax(logits, s->vocab);
+	int32_t n = sampler_dist(s, logits);
+	float r = rng_uniform(&s->rng), acc = 0;
+	for (int32_t i = 0; i < n; i++) {
+		acc += s->prob[s->idx[i]];
+		if (r < acc)
+			return s->idx[i];
+	}
+	return s->idx[n - 1];
+}
+
+void sampler_probs(struct sampler *s, float *logits, float *probs)
+{
+	memset(probs, 0, (size_t)s->vocab * sizeof *probs);
+	if (s->temp == 0) {
+		probs[sampler_argmax(logits, s->vocab)] = 1.0f;
+		return;
+	}
+	int32_t n = sampler_dist(s, logits);
+	for (int32_t i = 0; i < n; i++)
+		probs[s->idx[i]] = s->prob[s->idx[i]];
+}
+
+int32_t sampler_draw(struct sampler *s, const float *probs)
+{
+	float sum = 0;
+	for (int32_t i = 0; i < s->vocab; i++)
+		sum += probs[i];
+	float r = rng_uniform(&s->rng) * sum, acc = 0;
+	int32_t last = 0;
+	for (int32_t i = 0; i < s->vocab; i++) {
+		if (probs[i] <= 0)
+			continue;
+		acc += probs[i];
+		last = i;
+		if (r < acc)
+			return i;
+	}
+	return last;
+}
+
+float sampler_uniform(struct sampler *s)
+{
+	return rng_uniform(&s->rng);
+}

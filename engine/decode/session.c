@@ -1,0 +1,498 @@
+/*
+ * session — see session.h.
+ */
+#include "engine/decode/session.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compute/threadpool.h"
+#include "base/files.h"
+#include "engine/model/plan_container.h"
+#include "planner/plan.h"
+#include "planner/plan_machine.h"
+#include "planner/profile.h"
+#include "planner/topology.h"
+#include "base/error.h"
+#include "base/clock.h"
+
+
+void session_options_default(struct session_options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->batch = 64;
+	o->io_depth = 0; /* planned */
+	o->logits_rows = 1;
+}
+
+int session_parse_int(const char *name, const char *arg, int lo, int hi, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (*arg == 0 || *end || errno == ERANGE || v < lo || v > hi)
+		return error_set(EINVAL, "--%s must be an integer in [%d, %d], not \"%s\"", name, lo, hi, arg);
+	*out = (int)v;
+	return 0;
+}
+
+int session_parse_seed(const char *arg, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 10);
+	/* strtoull takes "-1" as 2^64 - 1 and leading blanks: refuse both. */
+	if (arg[0] < '0' || arg[0] > '9' || *end || errno == ERANGE)
+		return error_set(EINVAL, "--seed must be an integer in [0, %llu], not \"%s\"", ULLONG_MAX, arg);
+	*out = v;
+	return 0;
+}
+
+int session_check_model(const char *dir)
+{
+	struct stat sb;
+	char path[PATH_MAX];
+	if (stat(dir, &sb) != 0)
+		return error_set(errno, "%s: cannot open the model folder: %s", dir, strerror(errno));
+	if (!S_ISDIR(sb.st_mode))
+		return error_set(ENOTDIR, "%s: not a folder (--model takes a colibri container folder)", dir);
+	snprintf(path, sizeof path, "%s/manifest.json", dir);
+	if (access(path, F_OK) != 0)
+		return error_set(ENOENT, "%s: not a colibri container (no manifest.json); make one with "
+				 "colibri convert HF_DIR OUT_DIR", dir);
+	return 0;
+}
+
+int session_parse_size(const char *s, uint64_t *bytes)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || !(v > 0) || !isfinite(v))
+		return -EINVAL;
+	double mul = 1024.0 * 1024 * 1024;
+	if (*end) {
+		switch (*end) {
+		case 'k': case 'K': mul = 1024.0; break;
+		case 'm': case 'M': mul = 1024.0 * 1024; break;
+		case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
+		case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+		default: return -EINVAL;
+		}
+		end++;
+		if (*end == 'i')
+			end++;
+		if (*end == 'B' || *end == 'b')
+			end++;
+		if (*end)
+			return -EINVAL;
+	}
+	if (v * mul > 1.8e19)
+		return -EINVAL;
+	*bytes = (uint64_t)(v * mul);
+	return 0;
+}
+
+int session_option(struct session_options *o, int ch, const char *arg)
+{
+	switch (ch) {
+	case SESSION_OPT_MODEL:
+		o->model_dir = arg;
+		return 0;
+	case SESSION_OPT_THREADS:
+		return session_parse_int("threads", arg, 1, 1024, &o->threads);
+	case SESSION_OPT_CTX:
+		return session_parse_int("ctx", arg, 1, 1 << 24, &o->ctx);
+	case SESSION_OPT_BATCH:
+		return session_parse_int("batch", arg, 1, 4096, &o->batch);
+	case SESSION_OPT_IO_DEPTH:
+		return session_parse_int("io-depth", arg, 1, 4096, &o->io_depth);
+	case SESSION_OPT_RAM:
+		if (strcmp(arg, "min") == 0) {
+			o->ram_min = true;
+			return 0;
+		}
+		if (session_parse_size(arg, &o->ram_bytes) != 0)
+			return error_set(EINVAL, "--ram takes a size such as 24G, 512M, a number of GiB, or min; not \"%s\"", arg);
+		return 0;
+	case SESSION_OPT_NO_DIRECT:
+		o->buffered = true;
+		return 0;
+	case SESSION_OPT_STATS:
+		o->stats = true;
+		return 0;
+	case SESSION_OPT_NO_PREFETCH:
+		o->no_prefetch = true;
+		return 0;
+	case SESSION_OPT_NO_PIN:
+		o->no_pin = true;
+		return 0;
+	case SESSION_OPT_REPIN:
+		return session_parse_int("repin", arg, 0, 64, &o->repin);
+	case SESSION_OPT_STATS_JSON:
+		o->stats_json = arg;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int session_parse_list(const char *s, const char *what, bool ranges, int32_t max, int32_t **out, int *n)
+{
+	*out = NULL;
+	*n = 0;
+	/* Pass 0 checks and counts, pass 1 fills. */
+	int32_t *v = NULL;
+	for (int pass = 0; pass < 2; pass++) {
+		int k = 0;
+		const char *p = s;
+		do {
+			char *end;
+			long a = strtol(p, &end, 10), b = a;
+			bool ok = end != p && *p != '-' && *p != '+' && *p != ' ';
+			if (ok && ranges && *end == '-') {
+				const char *q = end + 1;
+				b = strtol(q, &end, 10);
+				ok = end != q && *q != '-' && *q != '+' && *q != ' ';
+			}
+			if (!ok || a < 0 || b < a || b > max || (*end && *end != ',') || (*end == ',' && !end[1])) {
+				free(v);
+				return error_set(EINVAL, "%s takes comma-separated %s 0..%d, not \"%s\"", what,
+						 ranges ? "numbers or ranges A-B of" : "numbers", max, s);
+			}
+			for (long x = a; x <= b; x++, k++)
+				if (pass)
+					v[k] = (int32_t)x;
+			p = *end ? end + 1 : end;
+		} while (*p);
+		if (pass == 0 && !(v = malloc((size_t)k * sizeof *v)))
+			return error_set(ENOMEM, "out of memory");
+		*n = k;
+	}
+	*out = v;
+	return 0;
+}
+
+int session_parse_tokens(const char *s, int32_t **ids, int *n)
+{
+	return session_parse_list(s, "--tokens", false, INT32_MAX, ids, n);
+}
+
+/* A memory line of /proc/self/status ("VmRSS", "VmHWM") in bytes; 0 if
+ * unknown. VmRSS is what is already spent (binary, libraries, a loaded
+ * tokenizer) before the model loads; VmHWM the peak, for the report. */
+static uint64_t proc_status_bytes(const char *key)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	uint64_t kb = 0;
+	size_t n = strlen(key);
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, key, n) && line[n] == ':' && sscanf(line + n + 1, "%" SCNu64, &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+/* Bandwidth of each copy's disk (0 primary, k mirror k-1) from the disk
+ * profiles pm holds, at the frame size, so stripes follow measured speed;
+ * 0 where a disk has no profile (the store then weighs it like the others).
+ * A copy's disk is that of its first file (pc lists files copy by copy). */
+static void copy_bandwidths(const struct plan_container *pc, const struct plan_machine *pm, uint64_t block,
+			    int depth, bool buffered, double *gbps)
+{
+	for (int i = 0; i < pc->n_paths; i++) {
+		int k = pc->path_copy[i];
+		if ((i > 0 && pc->path_copy[i - 1] == k) || k >= EXPERT_COPIES_MAX)
+			continue;
+		int d = plan_machine_disk_of(pm, pc->paths[i]);
+		const struct disk_point *pt = d >= 0 && pm->disks[d].profiled
+						      ? disk_profile_nearest(&pm->disks[d].profile, block, depth, buffered)
+						      : NULL;
+		gbps[k] = pt ? pt->gbps : 0;
+	}
+}
+
+int session_open(struct session *s, const struct session_options *o, int need_ctx)
+{
+	memset(s, 0, sizeof *s);
+	s->opt = *o;
+	struct model_config cfg;
+	int rc = session_check_model(o->model_dir);
+	if (!rc)
+		rc = model_config_load(&cfg, o->model_dir);
+	if (rc)
+		return rc;
+	int threads = o->threads;
+	int ctx = o->ctx ? o->ctx : need_ctx;
+	if (ctx > cfg.max_positions && !o->ctx)
+		ctx = cfg.max_positions;
+	if (ctx < need_ctx)
+		return error_set(EINVAL, "%d positions needed but the context is %d (--ctx)", need_ctx, ctx);
+	/* The plan sizes the expert cache, the IO depth and the threads;
+	 * explicit flags override it and the run says so. */
+	struct plan_container pc;
+	struct plan_machine *pm = calloc(1, sizeof *pm);
+	struct plan plan;
+	rc = pm ? plan_container_load(&pc, o->model_dir, ctx, o->batch, o->threads)
+		: error_set(ENOMEM, "out of memory");
+	if (!rc && (rc = plan_machine_discover(pm, (const char *const *)pc.paths, pc.n_paths, 0)) != 0)
+		rc = error_set(-rc, "%s: cannot inspect the disks of the expert files", o->model_dir);
+	if (!rc) {
+		plan_inputs_machine(&pc.in, pm);
+		/* What is resident already (binary, a loaded tokenizer), and the
+		 * command's logits rows beyond the plan's own. */
+		pc.in.scratch_bytes += proc_status_bytes("VmRSS");
+		if (o->logits_rows > PLAN_OUTPUT_ROWS)
+			pc.in.scratch_bytes += (uint64_t)(o->logits_rows - PLAN_OUTPUT_ROWS) * cfg.vocab * sizeof(float);
+		pc.in.ram_bytes = o->ram_bytes;
+		pc.in.ram_min = o->ram_min;
+		pc.in.threads = o->threads;
+		pc.in.io_depth = o->io_depth;
+		pc.in.buffered = o->buffered;
+		if ((rc = plan_compute(&plan, &pc.in)) != 0)
+			rc = error_set(-rc, "%s", plan.error);
+	}
+	if (!rc) {
+		if (plan.budget_source == PLAN_BUDGET_DEFAULT_LOW)
+			fprintf(stderr, "colibri: warning: available memory is below the model's minimum of %.0f MiB; "
+					"running at the minimum\n", plan.min_bytes / 1048576.0);
+		plan_print_overrides(&plan, stderr);
+		s->plan_budget = plan.budget_bytes;
+	}
+	struct model_options mo = { .buffered = o->buffered };
+	if (!rc) {
+		/* The store opens exactly the frames the plan counted, class by class. */
+		mo.expert_cache_bytes = plan.expert_cache_bytes;
+		for (int c = 0; c < plan.n_classes && c < EXPERT_CLASSES_MAX; c++)
+			mo.class_frames[c] = (struct expert_class_frames){
+				.frame_bytes = plan.classes[c].frame_bytes,
+				.n_frames = plan.classes[c].frames > INT32_MAX ? INT32_MAX : (int32_t)plan.classes[c].frames,
+			};
+		mo.io_depth = plan.io_depth;
+		threads = plan.threads;
+		copy_bandwidths(&pc, pm, plan.frame_bytes, plan.io_depth, o->buffered, mo.copy_gbps);
+	}
+	if (pm)
+		plan_container_free(&pc);
+	free(pm);
+	if (rc)
+		return rc;
+	if ((rc = model_load(&s->model, o->model_dir, &mo))) {
+		model_free(&s->model); /* what the failed load had allocated */
+		return rc;
+	}
+	s->model_loaded = true;
+	/* Learned pinning takes up to half of each frame class's frames beyond
+	 * one step's need; the rest stays a cache for what the workload does now. */
+	if ((rc = pinning_start(&s->pin, &s->model, !o->no_pin)))
+		return rc;
+	s->pin_ready = true;
+	s->t_open = clock_now_s();
+	if ((rc = threadpool_init(&s->pool, threads)))
+		return error_set(-rc, "cannot start %d threads", threads);
+	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch)))
+		return rc;
+	s->fwd_ready = true;
+	s->fwd.prefetch = !o->no_prefetch;
+	return 0;
+}
+
+void session_safe_point(struct session *s)
+{
+	if (s->pin_ready && s->opt.repin > 0)
+		pinning_repin(&s->pin, &s->model, s->opt.repin);
+}
+
+void session_close(struct session *s)
+{
+	if (s->pin_ready)
+		pinning_finish(&s->pin, &s->model);
+	if (s->fwd_ready)
+		forward_free(&s->fwd);
+	if (s->pool)
+		threadpool_free(s->pool);
+	if (s->model_loaded)
+		model_free(&s->model);
+	memset(s, 0, sizeof *s);
+}
+
+static void report_text(struct session *s, const struct expert_store_stats *st, double wall,
+			FILE *out)
+{
+	double ram = st->requests ? (double)(st->hits + st->pinned_hits) / (double)st->requests : 0;
+	const struct model_config *c = &s->model.cfg;
+	fprintf(out, "experts: %" PRIu64 " requested, %.1f%% from RAM (%" PRIu64 " pinned hits, %" PRIu64
+		     " cache hits of which %" PRIu64 " prefetched in time), %" PRIu64 " joined in flight, %" PRIu64
+		     " misses; %d pinned, %d repinned\n",
+		st->requests, 100 * ram, st->pinned_hits, st->hits, st->prefetch_hits, st->joins, st->misses,
+		s->pin.n_pins, s->pin.repins);
+	fprintf(out, "disk: %.1f MB read, busy %.3f s (%.2f GB/s while busy), waited %.3f s of %.3f s "
+		     "(compute and the rest %.3f s), %" PRIu64 " retries\n",
+		st->bytes_read / 1e6, st->disk_busy_s, st->disk_gbps, st->disk_wait_s, wall,
+		wall > st->disk_wait_s ? wall - st->disk_wait_s : 0, st->read_retries);
+	fprintf(out, "hit rate by layer:");
+	for (int l = 0; l < c->n_layers + c->n_mtp_layers && l < EXPERT_STATS_LAYERS_MAX; l++)
+		if (st->layer_requests[l])
+			fprintf(out, " %s%d:%.0f%%", l >= c->n_layers ? "mtp" : "", l,
+				100.0 * (st->layer_hits[l] + st->layer_pinned_hits[l]) / st->layer_requests[l]);
+	fprintf(out, "\n");
+	char frames[EXPERT_CLASSES_MAX * 48] = "";
+	size_t len = 0;
+	for (int c = 0; c < st->n_classes && c < EXPERT_CLASSES_MAX; c++)
+		len += (size_t)snprintf(frames + len, sizeof frames - len, "%s%d frames of %" PRIu64 " KiB",
+					c ? " + " : "", st->classes[c].n_frames, st->classes[c].frame_bytes >> 10);
+	fprintf(out, "store: %s, %s, %s, io depth %d, %s eviction%s\n",
+		st->io_uring ? "io_uring" : "pread threads", st->o_direct ? "O_DIRECT" : "buffered",
+		st->n_classes ? frames : "no frames", st->io_depth,
+		st->evict == EXPERT_EVICT_LRU ? "LRU" : "frequency-aware",
+		st->fixed_buffers ? ", fixed buffers" : "");
+	if (st->n_classes > 1) {
+		fprintf(out, "frame classes:");
+		for (int c = 0; c < st->n_classes && c < EXPERT_CLASSES_MAX; c++) {
+			const struct expert_class_stats *k = &st->classes[c];
+			fprintf(out, " [%" PRIu64 " KiB, %d layers] %" PRIu64 " requested, %.1f%% from RAM, %" PRIu64
+				     " misses, %" PRIu64 " evictions;", k->frame_bytes >> 10, k->n_layers, k->requests,
+				k->requests ? 100.0 * (k->hits + k->pinned_hits) / k->requests : 0, k->misses,
+				k->evictions);
+		}
+		fprintf(out, "\n");
+	}
+	if (st->n_copies > 1) {
+		fprintf(out, "copies:");
+		for (int k = 0; k < st->n_copies && k < EXPERT_COPIES_MAX; k++)
+			fprintf(out, " [%d] %.1f MB, weight %.2f%s%s%s", k, st->copy_bytes_read[k] / 1e6,
+				st->copy_weight[k], st->copy_in_rotation[k] ? "" : ", OUT OF ROTATION",
+				st->copy_failures[k] ? ", failures" : "",
+				st->copy_readmissions[k] ? ", returned after a wait" : "");
+		fprintf(out, " (stripe %" PRIu64 " KiB)\n", st->stripe_bytes >> 10);
+	}
+	const struct forward_prefetch_stats *pf = &s->fwd.pf;
+	if (s->fwd.prefetch && pf->predicted)
+		fprintf(out, "prefetch: precision %.1f%%, recall %.1f%% (%" PRIu64 " predicted, %" PRIu64
+			     " needed, %" PRIu64 " both), %.1f MB prefetched: %" PRIu64 " of %" PRIu64
+			     " reads used, %" PRIu64 " wasted\n",
+			100.0 * pf->correct / pf->predicted, pf->actual ? 100.0 * pf->correct / pf->actual : 0,
+			pf->predicted, pf->actual, pf->correct, st->prefetch_issued_bytes / 1e6,
+			st->prefetch_used, st->prefetch_issued, st->prefetch_wasted);
+	else
+		fprintf(out, "prefetch: off\n");
+	fprintf(out, "memory: peak resident set %.1f MiB", proc_status_bytes("VmHWM") / 1048576.0);
+	if (s->plan_budget)
+		fprintf(out, " of a %.1f MiB budget (+%llu MiB slack)", s->plan_budget / 1048576.0,
+			SESSION_RAM_SLACK >> 20);
+	fprintf(out, "\n");
+}
+
+static int report_json(struct session *s, const struct expert_store_stats *st, double wall)
+{
+	cJSON *j = cJSON_CreateObject();
+	double hit = st->requests ? (double)(st->hits + st->pinned_hits) / (double)st->requests : 0;
+	cJSON_AddNumberToObject(j, "expert_requests", (double)st->requests);
+	cJSON_AddNumberToObject(j, "expert_hits", (double)st->hits);
+	cJSON_AddNumberToObject(j, "expert_pinned_hits", (double)st->pinned_hits);
+	cJSON_AddNumberToObject(j, "expert_prefetch_hits", (double)st->prefetch_hits);
+	cJSON_AddNumberToObject(j, "pinned_experts", s->pin.n_pins);
+	cJSON_AddNumberToObject(j, "repinned", s->pin.repins);
+	cJSON_AddNumberToObject(j, "prefetch_reads", (double)st->prefetch_issued);
+	cJSON_AddNumberToObject(j, "prefetch_reads_used", (double)st->prefetch_used);
+	cJSON_AddNumberToObject(j, "prefetch_reads_wasted", (double)st->prefetch_wasted);
+	cJSON_AddNumberToObject(j, "expert_joins", (double)st->joins);
+	cJSON_AddNumberToObject(j, "expert_misses", (double)st->misses);
+	cJSON_AddNumberToObject(j, "hit_rate", hit);
+	cJSON_AddNumberToObject(j, "bytes_read", (double)st->bytes_read);
+	cJSON_AddNumberToObject(j, "read_retries", (double)st->read_retries);
+	cJSON_AddNumberToObject(j, "disk_wait_s", st->disk_wait_s);
+	cJSON_AddNumberToObject(j, "disk_busy_s", st->disk_busy_s);
+	cJSON_AddNumberToObject(j, "disk_gbps", st->disk_gbps);
+	cJSON_AddNumberToObject(j, "wall_s", wall);
+	cJSON_AddNumberToObject(j, "compute_s", wall > st->disk_wait_s ? wall - st->disk_wait_s : 0);
+	cJSON_AddNumberToObject(j, "prefetch_issued_bytes", (double)st->prefetch_issued_bytes);
+	cJSON_AddNumberToObject(j, "prefetch_used_bytes", (double)st->prefetch_used_bytes);
+	const struct forward_prefetch_stats *pf = &s->fwd.pf;
+	cJSON_AddBoolToObject(j, "prefetch", s->fwd.prefetch);
+	cJSON_AddNumberToObject(j, "prefetch_predicted", (double)pf->predicted);
+	cJSON_AddNumberToObject(j, "prefetch_needed", (double)pf->actual);
+	cJSON_AddNumberToObject(j, "prefetch_correct", (double)pf->correct);
+	cJSON_AddNumberToObject(j, "prefetch_precision", pf->predicted ? (double)pf->correct / pf->predicted : 0);
+	cJSON_AddNumberToObject(j, "prefetch_recall", pf->actual ? (double)pf->correct / pf->actual : 0);
+	cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)proc_status_bytes("VmHWM"));
+	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->plan_budget);
+#ifdef __SANITIZE_ADDRESS__
+	cJSON_AddBoolToObject(j, "sanitizers", true); /* shadow memory inflates the resident set */
+#else
+	cJSON_AddBoolToObject(j, "sanitizers", false);
+#endif
+	cJSON_AddNumberToObject(j, "frames", st->n_frames);
+	cJSON_AddNumberToObject(j, "frame_bytes", (double)st->frame_bytes);
+	cJSON_AddNumberToObject(j, "cache_bytes", (double)st->cache_bytes);
+	cJSON *classes = cJSON_AddArrayToObject(j, "frame_classes");
+	for (int c = 0; c < st->n_classes && c < EXPERT_CLASSES_MAX; c++) {
+		const struct expert_class_stats *k = &st->classes[c];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "frame_bytes", (double)k->frame_bytes);
+		cJSON_AddNumberToObject(o, "frames", k->n_frames);
+		cJSON_AddNumberToObject(o, "layers", k->n_layers);
+		cJSON_AddNumberToObject(o, "pinned", k->n_pinned);
+		cJSON_AddNumberToObject(o, "requests", (double)k->requests);
+		cJSON_AddNumberToObject(o, "hits", (double)k->hits);
+		cJSON_AddNumberToObject(o, "pinned_hits", (double)k->pinned_hits);
+		cJSON_AddNumberToObject(o, "joins", (double)k->joins);
+		cJSON_AddNumberToObject(o, "misses", (double)k->misses);
+		cJSON_AddNumberToObject(o, "evictions", (double)k->evictions);
+		cJSON_AddNumberToObject(o, "bytes_read", (double)k->bytes_read);
+		cJSON_AddItemToArray(classes, o);
+	}
+	cJSON_AddNumberToObject(j, "io_depth", st->io_depth);
+	cJSON_AddBoolToObject(j, "io_uring", st->io_uring);
+	cJSON_AddBoolToObject(j, "o_direct", st->o_direct);
+	cJSON_AddStringToObject(j, "eviction", st->evict == EXPERT_EVICT_LRU ? "lru" : "freq");
+	/* Decoder layers, then MTP layers (requested only while drafting). */
+	cJSON *layers = cJSON_AddArrayToObject(j, "layer_hit_rate");
+	for (int l = 0; l < s->model.cfg.n_layers + s->model.cfg.n_mtp_layers && l < EXPERT_STATS_LAYERS_MAX; l++)
+		cJSON_AddItemToArray(layers, st->layer_requests[l]
+					     ? cJSON_CreateNumber((double)(st->layer_hits[l] + st->layer_pinned_hits[l]) /
+								  st->layer_requests[l])
+					     : cJSON_CreateNull());
+	cJSON *copies = cJSON_AddArrayToObject(j, "copies");
+	for (int k = 0; k < st->n_copies && k < EXPERT_COPIES_MAX; k++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "bytes_read", (double)st->copy_bytes_read[k]);
+		cJSON_AddNumberToObject(o, "weight", st->copy_weight[k]);
+		cJSON_AddNumberToObject(o, "failures", (double)st->copy_failures[k]);
+		cJSON_AddBoolToObject(o, "in_rotation", st->copy_in_rotation[k]);
+		cJSON_AddNumberToObject(o, "readmissions", st->copy_readmissions[k]);
+		cJSON_AddItemToArray(copies, o);
+	}
+	for (size_t i = 0; i < s->n_extra; i++)
+		cJSON_AddNumberToObject(j, s->extra[i].name, s->extra[i].value);
+	char *text = cJSON_Print(j);
+	cJSON_Delete(j);
+	if (!text)
+		return error_set(ENOMEM, "out of memory");
+	int rc = file_write_atomic(s->opt.stats_json, text, strlen(text));
+	free(text);
+	return rc;
+}
+
+void session_stat(struct session *s, const char *name, double value)
+{
+	if (s->n_extra < SESSION_EXTRA_MAX)
+		s->extra[s->n_extra++] = (struct session_stat){ name, value };
+}
+
+int session_report(struct session *s, FILE *out)
+{
+	const struct expert_store_stats *st = expert_store_stats(s->model.store);
+	double wall = clock_now_s() - s->t_open;
+	if (s->opt.stats)
+		report_text(s, st, wall, out);
+	return s->opt.stats_json ? report_json(s, st, wall) : 0;
+}

@@ -1,0 +1,142 @@
+/*
+ * session — what every command that runs a model shares: the common
+ * options (--model, --threads, --ctx, --batch, --ram, --io-depth,
+ * --no-direct, --stats, --stats-json), loading the model, the thread pool
+ * and the forward state, and the statistics report.
+ */
+#ifndef COLIBRI_ENGINE_SESSION_H
+#define COLIBRI_ENGINE_SESSION_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/forward/forward.h"
+#include "engine/model/model.h"
+#include "engine/decode/pinning.h"
+
+struct threadpool;
+
+struct session_options {
+	const char *model_dir;
+	int threads;                 /* 0: physical cores */
+	int ctx;                     /* 0: prompt + generation, at most the model's max */
+	int batch;                   /* tokens per forward step (prefill chunk) */
+	uint64_t ram_bytes;          /* 0: no limit given */
+	bool ram_min;                /* --ram min */
+	int io_depth;                /* 0: planned from the disk profile */
+	bool buffered;
+	bool stats;
+	const char *stats_json;
+	bool no_prefetch;            /* do not predict and prefetch the next layer */
+	bool no_pin;                 /* do not pin the learned hottest experts */
+	int repin;                   /* swaps allowed at each safe point (--repin N) */
+	int logits_rows;             /* logits rows the command holds at once (1 for run) */
+};
+
+enum {
+	SESSION_OPT_MODEL = 1000,
+	SESSION_OPT_THREADS,
+	SESSION_OPT_CTX,
+	SESSION_OPT_BATCH,
+	SESSION_OPT_RAM,
+	SESSION_OPT_IO_DEPTH,
+	SESSION_OPT_NO_DIRECT,
+	SESSION_OPT_STATS,
+	SESSION_OPT_STATS_JSON,
+	SESSION_OPT_NO_PREFETCH,
+	SESSION_OPT_NO_PIN,
+	SESSION_OPT_REPIN,
+};
+
+#define SESSION_LONG_OPTIONS                                                  \
+	{ "model", required_argument, 0, SESSION_OPT_MODEL },                 \
+	{ "threads", required_argument, 0, SESSION_OPT_THREADS },             \
+	{ "ctx", required_argument, 0, SESSION_OPT_CTX },                     \
+	{ "batch", required_argument, 0, SESSION_OPT_BATCH },                 \
+	{ "ram", required_argument, 0, SESSION_OPT_RAM },                     \
+	{ "io-depth", required_argument, 0, SESSION_OPT_IO_DEPTH },           \
+	{ "no-direct", no_argument, 0, SESSION_OPT_NO_DIRECT },               \
+	{ "stats", no_argument, 0, SESSION_OPT_STATS },                       \
+	{ "stats-json", required_argument, 0, SESSION_OPT_STATS_JSON },       \
+	{ "no-prefetch", no_argument, 0, SESSION_OPT_NO_PREFETCH },           \
+	{ "no-pin", no_argument, 0, SESSION_OPT_NO_PIN },                     \
+	{ "repin", required_argument, 0, SESSION_OPT_REPIN }
+
+#define SESSION_USAGE                                                         \
+	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
+	" [--no-direct]\n          [--no-prefetch] [--no-pin] [--repin N] [--stats] [--stats-json FILE]"
+
+#define SESSION_EXTRA_MAX 32
+
+/* The --ram promise: the peak resident set stays within the budget plus
+ * this slack. */
+#define SESSION_RAM_SLACK (32ull << 20)
+
+/* A named number a command adds to the --stats-json report. */
+struct session_stat {
+	const char *name;        /* static string */
+	double value;
+};
+
+struct session {
+	struct session_options opt;
+	struct model model;
+	struct threadpool *pool;
+	struct forward fwd;
+	bool model_loaded, fwd_ready;
+	struct pinning pin;
+	bool pin_ready;
+	double t_open;           /* when the model finished loading */
+	uint64_t plan_budget;    /* the RAM budget the plan settled on */
+	struct session_stat extra[SESSION_EXTRA_MAX];
+	size_t n_extra;
+};
+
+void session_options_default(struct session_options *o);
+
+/* Applies one parsed option (ch from SESSION_LONG_OPTIONS). Returns 0 if
+ * handled, -EINVAL with a message for a bad value, -ENOENT if ch is not a
+ * session option. */
+int session_option(struct session_options *o, int ch, const char *arg);
+
+/* Parses a decimal integer in [lo, hi] for option --name; -EINVAL with a
+ * message naming the option otherwise (empty, trailing text, overflow). */
+int session_parse_int(const char *name, const char *arg, int lo, int hi, int *out);
+
+/* Parses --seed: decimal digits only, at most 2^64 - 1 ("-1" is refused,
+ * not wrapped). */
+int session_parse_seed(const char *arg, uint64_t *out);
+
+/* 0 when dir is a folder holding manifest.json; else -errno with a message
+ * saying what dir is instead (missing, not a folder, not a container). */
+int session_check_model(const char *dir);
+
+/* Parses "24G", "512M", "1.5T", "64K" or a plain number of GiB. */
+int session_parse_size(const char *s, uint64_t *bytes);
+
+/* Parses "1,2,3" (and, with ranges, "0-3,7") of numbers 0..max into a
+ * malloc'd array; empty input, empty items and a trailing comma are refused
+ * with a message naming `what`. */
+int session_parse_list(const char *s, const char *what, bool ranges, int32_t max, int32_t **out, int *n);
+
+/* Token ids: session_parse_list without ranges. */
+int session_parse_tokens(const char *s, int32_t **ids, int *n);
+
+/* Loads the model and prepares a forward with room for need_ctx positions
+ * (or opt.ctx when set). session_close is safe after a failure. */
+int session_open(struct session *s, const struct session_options *o, int need_ctx);
+void session_close(struct session *s);
+
+/* A safe point between steps: applies --repin. */
+void session_safe_point(struct session *s);
+
+/* Adds a number to the --stats-json report (e.g. decode_tok_s). */
+void session_stat(struct session *s, const char *name, double value);
+
+/* Prints the storage, disk and memory statistics when --stats, and writes
+ * them with the extra numbers to --stats-json. */
+int session_report(struct session *s, FILE *out);
+
+#endif

@@ -1,0 +1,542 @@
+/*
+ * model_config — config.json -> struct model_config for each supported
+ * family. Field names and defaults follow the transformers config classes
+ * (OlmoeConfig, Qwen3MoeConfig, MixtralConfig).
+ */
+#include "engine/model/model_config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/files.h"
+#include "base/json_get.h"
+#include "base/error.h"
+
+#define CFG_REQUIRED JSON_REQUIRED
+
+/* An integer field through the checked reader (base/json_get.h);
+ * def == CFG_REQUIRED means it must be present. */
+static int cfg_int(const cJSON *j, const char *src, const char *key, int64_t def, int64_t lo, int64_t hi,
+		   int32_t *out)
+{
+	return json_get_int32(j, key, def, lo, hi, src, out);
+}
+
+/* A number field in [lo, hi], lo excluded when lo_open. */
+static int cfg_float(const cJSON *j, const char *src, const char *key, double def, double lo, double hi,
+		     bool lo_open, float *out)
+{
+	double v;
+	int rc = json_get_num(j, key, def, lo, hi, lo_open, src, &v);
+	if (!rc)
+		*out = (float)v;
+	return rc;
+}
+
+static int cfg_bool(const cJSON *j, const char *src, const char *key, bool def, bool *out)
+{
+	return json_get_bool(j, key, def, src, out);
+}
+
+/* eos_token_id may be an integer or a list of integers, each a token of
+ * the vocabulary. */
+static int cfg_eos(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "eos_token_id");
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsNumber(v) && !cJSON_IsArray(v))
+		return error_set(EINVAL, "%s: eos_token_id must be an integer or a list", src);
+	if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > MODEL_EOS_MAX)
+		return error_set(EINVAL, "%s: eos_token_id lists %d ids; colibri keeps at most %d", src,
+				 cJSON_GetArraySize(v), MODEL_EOS_MAX);
+	cfg->n_eos = 0;
+	const cJSON *e = cJSON_IsArray(v) ? v->child : v;
+	for (int i = 0; e; e = cJSON_IsArray(v) ? e->next : NULL, i++) {
+		char field[32];
+		int64_t id;
+		if (cJSON_IsArray(v))
+			snprintf(field, sizeof field, "eos_token_id[%d]", i);
+		else
+			snprintf(field, sizeof field, "eos_token_id");
+		int rc = json_item_int(e, src, field, 0, (int64_t)cfg->vocab - 1, &id);
+		if (rc)
+			return rc;
+		cfg->eos_ids[cfg->n_eos++] = (int32_t)id;
+	}
+	return 0;
+}
+
+/* What transformers v5.15.0's config classes default to when config.json
+ * leaves a field out (OlmoeConfig, Qwen3MoeConfig, MixtralConfig,
+ * DeepseekV3Config, Glm4MoeConfig, DeepseekV32Config, GlmMoeDsaConfig). */
+struct family_defaults {
+	double rms_eps, rope_theta, routed_scaling;
+	int32_t max_positions, bos_id, eos_id; /* -1: none */
+	int32_t n_group, topk_group, first_dense;
+};
+
+static const struct family_defaults family_defaults[] = {
+	[MODEL_ARCH_OLMOE] = { 1e-5, 10000.0, 1.0, 4096, -1, 50279, 1, 1, 0 },
+	[MODEL_ARCH_QWEN3_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0 },
+	[MODEL_ARCH_MIXTRAL] = { 1e-5, 1000000.0, 1.0, 4096 * 32, 1, 2, 1, 1, 0 },
+	[MODEL_ARCH_DEEPSEEK_V3] = { 1e-6, 10000.0, 2.5, 4096, 0, 1, 8, 4, 3 },
+	[MODEL_ARCH_GLM4_MOE] = { 1e-5, 10000.0, 1.0, 131072, -1, -1, 1, 1, 1 },
+	[MODEL_ARCH_DEEPSEEK_V32] = { 1e-6, 10000.0, 2.5, 163840, 0, 1, 8, 4, 3 },
+	[MODEL_ARCH_GLM_MOE_DSA] = { 1e-5, 10000.0, 2.5, 202752, 0, 1, 1, 1, 3 },
+};
+
+/* rope_theta, or rope_parameters.rope_theta as the newest transformers
+ * write it; YaRN scaling (DeepSeek-V3) is read here, other scaled RoPE
+ * variants are refused rather than run wrongly. */
+static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "rope_parameters");
+	const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+	const cJSON *sets[2] = { params, scaling };
+	cfg->rope_attn_factor = 1.0f;
+	for (int i = 0; i < 2; i++) {
+		if (!sets[i] || cJSON_IsNull(sets[i]))
+			continue;
+		if (!cJSON_IsObject(sets[i]))
+			return error_set(EINVAL, "%s: %s must be an object", src, i ? "rope_scaling" : "rope_parameters");
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(sets[i], "rope_type");
+		if (!t)
+			t = cJSON_GetObjectItemCaseSensitive(sets[i], "type");
+		if (!cJSON_IsString(t) || strcmp(t->valuestring, "default") == 0)
+			continue;
+		/* The MLA families: YaRN frequencies and yarn_apply_mscale. */
+		bool mla = cfg->arch == MODEL_ARCH_DEEPSEEK_V3 || cfg->arch == MODEL_ARCH_DEEPSEEK_V32 ||
+			   cfg->arch == MODEL_ARCH_GLM_MOE_DSA;
+		if (strcmp(t->valuestring, "yarn") != 0 || !mla)
+			return error_set(ENOTSUP, "%s: rope type \"%s\" is not supported for %s", src,
+					 t->valuestring, cfg->model_type);
+		const cJSON *y = sets[i];
+		int rc = 0;
+		cfg->yarn = true;
+		rc = rc ? rc : cfg_float(y, src, "factor", 1.0, 1.0, 1e6, false, &cfg->yarn_factor);
+		rc = rc ? rc : cfg_float(y, src, "beta_fast", 32.0, 0.0, 1e6, true, &cfg->yarn_beta_fast);
+		rc = rc ? rc : cfg_float(y, src, "beta_slow", 1.0, 0.0, 1e6, true, &cfg->yarn_beta_slow);
+		rc = rc ? rc : cfg_float(y, src, "mscale", 0.0, 0.0, 1e3, false, &cfg->yarn_mscale);
+		rc = rc ? rc : cfg_float(y, src, "mscale_all_dim", 0.0, 0.0, 1e3, false, &cfg->yarn_mscale_all_dim);
+		rc = rc ? rc : cfg_int(y, src, "original_max_position_embeddings", cfg->max_positions, 1,
+				       INT32_MAX, &cfg->yarn_original_max);
+		if (rc)
+			return rc;
+		if (cJSON_GetObjectItemCaseSensitive(y, "attention_factor"))
+			return error_set(ENOTSUP, "%s: an explicit YaRN attention_factor is not supported", src);
+	}
+	/* The base must exceed 1 for the frequencies to fall with the dim. */
+	const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "rope_theta") || !cJSON_IsObject(params) ? j : params;
+	return cfg_float(in, src, "rope_theta", family_defaults[cfg->arch].rope_theta, 1.0, 1e15, true,
+			 &cfg->rope_theta);
+}
+
+/* DeepSeek-V3: MLA, sigmoid grouped routing, shared experts, dense first
+ * layers (DeepseekV3Config). */
+static int parse_deepseek_v3(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int32_t first_dense = family_defaults[cfg->arch].first_dense, freq = 1;
+	int rc = 0;
+	cfg->attn = ATTN_MLA;
+	cfg->qk_norm = QK_NORM_NONE;
+	cfg->expert_naming = EXPERT_NAMING_MLP;
+	cfg->router = ROUTER_SIGMOID_GROUPED;
+	cfg->router_bias = true;
+	rc = rc ? rc : cfg_int(j, src, "q_lora_rank", 0, 0, 1 << 20, &cfg->q_lora_rank);
+	rc = rc ? rc : cfg_int(j, src, "kv_lora_rank", CFG_REQUIRED, 1, 1 << 20, &cfg->kv_lora_rank);
+	rc = rc ? rc : cfg_int(j, src, "qk_nope_head_dim", CFG_REQUIRED, 1, 1 << 16, &cfg->qk_nope_dim);
+	rc = rc ? rc : cfg_int(j, src, "qk_rope_head_dim", CFG_REQUIRED, 2, 1 << 16, &cfg->qk_rope_dim);
+	rc = rc ? rc : cfg_int(j, src, "v_head_dim", CFG_REQUIRED, 1, 1 << 16, &cfg->v_head_dim);
+	rc = rc ? rc : cfg_int(j, src, "first_k_dense_replace", first_dense, 0, cfg->n_layers, &first_dense);
+	rc = rc ? rc : cfg_int(j, src, "moe_layer_freq", 1, 1, 1 << 20, &freq);
+	rc = rc ? rc : cfg_int(j, src, "num_nextn_predict_layers", 0, 0, 16, &cfg->n_mtp_layers);
+	if (rc)
+		return rc;
+	/* transformers v5.15.0: DeepseekV3Attention reads rope_interleave
+	 * (default true); DeepseekV32Attention and GlmMoeDsaAttention always
+	 * interleave and read no flag (GLM-5's release sets it true, which
+	 * agrees; older versions of modeling_glm_moe_dsa.py rotated halves). */
+	bool interleave = true;
+	if (cfg->arch == MODEL_ARCH_DEEPSEEK_V3 && (rc = cfg_bool(j, src, "rope_interleave", true, &interleave)))
+		return rc;
+	cfg->rope_interleave = interleave;
+	cfg->head_dim = cfg->qk_nope_dim + cfg->qk_rope_dim;
+	cfg->rot_dim = cfg->qk_rope_dim;
+	if (cfg->n_layers + cfg->n_mtp_layers > MODEL_LAYERS_MAX)
+		return error_set(EINVAL, "%s: too many layers", src);
+	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++)
+		cfg->layer_is_moe[l] = l >= first_dense && (l >= cfg->n_layers || l % freq == 0);
+	return 0;
+}
+
+/* mlp_layer_types (DeepSeek-V3.2, GLM-5): "dense" or "sparse" per decoder
+ * layer, overriding first_k_dense_replace when present. */
+static int parse_mlp_layer_types(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "mlp_layer_types");
+	if (!a || cJSON_IsNull(a))
+		return 0;
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != cfg->n_layers)
+		return error_set(EINVAL, "%s: mlp_layer_types must list num_hidden_layers (%d) entries", src,
+				 cfg->n_layers);
+	int l = 0;
+	for (const cJSON *e = a->child; e; e = e->next, l++) {
+		bool dense = cJSON_IsString(e) && strcmp(e->valuestring, "dense") == 0;
+		bool sparse = cJSON_IsString(e) && strcmp(e->valuestring, "sparse") == 0;
+		if (!dense && !sparse)
+			return error_set(EINVAL, "%s: mlp_layer_types[%d] must be \"dense\" or \"sparse\"", src, l);
+		cfg->layer_is_moe[l] = sparse;
+	}
+	return 0;
+}
+
+/* Which layers reuse the previous layer's selection (GlmMoeDsaConfig):
+ * indexer_types ("full" / "shared"), else index_topk_pattern ("F"/"S"
+ * characters or a list of words), else layer i is full when
+ * max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0. */
+static int parse_indexer_types(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *types = cJSON_GetObjectItemCaseSensitive(j, "indexer_types");
+	const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(j, "index_topk_pattern");
+	const char *field = "indexer_types";
+	if (!types || cJSON_IsNull(types)) {
+		types = pattern;
+		field = "index_topk_pattern";
+	}
+	int N = cfg->n_layers;
+	if (types && cJSON_IsString(types)) {
+		if ((int)strlen(types->valuestring) != N)
+			return error_set(EINVAL, "%s: %s must have num_hidden_layers (%d) characters", src, field, N);
+		for (int l = 0; l < N; l++) {
+			char ch = types->valuestring[l];
+			if (ch != 'F' && ch != 'S')
+				return error_set(EINVAL, "%s: %s may hold only F and S", src, field);
+			cfg->index_shared[l] = ch == 'S';
+		}
+	} else if (types && !cJSON_IsNull(types)) {
+		if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != N)
+			return error_set(EINVAL, "%s: %s must list num_hidden_layers (%d) entries", src, field, N);
+		int l = 0;
+		for (const cJSON *e = types->child; e; e = e->next, l++) {
+			bool full = cJSON_IsString(e) && strcmp(e->valuestring, "full") == 0;
+			bool shared = cJSON_IsString(e) && strcmp(e->valuestring, "shared") == 0;
+			if (!full && !shared)
+				return error_set(EINVAL, "%s: %s[%d] must be \"full\" or \"shared\"", src, field, l);
+			cfg->index_shared[l] = shared;
+		}
+	} else {
+		int32_t freq = 1, offset = 2;
+		int rc = cfg_int(j, src, "index_topk_freq", 1, INT32_MIN, INT32_MAX, &freq);
+		rc = rc ? rc : cfg_int(j, src, "index_skip_topk_offset", 2, INT32_MIN, INT32_MAX, &offset);
+		if (rc)
+			return rc;
+		if (freq < 1)
+			freq = 1;
+		for (int l = 0; l < N; l++) {
+			int64_t d = (int64_t)l - offset + 1;
+			cfg->index_shared[l] = (d > 0 ? d : 0) % freq != 0;
+		}
+	}
+	/* A shared layer with no full layer before it runs its own indexer
+	 * (transformers: prev_topk_indices is None). */
+	cfg->index_shared[0] = false;
+	return 0;
+}
+
+/* DeepSeek-V3.2 and GLM-5: MLA as deepseek_v3 plus the DSA indexer. */
+static int parse_dsa(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int32_t n_heads_default = cfg->arch == MODEL_ARCH_GLM_MOE_DSA ? 32 : 64;
+	int rc = 0;
+	cfg->dsa = true;
+	cfg->router_mask_inf = true; /* DeepseekV32 / GlmMoeDsa routers mask with -inf */
+	rc = rc ? rc : cfg_int(j, src, "index_n_heads", n_heads_default, 1, 4096, &cfg->index_n_heads);
+	rc = rc ? rc : cfg_int(j, src, "index_head_dim", 128, 1, 1 << 16, &cfg->index_head_dim);
+	rc = rc ? rc : cfg_int(j, src, "index_topk", 2048, 1, INT32_MAX, &cfg->index_topk);
+	rc = rc ? rc : parse_mlp_layer_types(cfg, j, src);
+	if (rc)
+		return rc;
+	if (cfg->q_lora_rank == 0)
+		return error_set(EINVAL, "%s: the DSA indexer needs q_lora_rank (it reads the query latent)", src);
+	if (cfg->index_head_dim < cfg->qk_rope_dim)
+		return error_set(EINVAL, "%s: index_head_dim %d is smaller than qk_rope_head_dim %d", src,
+				 cfg->index_head_dim, cfg->qk_rope_dim);
+	/* transformers v5.15.0 reads no flag for the indexer's pairing:
+	 * DeepseekV32Indexer rotates halves, GlmMoeDsaIndexer interleaves. */
+	cfg->index_rope_interleave = cfg->arch == MODEL_ARCH_GLM_MOE_DSA;
+	if (cfg->arch == MODEL_ARCH_GLM_MOE_DSA)
+		return parse_indexer_types(cfg, j, src);
+	return 0;
+}
+
+/* GLM-4.5/4.6/4.7 (Glm4MoeConfig): GQA with biases, per-head q/k norm,
+ * partial rotary, DeepSeek-style routing and shared experts. */
+static int parse_glm4_moe(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int32_t first_dense = family_defaults[cfg->arch].first_dense;
+	float partial = 0.5f;
+	bool qk_norm = false;
+	int rc = 0;
+	cfg->attn = ATTN_GQA;
+	cfg->expert_naming = EXPERT_NAMING_MLP;
+	cfg->router = ROUTER_SIGMOID_GROUPED;
+	cfg->router_bias = true;
+	rc = rc ? rc : cfg_bool(j, src, "attention_bias", false, &cfg->attn_bias);
+	rc = rc ? rc : cfg_bool(j, src, "use_qk_norm", false, &qk_norm);
+	rc = rc ? rc : cfg_float(j, src, "partial_rotary_factor", 0.5, 0.0, 1.0, true, &partial);
+	rc = rc ? rc : cfg_int(j, src, "first_k_dense_replace", first_dense, 0, cfg->n_layers, &first_dense);
+	rc = rc ? rc : cfg_int(j, src, "num_nextn_predict_layers", 0, 0, 16, &cfg->n_mtp_layers);
+	if (rc)
+		return rc;
+	cfg->qk_norm = qk_norm ? QK_NORM_HEAD : QK_NORM_NONE;
+	cfg->rot_dim = (int32_t)(cfg->head_dim * partial);
+	cfg->rot_dim -= cfg->rot_dim % 2;
+	cfg->rope_interleave = 0;
+	if (cfg->n_layers + cfg->n_mtp_layers > MODEL_LAYERS_MAX)
+		return error_set(EINVAL, "%s: too many layers", src);
+	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++)
+		cfg->layer_is_moe[l] = l >= first_dense;
+	return 0;
+}
+
+/* Fields DeepSeek-V3 and GLM share: routed and shared experts, grouped
+ * sigmoid routing. */
+static int parse_grouped_moe(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int rc = 0;
+	rc = rc ? rc : cfg_int(j, src, "intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->intermediate);
+	rc = rc ? rc : cfg_int(j, src, "moe_intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
+	rc = rc ? rc : cfg_int(j, src, "n_routed_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
+	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
+	rc = rc ? rc : cfg_int(j, src, "n_shared_experts", 0, 0, 64, &cfg->n_shared_experts);
+	const struct family_defaults *d = &family_defaults[cfg->arch];
+	rc = rc ? rc : cfg_int(j, src, "n_group", d->n_group, 1,
+			       cfg->n_experts < MODEL_GROUPS_MAX ? cfg->n_experts : MODEL_GROUPS_MAX, &cfg->n_group);
+	rc = rc ? rc : cfg_int(j, src, "topk_group", d->topk_group < cfg->n_group ? d->topk_group : cfg->n_group, 1,
+			       cfg->n_group, &cfg->topk_group);
+	/* 1e308 would overflow every routing weight to inf (and the output to
+	 * NaN or 0); real models use 1 to 2.5. */
+	rc = rc ? rc : cfg_float(j, src, "routed_scaling_factor", d->routed_scaling, 0.0, 1e3, true,
+				 &cfg->routed_scaling);
+	rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", true, &cfg->norm_topk_prob);
+	if (rc)
+		return rc;
+	const cJSON *sf = cJSON_GetObjectItemCaseSensitive(j, "scoring_func");
+	if (sf && !(cJSON_IsString(sf) && strcmp(sf->valuestring, "sigmoid") == 0))
+		return error_set(ENOTSUP, "%s: scoring_func other than sigmoid is not supported", src);
+	if (cfg->n_experts % cfg->n_group)
+		return error_set(EINVAL, "%s: n_routed_experts %d is not a multiple of n_group %d", src,
+				 cfg->n_experts, cfg->n_group);
+	if (cfg->top_k > cfg->topk_group * (cfg->n_experts / cfg->n_group))
+		return error_set(EINVAL, "%s: num_experts_per_tok exceeds the experts of topk_group groups", src);
+	return 0;
+}
+
+/* mlp_only_layers (Qwen3-MoE): decoder layers with a dense MLP. */
+static int parse_mlp_only_layers(const struct model_config *cfg, const cJSON *j, const char *src, bool *dense)
+{
+	const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers");
+	if (!only || cJSON_IsNull(only))
+		return 0;
+	if (!cJSON_IsArray(only))
+		return error_set(EINVAL, "%s: mlp_only_layers must be a list", src);
+	int i = 0;
+	for (const cJSON *e = only->child; e; e = e->next, i++) {
+		char field[32];
+		int64_t l;
+		snprintf(field, sizeof field, "mlp_only_layers[%d]", i);
+		int rc = json_item_int(e, src, field, 0, cfg->n_layers - 1, &l);
+		if (rc)
+			return rc;
+		dense[l] = true;
+	}
+	return 0;
+}
+
+int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->bos_id = -1;
+	if (!cJSON_IsObject(j))
+		return error_set(EINVAL, "%s: not a JSON object", src);
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+	if (!cJSON_IsString(mt))
+		return error_set(EINVAL, "%s: missing model_type", src);
+	if (strcmp(mt->valuestring, "olmoe") == 0)
+		cfg->arch = MODEL_ARCH_OLMOE;
+	else if (strcmp(mt->valuestring, "qwen3_moe") == 0)
+		cfg->arch = MODEL_ARCH_QWEN3_MOE;
+	else if (strcmp(mt->valuestring, "mixtral") == 0)
+		cfg->arch = MODEL_ARCH_MIXTRAL;
+	else if (strcmp(mt->valuestring, "deepseek_v3") == 0)
+		cfg->arch = MODEL_ARCH_DEEPSEEK_V3;
+	else if (strcmp(mt->valuestring, "glm4_moe") == 0)
+		cfg->arch = MODEL_ARCH_GLM4_MOE;
+	else if (strcmp(mt->valuestring, "deepseek_v32") == 0)
+		cfg->arch = MODEL_ARCH_DEEPSEEK_V32;
+	else if (strcmp(mt->valuestring, "glm_moe_dsa") == 0)
+		cfg->arch = MODEL_ARCH_GLM_MOE_DSA;
+	else
+		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
+				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa)", src, mt->valuestring);
+	snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
+
+	int rc = 0;
+	rc = rc ? rc : cfg_int(j, src, "num_hidden_layers", CFG_REQUIRED, 1, MODEL_LAYERS_MAX, &cfg->n_layers);
+	rc = rc ? rc : cfg_int(j, src, "hidden_size", CFG_REQUIRED, 1, 1 << 20, &cfg->hidden);
+	rc = rc ? rc : cfg_int(j, src, "num_attention_heads", CFG_REQUIRED, 1, 4096, &cfg->n_heads);
+	rc = rc ? rc : cfg_int(j, src, "num_key_value_heads", cfg->n_heads, 1, cfg->n_heads, &cfg->n_kv_heads);
+	rc = rc ? rc : cfg_int(j, src, "vocab_size", CFG_REQUIRED, 1, INT32_MAX, &cfg->vocab);
+	const struct family_defaults *d = &family_defaults[cfg->arch];
+	rc = rc ? rc : cfg_int(j, src, "max_position_embeddings", d->max_positions, 1, INT32_MAX, &cfg->max_positions);
+	/* An eps of 0 divides by zero on an all-zero row; one near 1 or above
+	 * is not a model anyone trained. */
+	rc = rc ? rc : cfg_float(j, src, "rms_norm_eps", d->rms_eps, 0.0, 1.0, true, &cfg->rms_eps);
+	rc = rc ? rc : cfg_bool(j, src, "tie_word_embeddings", false, &cfg->tie_embeddings);
+	if (rc)
+		return rc;
+	rc = cfg_int(j, src, "bos_token_id", d->bos_id < cfg->vocab ? d->bos_id : -1, 0, (int64_t)cfg->vocab - 1,
+		     &cfg->bos_id);
+	if (!rc && d->eos_id >= 0 && d->eos_id < cfg->vocab) {
+		cfg->eos_ids[0] = d->eos_id;
+		cfg->n_eos = 1;
+	}
+	rc = rc ? rc : cfg_eos(cfg, j, src);
+	if (rc)
+		return rc;
+	if (cfg->n_heads % cfg->n_kv_heads != 0)
+		return error_set(EINVAL, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+				 src, cfg->n_heads, cfg->n_kv_heads);
+	if ((rc = cfg_rope(cfg, j, src)))
+		return rc;
+	int32_t hd_default = cfg->hidden / cfg->n_heads;
+	rc = cfg_int(j, src, "head_dim", hd_default, 2, 65536, &cfg->head_dim);
+	if (rc)
+		return rc;
+	if (cfg->head_dim % 2)
+		return error_set(EINVAL, "%s: head_dim %d must be even for RoPE", src, cfg->head_dim);
+
+	cfg->rot_dim = cfg->head_dim;
+	cfg->routed_scaling = 1.0f;
+	switch (cfg->arch) {
+	case MODEL_ARCH_DEEPSEEK_V3:
+		rc = parse_grouped_moe(cfg, j, src);
+		rc = rc ? rc : parse_deepseek_v3(cfg, j, src);
+		break;
+	case MODEL_ARCH_DEEPSEEK_V32:
+	case MODEL_ARCH_GLM_MOE_DSA:
+		rc = parse_grouped_moe(cfg, j, src);
+		rc = rc ? rc : parse_deepseek_v3(cfg, j, src);
+		rc = rc ? rc : parse_dsa(cfg, j, src);
+		break;
+	case MODEL_ARCH_GLM4_MOE:
+		rc = parse_grouped_moe(cfg, j, src);
+		rc = rc ? rc : parse_glm4_moe(cfg, j, src);
+		break;
+	case MODEL_ARCH_OLMOE:
+		cfg->qk_norm = QK_NORM_FULL;
+		cfg->expert_naming = EXPERT_NAMING_MLP;
+		rc = rc ? rc : cfg_int(j, src, "intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
+		rc = rc ? rc : cfg_int(j, src, "num_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
+		rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
+		rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", false, &cfg->norm_topk_prob);
+		rc = rc ? rc : cfg_float(j, src, "clip_qkv", 0.0, 0.0, 1e30, true, &cfg->clip_qkv);
+		for (int l = 0; l < cfg->n_layers; l++)
+			cfg->layer_is_moe[l] = true;
+		break;
+	case MODEL_ARCH_QWEN3_MOE: {
+		cfg->qk_norm = QK_NORM_HEAD;
+		cfg->expert_naming = EXPERT_NAMING_MLP;
+		int32_t step = 1;
+		rc = rc ? rc : cfg_int(j, src, "intermediate_size", 0, 0, 1 << 24, &cfg->intermediate);
+		rc = rc ? rc : cfg_int(j, src, "moe_intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
+		rc = rc ? rc : cfg_int(j, src, "num_experts", CFG_REQUIRED, 0, 65536, &cfg->n_experts);
+		rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, 65536, &cfg->top_k);
+		rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", false, &cfg->norm_topk_prob);
+		rc = rc ? rc : cfg_int(j, src, "decoder_sparse_step", 1, 1, 1 << 20, &step);
+		if (rc)
+			return rc;
+		if (cfg->top_k > cfg->n_experts && cfg->n_experts > 0)
+			return error_set(EINVAL, "%s: num_experts_per_tok %d exceeds num_experts %d", src,
+					 cfg->top_k, cfg->n_experts);
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "use_sliding_window")))
+			return error_set(ENOTSUP, "%s: use_sliding_window is not supported for qwen3_moe", src);
+		bool dense_only[MODEL_LAYERS_MAX] = { false };
+		if ((rc = parse_mlp_only_layers(cfg, j, src, dense_only)))
+			return rc;
+		for (int l = 0; l < cfg->n_layers; l++) {
+			cfg->layer_is_moe[l] = !dense_only[l] && cfg->n_experts > 0 && (l + 1) % step == 0;
+			if (!cfg->layer_is_moe[l] && cfg->intermediate <= 0)
+				return error_set(EINVAL, "%s: layer %d is dense but intermediate_size is missing",
+						 src, l);
+		}
+		break;
+	}
+	case MODEL_ARCH_MIXTRAL:
+		cfg->qk_norm = QK_NORM_NONE;
+		cfg->expert_naming = EXPERT_NAMING_MIXTRAL;
+		cfg->norm_topk_prob = true;
+		rc = rc ? rc : cfg_int(j, src, "intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
+		rc = rc ? rc : cfg_int(j, src, "num_local_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
+		rc = rc ? rc : cfg_int(j, src, "sliding_window", 0, 0, INT32_MAX, &cfg->sliding_window);
+		rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
+		for (int l = 0; l < cfg->n_layers; l++)
+			cfg->layer_is_moe[l] = true;
+		break;
+	}
+	if (rc)
+		return rc;
+	/* Softmax scale: 1/sqrt(q.k dims), times YaRN's mscale^2 (DeepSeek). */
+	cfg->attn_scale = 1.0f / sqrtf((float)cfg->head_dim);
+	if (cfg->yarn && cfg->yarn_mscale_all_dim > 0 && cfg->yarn_factor > 1) {
+		float m = 0.1f * cfg->yarn_mscale_all_dim * logf(cfg->yarn_factor) + 1.0f;
+		cfg->attn_scale *= m * m;
+	}
+	if (cfg->yarn && cfg->yarn_factor > 1) {
+		/* HF: get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+		 * when both are set, else get_mscale(factor). */
+		float a = 0.1f * logf(cfg->yarn_factor);
+		if (cfg->yarn_mscale > 0 && cfg->yarn_mscale_all_dim > 0)
+			cfg->rope_attn_factor = (a * cfg->yarn_mscale + 1.0f) / (a * cfg->yarn_mscale_all_dim + 1.0f);
+		else
+			cfg->rope_attn_factor = a + 1.0f;
+	}
+	return 0;
+}
+
+int model_config_load(struct model_config *cfg, const char *dir)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	cJSON *j = NULL;
+	int rc = json_load(path, &j);
+	if (rc)
+		return rc;
+	rc = model_config_parse(cfg, j, path);
+	cJSON_Delete(j);
+	if (rc)
+		return rc;
+	snprintf(path, sizeof path, "%s/generation_config.json", dir);
+	if (access(path, F_OK) == 0) {
+		rc = json_load(path, &j);
+		if (rc)
+			return rc;
+		rc = cfg_eos(cfg, j, path);
+		cJSON_Delete(j);
+	}
+	return rc;
+}
+
+int model_config_moe_layers(const struct model_config *cfg)
+{
+	int n = 0;
+	for (int l = 0; l < cfg->n_layers; l++)
+		n += cfg->layer_is_moe[l];
+	return n;
+}

@@ -1,0 +1,179 @@
+/*
+ * model_tensors — the tensor inventory of each family, written from the
+ * transformers modeling files (OlmoeForCausalLM, Qwen3MoeForCausalLM,
+ * MixtralForCausalLM).
+ */
+#include "engine/model/model_tensors.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/error.h"
+
+struct spec_list {
+	struct tensor_spec *v;
+	size_t n, cap;
+};
+
+static void spec_add(struct spec_list *l, enum tensor_role role, int layer, int64_t rows,
+		     int64_t cols, bool optional, const char *fmt, ...)
+{
+	assert(l->n < l->cap); /* capacity is computed up front from the layer count */
+	struct tensor_spec *s = &l->v[l->n++];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->name, sizeof s->name, fmt, ap);
+	va_end(ap);
+	s->role = role;
+	s->layer = layer;
+	s->ndim = cols > 0 ? 2 : 1;
+	s->shape[0] = rows;
+	s->shape[1] = cols > 0 ? cols : 1;
+	s->optional = optional;
+}
+
+/* Attention tensors of layer i. */
+static void specs_attention(struct spec_list *l, const struct model_config *c, int i)
+{
+	int64_t h = c->hidden, q = (int64_t)c->n_heads * c->head_dim;
+	int64_t kv = (int64_t)c->n_kv_heads * c->head_dim;
+	if (c->attn == ATTN_MLA) {
+		int64_t nh = c->n_heads, qk = c->qk_nope_dim + c->qk_rope_dim;
+		if (c->q_lora_rank > 0) {
+			spec_add(l, TENSOR_ROLE_DENSE, i, c->q_lora_rank, h, false, "model.layers.%d.self_attn.q_a_proj.weight", i);
+			spec_add(l, TENSOR_ROLE_VECTOR, i, c->q_lora_rank, 0, false, "model.layers.%d.self_attn.q_a_layernorm.weight", i);
+			spec_add(l, TENSOR_ROLE_DENSE, i, nh * qk, c->q_lora_rank, false, "model.layers.%d.self_attn.q_b_proj.weight", i);
+		} else {
+			spec_add(l, TENSOR_ROLE_DENSE, i, nh * qk, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
+		}
+		spec_add(l, TENSOR_ROLE_DENSE, i, c->kv_lora_rank + c->qk_rope_dim, h, false,
+			 "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, c->kv_lora_rank, 0, false, "model.layers.%d.self_attn.kv_a_layernorm.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, nh * (c->qk_nope_dim + c->v_head_dim), c->kv_lora_rank, false,
+			 "model.layers.%d.self_attn.kv_b_proj.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, h, nh * c->v_head_dim, false, "model.layers.%d.self_attn.o_proj.weight", i);
+		if (c->dsa) {
+			/* The indexer; a layer that reuses the previous selection
+			 * never runs its own. weights_proj stays f32 (transformers
+			 * keeps it out of fp8: _keep_in_fp32_modules). */
+			bool opt = c->index_shared[i];
+			int64_t ih = c->index_n_heads, id = c->index_head_dim;
+			spec_add(l, TENSOR_ROLE_DENSE, i, ih * id, c->q_lora_rank, opt,
+				 "model.layers.%d.self_attn.indexer.wq_b.weight", i);
+			spec_add(l, TENSOR_ROLE_DENSE, i, id, h, opt, "model.layers.%d.self_attn.indexer.wk.weight", i);
+			spec_add(l, TENSOR_ROLE_VECTOR, i, id, 0, opt, "model.layers.%d.self_attn.indexer.k_norm.weight", i);
+			spec_add(l, TENSOR_ROLE_VECTOR, i, id, 0, opt, "model.layers.%d.self_attn.indexer.k_norm.bias", i);
+			spec_add(l, TENSOR_ROLE_ROUTER, i, ih, h, opt,
+				 "model.layers.%d.self_attn.indexer.weights_proj.weight", i);
+		}
+		return;
+	}
+	spec_add(l, TENSOR_ROLE_DENSE, i, q, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.k_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.v_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, h, q, false, "model.layers.%d.self_attn.o_proj.weight", i);
+	if (c->attn_bias) {
+		spec_add(l, TENSOR_ROLE_VECTOR, i, q, 0, false, "model.layers.%d.self_attn.q_proj.bias", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, kv, 0, false, "model.layers.%d.self_attn.k_proj.bias", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, kv, 0, false, "model.layers.%d.self_attn.v_proj.bias", i);
+	}
+	if (c->qk_norm != QK_NORM_NONE) {
+		int64_t qn = c->qk_norm == QK_NORM_FULL ? q : c->head_dim;
+		int64_t kn = c->qk_norm == QK_NORM_FULL ? kv : c->head_dim;
+		spec_add(l, TENSOR_ROLE_VECTOR, i, qn, 0, false, "model.layers.%d.self_attn.q_norm.weight", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, kn, 0, false, "model.layers.%d.self_attn.k_norm.weight", i);
+	}
+}
+
+/* One decoder layer: norms, attention, and the FFN's resident part. */
+static void specs_layer(struct spec_list *l, const struct model_config *c, int i)
+{
+	int64_t h = c->hidden;
+	const char *moe = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "block_sparse_moe" : "mlp";
+	spec_add(l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.input_layernorm.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.post_attention_layernorm.weight", i);
+	specs_attention(l, c, i);
+	if (c->layer_is_moe[i]) {
+		spec_add(l, TENSOR_ROLE_ROUTER, i, c->n_experts, h, false, "model.layers.%d.%s.gate.weight", i, moe);
+		if (c->router_bias)
+			spec_add(l, TENSOR_ROLE_VECTOR, i, c->n_experts, 0, false,
+				 "model.layers.%d.mlp.gate.e_score_correction_bias", i);
+		if (c->n_shared_experts > 0) {
+			int64_t f = (int64_t)c->moe_intermediate * c->n_shared_experts;
+			spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
+			spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
+			spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
+		}
+	} else {
+		int64_t f = c->intermediate;
+		spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.gate_proj.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.up_proj.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.down_proj.weight", i);
+	}
+}
+
+int model_tensors_resident(const struct model_config *c, struct tensor_spec **out, size_t *n)
+{
+	int stored = c->n_layers + c->n_mtp_layers;
+	struct spec_list l = { .cap = 4 + (size_t)stored * 40 };
+	l.v = calloc(l.cap, sizeof *l.v);
+	if (!l.v)
+		return error_set(ENOMEM, "out of memory");
+	int64_t h = c->hidden;
+	spec_add(&l, TENSOR_ROLE_EMBED, -1, c->vocab, h, false, "model.embed_tokens.weight");
+	for (int i = 0; i < c->n_layers; i++)
+		specs_layer(&l, c, i);
+	spec_add(&l, TENSOR_ROLE_VECTOR, -1, h, 0, false, "model.norm.weight");
+	spec_add(&l, TENSOR_ROLE_DENSE, -1, c->vocab, h, c->tie_embeddings, "lm_head.weight");
+	/* DeepSeek MTP modules: a decoder layer plus its input and output
+	 * heads, stored as layers n_layers.. (MTP weights stay >= int8). */
+	for (int i = c->n_layers; i < stored; i++) {
+		specs_layer(&l, c, i);
+		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.enorm.weight", i);
+		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.hnorm.weight", i);
+		spec_add(&l, TENSOR_ROLE_DENSE, i, h, 2 * h, false, "model.layers.%d.eh_proj.weight", i);
+		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.shared_head.norm.weight", i);
+		spec_add(&l, TENSOR_ROLE_DENSE, i, c->vocab, h, true, "model.layers.%d.shared_head.head.weight", i);
+		spec_add(&l, TENSOR_ROLE_EMBED, i, c->vocab, h, true, "model.layers.%d.embed_tokens.weight", i);
+	}
+	*out = l.v;
+	*n = l.n;
+	return 0;
+}
+
+const char *expert_part_name(enum expert_part part)
+{
+	static const char *const names[EXPERT_PARTS] = { "gate", "up", "down" };
+	return names[part];
+}
+
+void model_expert_name(const struct model_config *c, int layer, int expert,
+		       enum expert_part part, char *buf, size_t len)
+{
+	if (c->expert_naming == EXPERT_NAMING_MIXTRAL) {
+		static const char *const w[EXPERT_PARTS] = { "w1", "w3", "w2" };
+		snprintf(buf, len, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", layer,
+			 expert, w[part]);
+	} else {
+		snprintf(buf, len, "model.layers.%d.mlp.experts.%d.%s_proj.weight", layer, expert,
+			 expert_part_name(part));
+	}
+}
+
+void model_expert_fused_name(const struct model_config *c, int layer, bool gate_up,
+			     char *buf, size_t len)
+{
+	const char *moe = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "block_sparse_moe" : "mlp";
+	snprintf(buf, len, "model.layers.%d.%s.experts.%s", layer, moe,
+		 gate_up ? "gate_up_proj" : "down_proj");
+}
+
+void model_expert_shape(const struct model_config *c, enum expert_part part,
+			int64_t *rows, int64_t *cols)
+{
+	*rows = part == EXPERT_PART_DOWN ? c->hidden : c->moe_intermediate;
+	*cols = part == EXPERT_PART_DOWN ? c->moe_intermediate : c->hidden;
+}

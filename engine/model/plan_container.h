@@ -1,0 +1,42 @@
+/*
+ * plan_container — the bridge from a converted container to the planner's
+ * plain numbers: the model half of the plan inputs and the expert files
+ * (with their mirror copies) whose disks a plan names. Used by plan, run,
+ * doctor, iobench and mirror.
+ */
+#ifndef COLIBRI_ENGINE_PLAN_CONTAINER_H
+#define COLIBRI_ENGINE_PLAN_CONTAINER_H
+
+#include "compute/quant.h"
+#include "engine/model/model_config.h"
+#include "planner/plan.h"
+
+/* A container as the planner sees it: the model half of the
+ * plan inputs (ctx too), and the expert files whose disks the plan names. */
+struct plan_container {
+	struct plan_inputs in;       /* user and machine fields left zero */
+	struct model_config cfg;
+	enum quant_type expert_type;
+	char expert_quant[8];        /* its name */
+	char **paths;                /* [n_paths]: the n_primary expert files "DIR/experts/layer-NNN.bin"
+				      * in manifest order, then the mirror copies that exist */
+	int *path_layer;             /* [n_paths] index of each file's expert layer (manifest order) */
+	int *path_copy;              /* [n_paths] which copy each file is: 0 the primary, k mirror k - 1 */
+	int n_paths;
+	int n_primary;
+};
+
+/* Loads config.json and the manifest of dir. ctx 0 means PLAN_CTX_DEFAULT
+ * positions (at most the model's), batch 0 PLAN_BATCH_DEFAULT, threads 0 the
+ * physical cores. kv_bytes_per_position and scratch_bytes are what
+ * forward_init allocates for that ctx, batch and threads (KV cache and
+ * score rows per position; the rest), plus PLAN_OUTPUT_ROWS logits rows
+ * and PLAN_RESERVE_BYTES. Free with plan_container_free, also after a
+ * failure. -errno with a message on failure. */
+int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads);
+/* The record size most MoE layers share (ties: the smaller): the read the
+ * disk mostly serves, and the block a disk probe should measure. */
+uint64_t plan_container_main_record(const struct plan_container *c);
+void plan_container_free(struct plan_container *c);
+
+#endif
