@@ -292,7 +292,12 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	s->model_loaded = true;
 	/* Learned pinning takes up to half of each frame class's frames beyond
 	 * one step's need; the rest stays a cache for what the workload does now. */
-	if ((rc = pinning_start(&s->pin, &s->model, !o->no_pin)))
+	struct pinning_target pt = {
+		.store = s->model.store, .dir = s->model.dir, .n_layers = s->model.cfg.n_layers,
+		.n_experts = s->model.cfg.n_experts, .max_per_step = s->model.max_experts_per_step,
+		.model_id = manifest_model_id(&s->model.man),
+	};
+	if ((rc = pinning_start(&s->pin, &pt, !o->no_pin)))
 		return rc;
 	s->pin_ready = true;
 	s->t_open = clock_now_s();
@@ -308,13 +313,13 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 void session_safe_point(struct session *s)
 {
 	if (s->pin_ready && s->opt.repin > 0)
-		pinning_repin(&s->pin, &s->model, s->opt.repin);
+		pinning_repin(&s->pin, s->opt.repin);
 }
 
 void session_close(struct session *s)
 {
 	if (s->pin_ready)
-		pinning_finish(&s->pin, &s->model);
+		pinning_finish(&s->pin);
 	if (s->fwd_ready)
 		forward_free(&s->fwd);
 	if (s->pool)

@@ -14,7 +14,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
-#include "engine/decode/pinning.h"
+#include "storage/pinning.h"
 
 struct threadpool;
 

@@ -5,16 +5,28 @@
  * pinned experts for hotter streamed ones at safe points between tokens.
  * Pinning changes which experts are resident, never the results.
  */
-#ifndef COLIBRI_ENGINE_PINNING_H
-#define COLIBRI_ENGINE_PINNING_H
+#ifndef COLIBRI_STORAGE_PINNING_H
+#define COLIBRI_STORAGE_PINNING_H
 
 #include <stdbool.h>
 
-#include "engine/model/model.h"
-#include "engine/decode/usage.h"
 #include "storage/expert_store.h"
+#include "storage/usage.h"
+
+/* What pinning works on: the store, the folder of the usage sidecar, the
+ * shape and identity of the routed experts. The store and dir must outlive
+ * the pinning. */
+struct pinning_target {
+	struct expert_store *store;
+	const char *dir;             /* where usage.json lives (the model folder) */
+	int n_layers;                /* decoder layers whose usage is learned */
+	int n_experts;
+	int max_per_step;            /* frames of each class one step needs */
+	uint64_t model_id;
+};
 
 struct pinning {
+	struct pinning_target t;
 	struct usage usage;          /* counts from earlier runs */
 	struct expert_pin *pins;     /* [cap] the current pinned set */
 	int n_pins, cap;             /* cap: the sum of class_cap */
@@ -30,15 +42,15 @@ struct pinning {
  * experts into at most half of each frame class's frames beyond one step's
  * need (so a class of max_per_step frames, such as an MTP layer's, gets
  * none). A pin set the store refuses is a warning, not a failure. */
-int pinning_start(struct pinning *p, struct model *m, bool enabled);
+int pinning_start(struct pinning *p, const struct pinning_target *t, bool enabled);
 
 /* Between steps: swaps at most max_swaps of the coldest pinned experts for
  * hotter unpinned ones of the same frame class, ranked by earlier runs plus
  * this run's counts. */
-int pinning_repin(struct pinning *p, struct model *m, int max_swaps);
+int pinning_repin(struct pinning *p, int max_swaps);
 
 /* Adds this run's counts and writes the sidecar (a failure is a warning);
  * nothing is saved while an error is pending (the run failed). */
-void pinning_finish(struct pinning *p, struct model *m);
+void pinning_finish(struct pinning *p);
 
 #endif

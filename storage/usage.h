@@ -3,18 +3,16 @@
  * sidecar of the model (MODEL_DIR/usage.json), so that the hottest experts
  * of this user's workload can be pinned at start-up.
  *
- * The file is versioned and carries the model's identity (a hash of every
- * expert record checksum), so counts are never applied to another model or
+ * The file is versioned and carries the model's identity (the caller's
+ * hash; colibri passes one over every expert record checksum), so counts are never applied to another model or
  * format: such a file is ignored with one warning. Writes are atomic (temp
  * file, fsync, rename); a model folder that cannot be written costs a
  * warning, never the run.
  */
-#ifndef COLIBRI_ENGINE_USAGE_H
-#define COLIBRI_ENGINE_USAGE_H
+#ifndef COLIBRI_STORAGE_USAGE_H
+#define COLIBRI_STORAGE_USAGE_H
 
 #include <stdint.h>
-
-#include "engine/model/manifest.h"
 
 #define USAGE_FILE "usage.json"
 #define USAGE_VERSION 1
@@ -26,8 +24,9 @@ struct usage {
 	double *counts;              /* [n_layers, n_experts]; 0 for dense layers */
 };
 
-/* Empty counts for the model described by m (n_layers model layers). */
-int usage_init(struct usage *u, const struct manifest *m, int n_layers);
+/* Empty counts for n_layers layers of n_experts experts of the model whose
+ * identity is model_id. */
+int usage_init(struct usage *u, int n_layers, int n_experts, uint64_t model_id);
 void usage_free(struct usage *u);
 
 /* Adds the sidecar's counts when it exists and belongs to this model;

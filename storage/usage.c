@@ -3,7 +3,7 @@
  * pinned set follows a workload that changes over weeks rather than being
  * ruled forever by its first day.
  */
-#include "engine/decode/usage.h"
+#include "storage/usage.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -22,13 +22,13 @@
 #define USAGE_FORMAT "colibri-usage"
 #define USAGE_DECAY 0.5
 
-int usage_init(struct usage *u, const struct manifest *m, int n_layers)
+int usage_init(struct usage *u, int n_layers, int n_experts, uint64_t model_id)
 {
 	memset(u, 0, sizeof *u);
 	u->n_layers = n_layers;
-	u->n_experts = m->n_experts;
-	u->model_id = manifest_model_id(m);
-	size_t n = (size_t)n_layers * (size_t)(m->n_experts > 0 ? m->n_experts : 1);
+	u->n_experts = n_experts;
+	u->model_id = model_id;
+	size_t n = (size_t)n_layers * (size_t)(n_experts > 0 ? n_experts : 1);
 	u->counts = calloc(n, sizeof *u->counts);
 	return u->counts ? 0 : error_set(ENOMEM, "out of memory");
 }
