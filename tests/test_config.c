@@ -174,7 +174,7 @@ Test(config, family_defaults)
 	cr_expect_eq(cfg.n_group, 8);
 	/* Glm4MoeConfig: first_k_dense_replace 1. */
 	cr_assert_eq(parse_with("glm4_moe", "first_k_dense_replace", NULL, &cfg), 0, "%s", error_message());
-	cr_expect(!cfg.layer_is_moe[0] && cfg.layer_is_moe[1]);
+	cr_expect(!model_config_layer_moe(&cfg, 0) && model_config_layer_moe(&cfg, 1));
 	/* MixtralConfig: eos 2 when config.json names none. */
 	cr_assert_eq(parse_with("mixtral", "eos_token_id", NULL, &cfg), 0, "%s", error_message());
 	cr_expect(cfg.n_eos == 1 && cfg.eos_ids[0] == 2, "n_eos %d, eos %d", cfg.n_eos, cfg.eos_ids[0]);

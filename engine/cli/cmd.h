@@ -6,7 +6,7 @@
 #ifndef COLIBRI_ENGINE_CMD_H
 #define COLIBRI_ENGINE_CMD_H
 
-#include "engine/model/plan_container.h"
+#include "engine/decode/plan_container.h"
 
 int cmd_convert(int argc, char **argv);
 int cmd_logits(int argc, char **argv);

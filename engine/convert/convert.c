@@ -584,7 +584,7 @@ static int convert_plan(struct converter *c)
 		c->prog.tensors_total++;
 	}
 	for (int l = 0; l < c->cfg.n_layers + c->cfg.n_mtp_layers; l++) {
-		if (!c->cfg.layer_is_moe[l])
+		if (!model_config_layer_moe(&c->cfg, l))
 			continue;
 		for (int e = 0; e < c->cfg.n_experts; e++) {
 			for (int p = 0; p < EXPERT_PARTS; p++) {
@@ -721,7 +721,7 @@ int convert_run(const struct convert_options *o)
 		goto fail;
 	}
 	for (int l = 0; l < stored; l++) {
-		if (!c.cfg.layer_is_moe[l])
+		if (!model_config_layer_moe(&c.cfg, l))
 			continue;
 		if ((rc = write_expert_layer(&c, l, &m.layers[m.n_expert_layers++])))
 			goto fail;

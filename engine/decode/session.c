@@ -16,7 +16,7 @@
 
 #include "compute/threadpool.h"
 #include "base/files.h"
-#include "engine/model/plan_container.h"
+#include "engine/decode/plan_container.h"
 #include "planner/plan.h"
 #include "planner/plan_machine.h"
 #include "planner/profile.h"

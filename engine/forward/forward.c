@@ -1,110 +1,115 @@
 /*
  * forward — see forward.h. One step over a chunk of n tokens:
- *   for each layer:
- *     attention block: norm -> q,k,v (matmul over the chunk) -> q/k norm ->
- *       RoPE -> append k,v to the cache -> causal attention per (token, head)
- *       -> o_proj -> residual
- *     FFN block: norm -> dense SwiGLU, or the MoE path:
- *       route (softmax top-k) -> union of the chunk's experts -> request from
- *       the store -> for each delivered expert, its tokens through SwiGLU ->
- *       release -> weighted sum per token in top-k order -> residual
+ *   embed the tokens into the residual stream x;
+ *   for each layer of the table:
+ *     x += mixer(rmsnorm(x))     attention of the row's kind, its state appended
+ *     x += ffn(rmsnorm(x))       dense SwiGLU, or the MoE path of ffn_moe.c
  *   final norm -> lm_head for the requested rows.
+ * Buffers: x, xn, the final hidden states and the MTP input are the
+ * forward's own; everything a block needs comes from the sizes it declares
+ * (block.h): one shared arena as large as the largest need, each kind's own
+ * scratch, a region per thread, and the sequence state's parts.
  */
 #include "engine/forward/forward.h"
 #include "engine/forward/forward_internal.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "compute/kernels.h"
 #include "compute/rope_freq.h"
 #include "compute/threadpool.h"
-#include "base/error.h"
 
+/* What the blocks of n_layers rows declare for ctx and batch: the shared
+ * arena and per-thread region (the largest need of any kind), each kind's
+ * own scratch (the largest of its layers), and the state parts
+ * [2 * n_layers]. */
+struct forward_sizes {
+	size_t shared, thread, own[BLOCK_KINDS];
+};
 
+static void block_sizes_of(const struct model_config *c, int n_layers, int ctx, int batch, struct forward_sizes *fs,
+			   struct seq_part_size *parts)
+{
+	memset(fs, 0, sizeof *fs);
+	for (int l = 0; l < n_layers; l++) {
+		const struct block_kind *kinds[2] = { block_mixer(c->rows[l].mixer), block_ffn(c->rows[l].ffn) };
+		for (int slot = 0; slot < 2; slot++) {
+			struct block_sizes bs;
+			kinds[slot]->sizes(c, l, batch, ctx, &bs);
+			if (bs.shared_bytes > fs->shared)
+				fs->shared = bs.shared_bytes;
+			if (bs.thread_bytes > fs->thread)
+				fs->thread = bs.thread_bytes;
+			if (bs.private_bytes > fs->own[kinds[slot]->id])
+				fs->own[kinds[slot]->id] = bs.private_bytes;
+			parts[2 * l + slot] = (struct seq_part_size){ bs.state_pos_bytes, bs.state_fixed_bytes };
+		}
+	}
+}
 
-/* Every buffer of a forward with its size: the one list that forward_init
+/* The forward's own buffers with their sizes: the one list forward_init
  * allocates, forward_free frees and forward_bytes adds up. */
 struct fbuf {
 	void **ptr;
 	size_t bytes;
 };
 
-#define FORWARD_BUFS 40 /* >= the entries forward_buffers lists */
+#define FORWARD_BUFS (8 + BLOCK_KINDS)
 
-static int forward_buffers(struct forward *f, const struct model_config *c, struct fbuf *b)
+static int forward_buffers(struct forward *f, const struct model_config *c, const struct forward_sizes *fs,
+			   struct fbuf *b)
 {
-	size_t B = (size_t)f->batch, H = (size_t)c->hidden, Q = (size_t)forward_q_dim(c);
-	size_t KV = (size_t)forward_kv_dim(c), A = (size_t)forward_att_dim(c), F = sizeof(float);
-	size_t K = (size_t)(c->top_k > 0 ? c->top_k : 1), E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
-	size_t I = (size_t)(c->moe_intermediate > c->intermediate ? c->moe_intermediate : c->intermediate);
-	size_t Ish = (size_t)c->moe_intermediate * (size_t)c->n_shared_experts;
-	size_t T = (size_t)f->n_threads, C = (size_t)f->ctx;
-	size_t Lyr = (size_t)(c->n_layers + c->n_mtp_layers); /* MTP layers keep their own cache */
-	I = I > Ish ? I : Ish;
+	size_t B = (size_t)f->batch, H = (size_t)c->hidden, F = sizeof(float);
+	size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
 	int n = 0;
 #define FBUF(field, size) (b[n++] = (struct fbuf){ (void **)&f->field, (size) })
-	FBUF(k_cache, Lyr * C * (size_t)forward_k_cache_dim(c) * F);
-	FBUF(v_cache, Lyr * C * (size_t)forward_v_cache_dim(c) * F);
-	FBUF(lat, B * (size_t)(c->q_lora_rank + c->kv_lora_rank + c->qk_rope_dim + 1) * F);
-	FBUF(head_scratch, T * (size_t)forward_head_scratch(c, f->batch) * F);
-	size_t IH = c->dsa ? (size_t)c->index_n_heads : 0, ID = c->dsa ? (size_t)c->index_head_dim : 0;
-	FBUF(ix_k_cache, Lyr * C * ID * F);
-	FBUF(ix_q, B * IH * ID * F);
-	FBUF(ix_k, B * ID * F);
-	FBUF(ix_w, B * IH * F);
-	FBUF(ix_scores, (c->dsa ? B * C : 0) * F);
-	FBUF(ix_sel, B * (size_t)forward_dsa_keep(c, f->ctx) * sizeof(int32_t));
-	FBUF(ix_nsel, (c->dsa ? B : 0) * sizeof(int32_t));
 	FBUF(x, B * H * F);
 	FBUF(xn, B * H * F);
-	FBUF(q, B * Q * F);
-	FBUF(k, B * KV * F);
-	FBUF(v, B * KV * F);
-	FBUF(att, B * A * F);
-	FBUF(tmp, B * H * F);
-	FBUF(router_logits, B * E * F);
-	FBUF(sel, B * K * sizeof(int32_t));
-	FBUF(sel_w, B * K * F);
-	FBUF(expert_out, B * K * H * F);
-	FBUF(e_in, B * H * F);
-	FBUF(e_gate, B * I * F);
-	FBUF(e_up, B * I * F);
-	FBUF(e_down, B * H * F);
-	FBUF(e_tok, B * sizeof(int32_t));
-	FBUF(e_slot, B * sizeof(int32_t));
-	FBUF(wanted, E * sizeof(int32_t));
-	FBUF(scores, T * C * F);
-	FBUF(inv_freq, (size_t)(c->rot_dim / 2 + 1) * F);
-	FBUF(pred_in, B * H * F);
-	FBUF(route_scratch, E * F);
-	FBUF(pred_logits, B * E * F);
-	FBUF(pred_sel, B * K * sizeof(int32_t));
-	FBUF(predicted, Lyr * E * sizeof(int32_t));
 	FBUF(hidden, B * H * F);
 	FBUF(mtp_in, B * 2 * H * F);
+	FBUF(inv_freq, (size_t)(c->rot_dim / 2 + 1) * F);
+	FBUF(predicted, (size_t)(c->n_layers + c->n_mtp_layers) * E * sizeof(int32_t));
+	FBUF(shared, fs->shared);
+	FBUF(threads, (size_t)f->n_threads * fs->thread);
+	for (int k = 0; k < BLOCK_KINDS; k++)
+		FBUF(own[k], fs->own[k]);
 #undef FBUF
-	assert(n <= FORWARD_BUFS);
 	return n;
 }
 
 uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_threads)
 {
 	struct forward f = { .ctx = ctx, .batch = batch, .n_threads = n_threads };
+	int L = c->n_layers + c->n_mtp_layers; /* MTP layers keep their own state */
+	struct seq_part_size *parts = calloc((size_t)(2 * L), sizeof *parts);
+	if (!parts)
+		return UINT64_MAX;
+	struct forward_sizes fs;
+	block_sizes_of(c, L, ctx, batch, &fs, parts);
 	struct fbuf b[FORWARD_BUFS];
-	int n = forward_buffers(&f, c, b);
-	uint64_t sum = 0;
+	int n = forward_buffers(&f, c, &fs, b);
+	uint64_t sum = seq_state_bytes(parts, 2 * L, ctx);
 	for (int i = 0; i < n; i++)
 		sum += b[i].bytes;
+	free(parts);
 	return sum;
 }
 
-int forward_init(struct forward *f, const struct model *m, struct threadpool *pool, int ctx,
-		 int batch)
+const char *forward_state_what(const struct model_config *c)
+{
+	for (int l = 0; l < c->n_layers; l++) {
+		const char *w = block_mixer(c->rows[l].mixer)->state_what;
+		if (w)
+			return w;
+	}
+	return NULL;
+}
+
+int forward_init(struct forward *f, const struct model *m, struct threadpool *pool, int ctx, int batch)
 {
 	memset(f, 0, sizeof *f);
 	const struct model_config *c = &m->cfg;
@@ -114,15 +119,28 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	f->batch = batch;
 	f->n_threads = pool ? threadpool_size(pool) : 1;
 	f->prefetch = true;
+	int rc = forward_layers_bind(f);
+	struct seq_part_size *parts = rc ? NULL : calloc((size_t)(2 * f->n_layers), sizeof *parts);
+	if (!rc && !parts)
+		rc = error_set(ENOMEM, "out of memory");
+	if (rc) {
+		forward_free(f);
+		return rc;
+	}
+	struct forward_sizes fs;
+	block_sizes_of(c, f->n_layers, ctx, batch, &fs, parts);
+	f->thread_bytes = fs.thread;
+	rc = seq_state_init(&f->seq, parts, 2 * f->n_layers, ctx);
+	free(parts);
 	struct fbuf b[FORWARD_BUFS];
-	int n = forward_buffers(f, c, b);
-	for (int i = 0; i < n; i++) {
-		*b[i].ptr = calloc(b[i].bytes ? b[i].bytes : 1, 1);
-		if (!*b[i].ptr) {
-			forward_free(f);
-			return error_set(ENOMEM, "cannot allocate %" PRIu64 " MiB for the KV cache and scratch of %d positions",
-					 forward_bytes(c, ctx, batch, f->n_threads) >> 20, ctx);
-		}
+	int n = forward_buffers(f, c, &fs, b);
+	for (int i = 0; !rc && i < n; i++)
+		if (!(*b[i].ptr = calloc(b[i].bytes ? b[i].bytes : 1, 1)))
+			rc = error_set(ENOMEM, "cannot allocate %" PRIu64 " MiB for the sequence state and scratch of %d "
+				       "positions", forward_bytes(c, ctx, batch, f->n_threads) >> 20, ctx);
+	if (rc) {
+		forward_free(f);
+		return rc;
 	}
 	if (c->yarn)
 		rope_freq_yarn(f->inv_freq, c->rot_dim, c->rope_theta, c->yarn_factor, c->yarn_beta_fast,
@@ -134,268 +152,52 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 
 void forward_free(struct forward *f)
 {
-	struct fbuf b[FORWARD_BUFS];
-	int n = f->m ? forward_buffers(f, &f->m->cfg, b) : 0;
-	for (int i = 0; i < n; i++)
-		free(*b[i].ptr);
+	if (f->m) {
+		struct forward_sizes fs = { 0 };
+		struct fbuf b[FORWARD_BUFS];
+		int n = forward_buffers(f, &f->m->cfg, &fs, b);
+		for (int i = 0; i < n; i++)
+			free(*b[i].ptr);
+	}
+	seq_state_free(&f->seq);
+	forward_layers_free(f);
 	memset(f, 0, sizeof *f);
 }
 
 void forward_reset(struct forward *f)
 {
-	f->pos = 0;
+	seq_state_reset(&f->seq);
 }
 
-static void attention_block(struct forward *f, int layer, int n)
+void forward_rope(const struct forward *f, float *x, int64_t pos)
+{
+	forward_rope_as(f, x, pos, f->m->cfg.rope_interleave);
+}
+
+void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interleave)
 {
 	const struct model_config *c = &f->m->cfg;
-	const struct layer_weights *lw = &f->m->layers[layer];
-	int64_t H = c->hidden;
-	for (int t = 0; t < n; t++)
-		rmsnorm(f->xn + t * H, f->x + t * H, lw->attn_norm, H, c->rms_eps);
-	if (c->attn == ATTN_MLA)
-		attn_mla(f, layer, n);
-	else
-		attn_gqa(f, layer, n);
-	matmul(f->pool, f->tmp, &lw->wo, f->att, n);
-	for (int64_t i = 0; i < n * H; i++)
-		f->x[i] += f->tmp[i];
+	rope(x, c->rot_dim, pos, f->inv_freq, interleave ? ROPE_GPTJ : ROPE_NEOX);
+	if (c->rope_attn_factor != 1.0f)
+		for (int64_t i = 0; i < c->rot_dim; i++)
+			x[i] *= c->rope_attn_factor;
 }
 
-/* gate/up/down SwiGLU over m rows of in[] into out[]. */
-static void swiglu_ffn(struct forward *f, const struct qmatrix *g, const struct qmatrix *u,
-		       const struct qmatrix *d, const float *in, int m, float *out)
-{
-	matmul(f->pool, f->e_gate, g, in, m);
-	matmul(f->pool, f->e_up, u, in, m);
-	swiglu(f->e_gate, f->e_gate, f->e_up, (int64_t)m * g->rows);
-	matmul(f->pool, out, d, f->e_gate, m);
-}
-
-/* Sigmoid scores, correction bias for the choice only, top topk_group
- * groups by the sum of their two best biased scores, top-k inside those
- * groups (masked scores are 0, as in DeepseekV3TopkRouter, or -inf as in the
- * DeepSeek-V3.2 and GLM-5 routers); the weights are
- * the unbiased scores, renormalised (+1e-20) and scaled. */
-static void route_grouped(const struct model_config *c, const float *bias, float *logits, int32_t *sel,
-			  float *w, float *choice)
-{
-	int E = c->n_experts, K = c->top_k, G = c->n_group, per = E / G;
-	for (int e = 0; e < E; e++) {
-		logits[e] = 1.0f / (1.0f + expf(-logits[e]));
-		choice[e] = logits[e] + (bias ? bias[e] : 0.0f);
-	}
-	float gscore[MODEL_GROUPS_MAX] = { 0 };
-	int32_t gsel[MODEL_GROUPS_MAX];
-	for (int g = 0; g < G; g++) {
-		int32_t top2[2];
-		topk(top2, choice + g * per, per, per >= 2 ? 2 : 1);
-		gscore[g] = choice[g * per + top2[0]] + (per >= 2 ? choice[g * per + top2[1]] : 0.0f);
-	}
-	topk(gsel, gscore, G, c->topk_group);
-	for (int g = 0; g < G; g++) {
-		bool keep = false;
-		for (int i = 0; i < c->topk_group; i++)
-			keep |= gsel[i] == g;
-		if (!keep)
-			for (int e = g * per; e < (g + 1) * per; e++)
-				choice[e] = c->router_mask_inf ? -INFINITY : 0.0f;
-	}
-	topk(sel, choice, E, K);
-	float sum = 0;
-	for (int k = 0; k < K; k++) {
-		w[k] = logits[sel[k]];
-		sum += w[k];
-	}
-	for (int k = 0; k < K; k++) {
-		if (c->norm_topk_prob)
-			w[k] /= sum + 1e-20f;
-		w[k] *= c->routed_scaling;
-	}
-}
-
-/* Softmax over all experts, top-k of the probabilities, optional
- * renormalisation: the order of operations of the HF routers. */
-static void route(struct forward *f, int layer, int n)
-{
-	const struct model_config *c = &f->m->cfg;
-	int E = c->n_experts, K = c->top_k;
-	for (int t = 0; t < n; t++) {
-		float *p = f->router_logits + (size_t)t * E;
-		int32_t *sel = f->sel + (size_t)t * K;
-		float *w = f->sel_w + (size_t)t * K;
-		if (c->router == ROUTER_SIGMOID_GROUPED) {
-			route_grouped(c, f->m->layers[layer].router_bias, p, sel, w, f->route_scratch);
-			continue;
-		}
-		softmax(p, E);
-		topk(sel, p, E, K);
-		float sum = 0;
-		for (int k = 0; k < K; k++) {
-			w[k] = p[sel[k]];
-			sum += w[k];
-		}
-		if (c->norm_topk_prob)
-			for (int k = 0; k < K; k++)
-				w[k] /= sum;
-	}
-}
-
-/* The next MoE layer after `layer`, or -1. */
-static int next_moe_layer(const struct model *m, int layer)
-{
-	for (int l = layer + 1; l < m->cfg.n_layers; l++)
-		if (m->layers[l].moe)
-			return l;
-	return -1;
-}
-
-/* Predicts the experts of the next MoE layer by running its router on this
- * layer's residual stream (normed with its own FFN norm) and starts their
- * reads at low priority. The prediction never touches the computation:
- * prefetch on or off, the logits are the same bits. */
-static void prefetch_next(struct forward *f, int layer, int n)
-{
-	const struct model *m = f->m;
-	const struct model_config *c = &m->cfg;
-	int next = next_moe_layer(m, layer);
-	if (!f->prefetch || next < 0)
-		return;
-	const struct layer_weights *lw = &m->layers[next];
-	int64_t H = c->hidden;
-	int E = c->n_experts, K = c->top_k;
-	for (int t = 0; t < n; t++)
-		rmsnorm(f->pred_in + t * H, f->x + t * H, lw->ffn_norm, H, c->rms_eps);
-	matmul(f->pool, f->pred_logits, &lw->router, f->pred_in, n);
-	int32_t *mark = f->predicted + (size_t)next * E;
-	memset(mark, 0, (size_t)E * sizeof *mark);
-	for (int t = 0; t < n; t++) {
-		/* Softmax is monotone: top-k of the logits is top-k of the probabilities. */
-		topk(f->pred_sel + t * K, f->pred_logits + (size_t)t * E, E, K);
-		for (int k = 0; k < K; k++)
-			mark[f->pred_sel[t * K + k]] = 1;
-	}
-	int np = 0;
-	for (int e = 0; e < E; e++)
-		if (mark[e])
-			f->pred_sel[np++] = e; /* pred_sel reused as the id list */
-	f->pf.predicted += (uint64_t)np;
-	expert_store_prefetch(m->store, next, f->pred_sel, np);
-}
-
-/* Scores the prediction made for this layer against what it needed. */
-static void prefetch_score(struct forward *f, int layer, int n_wanted)
-{
-	const int32_t *mark = f->predicted + (size_t)layer * f->m->cfg.n_experts;
-	bool any = false;
-	for (int e = 0; e < f->m->cfg.n_experts && !any; e++)
-		any = mark[e];
-	if (!f->prefetch || !any)
-		return;
-	f->pf.actual += (uint64_t)n_wanted;
-	for (int i = 0; i < n_wanted; i++)
-		f->pf.correct += mark[f->wanted[i]] != 0;
-}
-
-/* Consumes the store's deliveries of the current request, in delivery
- * order: each expert runs over the tokens that chose it. */
-static int moe_experts_run(struct forward *f, int layer, int n)
-{
-	const struct model_config *c = &f->m->cfg;
-	const struct layer_weights *lw = &f->m->layers[layer];
-	struct expert_store *store = f->m->store;
-	int64_t H = c->hidden;
-	int K = c->top_k, rc;
-	int32_t e;
-	const void *rec;
-	while ((rc = expert_store_next(store, &e, &rec)) > 0) {
-		int m = 0;
-		for (int t = 0; t < n; t++)
-			for (int k = 0; k < K; k++)
-				if (f->sel[t * K + k] == e) {
-					f->e_tok[m] = t;
-					f->e_slot[m] = k;
-					memcpy(f->e_in + m * H, f->xn + t * H, H * sizeof(float));
-					m++;
-				}
-		struct qmatrix g, u, d;
-		model_expert_part(&g, lw, rec, EXPERT_PART_GATE);
-		model_expert_part(&u, lw, rec, EXPERT_PART_UP);
-		model_expert_part(&d, lw, rec, EXPERT_PART_DOWN);
-		swiglu_ffn(f, &g, &u, &d, f->e_in, m, f->e_down);
-		expert_store_release(store, layer, e);
-		for (int j = 0; j < m; j++)
-			memcpy(f->expert_out + ((size_t)f->e_tok[j] * K + f->e_slot[j]) * H,
-			       f->e_down + j * H, H * sizeof(float));
-	}
-	return rc < 0 ? rc : 0;
-}
-
-static int moe_block(struct forward *f, int layer, int n)
-{
-	const struct model_config *c = &f->m->cfg;
-	const struct layer_weights *lw = &f->m->layers[layer];
-	struct expert_store *store = f->m->store;
-	int64_t H = c->hidden;
-	int E = c->n_experts, K = c->top_k;
-	matmul(f->pool, f->router_logits, &lw->router, f->xn, n);
-	route(f, layer, n);
-
-	/* Union: each expert any token of the chunk needs, once, ascending. */
-	memset(f->wanted, 0, (size_t)E * sizeof(int32_t));
-	for (int i = 0; i < n * K; i++)
-		f->wanted[f->sel[i]] = 1;
-	int n_wanted = 0;
-	for (int e = 0; e < E; e++)
-		if (f->wanted[e])
-			f->wanted[n_wanted++] = e;
-	prefetch_score(f, layer, n_wanted);
-	/* Rounds of at most the store's capacity; each expert's output lands
-	 * in its (token, slot) cell, so the rounds do not change the sum. */
-	int cap = expert_store_capacity(store, layer), rc = 0;
-	if (cap < 1)
-		return error_set(EINVAL, "layer %d: the expert store has no frames", layer);
-	for (int first = 0; first < n_wanted && !rc; first += cap) {
-		int cnt = n_wanted - first < cap ? n_wanted - first : cap;
-		rc = expert_store_request(store, layer, f->wanted + first, cnt);
-		if (!rc && first == 0)
-			prefetch_next(f, layer, n); /* overlaps this layer's reads and compute */
-		if (!rc)
-			rc = moe_experts_run(f, layer, n);
-	}
-	if (rc)
-		return rc;
-	/* Fixed-order sum: slot 0..K-1, independent of delivery order; then
-	 * the shared experts, which every token uses. */
-	for (int t = 0; t < n; t++) {
-		float *x = f->x + t * H;
-		for (int k = 0; k < K; k++)
-			axpy_f32(x, f->sel_w[t * K + k], f->expert_out + ((size_t)t * K + k) * H, H);
-	}
-	if (lw->shared) {
-		swiglu_ffn(f, &lw->sh_gate, &lw->sh_up, &lw->sh_down, f->xn, n, f->tmp);
-		for (int64_t i = 0; i < n * H; i++)
-			f->x[i] += f->tmp[i];
-	}
-	return 0;
-}
-
-/* One decoder layer over the chunk at positions f->pos..: attention, then
- * the dense or MoE FFN, each with its residual. */
+/* One layer over the chunk at positions f->at..: each block of its row on
+ * the normed residual stream, added back to it (RESIDUAL_PLAIN). */
 static int layer_forward(struct forward *f, int l, int n)
 {
 	const struct model_config *c = &f->m->cfg;
-	const struct layer_weights *lw = &f->m->layers[l];
+	const struct layer *ly = &f->layers[l];
 	int64_t H = c->hidden;
-	attention_block(f, l, n);
 	for (int t = 0; t < n; t++)
-		rmsnorm(f->xn + t * H, f->x + t * H, lw->ffn_norm, H, c->rms_eps);
-	if (lw->moe)
-		return moe_block(f, l, n);
-	swiglu_ffn(f, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down, f->xn, n, f->tmp);
-	for (int64_t i = 0; i < n * H; i++)
-		f->x[i] += f->tmp[i];
-	return 0;
+		rmsnorm(f->xn + t * H, f->x + t * H, ly->attn_norm, H, c->rms_eps);
+	int rc = ly->mixer->run(f, l, n, f->x);
+	if (rc)
+		return rc;
+	for (int t = 0; t < n; t++)
+		rmsnorm(f->xn + t * H, f->x + t * H, ly->ffn_norm, H, c->rms_eps);
+	return ly->ffn->run(f, l, n, f->x);
 }
 
 int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits)
@@ -405,7 +207,7 @@ int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits,
 	int64_t H = c->hidden;
 	if (n <= 0 || n > f->batch)
 		return error_set(EINVAL, "forward: %d tokens in one step (1..%d)", n, f->batch);
-	if (f->pos + n > f->ctx)
+	if (f->seq.pos + n > f->ctx)
 		return error_set(ENOSPC, "context is full: %d positions (raise --ctx)", f->ctx);
 	for (int t = 0; t < n; t++) {
 		if (tokens[t] < 0 || tokens[t] >= c->vocab)
@@ -413,12 +215,13 @@ int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits,
 					 c->vocab - 1);
 		quant_row_dequantize(f->x + t * H, &m->embed, tokens[t]);
 	}
+	f->at = f->seq.pos;
 	for (int l = 0; l < c->n_layers; l++) {
 		int rc = layer_forward(f, l, n);
 		if (rc)
 			return rc;
 	}
-	f->pos += n;
+	f->seq.pos += n;
 	/* Every row's final hidden state stays in f->hidden (the MTP input). */
 	for (int t = 0; t < n; t++)
 		rmsnorm(f->hidden + t * H, f->x + t * H, m->final_norm, H, c->rms_eps);
@@ -435,11 +238,11 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 	const struct model *m = f->m;
 	const struct model_config *c = &m->cfg;
 	int64_t H = c->hidden;
-	if (module < 0 || module >= m->n_mtp)
+	if (module < 0 || module >= f->n_mtp)
 		return error_set(EINVAL, "the model has no MTP module %d", module);
 	if (n <= 0 || n > f->batch || pos0 < 0 || pos0 + n > f->ctx)
 		return error_set(EINVAL, "MTP: %d rows at position %d do not fit", n, pos0);
-	const struct mtp_weights *w = &m->mtp[module];
+	const struct mtp_weights *w = &f->mtp[module];
 	/* u_t = eh_proj([enorm(E[next_t]); hnorm(h_t)]), embedding first. */
 	for (int t = 0; t < n; t++) {
 		float *in = f->mtp_in + (size_t)t * 2 * H;
@@ -450,10 +253,8 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 		rmsnorm(in + H, hidden + (size_t)t * H, w->hnorm, H, c->rms_eps);
 	}
 	matmul(f->pool, f->x, &w->eh_proj, f->mtp_in, n);
-	int32_t saved = f->pos;
-	f->pos = pos0;
+	f->at = pos0;
 	int rc = layer_forward(f, c->n_layers + module, n);
-	f->pos = saved;
 	if (rc)
 		return rc;
 	for (int t = 0; t < n; t++)
@@ -463,4 +264,21 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 	if (logits)
 		matmul(f->pool, logits, &w->head, f->xn, n);
 	return 0;
+}
+
+int forward_rewind(struct forward *f, int32_t pos, const int32_t *tokens)
+{
+	int rc = seq_state_truncate(&f->seq, pos);
+	if (rc != -EAGAIN)
+		return rc;
+	int32_t from = f->seq.snap_pos;
+	if (from < 0 || from > pos)
+		return error_set(EINVAL, "sequence state: no snapshot before position %d to replay from", pos);
+	if ((rc = seq_state_restore(&f->seq)))
+		return rc;
+	for (int32_t i = 0; !rc && i < pos - from; i += f->batch) {
+		int len = pos - from - i < f->batch ? pos - from - i : f->batch;
+		rc = forward_step(f, tokens + i, len, NULL, false);
+	}
+	return rc;
 }

@@ -1,42 +1,50 @@
 /*
- * forward_internal — what the forward pass's files share: buffer widths per
- * attention kind and the attention blocks (attn_gqa.c, attn_mla.c). Each
- * block reads the normed input f->xn for n tokens at positions f->pos..,
- * appends to the layer's KV cache and writes f->att; forward.c applies
- * o_proj and the residual.
+ * forward_internal — what the block files of engine/forward/ share with
+ * forward.c: their scratch regions, their sequence-state parts, RoPE with
+ * the model's frequencies, and the layer table's binding (layers.c).
  */
 #ifndef COLIBRI_ENGINE_FORWARD_INTERNAL_H
 #define COLIBRI_ENGINE_FORWARD_INTERNAL_H
 
 #include "engine/forward/forward.h"
 
-/* Query width of a token (all heads). */
-int64_t forward_q_dim(const struct model_config *c);
-/* K/V projection width (GQA), 0 for MLA. */
-int64_t forward_kv_dim(const struct model_config *c);
-/* Attention output width, the input of o_proj. */
-int64_t forward_att_dim(const struct model_config *c);
-/* Floats per cached position and layer. */
-int64_t forward_k_cache_dim(const struct model_config *c);
-int64_t forward_v_cache_dim(const struct model_config *c);
-/* Per-thread scratch floats of one attention task (a head over up to batch
- * tokens), beyond the scores. */
-int64_t forward_head_scratch(const struct model_config *c, int batch);
+/* The kind's scratch valid during one run call (shared with every kind). */
+static inline struct carve forward_shared(const struct forward *f)
+{
+	return (struct carve){ f->shared, 0 };
+}
 
-void attn_gqa(struct forward *f, int layer, int n);
-void attn_mla(struct forward *f, int layer, int n);
+/* The kind's own scratch, kept between runs. */
+static inline struct carve forward_own(const struct forward *f, const struct block_kind *k)
+{
+	return (struct carve){ f->own[k->id], 0 };
+}
+
+/* Worker thread's scratch during one run. */
+static inline struct carve forward_thread(const struct forward *f, int thread)
+{
+	return (struct carve){ f->threads + (size_t)thread * f->thread_bytes, 0 };
+}
+
+/* The sequence-state rows of layer's mixer (slot 0) or FFN (slot 1). */
+static inline uint8_t *forward_state_rows(const struct forward *f, int layer, int slot)
+{
+	return seq_state_rows(&f->seq, 2 * layer + slot);
+}
 
 /* Rotates x[rot_dim] at pos with the model's pairing and YaRN factor. */
 void forward_rope(const struct forward *f, float *x, int64_t pos);
 /* The same with the pairing given: interleave 1 pairs (2i, 2i+1). */
 void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interleave);
 
-/* Positions the DSA indexer keeps per query in a context of ctx (0 without
- * DSA): the width of f->ix_sel. */
-int64_t forward_dsa_keep(const struct model_config *c, int ctx);
-/* Runs the indexer of layer for n tokens (input f->xn, query latent qr
- * [n, q_lora_rank]); appends to its key cache and leaves each token's kept
- * positions, increasing, in f->ix_sel / f->ix_nsel (attn_dsa.c). */
-void dsa_select(struct forward *f, int layer, int n, const float *qr);
+/* SwiGLU down(silu(gate(in)) * up(in)) over m rows into out, through the
+ * buffers gate and up [m, g->rows] (ffn_dense.c). */
+void ffn_swiglu(const struct forward *f, const struct qmatrix *g, const struct qmatrix *u, const struct qmatrix *d,
+		const float *in, int m, float *gate, float *up, float *out);
+
+/* Fills f->layers (and f->mtp) from the model: each row's norms and the
+ * weights of its two kinds (layers.c). */
+int forward_layers_bind(struct forward *f);
+void forward_layers_free(struct forward *f);
 
 #endif

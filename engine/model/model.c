@@ -52,7 +52,7 @@ static int read_resident(struct model *m)
 }
 
 /* Finds a resident tensor with the expected shape (cols 0 = a vector). */
-static int find(struct model *m, const char *name, int64_t rows, int64_t cols,
+static int find(const struct model *m, const char *name, int64_t rows, int64_t cols,
 		const struct manifest_tensor **out)
 {
 	const struct manifest_tensor *t = manifest_find(&m->man, name);
@@ -65,8 +65,7 @@ static int find(struct model *m, const char *name, int64_t rows, int64_t cols,
 	return 0;
 }
 
-static int get_matrix(struct model *m, struct qmatrix *q, int64_t rows, int64_t cols,
-		      const char *fmt, int layer)
+int model_matrix(const struct model *m, struct qmatrix *q, int64_t rows, int64_t cols, const char *fmt, int layer)
 {
 	char name[TENSOR_NAME_MAX];
 	snprintf(name, sizeof name, fmt, layer);
@@ -78,7 +77,7 @@ static int get_matrix(struct model *m, struct qmatrix *q, int64_t rows, int64_t 
 	return 0;
 }
 
-static int get_vector(struct model *m, const float **v, int64_t n, const char *fmt, int layer)
+int model_vector(const struct model *m, const float **v, int64_t n, const char *fmt, int layer)
 {
 	char name[TENSOR_NAME_MAX];
 	snprintf(name, sizeof name, fmt, layer);
@@ -89,137 +88,11 @@ static int get_vector(struct model *m, const float **v, int64_t n, const char *f
 	return rc;
 }
 
-static int load_indexer(struct model *m, int i, struct layer_weights *lw)
+bool model_has(const struct model *m, const char *fmt, int layer)
 {
-	const struct model_config *c = &m->cfg;
-	int64_t ih = c->index_n_heads, id = c->index_head_dim;
-	int rc = 0;
-	rc = rc ? rc : get_matrix(m, &lw->ix_wq_b, ih * id, c->q_lora_rank, "model.layers.%d.self_attn.indexer.wq_b.weight", i);
-	rc = rc ? rc : get_matrix(m, &lw->ix_wk, id, c->hidden, "model.layers.%d.self_attn.indexer.wk.weight", i);
-	rc = rc ? rc : get_vector(m, &lw->ix_k_norm, id, "model.layers.%d.self_attn.indexer.k_norm.weight", i);
-	rc = rc ? rc : get_vector(m, &lw->ix_k_bias, id, "model.layers.%d.self_attn.indexer.k_norm.bias", i);
-	rc = rc ? rc : get_matrix(m, &lw->ix_weights, ih, c->hidden, "model.layers.%d.self_attn.indexer.weights_proj.weight", i);
-	if (!rc && lw->ix_weights.type != QUANT_F32)
-		rc = error_set(EINVAL, "%s: layer %d indexer weights_proj is not f32", m->dir, i);
-	return rc;
-}
-
-static int load_attention(struct model *m, int i, struct layer_weights *lw)
-{
-	const struct model_config *c = &m->cfg;
-	int64_t h = c->hidden, q = (int64_t)c->n_heads * c->head_dim;
-	int64_t kv = (int64_t)c->n_kv_heads * c->head_dim;
-	int rc = 0;
-	if (c->attn == ATTN_MLA) {
-		int64_t nh = c->n_heads, qk = c->qk_nope_dim + c->qk_rope_dim;
-		if (c->q_lora_rank > 0) {
-			rc = rc ? rc : get_matrix(m, &lw->q_a, c->q_lora_rank, h, "model.layers.%d.self_attn.q_a_proj.weight", i);
-			rc = rc ? rc : get_vector(m, &lw->q_a_norm, c->q_lora_rank, "model.layers.%d.self_attn.q_a_layernorm.weight", i);
-			rc = rc ? rc : get_matrix(m, &lw->q_b, nh * qk, c->q_lora_rank, "model.layers.%d.self_attn.q_b_proj.weight", i);
-		} else {
-			rc = rc ? rc : get_matrix(m, &lw->wq, nh * qk, h, "model.layers.%d.self_attn.q_proj.weight", i);
-		}
-		rc = rc ? rc : get_matrix(m, &lw->kv_a, c->kv_lora_rank + c->qk_rope_dim, h,
-					  "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", i);
-		rc = rc ? rc : get_vector(m, &lw->kv_a_norm, c->kv_lora_rank, "model.layers.%d.self_attn.kv_a_layernorm.weight", i);
-		rc = rc ? rc : get_matrix(m, &lw->kv_b, nh * (c->qk_nope_dim + c->v_head_dim), c->kv_lora_rank,
-					  "model.layers.%d.self_attn.kv_b_proj.weight", i);
-		rc = rc ? rc : get_matrix(m, &lw->wo, h, nh * c->v_head_dim, "model.layers.%d.self_attn.o_proj.weight", i);
-		if (!rc && c->dsa && !c->index_shared[i])
-			rc = load_indexer(m, i, lw);
-		return rc;
-	}
-	rc = rc ? rc : get_matrix(m, &lw->wq, q, h, "model.layers.%d.self_attn.q_proj.weight", i);
-	rc = rc ? rc : get_matrix(m, &lw->wk, kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
-	rc = rc ? rc : get_matrix(m, &lw->wv, kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
-	rc = rc ? rc : get_matrix(m, &lw->wo, h, q, "model.layers.%d.self_attn.o_proj.weight", i);
-	if (!rc && c->attn_bias) {
-		rc = get_vector(m, &lw->bq, q, "model.layers.%d.self_attn.q_proj.bias", i);
-		rc = rc ? rc : get_vector(m, &lw->bk, kv, "model.layers.%d.self_attn.k_proj.bias", i);
-		rc = rc ? rc : get_vector(m, &lw->bv, kv, "model.layers.%d.self_attn.v_proj.bias", i);
-	}
-	if (!rc && c->qk_norm != QK_NORM_NONE) {
-		bool full = c->qk_norm == QK_NORM_FULL;
-		rc = get_vector(m, &lw->q_norm, full ? q : c->head_dim, "model.layers.%d.self_attn.q_norm.weight", i);
-		rc = rc ? rc : get_vector(m, &lw->k_norm, full ? kv : c->head_dim,
-					  "model.layers.%d.self_attn.k_norm.weight", i);
-	}
-	return rc;
-}
-
-static int load_moe(struct model *m, int i, struct layer_weights *lw)
-{
-	const struct model_config *c = &m->cfg;
-	int64_t h = c->hidden;
-	const char *fmt = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "model.layers.%d.block_sparse_moe.gate.weight"
-								      : "model.layers.%d.mlp.gate.weight";
-	int rc = get_matrix(m, &lw->router, c->n_experts, h, fmt, i);
-	if (!rc && lw->router.type != QUANT_F32)
-		rc = error_set(EINVAL, "%s: layer %d router is not f32", m->dir, i);
-	if (!rc && c->router_bias)
-		rc = get_vector(m, &lw->router_bias, c->n_experts, "model.layers.%d.mlp.gate.e_score_correction_bias", i);
-	if (!rc && c->n_shared_experts > 0) {
-		int64_t f = (int64_t)c->moe_intermediate * c->n_shared_experts;
-		lw->shared = true;
-		rc = get_matrix(m, &lw->sh_gate, f, h, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
-		rc = rc ? rc : get_matrix(m, &lw->sh_up, f, h, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
-		rc = rc ? rc : get_matrix(m, &lw->sh_down, h, f, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
-	}
-	lw->experts = manifest_expert_layer(&m->man, i);
-	if (!rc && !lw->experts)
-		rc = error_set(EINVAL, "%s/manifest.json: layer %d has no expert file", m->dir, i);
-	for (int p = 0; !rc && p < EXPERT_PARTS; p++) {
-		int64_t r, cc;
-		model_expert_shape(c, (enum expert_part)p, &r, &cc);
-		if (lw->experts->parts[p].shape[0] != r || lw->experts->parts[p].shape[1] != cc)
-			rc = error_set(EINVAL, "%s/manifest.json: layer %d expert part %s has the wrong shape",
-				       m->dir, i, expert_part_name((enum expert_part)p));
-	}
-	return rc;
-}
-
-static int load_layer(struct model *m, int i)
-{
-	const struct model_config *c = &m->cfg;
-	struct layer_weights *lw = &m->layers[i];
-	int64_t h = c->hidden;
-	int rc = 0;
-	rc = rc ? rc : get_vector(m, &lw->attn_norm, h, "model.layers.%d.input_layernorm.weight", i);
-	rc = rc ? rc : get_vector(m, &lw->ffn_norm, h, "model.layers.%d.post_attention_layernorm.weight", i);
-	rc = rc ? rc : load_attention(m, i, lw);
-	if (rc)
-		return rc;
-	lw->moe = c->layer_is_moe[i];
-	if (lw->moe)
-		return load_moe(m, i, lw);
-	int64_t f = c->intermediate;
-	rc = get_matrix(m, &lw->ffn_gate, f, h, "model.layers.%d.mlp.gate_proj.weight", i);
-	rc = rc ? rc : get_matrix(m, &lw->ffn_up, f, h, "model.layers.%d.mlp.up_proj.weight", i);
-	rc = rc ? rc : get_matrix(m, &lw->ffn_down, h, f, "model.layers.%d.mlp.down_proj.weight", i);
-	return rc;
-}
-
-static int load_mtp(struct model *m, int layer, struct mtp_weights *w)
-{
-	const struct model_config *c = &m->cfg;
-	int64_t h = c->hidden;
-	int rc = 0;
 	char name[TENSOR_NAME_MAX];
-	rc = rc ? rc : get_vector(m, &w->enorm, h, "model.layers.%d.enorm.weight", layer);
-	rc = rc ? rc : get_vector(m, &w->hnorm, h, "model.layers.%d.hnorm.weight", layer);
-	rc = rc ? rc : get_matrix(m, &w->eh_proj, h, 2 * h, "model.layers.%d.eh_proj.weight", layer);
-	rc = rc ? rc : get_vector(m, &w->head_norm, h, "model.layers.%d.shared_head.norm.weight", layer);
-	if (rc)
-		return rc;
-	snprintf(name, sizeof name, "model.layers.%d.shared_head.head.weight", layer);
-	w->head = m->lm_head;
-	if (manifest_find(&m->man, name))
-		rc = get_matrix(m, &w->head, c->vocab, h, "model.layers.%d.shared_head.head.weight", layer);
-	snprintf(name, sizeof name, "model.layers.%d.embed_tokens.weight", layer);
-	w->embed = m->embed;
-	if (!rc && manifest_find(&m->man, name))
-		rc = get_matrix(m, &w->embed, c->vocab, h, "model.layers.%d.embed_tokens.weight", layer);
-	return rc;
+	snprintf(name, sizeof name, fmt, layer);
+	return manifest_find(&m->man, name) != NULL;
 }
 
 uint64_t model_expert_bytes(const struct model *m)
@@ -243,7 +116,8 @@ static int open_store(struct model *m, const struct model_options *opt)
 	if (!d || !paths)
 		rc = error_set(ENOMEM, "out of memory");
 	for (int i = 0; !rc && i < n; i++) {
-		const struct manifest_expert_layer *l = m->layers[i].moe ? m->layers[i].experts : NULL;
+		const struct manifest_expert_layer *l =
+			model_config_layer_moe(&m->cfg, i) ? manifest_expert_layer(&m->man, i) : NULL;
 		if (!l)
 			continue;
 		d[i].record_bytes = l->record_bytes;
@@ -287,6 +161,22 @@ out:
 	return rc;
 }
 
+/* Layer l's expert file is listed and its parts have the config's shapes. */
+static int check_expert_layer(const struct model *m, int l)
+{
+	const struct manifest_expert_layer *el = manifest_expert_layer(&m->man, l);
+	if (!el)
+		return error_set(EINVAL, "%s/manifest.json: layer %d has no expert file", m->dir, l);
+	for (int p = 0; p < EXPERT_PARTS; p++) {
+		int64_t r, cc;
+		model_expert_shape(&m->cfg, (enum expert_part)p, &r, &cc);
+		if (el->parts[p].shape[0] != r || el->parts[p].shape[1] != cc)
+			return error_set(EINVAL, "%s/manifest.json: layer %d expert part %s has the wrong shape", m->dir,
+					 l, expert_part_name((enum expert_part)p));
+	}
+	return 0;
+}
+
 /* The container holds what config.json describes and nothing else: every
  * resident tensor is one of the family's tensors for this config, and every
  * expert file belongs to an MoE layer. A num_hidden_layers smaller than the
@@ -311,13 +201,17 @@ static int check_container_matches_config(struct model *m)
 	}
 	for (size_t i = 0; !rc && i < m->man.n_expert_layers; i++) {
 		int l = m->man.layers[i].layer;
-		if (l >= c->n_layers + c->n_mtp_layers || !c->layer_is_moe[l])
+		if (l >= c->n_layers + c->n_mtp_layers || !model_config_layer_moe(c, l))
 			rc = error_set(EINVAL, "%s: the container holds routed experts for layer %d, which config.json "
 				       "(%d layers) does not describe as an MoE layer", m->dir, l, c->n_layers);
 	}
 	if (!rc && m->man.n_experts != c->n_experts && m->man.n_expert_layers)
 		rc = error_set(EINVAL, "%s: the container holds %d experts per layer, config.json says %d", m->dir,
 			       m->man.n_experts, c->n_experts);
+	/* Each MoE decoder layer has its expert file, in the config's shapes
+	 * (MTP layers are checked once model_load knows they are loaded). */
+	for (int l = 0; !rc && l < c->n_layers; l++)
+		rc = model_config_layer_moe(c, l) ? check_expert_layer(m, l) : 0;
 	free(specs);
 	return rc;
 }
@@ -342,23 +236,18 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 	char probe[TENSOR_NAME_MAX];
 	snprintf(probe, sizeof probe, "model.layers.%d.eh_proj.weight", c->n_layers);
 	m->n_mtp = c->n_mtp_layers > 0 && manifest_find(&m->man, probe) ? c->n_mtp_layers : 0;
-	m->layers = calloc((size_t)(c->n_layers + m->n_mtp), sizeof *m->layers);
-	m->mtp = calloc((size_t)m->n_mtp + 1, sizeof *m->mtp);
-	if (!m->layers || !m->mtp)
-		return error_set(ENOMEM, "out of memory");
-	if ((rc = get_matrix(m, &m->embed, c->vocab, c->hidden, "model.embed_tokens.weight", 0)) ||
-	    (rc = get_vector(m, &m->final_norm, c->hidden, "model.norm.weight", 0)))
+	for (int l = c->n_layers; !rc && l < c->n_layers + m->n_mtp; l++)
+		rc = model_config_layer_moe(c, l) ? check_expert_layer(m, l) : 0;
+	rc = rc ? rc : model_matrix(m, &m->embed, c->vocab, c->hidden, "model.embed_tokens.weight", 0);
+	rc = rc ? rc : model_vector(m, &m->final_norm, c->hidden, "model.norm.weight", 0);
+	if (rc)
 		return rc;
 	if (manifest_find(&m->man, "lm_head.weight"))
-		rc = get_matrix(m, &m->lm_head, c->vocab, c->hidden, "lm_head.weight", 0);
+		rc = model_matrix(m, &m->lm_head, c->vocab, c->hidden, "lm_head.weight", 0);
 	else if (c->tie_embeddings)
 		m->lm_head = m->embed;
 	else
 		rc = error_set(EINVAL, "%s/manifest.json: missing tensor lm_head.weight", dir);
-	for (int i = 0; !rc && i < c->n_layers + m->n_mtp; i++)
-		rc = load_layer(m, i);
-	for (int i = 0; !rc && i < m->n_mtp; i++)
-		rc = load_mtp(m, c->n_layers + i, &m->mtp[i]);
 	if (rc)
 		return rc;
 	/* A step needs one token's top-k pinned at once; larger unions (prefill
@@ -370,18 +259,16 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 void model_free(struct model *m)
 {
 	expert_store_close(m->store);
-	free(m->layers);
-	free(m->mtp);
 	free(m->resident);
 	manifest_free(&m->man);
 	free(m->dir);
 	memset(m, 0, sizeof *m);
 }
 
-void model_expert_part(struct qmatrix *out, const struct layer_weights *lw, const void *record,
+void model_expert_part(struct qmatrix *out, const struct manifest_expert_layer *l, const void *record,
 		       enum expert_part part)
 {
-	const struct manifest_tensor *t = &lw->experts->parts[part];
+	const struct manifest_tensor *t = &l->parts[part];
 	quant_matrix_view(out, (const uint8_t *)record + t->offset, t->type, t->shape[0], t->shape[1],
 			  t->group);
 }

@@ -91,6 +91,32 @@ static const struct family_defaults family_defaults[] = {
 	[MODEL_ARCH_GLM_MOE_DSA] = { 1e-5, 10000.0, 2.5, 202752, 0, 1, 1, 1, 3 },
 };
 
+/* Row l has routed experts (FFN_MOE; set_rows adds the shared experts). */
+static void set_moe(struct model_config *cfg, int l, bool moe)
+{
+	cfg->rows[l].ffn = moe ? FFN_MOE : FFN_DENSE;
+}
+
+/* Each row's block kinds once the family is parsed: the family's mixer
+ * (MLA for DeepSeek-V3, MLA + DSA for DeepSeek-V3.2 and GLM-5, GQA for the
+ * others) and shared experts beside the routed ones when the family has
+ * them. Norms and residuals are plain in every family so far. */
+static void set_rows(struct model_config *cfg)
+{
+	enum mixer_kind mixer = MIXER_GQA;
+	if (cfg->arch == MODEL_ARCH_DEEPSEEK_V3)
+		mixer = MIXER_MLA;
+	else if (cfg->arch == MODEL_ARCH_DEEPSEEK_V32 || cfg->arch == MODEL_ARCH_GLM_MOE_DSA)
+		mixer = MIXER_MLA_DSA;
+	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++) {
+		cfg->rows[l].norm = NORM_RMS;
+		cfg->rows[l].residual = RESIDUAL_PLAIN;
+		cfg->rows[l].mixer = mixer;
+		if (cfg->rows[l].ffn == FFN_MOE && cfg->n_shared_experts > 0)
+			cfg->rows[l].ffn = FFN_MOE_SHARED;
+	}
+}
+
 /* rope_theta, or rope_parameters.rope_theta as the newest transformers
  * write it; YaRN scaling (DeepSeek-V3) is read here, other scaled RoPE
  * variants are refused rather than run wrongly. */
@@ -143,7 +169,6 @@ static int parse_deepseek_v3(struct model_config *cfg, const cJSON *j, const cha
 {
 	int32_t first_dense = family_defaults[cfg->arch].first_dense, freq = 1;
 	int rc = 0;
-	cfg->attn = ATTN_MLA;
 	cfg->qk_norm = QK_NORM_NONE;
 	cfg->expert_naming = EXPERT_NAMING_MLP;
 	cfg->router = ROUTER_SIGMOID_GROUPED;
@@ -171,7 +196,7 @@ static int parse_deepseek_v3(struct model_config *cfg, const cJSON *j, const cha
 	if (cfg->n_layers + cfg->n_mtp_layers > MODEL_LAYERS_MAX)
 		return error_set(EINVAL, "%s: too many layers", src);
 	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++)
-		cfg->layer_is_moe[l] = l >= first_dense && (l >= cfg->n_layers || l % freq == 0);
+		set_moe(cfg, l, l >= first_dense && (l >= cfg->n_layers || l % freq == 0));
 	return 0;
 }
 
@@ -191,7 +216,7 @@ static int parse_mlp_layer_types(struct model_config *cfg, const cJSON *j, const
 		bool sparse = cJSON_IsString(e) && strcmp(e->valuestring, "sparse") == 0;
 		if (!dense && !sparse)
 			return error_set(EINVAL, "%s: mlp_layer_types[%d] must be \"dense\" or \"sparse\"", src, l);
-		cfg->layer_is_moe[l] = sparse;
+		set_moe(cfg, l, sparse);
 	}
 	return 0;
 }
@@ -254,7 +279,6 @@ static int parse_dsa(struct model_config *cfg, const cJSON *j, const char *src)
 {
 	int32_t n_heads_default = cfg->arch == MODEL_ARCH_GLM_MOE_DSA ? 32 : 64;
 	int rc = 0;
-	cfg->dsa = true;
 	cfg->router_mask_inf = true; /* DeepseekV32 / GlmMoeDsa routers mask with -inf */
 	rc = rc ? rc : cfg_int(j, src, "index_n_heads", n_heads_default, 1, 4096, &cfg->index_n_heads);
 	rc = rc ? rc : cfg_int(j, src, "index_head_dim", 128, 1, 1 << 16, &cfg->index_head_dim);
@@ -283,7 +307,6 @@ static int parse_glm4_moe(struct model_config *cfg, const cJSON *j, const char *
 	float partial = 0.5f;
 	bool qk_norm = false;
 	int rc = 0;
-	cfg->attn = ATTN_GQA;
 	cfg->expert_naming = EXPERT_NAMING_MLP;
 	cfg->router = ROUTER_SIGMOID_GROUPED;
 	cfg->router_bias = true;
@@ -301,7 +324,7 @@ static int parse_glm4_moe(struct model_config *cfg, const cJSON *j, const char *
 	if (cfg->n_layers + cfg->n_mtp_layers > MODEL_LAYERS_MAX)
 		return error_set(EINVAL, "%s: too many layers", src);
 	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++)
-		cfg->layer_is_moe[l] = l >= first_dense;
+		set_moe(cfg, l, l >= first_dense);
 	return 0;
 }
 
@@ -448,7 +471,7 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", false, &cfg->norm_topk_prob);
 		rc = rc ? rc : cfg_float(j, src, "clip_qkv", 0.0, 0.0, 1e30, true, &cfg->clip_qkv);
 		for (int l = 0; l < cfg->n_layers; l++)
-			cfg->layer_is_moe[l] = true;
+			set_moe(cfg, l, true);
 		break;
 	case MODEL_ARCH_QWEN3_MOE: {
 		cfg->qk_norm = QK_NORM_HEAD;
@@ -471,8 +494,8 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		if ((rc = parse_mlp_only_layers(cfg, j, src, dense_only)))
 			return rc;
 		for (int l = 0; l < cfg->n_layers; l++) {
-			cfg->layer_is_moe[l] = !dense_only[l] && cfg->n_experts > 0 && (l + 1) % step == 0;
-			if (!cfg->layer_is_moe[l] && cfg->intermediate <= 0)
+			set_moe(cfg, l, !dense_only[l] && cfg->n_experts > 0 && (l + 1) % step == 0);
+			if (!model_config_layer_moe(cfg, l) && cfg->intermediate <= 0)
 				return error_set(EINVAL, "%s: layer %d is dense but intermediate_size is missing",
 						 src, l);
 		}
@@ -487,11 +510,12 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		rc = rc ? rc : cfg_int(j, src, "sliding_window", 0, 0, INT32_MAX, &cfg->sliding_window);
 		rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
 		for (int l = 0; l < cfg->n_layers; l++)
-			cfg->layer_is_moe[l] = true;
+			set_moe(cfg, l, true);
 		break;
 	}
 	if (rc)
 		return rc;
+	set_rows(cfg);
 	/* Softmax scale: 1/sqrt(q.k dims), times YaRN's mscale^2 (DeepSeek). */
 	cfg->attn_scale = 1.0f / sqrtf((float)cfg->head_dim);
 	if (cfg->yarn && cfg->yarn_mscale_all_dim > 0 && cfg->yarn_factor > 1) {
@@ -537,6 +561,24 @@ int model_config_moe_layers(const struct model_config *cfg)
 {
 	int n = 0;
 	for (int l = 0; l < cfg->n_layers; l++)
-		n += cfg->layer_is_moe[l];
+		n += model_config_layer_moe(cfg, l);
 	return n;
+}
+
+bool model_config_layer_moe(const struct model_config *cfg, int l)
+{
+	return cfg->rows[l].ffn != FFN_DENSE;
+}
+
+bool model_config_has_mixer(const struct model_config *cfg, enum mixer_kind k)
+{
+	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++)
+		if (cfg->rows[l].mixer == k)
+			return true;
+	return false;
+}
+
+bool model_config_mla(const struct model_config *cfg)
+{
+	return model_config_has_mixer(cfg, MIXER_MLA) || model_config_has_mixer(cfg, MIXER_MLA_DSA);
 }

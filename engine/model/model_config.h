@@ -23,9 +23,32 @@ enum model_arch {
 	MODEL_ARCH_GLM_MOE_DSA,      /* GLM-5: the same blocks, GLM's RoPE defaults */
 };
 
-/* Attention block: grouped-query attention over per-head K/V, or DeepSeek's
- * multi-head latent attention over a compressed KV cache. */
-enum attn_kind { ATTN_GQA = 0, ATTN_MLA };
+/* A layer is a row of block kinds (struct layer_row); the forward pass
+ * walks the rows (engine/forward/block.h). */
+
+/* Token mixer: grouped-query attention over per-head K/V; DeepSeek's
+ * multi-head latent attention over a compressed KV cache; MLA whose keys
+ * the DSA indexer selects (DeepSeek-V3.2, GLM-5). */
+enum mixer_kind { MIXER_GQA = 0, MIXER_MLA, MIXER_MLA_DSA };
+#define MIXER_KINDS 3
+
+/* Feed-forward block: a dense SwiGLU MLP; routed experts; routed experts
+ * plus shared experts every token runs. */
+enum ffn_kind { FFN_DENSE = 0, FFN_MOE, FFN_MOE_SHARED };
+#define FFN_KINDS 3
+
+/* The norm before each block: RMSNorm with the layer's weight. */
+enum norm_kind { NORM_RMS = 0 };
+
+/* How a block's output joins the residual stream: added (x += block(norm(x))). */
+enum residual_kind { RESIDUAL_PLAIN = 0 };
+
+struct layer_row {
+	enum norm_kind norm;
+	enum mixer_kind mixer;
+	enum ffn_kind ffn;
+	enum residual_kind residual;
+};
 
 /* Router: softmax over all experts then top-k (OLMoE, Qwen3, Mixtral), or
  * sigmoid scores with a correction bias and grouped top-k (DeepSeek-V3, GLM). */
@@ -67,8 +90,8 @@ struct model_config {
 	int32_t sliding_window;      /* keys within this many positions; 0 = off (Mixtral) */
 	enum qk_norm_kind qk_norm;
 	enum expert_naming expert_naming;
-	bool layer_is_moe[MODEL_LAYERS_MAX];
-	enum attn_kind attn;
+	/* The decoder layers, then the MTP layers: [n_layers + n_mtp_layers]. */
+	struct layer_row rows[MODEL_LAYERS_MAX];
 	bool attn_bias;              /* q/k/v projections carry biases (GLM) */
 	/* MLA (ATTN_MLA only) */
 	int32_t q_lora_rank;         /* 0: q_proj directly */
@@ -76,9 +99,9 @@ struct model_config {
 	int32_t qk_nope_dim;
 	int32_t qk_rope_dim;
 	int32_t v_head_dim;
-	/* DeepSeek sparse attention (DSA): a "lightning indexer" per layer keeps,
-	 * for each query, only the index_topk keys it scores highest. */
-	bool dsa;
+	/* DeepSeek sparse attention (MIXER_MLA_DSA): a "lightning indexer" per
+	 * layer keeps, for each query, only the index_topk keys it scores
+	 * highest. */
 	int32_t index_n_heads;
 	int32_t index_head_dim;      /* its first qk_rope_dim dims are rotated */
 	int32_t index_topk;
@@ -114,7 +137,16 @@ int model_config_parse(struct model_config *cfg, const struct cJSON *json, const
  * when present). */
 int model_config_load(struct model_config *cfg, const char *dir);
 
-/* Number of MoE layers. */
+/* Number of MoE layers among the decoder layers. */
 int model_config_moe_layers(const struct model_config *cfg);
+
+/* Whether row l (decoder or MTP layer) has routed experts. */
+bool model_config_layer_moe(const struct model_config *cfg, int l);
+
+/* Whether some row (decoder or MTP) has the mixer kind k. */
+bool model_config_has_mixer(const struct model_config *cfg, enum mixer_kind k);
+
+/* Whether the rows' mixers are MLA (with or without DSA). */
+bool model_config_mla(const struct model_config *cfg);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * model_tensors — the tensor inventory of each family, written from the
- * transformers modeling files (OlmoeForCausalLM, Qwen3MoeForCausalLM,
- * MixtralForCausalLM).
+ * model_tensors — the tensor inventory of a config, block kind by block
+ * kind of each layer's row, with the names of the transformers modeling
+ * files (checkpoint layout). The order is the order of resident.bin.
  */
 #include "engine/model/model_tensors.h"
 
@@ -35,42 +35,42 @@ static void spec_add(struct spec_list *l, enum tensor_role role, int layer, int6
 	s->optional = optional;
 }
 
-/* Attention tensors of layer i. */
-static void specs_attention(struct spec_list *l, const struct model_config *c, int i)
+/* MIXER_MLA and MIXER_MLA_DSA (DeepseekV3Attention, plus the indexer). */
+static void specs_mla(struct spec_list *l, const struct model_config *c, int i, bool dsa)
+{
+	int64_t h = c->hidden, nh = c->n_heads, qk = c->qk_nope_dim + c->qk_rope_dim;
+	if (c->q_lora_rank > 0) {
+		spec_add(l, TENSOR_ROLE_DENSE, i, c->q_lora_rank, h, false, "model.layers.%d.self_attn.q_a_proj.weight", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, c->q_lora_rank, 0, false, "model.layers.%d.self_attn.q_a_layernorm.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, nh * qk, c->q_lora_rank, false, "model.layers.%d.self_attn.q_b_proj.weight", i);
+	} else {
+		spec_add(l, TENSOR_ROLE_DENSE, i, nh * qk, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
+	}
+	spec_add(l, TENSOR_ROLE_DENSE, i, c->kv_lora_rank + c->qk_rope_dim, h, false,
+		 "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, c->kv_lora_rank, 0, false, "model.layers.%d.self_attn.kv_a_layernorm.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, nh * (c->qk_nope_dim + c->v_head_dim), c->kv_lora_rank, false,
+		 "model.layers.%d.self_attn.kv_b_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, h, nh * c->v_head_dim, false, "model.layers.%d.self_attn.o_proj.weight", i);
+	if (!dsa)
+		return;
+	/* The indexer; a layer that reuses the previous selection never runs
+	 * its own. weights_proj stays f32 (transformers keeps it out of fp8:
+	 * _keep_in_fp32_modules). */
+	bool opt = c->index_shared[i];
+	int64_t ih = c->index_n_heads, id = c->index_head_dim;
+	spec_add(l, TENSOR_ROLE_DENSE, i, ih * id, c->q_lora_rank, opt, "model.layers.%d.self_attn.indexer.wq_b.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, id, h, opt, "model.layers.%d.self_attn.indexer.wk.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, id, 0, opt, "model.layers.%d.self_attn.indexer.k_norm.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, id, 0, opt, "model.layers.%d.self_attn.indexer.k_norm.bias", i);
+	spec_add(l, TENSOR_ROLE_ROUTER, i, ih, h, opt, "model.layers.%d.self_attn.indexer.weights_proj.weight", i);
+}
+
+/* MIXER_GQA: q/k/v/o, optional biases and q/k norms. */
+static void specs_gqa(struct spec_list *l, const struct model_config *c, int i)
 {
 	int64_t h = c->hidden, q = (int64_t)c->n_heads * c->head_dim;
 	int64_t kv = (int64_t)c->n_kv_heads * c->head_dim;
-	if (c->attn == ATTN_MLA) {
-		int64_t nh = c->n_heads, qk = c->qk_nope_dim + c->qk_rope_dim;
-		if (c->q_lora_rank > 0) {
-			spec_add(l, TENSOR_ROLE_DENSE, i, c->q_lora_rank, h, false, "model.layers.%d.self_attn.q_a_proj.weight", i);
-			spec_add(l, TENSOR_ROLE_VECTOR, i, c->q_lora_rank, 0, false, "model.layers.%d.self_attn.q_a_layernorm.weight", i);
-			spec_add(l, TENSOR_ROLE_DENSE, i, nh * qk, c->q_lora_rank, false, "model.layers.%d.self_attn.q_b_proj.weight", i);
-		} else {
-			spec_add(l, TENSOR_ROLE_DENSE, i, nh * qk, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
-		}
-		spec_add(l, TENSOR_ROLE_DENSE, i, c->kv_lora_rank + c->qk_rope_dim, h, false,
-			 "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", i);
-		spec_add(l, TENSOR_ROLE_VECTOR, i, c->kv_lora_rank, 0, false, "model.layers.%d.self_attn.kv_a_layernorm.weight", i);
-		spec_add(l, TENSOR_ROLE_DENSE, i, nh * (c->qk_nope_dim + c->v_head_dim), c->kv_lora_rank, false,
-			 "model.layers.%d.self_attn.kv_b_proj.weight", i);
-		spec_add(l, TENSOR_ROLE_DENSE, i, h, nh * c->v_head_dim, false, "model.layers.%d.self_attn.o_proj.weight", i);
-		if (c->dsa) {
-			/* The indexer; a layer that reuses the previous selection
-			 * never runs its own. weights_proj stays f32 (transformers
-			 * keeps it out of fp8: _keep_in_fp32_modules). */
-			bool opt = c->index_shared[i];
-			int64_t ih = c->index_n_heads, id = c->index_head_dim;
-			spec_add(l, TENSOR_ROLE_DENSE, i, ih * id, c->q_lora_rank, opt,
-				 "model.layers.%d.self_attn.indexer.wq_b.weight", i);
-			spec_add(l, TENSOR_ROLE_DENSE, i, id, h, opt, "model.layers.%d.self_attn.indexer.wk.weight", i);
-			spec_add(l, TENSOR_ROLE_VECTOR, i, id, 0, opt, "model.layers.%d.self_attn.indexer.k_norm.weight", i);
-			spec_add(l, TENSOR_ROLE_VECTOR, i, id, 0, opt, "model.layers.%d.self_attn.indexer.k_norm.bias", i);
-			spec_add(l, TENSOR_ROLE_ROUTER, i, ih, h, opt,
-				 "model.layers.%d.self_attn.indexer.weights_proj.weight", i);
-		}
-		return;
-	}
 	spec_add(l, TENSOR_ROLE_DENSE, i, q, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
 	spec_add(l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.k_proj.weight", i);
 	spec_add(l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.v_proj.weight", i);
@@ -88,30 +88,49 @@ static void specs_attention(struct spec_list *l, const struct model_config *c, i
 	}
 }
 
-/* One decoder layer: norms, attention, and the FFN's resident part. */
-static void specs_layer(struct spec_list *l, const struct model_config *c, int i)
+/* FFN_MOE and FFN_MOE_SHARED: the router (and its correction bias), the
+ * shared experts; the routed experts live in the expert files. */
+static void specs_moe(struct spec_list *l, const struct model_config *c, int i, bool shared)
 {
 	int64_t h = c->hidden;
 	const char *moe = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "block_sparse_moe" : "mlp";
+	spec_add(l, TENSOR_ROLE_ROUTER, i, c->n_experts, h, false, "model.layers.%d.%s.gate.weight", i, moe);
+	if (c->router_bias)
+		spec_add(l, TENSOR_ROLE_VECTOR, i, c->n_experts, 0, false, "model.layers.%d.mlp.gate.e_score_correction_bias",
+			 i);
+	if (!shared)
+		return;
+	int64_t f = (int64_t)c->moe_intermediate * c->n_shared_experts;
+	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
+}
+
+/* FFN_DENSE: the SwiGLU MLP. */
+static void specs_dense(struct spec_list *l, const struct model_config *c, int i)
+{
+	int64_t h = c->hidden, f = c->intermediate;
+	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.gate_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.up_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.down_proj.weight", i);
+}
+
+/* One layer's row: the two norms, its mixer, its FFN's resident part. */
+static void specs_layer(struct spec_list *l, const struct model_config *c, int i)
+{
+	const struct layer_row *r = &c->rows[i];
+	int64_t h = c->hidden;
 	spec_add(l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.input_layernorm.weight", i);
 	spec_add(l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.post_attention_layernorm.weight", i);
-	specs_attention(l, c, i);
-	if (c->layer_is_moe[i]) {
-		spec_add(l, TENSOR_ROLE_ROUTER, i, c->n_experts, h, false, "model.layers.%d.%s.gate.weight", i, moe);
-		if (c->router_bias)
-			spec_add(l, TENSOR_ROLE_VECTOR, i, c->n_experts, 0, false,
-				 "model.layers.%d.mlp.gate.e_score_correction_bias", i);
-		if (c->n_shared_experts > 0) {
-			int64_t f = (int64_t)c->moe_intermediate * c->n_shared_experts;
-			spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
-			spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
-			spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
-		}
-	} else {
-		int64_t f = c->intermediate;
-		spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.gate_proj.weight", i);
-		spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.up_proj.weight", i);
-		spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.down_proj.weight", i);
+	switch (r->mixer) {
+	case MIXER_GQA: specs_gqa(l, c, i); break;
+	case MIXER_MLA: specs_mla(l, c, i, false); break;
+	case MIXER_MLA_DSA: specs_mla(l, c, i, true); break;
+	}
+	switch (r->ffn) {
+	case FFN_DENSE: specs_dense(l, c, i); break;
+	case FFN_MOE: specs_moe(l, c, i, false); break;
+	case FFN_MOE_SHARED: specs_moe(l, c, i, true); break;
 	}
 }
 

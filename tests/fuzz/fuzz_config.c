@@ -66,7 +66,7 @@ static void check(const struct model_config *c)
 		    c->hidden, c->vocab, c->max_positions);
 	FUZZ_ASSERT(c->n_heads >= 1 && c->n_kv_heads >= 1 && c->n_kv_heads <= c->n_heads &&
 		    c->n_heads % c->n_kv_heads == 0, "%d heads, %d KV heads", c->n_heads, c->n_kv_heads);
-	if (c->attn == ATTN_MLA) {
+	if (model_config_mla(c)) {
 		FUZZ_ASSERT(c->kv_lora_rank >= 1 && c->qk_nope_dim >= 1 && c->qk_rope_dim >= 2 && c->v_head_dim >= 1 &&
 			    c->head_dim == c->qk_nope_dim + c->qk_rope_dim && c->rot_dim == c->qk_rope_dim,
 			    "MLA dims: nope %d rope %d v %d head %d rot %d", c->qk_nope_dim, c->qk_rope_dim,
@@ -75,16 +75,17 @@ static void check(const struct model_config *c)
 		FUZZ_ASSERT(c->head_dim >= 2 && c->head_dim % 2 == 0, "head_dim %d", c->head_dim);
 	}
 	FUZZ_ASSERT(c->rot_dim >= 0 && c->rot_dim <= c->head_dim, "rot_dim %d of head_dim %d", c->rot_dim, c->head_dim);
-	if (c->dsa)
+	if (model_config_has_mixer(c, MIXER_MLA_DSA))
 		FUZZ_ASSERT(c->index_n_heads >= 1 && c->index_head_dim >= c->qk_rope_dim && c->index_topk >= 1 &&
 			    !c->index_shared[0], "DSA indexer fields");
 	int total = c->n_layers + c->n_mtp_layers;
 	for (int l = 0; l < MODEL_LAYERS_MAX; l++) {
 		if (l >= total) {
-			FUZZ_ASSERT(!c->layer_is_moe[l], "layer %d past the last is marked MoE", l);
+			FUZZ_ASSERT(!model_config_layer_moe(c, l), "layer %d past the last is marked MoE", l);
 			continue;
 		}
-		if (c->layer_is_moe[l])
+		FUZZ_ASSERT(c->rows[l].ffn != FFN_MOE_SHARED || c->n_shared_experts > 0, "layer %d: shared experts of width 0", l);
+		if (model_config_layer_moe(c, l))
 			FUZZ_ASSERT(c->n_experts >= 1 && c->top_k >= 1 && c->top_k <= c->n_experts &&
 				    c->moe_intermediate >= 1, "MoE layer %d: %d experts, top-%d, width %d", l,
 				    c->n_experts, c->top_k, c->moe_intermediate);

@@ -1,7 +1,7 @@
 /*
  * plan_container — see plan_container.h.
  */
-#include "engine/model/plan_container.h"
+#include "engine/decode/plan_container.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -95,18 +95,15 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 		for (size_t i = 0; !rc && i < man.n_expert_layers; i++)
 			rc = add_path(c, &man, dir, k, i);
 	manifest_free(&man);
-	/* The forward pass's buffers grow linearly with the context: the KV
-	 * cache (MLA latents for DeepSeek-style attention) and a score row per
-	 * thread. Two sizes give the slope and the constant, exactly as
+	/* The forward pass's buffers grow linearly with the context: the
+	 * sequence state (KV cache, MLA latents for DeepSeek-style attention)
+	 * and a score row per thread. Two sizes give the slope and the constant, exactly as
 	 * forward_init allocates them. */
 	int t = threads > 0 ? threads : topology_physical_cores();
 	int bt = batch > 0 ? batch : PLAN_BATCH_DEFAULT;
 	uint64_t f1 = forward_bytes(&c->cfg, 1, bt, t), f2 = forward_bytes(&c->cfg, 2, bt, t);
 	in->kv_bytes_per_position = f2 - f1;
-	if (c->cfg.dsa)
-		in->kv_what = "MLA latent and rope key, and the DSA indexer's key, of every layer; score rows";
-	else if (c->cfg.attn == ATTN_MLA)
-		in->kv_what = "MLA latent and rope key of every layer; score rows";
+	in->kv_what = forward_state_what(&c->cfg);
 	in->scratch_bytes = (f1 - in->kv_bytes_per_position) + PLAN_OUTPUT_ROWS * (uint64_t)c->cfg.vocab * sizeof(float) +
 			    PLAN_RESERVE_BYTES;
 	in->ctx = ctx > 0 ? ctx : c->cfg.max_positions < PLAN_CTX_DEFAULT ? c->cfg.max_positions : PLAN_CTX_DEFAULT;

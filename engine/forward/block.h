@@ -1,0 +1,103 @@
+/*
+ * block — the block kinds a layer's row is made of (model_config.h, struct
+ * layer_row), and the one interface every kind implements.
+ *
+ * Each kind owns a weights struct and a file: mixer_gqa.c, mixer_mla.c
+ * (MLA, and MLA + the DSA indexer of dsa_indexer.c), ffn_dense.c,
+ * ffn_moe.c (routed experts, with or without shared experts). The forward
+ * pass knows a kind only through this table:
+ *
+ *   bind   finds and checks the layer's tensors in the container and fills
+ *          the kind's weights struct (zeroed, weights_bytes);
+ *   sizes  what one step of up to `batch` tokens in a context of `ctx`
+ *          needs, as a struct block_sizes (below);
+ *   run    takes n tokens of the normed input f->xn at positions f->at..,
+ *          appends to its sequence state and adds its output to acc
+ *          [n, hidden] (the residual stream for RESIDUAL_PLAIN).
+ *
+ * Sequence state is generic (seq_state.h): a kind declares bytes per
+ * position and fixed bytes per layer and lays them out as it likes; reset,
+ * truncation, snapshot and restore, save and load work on those bytes
+ * without knowing the kind.
+ *
+ * Adding a family: parse its config into rows (model_config.c set_rows),
+ * add the tensor inventory of any new kind (model_tensors.c), add the kind
+ * here and its file; nothing in the generation loop, the store or the
+ * commands changes. docs/ARCHITECTURE.md has the recipe.
+ */
+#ifndef COLIBRI_ENGINE_FORWARD_BLOCK_H
+#define COLIBRI_ENGINE_FORWARD_BLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model/model.h"
+
+struct forward;
+
+/* Bytes a kind needs in one layer. */
+struct block_sizes {
+	size_t shared_bytes;      /* scratch valid during one run call: one arena for every kind */
+	size_t private_bytes;     /* scratch of this kind kept between calls (a selection a later
+				   * layer reuses, marks for the next layer's prefetch) */
+	size_t thread_bytes;      /* scratch of each worker thread during one run */
+	size_t state_pos_bytes;   /* sequence state per position (KV cache, latents, indexer keys) */
+	size_t state_fixed_bytes; /* sequence state that does not grow (recurrent, convolution) */
+};
+
+struct block_kind {
+	const char *name;
+	int id;                   /* index in block_kinds[] */
+	size_t weights_bytes;
+	int (*bind)(void *w, const struct model *m, int layer);
+	void (*sizes)(const struct model_config *c, int layer, int batch, int ctx, struct block_sizes *out);
+	int (*run)(struct forward *f, int layer, int n, float *acc);
+	const char *state_what;   /* what its per-position state holds, for `plan`; NULL: none */
+};
+
+extern const struct block_kind block_gqa, block_mla, block_mla_dsa;
+extern const struct block_kind block_ffn_dense, block_ffn_moe, block_ffn_moe_shared;
+
+#define BLOCK_KINDS 6
+extern const struct block_kind *const block_kinds[BLOCK_KINDS];
+
+/* The kinds of a row. */
+const struct block_kind *block_mixer(enum mixer_kind k);
+const struct block_kind *block_ffn(enum ffn_kind k);
+
+/* One layer of the forward pass: its norms and its two blocks. */
+struct layer {
+	const float *attn_norm;           /* [hidden] before the mixer */
+	const float *ffn_norm;            /* [hidden] before the FFN */
+	const struct block_kind *mixer, *ffn;
+	void *mixer_w, *ffn_w;            /* the kinds' weights structs */
+};
+
+/* A DeepSeek/GLM multi-token-prediction module: the final hidden state of
+ * position t and the token at t+1 become logits for t+2 through one more
+ * decoder layer (layers[n_layers + i]). */
+struct mtp_weights {
+	const float *enorm;               /* [hidden] norm of the next token's embedding */
+	const float *hnorm;               /* [hidden] norm of the hidden state */
+	struct qmatrix eh_proj;           /* [hidden, 2*hidden]: [enorm(e); hnorm(h)] -> hidden */
+	const float *head_norm;           /* [hidden] shared_head.norm */
+	struct qmatrix head;              /* [vocab, hidden] shared_head.head, or lm_head */
+	struct qmatrix embed;             /* [vocab, hidden] its embed_tokens, or the model's */
+};
+
+/* Sequential pieces of a scratch region: carve(&c, bytes) returns the next
+ * 64-byte aligned piece, or with a NULL base only counts (so one layout
+ * function both sizes a region and lays it out). */
+struct carve {
+	uint8_t *base;
+	size_t used;
+};
+
+static inline void *carve(struct carve *c, size_t bytes)
+{
+	void *p = c->base ? c->base + c->used : NULL;
+	c->used += (bytes + 63) & ~(size_t)63;
+	return p;
+}
+
+#endif

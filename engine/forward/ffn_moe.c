@@ -1,0 +1,361 @@
+/*
+ * ffn_moe — FFN_MOE and FFN_MOE_SHARED: the token path through the routed
+ * experts, and the shared experts every token runs.
+ *
+ *   route   softmax top-k (OLMoE, Qwen3, Mixtral), or sigmoid scores with a
+ *           correction bias and grouped top-k (DeepSeek-V3, GLM), as the
+ *           transformers routers compute them;
+ *   union   the experts any token of the chunk chose, once each, ascending;
+ *   place   requested from the expert store in rounds of its capacity; the
+ *           store delivers resident ones first, the others as reads land;
+ *   overlap each delivered expert runs over the tokens that chose it while
+ *           the next MoE layer's predicted experts are prefetched;
+ *   sum     each expert's output lands in its (token, slot) cell and is
+ *           added in slot order, so delivery order changes nothing.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "compute/kernels.h"
+#include "engine/forward/forward_internal.h"
+
+struct moe_weights {
+	struct qmatrix router;           /* [n_experts, hidden], f32 */
+	const float *router_bias;        /* [n_experts] e_score_correction_bias, or NULL */
+	const struct manifest_expert_layer *experts; /* record layout of the layer's expert file */
+};
+
+/* FFN_MOE_SHARED: the routed experts first (so a pointer to either kind's
+ * weights is one to its moe_weights), then the shared experts. */
+struct moe_shared_weights {
+	struct moe_weights moe;
+	struct qmatrix gate;             /* [moe_intermediate*n_shared, hidden] */
+	struct qmatrix up;
+	struct qmatrix down;             /* [hidden, moe_intermediate*n_shared] */
+};
+
+/* The step's buffers in the shared arena. */
+struct moe_scratch {
+	float *logits;                   /* [batch, n_experts] router logits, then scores */
+	int32_t *sel;                    /* [batch, top_k] chosen experts */
+	float *sel_w;                    /* [batch, top_k] their weights */
+	float *expert_out;               /* [batch, top_k, hidden] */
+	float *e_in;                     /* [batch, hidden] tokens of one expert */
+	float *gate, *up;                /* [batch, max(moe_intermediate, shared width)] */
+	float *e_down;                   /* [batch, hidden] */
+	int32_t *e_tok, *e_slot;         /* [batch] */
+	int32_t *wanted;                 /* [n_experts] union of the chunk */
+	float *choice;                   /* [n_experts] biased scores of the grouped router */
+	float *pred_in;                  /* [batch, hidden] prediction input */
+	float *pred_logits;              /* [batch, n_experts] */
+	int32_t *pred_sel;               /* [batch, top_k] */
+	float *out;                      /* [batch, hidden] the shared experts' output */
+};
+
+static void moe_layout(struct carve *cv, const struct model_config *c, int batch, struct moe_scratch *s)
+{
+	size_t B = (size_t)batch, H = (size_t)c->hidden, F = sizeof(float), I32 = sizeof(int32_t);
+	size_t K = (size_t)(c->top_k > 0 ? c->top_k : 1), E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
+	size_t I = (size_t)c->moe_intermediate, Ish = (size_t)c->moe_intermediate * (size_t)c->n_shared_experts;
+	I = I > Ish ? I : Ish;
+	s->logits = carve(cv, B * E * F);
+	s->sel = carve(cv, B * K * I32);
+	s->sel_w = carve(cv, B * K * F);
+	s->expert_out = carve(cv, B * K * H * F);
+	s->e_in = carve(cv, B * H * F);
+	s->gate = carve(cv, B * I * F);
+	s->up = carve(cv, B * I * F);
+	s->e_down = carve(cv, B * H * F);
+	s->e_tok = carve(cv, B * I32);
+	s->e_slot = carve(cv, B * I32);
+	s->wanted = carve(cv, E * I32);
+	s->choice = carve(cv, E * F);
+	s->pred_in = carve(cv, B * H * F);
+	s->pred_logits = carve(cv, B * E * F);
+	s->pred_sel = carve(cv, B * K * I32);
+	s->out = carve(cv, B * H * F);
+}
+
+static void moe_sizes(const struct model_config *c, int layer, int batch, int ctx, struct block_sizes *out)
+{
+	struct carve cv = { 0 };
+	struct moe_scratch s;
+	moe_layout(&cv, c, batch, &s);
+	*out = (struct block_sizes){ .shared_bytes = cv.used };
+}
+
+static int moe_bind(void *wp, const struct model *m, int i)
+{
+	struct moe_weights *w = wp;
+	const struct model_config *c = &m->cfg;
+	const char *fmt = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "model.layers.%d.block_sparse_moe.gate.weight"
+								      : "model.layers.%d.mlp.gate.weight";
+	int rc = model_matrix(m, &w->router, c->n_experts, c->hidden, fmt, i);
+	if (!rc && w->router.type != QUANT_F32)
+		rc = error_set(EINVAL, "%s: layer %d router is not f32", m->dir, i);
+	if (!rc && c->router_bias)
+		rc = model_vector(m, &w->router_bias, c->n_experts, "model.layers.%d.mlp.gate.e_score_correction_bias", i);
+	/* model_load checked the file and its part shapes. */
+	w->experts = manifest_expert_layer(&m->man, i);
+	if (!rc && !w->experts)
+		rc = error_set(EINVAL, "%s/manifest.json: layer %d has no expert file", m->dir, i);
+	return rc;
+}
+
+static int moe_shared_bind(void *wp, const struct model *m, int i)
+{
+	struct moe_shared_weights *w = wp;
+	int64_t f = (int64_t)m->cfg.moe_intermediate * m->cfg.n_shared_experts, h = m->cfg.hidden;
+	int rc = moe_bind(&w->moe, m, i);
+	rc = rc ? rc : model_matrix(m, &w->gate, f, h, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
+	rc = rc ? rc : model_matrix(m, &w->up, f, h, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
+	rc = rc ? rc : model_matrix(m, &w->down, h, f, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
+	return rc;
+}
+
+/* Sigmoid scores, correction bias for the choice only, top topk_group
+ * groups by the sum of their two best biased scores, top-k inside those
+ * groups (masked scores are 0, as in DeepseekV3TopkRouter, or -inf as in
+ * the DeepSeek-V3.2 and GLM-5 routers); the weights are the unbiased
+ * scores, renormalised (+1e-20) and scaled. */
+static void route_grouped(const struct model_config *c, const float *bias, float *logits, int32_t *sel, float *w,
+			  float *choice)
+{
+	int E = c->n_experts, K = c->top_k, G = c->n_group, per = E / G;
+	for (int e = 0; e < E; e++) {
+		logits[e] = 1.0f / (1.0f + expf(-logits[e]));
+		choice[e] = logits[e] + (bias ? bias[e] : 0.0f);
+	}
+	float gscore[MODEL_GROUPS_MAX] = { 0 };
+	int32_t gsel[MODEL_GROUPS_MAX];
+	for (int g = 0; g < G; g++) {
+		int32_t top2[2];
+		topk(top2, choice + g * per, per, per >= 2 ? 2 : 1);
+		gscore[g] = choice[g * per + top2[0]] + (per >= 2 ? choice[g * per + top2[1]] : 0.0f);
+	}
+	topk(gsel, gscore, G, c->topk_group);
+	for (int g = 0; g < G; g++) {
+		bool keep = false;
+		for (int i = 0; i < c->topk_group; i++)
+			keep |= gsel[i] == g;
+		if (!keep)
+			for (int e = g * per; e < (g + 1) * per; e++)
+				choice[e] = c->router_mask_inf ? -INFINITY : 0.0f;
+	}
+	topk(sel, choice, E, K);
+	float sum = 0;
+	for (int k = 0; k < K; k++) {
+		w[k] = logits[sel[k]];
+		sum += w[k];
+	}
+	for (int k = 0; k < K; k++) {
+		if (c->norm_topk_prob)
+			w[k] /= sum + 1e-20f;
+		w[k] *= c->routed_scaling;
+	}
+}
+
+/* Softmax over all experts, top-k of the probabilities, optional
+ * renormalisation: the order of operations of the HF routers. */
+static void route(const struct model_config *c, const struct moe_weights *w, const struct moe_scratch *s, int n)
+{
+	int E = c->n_experts, K = c->top_k;
+	for (int t = 0; t < n; t++) {
+		float *p = s->logits + (size_t)t * E;
+		int32_t *sel = s->sel + (size_t)t * K;
+		float *wt = s->sel_w + (size_t)t * K;
+		if (c->router == ROUTER_SIGMOID_GROUPED) {
+			route_grouped(c, w->router_bias, p, sel, wt, s->choice);
+			continue;
+		}
+		softmax(p, E);
+		topk(sel, p, E, K);
+		float sum = 0;
+		for (int k = 0; k < K; k++) {
+			wt[k] = p[sel[k]];
+			sum += wt[k];
+		}
+		if (c->norm_topk_prob)
+			for (int k = 0; k < K; k++)
+				wt[k] /= sum;
+	}
+}
+
+/* The next MoE layer after `layer`, or -1. */
+static int next_moe_layer(const struct model_config *c, int layer)
+{
+	for (int l = layer + 1; l < c->n_layers; l++)
+		if (model_config_layer_moe(c, l))
+			return l;
+	return -1;
+}
+
+/* Predicts the experts of the next MoE layer by running its router on this
+ * layer's residual stream (normed with its own FFN norm) and starts their
+ * reads at low priority. The prediction never touches the computation:
+ * prefetch on or off, the logits are the same bits. */
+static void prefetch_next(struct forward *f, const struct moe_scratch *s, int layer, int n)
+{
+	const struct model *m = f->m;
+	const struct model_config *c = &m->cfg;
+	int next = next_moe_layer(c, layer);
+	if (!f->prefetch || next < 0)
+		return;
+	const struct layer *ly = &f->layers[next];
+	const struct moe_weights *w = ly->ffn_w;
+	int64_t H = c->hidden;
+	int E = c->n_experts, K = c->top_k;
+	for (int t = 0; t < n; t++)
+		rmsnorm(s->pred_in + t * H, f->x + t * H, ly->ffn_norm, H, c->rms_eps);
+	matmul(f->pool, s->pred_logits, &w->router, s->pred_in, n);
+	int32_t *mark = f->predicted + (size_t)next * E;
+	memset(mark, 0, (size_t)E * sizeof *mark);
+	for (int t = 0; t < n; t++) {
+		/* Softmax is monotone: top-k of the logits is top-k of the probabilities. */
+		topk(s->pred_sel + t * K, s->pred_logits + (size_t)t * E, E, K);
+		for (int k = 0; k < K; k++)
+			mark[s->pred_sel[t * K + k]] = 1;
+	}
+	int np = 0;
+	for (int e = 0; e < E; e++)
+		if (mark[e])
+			s->pred_sel[np++] = e; /* pred_sel reused as the id list */
+	f->pf.predicted += (uint64_t)np;
+	expert_store_prefetch(m->store, next, s->pred_sel, np);
+}
+
+/* Scores the prediction made for this layer against what it needed. */
+static void prefetch_score(struct forward *f, const struct moe_scratch *s, int layer, int n_wanted)
+{
+	const int32_t *mark = f->predicted + (size_t)layer * f->m->cfg.n_experts;
+	bool any = false;
+	for (int e = 0; e < f->m->cfg.n_experts && !any; e++)
+		any = mark[e];
+	if (!f->prefetch || !any)
+		return;
+	f->pf.actual += (uint64_t)n_wanted;
+	for (int i = 0; i < n_wanted; i++)
+		f->pf.correct += mark[s->wanted[i]] != 0;
+}
+
+/* Consumes the store's deliveries of the current request, in delivery
+ * order: each expert runs over the tokens that chose it. */
+static int experts_run(struct forward *f, const struct moe_weights *w, const struct moe_scratch *s, int layer,
+		       int n)
+{
+	const struct model_config *c = &f->m->cfg;
+	struct expert_store *store = f->m->store;
+	int64_t H = c->hidden;
+	int K = c->top_k, rc;
+	int32_t e;
+	const void *rec;
+	while ((rc = expert_store_next(store, &e, &rec)) > 0) {
+		int m = 0;
+		for (int t = 0; t < n; t++)
+			for (int k = 0; k < K; k++)
+				if (s->sel[t * K + k] == e) {
+					s->e_tok[m] = t;
+					s->e_slot[m] = k;
+					memcpy(s->e_in + m * H, f->xn + t * H, H * sizeof(float));
+					m++;
+				}
+		struct qmatrix g, u, d;
+		model_expert_part(&g, w->experts, rec, EXPERT_PART_GATE);
+		model_expert_part(&u, w->experts, rec, EXPERT_PART_UP);
+		model_expert_part(&d, w->experts, rec, EXPERT_PART_DOWN);
+		ffn_swiglu(f, &g, &u, &d, s->e_in, m, s->gate, s->up, s->e_down);
+		expert_store_release(store, layer, e);
+		for (int j = 0; j < m; j++)
+			memcpy(s->expert_out + ((size_t)s->e_tok[j] * K + s->e_slot[j]) * H, s->e_down + j * H,
+			       H * sizeof(float));
+	}
+	return rc < 0 ? rc : 0;
+}
+
+/* The routed experts of one layer, added to acc in slot order. */
+static int routed_run(struct forward *f, const struct moe_weights *w, const struct moe_scratch *s, int layer, int n,
+		      float *acc)
+{
+	const struct model_config *c = &f->m->cfg;
+	struct expert_store *store = f->m->store;
+	int64_t H = c->hidden;
+	int E = c->n_experts, K = c->top_k;
+	matmul(f->pool, s->logits, &w->router, f->xn, n);
+	route(c, w, s, n);
+
+	/* Union: each expert any token of the chunk needs, once, ascending. */
+	memset(s->wanted, 0, (size_t)E * sizeof(int32_t));
+	for (int i = 0; i < n * K; i++)
+		s->wanted[s->sel[i]] = 1;
+	int n_wanted = 0;
+	for (int e = 0; e < E; e++)
+		if (s->wanted[e])
+			s->wanted[n_wanted++] = e;
+	prefetch_score(f, s, layer, n_wanted);
+	/* Rounds of at most the store's capacity; each expert's output lands
+	 * in its (token, slot) cell, so the rounds do not change the sum. */
+	int cap = expert_store_capacity(store, layer), rc = 0;
+	if (cap < 1)
+		return error_set(EINVAL, "layer %d: the expert store has no frames", layer);
+	for (int first = 0; first < n_wanted && !rc; first += cap) {
+		int cnt = n_wanted - first < cap ? n_wanted - first : cap;
+		rc = expert_store_request(store, layer, s->wanted + first, cnt);
+		if (!rc && first == 0)
+			prefetch_next(f, s, layer, n); /* overlaps this layer's reads and compute */
+		if (!rc)
+			rc = experts_run(f, w, s, layer, n);
+	}
+	if (rc)
+		return rc;
+	/* Fixed-order sum: slot 0..K-1, independent of delivery order. */
+	for (int t = 0; t < n; t++) {
+		float *x = acc + t * H;
+		for (int k = 0; k < K; k++)
+			axpy_f32(x, s->sel_w[t * K + k], s->expert_out + ((size_t)t * K + k) * H, H);
+	}
+	return 0;
+}
+
+static int moe_run(struct forward *f, int layer, int n, float *acc)
+{
+	struct carve cv = forward_shared(f);
+	struct moe_scratch s;
+	moe_layout(&cv, &f->m->cfg, f->batch, &s);
+	return routed_run(f, f->layers[layer].ffn_w, &s, layer, n, acc);
+}
+
+/* Then the shared experts, which every token uses. */
+static int moe_shared_run(struct forward *f, int layer, int n, float *acc)
+{
+	const struct moe_shared_weights *w = f->layers[layer].ffn_w;
+	struct carve cv = forward_shared(f);
+	struct moe_scratch s;
+	moe_layout(&cv, &f->m->cfg, f->batch, &s);
+	int rc = routed_run(f, &w->moe, &s, layer, n, acc);
+	if (rc)
+		return rc;
+	ffn_swiglu(f, &w->gate, &w->up, &w->down, f->xn, n, s.gate, s.up, s.out);
+	for (int64_t i = 0; i < n * (int64_t)f->m->cfg.hidden; i++)
+		acc[i] += s.out[i];
+	return 0;
+}
+
+const struct block_kind block_ffn_moe = {
+	.name = "moe",
+	.id = 4,
+	.weights_bytes = sizeof(struct moe_weights),
+	.bind = moe_bind,
+	.sizes = moe_sizes,
+	.run = moe_run,
+};
+
+const struct block_kind block_ffn_moe_shared = {
+	.name = "moe_shared",
+	.id = 5,
+	.weights_bytes = sizeof(struct moe_shared_weights),
+	.bind = moe_shared_bind,
+	.sizes = moe_sizes,
+	.run = moe_shared_run,
+};
