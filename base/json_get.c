@@ -96,6 +96,26 @@ int json_get_num(const cJSON *o, const char *key, double def, double lo, double 
 			 lo, hi, got);
 }
 
+int json_get_float(const cJSON *o, const char *key, double def, double lo, double hi, bool lo_open,
+		   const char *src, float *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v || cJSON_IsNull(v)) {
+		*out = (float)def;
+		return 0;
+	}
+	double d;
+	int rc = json_get_num(o, key, def, lo, hi, lo_open, src, &d);
+	if (rc)
+		return rc;
+	float f = (float)d;
+	if (!isfinite(f) || (lo_open ? f <= lo : f < lo) || f > hi)
+		return error_set(EINVAL, "%s: field %s must be a number in %s%g, %g] as a float32, not %.17g", src, key,
+				 lo_open ? "(" : "[", lo, hi, d);
+	*out = f;
+	return 0;
+}
+
 int json_get_bool(const cJSON *o, const char *key, bool def, const char *src, bool *out)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);

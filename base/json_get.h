@@ -48,6 +48,12 @@ int json_get_int32(const struct cJSON *o, const char *key, int64_t def, int64_t 
 int json_get_num(const struct cJSON *o, const char *key, double def, double lo, double hi, bool lo_open,
 		 const char *src, double *out);
 
+/* json_get_num for a float destination: the value must also be in range
+ * once rounded to float32 (1e-320 is a positive double but 0 as a float).
+ * Absent or null gives def as it is. */
+int json_get_float(const struct cJSON *o, const char *key, double def, double lo, double hi, bool lo_open,
+		   const char *src, float *out);
+
 /* Member `key` as true or false; absent or null gives def. */
 int json_get_bool(const struct cJSON *o, const char *key, bool def, const char *src, bool *out);
 

@@ -140,6 +140,7 @@ Test(config, broken_values_refused)
 	expect_refused("qwen3_moe", "rms_norm_eps", "0", "rms_norm_eps");
 	expect_refused("qwen3_moe", "rms_norm_eps", "-1e-6", "rms_norm_eps");
 	expect_refused("qwen3_moe", "rms_norm_eps", "1e10", "rms_norm_eps");
+	expect_refused("qwen3_moe", "rms_norm_eps", "1e-320", "float32"); /* positive, but 0 as a float */
 	expect_refused("qwen3_moe", "rope_theta", "0", "rope_theta");
 	expect_refused("qwen3_moe", "rope_theta", "-10000", "rope_theta");
 	expect_refused("qwen3_moe", "rope_theta", "1", "rope_theta");
@@ -202,6 +203,7 @@ Test(config, generation_config_checked)
 		{ "{\"do_sample\": true, \"top_k\": -1}", "top_k" },
 		{ "{\"do_sample\": true, \"temperature\": \"hot\"}", "temperature" },
 		{ "{\"do_sample\": true, \"top_p\": 0}", "top_p" },
+		{ "{\"do_sample\": true, \"top_p\": 1e-300}", "top_p" },
 		{ "{\"do_sample\": \"yes\"}", "do_sample" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -41,18 +41,18 @@ int generate_options_default(struct generate_options *o, const char *model_dir)
 		return rc;
 	bool sample = false;
 	int64_t top_k = 0;
-	double temp = 1.0, top_p = 1.0;
+	float temp = 1.0f, top_p = 1.0f;
 	/* GenerationConfig's defaults for the fields the model leaves out. */
 	rc = json_get_bool(j, "do_sample", false, path, &sample);
-	rc = rc ? rc : json_get_num(j, "temperature", 1.0, 0.0, 100.0, false, path, &temp);
+	rc = rc ? rc : json_get_float(j, "temperature", 1.0, 0.0, 100.0, false, path, &temp);
 	rc = rc ? rc : json_get_int(j, "top_k", 0, 0, INT32_MAX, path, &top_k);
-	rc = rc ? rc : json_get_num(j, "top_p", 1.0, 0.0, 1.0, true, path, &top_p);
+	rc = rc ? rc : json_get_float(j, "top_p", 1.0, 0.0, 1.0, true, path, &top_p);
 	cJSON_Delete(j);
 	if (rc || !sample)
 		return rc;
-	o->temp = (float)temp;
+	o->temp = temp;
 	o->top_k = (int32_t)top_k;
-	o->top_p = (float)top_p;
+	o->top_p = top_p;
 	return 0;
 }
 

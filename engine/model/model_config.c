@@ -31,11 +31,7 @@ static int cfg_int(const cJSON *j, const char *src, const char *key, int64_t def
 static int cfg_float(const cJSON *j, const char *src, const char *key, double def, double lo, double hi,
 		     bool lo_open, float *out)
 {
-	double v;
-	int rc = json_get_num(j, key, def, lo, hi, lo_open, src, &v);
-	if (!rc)
-		*out = (float)v;
-	return rc;
+	return json_get_float(j, key, def, lo, hi, lo_open, src, out);
 }
 
 static int cfg_bool(const cJSON *j, const char *src, const char *key, bool def, bool *out)
