@@ -12,7 +12,7 @@
 #   sparse  the container as converted: the indexer keeps index_topk positions
 #   dense   config.json with index_topk = 1048576 (>= any --ctx): MLA attends
 #           to every position. The indexer's projections still run and fill
-#           its key cache; its scoring and top-k do not (engine/forward/attn_dsa.c
+#           its key cache; its scoring and top-k do not (engine/forward/dsa_indexer.c
 #           scores only when some position would be dropped)
 # For each context C (--ctx C) a prompt of C - N - 17 token ids (colibri run
 # reserves 17 positions to verify drafts) is followed by N greedily decoded

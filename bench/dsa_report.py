@@ -169,7 +169,7 @@ def report(info, cfg, per, rows, base):
          cfg["num_experts_per_tok"], nh, cfg["q_lora_rank"], L, NP, R, V, IH, ID, topk, cfg["vocab_size"]))
     w("- sparse: the container as converted; dense: the same files with index_topk = %d in config.json "
       "(>= every --ctx), so MLA attends to every position. The dense runs still run the indexer's "
-      "projections and fill its key cache, but not its scoring or top-k: engine/forward/attn_dsa.c scores only "
+      "projections and fill its key cache, but not its scoring or top-k: engine/forward/dsa_indexer.c scores only "
       "when a position would be dropped" % (1 << 20))
     w("- each run: `colibri run --model DIR --tokens <C-%d-17 ids> -n %d --temp 0 --ctx C --no-pin "
       "--stats-json F`; tok/s is the stats' `decode_tok_s` (%d decode steps after the token the prompt's "

@@ -1,9 +1,12 @@
 /*
  * model_config — the hyperparameters of a model, read from its HF config.json.
  *
- * One struct describes every supported family; a family is a choice of
- * blocks (attention kind, q/k norm kind, router kind, FFN layout), not a
- * separate engine. Fields a family does not use keep neutral values.
+ * A family is a configuration, not a separate engine: its hyperparameters
+ * (with transformers v5.15.0's defaults where config.json is silent) and
+ * one row of block kinds per layer (struct layer_row: the mixer, the FFN,
+ * the norm, the residual), which the forward pass walks. Variants inside a
+ * kind (q/k norm, router, biases) are fields; fields a family does not use
+ * keep neutral values.
  */
 #ifndef COLIBRI_ENGINE_MODEL_CONFIG_H
 #define COLIBRI_ENGINE_MODEL_CONFIG_H
@@ -93,7 +96,7 @@ struct model_config {
 	/* The decoder layers, then the MTP layers: [n_layers + n_mtp_layers]. */
 	struct layer_row rows[MODEL_LAYERS_MAX];
 	bool attn_bias;              /* q/k/v projections carry biases (GLM) */
-	/* MLA (ATTN_MLA only) */
+	/* MLA (MIXER_MLA and MIXER_MLA_DSA rows) */
 	int32_t q_lora_rank;         /* 0: q_proj directly */
 	int32_t kv_lora_rank;
 	int32_t qk_nope_dim;
