@@ -41,6 +41,11 @@ if [ ! -f "$out/container/manifest.json" ] || [ "$out/colibri" -nt "$out/contain
     { echo "fuzz: converting the qwen3_moe fixture failed, see $out/convert.log" >&2; exit 1; }
 fi
 export COLIBRI_FUZZ_CONTAINER="$here/$out/container"
+# The container's own manifest seeds fuzz_manifest on every run: committed
+# seeds of an older format version would all be refused at the version
+# check and leave the harness fuzzing nothing but that check.
+mkdir -p "$out/corpus/fuzz_manifest"
+cp "$out/container/manifest.json" "$out/corpus/fuzz_manifest/current_container"
 
 # Known findings others are fixing are suppressed (tests/fuzz/ubsan.supp);
 # halt_on_error makes every other UBSan report a crash.
