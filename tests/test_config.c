@@ -151,6 +151,8 @@ Test(config, broken_values_refused)
 		       "{\"type\": \"yarn\", \"factor\": 0.5, \"original_max_position_embeddings\": 64}", "factor");
 	expect_refused("olmoe", "clip_qkv", "-1", "clip_qkv");
 	expect_refused("glm4_moe", "partial_rotary_factor", "1.5", "partial_rotary_factor");
+	/* No head_dim, and more heads than hidden dims: heads of 0 dims. */
+	expect_refused("mixtral", "num_attention_heads", "456", "head_dim");
 }
 
 /* What transformers v5.15.0's config classes give a field config.json

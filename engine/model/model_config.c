@@ -434,6 +434,8 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 				 src, cfg->n_heads, cfg->n_kv_heads);
 	if ((rc = cfg_rope(cfg, j, src)))
 		return rc;
+	/* transformers: head_dim defaults to hidden_size // num_attention_heads,
+	 * which must then make a head of at least 2 dims. */
 	int32_t hd_default = cfg->hidden / cfg->n_heads;
 	rc = cfg_int(j, src, "head_dim", hd_default, 2, 65536, &cfg->head_dim);
 	if (rc)
@@ -512,6 +514,10 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	if (rc)
 		return rc;
 	set_rows(cfg);
+	/* MLA sets its own head_dim; the others take this default. */
+	if (!model_config_mla(cfg) && cfg->head_dim < 2)
+		return error_set(EINVAL, "%s: hidden_size %d over num_attention_heads %d leaves heads of %d dims; "
+				 "set head_dim", src, cfg->hidden, cfg->n_heads, cfg->head_dim);
 	/* Softmax scale: 1/sqrt(q.k dims), times YaRN's mscale^2 (DeepSeek). */
 	cfg->attn_scale = 1.0f / sqrtf((float)cfg->head_dim);
 	if (cfg->yarn && cfg->yarn_mscale_all_dim > 0 && cfg->yarn_factor > 1) {
