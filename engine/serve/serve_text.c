@@ -19,6 +19,7 @@ void serve_text_init(struct serve_text *t, char *const *stop, int n_stop, bool s
 	t->n_stop = n_stop;
 	t->split = split;
 	t->think = split && reasoning_open ? SERVE_THINK_IN : SERVE_THINK_START;
+	t->skip_nl = t->think == SERVE_THINK_IN;
 	t->emit = emit;
 	t->ctx = ctx;
 }
@@ -67,10 +68,9 @@ static void split_put(struct serve_text *t, const char *p, size_t n)
 		}
 		if (rest >= ol && memcmp(w + b, OPEN_TAG, ol) == 0) {
 			t->think = SERVE_THINK_IN;
+			t->skip_nl = true;
 			w += b + ol;
 			len = rest - ol;
-			while (len && *w == '\n')
-				w++, len--;
 		} else {
 			t->think = SERVE_THINK_OUT;
 			emit_content(t, w, len);
@@ -78,6 +78,11 @@ static void split_put(struct serve_text *t, const char *p, size_t n)
 		}
 	}
 	/* Inside the block: up to </think> is reasoning. */
+	if (t->skip_nl) {
+		while (len && *w == '\n')
+			w++, len--;
+		t->skip_nl = len == 0;
+	}
 	const char *end = memmem(w, len, CLOSE_TAG, strlen(CLOSE_TAG));
 	if (end) {
 		size_t r = (size_t)(end - w);

@@ -44,6 +44,7 @@ struct serve_text {
 	bool split;                  /* reasoning apart from content */
 	enum serve_think_state think;
 	bool skip_blank;             /* drop blanks at the start of the content */
+	bool skip_nl;                /* drop newlines at the start of the reasoning */
 	char tag[SERVE_TEXT_HOLD + 16]; /* the splitter's held bytes and scratch */
 	size_t n_tag;
 	serve_text_fn emit;
