@@ -31,7 +31,8 @@ void serve_buf_put(struct serve_buf *b, const char *p, size_t n)
 		b->p = q;
 		b->cap = c;
 	}
-	memcpy(b->p + b->len, p, n);
+	if (n)
+		memcpy(b->p + b->len, p, n);
 	b->len += n;
 	b->p[b->len] = 0;
 }
@@ -326,7 +327,8 @@ static void chunk_text(const struct serve_answer *a, struct serve_buf *out, cons
 				cJSON_AddStringToObject(d, "reasoning_content", s);
 			}
 			if (nc || role) {
-				memcpy(s, content, nc);
+				if (nc)
+					memcpy(s, content, nc);
 				s[nc] = 0;
 				cJSON_AddStringToObject(d, "content", s);
 			}
@@ -342,8 +344,10 @@ static void chunk_text(const struct serve_answer *a, struct serve_buf *out, cons
 	} else {
 		char *s = malloc(nr + nc + 1);
 		if (s) {
-			memcpy(s, reasoning, nr);
-			memcpy(s + nr, content, nc);
+			if (nr)
+				memcpy(s, reasoning, nr);
+			if (nc)
+				memcpy(s + nr, content, nc);
 			s[nr + nc] = 0;
 			cJSON_AddStringToObject(c, "text", s);
 		}

@@ -128,7 +128,8 @@ int serve_prompt_build(const struct serve_prompt *sp, const struct serve_request
 	}
 	if (bos)
 		out->ids[out->n++] = tokenizer_bos_id(sp->tok);
-	memcpy(out->ids + out->n, v, nv * sizeof *v);
+	if (nv)
+		memcpy(out->ids + out->n, v, nv * sizeof *v);
 	out->n += (int)nv;
 	free(v);
 	if (out->n == 0) {
