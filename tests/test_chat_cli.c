@@ -448,9 +448,9 @@ static void tty_send(struct tty *t, const char *s)
 	cr_assert_eq(write(t->fd, s, strlen(s)), (ssize_t)strlen(s));
 }
 
-/* Waits for the k-th prompt: libedit prints it once the terminal is in
- * its mode, so that what is sent next is read as keys, not typed ahead
- * into the kernel's line buffer (where Ctrl-D would be lost). */
+/* Waits for the k-th prompt: chat_input puts the terminal in libedit's
+ * mode before it shows, so that what is sent next is read as keys, not
+ * typed ahead into the kernel's line buffer (where Ctrl-D would be lost). */
 static void tty_prompt(struct tty *t, int k)
 {
 	cr_assert(tty_expect(t, "\n> ", k, 60), "no prompt %d:\n%s", k, t->buf);

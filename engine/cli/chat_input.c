@@ -84,6 +84,10 @@ static int read_line(struct chat_input *in, const char *prompt, const char **lin
 {
 	if (in->tty) {
 		in->prompt = prompt;
+		/* The editor's terminal mode before the prompt shows: keys typed
+		 * after it must not reach the kernel's line buffer, where a Ctrl-D
+		 * would turn into a NUL byte once libedit switches modes. */
+		el_set(in->el, EL_PREP_TERM, 1);
 		int count = 0;
 		errno = 0;
 		const char *s = el_gets(in->el, &count);
