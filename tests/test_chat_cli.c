@@ -11,6 +11,7 @@
  *  - refusals: a corrupted and a truncated session file, and the session of
  *    another model (int8 beside int4), are refused with a message, kept
  *    aside under the name the message gives, and the chat starts fresh;
+ *  - --think off renders Qwen3's closed empty reasoning block;
  *  - on a terminal (forkpty): libedit is there (Ctrl-A moves to the start of
  *    the line, Up recalls history); -n 4 then :more continues the answer to
  *    what -n 8 gives at once; :save, :reset, and a resume in a new process;
@@ -279,6 +280,22 @@ Test(chat_cli, save_and_resume_continue_as_without_a_restart)
 	run_free(&p);
 	run_free(&c);
 	run_free(&n);
+}
+
+Test(chat_cli, think_off_closes_the_reasoning_block)
+{
+	char m[PATH_MAX + 32];
+	need_model("tok", "int4", m, sizeof m);
+	struct run on = chat_pipe(m, "on", "Hello there\n", "-n 4 --session on");
+	struct run off = chat_pipe(m, "off", "Hello there\n", "-n 4 --session off --think off");
+	int t, p_on, p_off, c;
+	cr_assert(status_of(on.err, 0, &t, &p_on, &c) && status_of(off.err, 0, &t, &p_off, &c));
+	/* enable_thinking=false: "<think>", "\n\n", "</think>", "\n\n" after the generation prompt. */
+	cr_expect_eq(p_off, p_on + 4, "--think off: %d prompt tokens, %d without", p_off, p_on);
+	cr_expect_eq(tu_sh("COLIBRI_CACHE_DIR='%s' '%s' chat --model '%s' --think maybe </dev/null >/dev/null 2>&1", cache,
+			   tu_colibri(), m), 1, "--think maybe accepted");
+	run_free(&on);
+	run_free(&off);
 }
 
 /* Expects err to say the session file was refused for `why` and kept
