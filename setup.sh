@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")"
 
 PKGS="build-essential pkg-config liburing-dev libnuma-dev libhwloc-dev libcriterion-dev
-libcjson-dev libxxhash-dev libpcre2-dev libmicrohttpd-dev curl clang libclang-rt-14-dev python3 python3-numpy fio nodejs npm"
+libcjson-dev libxxhash-dev libpcre2-dev libmicrohttpd-dev libedit-dev curl clang libclang-rt-14-dev python3 python3-numpy fio nodejs npm"
 
 missing=""
 for p in $PKGS; do
