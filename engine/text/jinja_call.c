@@ -47,9 +47,8 @@ static int call_macro(struct jrender *r, const struct jmacro *m, const struct jv
 		size_t i = 0;
 		while (i < n->n_names && strcmp(n->names[i], kw_names[k]))
 			i++;
-		if (i < n_args)
-			return jr_fail(r, -EINVAL, i < n->n_names ? "macro '%s' got multiple values for argument '%s'"
-						   : "macro '%s' takes no keyword argument '%s'", n->name, kw_names[k]);
+		if (i < n->n_names && i < n_args)
+			return jr_fail(r, -EINVAL, "macro '%s' got multiple values for argument '%s'", n->name, kw_names[k]);
 		if (i < n->n_names) {
 			if (jscope_set(r, s, n->names[i], kw_vals[k]))
 				return -1;

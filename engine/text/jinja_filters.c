@@ -710,7 +710,18 @@ int jr_filter(struct jrender *r, struct jscope *s, int id, struct jv in, const s
 			return -1;
 		if (!g[0] || v[0].kind != JV_STR)
 			return jr_fail(r, -EINVAL, "attr() needs an attribute name");
-		return jr_getattr(r, in, v[0].u.s->p, out);
+		/* Jinja's attr() is getattr only: a dict's keys are not attributes */
+		if (in.kind == JV_UNDEF)
+			return jv_undef_fail(r, in);
+		const char *name = v[0].u.s->p;
+		int m = jr_method_lookup(r, in, name, out);
+		if (!m && in.kind == JV_LOOP)
+			m = jr_loop_attr(r, in.u.lp, name, out);
+		if (m)
+			return m < 0 ? -1 : 0;
+		struct jv *nv = in.kind == JV_NS ? jdict_get(in.u.d, name, v[0].u.s->len) : NULL;
+		*out = nv ? *nv : (struct jv){ .kind = JV_UNDEF, .flags = JV_UNDEF_ATTR, .owner = in.kind, .u.name = name };
+		return 0;
 	}
 	case F_SORT:
 	case F_UNIQUE: return f_sort(r, in, &fa, out, id);

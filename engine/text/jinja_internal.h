@@ -223,6 +223,9 @@ struct jparser {
 	unsigned depth;
 	struct jnode *macro;	/* the innermost macro being parsed, or NULL */
 	unsigned loops;	/* for loops around the current statement, inside the current macro */
+	const struct jtoken *open[JINJA_PARSE_DEPTH_MAX];	/* the tags of the blocks being parsed */
+	const char *const *open_ends[JINJA_PARSE_DEPTH_MAX];	/* and the tags that would close them */
+	unsigned n_open;
 };
 
 /* A growable array of node pointers (or names) in the parse arena. */

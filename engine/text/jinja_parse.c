@@ -66,21 +66,35 @@ static int subparse(struct jparser *p, const char *const *ends, struct jvec *bod
 	return 0;
 }
 
+static const char *looking_for(const char *const *ends, char *buf, size_t n)
+{
+	buf[0] = 0;
+	for (size_t i = 0; ends[i]; i++) {
+		size_t l = strlen(buf);
+		snprintf(buf + l, n - l, "%s'%s'", i ? " or " : "", ends[i]);
+	}
+	return buf;
+}
+
 /* The body of a tag opened at open: block end, statements up to one of ends. */
 static int body_until(struct jparser *p, const struct jtoken *open, const char *const *ends, bool drop,
 		      struct jvec *body)
 {
 	jp_skip_op(p, ':');
-	if (jp_expect_type(p, JT_BLOCK_END) || subparse(p, ends, body))
+	if (jp_expect_type(p, JT_BLOCK_END))
+		return -1;
+	if (p->n_open == JINJA_PARSE_DEPTH_MAX)
+		return jp_fail(p, -E2BIG, "the template nests blocks more than %d deep", JINJA_PARSE_DEPTH_MAX);
+	p->open[p->n_open] = open;
+	p->open_ends[p->n_open++] = ends;
+	int rc = subparse(p, ends, body);
+	p->n_open--;
+	if (rc)
 		return -1;
 	if (jp_cur(p)->type == JT_EOF) {
-		char want[128] = "";
-		for (size_t i = 0; ends[i]; i++) {
-			size_t l = strlen(want);
-			snprintf(want + l, sizeof want - l, "%s'%s'", i ? " or " : "", ends[i]);
-		}
+		char want[128];
 		jp_fail(p, -EINVAL, "Unexpected end of template. Jinja was looking for the following tags: %s. "
-			"The innermost block that needs to be closed is '%s'.", want, open->s);
+			"The innermost block that needs to be closed is '%s'.", looking_for(ends, want, sizeof want), open->s);
 		p->err->line = open->line;
 		p->err->col = open->col;
 		return -1;
@@ -386,7 +400,15 @@ static struct jnode *statement(struct jparser *p)
 			jp_fail(p, -EINVAL, "the '%s' tag is not supported by colibri's Jinja subset", tag);
 			return NULL;
 		}
-	jp_fail(p, -EINVAL, "Encountered unknown tag '%.40s'.", tag);
+	if (p->n_open) {
+		char want[128];
+		const struct jtoken *in = p->open[p->n_open - 1];
+		jp_fail(p, -EINVAL, "Encountered unknown tag '%.40s'. Jinja was looking for the following tags: %s. The "
+			"innermost block that needs to be closed is '%s' (line %d).", tag,
+			looking_for(p->open_ends[p->n_open - 1], want, sizeof want), in->s, in->line);
+	} else {
+		jp_fail(p, -EINVAL, "Encountered unknown tag '%.40s'.", tag);
+	}
 	return NULL;
 }
 

@@ -90,9 +90,9 @@ int jr_test(struct jrender *r, struct jscope *s, int id, struct jv in, const str
 	    bool *out)
 {
 	(void)s;
-	static const uint8_t want_args[] = { [T_DIVISIBLEBY] = 1, [T_EQ] = 1, [T_EQUALTO] = 1, [T_FILTER] = 1,
+	static const uint8_t want_args[] = { [T_DIVISIBLEBY] = 1, [T_EQ] = 1, [T_EQUALTO] = 1,
 					     [T_GE] = 1, [T_GREATERTHAN] = 1, [T_GT] = 1, [T_IN] = 1, [T_LE] = 1,
-					     [T_LESSTHAN] = 1, [T_LT] = 1, [T_NE] = 1, [T_SAMEAS] = 1, [T_TEST] = 1 };
+					     [T_LESSTHAN] = 1, [T_LT] = 1, [T_NE] = 1, [T_SAMEAS] = 1 };
 	size_t want = (size_t)id < sizeof want_args ? want_args[id] : 0;
 	if (n_args != want)
 		return jr_fail(r, -EINVAL, "the test '%s' takes %zu argument(s), %zu given", test_names[id], want, n_args);
@@ -145,7 +145,7 @@ int jr_test(struct jrender *r, struct jscope *s, int id, struct jv in, const str
 		return 0;
 	case T_FILTER:
 	case T_TEST:
-		*out = a.kind == JV_STR && (id == T_FILTER ? jinja_filter_id(a.u.s->p) : jinja_test_id(a.u.s->p)) >= 0;
+		*out = in.kind == JV_STR && (id == T_FILTER ? jinja_filter_id(in.u.s->p) : jinja_test_id(in.u.s->p)) >= 0;
 		return 0;
 	default: return cmp_test(r, id, in, a, out);
 	}
