@@ -18,6 +18,7 @@
 #include "engine/text/jinja.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,13 +198,29 @@ static int detect(struct chat_template *ct, const char *t, const char *model_typ
 	return -EINVAL;
 }
 
-/* model types whose built-in template is a Jinja text */
-static const struct {
+/* model types whose built-in template is a Jinja text, parsed once per process and shared */
+static struct builtin_jinja {
 	const char *type, *text, *what;
+	pthread_once_t once;
+	struct jinja_template *parsed;
+	int rc;
+	struct jinja_error err;
 } builtin_jinja[] = {
-	{ "deepseek_v32", chat_builtin_deepseek_v32, "DeepSeek-V3.2" },
-	{ "glm_moe_dsa", chat_builtin_glm5, "GLM-4.7/GLM-5" },
+	{ "deepseek_v32", chat_builtin_deepseek_v32, "DeepSeek-V3.2", PTHREAD_ONCE_INIT, NULL, 0, { 0 } },
+	{ "glm_moe_dsa", chat_builtin_glm5, "GLM-4.7/GLM-5", PTHREAD_ONCE_INIT, NULL, 0, { 0 } },
 };
+
+static void parse_builtin_0(void)
+{
+	struct builtin_jinja *b = &builtin_jinja[0];
+	b->rc = jinja_template_parse(&b->parsed, b->text, strlen(b->text), &b->err);
+}
+
+static void parse_builtin_1(void)
+{
+	struct builtin_jinja *b = &builtin_jinja[1];
+	b->rc = jinja_template_parse(&b->parsed, b->text, strlen(b->text), &b->err);
+}
 
 static int choose(struct chat_template *ct, const char *template_text, const char *model_type, char *err,
 		  size_t err_len)
@@ -233,11 +250,14 @@ static int choose(struct chat_template *ct, const char *template_text, const cha
 	}
 	for (size_t i = 0; model_type && i < sizeof builtin_jinja / sizeof builtin_jinja[0]; i++)
 		if (strcmp(model_type, builtin_jinja[i].type) == 0) {
-			rc = jinja_template_parse(&ct->jinja, builtin_jinja[i].text, strlen(builtin_jinja[i].text), &je);
-			if (rc) {
-				chat_set_err(err, err_len, "the built-in %s template: %s", builtin_jinja[i].what, je.msg);
-				return rc;
+			struct builtin_jinja *b = &builtin_jinja[i];
+			pthread_once(&b->once, i == 0 ? parse_builtin_0 : parse_builtin_1);
+			if (b->rc) {
+				chat_set_err(err, err_len, "the built-in %s template: %s", b->what, b->err.msg);
+				return b->rc;
 			}
+			ct->jinja = b->parsed;
+			ct->jinja_shared = true;
 			ct->family = CHAT_FAMILY_JINJA;
 			snprintf(ct->note, sizeof ct->note, "the model has no chat template; using the built-in %s template",
 				 builtin_jinja[i].what);
@@ -276,7 +296,8 @@ void chat_template_free(struct chat_template *ct)
 	free(ct->bos);
 	free(ct->eos);
 	free(ct->default_system);
-	jinja_template_free(ct->jinja);
+	if (!ct->jinja_shared)
+		jinja_template_free(ct->jinja);
 	memset(ct, 0, sizeof(*ct));
 }
 

@@ -62,6 +62,7 @@ struct chat_template {
 	bool has_bos, has_eos;	/* the tokenizer defines them: bos_token / eos_token are passed */
 	char *default_system;	/* CHATML: system prompt used when none is given, or NULL */
 	struct jinja_template *jinja;	/* CHAT_FAMILY_JINJA: the parsed template */
+	bool jinja_shared;	/* jinja is a built-in one, parsed once per process: not freed */
 	char note[384];	/* "" when the model's own template is rendered, else why a built-in one is */
 };
 

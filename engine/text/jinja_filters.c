@@ -154,7 +154,8 @@ static int copy_items(struct jrender *r, struct jv v, struct jlist **out)
 	struct jlist *l = jlist_new(r, src->n);
 	if (!l)
 		return -1;
-	memcpy(l->v, src->v, src->n * sizeof(*l->v));
+	if (src->n)
+		memcpy(l->v, src->v, src->n * sizeof(*l->v));
 	l->n = src->n;
 	*out = l;
 	return 0;
@@ -169,10 +170,11 @@ static int f_sort(struct jrender *r, struct jv in, const struct fargs *fa, struc
 	bool uniq = id == F_UNIQUE;
 	if (bind(r, uniq ? "unique" : "sort", fa, uniq ? p_uniq : p_sort, uniq ? 2 : 3, v, g))
 		return -1;
-	struct jv *vs = uniq ? v - 1 : v;	/* vs[1] case_sensitive, vs[2] attribute */
-	bool rev = !uniq && jv_truthy(v[0]), cs = jv_truthy(vs[1]);
+	/* sort(reverse, case_sensitive, attribute), unique(case_sensitive, attribute) */
+	bool rev = !uniq && jv_truthy(v[0]), cs = jv_truthy(v[uniq ? 0 : 1]);
+	size_t ai = uniq ? 1 : 2;
 	const struct jstr *attr = NULL;
-	if ((uniq ? g[1] : g[2]) && vs[2].kind != JV_NONE && !(attr = to_jstr(r, vs[2])))
+	if (g[ai] && v[ai].kind != JV_NONE && !(attr = to_jstr(r, v[ai])))
 		return -1;
 	struct jlist *l;
 	if (copy_items(r, in, &l))

@@ -144,7 +144,8 @@ struct jtoken {
 };
 
 /* Splits src into tokens (normalised newlines, whitespace control applied),
- * ending with JT_EOF; 0 or -EINVAL / -ENOMEM with err filled. */
+ * ending with JT_EOF; 0 or -EINVAL / -ENOMEM with err filled. *toks is
+ * malloc'd (the caller frees it; the strings it points to are in a). */
 int jinja_lex(struct ja_arena *a, const char *src, size_t len, struct jtoken **toks, size_t *n,
 	      struct jinja_error *err);
 

@@ -68,11 +68,9 @@ static struct jtoken *emit(struct lexer *L, int type, size_t pos)
 {
 	if (L->nt == L->cap) {
 		size_t cap = L->cap ? L->cap * 2 : 256;
-		struct jtoken *t = ja_alloc(L->a, cap * sizeof(*t));
+		struct jtoken *t = realloc(L->t, cap * sizeof(*t));
 		if (!t)
 			return NULL;
-		if (L->nt)
-			memcpy(t, L->t, L->nt * sizeof(*t));
 		L->t = t;
 		L->cap = cap;
 	}
@@ -537,10 +535,12 @@ int jinja_lex(struct ja_arena *a, const char *src, size_t len, struct jtoken **t
 	s[w] = 0;
 	struct lexer L = { .a = a, .s = s, .n = w, .lc_line = 1, .err = err };
 	int rc = lex_root(&L);
-	if (rc)
+	if (!rc && !emit(&L, JT_EOF, L.n))
+		rc = oom(&L);
+	if (rc) {
+		free(L.t);
 		return rc;
-	if (!emit(&L, JT_EOF, L.n))
-		return oom(&L);
+	}
 	*toks = L.t;
 	*n = L.nt;
 	return 0;

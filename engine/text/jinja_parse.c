@@ -440,8 +440,10 @@ int jinja_template_parse(struct jinja_template **out, const char *src, size_t le
 	struct jtoken *toks;
 	size_t n;
 	int rc = jinja_lex(&t->arena, src, len, &toks, &n, err);
-	if (!rc)
+	if (!rc) {
 		rc = jinja_parse_tokens(&t->arena, toks, n, &t->root, err);
+		free(toks);	/* the tree keeps no pointer into the tokens */
+	}
 	if (rc) {
 		jinja_template_free(t);
 		return rc;

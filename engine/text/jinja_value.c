@@ -24,7 +24,9 @@ struct ja_chunk {
 	_Alignas(16) unsigned char data[];
 };
 
-#define JA_CHUNK_BYTES (64 * 1024)
+/* Chunks start small (most templates and renders need a few KB) and double up to 1 MiB. */
+#define JA_CHUNK_MIN (4 * 1024)
+#define JA_CHUNK_MAX (1024 * 1024)
 
 void *ja_alloc(struct ja_arena *a, size_t n)
 {
@@ -37,7 +39,9 @@ void *ja_alloc(struct ja_arena *a, size_t n)
 	}
 	struct ja_chunk *c = a->head;
 	if (!c || c->cap - c->used < n) {
-		size_t cap = n > JA_CHUNK_BYTES ? n : JA_CHUNK_BYTES;
+		size_t cap = c ? (c->cap < JA_CHUNK_MAX ? c->cap * 2 : JA_CHUNK_MAX) : JA_CHUNK_MIN;
+		if (cap < n)
+			cap = n;
 		c = malloc(sizeof(*c) + cap);
 		if (!c)
 			return NULL;
