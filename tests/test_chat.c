@@ -620,3 +620,21 @@ Test(chat, released_templates)
 	cJSON_Delete(root);
 	free(text);
 }
+
+/* chat_template.jinja beside tokenizer_config.json is the template, as transformers v5 loads it. */
+Test(chat, jinja_file_takes_priority)
+{
+	char src[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], err[256] = "";
+	node_ref_require("tokenizer-qwen3");
+	node_ref_model_dir(src, sizeof(src), "tokenizer-qwen3");
+	tu_mkdtemp(dir, sizeof dir);
+	cr_assert_eq(tu_sh("ln -s '%s/tokenizer.json' '%s/tokenizer_config.json' '%s/'", src, src, dir), 0);
+	snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+	const char *file = "{{ messages[0]['content'] }} from the file";
+	cr_assert_eq(tu_write(path, file, strlen(file)), 0);
+	struct tokenizer *tok;
+	cr_assert_eq(tokenizer_load(&tok, dir, err, sizeof(err)), 0, "%s", err);
+	cr_expect_str_eq(tokenizer_chat_template(tok), file);
+	tokenizer_free(tok);
+	tu_rmrf(dir);
+}
