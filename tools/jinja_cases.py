@@ -73,6 +73,7 @@ CASES = [
     ("startswith and endswith", "{{ 'ab'.startswith('a') }} {{ 'ab'.endswith('a') }} {{ 'ab'.startswith(('x', 'a')) }} {{ '<tool_response>x</tool_response>'.endswith('</tool_response>') }}"),
     ("replace, find, count, join", "{{ 'a-b-c'.replace('-', '_') }} {{ 'a-b-c'.replace('-', '', 1) }} {{ 'abc'.find('c') }} {{ 'abc'.find('z') }} {{ 'abcb'.count('b') }} {{ ', '.join(['x','y']) }} {{ 'abcb'.rfind('b') }}"),
     ("case methods", "{{ 'ab cd'.title() }} {{ 'aBc'.capitalize() }} {{ 'Ab'.upper() }} {{ 'Ab'.lower() }}"),
+    ("unicode case mappings", "{{ 'héllo wörld'|upper }} {{ 'ÀÉÎ'|lower }} {{ 'ωμεγα'|upper }} {{ 'привет мир'|capitalize }} {{ 'élan vital'.title() }} {{ 'čeština ŁÓDŹ'|upper }}|{{ 'čeština ŁÓDŹ'|lower }} {{ 'ÿ'|upper }} {{ 'éa'|title }}"),
     ("is methods", "{{ '12'.isdigit() }} {{ 'a1'.isalnum() }} {{ 'ab'.isalpha() }} {{ ' '.isspace() }} {{ 'AB'.isupper() }} {{ 'ab'.islower() }} {{ ''.isdigit() }}"),
     ("splitlines", "{{ 'a\\nb\\r\\nc\\n'.splitlines() }}"),
     # statements and scopes
@@ -141,6 +142,9 @@ CASES = [
     # tests
     ("tests on values", "{{ x is defined }} {{ none is none }} {{ 'a' is string }} {{ {} is mapping }} {{ [] is iterable }} {{ 'a' is iterable }} {{ 1 is number }} {{ true is number }} {{ [] is sequence }} {{ 'a' is sequence }} {{ {} is sequence }}"),
     ("tests on undefined", "{{ x is iterable }} {{ x is sequence }} {{ x is string }} {{ none is iterable }} {{ x is mapping }} {{ x is undefined }} {{ x is none }}"),
+    ("odd and even on floats", "{{ 3.0 is odd }} {{ 2.5 is even }} {{ -3 is odd }} {{ true is odd }} {{ 4.0 is divisibleby 2 }}"),
+    ("in an undefined value", "{{ 1 in x }} {{ 1 not in x }}"),
+    ("a list in a dict is unhashable", "{{ [1] in {'a': 1} }}"),
     ("number tests", "{{ 1 is integer }} {{ true is integer }} {{ 1.0 is float }} {{ true is boolean }} {{ true is true }} {{ 1 is true }} {{ false is false }} {{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 9 is divisibleby(2) }}"),
     ("comparison tests", "{{ 'Abc' is lower }} {{ 'abc' is lower }} {{ 'ABC' is upper }} {{ 'a' is in 'abc' }} {{ 1 is eq 1 }} {{ 2 is gt 1 }} {{ 1 is lt 1 }} {{ 1 is ne 2 }} {{ 2 is ge 2 }} {{ 1 is le 0 }} {{ 1 is equalto 1 }} {{ 3 is greaterthan 2 }}"),
     ("is not", "{{ x is not defined }} {{ 1 is not string }} {{ not x is defined }} {{ 'a' is not in 'b' }}"),

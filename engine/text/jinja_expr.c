@@ -210,10 +210,15 @@ int jr_contains(struct jrender *r, struct jv item, struct jv seq, bool *out)
 		*out = false;
 		return 0;
 	case JV_DICT:
+		if (item.kind == JV_LIST && !(item.flags & JV_TUPLE))
+			return jr_fail(r, -EINVAL, "unhashable type: 'list'");
+		if (item.kind == JV_DICT)
+			return jr_fail(r, -EINVAL, "unhashable type: 'dict'");
 		*out = jdict_find(seq.u.d, item) != NULL;
 		return 0;
-	case JV_UNDEF:
-		return jv_undef_fail(r, seq);
+	case JV_UNDEF:	/* Undefined iterates as empty */
+		*out = false;
+		return 0;
 	default:
 		return jr_fail(r, -EINVAL, "argument of type '%s' is not iterable", jv_type_name(seq));
 	}

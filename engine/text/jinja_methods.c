@@ -10,7 +10,8 @@
  *         last length depth depth0 previtem nextitem
  * The methods that modify a list or dict (append, pop, update, ...) are
  * refused with the sandbox's "access to attribute ... is unsafe." error,
- * as in transformers. Case changes touch ASCII letters only.
+ * as in transformers. Case changes know ASCII, Latin-1, Latin Extended-A,
+ * Greek and Cyrillic (one-to-one mappings only).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -203,15 +204,53 @@ static bool ascii_alpha(char c)
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
+/*
+ * Simple case mappings of the scripts chat text mostly uses: ASCII, Latin-1,
+ * Latin Extended-A, Greek and Cyrillic (one code point to one; no ß -> SS,
+ * no final sigma). Other characters are cased (for title and capitalize)
+ * when they are letters of these scripts, and are left as they are.
+ */
+static uint32_t to_upper(uint32_t c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 0xe0 && c <= 0xfe && c != 0xf7) || (c >= 0x3b1 && c <= 0x3c9 && c != 0x3c2) ||
+	    (c >= 0x430 && c <= 0x44f))
+		return c - 0x20;
+	if (c == 0xff)
+		return 0x178;
+	if (c >= 0x450 && c <= 0x45f)
+		return c - 0x50;
+	if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17f)
+		return ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e)) ? (c & 1 ? c : c - 1) : (c & 1 ? c - 1 : c);
+	return c;
+}
+
+static uint32_t to_lower(uint32_t c)
+{
+	if ((c >= 'A' && c <= 'Z') || (c >= 0xc0 && c <= 0xde && c != 0xd7) || (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) ||
+	    (c >= 0x410 && c <= 0x42f))
+		return c + 0x20;
+	if (c == 0x178)
+		return 0xff;
+	if (c >= 0x400 && c <= 0x40f)
+		return c + 0x50;
+	if (c >= 0x100 && c <= 0x17f && c != 0x130 && c != 0x131 && c != 0x138 && c != 0x149 && c != 0x17f)
+		return ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e)) ? (c & 1 ? c + 1 : c) : (c & 1 ? c : c + 1);
+	return c;
+}
+
+static bool cased(uint32_t c)
+{
+	return to_upper(c) != c || to_lower(c) != c || c == 0xdf || c == 0x138 || c == 0x149 || c == 0x17f ||
+	       c == 0x3c2;
+}
+
 struct jv jpy_case(struct jrender *r, const struct jstr *s, int how)
 {
-	struct jv v = jv_str(r, s->p, s->len);
-	if (r->rc)
-		return v;
-	char *p = (char *)v.u.s->p;
+	struct jbuf b = { 0 };
 	bool prev_cased = false, word_start = true;
-	for (size_t i = 0; i < s->len; i++) {
-		char c = p[i];
+	for (size_t i = 0; i < s->len;) {
+		uint32_t c;
+		size_t k = utf8_next(s->p + i, s->len - i, &c);
 		bool up;
 		switch (how) {
 		case 'u': up = true; break;
@@ -220,13 +259,20 @@ struct jv jpy_case(struct jrender *r, const struct jstr *s, int how)
 		case 't': up = !prev_cased; break;	/* str.title() */
 		default: up = word_start; break;	/* Jinja's title filter: words start after - ( { [ < and spaces */
 		}
-		if (ascii_alpha(c))
-			p[i] = up ? (char)(c & ~0x20) : (char)(c | 0x20);
-		prev_cased = ascii_alpha(c);
+		uint32_t m = k == 1 && c >= 0x80 ? c : up ? to_upper(c) : to_lower(c);
+		char enc[4];
+		size_t w;
+		utf8_put(enc, m, &w);
+		if (m == c ? jbuf_put(r, &b, s->p + i, k) : jbuf_put(r, &b, enc, w)) {
+			free(b.p);
+			return jv_undef("");
+		}
+		prev_cased = cased(c);
 		word_start = how == 'j' && (c == '-' || c == '(' || c == '{' || c == '[' || c == '<' ||
-					    jpy_space_len(p + i, s->len - i) > 0);
+					    jpy_space_len(s->p + i, s->len - i) > 0);
+		i += k;
 	}
-	return v;
+	return jbuf_take(r, &b);
 }
 
 /* Python's str.split / rsplit; sep NULL splits at runs of whitespace. */

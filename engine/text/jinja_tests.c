@@ -33,11 +33,6 @@ int jinja_test_id(const char *name)
 	return -1;
 }
 
-static bool intlike(struct jv v)
-{
-	return v.kind == JV_INT || v.kind == JV_BOOL;
-}
-
 static int cmp_test(struct jrender *r, int id, struct jv in, struct jv arg, bool *out)
 {
 	bool lt;
@@ -119,14 +114,15 @@ int jr_test(struct jrender *r, struct jscope *s, int id, struct jv in, const str
 	case T_ESCAPED: *out = false; return 0;
 	case T_ODD:
 	case T_EVEN:
-	case T_DIVISIBLEBY: {
-		if (!intlike(in) || (id == T_DIVISIBLEBY && !intlike(a)))
-			return jr_fail(r, -EINVAL, "the test '%s' needs integers", test_names[id]);
-		int64_t d = id == T_DIVISIBLEBY ? (a.kind == JV_BOOL ? a.u.b : a.u.i) : 2;
-		if (d == 0)
-			return jr_fail(r, -EINVAL, "integer division or modulo by zero");
-		int64_t x = in.kind == JV_BOOL ? in.u.b : in.u.i, m = d == -1 ? 0 : x % d;
-		*out = id == T_ODD ? m != 0 : m == 0;
+	case T_DIVISIBLEBY: {	/* value % 2 == 1, value % n == 0, as Python computes them */
+		struct jv n = id == T_DIVISIBLEBY ? a : jv_int(2), m;
+		if (in.kind == JV_UNDEF)
+			return jv_undef_fail(r, in);
+		if (jr_binop(r, '%', in, n, &m))
+			return -1;
+		bool zero = m.kind == JV_FLOAT ? m.u.f == 0 : m.kind == JV_INT ? m.u.i == 0 : !jv_truthy(m);
+		bool one = m.kind == JV_FLOAT ? m.u.f == 1 : m.kind == JV_INT && m.u.i == 1;
+		*out = id == T_ODD ? one : zero;
 		return 0;
 	}
 	case T_LOWER:
