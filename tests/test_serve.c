@@ -640,6 +640,100 @@ Test(serve, completions)
 	cr_expect_eq(srv_stop(&s), 0);
 }
 
+/* The conversation and tools of tests/chat_templates/expected.json's case
+ * `name` for qwen3.jinja (the fixture's template), and what Jinja2 renders. */
+static cJSON *template_case(const char *name, cJSON **messages, cJSON **tools, const char **expected)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/tests/chat_templates/expected.json", tu_repo());
+	char *text = tu_read(path, NULL);
+	cr_assert(text, "%s is missing", path);
+	cJSON *d = cJSON_Parse(text);
+	free(text);
+	cr_assert(d);
+	const cJSON *cases = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "templates"), "qwen3.jinja"), "cases");
+	const cJSON *c = NULL;
+	for (c = cases ? cases->child : NULL; c; c = c->next)
+		if (!strcmp(str_at(c, "name"), name))
+			break;
+	cr_assert(c, "no case '%s' in %s", name, path);
+	int conv = (int)num_at(c, "conversation");
+	*messages = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(d, "conversations"), conv),
+						     "messages");
+	*tools = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "tools")) ? cJSON_GetObjectItemCaseSensitive(d, "tools") : NULL;
+	*expected = str_at(c, "expected");
+	return d;
+}
+
+/* Tools and tool calls reach the model's own template: a chat request with
+ * them (arguments as JSON text, as OpenAI clients send them) is the
+ * completion of what Jinja2 renders for the same conversation with object
+ * arguments: same prompt tokens, same greedy tokens and logprobs. */
+Test(serve, tools_reach_the_template)
+{
+	NEED_FIXTURE();
+	cJSON *msgs, *tools;
+	const char *expected;
+	cJSON *d = template_case("tool calls with object arguments, tools", &msgs, &tools, &expected);
+	cr_assert(tools && msgs);
+	cJSON *m = cJSON_Duplicate(msgs, 1);
+	for (cJSON *x = m->child; x; x = x->next) {
+		cJSON *calls = cJSON_GetObjectItemCaseSensitive(x, "tool_calls");
+		for (cJSON *c = calls ? calls->child : NULL; c; c = c->next) {
+			cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+			char *args = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(fn, "arguments"));
+			cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", cJSON_CreateString(args));
+			free(args);
+		}
+	}
+	cJSON *chat = cJSON_CreateObject(), *cmpl = cJSON_CreateObject();
+	cJSON_AddItemToObject(chat, "messages", m);
+	cJSON_AddItemToObject(chat, "tools", cJSON_Duplicate(tools, 1));
+	cJSON_AddNumberToObject(chat, "max_tokens", 4);
+	cJSON_AddNumberToObject(chat, "temperature", 0);
+	cJSON_AddTrueToObject(chat, "logprobs");
+	cJSON_AddStringToObject(cmpl, "prompt", expected);
+	cJSON_AddNumberToObject(cmpl, "max_tokens", 4);
+	cJSON_AddNumberToObject(cmpl, "temperature", 0);
+	cJSON_AddNumberToObject(cmpl, "logprobs", 1);
+	char *chat_s = cJSON_PrintUnformatted(chat), *cmpl_s = cJSON_PrintUnformatted(cmpl);
+	struct srv s;
+	srv_start(&s, "%s", "");
+	cJSON *a = http_json(&s, "POST", "/v1/chat/completions", chat_s, 200);
+	cJSON *b = http_json(&s, "POST", "/v1/completions", cmpl_s, 200);
+	cr_expect_eq(num_at(a, "usage.prompt_tokens"), num_at(b, "usage.prompt_tokens"));
+	const cJSON *la = at(a, "choices.0.logprobs.content"), *lb = at(b, "choices.0.logprobs.token_logprobs");
+	cr_assert_eq(cJSON_GetArraySize(la), 4);
+	cr_assert_eq(cJSON_GetArraySize(lb), 4);
+	for (int k = 0; k < 4; k++) {
+		cr_expect_str_eq(str_at(cJSON_GetArrayItem(la, k), "token"),
+				 cJSON_GetArrayItem(at(b, "choices.0.logprobs.tokens"), k)->valuestring);
+		cr_expect_eq(num_at(cJSON_GetArrayItem(la, k), "logprob"), cJSON_GetArrayItem(lb, k)->valuedouble, "token %d", k);
+	}
+	/* Without the tools the prompt is shorter: the template wrote them. */
+	cJSON_DeleteItemFromObject(chat, "tools");
+	free(chat_s);
+	chat_s = cJSON_PrintUnformatted(chat);
+	cJSON *c = http_json(&s, "POST", "/v1/chat/completions", chat_s, 200);
+	cr_expect_lt(num_at(c, "usage.prompt_tokens") + 50, num_at(a, "usage.prompt_tokens"));
+	/* A null content reaches the template as None, where Jinja2 fails too
+	 * ("argument of type 'NoneType' is not iterable"): a 400 naming messages. */
+	expect_error(&s, "POST", "/v1/chat/completions",
+		     "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":null}],"
+		     "\"max_tokens\":1}",
+		     NULL, 400, "messages");
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	cJSON_Delete(c);
+	cJSON_Delete(chat);
+	cJSON_Delete(cmpl);
+	cJSON_Delete(d);
+	free(chat_s);
+	free(cmpl_s);
+	cr_expect_eq(srv_stop(&s), 0);
+}
+
 Test(serve, bad_requests)
 {
 	NEED_FIXTURE();
@@ -661,7 +755,9 @@ Test(serve, bad_requests)
 		{ "\"logprobs\":true,\"top_logprobs\":21", "top_logprobs" },
 		{ "\"stream\":\"yes\"", "stream" },               { "\"stream_options\":{\"include_usage\":1}", "stream_options.include_usage" },
 		{ "\"n\":2", "n" },                               { "\"model\":5", "model" },
-		{ "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", "tools" },
+		{ "\"tools\":{}", "tools" },                     { "\"tools\":[{\"type\":\"function\"}]", "tools[0].function" },
+		{ "\"tools\":[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]", "tools[0].type" },
+		{ "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]", "tools[0].function.name" },
 		{ "\"response_format\":{\"type\":\"json_object\"}", "response_format.type" },
 		{ "\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}", "chat_template_kwargs.enable_thinking" },
 		{ "\"chat_template_kwargs\":{\"foo\":1}", "chat_template_kwargs.foo" },
@@ -683,7 +779,11 @@ Test(serve, bad_requests)
 		     400, "messages[0].content[0].type");
 	expect_error(&s, "POST", chat,
 		     "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"1\"}]}]}", NULL,
-		     400, "messages[0].tool_calls");
+		     400, "messages[0].tool_calls[0].function");
+	expect_error(&s, "POST", chat,
+		     "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":\"function\","
+		     "\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}",
+		     NULL, 400, "messages[0].tool_calls[0].function.arguments");
 	expect_error(&s, "POST", chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":100,"
 				       "\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\","
 				       "\"m\",\"n\",\"o\",\"p\",\"q\"]}", NULL, 400, "stop");

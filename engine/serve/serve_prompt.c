@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "engine/text/tokenizer.h"
 
 int serve_prompt_init(struct serve_prompt *sp, const struct tokenizer *tok, const char *model_type)
@@ -29,19 +31,75 @@ void serve_prompt_free(struct serve_prompt *sp)
 	memset(sp, 0, sizeof *sp);
 }
 
+/* Sets every tool call's arguments: parsed into an object when they are
+ * JSON text of one (as_objects), else back to the text the client sent
+ * (orig, the request's own messages). Returns whether any changed. */
+static bool set_arguments(cJSON *msgs, const cJSON *orig, bool as_objects)
+{
+	bool changed = false;
+	const cJSON *om = orig->child;
+	for (cJSON *m = msgs->child; m && om; m = m->next, om = om->next) {
+		cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+		const cJSON *ocalls = cJSON_GetObjectItemCaseSensitive(om, "tool_calls");
+		const cJSON *oc = cJSON_IsArray(ocalls) ? ocalls->child : NULL;
+		for (cJSON *c = cJSON_IsArray(calls) ? calls->child : NULL; c && oc; c = c->next, oc = oc->next) {
+			cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+			const cJSON *text = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(oc, "function"),
+									      "arguments");
+			if (!cJSON_IsObject(fn) || !cJSON_IsString(text))
+				continue;
+			cJSON *v = as_objects ? cJSON_Parse(text->valuestring) : cJSON_CreateString(text->valuestring);
+			if ((!as_objects || cJSON_IsObject(v)) && cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", v)) {
+				changed = true;
+				continue;
+			}
+			cJSON_Delete(v);
+		}
+	}
+	return changed;
+}
+
+/* The model's own (or a built-in) Jinja template: every field a template
+ * reads, tools included. Tool call arguments go in as objects, as vLLM
+ * passes them and transformers documents them; a template that fails on
+ * that (DeepSeek-V3's concatenates them as text) gets the text the client
+ * sent. */
+static int render_jinja(const struct serve_prompt *sp, const struct serve_request *r, const struct chat_options *co,
+			char **text, size_t *len, char *why, size_t why_len)
+{
+	cJSON *orig = cJSON_Parse(r->messages_json), *msgs = cJSON_Duplicate(orig, 1);
+	cJSON *tools = r->tools_json ? cJSON_Parse(r->tools_json) : NULL;
+	int rc = -ENOMEM;
+	if (orig && msgs && (tools || !r->tools_json)) {
+		bool objects = set_arguments(msgs, orig, true);
+		rc = chat_template_render_json(&sp->ct, msgs, tools, co, text, len, why, why_len);
+		if (rc == -EINVAL && objects && set_arguments(msgs, orig, false))
+			rc = chat_template_render_json(&sp->ct, msgs, tools, co, text, len, why, why_len);
+	}
+	cJSON_Delete(orig);
+	cJSON_Delete(msgs);
+	cJSON_Delete(tools);
+	return rc;
+}
+
 /* Renders the messages; *text is malloc'd. */
 static int render(const struct serve_prompt *sp, const struct serve_request *r, bool no_thinking, char **text,
 		  size_t *len, struct serve_error *err)
 {
-	struct chat_message *msgs = malloc((size_t)r->n_messages * sizeof *msgs);
-	if (!msgs)
-		return serve_error_set(err, 500, NULL, NULL, "out of memory");
-	for (int i = 0; i < r->n_messages; i++)
-		msgs[i] = (struct chat_message){ r->messages[i].role, r->messages[i].content };
 	struct chat_options co = { .add_generation_prompt = r->add_generation_prompt, .no_thinking = no_thinking };
 	char why[256] = "";
-	int rc = chat_template_render(&sp->ct, msgs, (size_t)r->n_messages, &co, text, len, why, sizeof why);
-	free(msgs);
+	int rc;
+	if (sp->ct.jinja) {
+		rc = render_jinja(sp, r, &co, text, len, why, sizeof why);
+	} else {
+		struct chat_message *msgs = malloc((size_t)r->n_messages * sizeof *msgs);
+		if (!msgs)
+			return serve_error_set(err, 500, NULL, NULL, "out of memory");
+		for (int i = 0; i < r->n_messages; i++)
+			msgs[i] = (struct chat_message){ r->messages[i].role, r->messages[i].content };
+		rc = chat_template_render(&sp->ct, msgs, (size_t)r->n_messages, &co, text, len, why, sizeof why);
+		free(msgs);
+	}
 	if (rc == -ENOMEM)
 		return serve_error_set(err, 500, NULL, NULL, "out of memory");
 	if (rc)
@@ -64,14 +122,14 @@ static int build_chat(const struct serve_prompt *sp, const struct serve_request 
 	if (!sp->have_template)
 		return serve_error_set(err, 400, "messages", NULL,
 				       "this model has no usable chat template (%s); use /v1/completions", sp->template_error);
-	if (r->tools_json)
-		return serve_error_set(err, 400, "tools", NULL, "tools are not supported by the %s chat template",
+	if (r->tools_json && !sp->ct.jinja)
+		return serve_error_set(err, 400, "tools", NULL, "tools are not supported by the built-in %s chat template",
 				       chat_family_name(sp->ct.family));
-	for (int i = 0; i < r->n_messages; i++)
+	for (int i = 0; i < r->n_messages && !sp->ct.jinja; i++)
 		if (r->messages[i].has_tool_calls) {
 			char param[48];
 			snprintf(param, sizeof param, "messages[%d].tool_calls", i);
-			return serve_error_set(err, 400, param, NULL, "tool_calls are not supported by the %s chat template",
+			return serve_error_set(err, 400, param, NULL, "tool_calls are not supported by the built-in %s chat template",
 					       chat_family_name(sp->ct.family));
 		}
 	bool no_thinking = r->enable_thinking == 0;

@@ -3,11 +3,16 @@
  * messages meet the model's chat template, so that moving to another
  * template engine changes this file only.
  *
- * What today's template API (engine/text/chat.h) renders is supported:
- * roles system / user / assistant / tool as the family knows them,
- * add_generation_prompt, and enable_thinking where the template has it.
- * The rest is refused with a 400 naming the field: tools and assistant
- * tool_calls (no built-in renderer formats them), a role the family lacks,
+ * The model's chat template (engine/text/chat.h) is rendered with the
+ * Jinja subset from the messages as the client sent them: roles system /
+ * user / assistant / tool, content (text parts joined), tool_calls,
+ * tool_call_id, name, reasoning_content, and the request's tools,
+ * add_generation_prompt and enable_thinking. Tool call arguments (JSON
+ * text in OpenAI's API) go in as objects, as vLLM passes them and as
+ * transformers documents them; a template that fails on objects gets the
+ * text the client sent. With a built-in C renderer (no usable template)
+ * the rest is refused with a 400 naming the
+ * field: tools and assistant tool_calls, a role the family lacks, and
  * enable_thinking=false for a template without the switch.
  */
 #ifndef COLIBRI_ENGINE_SERVE_PROMPT_H

@@ -202,6 +202,89 @@ static int parse_content(struct serve_message *m, const cJSON *c, int i, struct 
 	return 0;
 }
 
+/* A function object of a tool or tool call: {"name": string, ...}, and
+ * for a call also "arguments": string (JSON text, as OpenAI sends it). */
+static int check_function(const cJSON *item, const char *param, bool call, struct serve_error *err)
+{
+	char p[128];
+	const cJSON *fn = cJSON_GetObjectItemCaseSensitive(item, "function");
+	snprintf(p, sizeof p, "%s.function", param);
+	if (!cJSON_IsObject(item) || !cJSON_IsObject(fn))
+		return serve_error_set(err, 400, p, NULL, "'%s' must be an object", p);
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(item, "type");
+	if (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))) {
+		snprintf(p, sizeof p, "%s.type", param);
+		return serve_error_set(err, 400, p, NULL, "'%s' must be \"function\"", p);
+	}
+	snprintf(p, sizeof p, "%s.function.name", param);
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+	if (!cJSON_IsString(name) || !name->valuestring[0])
+		return serve_error_set(err, 400, p, NULL, "'%s' must be a non-empty string", p);
+	snprintf(p, sizeof p, "%s.function.arguments", param);
+	if (call && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn, "arguments")))
+		return serve_error_set(err, 400, p, NULL, "'%s' must be a string (JSON text)", p);
+	return 0;
+}
+
+static int check_tool_calls(const cJSON *calls, int i, struct serve_error *err)
+{
+	char param[64];
+	snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+	if (!calls || cJSON_IsNull(calls))
+		return 0;
+	if (!cJSON_IsArray(calls))
+		return serve_error_set(err, 400, param, NULL, "'%s' must be an array", param);
+	int k = 0;
+	for (const cJSON *c = calls->child; c; c = c->next, k++) {
+		char p[80];
+		snprintf(p, sizeof p, "%s[%d]", param, k);
+		int rc = check_function(c, p, true, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Copies m's field key into d when it has type check(); returns false when out of memory. */
+static bool copy_field(cJSON *d, const cJSON *m, const char *key, cJSON_bool (*check)(const cJSON *))
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(m, key);
+	if (!f || !check(f))
+		return true;
+	cJSON *c = cJSON_Duplicate(f, 1);
+	return c && cJSON_AddItemToObject(d, key, c);
+}
+
+/*
+ * The messages as a Jinja template reads them (r->messages_json): role as
+ * parsed, content a string (text parts joined) or null, and the fields
+ * templates use when they have the right type: tool_calls, tool_call_id,
+ * name, reasoning_content. Tool call arguments stay as the client sent them.
+ */
+static int messages_json(struct serve_request *r, const cJSON *v, struct serve_error *err)
+{
+	cJSON *a = cJSON_CreateArray();
+	bool ok = a != NULL;
+	int i = 0;
+	for (const cJSON *m = v->child; ok && m; m = m->next, i++) {
+		cJSON *d = cJSON_CreateObject();
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+		ok = d && cJSON_AddItemToArray(a, d) && cJSON_AddStringToObject(d, "role", r->messages[i].role) &&
+		     ((!c || cJSON_IsNull(c)) ? cJSON_AddNullToObject(d, "content") != NULL
+					      : cJSON_AddStringToObject(d, "content", r->messages[i].content) != NULL) &&
+		     copy_field(d, m, "tool_calls", cJSON_IsArray) && copy_field(d, m, "tool_call_id", cJSON_IsString) &&
+		     copy_field(d, m, "name", cJSON_IsString) && copy_field(d, m, "reasoning_content", cJSON_IsString);
+	}
+	if (ok)
+		ok = (r->messages_json = cJSON_PrintUnformatted(a)) != NULL;
+	cJSON_Delete(a);
+	if (!ok)
+		return serve_error_set(err, 500, NULL, NULL, "out of memory");
+	if (!serve_utf8_valid(r->messages_json, strlen(r->messages_json)))
+		return serve_error_set(err, 400, "messages", NULL, "'messages' is not valid UTF-8");
+	return 0;
+}
+
 static int parse_messages(struct serve_request *r, const cJSON *o, struct serve_error *err)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "messages");
@@ -238,11 +321,14 @@ static int parse_messages(struct serve_request *r, const cJSON *o, struct serve_
 			return serve_error_set(err, 500, NULL, NULL, "out of memory");
 		const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
 		sm->has_tool_calls = calls && !cJSON_IsNull(calls) && !(cJSON_IsArray(calls) && !calls->child);
-		int rc = parse_content(sm, cJSON_GetObjectItemCaseSensitive(m, "content"), i, err);
+		int rc = check_tool_calls(calls, i, err);
+		if (rc)
+			return rc;
+		rc = parse_content(sm, cJSON_GetObjectItemCaseSensitive(m, "content"), i, err);
 		if (rc)
 			return rc;
 	}
-	return 0;
+	return messages_json(r, v, err);
 }
 
 static int parse_chat(struct serve_request *r, const cJSON *o, struct serve_error *err)
@@ -276,8 +362,17 @@ static int parse_chat(struct serve_request *r, const cJSON *o, struct serve_erro
 	if (tools && !cJSON_IsNull(tools)) {
 		if (!cJSON_IsArray(tools))
 			return serve_error_set(err, 400, "tools", NULL, "'tools' must be an array");
+		int k = 0;
+		for (const cJSON *t = tools->child; t; t = t->next, k++) {
+			char p[32];
+			snprintf(p, sizeof p, "tools[%d]", k);
+			if ((rc = check_function(t, p, false, err)))
+				return rc;
+		}
 		if (tools->child && !(r->tools_json = cJSON_PrintUnformatted(tools)))
 			return serve_error_set(err, 500, NULL, NULL, "out of memory");
+		if (r->tools_json && !serve_utf8_valid(r->tools_json, strlen(r->tools_json)))
+			return serve_error_set(err, 400, "tools", NULL, "'tools' is not valid UTF-8");
 	}
 	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "response_format");
 	if (fmt && !cJSON_IsNull(fmt)) {
@@ -434,6 +529,7 @@ void serve_request_free(struct serve_request *r)
 		free(r->messages[i].content);
 	}
 	free(r->messages);
+	free(r->messages_json);
 	free(r->model);
 	free(r->tools_json);
 	free(r->prompt);

@@ -63,6 +63,7 @@ struct serve_request {
 	/* chat */
 	struct serve_message *messages; /* [n_messages] */
 	int n_messages;
+	char *messages_json;         /* the messages as templates read them, compact JSON (see serve_request.c) */
 	bool add_generation_prompt;  /* default true */
 	int enable_thinking;         /* chat_template_kwargs.enable_thinking: -1 not given, 0, 1 */
 	char *tools_json;            /* tools as compact JSON, NULL when absent or empty */
