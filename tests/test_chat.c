@@ -1,30 +1,38 @@
 /*
- * test_chat — chat template rendering (engine/chat*.c) against the Jinja
- * renderer of the npm package @lenml/tokenizers, run through
- * tools/tokenizer_ref.js on the same messages:
- *   - DeepSeek-V3 with the real tokenizer_config.json;
- *   - OLMoE (Tulu 2), Tulu 3, Mixtral-Instruct (current and original),
- *     and Qwen1.5-style ChatML with a default system prompt, each with its
- *     published template text given to the package as chat_template;
- *   - Qwen3 with the real tokenizer_config.json. The package's Jinja subset
- *     cannot parse Qwen3's template, so where it reports an error the
- *     expected strings below are used: derived by hand from that template
- *     and checked once with Python's Jinja2 3.1 under Hugging Face's
- *     settings (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks),
- *     not copied from our output. (Jinja2 also agrees with the package on
- *     every conversation of the other templates here.)
- *   - GLM-4.5 / GLM-4.6 (no template text is kept here): expected strings
- *     rendered once with Python's Jinja2 3.1.6 under Hugging Face's settings
- *     from llama.cpp's models/templates/GLM-4.6.jinja (the built-in for
- *     glm4_moe; zai-org's GLM-4.5 template renders the same) and, where
- *     noted, models/templates/glm_4_5.jinja, whose user turns lack the
- *     newline after <|user|>. The renderer was also compared with Jinja2 on
- *     tens of thousands of random conversations, outside this suite.
- * Conversations: system+user, user only, multi-turn with and without the
- * generation prompt, reasoning in history, tool results, and conversations
- * the templates reject (same error message as the template's
- * raise_exception). Also: recognition by model_type, and clear errors for
- * unknown templates, families and roles.
+ * test_chat — chat templates (engine/text/chat*.c) rendered through the Jinja
+ * subset and through the built-in renderers, against references that are
+ * never our own output:
+ *   - released_templates: every template of tests/chat_templates/ (Qwen3,
+ *     Qwen1.5-MoE, DeepSeek-V3, DeepSeek-V3.1, our DeepSeek-V3.2 rendering of
+ *     its encoding script, OLMoE, Tulu 3, Mixtral current and original,
+ *     GLM-4.5 (llama.cpp's copy), GLM-4.6, GLM-4.7, GLM-4.7-Flash; sources in
+ *     tests/chat_templates/README.md) on the conversations of
+ *     tests/chat_templates/expected.json: system and user turns, multi-turn,
+ *     tool definitions, tool calls (object and JSON-string arguments) and
+ *     results, reasoning_content and reasoning inside the content,
+ *     enable_thinking=false, with and without the generation prompt; the
+ *     expected texts and errors are Jinja2 3.1's under Hugging Face's
+ *     settings (tools/jinja_fixtures.py), and for DeepSeek-V3.2 its vendor's
+ *     encode_messages();
+ *   - the same role-and-content conversations through the npm package
+ *     @lenml/tokenizers (tools/tokenizer_ref.js) for DeepSeek-V3 with the
+ *     real tokenizer_config.json, OLMoE (Tulu 2), Tulu 3, Mixtral-Instruct
+ *     (current and original) and Qwen1.5-style ChatML; and Qwen3 with the
+ *     real tokenizer_config.json, whose template the package cannot parse:
+ *     there the expected strings below were derived by hand and checked
+ *     once with Python's Jinja2 3.1 under Hugging Face's settings. Each
+ *     family is rendered twice: by the Jinja subset from the template, and
+ *     by its built-in C renderer (the template with a tag outside the
+ *     subset appended, so that it falls back);
+ *   - GLM-4.5 / GLM-4.6: expected strings rendered once with Jinja2 3.1.6
+ *     from llama.cpp's models/templates/GLM-4.6.jinja and glm_4_5.jinja,
+ *     through the Jinja subset and through the built-in renderer chosen by
+ *     model_type glm4_moe;
+ *   - the choice of renderer: the model's template when the subset parses
+ *     it, a built-in one otherwise with a note saying so, the built-in
+ *     Jinja texts for deepseek_v32 and glm_moe_dsa (the same bytes as their
+ *     files), errors for what fits nothing, the built-in renderers refusing
+ *     tools and unknown roles.
  */
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
@@ -34,6 +42,7 @@
 #include "tests/node_ref.h"
 #include "tests/test_util.h"
 #include "engine/text/chat.h"
+#include "engine/text/chat_internal.h"
 #include "engine/text/tokenizer.h"
 
 struct conv {
@@ -62,8 +71,19 @@ static void compare(const struct family *f, const struct conv *cv, size_t n_conv
 	const char *tmpl = f->tmpl ? f->tmpl : tokenizer_chat_template(tok);
 	const char *bos = f->bos ? f->bos : tokenizer_bos_token(tok);
 	const char *eos = f->eos ? f->eos : tokenizer_eos_token(tok);
-	struct chat_template ct;
-	cr_assert_eq(chat_template_init(&ct, tmpl, NULL, bos, eos, err, sizeof(err)), 0, "%s", err);
+	/* the template through the Jinja subset, then through its built-in renderer: a tag
+	 * outside the subset appended makes chat_template_init fall back on the same text */
+	struct chat_template cts[2];
+	char *fallback = malloc(strlen(tmpl) + 64);
+	sprintf(fallback, "%s{%% include 'not in the subset' %%}", tmpl);
+	cr_assert_eq(chat_template_init(&cts[0], tmpl, NULL, bos, eos, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(cts[0].family, CHAT_FAMILY_JINJA);
+	cr_expect_str_eq(cts[0].note, "");
+	cr_assert_eq(chat_template_init(&cts[1], fallback, NULL, bos, eos, err, sizeof(err)), 0, "%s", err);
+	cr_assert_neq(cts[1].family, CHAT_FAMILY_JINJA);
+	cr_expect(strstr(cts[1].note, "outside colibri's Jinja subset") && strstr(cts[1].note, "include"), "%s",
+		  cts[1].note);
+	free(fallback);
 
 	cJSON *req = cJSON_CreateObject(), *chats = cJSON_AddArrayToObject(req, "chat");
 	cJSON_AddStringToObject(req, "model_dir", dir);
@@ -88,40 +108,47 @@ static void compare(const struct family *f, const struct conv *cv, size_t n_conv
 		cJSON_AddItemToArray(chats, c);
 	}
 	cJSON *res = node_ref_run(req);
-	size_t by_ref = 0, by_hand = 0, rejected = 0;
-	for (size_t i = 0; i < n_conv; i++) {
-		const cJSON *ref = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "chat"), (int)i);
-		const char *ref_text = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "text"));
-		const char *ref_err = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "error"));
-		struct chat_options opt = { .add_generation_prompt = cv[i].gen, .no_thinking = cv[i].no_thinking };
-		char *out = NULL;
-		size_t len;
-		err[0] = 0;
-		int rc = chat_template_render(&ct, cv[i].m, cv[i].n, &opt, &out, &len, err, sizeof(err));
-		by_ref += ref_text != NULL;
-		by_hand += !ref_text && f->hand_derived && cv[i].expected;
-		rejected += !ref_text && !(f->hand_derived && cv[i].expected);
-		if (ref_text) {
-			cr_expect_eq(rc, 0, "%s: we fail (%s) where the reference renders", cv[i].name, err);
+	for (int k = 0; k < 2; k++) {
+		const struct chat_template *ct = &cts[k];
+		size_t by_ref = 0, by_hand = 0, rejected = 0;
+		for (size_t i = 0; i < n_conv; i++) {
+			const cJSON *ref = cJSON_GetArrayItem(cJSON_GetObjectItem(res, "chat"), (int)i);
+			const char *ref_text = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "text"));
+			const char *ref_err = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "error"));
+			struct chat_options opt = { .add_generation_prompt = cv[i].gen, .no_thinking = cv[i].no_thinking };
+			char *out = NULL;
+			size_t len;
+			err[0] = 0;
+			int rc = chat_template_render(ct, cv[i].m, cv[i].n, &opt, &out, &len, err, sizeof(err));
+			by_ref += ref_text != NULL;
+			by_hand += !ref_text && f->hand_derived && cv[i].expected;
+			rejected += !ref_text && !(f->hand_derived && cv[i].expected);
+			const char *how = k ? "built-in" : "jinja";
+			if (ref_text) {
+				cr_expect_eq(rc, 0, "%s (%s): we fail (%s) where the reference renders", cv[i].name, how, err);
+				if (rc == 0)
+					cr_expect_str_eq(out, ref_text, "%s (%s): rendering differs from the reference", cv[i].name, how);
+			} else if (f->hand_derived && cv[i].expected) {
+				cr_expect_eq(rc, 0, "%s (%s): %s", cv[i].name, how, err);
+				if (rc == 0)
+					cr_expect_str_eq(out, cv[i].expected, "%s (%s): rendering differs from the template", cv[i].name,
+							 how);
+			} else {
+				cr_expect_eq(rc, -EINVAL, "%s (%s): the reference fails (%s) but we render", cv[i].name, how, ref_err);
+				cr_expect_str_eq(err, ref_err ? ref_err : "", "%s (%s): error message differs", cv[i].name, how);
+			}
 			if (rc == 0)
-				cr_expect_str_eq(out, ref_text, "%s: rendering differs from the reference", cv[i].name);
-		} else if (f->hand_derived && cv[i].expected) {
-			cr_expect_eq(rc, 0, "%s: %s", cv[i].name, err);
-			if (rc == 0)
-				cr_expect_str_eq(out, cv[i].expected, "%s: rendering differs from the template", cv[i].name);
-		} else {
-			cr_expect_eq(rc, -EINVAL, "%s: the reference fails (%s) but we render", cv[i].name, ref_err);
-			cr_expect_str_eq(err, ref_err ? ref_err : "", "%s: error message differs", cv[i].name);
+				cr_expect_eq(strlen(out), len);
+			free(out);
 		}
-		if (rc == 0)
-			cr_expect_eq(strlen(out), len);
-		free(out);
+		fprintf(stderr, "%s (%s): %zu conversations match the reference renderer, %zu the hand-derived text, "
+			"%zu rejected with the template's message\n", chat_family_name(cts[1].family), k ? "built-in" : "jinja",
+			by_ref, by_hand, rejected);
 	}
-	fprintf(stderr, "%s: %zu conversations match the reference renderer, %zu the hand-derived text, "
-		"%zu rejected with the template's message\n", chat_family_name(ct.family), by_ref, by_hand, rejected);
 	cJSON_Delete(res);
 	cJSON_Delete(req);
-	chat_template_free(&ct);
+	chat_template_free(&cts[0]);
+	chat_template_free(&cts[1]);
 	tokenizer_free(tok);
 }
 
@@ -187,6 +214,17 @@ Test(chat, deepseek_v3)
 	struct family f = { "tokenizer-deepseek_v3", NULL, NULL, NULL, false };
 	compare(&f, common, N_COMMON);
 	compare(&f, extra, sizeof(extra) / sizeof(extra[0]));
+}
+
+/* The text of tests/chat_templates/FILE, malloc'd. */
+static char *read_template(const char *file)
+{
+	char path[PATH_MAX];
+	size_t n;
+	snprintf(path, sizeof path, "%s/tests/chat_templates/%s", tu_repo(), file);
+	char *t = tu_read(path, &n);
+	cr_assert(t, "%s is missing", path);
+	return t;
 }
 
 /* Renders each conversation with ct and checks it against cv[i].expected. */
@@ -262,43 +300,58 @@ Test(chat, glm4)
 		  "[gMASK]<sop><|user|>Hi/nothink<|assistant|>\n<think></think>\nHello.<|user|>Joke? /nothink"
 		  "<|assistant|>\n<think></think>" },
 	};
-	/* Not a template: the markers chat.c recognises GLM-4.5 / 4.6 by, with each user-turn spelling. */
-	static const char markers[] = "[gMASK]<sop> <|assistant|> <|system|>\n{{ '\\n<think></think>' "
-		"'\\n<think>' + reasoning_content.strip() '\\n' + content.strip() '/nothink' '\\n<tool_response>\\n' ";
 	struct chat_template ct;
-	char err[256] = "", tmpl[512];
+	char err[512] = "";
+	/* the built-in renderer for model_type glm4_moe */
 	cr_assert_eq(chat_template_init(&ct, NULL, "glm4_moe", "", "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(ct.family, CHAT_FAMILY_GLM4);
+	cr_expect(strstr(ct.note, "no chat template") && strstr(ct.note, "glm4"), "%s", ct.note);
 	expect_renders(&ct, glm46, sizeof(glm46) / sizeof(glm46[0]));
 	chat_template_free(&ct);
 
-	snprintf(tmpl, sizeof(tmpl), "%s<|user|>\n{{ visible_text(m.content) }}", markers);	/* GLM-4.6 */
-	cr_assert_eq(chat_template_init(&ct, tmpl, NULL, "", "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
-	expect_renders(&ct, glm46, sizeof(glm46) / sizeof(glm46[0]));
-	chat_template_free(&ct);
-	snprintf(tmpl, sizeof(tmpl), "%s<|user|>\n{%% set content = visible_text(m.content) %%}", markers);	/* zai-org GLM-4.5 */
-	cr_assert_eq(chat_template_init(&ct, tmpl, NULL, "", "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
-	expect_renders(&ct, glm46, sizeof(glm46) / sizeof(glm46[0]));
-	chat_template_free(&ct);
-	snprintf(tmpl, sizeof(tmpl), "%s<|user|>\n{%%- set user_content = visible_text(m.content) -%%}", markers);
-	cr_assert_eq(chat_template_init(&ct, tmpl, NULL, "", "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
-	expect_renders(&ct, glm45_llama, sizeof(glm45_llama) / sizeof(glm45_llama[0]));
+	/* the released templates through the Jinja subset, and through the built-in renderer they fall back to */
+	static const struct {
+		const char *file;
+		const struct conv *cv;
+		size_t n;
+	} files[] = { { "glm-4.6.jinja", glm46, sizeof(glm46) / sizeof(glm46[0]) },
+		      { "glm-4.5-llama.cpp.jinja", glm45_llama, sizeof(glm45_llama) / sizeof(glm45_llama[0]) } };
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char *tmpl = read_template(files[i].file), *fallback = malloc(strlen(tmpl) + 32);
+		sprintf(fallback, "%s{%% import 'x' as y %%}", tmpl);
+		cr_assert_eq(chat_template_init(&ct, tmpl, NULL, NULL, "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
+		cr_expect_eq(ct.family, CHAT_FAMILY_JINJA);
+		expect_renders(&ct, files[i].cv, files[i].n);
+		chat_template_free(&ct);
+		cr_assert_eq(chat_template_init(&ct, fallback, NULL, NULL, "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
+		cr_expect_eq(ct.family, CHAT_FAMILY_GLM4, "%s", files[i].file);
+		expect_renders(&ct, files[i].cv, files[i].n);
+		struct chat_message m[2] = { { "user", "hi" }, { "observer", "x" } };
+		char *out = (char *)&out;
+		size_t len;
+		cr_expect_eq(chat_template_render(&ct, m, 2, NULL, &out, &len, err, sizeof(err)), -EINVAL);
+		cr_expect_null(out);
+		cr_expect(strstr(err, "observer") && strstr(err, "glm4"), "%s", err);
+		chat_template_free(&ct);
+		free(tmpl);
+		free(fallback);
+	}
 
-	struct chat_message m[2] = { { "user", "hi" }, { "observer", "x" } };
-	char *out = (char *)&out;
-	size_t len;
-	cr_expect_eq(chat_template_render(&ct, m, 2, NULL, &out, &len, err, sizeof(err)), -EINVAL);
-	cr_expect_null(out);
-	cr_expect(strstr(err, "observer") && strstr(err, "glm4"), "%s", err);
-	chat_template_free(&ct);
-
-	/* GLM-4.7 / GLM-5 style: no newline after the role tags, "</think>" for a turn without reasoning. */
+	/* GLM-4.7 / GLM-5 turns are not GLM-4.5's: outside the subset such a template is refused, not guessed */
 	cr_expect_eq(chat_template_init(&ct, "[gMASK]<sop><|system|>{{ c }}<|user|>{{ c }}<|assistant|>{{ '</think>' }}"
-					"<|assistant|>{{ '<think>' }}", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
-	cr_expect(strstr(err, "[gMASK]<sop>") && strstr(err, "GLM-4.7"), "%s", err);
-	/* GLM-5 has no built-in template: its format is not GLM-4.5's. */
-	cr_expect_eq(chat_template_init(&ct, NULL, "glm_moe_dsa", NULL, NULL, err, sizeof(err)), -EINVAL);
-	cr_expect(strstr(err, "glm_moe_dsa"), "%s", err);
+					"<|assistant|>{{ '<think>' }}{% extends 'x' %}", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "[gMASK]<sop>") && strstr(err, "GLM-4.7") && strstr(err, "line 1"), "%s", err);
+	/* GLM-5 checkpoints without a template get GLM-4.7's, as a built-in Jinja text */
+	cr_assert_eq(chat_template_init(&ct, NULL, "glm_moe_dsa", NULL, "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(ct.family, CHAT_FAMILY_JINJA);
+	cr_expect(strstr(ct.note, "GLM-4.7/GLM-5"), "%s", ct.note);
+	char *out;
+	size_t len;
+	struct chat_message m[1] = { { "user", "Hello!" } };
+	cr_assert_eq(chat_template_render(&ct, m, 1, NULL, &out, &len, err, sizeof(err)), 0, "%s", err);
+	cr_expect_str_eq(out, "[gMASK]<sop><|user|>Hello!<|assistant|><think>");	/* Jinja2 3.1.6 on glm-4.7.jinja */
+	free(out);
+	chat_template_free(&ct);
 }
 
 /* OLMoE-1B-7B-0924-Instruct's template (the Tulu 2 format of open-instruct). */
@@ -385,36 +438,69 @@ Test(chat, recognition_and_errors)
 		enum chat_family f;
 	} by_type[] = { { "qwen3_moe", CHAT_FAMILY_QWEN3 }, { "olmoe", CHAT_FAMILY_TULU },
 			{ "mixtral", CHAT_FAMILY_MISTRAL }, { "deepseek_v3", CHAT_FAMILY_DEEPSEEK_V3 },
-			{ "glm4_moe", CHAT_FAMILY_GLM4 } };
+			{ "glm4_moe", CHAT_FAMILY_GLM4 }, { "deepseek_v32", CHAT_FAMILY_JINJA },
+			{ "glm_moe_dsa", CHAT_FAMILY_JINJA } };
 	struct chat_template ct;
-	char err[256] = "";
+	char err[512] = "";
 	for (size_t i = 0; i < sizeof(by_type) / sizeof(by_type[0]); i++) {
 		cr_assert_eq(chat_template_init(&ct, NULL, by_type[i].type, "<s>", "</s>", err, sizeof(err)), 0, "%s", err);
 		cr_expect_eq(ct.family, by_type[i].f, "%s", by_type[i].type);
+		cr_expect(strstr(ct.note, "the model has no chat template; using the built-in"), "%s", ct.note);
 		chat_template_free(&ct);
 	}
 	cr_expect_eq(chat_template_init(&ct, NULL, "llama", NULL, NULL, err, sizeof(err)), -EINVAL);
 	cr_expect(strstr(err, "llama") && strstr(err, "chat_template"), "%s", err);
 	cr_expect_eq(chat_template_init(&ct, NULL, NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
-	cr_expect_eq(chat_template_init(&ct, "{{ messages }}", "qwen3", NULL, NULL, err, sizeof(err)), -EINVAL);
-	cr_expect(strstr(err, "not recognised"), "%s", err);
+
+	/* any template the subset parses is the model's own: rendered, with no note */
+	cr_assert_eq(chat_template_init(&ct, "{{ messages[0]['content'] | upper }}", "qwen3", NULL, NULL, err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(ct.family, CHAT_FAMILY_JINJA);
+	cr_expect_str_eq(ct.note, "");
+	struct chat_message hi[1] = { { "user", "hi" } };
+	char *out = (char *)&out;
+	size_t len;
+	cr_assert_eq(chat_template_render(&ct, hi, 1, NULL, &out, &len, err, sizeof(err)), 0, "%s", err);
+	cr_expect_str_eq(out, "HI");
+	free(out);
+	/* a render error names the template's line and column; raise_exception's text is passed as it is */
+	chat_template_free(&ct);
+	cr_assert_eq(chat_template_init(&ct, "ok\n{{ messages[0].content.nope() }}", NULL, NULL, NULL, err, sizeof(err)), 0);
+	cr_expect_eq(chat_template_render(&ct, hi, 1, NULL, &out, &len, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "chat template line 2, column") && strstr(err, "nope"), "%s", err);
+	chat_template_free(&ct);
+
+	/* outside the subset and not one of the built-in formats: refused with both reasons */
+	cr_expect_eq(chat_template_init(&ct, "{% extends 'base.jinja' %}", "qwen3", NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "outside colibri's Jinja subset") && strstr(err, "line 1, column 4") &&
+		  strstr(err, "extends") && strstr(err, "not recognised"), "%s", err);
 	cr_expect_eq(chat_template_init(&ct, "{{ bos_token }}<\xEF\xBD\x9CUser\xEF\xBD\x9C><\xEF\xBD\x9C"
-					"Assistant\xEF\xBD\x9C><think>\\n", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
+					"Assistant\xEF\xBD\x9C><think>\\n{% call x() %}{% endcall %}", NULL, NULL, NULL, err,
+					sizeof(err)), -EINVAL);
 	cr_expect(strstr(err, "DeepSeek"), "%s", err);
-	cr_expect_eq(chat_template_init(&ct, "[INST] <<SYS>> system", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
-	cr_expect_eq(chat_template_init(&ct, "{{ '<|user|>\\n' + message['content'] }}{{ '<|assistant|>\\n' }}<think>",
+	cr_expect_eq(chat_template_init(&ct, "[INST] <<SYS>> system {{ 1 +", NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
+	cr_expect_eq(chat_template_init(&ct, "{{ '<|user|>\\n' + message['content'] }}{{ '<|assistant|>\\n' }}<think>{%",
 					NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
 	cr_expect(strstr(err, "<think>"), "%s", err);
 
-	/* A ChatML template that handles tools its own way: tool turns are refused, not guessed. */
+	/* A ChatML template that handles tools its own way, outside the subset: the built-in
+	 * renderer refuses tool turns and tool definitions rather than guessing them. */
 	cr_assert_eq(chat_template_init(&ct, "{% if tools %}...{% endif %}{% for message in messages %}"
 					"{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n'}}"
-					"{% endfor %}", NULL, NULL, NULL, err, sizeof(err)), 0, "%s", err);
+					"{% endfor %}{% import 'x' as y %}", NULL, NULL, NULL, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(ct.family, CHAT_FAMILY_CHATML);
+	cr_expect(strstr(ct.note, "line 1") && strstr(ct.note, "built-in chatml renderer"), "%s", ct.note);
 	struct chat_message tool[2] = { { "user", "hi" }, { "tool", "42" } };
-	char *out = (char *)&out;
-	size_t len;
+	out = (char *)&out;
 	cr_expect_eq(chat_template_render(&ct, tool, 2, NULL, &out, &len, err, sizeof(err)), -EINVAL);
 	cr_expect(strstr(err, "tool"), "%s", err);
+	struct chat_options with_tools = { .add_generation_prompt = true, .tools = "[]" };
+	cr_expect_eq(chat_template_render(&ct, hi, 1, &with_tools, &out, &len, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "does not support tools"), "%s", err);
+	cJSON *msgs = cJSON_Parse("[{\"role\": \"assistant\", \"content\": null, \"tool_calls\": []}]");
+	cr_expect_eq(chat_template_render_json(&ct, msgs, NULL, NULL, &out, &len, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "role and a text content only"), "%s", err);
+	cJSON_Delete(msgs);
 	cr_expect_null(ct.default_system);
 	chat_template_free(&ct);
 
@@ -426,4 +512,129 @@ Test(chat, recognition_and_errors)
 	cr_expect_null(out);
 	cr_expect(strstr(err, "narrator"), "%s", err);
 	chat_template_free(&ct);
+
+	/* malformed input to the Jinja path */
+	cr_assert_eq(chat_template_init(&ct, "{{ tools|length }}", NULL, NULL, NULL, err, sizeof(err)), 0);
+	struct chat_options bad_tools = { .tools = "{not json" };
+	cr_expect_eq(chat_template_render(&ct, hi, 1, &bad_tools, &out, &len, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "tools"), "%s", err);
+	cJSON *notarray = cJSON_Parse("{}");
+	cr_expect_eq(chat_template_render_json(&ct, notarray, NULL, NULL, &out, &len, err, sizeof(err)), -EINVAL);
+	cJSON_Delete(notarray);
+	chat_template_free(&ct);
+}
+
+/* The built-in Jinja texts are the files the expected outputs were rendered from. */
+Test(chat, builtin_texts)
+{
+	char *dsv32 = read_template("deepseek-v3.2.jinja"), *glm = read_template("glm-4.7.jinja");
+	cr_expect_str_eq(chat_builtin_deepseek_v32, dsv32, "engine/text/chat_builtin.c is stale: tools/jinja_fixtures.py --builtin");
+	cr_expect_str_eq(chat_builtin_glm5, glm, "engine/text/chat_builtin.c is stale: tools/jinja_fixtures.py --builtin");
+	free(dsv32);
+	free(glm);
+}
+
+/*
+ * Every released template on every conversation of expected.json, through
+ * chat_template_render_json as a server would call it: the same text as
+ * Jinja2, or a failure where Jinja2 fails (with its message when the
+ * template raised it). Conversations of roles and text contents also go
+ * through chat_template_render.
+ */
+Test(chat, released_templates)
+{
+	char path[PATH_MAX];
+	size_t n;
+	snprintf(path, sizeof path, "%s/tests/chat_templates/expected.json", tu_repo());
+	char *text = tu_read(path, &n);
+	cr_assert(text, "%s is missing", path);
+	cJSON *root = cJSON_Parse(text);
+	cr_assert(root);
+	const cJSON *convs = cJSON_GetObjectItem(root, "conversations"), *tools = cJSON_GetObjectItem(root, "tools");
+	time_t now = (time_t)cJSON_GetObjectItem(root, "now")->valuedouble;
+	size_t total = 0, same = 0, failed = 0, templates = 0;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(root, "templates")) {
+		char *tmpl = read_template(t->string), err[512];
+		struct chat_template ct;
+		cr_assert_eq(chat_template_init(&ct, tmpl, NULL, cJSON_GetStringValue(cJSON_GetObjectItem(t, "bos_token")),
+						cJSON_GetStringValue(cJSON_GetObjectItem(t, "eos_token")), err, sizeof err), 0,
+			     "%s: %s", t->string, err);
+		cr_expect_eq(ct.family, CHAT_FAMILY_JINJA, "%s: %s", t->string, ct.note);
+		templates++;
+		const cJSON *c;
+		cJSON_ArrayForEach(c, cJSON_GetObjectItem(t, "cases")) {
+			const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
+			const cJSON *conv = cJSON_GetArrayItem(convs, cJSON_GetObjectItem(c, "conversation")->valueint);
+			const cJSON *msgs = cJSON_GetObjectItem(conv, "messages");
+			const char *want = cJSON_GetStringValue(cJSON_GetObjectItem(c, "expected"));
+			const char *want_err = cJSON_GetStringValue(cJSON_GetObjectItem(c, "error"));
+			struct chat_options opt = {
+				.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")),
+				.no_thinking = cJSON_IsFalse(cJSON_GetObjectItem(c, "enable_thinking")),
+				.now = now,
+			};
+			bool with_tools = cJSON_IsTrue(cJSON_GetObjectItem(c, "tools"));
+			char *out = NULL;
+			size_t len = 0;
+			int rc = chat_template_render_json(&ct, msgs, with_tools ? tools : NULL, &opt, &out, &len, err, sizeof err);
+			total++;
+			if (want) {
+				cr_expect_eq(rc, 0, "%s, %s: fails (%s) where Jinja2 renders", t->string, name, err);
+				if (rc == 0) {
+					bool eq = len == strlen(want) && memcmp(out, want, len) == 0;
+					cr_expect(eq, "%s, %s:\n  ours:   [%s]\n  Jinja2: [%s]", t->string, name, out, want);
+					same += eq;
+				}
+			} else {
+				cr_expect_neq(rc, 0, "%s, %s: renders where Jinja2 fails (%s)", t->string, name, want_err);
+				if (cJSON_IsTrue(cJSON_GetObjectItem(c, "raised")))
+					cr_expect_str_eq(err, want_err, "%s, %s: the template's message differs", t->string, name);
+				failed += rc != 0;
+			}
+			free(out);
+
+			/* the same through the struct API when the messages are roles and texts */
+			size_t k = 0, nm = (size_t)cJSON_GetArraySize(msgs);
+			struct chat_message m[16];
+			const cJSON *x;
+			cJSON_ArrayForEach(x, msgs) {
+				if (k == 16 || cJSON_GetArraySize(x) != 2 || !cJSON_IsString(cJSON_GetObjectItem(x, "content")))
+					break;
+				m[k++] = (struct chat_message){ cJSON_GetStringValue(cJSON_GetObjectItem(x, "role")),
+								cJSON_GetStringValue(cJSON_GetObjectItem(x, "content")) };
+			}
+			if (k == nm && !with_tools && want) {
+				cr_expect_eq(chat_template_render(&ct, m, k, &opt, &out, &len, err, sizeof err), 0, "%s", err);
+				if (out)
+					cr_expect_str_eq(out, want, "%s, %s (chat_template_render)", t->string, name);
+				free(out);
+			}
+		}
+		chat_template_free(&ct);
+		free(tmpl);
+	}
+	fprintf(stderr, "released templates: %zu templates, %zu of %zu cases render as Jinja2 does, %zu fail as it does\n",
+		templates, same, total, failed);
+	cr_expect_eq(same + failed, total);
+	cJSON_Delete(root);
+	free(text);
+}
+
+/* chat_template.jinja beside tokenizer_config.json is the template, as transformers v5 loads it. */
+Test(chat, jinja_file_takes_priority)
+{
+	char src[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32], err[256] = "";
+	node_ref_require("tokenizer-qwen3");
+	node_ref_model_dir(src, sizeof(src), "tokenizer-qwen3");
+	tu_mkdtemp(dir, sizeof dir);
+	cr_assert_eq(tu_sh("ln -s '%s/tokenizer.json' '%s/tokenizer_config.json' '%s/'", src, src, dir), 0);
+	snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+	const char *file = "{{ messages[0]['content'] }} from the file";
+	cr_assert_eq(tu_write(path, file, strlen(file)), 0);
+	struct tokenizer *tok;
+	cr_assert_eq(tokenizer_load(&tok, dir, err, sizeof(err)), 0, "%s", err);
+	cr_expect_str_eq(tokenizer_chat_template(tok), file);
+	tokenizer_free(tok);
+	tu_rmrf(dir);
 }

@@ -199,16 +199,16 @@ static void two_chunks(struct session *s, bool through_file, float *out)
 	if (through_file) {
 		char path[PATH_MAX + 32];
 		uint64_t id = manifest_model_id(&s->model.man);
-		save(&f->seq, id, "prefill.seq", path, sizeof path);
+		save(&f->seqs[0], id, "prefill.seq", path, sizeof path);
 		forward_reset(f);
-		cr_assert_eq(f->seq.pos, 0);
+		cr_assert_eq(f->seqs[0].pos, 0);
 		/* Poison what the rows held (NaN floats): only the file can bring
 		 * the prefill back. */
-		for (int i = 0; i < f->seq.n_parts; i++)
-			if (f->seq.parts[i].rows)
-				memset(f->seq.parts[i].rows, 0xff, (size_t)f->seq.ctx * f->seq.parts[i].pos_bytes);
-		cr_assert_eq(load(&f->seq, id, path), 0, "%s", error_message());
-		cr_assert_eq(f->seq.pos, 8);
+		for (int i = 0; i < f->seqs[0].n_parts; i++)
+			if (f->seqs[0].parts[i].rows)
+				memset(f->seqs[0].parts[i].rows, 0xff, (size_t)f->seqs[0].ctx * f->seqs[0].parts[i].pos_bytes);
+		cr_assert_eq(load(&f->seqs[0], id, path), 0, "%s", error_message());
+		cr_assert_eq(f->seqs[0].pos, 8);
 	}
 	cr_assert_eq(forward_step(f, tokens + 8, 8, out, true), 0, "%s", error_message());
 }
@@ -223,7 +223,7 @@ static void check_resume(const char *name)
 	two_chunks(&s, true, resumed);
 	cr_expect_eq(memcmp(plain, resumed, 8 * V * sizeof(float)), 0, "%s: logits differ after save and load", name);
 	for (int l = 0; l < s.fwd.n_layers; l++)
-		cr_expect_gt(s.fwd.seq.parts[2 * l].pos_bytes, 0, "%s: layer %d's mixer keeps nothing per position", name, l);
+		cr_expect_gt(s.fwd.seqs[0].parts[2 * l].pos_bytes, 0, "%s: layer %d's mixer keeps nothing per position", name, l);
 	free(plain);
 	free(resumed);
 	session_close(&s);

@@ -11,6 +11,9 @@ npm tokenizer packages, keeping every seed small (a few KB):
   fuzz_config             config.json --8<-- generation_config.json of each family
   fuzz_tokenizer          trimmed tokenizer.json --8<-- tokenizer_config.json --8<-- text
   fuzz_chat               flags + template --8<-- messages (see fuzz_chat.c)
+  fuzz_jinja              each template of tests/chat_templates/ --8<-- variables
+                          of a conversation with tools, tool calls and reasoning;
+                          each case of tests/jinja/cases.json with its variables
 
 Run from the repository root after tools/make_fixtures.sh build/fixtures
 and tools/fuzz.sh (which converts the container):
@@ -271,6 +274,27 @@ def chat_seeds():
     put(h, chat_input(1, b"", conv), "no_template")
 
 
+def jinja_seeds():
+    h = "fuzz_jinja"
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "", "reasoning_content": "check",
+             "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+            {"role": "tool", "content": "20C"}, {"role": "assistant", "content": "20C."}, {"role": "user", "content": "Thanks"}]
+    variables = {"messages": msgs, "tools": tools, "add_generation_prompt": True, "bos_token": "<s>",
+                 "eos_token": "</s>", "enable_thinking": False}
+    folder = "tests/chat_templates"
+    for f in sorted(os.listdir(folder)):
+        if f.endswith(".jinja"):
+            with open(os.path.join(folder, f), "rb") as t:
+                put(h, t.read() + SEP + json.dumps(variables, ensure_ascii=False).encode(), f[:-len(".jinja")])
+    with open("tests/jinja/cases.json", encoding="utf-8") as c:
+        for i, case in enumerate(json.load(c)["cases"]):
+            put(h, case["template"].encode() + SEP + json.dumps(case["vars"], ensure_ascii=False).encode(),
+                "case_%03d" % i)
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     index_seeds()
@@ -278,3 +302,4 @@ if __name__ == "__main__":
     config_seeds()
     tokenizer_seeds()
     chat_seeds()
+    jinja_seeds()

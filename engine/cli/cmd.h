@@ -11,12 +11,14 @@
 int cmd_convert(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_iobench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_mirror(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Prints "colibri: <message>" for the pending error (or `what` if none) to
  * stderr and returns the exit status 1. */

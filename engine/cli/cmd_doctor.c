@@ -460,7 +460,7 @@ int cmd_doctor(int argc, char **argv)
 	check_io(&d, first ? file : NULL);
 	struct plan_container c;
 	memset(&c, 0, sizeof c);
-	if (loaded && plan_container_load(&c, d.dir, 0, 0, 0) == 0) {
+	if (loaded && plan_container_load(&c, d.dir, 0, 0, 0, 1) == 0) {
 		check_memory(&d, &c);
 		check_profiles(&d, &c);
 	}

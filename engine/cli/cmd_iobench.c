@@ -73,7 +73,7 @@ static int collect_files(struct bench *b, const char ***files, int *n)
 		return 0;
 	}
 	/* The expert files, then their mirror copies that exist (other disks). */
-	int rc = plan_container_load(&b->pc, b->path, 0, 0, 0);
+	int rc = plan_container_load(&b->pc, b->path, 0, 0, 0, 1);
 	if (!rc && (b->pc.n_paths == 0 || b->pc.n_paths > IOBENCH_FILES_MAX))
 		rc = error_set(EINVAL, "%s: no expert files to measure", b->path);
 	b->record_bytes = rc ? 0 : plan_container_main_record(&b->pc);

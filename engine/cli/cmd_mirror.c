@@ -51,7 +51,7 @@ out:
 static void probe_disks(const char *model, const char *to)
 {
 	struct plan_container c = { 0 };
-	if (plan_container_load(&c, model, 0, 0, 0)) {
+	if (plan_container_load(&c, model, 0, 0, 0, 1)) {
 		error_clear();
 		return;
 	}

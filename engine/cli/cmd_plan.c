@@ -135,7 +135,7 @@ int cmd_plan(int argc, char **argv)
 	struct plan p;
 	if (!m)
 		return cmd_fail("out of memory");
-	if ((rc = plan_container_load(&c, so.model_dir, so.ctx, so.batch, so.threads)))
+	if ((rc = plan_container_load(&c, so.model_dir, so.ctx, so.batch, so.threads, so.parallel)))
 		goto out;
 	if ((rc = plan_machine_discover(m, (const char *const *)c.paths, c.n_paths, PLAN_MEASURE_MEMBW))) {
 		rc = error_set(-rc, "%s: cannot find the disk of the expert files: %s", so.model_dir, strerror(-rc));

@@ -18,6 +18,7 @@ struct command {
 static const struct command commands[] = {
 	{ "convert", cmd_convert, "turn a Hugging Face checkpoint into a colibri container" },
 	{ "run", cmd_run, "generate text, streamed to stdout" },
+	{ "chat", cmd_chat, "a conversation in the terminal, resumed where the last one stopped" },
 	{ "logits", cmd_logits, "teacher-forced logits of a token sequence, as float32" },
 	{ "tokenize", cmd_tokenize, "print the token ids of a text" },
 	{ "detokenize", cmd_detokenize, "print the text of token ids" },
@@ -25,6 +26,7 @@ static const struct command commands[] = {
 	{ "iobench", cmd_iobench, "measure random-read bandwidth of a disk, saved for plan and run" },
 	{ "doctor", cmd_doctor, "check a container and this system, with a fix for each problem" },
 	{ "mirror", cmd_mirror, "copy the expert files to another disk and stripe reads over both" },
+	{ "serve", cmd_serve, "serve the OpenAI API over HTTP, requests decoded together" },
 };
 
 static void usage(FILE *f)

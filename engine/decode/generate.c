@@ -102,8 +102,8 @@ static void gen_emit(struct gen *g, int32_t id)
 
 /* Buffers and state of decoding. The invariant between steps: `cur` is the
  * next token, sampled but neither emitted nor in the cache; h_prev is the
- * final hidden state of position f->seq.pos - 1; with an MTP module in use,
- * its cache holds the true pairs up to position f->seq.pos - 2. */
+ * final hidden state of position f->seqs[0].pos - 1; with an MTP module in use,
+ * its cache holds the true pairs up to position f->seqs[0].pos - 2. */
 struct dec {
 	int n;                   /* drafts per speculative step (0: none) */
 	bool mtp;                /* keep the MTP cache current */
@@ -122,7 +122,7 @@ struct dec {
 
 /* Drafts n tokens after cur: the first from h_prev, the rest chained
  * through the module's own output state. Writes the true MTP pair of
- * position f->seq.pos - 1 on the way. */
+ * position f->seqs[0].pos - 1 on the way. */
 static int dec_draft(struct gen *g, struct dec *d)
 {
 	struct forward *f = &g->s->fwd;
@@ -130,7 +130,7 @@ static int dec_draft(struct gen *g, struct dec *d)
 	int32_t prev = d->cur;
 	const float *h = d->h_prev;
 	for (int k = 0; k < d->n; k++) {
-		int rc = forward_mtp(f, 0, h, &prev, 1, f->seq.pos - 1 + k, d->draft_logits, d->mtp_hid + k * H);
+		int rc = forward_mtp(f, 0, h, &prev, 1, f->seqs[0].pos - 1 + k, d->draft_logits, d->mtp_hid + k * H);
 		if (rc)
 			return rc;
 		sampler_probs(&g->smp, d->draft_logits, d->q + (size_t)k * V);
@@ -151,7 +151,7 @@ static int dec_plain(struct gen *g, struct dec *d)
 	d->drafted = false;
 	if (g->done)
 		return 0;
-	int32_t P = f->seq.pos;
+	int32_t P = f->seqs[0].pos;
 	int rc = forward_step(f, &d->cur, 1, d->rows, false);
 	g->st->forwards++;
 	if (!rc && d->mtp)
@@ -168,7 +168,7 @@ static int dec_plain(struct gen *g, struct dec *d)
 static bool dec_room(const struct gen *g, const struct dec *d)
 {
 	const struct forward *f = &g->s->fwd;
-	return f->seq.pos + d->n + 1 <= f->ctx;
+	return f->seqs[0].pos + d->n + 1 <= f->ctx;
 }
 
 /* One speculative step: verify [cur, d_1..d_n] in one forward and accept
@@ -183,9 +183,9 @@ static int dec_spec(struct gen *g, struct dec *d)
 	int rc = d->drafted ? 0 : dec_draft(g, d);
 	if (rc)
 		return rc;
-	int32_t P = f->seq.pos;
+	int32_t P = f->seqs[0].pos;
 	d->toks[0] = d->cur;
-	seq_state_snapshot(&f->seq); /* a state that cannot be cut goes back by replay */
+	seq_state_snapshot(&f->seqs[0]); /* a state that cannot be cut goes back by replay */
 	if ((rc = forward_step(f, d->toks, d->n + 1, d->rows, true)))
 		return rc;
 	memcpy(d->hid, f->hidden, (size_t)(d->n + 1) * H * sizeof(float));

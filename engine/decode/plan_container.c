@@ -52,7 +52,7 @@ static int class_add(struct plan_inputs *in, uint64_t record_bytes)
 	return 0;
 }
 
-int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads)
+int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads, int n_seqs)
 {
 	struct manifest man;
 	memset(c, 0, sizeof *c);
@@ -101,7 +101,8 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 	 * forward_init allocates them. */
 	int t = threads > 0 ? threads : topology_physical_cores();
 	int bt = batch > 0 ? batch : PLAN_BATCH_DEFAULT;
-	uint64_t f1 = forward_bytes(&c->cfg, 1, bt, t), f2 = forward_bytes(&c->cfg, 2, bt, t);
+	int ns = n_seqs > 0 ? n_seqs : 1;
+	uint64_t f1 = forward_bytes(&c->cfg, 1, bt, t, ns), f2 = forward_bytes(&c->cfg, 2, bt, t, ns);
 	in->kv_bytes_per_position = f2 - f1;
 	in->kv_what = forward_state_what(&c->cfg);
 	in->scratch_bytes = (f1 - in->kv_bytes_per_position) + PLAN_OUTPUT_ROWS * (uint64_t)c->cfg.vocab * sizeof(float) +

@@ -28,12 +28,13 @@ struct plan_container {
 
 /* Loads config.json and the manifest of dir. ctx 0 means PLAN_CTX_DEFAULT
  * positions (at most the model's), batch 0 PLAN_BATCH_DEFAULT, threads 0 the
- * physical cores. kv_bytes_per_position and scratch_bytes are what
- * forward_init allocates for that ctx, batch and threads (KV cache and
+ * physical cores, n_seqs 0 one sequence. kv_bytes_per_position and
+ * scratch_bytes are what forward_init allocates for that ctx, batch,
+ * threads and n_seqs sequences decoded together (their sequence states and
  * score rows per position; the rest), plus PLAN_OUTPUT_ROWS logits rows
  * and PLAN_RESERVE_BYTES. Free with plan_container_free, also after a
  * failure. -errno with a message on failure. */
-int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads);
+int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads, int n_seqs);
 /* The record size most MoE layers share (ties: the smaller): the read the
  * disk mostly serves, and the block a disk probe should measure. */
 uint64_t plan_container_main_record(const struct plan_container *c);

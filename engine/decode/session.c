@@ -31,6 +31,7 @@ void session_options_default(struct session_options *o)
 	o->batch = 64;
 	o->io_depth = 0; /* planned */
 	o->logits_rows = 1;
+	o->parallel = 1;
 }
 
 int session_parse_int(const char *name, const char *arg, int lo, int hi, int *out)
@@ -241,7 +242,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	struct plan_container pc;
 	struct plan_machine *pm = calloc(1, sizeof *pm);
 	struct plan plan;
-	rc = pm ? plan_container_load(&pc, o->model_dir, ctx, o->batch, o->threads)
+	rc = pm ? plan_container_load(&pc, o->model_dir, ctx, o->batch, o->threads, o->parallel)
 		: error_set(ENOMEM, "out of memory");
 	if (!rc && (rc = plan_machine_discover(pm, (const char *const *)pc.paths, pc.n_paths, 0)) != 0)
 		rc = error_set(-rc, "%s: cannot inspect the disks of the expert files", o->model_dir);
@@ -303,7 +304,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	s->t_open = clock_now_s();
 	if ((rc = threadpool_init(&s->pool, threads)))
 		return error_set(-rc, "cannot start %d threads", threads);
-	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch)))
+	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch, o->parallel)))
 		return rc;
 	s->fwd_ready = true;
 	s->fwd.prefetch = !o->no_prefetch;

@@ -33,6 +33,7 @@ struct session_options {
 	bool no_pin;                 /* do not pin the learned hottest experts */
 	int repin;                   /* swaps allowed at each safe point (--repin N) */
 	int logits_rows;             /* logits rows the command holds at once (1 for run) */
+	int parallel;                /* sequences decoded together (serve's --parallel; 1 otherwise) */
 };
 
 enum {

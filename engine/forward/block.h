@@ -11,9 +11,10 @@
  *          the kind's weights struct (zeroed, weights_bytes);
  *   sizes  what one step of up to `batch` tokens in a context of `ctx`
  *          needs, as a struct block_sizes (below);
- *   run    takes n tokens of the normed input f->xn at positions f->at..,
- *          appends to its sequence state and adds its output to acc
- *          [n, hidden] (the residual stream for RESIDUAL_PLAIN).
+ *   run    takes the step's n rows of the normed input f->xn (row t a token
+ *          of sequence f->row_seq[t] at position f->row_pos[t]), appends to
+ *          that sequence's state and adds its output to acc [n, hidden]
+ *          (the residual stream for RESIDUAL_PLAIN).
  *
  * Sequence state is generic (seq_state.h): a kind declares bytes per
  * position and fixed bytes per layer and lays them out as it likes; reset,

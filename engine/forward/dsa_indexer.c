@@ -95,8 +95,9 @@ struct dsa_job {
 	struct forward *f;
 	const struct dsa_scratch *s;
 	const struct dsa_selection *sel;
-	const float *keys;               /* the layer's first indexer key */
+	int layer;
 	int64_t row_floats;              /* from one position's key to the next */
+	int64_t key_col;                 /* where a state row holds the key */
 	int n, blocks;
 };
 
@@ -109,17 +110,18 @@ static void score_task(void *ctx, int task, int thread)
 	const struct model_config *c = &f->m->cfg;
 	int t = task / j->blocks, b = task % j->blocks;
 	int64_t IH = c->index_n_heads, ID = c->index_head_dim;
-	int64_t visible = f->at + t + 1, s0 = (int64_t)b * DSA_KEY_BLOCK;
+	int64_t visible = f->row_pos[t] + 1, s0 = (int64_t)b * DSA_KEY_BLOCK;
 	int64_t s1 = s0 + DSA_KEY_BLOCK < visible ? s0 + DSA_KEY_BLOCK : visible;
 	if (visible <= dsa_keep(c, f->ctx))
 		return; /* keeps every position: select_task needs no scores */
 	const float *q = j->s->q + (size_t)t * IH * ID, *w = j->s->w + (size_t)t * IH;
+	const float *keys = (const float *)forward_state_rows(f, t, j->layer, 0) + j->key_col; /* its sequence's */
 	float *out = j->s->scores + (size_t)t * f->ctx;
 	float scale = 1.0f / sqrtf((float)ID);
 	for (int64_t s = s0; s < s1; s++) {
 		float sum = 0;
 		for (int64_t h = 0; h < IH; h++) {
-			float d = dot_f32(q + h * ID, j->keys + s * j->row_floats, ID) * scale;
+			float d = dot_f32(q + h * ID, keys + s * j->row_floats, ID) * scale;
 			sum += w[h] * (d > 0 ? d : 0.0f);
 		}
 		out[s] = sum;
@@ -131,7 +133,7 @@ static void select_task(void *ctx, int t, int thread)
 {
 	struct dsa_job *j = ctx;
 	struct forward *f = j->f;
-	int64_t visible = f->at + t + 1, keep = dsa_keep(&f->m->cfg, f->ctx);
+	int64_t visible = f->row_pos[t] + 1, keep = dsa_keep(&f->m->cfg, f->ctx);
 	int32_t *sel = j->sel->sel + (size_t)t * keep;
 	if (visible <= keep) {
 		for (int64_t s = 0; s < visible; s++)
@@ -154,7 +156,7 @@ static void run_tasks(struct forward *f, void (*task)(void *, int, int), struct 
 			task(job, i, 0);
 }
 
-void dsa_select(struct forward *f, const struct dsa_weights *w, int layer, int n, const float *qr, float *rows,
+void dsa_select(struct forward *f, const struct dsa_weights *w, int layer, int n, const float *qr,
 		int64_t row_floats, int64_t key_col, const struct dsa_scratch *s, const struct dsa_selection *sel)
 {
 	const struct model_config *c = &f->m->cfg;
@@ -166,21 +168,25 @@ void dsa_select(struct forward *f, const struct dsa_weights *w, int layer, int n
 	matmul(f->pool, s->w, &w->weights, f->xn, n);
 	float wscale = 1.0f / sqrtf((float)IH);
 	for (int t = 0; t < n; t++) {
-		int64_t pos = f->at + t;
+		int64_t pos = f->row_pos[t];
 		float *kt = s->k + (size_t)t * ID;
 		layernorm(kt, w->k_norm, w->k_bias, ID);
 		forward_rope_as(f, kt, pos, c->index_rope_interleave);
+		float *rows = (float *)forward_state_rows(f, t, layer, 0);
 		memcpy(rows + (size_t)pos * row_floats + key_col, kt, (size_t)ID * sizeof(float));
 		for (int64_t h = 0; h < IH; h++)
 			forward_rope_as(f, s->q + ((size_t)t * IH + h) * ID, pos, c->index_rope_interleave);
 		for (int64_t h = 0; h < IH; h++)
 			s->w[t * IH + h] *= wscale;
 	}
-	/* Score only tokens that will drop some position. */
-	int64_t keep = dsa_keep(c, f->ctx);
-	int blocks = (int)((f->at + n + DSA_KEY_BLOCK - 1) / DSA_KEY_BLOCK);
-	struct dsa_job job = { f, s, sel, rows + key_col, row_floats, n, blocks };
-	if (f->at + n > keep)
+	/* Score only rows that will drop some position; blocks cover the
+	 * longest visible context among the rows. */
+	int64_t keep = dsa_keep(c, f->ctx), visible = 0;
+	for (int t = 0; t < n; t++)
+		visible = f->row_pos[t] + 1 > visible ? f->row_pos[t] + 1 : visible;
+	int blocks = (int)((visible + DSA_KEY_BLOCK - 1) / DSA_KEY_BLOCK);
+	struct dsa_job job = { f, s, sel, layer, row_floats, key_col, n, blocks };
+	if (visible > keep)
 		run_tasks(f, score_task, &job, n * blocks);
 	run_tasks(f, select_task, &job, n);
 }

@@ -45,11 +45,12 @@ int dsa_bind(struct dsa_weights *w, const struct model *m, int layer);
 void dsa_layout(struct carve *shared, struct carve *own, const struct model_config *c, int batch, int ctx,
 		struct dsa_scratch *s, struct dsa_selection *sel);
 
-/* Runs the indexer of `layer` for n tokens (input f->xn, query latent qr
- * [n, q_lora_rank]): writes each token's roped key at column key_col of its
- * state row (rows, row_floats per position) and leaves the kept positions
- * in sel. A layer without an indexer (shared) leaves sel as it is. */
-void dsa_select(struct forward *f, const struct dsa_weights *w, int layer, int n, const float *qr, float *rows,
+/* Runs the indexer of `layer` for n rows (input f->xn, query latent qr
+ * [n, q_lora_rank]): writes each row's roped key at column key_col of its
+ * state row in its sequence (row_floats per position) and leaves the kept
+ * positions in sel. A layer without an indexer (shared) leaves sel as it
+ * is. */
+void dsa_select(struct forward *f, const struct dsa_weights *w, int layer, int n, const float *qr,
 		int64_t row_floats, int64_t key_col, const struct dsa_scratch *s, const struct dsa_selection *sel);
 
 #endif

@@ -58,7 +58,7 @@ struct fbuf {
 	size_t bytes;
 };
 
-#define FORWARD_BUFS (8 + BLOCK_KINDS)
+#define FORWARD_BUFS (11 + BLOCK_KINDS)
 
 static int forward_buffers(struct forward *f, const struct model_config *c, const struct forward_sizes *fs,
 			   struct fbuf *b)
@@ -70,6 +70,9 @@ static int forward_buffers(struct forward *f, const struct model_config *c, cons
 	FBUF(x, B * H * F);
 	FBUF(xn, B * H * F);
 	FBUF(hidden, B * H * F);
+	FBUF(head_in, B * H * F);
+	FBUF(row_seq, B * sizeof(int32_t));
+	FBUF(row_pos, B * sizeof(int32_t));
 	FBUF(mtp_in, B * 2 * H * F);
 	FBUF(inv_freq, (size_t)(c->rot_dim / 2 + 1) * F);
 	FBUF(predicted, (size_t)(c->n_layers + c->n_mtp_layers) * E * sizeof(int32_t));
@@ -81,7 +84,7 @@ static int forward_buffers(struct forward *f, const struct model_config *c, cons
 	return n;
 }
 
-uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_threads)
+uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_threads, int n_seqs)
 {
 	struct forward f = { .ctx = ctx, .batch = batch, .n_threads = n_threads };
 	int L = c->n_layers + c->n_mtp_layers; /* MTP layers keep their own state */
@@ -92,7 +95,7 @@ uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_t
 	block_sizes_of(c, L, ctx, batch, &fs, parts);
 	struct fbuf b[FORWARD_BUFS];
 	int n = forward_buffers(&f, c, &fs, b);
-	uint64_t sum = seq_state_bytes(parts, 2 * L, ctx);
+	uint64_t sum = (uint64_t)n_seqs * seq_state_bytes(parts, 2 * L, ctx);
 	for (int i = 0; i < n; i++)
 		sum += b[i].bytes;
 	free(parts);
@@ -109,7 +112,7 @@ const char *forward_state_what(const struct model_config *c)
 	return NULL;
 }
 
-int forward_init(struct forward *f, const struct model *m, struct threadpool *pool, int ctx, int batch)
+int forward_init(struct forward *f, const struct model *m, struct threadpool *pool, int ctx, int batch, int n_seqs)
 {
 	memset(f, 0, sizeof *f);
 	const struct model_config *c = &m->cfg;
@@ -130,14 +133,20 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	struct forward_sizes fs;
 	block_sizes_of(c, f->n_layers, ctx, batch, &fs, parts);
 	f->thread_bytes = fs.thread;
-	rc = seq_state_init(&f->seq, parts, 2 * f->n_layers, ctx);
+	f->seqs = calloc((size_t)(n_seqs > 0 ? n_seqs : 1), sizeof *f->seqs);
+	if (!f->seqs)
+		rc = error_set(ENOMEM, "out of memory");
+	else
+		f->n_seqs = n_seqs > 0 ? n_seqs : 1;
+	for (int i = 0; !rc && i < f->n_seqs; i++)
+		rc = seq_state_init(&f->seqs[i], parts, 2 * f->n_layers, ctx);
 	free(parts);
 	struct fbuf b[FORWARD_BUFS];
 	int n = forward_buffers(f, c, &fs, b);
 	for (int i = 0; !rc && i < n; i++)
 		if (!(*b[i].ptr = calloc(b[i].bytes ? b[i].bytes : 1, 1)))
-			rc = error_set(ENOMEM, "cannot allocate %" PRIu64 " MiB for the sequence state and scratch of %d "
-				       "positions", forward_bytes(c, ctx, batch, f->n_threads) >> 20, ctx);
+			rc = error_set(ENOMEM, "cannot allocate %" PRIu64 " MiB for the sequence states and scratch of %d "
+				       "positions", forward_bytes(c, ctx, batch, f->n_threads, f->n_seqs) >> 20, ctx);
 	if (rc) {
 		forward_free(f);
 		return rc;
@@ -159,14 +168,16 @@ void forward_free(struct forward *f)
 		for (int i = 0; i < n; i++)
 			free(*b[i].ptr);
 	}
-	seq_state_free(&f->seq);
+	for (int i = 0; f->seqs && i < f->n_seqs; i++)
+		seq_state_free(&f->seqs[i]);
+	free(f->seqs);
 	forward_layers_free(f);
 	memset(f, 0, sizeof *f);
 }
 
 void forward_reset(struct forward *f)
 {
-	seq_state_reset(&f->seq);
+	seq_state_reset(&f->seqs[0]);
 }
 
 void forward_rope(const struct forward *f, float *x, int64_t pos)
@@ -183,7 +194,7 @@ void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interle
 			x[i] *= c->rope_attn_factor;
 }
 
-/* One layer over the chunk at positions f->at..: each block of its row on
+/* One layer over the step's rows: each block of its row on
  * the normed residual stream, added back to it (RESIDUAL_PLAIN). */
 static int layer_forward(struct forward *f, int l, int n)
 {
@@ -200,36 +211,65 @@ static int layer_forward(struct forward *f, int l, int n)
 	return ly->ffn->run(f, l, n, f->x);
 }
 
-int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits)
+int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, const int *out, int n_out,
+		      float *logits)
 {
 	const struct model *m = f->m;
 	const struct model_config *c = &m->cfg;
 	int64_t H = c->hidden;
 	if (n <= 0 || n > f->batch)
 		return error_set(EINVAL, "forward: %d tokens in one step (1..%d)", n, f->batch);
-	if (f->seq.pos + n > f->ctx)
-		return error_set(ENOSPC, "context is full: %d positions (raise --ctx)", f->ctx);
+	/* Positions: each sequence's rows take its next ones, in order. */
 	for (int t = 0; t < n; t++) {
-		if (tokens[t] < 0 || tokens[t] >= c->vocab)
-			return error_set(EINVAL, "token id %d is outside the vocabulary (0..%d)", tokens[t],
+		int32_t s = rows[t].seq;
+		if (s < 0 || s >= f->n_seqs)
+			return error_set(EINVAL, "forward: sequence %d of %d", s, f->n_seqs);
+		int32_t before = 0;
+		for (int u = 0; u < t; u++)
+			before += rows[u].seq == s;
+		f->row_seq[t] = s;
+		f->row_pos[t] = f->seqs[s].pos + before;
+		if (f->row_pos[t] >= f->ctx)
+			return error_set(ENOSPC, "context is full: %d positions (raise --ctx)", f->ctx);
+		if (rows[t].token < 0 || rows[t].token >= c->vocab)
+			return error_set(EINVAL, "token id %d is outside the vocabulary (0..%d)", rows[t].token,
 					 c->vocab - 1);
-		quant_row_dequantize(f->x + t * H, &m->embed, tokens[t]);
+		quant_row_dequantize(f->x + t * H, &m->embed, rows[t].token);
 	}
-	f->at = f->seq.pos;
 	for (int l = 0; l < c->n_layers; l++) {
 		int rc = layer_forward(f, l, n);
 		if (rc)
 			return rc;
 	}
-	f->seq.pos += n;
+	for (int t = 0; t < n; t++)
+		f->seqs[rows[t].seq].pos++;
 	/* Every row's final hidden state stays in f->hidden (the MTP input). */
 	for (int t = 0; t < n; t++)
 		rmsnorm(f->hidden + t * H, f->x + t * H, m->final_norm, H, c->rms_eps);
-	if (!logits)
+	if (!logits || n_out <= 0)
 		return 0;
-	int first = all_logits ? 0 : n - 1;
-	matmul(f->pool, logits, &m->lm_head, f->hidden + (size_t)first * H, n - first);
+	/* The head runs over the rows asked for, gathered (a matmul row is the
+	 * same bits whatever the other rows). */
+	for (int i = 0; i < n_out; i++)
+		memcpy(f->head_in + (size_t)i * H, f->hidden + (size_t)out[i] * H, (size_t)H * sizeof(float));
+	matmul(f->pool, logits, &m->lm_head, f->head_in, n_out);
 	return 0;
+}
+
+int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits)
+{
+	struct forward_row rows[n > 0 && n <= f->batch ? n : 1];
+	int out[n > 0 && n <= f->batch ? n : 1];
+	if (n <= 0 || n > f->batch)
+		return error_set(EINVAL, "forward: %d tokens in one step (1..%d)", n, f->batch);
+	if (f->seqs[0].pos + n > f->ctx)
+		return error_set(ENOSPC, "context is full: %d positions (raise --ctx)", f->ctx);
+	for (int t = 0; t < n; t++) {
+		rows[t] = (struct forward_row){ 0, tokens[t] };
+		out[t] = t;
+	}
+	int first = all_logits ? 0 : n - 1;
+	return forward_step_rows(f, rows, n, out + first, logits ? n - first : 0, logits);
 }
 
 int forward_mtp(struct forward *f, int module, const float *hidden, const int32_t *next, int n, int pos0,
@@ -253,7 +293,10 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 		rmsnorm(in + H, hidden + (size_t)t * H, w->hnorm, H, c->rms_eps);
 	}
 	matmul(f->pool, f->x, &w->eh_proj, f->mtp_in, n);
-	f->at = pos0;
+	for (int t = 0; t < n; t++) {
+		f->row_seq[t] = 0;
+		f->row_pos[t] = pos0 + t;
+	}
 	int rc = layer_forward(f, c->n_layers + module, n);
 	if (rc)
 		return rc;
@@ -268,13 +311,14 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 
 int forward_rewind(struct forward *f, int32_t pos, const int32_t *tokens)
 {
-	int rc = seq_state_truncate(&f->seq, pos);
+	struct seq_state *s = &f->seqs[0];
+	int rc = seq_state_truncate(s, pos);
 	if (rc != -EAGAIN)
 		return rc;
-	int32_t from = f->seq.snap_pos;
+	int32_t from = s->snap_pos;
 	if (from < 0 || from > pos)
 		return error_set(EINVAL, "sequence state: no snapshot before position %d to replay from", pos);
-	if ((rc = seq_state_restore(&f->seq)))
+	if ((rc = seq_state_restore(s)))
 		return rc;
 	for (int32_t i = 0; !rc && i < pos - from; i += f->batch) {
 		int len = pos - from - i < f->batch ? pos - from - i : f->batch;

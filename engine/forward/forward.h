@@ -33,15 +33,19 @@ struct forward_prefetch_stats {
 struct forward {
 	const struct model *m;
 	struct threadpool *pool;
-	int32_t ctx;                 /* positions the sequence state holds */
-	int32_t batch;               /* tokens per step at most */
-	int32_t at;                  /* position of the first token of the call under way */
+	int32_t ctx;                 /* positions each sequence's state holds */
+	int32_t batch;               /* rows (tokens) per step at most */
 	int n_threads;
 	int n_layers;                /* decoder layers + MTP layers loaded */
 	struct layer *layers;        /* [n_layers] the table the step walks */
 	int n_mtp;
 	struct mtp_weights *mtp;     /* [n_mtp] */
-	struct seq_state seq;        /* part 2l: layer l's mixer, 2l + 1 its FFN */
+	int n_seqs;                  /* sequences decoded together (1 for run; --parallel for serve) */
+	struct seq_state *seqs;      /* [n_seqs]; part 2l: layer l's mixer, 2l + 1 its FFN */
+	/* The step under way: row t is a token of sequence row_seq[t] at
+	 * position row_pos[t]. */
+	int32_t *row_seq, *row_pos;  /* [batch] */
+	float *head_in;              /* [batch, hidden] the rows whose logits were asked for */
 	float *x;                    /* [batch, hidden] residual stream */
 	float *xn;                   /* [batch, hidden] normed input of a block */
 	float *hidden;               /* [batch, hidden] final-normed hidden states of the last step */
@@ -56,24 +60,49 @@ struct forward {
 	struct forward_prefetch_stats pf;
 };
 
-/* Binds the layer table, sizes and allocates everything. pool may be NULL.
- * Free with forward_free, also after a failure. */
-int forward_init(struct forward *f, const struct model *m, struct threadpool *pool, int ctx, int batch);
+/* Binds the layer table, sizes and allocates everything for n_seqs
+ * sequences of ctx positions each and steps of up to batch rows. pool may
+ * be NULL. Free with forward_free, also after a failure. */
+int forward_init(struct forward *f, const struct model *m, struct threadpool *pool, int ctx, int batch, int n_seqs);
 void forward_free(struct forward *f);
 
-/* Bytes forward_init allocates for this config, context, batch and threads
- * (sequence state included): what the RAM budget must set aside. */
-uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_threads);
+/* Bytes forward_init allocates for this config, context, batch, threads and
+ * sequences (sequence states included): what the RAM budget must set aside. */
+uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_threads, int n_seqs);
 
 /* What the sequence state of this config holds per position, for `plan`. */
 const char *forward_state_what(const struct model_config *c);
 
-/* Forgets the sequence (position 0). */
+/* Sequence 0 (what run and logits use) and sequence i. */
+static inline struct seq_state *forward_seq(const struct forward *f, int i)
+{
+	return &f->seqs[i];
+}
+
+/* Forgets sequence 0 (position 0). */
 void forward_reset(struct forward *f);
 
-/* Runs tokens[0..n) (n <= batch) at positions pos..pos+n-1 and advances pos.
- * logits: [n, vocab] when all_logits, else [vocab] for the last token; may
- * be NULL. -ENOSPC when the context is full; -errno from the expert store. */
+/* One row of a step: a token of a sequence, at that sequence's next
+ * position. */
+struct forward_row {
+	int32_t seq;
+	int32_t token;
+};
+
+/* Runs rows[0..n) (n <= batch) in one step: the rows of one sequence must
+ * come in order and take its next positions; each sequence advances by
+ * its rows. The rows of every sequence share each layer's expert reads (an
+ * expert several of them need is read once), and every row's result is
+ * bit-identical to running its sequence alone. logits: [n_out, vocab] for
+ * the rows out[0..n_out) (may be NULL with n_out 0). Final hidden states
+ * of every row stay in f->hidden. -ENOSPC when a sequence's context is
+ * full; -errno from the expert store. */
+int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, const int *out, int n_out,
+		      float *logits);
+
+/* forward_step_rows on sequence 0: tokens[0..n) at its next positions;
+ * logits [n, vocab] when all_logits, else [vocab] for the last token; may
+ * be NULL. */
 int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits);
 
 /* Runs MTP module `module` over n rows: row t combines hidden[t] (a final
@@ -85,7 +114,7 @@ int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits,
 int forward_mtp(struct forward *f, int module, const float *hidden, const int32_t *next, int n, int pos0,
 		float *logits, float *hidden_out);
 
-/* Goes back to position pos <= f->seq.pos after a step that ran past it
+/* Goes back to position pos <= sequence 0's after a step that ran past it
  * (drafting's rollback): truncates the sequence state, or where a state
  * cannot be truncated, restores the snapshot taken before the step and runs
  * tokens[0..pos - snapshot) again (tokens: what that step ran). */

@@ -26,10 +26,11 @@ static inline struct carve forward_thread(const struct forward *f, int thread)
 	return (struct carve){ f->threads + (size_t)thread * f->thread_bytes, 0 };
 }
 
-/* The sequence-state rows of layer's mixer (slot 0) or FFN (slot 1). */
-static inline uint8_t *forward_state_rows(const struct forward *f, int layer, int slot)
+/* The sequence-state rows of layer's mixer (slot 0) or FFN (slot 1) in the
+ * sequence of the step's row t. */
+static inline uint8_t *forward_state_rows(const struct forward *f, int t, int layer, int slot)
 {
-	return seq_state_rows(&f->seq, 2 * layer + slot);
+	return seq_state_rows(&f->seqs[f->row_seq[t]], 2 * layer + slot);
 }
 
 /* Rotates x[rot_dim] at pos with the model's pairing and YaRN factor. */

@@ -2,8 +2,8 @@
  * mixer_gqa — MIXER_GQA: grouped-query attention (OLMoE, Qwen3, Mixtral,
  * GLM-4.5): q/k/v projections with optional biases, q/k RMSNorm over heads
  * or whole vectors, optional clipping, (partial) RoPE, causal attention of
- * each query head over its KV head's cache, optionally windowed (Mixtral),
- * then o_proj.
+ * each query head over its KV head's cache in its row's sequence,
+ * optionally windowed (Mixtral), then o_proj.
  *
  * State: per position, the roped K then V of every KV head (2 x kv_dim
  * floats). Shared scratch: q, k, v, the attention output and o_proj's.
@@ -94,7 +94,7 @@ static int gqa_bind(void *wp, const struct model *m, int i)
 struct gqa_job {
 	struct forward *f;
 	struct gqa_scratch *s;
-	const float *rows;               /* the layer's state: [ctx][K | V] */
+	int layer;
 };
 
 /* Task = (token, head): causal attention over positions 0..at+token. */
@@ -106,9 +106,11 @@ static void gqa_task(void *ctx, int task, int thread)
 	int t = task / c->n_heads, h = task % c->n_heads;
 	int kvh = h / (c->n_heads / c->n_kv_heads);
 	int64_t KV = kv_dim(c), hd = c->head_dim, Q = q_dim(c), stride = 2 * KV;
-	const float *kc = j->rows + kvh * hd, *vc = j->rows + KV + kvh * hd;
+	/* Its sequence's state: [ctx][K | V]. */
+	const float *rows = (const float *)forward_state_rows(f, t, j->layer, 0);
+	const float *kc = rows + kvh * hd, *vc = rows + KV + kvh * hd;
 	/* Keys 0..pos are visible, or the last sliding_window of them. */
-	int64_t pos = f->at + t, first = 0;
+	int64_t pos = f->row_pos[t], first = 0;
 	if (c->sliding_window > 0 && pos + 1 > c->sliding_window)
 		first = pos + 1 - c->sliding_window;
 	struct carve tc = forward_thread(f, thread);
@@ -138,7 +140,6 @@ static int gqa_run(struct forward *f, int layer, int n, float *acc)
 	struct carve cv = forward_shared(f);
 	struct gqa_scratch s;
 	gqa_layout(&cv, c, f->batch, &s);
-	float *rows = (float *)forward_state_rows(f, layer, 0);
 	matmul(f->pool, s.q, &w->wq, f->xn, n);
 	matmul(f->pool, s.k, &w->wk, f->xn, n);
 	matmul(f->pool, s.v, &w->wv, f->xn, n);
@@ -161,16 +162,16 @@ static int gqa_run(struct forward *f, int layer, int n, float *acc)
 			clip(k, KV, c->clip_qkv);
 			clip(v, KV, c->clip_qkv);
 		}
-		int64_t pos = f->at + t;
+		int64_t pos = f->row_pos[t];
 		for (int h = 0; h < c->n_heads; h++)
 			forward_rope(f, q + h * hd, pos);
 		for (int h = 0; h < c->n_kv_heads; h++)
 			forward_rope(f, k + h * hd, pos);
-		float *row = rows + (size_t)pos * 2 * KV;
+		float *row = (float *)forward_state_rows(f, t, layer, 0) + (size_t)pos * 2 * KV;
 		memcpy(row, k, KV * sizeof(float));
 		memcpy(row + KV, v, KV * sizeof(float));
 	}
-	struct gqa_job job = { f, &s, rows };
+	struct gqa_job job = { f, &s, layer };
 	if (f->pool)
 		threadpool_run(f->pool, gqa_task, &job, n * c->n_heads);
 	else

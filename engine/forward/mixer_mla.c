@@ -149,7 +149,7 @@ struct mla_job {
 	const struct mla_weights *w;
 	const struct mla_scratch *s;
 	const struct dsa_selection *sel;  /* NULL: dense causal attention */
-	const float *rows;                /* the layer's state */
+	int layer;
 	int64_t stride;                   /* floats from one position's row to the next */
 	int n;
 };
@@ -181,8 +181,8 @@ static void mla_task(void *ctx, int h, int thread)
 		for (int t = 0; t < n; t++)
 			axpy_f32(qa + (size_t)t * W, j->s->q[(size_t)t * Q + (size_t)h * (NP + R) + i], row, L);
 	}
-	const float *cache = j->rows;
 	for (int t = 0; t < n; t++) {
+		const float *cache = (const float *)forward_state_rows(f, t, j->layer, 0); /* its sequence's */
 		float *qt = qa + (size_t)t * W, *lt = lat + (size_t)t * L;
 		memcpy(qt + L, j->s->q + (size_t)t * Q + (size_t)h * (NP + R) + NP, (size_t)R * sizeof(float)); /* roped */
 		if (j->sel) {
@@ -190,7 +190,7 @@ static void mla_task(void *ctx, int h, int thread)
 			attention_head_keys(lt, qt, cache, j->stride, cache, j->stride, keys, j->sel->nsel[t], W, L,
 					    c->attn_scale, scratch);
 		} else {
-			attention_head(lt, qt, cache, j->stride, cache, j->stride, f->at + t + 1, W, L, c->attn_scale,
+			attention_head(lt, qt, cache, j->stride, cache, j->stride, f->row_pos[t] + 1, W, L, c->attn_scale,
 				       scratch);
 		}
 	}
@@ -212,7 +212,6 @@ static int run_of(struct forward *f, const struct block_kind *kind, int layer, i
 	struct mla_scratch s;
 	struct dsa_selection sel;
 	mla_layout(&cv, &own, c, f->batch, f->ctx, ix != NULL, &s, &sel);
-	float *rows = (float *)forward_state_rows(f, layer, 0);
 	int64_t stride = row_floats(c, ix && ix->indexer);
 	float *kva = s.lat;                        /* [n, W] */
 	float *qa = s.lat + (size_t)n * W;         /* [n, QL] */
@@ -226,17 +225,17 @@ static int run_of(struct forward *f, const struct block_kind *kind, int layer, i
 	}
 	matmul(f->pool, kva, &w->kv_a, f->xn, n);
 	for (int t = 0; t < n; t++) {
-		int64_t pos = f->at + t;
+		int64_t pos = f->row_pos[t];
 		float *kv = kva + t * W;
 		rmsnorm(kv, kv, w->kv_a_norm, L, MLA_NORM_EPS);
 		forward_rope(f, kv + L, pos);
-		memcpy(rows + (size_t)pos * stride, kv, (size_t)W * sizeof(float));
+		memcpy((float *)forward_state_rows(f, t, layer, 0) + (size_t)pos * stride, kv, (size_t)W * sizeof(float));
 		for (int h = 0; h < c->n_heads; h++)
 			forward_rope(f, s.q + t * Q + h * (NP + R) + NP, pos);
 	}
 	if (ix)
-		dsa_select(f, ix, layer, n, qa, rows, stride, W, &s.ix, &sel);
-	struct mla_job job = { f, w, &s, ix ? &sel : NULL, rows, stride, n };
+		dsa_select(f, ix, layer, n, qa, stride, W, &s.ix, &sel);
+	struct mla_job job = { f, w, &s, ix ? &sel : NULL, layer, stride, n };
 	if (f->pool)
 		threadpool_run(f->pool, mla_task, &job, c->n_heads);
 	else

@@ -1,17 +1,24 @@
 /*
- * chat — recognises a model's chat template and dispatches rendering to
- * chat_render.c, where each family's template is written in C. See chat.h
- * for the families and the invariant.
+ * chat — chooses how a model's conversations are rendered and dispatches:
+ * the model's own template through the Jinja subset (chat_jinja.c) when it
+ * has one the subset parses; otherwise a built-in one, with a note saying
+ * so: a built-in Jinja text for model types whose checkpoints ship none
+ * (chat_builtin.c), or a renderer written in C (chat_render.c), recognised
+ * from the template text or chosen by model_type. See chat.h for the
+ * families and the invariant.
  *
- * Recognition looks for fragments that pin down the exact output of a
- * template (e.g. "' [INST] ' + system_message + '\n\n'"), so a template of a
- * similar family with different spacing is rejected instead of rendered
- * almost right. The templates' tool-call features are not implemented.
+ * Recognition for the C renderers looks for fragments that pin down the
+ * exact output of a template (e.g. "' [INST] ' + system_message + '\n\n'"),
+ * so a template of a similar family with different spacing is rejected
+ * instead of rendered almost right. The C renderers know roles and text
+ * contents only: tools and messages with other fields are refused there.
  */
 #include "engine/text/chat.h"
 #include "engine/text/chat_internal.h"
+#include "engine/text/jinja.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +37,7 @@ void chat_set_err(char *err, size_t err_len, const char *fmt, ...)
 
 const char *chat_family_name(enum chat_family f)
 {
-	static const char *const names[] = { "qwen3", "chatml", "tulu", "mistral", "deepseek_v3", "glm4" };
+	static const char *const names[] = { "qwen3", "chatml", "tulu", "mistral", "deepseek_v3", "glm4", "jinja" };
 	return (unsigned)f < sizeof(names) / sizeof(names[0]) ? names[f] : "unknown";
 }
 
@@ -102,8 +109,8 @@ static int glm4_detect(struct chat_template *ct, const char *t, char *err, size_
 		ct->variant = 0;
 		return 0;
 	}
-	chat_set_err(err, err_len, "this [gMASK]<sop> chat template is not recognised (GLM-4.5's and GLM-4.6's are; "
-		     "GLM-4.7 and GLM-5 format turns differently and are not supported)");
+	chat_set_err(err, err_len, "this [gMASK]<sop> chat template is not recognised by the built-in renderers (GLM-4.5's "
+		     "and GLM-4.6's are; GLM-4.7 and GLM-5 format turns differently)");
 	return -EINVAL;
 }
 
@@ -111,10 +118,7 @@ static int detect(struct chat_template *ct, const char *t, const char *model_typ
 		  char *err, size_t err_len)
 {
 	if (!t) {
-		/*
-		 * glm_moe_dsa (GLM-5) is missing on purpose: its template formats
-		 * turns unlike GLM-4.5's (see glm4_detect).
-		 */
+		/* deepseek_v32 and glm_moe_dsa have built-in Jinja texts instead (chat_template_init). */
 		static const struct {
 			const char *type;
 			enum chat_family f;
@@ -194,13 +198,89 @@ static int detect(struct chat_template *ct, const char *t, const char *model_typ
 	return -EINVAL;
 }
 
+/* model types whose built-in template is a Jinja text, parsed once per process and shared */
+static struct builtin_jinja {
+	const char *type, *text, *what;
+	pthread_once_t once;
+	struct jinja_template *parsed;
+	int rc;
+	struct jinja_error err;
+} builtin_jinja[] = {
+	{ "deepseek_v32", chat_builtin_deepseek_v32, "DeepSeek-V3.2", PTHREAD_ONCE_INIT, NULL, 0, { 0 } },
+	{ "glm_moe_dsa", chat_builtin_glm5, "GLM-4.7/GLM-5", PTHREAD_ONCE_INIT, NULL, 0, { 0 } },
+};
+
+static void parse_builtin_0(void)
+{
+	struct builtin_jinja *b = &builtin_jinja[0];
+	b->rc = jinja_template_parse(&b->parsed, b->text, strlen(b->text), &b->err);
+}
+
+static void parse_builtin_1(void)
+{
+	struct builtin_jinja *b = &builtin_jinja[1];
+	b->rc = jinja_template_parse(&b->parsed, b->text, strlen(b->text), &b->err);
+}
+
+static int choose(struct chat_template *ct, const char *template_text, const char *model_type, char *err,
+		  size_t err_len)
+{
+	struct jinja_error je;
+	int rc;
+	if (template_text) {
+		rc = jinja_template_parse(&ct->jinja, template_text, strlen(template_text), &je);
+		if (rc == 0) {
+			ct->family = CHAT_FAMILY_JINJA;
+			return 0;
+		}
+		if (rc == -ENOMEM) {
+			chat_set_err(err, err_len, "out of memory");
+			return rc;
+		}
+		char why[sizeof ct->note];
+		snprintf(why, sizeof why, "the chat template is outside colibri's Jinja subset (line %d, column %d: %s)",
+			 je.line, je.col, je.msg);
+		char detail[256] = "";
+		if (detect(ct, template_text, model_type, detail, sizeof detail)) {
+			chat_set_err(err, err_len, "%s, and no built-in renderer fits: %s", why, detail);
+			return -EINVAL;
+		}
+		snprintf(ct->note, sizeof ct->note, "%s; using the built-in %s renderer", why, chat_family_name(ct->family));
+		return 0;
+	}
+	for (size_t i = 0; model_type && i < sizeof builtin_jinja / sizeof builtin_jinja[0]; i++)
+		if (strcmp(model_type, builtin_jinja[i].type) == 0) {
+			struct builtin_jinja *b = &builtin_jinja[i];
+			pthread_once(&b->once, i == 0 ? parse_builtin_0 : parse_builtin_1);
+			if (b->rc) {
+				chat_set_err(err, err_len, "the built-in %s template: %s", b->what, b->err.msg);
+				return b->rc;
+			}
+			ct->jinja = b->parsed;
+			ct->jinja_shared = true;
+			ct->family = CHAT_FAMILY_JINJA;
+			snprintf(ct->note, sizeof ct->note, "the model has no chat template; using the built-in %s template",
+				 builtin_jinja[i].what);
+			return 0;
+		}
+	if ((rc = detect(ct, NULL, model_type, err, err_len)))
+		return rc;
+	snprintf(ct->note, sizeof ct->note, "the model has no chat template; using the built-in %s renderer for %s",
+		 chat_family_name(ct->family), model_type);
+	return 0;
+}
+
 int chat_template_init(struct chat_template *ct, const char *template_text, const char *model_type,
 		       const char *bos, const char *eos, char *err, size_t err_len)
 {
 	memset(ct, 0, sizeof(*ct));
-	int rc = detect(ct, template_text, model_type, err, err_len);
-	if (rc)
+	int rc = choose(ct, template_text, model_type, err, err_len);
+	if (rc) {
+		chat_template_free(ct);
 		return rc;
+	}
+	ct->has_bos = bos != NULL;
+	ct->has_eos = eos != NULL;
 	ct->bos = strdup(bos ? bos : "");
 	ct->eos = strdup(eos ? eos : "");
 	if (!ct->bos || !ct->eos) {
@@ -216,20 +296,24 @@ void chat_template_free(struct chat_template *ct)
 	free(ct->bos);
 	free(ct->eos);
 	free(ct->default_system);
+	if (!ct->jinja_shared)
+		jinja_template_free(ct->jinja);
 	memset(ct, 0, sizeof(*ct));
 }
 
 
-int chat_template_render(const struct chat_template *ct, const struct chat_message *msgs, size_t n,
-			 const struct chat_options *opt, char **out, size_t *out_len,
-			 char *err, size_t err_len)
+static const struct chat_options defaults = { .add_generation_prompt = true };
+
+/* A C renderer, for conversations of roles and text contents. */
+static int render_builtin(const struct chat_template *ct, const struct chat_message *msgs, size_t n,
+			  const struct chat_options *opt, char **out, size_t *out_len, char *err, size_t err_len)
 {
-	static const struct chat_options defaults = { .add_generation_prompt = true };
 	struct chat_sb b = { 0 };
 	int rc;
-	opt = opt ? opt : &defaults;
-	*out = NULL;
-	*out_len = 0;
+	if (opt->tools) {
+		chat_set_err(err, err_len, "the built-in %s renderer does not support tools", chat_family_name(ct->family));
+		return -EINVAL;
+	}
 	if (ct->variant & CHAT_VARIANT_BOS)
 		chat_cat(&b, 1, ct->bos);
 	switch (ct->family) {
@@ -253,4 +337,70 @@ int chat_template_render(const struct chat_template *ct, const struct chat_messa
 	*out = b.p;
 	*out_len = b.len;
 	return 0;
+}
+
+int chat_template_render(const struct chat_template *ct, const struct chat_message *msgs, size_t n,
+			 const struct chat_options *opt, char **out, size_t *out_len,
+			 char *err, size_t err_len)
+{
+	opt = opt ? opt : &defaults;
+	*out = NULL;
+	*out_len = 0;
+	if (!ct->jinja)
+		return render_builtin(ct, msgs, n, opt, out, out_len, err, err_len);
+	cJSON *m = chat_messages_json(msgs, n, err, err_len), *tools = NULL;
+	if (!m)
+		return -ENOMEM;
+	if (opt->tools && !cJSON_IsArray(tools = cJSON_Parse(opt->tools))) {
+		cJSON_Delete(m);
+		cJSON_Delete(tools);
+		chat_set_err(err, err_len, "tools is not a JSON array");
+		return -EINVAL;
+	}
+	int rc = chat_jinja_render(ct, m, tools, opt, out, out_len, err, err_len);
+	cJSON_Delete(m);
+	cJSON_Delete(tools);
+	return rc;
+}
+
+int chat_template_render_json(const struct chat_template *ct, const cJSON *messages, const cJSON *tools,
+			      const struct chat_options *opt, char **out, size_t *out_len, char *err,
+			      size_t err_len)
+{
+	opt = opt ? opt : &defaults;
+	*out = NULL;
+	*out_len = 0;
+	if (!cJSON_IsArray(messages) || (tools && !cJSON_IsArray(tools) && !cJSON_IsNull(tools))) {
+		chat_set_err(err, err_len, "messages and tools must be JSON arrays");
+		return -EINVAL;
+	}
+	if (ct->jinja)
+		return chat_jinja_render(ct, messages, cJSON_IsNull(tools) ? NULL : tools, opt, out, out_len, err, err_len);
+	if (tools && cJSON_GetArraySize(tools) > 0) {
+		chat_set_err(err, err_len, "the built-in %s renderer does not support tools", chat_family_name(ct->family));
+		return -EINVAL;
+	}
+	size_t n = (size_t)cJSON_GetArraySize(messages), i = 0;
+	struct chat_message *m = calloc(n ? n : 1, sizeof(*m));
+	if (!m) {
+		chat_set_err(err, err_len, "out of memory");
+		return -ENOMEM;
+	}
+	for (const cJSON *c = messages->child; c; c = c->next, i++) {
+		const cJSON *role = cJSON_GetObjectItemCaseSensitive(c, "role");
+		const cJSON *content = cJSON_GetObjectItemCaseSensitive(c, "content");
+		bool extra = false;
+		for (const cJSON *f = c->child; f; f = f->next)
+			extra = extra || (strcmp(f->string, "role") && strcmp(f->string, "content"));
+		if (!cJSON_IsString(role) || !cJSON_IsString(content) || extra) {
+			free(m);
+			chat_set_err(err, err_len, "the built-in %s renderer takes messages of a role and a text content only "
+				     "(message %zu)", chat_family_name(ct->family), i);
+			return -EINVAL;
+		}
+		m[i] = (struct chat_message){ .role = role->valuestring, .content = content->valuestring };
+	}
+	int rc = render_builtin(ct, m, n, opt, out, out_len, err, err_len);
+	free(m);
+	return rc;
 }

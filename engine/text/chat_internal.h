@@ -1,6 +1,8 @@
 /*
- * chat_internal — what chat.c (recognition, dispatch) and chat_render.c
- * (the per-family renderers) share. Not part of the public API.
+ * chat_internal — what chat.c (template choice, dispatch), chat_jinja.c
+ * (the model's template through the Jinja subset), chat_builtin.c (built-in
+ * Jinja texts) and chat_render.c (the renderers in C) share. Not part of the
+ * public API.
  */
 #ifndef COLIBRI_CHAT_INTERNAL_H
 #define COLIBRI_CHAT_INTERNAL_H
@@ -33,6 +35,16 @@ void chat_cat(struct chat_sb *b, int n, ...);
 
 void chat_set_err(char *err, size_t err_len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Built-in Jinja texts (chat_builtin.c). */
+extern const char chat_builtin_deepseek_v32[];
+extern const char chat_builtin_glm5[];
+
+/* The messages as the JSON array a template sees; NULL with err set when out of memory. */
+cJSON *chat_messages_json(const struct chat_message *m, size_t n, char *err, size_t err_len);
+/* Renders ct->jinja with Hugging Face's variables (chat_jinja.c). */
+int chat_jinja_render(const struct chat_template *ct, const cJSON *messages, const cJSON *tools,
+		      const struct chat_options *opt, char **out, size_t *out_len, char *err, size_t err_len);
 
 int chat_render_qwen3(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
 		      size_t n, const struct chat_options *opt, char *err, size_t err_len);

@@ -2,11 +2,14 @@
  * prompt — see prompt.h. A chat prompt gets no extra BOS: the template
  * writes whatever special tokens the model expects, as transformers'
  * apply_chat_template does. A plain prompt gets BOS when the tokenizer
- * config asks for it (add_bos_token).
+ * config asks for it (add_bos_token). When a built-in template stands in
+ * for the model's (none, or one outside the Jinja subset), one line on
+ * stderr says so.
  */
 #include "engine/text/prompt.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +47,8 @@ int prompt_encode(const struct tokenizer *tok, const char *model_type, const cha
 					tokenizer_bos_token(tok), tokenizer_eos_token(tok), err, sizeof err);
 		if (rc)
 			return error_set(-rc, "chat template: %s", err[0] ? err : "not supported");
+		if (ct.note[0])
+			fprintf(stderr, "colibri: chat template: %s\n", ct.note);
 		struct chat_message msgs[2];
 		size_t nm = 0;
 		if (system)

@@ -27,7 +27,8 @@ struct tokenizer;
 
 /*
  * Loads MODEL_DIR/tokenizer.json and, when present, MODEL_DIR/tokenizer_config.json
- * (and MODEL_DIR/chat_template.jinja when the config has no chat_template).
+ * and MODEL_DIR/chat_template.jinja, which when present is the chat template
+ * (it takes priority over the config's, as in transformers v5).
  * Returns 0 and sets *out (free with tokenizer_free); -ENOENT when
  * tokenizer.json is absent; -EINVAL for malformed JSON or an unsupported
  * model, normalizer, pre-tokenizer or decoder; -ENOMEM. On failure a message

@@ -3,7 +3,9 @@
  * engine uses: bos_token, eos_token (a string or an AddedToken object),
  * add_bos_token, and chat_template (a string, or a list of named templates
  * of which "default" is taken). Newer checkpoints keep the template in
- * MODEL_DIR/chat_template.jinja instead; it is read when the config has none.
+ * MODEL_DIR/chat_template.jinja; as in transformers v5.15.0
+ * (PreTrainedTokenizerBase._from_pretrained), that file takes priority over
+ * the config's chat_template when both exist.
  * A missing config file is not an error: the fields stay unset.
  */
 #include <errno.h>
@@ -104,13 +106,15 @@ int tok_load_config(struct tokenizer *t, const char *model_dir, char *err, size_
 		return rc;
 	}
 jinja:
-	if (!t->chat_template) {
-		snprintf(path, sizeof(path), "%s/chat_template.jinja", model_dir);
-		t->chat_template = read_text(path, &len, &rc);
-		if (rc && rc != -ENOENT) {
-			tok_err(err, err_len, "%s: %s", path, strerror(-rc));
-			return rc;
-		}
+	snprintf(path, sizeof(path), "%s/chat_template.jinja", model_dir);
+	char *file = read_text(path, &len, &rc);
+	if (rc && rc != -ENOENT) {
+		tok_err(err, err_len, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (file) {
+		free(t->chat_template);
+		t->chat_template = file;
 	}
 	t->bos_id = t->bos_str ? tokenizer_token_id(t, t->bos_str) : -1;
 	t->eos_id = t->eos_str ? tokenizer_token_id(t, t->eos_str) : -1;

@@ -1,0 +1,233 @@
+/*
+ * conversation — see conversation.h. The list grows by doubling; a chat
+ * has tens to hundreds of messages, so nothing here is on a hot path.
+ */
+#include "engine/decode/conversation.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "base/error.h"
+#include "engine/text/chat.h"
+#include "engine/text/tokenizer.h"
+
+void conversation_init(struct conversation *c)
+{
+	memset(c, 0, sizeof *c);
+	c->cut_token = -1;
+}
+
+void conversation_free(struct conversation *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->msgs[i].role);
+		free(c->msgs[i].content);
+	}
+	free(c->msgs);
+	conversation_init(c);
+}
+
+void conversation_pop(struct conversation *c)
+{
+	if (c->n == 0)
+		return;
+	c->n--;
+	free(c->msgs[c->n].role);
+	free(c->msgs[c->n].content);
+	c->cut_token = -1;
+}
+
+void conversation_clear(struct conversation *c, bool keep_system)
+{
+	size_t keep = keep_system && c->n > 0 && !strcmp(c->msgs[0].role, "system") ? 1 : 0;
+	while (c->n > keep)
+		conversation_pop(c);
+	c->cut_token = -1;
+}
+
+void conversation_move(struct conversation *dst, struct conversation *src)
+{
+	conversation_free(dst);
+	*dst = *src;
+	conversation_init(src);
+}
+
+size_t conversation_count(const struct conversation *c, const char *role)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < c->n; i++)
+		k += !strcmp(c->msgs[i].role, role);
+	return k;
+}
+
+/* Copies text[0..len) into dst at *at, NUL bytes as U+FFFD (3 bytes);
+ * dst has room for 3 * len bytes. */
+static void copy_text(char *dst, size_t *at, const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (text[i]) {
+			dst[(*at)++] = text[i];
+		} else {
+			memcpy(dst + *at, "\xef\xbf\xbd", 3);
+			*at += 3;
+		}
+	}
+	dst[*at] = 0;
+}
+
+/* Room for len more bytes after NUL replacement. */
+static size_t grown_len(const char *text, size_t len)
+{
+	size_t n = len;
+	for (size_t i = 0; i < len; i++)
+		n += text[i] ? 0 : 2;
+	return n;
+}
+
+int conversation_add(struct conversation *c, const char *role, const char *text, size_t len)
+{
+	if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))
+		return error_set(EINVAL, "a message's role is system, user or assistant, not \"%s\"", role);
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 16;
+		struct conversation_message *m = realloc(c->msgs, cap * sizeof *m);
+		if (!m)
+			return error_set(ENOMEM, "out of memory");
+		c->msgs = m;
+		c->cap = cap;
+	}
+	struct conversation_message *m = &c->msgs[c->n];
+	m->role = strdup(role);
+	m->content = malloc(grown_len(text, len) + 1);
+	if (!m->role || !m->content) {
+		free(m->role);
+		free(m->content);
+		return error_set(ENOMEM, "out of memory");
+	}
+	m->len = 0;
+	copy_text(m->content, &m->len, text, len);
+	c->n++;
+	c->cut_token = -1;
+	return 0;
+}
+
+int conversation_append(struct conversation *c, const char *text, size_t len)
+{
+	if (c->n == 0)
+		return error_set(EINVAL, "the conversation is empty");
+	struct conversation_message *m = &c->msgs[c->n - 1];
+	char *s = realloc(m->content, m->len + grown_len(text, len) + 1);
+	if (!s)
+		return error_set(ENOMEM, "out of memory");
+	m->content = s;
+	copy_text(m->content, &m->len, text, len);
+	return 0;
+}
+
+cJSON *conversation_to_json(const struct conversation *c)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; a && i < c->n; i++) {
+		cJSON *m = cJSON_CreateObject();
+		if (!m || !cJSON_AddItemToArray(a, m) || !cJSON_AddStringToObject(m, "role", c->msgs[i].role) ||
+		    !cJSON_AddStringToObject(m, "content", c->msgs[i].content)) {
+			cJSON_Delete(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+int conversation_from_json(struct conversation *c, const cJSON *messages, const char *src)
+{
+	if (!cJSON_IsArray(messages))
+		return error_set(EINVAL, "%s: \"messages\" is not an array", src);
+	int i = 0;
+	for (const cJSON *m = messages->child; m; m = m->next, i++) {
+		const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+		const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+		if (!cJSON_IsString(role) || !cJSON_IsString(content))
+			return error_set(EINVAL, "%s: message %d lacks a string role or content", src, i);
+		int rc = conversation_add(c, role->valuestring, content->valuestring, strlen(content->valuestring));
+		if (rc == -EINVAL) {
+			char why[512];
+			snprintf(why, sizeof why, "%s", error_message());
+			error_clear();
+			return error_set(EINVAL, "%s: message %d: %s", src, i, why);
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+uint64_t conversation_hash(const struct conversation *c, uint64_t seed)
+{
+	XXH3_state_t *h = XXH3_createState();
+	if (!h)
+		return 0;
+	XXH3_64bits_reset_withSeed(h, seed);
+	uint64_t n = c->n;
+	XXH3_64bits_update(h, &n, sizeof n);
+	for (size_t i = 0; i < c->n; i++) {
+		uint64_t lens[2] = { strlen(c->msgs[i].role), c->msgs[i].len };
+		XXH3_64bits_update(h, lens, sizeof lens);
+		XXH3_64bits_update(h, c->msgs[i].role, lens[0]);
+		XXH3_64bits_update(h, c->msgs[i].content, lens[1]);
+	}
+	XXH3_64bits_update(h, &c->cut_token, sizeof c->cut_token);
+	uint64_t d = XXH3_64bits_digest(h);
+	XXH3_freeState(h);
+	return d;
+}
+
+/* Today's renderer: engine/text/chat.h, the families written in C. A Jinja
+ * interpreter replaces it here and nowhere else. */
+int conversation_prompt(const struct conversation *c, size_t n_msgs, const struct tokenizer *tok,
+			const char *model_type, const struct conversation_prompt_options *o, int32_t **ids, int *n,
+			bool *thinking)
+{
+	char err[512] = "";
+	*ids = NULL;
+	*n = 0;
+	if (n_msgs > c->n)
+		n_msgs = c->n;
+	struct chat_template ct;
+	int rc = chat_template_init(&ct, tokenizer_chat_template(tok), model_type, tokenizer_bos_token(tok),
+				    tokenizer_eos_token(tok), err, sizeof err);
+	if (rc)
+		return error_set(-rc, "chat template: %s", err[0] ? err : "not supported");
+	struct chat_message *msgs = malloc((n_msgs ? n_msgs : 1) * sizeof *msgs);
+	char *text = NULL;
+	size_t len = 0;
+	if (!msgs) {
+		chat_template_free(&ct);
+		return error_set(ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n_msgs; i++)
+		msgs[i] = (struct chat_message){ c->msgs[i].role, c->msgs[i].content };
+	struct chat_options co = { .add_generation_prompt = true, .no_thinking = o && o->no_thinking };
+	rc = chat_template_render(&ct, msgs, n_msgs, &co, &text, &len, err, sizeof err);
+	chat_template_free(&ct);
+	free(msgs);
+	if (rc)
+		return error_set(-rc, "chat template: %s", err[0] ? err : "cannot render the conversation");
+	if (thinking) {
+		/* The generation prompt opens the reasoning itself ("<think>\n"). */
+		size_t k = len;
+		while (k > 0 && (text[k - 1] == '\n' || text[k - 1] == ' '))
+			k--;
+		*thinking = k >= 7 && !memcmp(text + k - 7, "<think>", 7);
+	}
+	size_t nv = 0;
+	rc = tokenizer_encode(tok, text, len, ids, &nv);
+	free(text);
+	if (rc)
+		return error_set(-rc, rc == -EILSEQ ? "the conversation is not valid UTF-8" : "cannot tokenize the conversation");
+	*n = (int)nv;
+	return 0;
+}

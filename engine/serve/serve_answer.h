@@ -1,0 +1,72 @@
+/*
+ * serve_answer — a job's output in OpenAI's response shapes: the whole
+ * chat.completion / text_completion object, or the server-sent events of a
+ * stream (chat.completion.chunk / text_completion chunks, the usage chunk,
+ * an error event, data: [DONE]); plus the error, model and model-list
+ * objects.
+ *
+ * Runs on the HTTP thread that answers the request: it allocates freely,
+ * and reads the tokenizer (const, thread-safe) for the text of logprobs'
+ * tokens.
+ */
+#ifndef COLIBRI_ENGINE_SERVE_ANSWER_H
+#define COLIBRI_ENGINE_SERVE_ANSWER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/serve/serve_job.h"
+#include "engine/serve/serve_request.h"
+
+struct cJSON;
+struct tokenizer;
+
+/* A growable byte buffer; rc -ENOMEM once an append failed. */
+struct serve_buf {
+	char *p;
+	size_t len, cap;
+	int rc;
+};
+void serve_buf_put(struct serve_buf *b, const char *p, size_t n);
+void serve_buf_free(struct serve_buf *b);
+
+struct serve_answer {
+	enum serve_endpoint endpoint;
+	const struct tokenizer *tok;
+	char id[48];
+	long long created;
+	const char *model;           /* borrowed */
+	bool logprobs, include_usage, split;
+	char *echo;                  /* completions: the prompt text to echo, or NULL */
+	bool started;                /* stream: the opening chunk went out */
+	bool finished;               /* stream: [DONE] went out */
+	struct serve_buf content, reasoning;
+	struct cJSON *lp;            /* chat: [entries]; completions: {tokens, token_logprobs, ...} */
+	size_t text_offset;          /* completions logprobs: bytes of text so far */
+};
+
+/* id is made unique from a counter and the clock. echo (may be NULL) is
+ * copied. */
+int serve_answer_init(struct serve_answer *a, enum serve_endpoint e, const struct tokenizer *tok, const char *model,
+		      bool logprobs, bool include_usage, bool split, const char *echo);
+void serve_answer_free(struct serve_answer *a);
+
+/* Non-streamed: takes in one serve_job_take's output. */
+int serve_answer_add(struct serve_answer *a, const struct serve_take *t);
+
+/* Non-streamed, once done without error: the response body (malloc'd). */
+char *serve_answer_json(struct serve_answer *a, const struct serve_take *last);
+
+/* Streamed: appends the events of t as SSE chunks to out; when t is done,
+ * the finish chunk, the usage chunk if asked, or the error event, then
+ * data: [DONE]. */
+int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct serve_buf *out);
+
+/* {"error": {...}} (malloc'd). */
+char *serve_json_error(const struct serve_error *e);
+
+/* A model object, and the list of the one model served. */
+char *serve_json_model(const char *id, long long created);
+char *serve_json_models(const char *id, long long created);
+
+#endif

@@ -1,0 +1,421 @@
+/*
+ * serve_http — see serve_http.h. Each request has a struct http_req (MHD's
+ * con_cls), made on the first call of the access handler and freed when
+ * MHD reports the request complete; it holds the HTTP side's reference to
+ * the job. Suspension protocol: a connection is suspended only inside
+ * serve_job_take's sleep callback, with the job's mutex held, and resumed
+ * only by the job's wake with the same mutex held, so a wake-up can be
+ * neither lost nor doubled.
+ */
+#include "engine/serve/serve_http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "engine/serve/serve_answer.h"
+#include "engine/serve/serve_auth.h"
+#include "engine/serve/serve_job.h"
+#include "engine/text/tokenizer.h"
+
+struct http_req {
+	struct serve_http *h;
+	struct MHD_Connection *conn;
+	enum serve_route route;
+	bool post;                   /* a completion request: has a body */
+	bool answered;               /* a response is queued */
+	struct serve_buf body;
+	bool too_large;
+	struct serve_job *job;
+	struct serve_answer ans;
+	bool ans_ready;
+	struct serve_take take;
+	struct serve_buf sse;        /* formatted events not yet handed to MHD */
+	size_t sse_sent;
+};
+
+static enum MHD_Result respond(struct http_req *r, int status, const char *type, char *body, size_t len)
+{
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(body ? len : 0, body ? body : (void *)"", body ? MHD_RESPMEM_MUST_FREE
+											      : MHD_RESPMEM_PERSISTENT);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (status == 401)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	if (status == 405)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->post ? "POST" : "GET, HEAD");
+	if (status == 429) {
+		char s[16];
+		snprintf(s, sizeof s, "%d", serve_metrics_retry_after(r->h->metrics));
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, s);
+	}
+	enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	r->answered = true;
+	serve_metrics_request(r->h->metrics, r->route, status);
+	return rc;
+}
+
+static enum MHD_Result respond_json(struct http_req *r, int status, char *json)
+{
+	return respond(r, status, "application/json", json, json ? strlen(json) : 0);
+}
+
+static enum MHD_Result respond_error(struct http_req *r, const struct serve_error *e)
+{
+	return respond_json(r, e->status, serve_json_error(e));
+}
+
+static enum MHD_Result fail(struct http_req *r, int status, const char *param, const char *code, const char *msg)
+{
+	struct serve_error e;
+	serve_error_set(&e, status, param, code, "%s", msg);
+	return respond_error(r, &e);
+}
+
+/* Called by serve_job_take with the job's mutex held. */
+static void conn_sleep(void *arg)
+{
+	MHD_suspend_connection(((struct http_req *)arg)->conn);
+}
+
+/* Called by the scheduler with the job's mutex held. */
+static void conn_wake(void *arg)
+{
+	MHD_resume_connection(((struct http_req *)arg)->conn);
+}
+
+/* The route of url, and whether its method is the right one. */
+static enum serve_route route_of(const char *url, bool *post, const char **model_arg)
+{
+	*post = false;
+	*model_arg = NULL;
+	if (!strcmp(url, "/v1/chat/completions")) {
+		*post = true;
+		return SERVE_ROUTE_CHAT;
+	}
+	if (!strcmp(url, "/v1/completions")) {
+		*post = true;
+		return SERVE_ROUTE_COMPLETIONS;
+	}
+	if (!strcmp(url, "/v1/models"))
+		return SERVE_ROUTE_MODELS;
+	if (!strncmp(url, "/v1/models/", 11)) {
+		*model_arg = url + 11;
+		return SERVE_ROUTE_MODELS;
+	}
+	if (!strcmp(url, "/health"))
+		return SERVE_ROUTE_HEALTH;
+	if (!strcmp(url, "/metrics"))
+		return SERVE_ROUTE_METRICS;
+	return SERVE_ROUTE_OTHER;
+}
+
+static enum MHD_Result get_route(struct http_req *r, const char *model_arg)
+{
+	struct serve_http *h = r->h;
+	if (r->route == SERVE_ROUTE_HEALTH)
+		return respond_json(r, 200, strdup("{\"status\":\"ok\"}"));
+	if (r->route == SERVE_ROUTE_METRICS) {
+		char *text = NULL;
+		size_t len = 0;
+		if (serve_metrics_render(h->metrics, h->o.model_id, &text, &len) != 0)
+			return fail(r, 500, NULL, NULL, "out of memory");
+		return respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+	}
+	if (!model_arg)
+		return respond_json(r, 200, serve_json_models(h->o.model_id, h->o.created));
+	if (strcmp(model_arg, h->o.model_id) != 0) {
+		struct serve_error e;
+		serve_error_set(&e, 404, "model", "model_not_found", "the model '%.200s' does not exist", model_arg);
+		return respond_error(r, &e);
+	}
+	return respond_json(r, 200, serve_json_model(h->o.model_id, h->o.created));
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max);
+
+/* Turns the pending output of a non-streamed job into the answer once
+ * done; else sleeps until there is more. */
+static enum MHD_Result drain(struct http_req *r)
+{
+	for (;;) {
+		int n = serve_job_take(r->job, &r->take, conn_sleep, r);
+		if (n < 0 || serve_answer_add(&r->ans, &r->take) != 0)
+			return fail(r, 500, NULL, NULL, "out of memory");
+		if (r->take.done)
+			break;
+		if (n == 0)
+			return MHD_YES; /* suspended until the scheduler wakes it */
+	}
+	if (r->take.finish == SERVE_FINISH_ERROR)
+		return respond_error(r, &r->take.error);
+	char *json = serve_answer_json(&r->ans, &r->take);
+	return json ? respond_json(r, 200, json) : fail(r, 500, NULL, NULL, "out of memory");
+}
+
+static uint64_t fresh_seed(void)
+{
+	static atomic_ullong counter;
+	uint64_t s = 0;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &s, sizeof s) != (ssize_t)sizeof s)
+			s = 0;
+		close(fd);
+	}
+	return s ^ (uint64_t)(clock_now_s() * 1e9) ^ (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+}
+
+/* The text of a completions prompt to echo (malloc'd). */
+static char *echo_text(const struct serve_http *h, const struct serve_request *q)
+{
+	if (q->prompt)
+		return strdup(q->prompt);
+	char *text = NULL;
+	size_t len = 0;
+	return tokenizer_decode(h->tok, q->prompt_ids, (size_t)q->n_prompt_ids, &text, &len) == 0 ? text : NULL;
+}
+
+/* The body is complete: parse, render, admit, start answering. */
+static enum MHD_Result completion(struct http_req *r)
+{
+	struct serve_http *h = r->h;
+	enum serve_endpoint ep = r->route == SERVE_ROUTE_CHAT ? SERVE_CHAT : SERVE_COMPLETION;
+	struct serve_request q;
+	struct serve_error e;
+	if (serve_request_parse(&q, ep, r->body.p ? r->body.p : "", r->body.len, &h->o.lim, &e) != 0)
+		return respond_error(r, &e);
+	enum MHD_Result res;
+	struct serve_prompt_ids ids = { 0 };
+	if (q.model && strcmp(q.model, h->o.model_id) != 0) {
+		serve_error_set(&e, 404, "model", "model_not_found", "the model '%.200s' does not exist", q.model);
+		res = respond_error(r, &e);
+		goto out;
+	}
+	if (serve_prompt_build(h->prompt, &q, &ids, &e) != 0) {
+		res = respond_error(r, &e);
+		goto out;
+	}
+	const char *what = ep == SERVE_CHAT ? "messages" : "prompt";
+	if (ids.n >= h->o.ctx) {
+		serve_error_set(&e, 400, what, "context_length_exceeded",
+				"the prompt has %d tokens; this server's context holds %d (prompt and completion)", ids.n,
+				h->o.ctx);
+		res = respond_error(r, &e);
+		goto out;
+	}
+	if (q.max_tokens > 0 && ids.n + q.max_tokens > h->o.ctx) {
+		serve_error_set(&e, 400, "max_tokens", "context_length_exceeded",
+				"the context holds %d tokens; the request asks for %d (%d in the prompt, %d to generate)",
+				h->o.ctx, ids.n + q.max_tokens, ids.n, q.max_tokens);
+		res = respond_error(r, &e);
+		goto out;
+	}
+	struct batch_params p = q.p;
+	p.n_predict = q.max_tokens > 0 ? q.max_tokens : h->o.ctx - ids.n;
+	if (p.n_predict > h->o.lim.max_tokens_cap)
+		p.n_predict = h->o.lim.max_tokens_cap;
+	if (!q.seed_given)
+		p.seed = fresh_seed();
+	char *echo = ep == SERVE_COMPLETION && q.echo ? echo_text(h, &q) : NULL;
+	bool stream = q.stream, usage = q.include_usage, split = ep == SERVE_CHAT && h->prompt->think_tags;
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	int rc = serve_answer_init(&r->ans, ep, h->tok, h->o.model_id, p.logprobs, usage, split, echo);
+	free(echo);
+	r->ans_ready = true;
+	struct serve_job *j = rc ? NULL
+				 : serve_job_new(&q, ids.ids, ids.n, &p, split, ids.reasoning_open, h->tok, h->o.timeout_s,
+						 ci ? ci->connect_fd : -1);
+	if (!j) {
+		res = fail(r, 500, NULL, NULL, "out of memory");
+		goto out;
+	}
+	ids.ids = NULL; /* the job's now */
+	serve_job_set_wake(j, conn_wake, r);
+	rc = serve_sched_submit(h->sched, j);
+	if (rc) {
+		serve_job_unref(j); /* the scheduler's, never handed over */
+		serve_job_unref(j);
+		res = rc == -EAGAIN ? fail(r, 429, NULL, "queue_full", "the server is busy: every slot and queue place is taken")
+				    : fail(r, 503, NULL, "shutting_down", "the server is shutting down");
+		goto out;
+	}
+	r->job = j;
+	atomic_fetch_add(&h->jobs_open, 1);
+	if (!stream) {
+		res = drain(r);
+		goto out;
+	}
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, r, NULL);
+	if (!resp) {
+		res = MHD_NO;
+		goto out;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	res = MHD_queue_response(r->conn, 200, resp);
+	MHD_destroy_response(resp);
+	r->answered = true;
+	serve_metrics_request(h->metrics, r->route, 200);
+out:
+	free(ids.ids);
+	serve_request_free(&q);
+	return res;
+}
+
+/* MHD's content reader of a stream: formatted events, or suspend. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct http_req *r = cls;
+	for (;;) {
+		if (r->sse_sent < r->sse.len) {
+			size_t n = r->sse.len - r->sse_sent < max ? r->sse.len - r->sse_sent : max;
+			memcpy(buf, r->sse.p + r->sse_sent, n);
+			r->sse_sent += n;
+			return (ssize_t)n;
+		}
+		r->sse.len = 0;
+		r->sse_sent = 0;
+		if (r->ans.finished)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (!r->ans.started) {
+			struct serve_take none = { 0 };
+			serve_answer_sse(&r->ans, &none, &r->sse);
+			continue;
+		}
+		int n = serve_job_take(r->job, &r->take, conn_sleep, r);
+		if (n < 0 || serve_answer_sse(&r->ans, &r->take, &r->sse) != 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (r->sse.len == 0 && n == 0 && !r->take.done)
+			return 0; /* suspended until the scheduler wakes it */
+	}
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+				  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	struct serve_http *h = cls;
+	struct http_req *r = *con_cls;
+	if (!r) {
+		if (!(r = calloc(1, sizeof *r)))
+			return MHD_NO;
+		r->h = h;
+		r->conn = conn;
+		*con_cls = r;
+		const char *model_arg;
+		r->route = route_of(url, &r->post, &model_arg);
+		if (atomic_load(&h->stopping))
+			return fail(r, 503, NULL, "shutting_down", "the server is shutting down");
+		if (r->route == SERVE_ROUTE_OTHER)
+			return fail(r, 404, NULL, "not_found", "no such endpoint");
+		bool is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+		if (r->post ? strcmp(method, "POST") != 0 : !is_get)
+			return fail(r, 405, NULL, "method_not_allowed", r->post ? "use POST" : "use GET");
+		if (h->o.api_key && r->route != SERVE_ROUTE_HEALTH &&
+		    !serve_auth_ok(h->o.api_key,
+				   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
+			return fail(r, 401, NULL, "invalid_api_key", "a valid API key is needed (Authorization: Bearer KEY)");
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (r->post && cl && strtoull(cl, NULL, 10) > h->o.body_max)
+			return fail(r, 413, NULL, "body_too_large", "the request body is larger than the server accepts");
+		if (!r->post)
+			return get_route(r, model_arg);
+		return MHD_YES;
+	}
+	if (r->answered) {
+		*upload_size = 0; /* the rest of a refused body is not read into anything */
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (r->body.len + *upload_size > h->o.body_max)
+			r->too_large = true;
+		else
+			serve_buf_put(&r->body, upload, *upload_size);
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (r->job)
+		return drain(r); /* resumed: more output of a non-streamed answer */
+	if (r->too_large)
+		return fail(r, 413, NULL, "body_too_large", "the request body is larger than the server accepts");
+	if (r->body.rc)
+		return fail(r, 500, NULL, NULL, "out of memory");
+	return completion(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct http_req *r = *con_cls;
+	if (!r)
+		return;
+	if (r->job) {
+		serve_job_http_gone(r->job);
+		serve_job_unref(r->job);
+		atomic_fetch_sub(&r->h->jobs_open, 1);
+	}
+	if (r->ans_ready)
+		serve_answer_free(&r->ans);
+	serve_take_free(&r->take);
+	serve_buf_free(&r->sse);
+	serve_buf_free(&r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+/* libmicrohttpd's own messages (malformed requests and the like) stay
+ * quiet: each bad request already gets its answer. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+}
+
+int serve_http_start(struct serve_http *h, const struct serve_http_options *o, struct serve_sched *sched,
+		     struct serve_metrics *metrics, const struct serve_prompt *prompt, const struct tokenizer *tok)
+{
+	memset(h, 0, sizeof *h);
+	h->o = *o;
+	h->sched = sched;
+	h->metrics = metrics;
+	h->prompt = prompt;
+	h->tok = tok;
+	atomic_init(&h->stopping, false);
+	atomic_init(&h->jobs_open, 0);
+	h->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
+				NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)o->listen_fd,
+				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads, MHD_OPTION_CONNECTION_TIMEOUT,
+				o->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, 512u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+				(size_t)65536, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+	if (!h->d)
+		return error_set(EIO, "cannot start the HTTP server (libmicrohttpd)");
+	return 0;
+}
+
+void serve_http_refuse(struct serve_http *h)
+{
+	atomic_store(&h->stopping, true);
+}
+
+void serve_http_stop(struct serve_http *h, double wait_s)
+{
+	atomic_store(&h->stopping, true);
+	double until = clock_now_s() + wait_s;
+	while (atomic_load(&h->jobs_open) > 0 && clock_now_s() < until) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	if (h->d)
+		MHD_stop_daemon(h->d);
+	h->d = NULL;
+}

@@ -1,0 +1,200 @@
+/*
+ * serve_prompt — see serve_prompt.h.
+ */
+#include "engine/serve/serve_prompt.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine/text/tokenizer.h"
+
+int serve_prompt_init(struct serve_prompt *sp, const struct tokenizer *tok, const char *model_type)
+{
+	memset(sp, 0, sizeof *sp);
+	sp->tok = tok;
+	sp->think_tags = tokenizer_token_id(tok, "<think>") >= 0 && tokenizer_token_id(tok, "</think>") >= 0;
+	int rc = chat_template_init(&sp->ct, tokenizer_chat_template(tok), model_type, tokenizer_bos_token(tok),
+				    tokenizer_eos_token(tok), sp->template_error, sizeof sp->template_error);
+	if (rc == -ENOMEM)
+		return rc;
+	sp->have_template = rc == 0;
+	return 0;
+}
+
+void serve_prompt_free(struct serve_prompt *sp)
+{
+	if (sp->have_template)
+		chat_template_free(&sp->ct);
+	memset(sp, 0, sizeof *sp);
+}
+
+/* Sets every tool call's arguments: parsed into an object when they are
+ * JSON text of one (as_objects), else back to the text the client sent
+ * (orig, the request's own messages). Returns whether any changed. */
+static bool set_arguments(cJSON *msgs, const cJSON *orig, bool as_objects)
+{
+	bool changed = false;
+	const cJSON *om = orig->child;
+	for (cJSON *m = msgs->child; m && om; m = m->next, om = om->next) {
+		cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+		const cJSON *ocalls = cJSON_GetObjectItemCaseSensitive(om, "tool_calls");
+		const cJSON *oc = cJSON_IsArray(ocalls) ? ocalls->child : NULL;
+		for (cJSON *c = cJSON_IsArray(calls) ? calls->child : NULL; c && oc; c = c->next, oc = oc->next) {
+			cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+			const cJSON *text = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(oc, "function"),
+									      "arguments");
+			if (!cJSON_IsObject(fn) || !cJSON_IsString(text))
+				continue;
+			cJSON *v = as_objects ? cJSON_Parse(text->valuestring) : cJSON_CreateString(text->valuestring);
+			if ((!as_objects || cJSON_IsObject(v)) && cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", v)) {
+				changed = true;
+				continue;
+			}
+			cJSON_Delete(v);
+		}
+	}
+	return changed;
+}
+
+/* The model's own (or a built-in) Jinja template: every field a template
+ * reads, tools included. Tool call arguments go in as objects, as vLLM
+ * passes them and transformers documents them; a template that fails on
+ * that (DeepSeek-V3's concatenates them as text) gets the text the client
+ * sent. */
+static int render_jinja(const struct serve_prompt *sp, const struct serve_request *r, const struct chat_options *co,
+			char **text, size_t *len, char *why, size_t why_len)
+{
+	cJSON *orig = cJSON_Parse(r->messages_json), *msgs = cJSON_Duplicate(orig, 1);
+	cJSON *tools = r->tools_json ? cJSON_Parse(r->tools_json) : NULL;
+	int rc = -ENOMEM;
+	if (orig && msgs && (tools || !r->tools_json)) {
+		bool objects = set_arguments(msgs, orig, true);
+		rc = chat_template_render_json(&sp->ct, msgs, tools, co, text, len, why, why_len);
+		if (rc == -EINVAL && objects && set_arguments(msgs, orig, false))
+			rc = chat_template_render_json(&sp->ct, msgs, tools, co, text, len, why, why_len);
+	}
+	cJSON_Delete(orig);
+	cJSON_Delete(msgs);
+	cJSON_Delete(tools);
+	return rc;
+}
+
+/* Renders the messages; *text is malloc'd. */
+static int render(const struct serve_prompt *sp, const struct serve_request *r, bool no_thinking, char **text,
+		  size_t *len, struct serve_error *err)
+{
+	struct chat_options co = { .add_generation_prompt = r->add_generation_prompt, .no_thinking = no_thinking };
+	char why[256] = "";
+	int rc;
+	if (sp->ct.jinja) {
+		rc = render_jinja(sp, r, &co, text, len, why, sizeof why);
+	} else {
+		struct chat_message *msgs = malloc((size_t)r->n_messages * sizeof *msgs);
+		if (!msgs)
+			return serve_error_set(err, 500, NULL, NULL, "out of memory");
+		for (int i = 0; i < r->n_messages; i++)
+			msgs[i] = (struct chat_message){ r->messages[i].role, r->messages[i].content };
+		rc = chat_template_render(&sp->ct, msgs, (size_t)r->n_messages, &co, text, len, why, sizeof why);
+		free(msgs);
+	}
+	if (rc == -ENOMEM)
+		return serve_error_set(err, 500, NULL, NULL, "out of memory");
+	if (rc)
+		return serve_error_set(err, 400, "messages", NULL, "the %s chat template cannot render these messages: %s",
+				       chat_family_name(sp->ct.family), why[0] ? why : "refused");
+	return 0;
+}
+
+/* Whether text ends inside an open <think> block (blanks aside). */
+static bool ends_open_think(const char *text, size_t len)
+{
+	while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
+		len--;
+	return len >= 7 && memcmp(text + len - 7, "<think>", 7) == 0;
+}
+
+static int build_chat(const struct serve_prompt *sp, const struct serve_request *r, char **text, size_t *len,
+		      struct serve_error *err)
+{
+	if (!sp->have_template)
+		return serve_error_set(err, 400, "messages", NULL,
+				       "this model has no usable chat template (%s); use /v1/completions", sp->template_error);
+	if (r->tools_json && !sp->ct.jinja)
+		return serve_error_set(err, 400, "tools", NULL, "tools are not supported by the built-in %s chat template",
+				       chat_family_name(sp->ct.family));
+	for (int i = 0; i < r->n_messages && !sp->ct.jinja; i++)
+		if (r->messages[i].has_tool_calls) {
+			char param[48];
+			snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+			return serve_error_set(err, 400, param, NULL, "tool_calls are not supported by the built-in %s chat template",
+					       chat_family_name(sp->ct.family));
+		}
+	bool no_thinking = r->enable_thinking == 0;
+	int rc = render(sp, r, no_thinking, text, len, err);
+	if (rc || !no_thinking)
+		return rc;
+	/* A template without the switch renders the same either way. */
+	char *plain = NULL;
+	size_t plain_len = 0;
+	if ((rc = render(sp, r, false, &plain, &plain_len, err)) == 0 && plain_len == *len &&
+	    memcmp(plain, *text, plain_len) == 0)
+		rc = serve_error_set(err, 400, "chat_template_kwargs.enable_thinking", NULL,
+				     "the %s chat template has no enable_thinking switch", chat_family_name(sp->ct.family));
+	free(plain);
+	if (rc) {
+		free(*text);
+		*text = NULL;
+	}
+	return rc;
+}
+
+int serve_prompt_build(const struct serve_prompt *sp, const struct serve_request *r, struct serve_prompt_ids *out,
+		       struct serve_error *err)
+{
+	memset(out, 0, sizeof *out);
+	if (r->endpoint == SERVE_COMPLETION && r->prompt_ids) {
+		if (!(out->ids = malloc((size_t)r->n_prompt_ids * sizeof *out->ids)))
+			return serve_error_set(err, 500, NULL, NULL, "out of memory");
+		memcpy(out->ids, r->prompt_ids, (size_t)r->n_prompt_ids * sizeof *out->ids);
+		out->n = r->n_prompt_ids;
+		return 0;
+	}
+	char *text = NULL;
+	size_t len = 0;
+	int rc = 0;
+	if (r->endpoint == SERVE_CHAT) {
+		if ((rc = build_chat(sp, r, &text, &len, err)))
+			return rc;
+		out->reasoning_open = sp->think_tags && ends_open_think(text, len);
+	}
+	const char *src = text ? text : r->prompt;
+	size_t src_len = text ? len : strlen(r->prompt);
+	int32_t *v = NULL;
+	size_t nv = 0;
+	rc = tokenizer_encode(sp->tok, src, src_len, &v, &nv);
+	free(text);
+	if (rc)
+		return serve_error_set(err, rc == -ENOMEM ? 500 : 400, r->endpoint == SERVE_CHAT ? "messages" : "prompt",
+				       NULL, "the prompt cannot be tokenized (%s)", rc == -EILSEQ ? "not UTF-8" : "error");
+	bool bos = r->endpoint == SERVE_COMPLETION && tokenizer_add_bos(sp->tok) && tokenizer_bos_id(sp->tok) >= 0;
+	if (!(out->ids = malloc((nv + 1) * sizeof *out->ids))) {
+		free(v);
+		return serve_error_set(err, 500, NULL, NULL, "out of memory");
+	}
+	if (bos)
+		out->ids[out->n++] = tokenizer_bos_id(sp->tok);
+	if (nv)
+		memcpy(out->ids + out->n, v, nv * sizeof *v);
+	out->n += (int)nv;
+	free(v);
+	if (out->n == 0) {
+		free(out->ids);
+		out->ids = NULL;
+		return serve_error_set(err, 400, r->endpoint == SERVE_CHAT ? "messages" : "prompt", NULL,
+				       "the prompt is empty");
+	}
+	return 0;
+}

@@ -1,0 +1,57 @@
+/*
+ * serve_prompt — a request's prompt as token ids: the one place where chat
+ * messages meet the model's chat template, so that moving to another
+ * template engine changes this file only.
+ *
+ * The model's chat template (engine/text/chat.h) is rendered with the
+ * Jinja subset from the messages as the client sent them: roles system /
+ * user / assistant / tool, content (text parts joined), tool_calls,
+ * tool_call_id, name, reasoning_content, and the request's tools,
+ * add_generation_prompt and enable_thinking. Tool call arguments (JSON
+ * text in OpenAI's API) go in as objects, as vLLM passes them and as
+ * transformers documents them; a template that fails on objects gets the
+ * text the client sent. With a built-in C renderer (no usable template)
+ * the rest is refused with a 400 naming the
+ * field: tools and assistant tool_calls, a role the family lacks, and
+ * enable_thinking=false for a template without the switch.
+ */
+#ifndef COLIBRI_ENGINE_SERVE_PROMPT_H
+#define COLIBRI_ENGINE_SERVE_PROMPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/serve/serve_request.h"
+#include "engine/text/chat.h"
+
+struct tokenizer;
+
+struct serve_prompt {
+	const struct tokenizer *tok;
+	struct chat_template ct;
+	bool have_template;
+	char template_error[256];    /* why there is none */
+	bool think_tags;             /* the vocabulary has <think> and </think> */
+};
+
+/* Recognises the chat template of tok (model_type as a fallback). A model
+ * without a usable template still serves /v1/completions; chat requests
+ * then get a 400 naming the reason. tok must outlive sp. */
+int serve_prompt_init(struct serve_prompt *sp, const struct tokenizer *tok, const char *model_type);
+void serve_prompt_free(struct serve_prompt *sp);
+
+struct serve_prompt_ids {
+	int32_t *ids;                /* [n] malloc'd */
+	int n;
+	bool reasoning_open;         /* the prompt ends inside <think>: output starts as reasoning */
+};
+
+/* Chat: messages through the template, then the tokenizer (no extra BOS:
+ * the template writes what the model expects). Completions: the prompt
+ * text tokenized, with BOS when the tokenizer config asks for it, or the
+ * given ids. Returns 0, or -EINVAL with err (400 for what the request asked,
+ * 500 for out of memory). */
+int serve_prompt_build(const struct serve_prompt *sp, const struct serve_request *r, struct serve_prompt_ids *out,
+		       struct serve_error *err);
+
+#endif

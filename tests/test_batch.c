@@ -1,0 +1,284 @@
+/*
+ * test_batch — many sequences decoded together (engine/decode/batch.h), on
+ * real fixtures (qwen3_moe: GQA, dense and MoE layers; deepseek_v32: MLA +
+ * DSA indexer; glm_moe_dsa: a shared indexer layer):
+ *  - each slot's tokens and log probabilities are bit-identical whether it
+ *    runs alone or beside other slots started at other steps (greedy and
+ *    seeded sampling, penalties, top logprobs);
+ *  - a greedy slot gives the ids `colibri run --temp 0` gives;
+ *  - the prompt cache: a request extending what a slot holds reuses it
+ *    (cached tokens reported) with the same result as a fresh slot;
+ *  - a slot saved to a session file and loaded into a fresh forward
+ *    continues bit-identically; foreign, truncated and corrupted files are
+ *    refused naming the file, leaving the slot empty;
+ *  - limits: n_predict, a full context (finish reason length), n_predict 0,
+ *    a prompt longer than the context refused.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+
+#include "base/error.h"
+#include "engine/decode/batch.h"
+#include "engine/decode/session.h"
+#include "tests/cli_util.h"
+
+static char ws[PATH_MAX];
+
+static void setup(void)
+{
+	tu_mkdtemp(ws, sizeof ws);
+	error_clear();
+}
+
+static void teardown(void)
+{
+	tu_rmrf(ws);
+}
+
+TestSuite(batch, .init = setup, .fini = teardown, .timeout = 240);
+
+#define MAX_OUT 64
+
+/* What each slot produced. */
+struct record {
+	int n[4];
+	int32_t id[4][MAX_OUT];
+	float lp[4][MAX_OUT];
+	float top[4][MAX_OUT];
+	enum batch_finish fin[4];
+};
+
+static void on_token(void *ctx, int slot, const struct batch_token *t, enum batch_finish fin)
+{
+	struct record *r = ctx;
+	if (t && !t->eos && r->n[slot] < MAX_OUT) {
+		r->id[slot][r->n[slot]] = t->id;
+		r->lp[slot][r->n[slot]] = t->logprob;
+		r->top[slot][r->n[slot]] = t->n_top ? t->top_logprob[t->n_top - 1] : 0;
+		r->n[slot]++;
+	}
+	r->fin[slot] = fin;
+}
+
+struct rig {
+	struct session s;
+	struct forward f;
+	struct batch b;
+	struct record r;
+	char model[PATH_MAX + 32];
+};
+
+/* Converts fixture name (bf16), opens it, and a forward of 3 sequences of
+ * ctx positions with steps of 8 rows. */
+static void rig_open(struct rig *g, const char *name, int ctx)
+{
+	memset(g, 0, sizeof *g);
+	snprintf(g->model, sizeof g->model, "%s/%s", ws, name);
+	if (access(g->model, F_OK) != 0)
+		cr_assert_eq(tu_sh("'%s' convert --quiet --quant bf16 '%s/hf/%s' '%s'", tu_colibri(), tu_fixtures(), name,
+				   g->model), 0);
+	char cache[PATH_MAX + 16];
+	snprintf(cache, sizeof cache, "%s/cache", ws);
+	setenv("COLIBRI_CACHE_DIR", cache, 1);
+	struct session_options o;
+	session_options_default(&o);
+	o.model_dir = g->model;
+	o.threads = 2;
+	o.no_pin = true;
+	cr_assert_eq(session_open(&g->s, &o, 8), 0, "%s", error_message());
+	cr_assert_eq(forward_init(&g->f, &g->s.model, g->s.pool, ctx, 8, 3), 0, "%s", error_message());
+	cr_assert_eq(batch_init(&g->b, &g->f, NULL, on_token, &g->r), 0, "%s", error_message());
+}
+
+static void rig_close(struct rig *g)
+{
+	batch_free(&g->b);
+	forward_free(&g->f);
+	session_close(&g->s);
+}
+
+static void run_to_end(struct batch *b)
+{
+	int rc;
+	while ((rc = batch_step(b)) > 0)
+		;
+	cr_assert_geq(rc, 0, "batch_step: %s", error_message());
+}
+
+static const int32_t prompts[3][9] = { { 5, 6, 7, 8, 9 }, { 40, 41, 42, 43, 44, 45, 46, 47, 48 }, { 300, 301, 302 } };
+static const int lens[3] = { 5, 9, 3 };
+
+static struct batch_params params_of(int slot)
+{
+	struct batch_params p = { .n_predict = 12, .top_p = 1, .logprobs = true, .top_logprobs = 3 };
+	if (slot == 1) {
+		p.temp = 0.8f;
+		p.top_k = 40;
+		p.top_p = 0.9f;
+		p.seed = 7;
+	}
+	if (slot == 2) {
+		p.presence_penalty = 0.5f;
+		p.frequency_penalty = 0.25f;
+	}
+	return p;
+}
+
+static void check_alone_vs_together(const char *name)
+{
+	struct rig g;
+	rig_open(&g, name, 40);
+	struct record alone;
+	for (int i = 0; i < 3; i++) {
+		struct batch_params p = params_of(i);
+		cr_assert_eq(batch_start(&g.b, i, prompts[i], lens[i], &p, NULL, NULL), 0, "%s", error_message());
+		run_to_end(&g.b);
+	}
+	alone = g.r;
+	memset(&g.r, 0, sizeof g.r);
+	for (int i = 0; i < 3; i++)
+		seq_state_reset(forward_seq(&g.f, i));
+	/* Together, slot 2 joining after two steps, while the others decode. */
+	for (int i = 0; i < 2; i++) {
+		struct batch_params p = params_of(i);
+		cr_assert_eq(batch_start(&g.b, i, prompts[i], lens[i], &p, NULL, NULL), 0);
+	}
+	cr_assert_gt(batch_step(&g.b), 0);
+	cr_assert_gt(batch_step(&g.b), 0);
+	struct batch_params p2 = params_of(2);
+	cr_assert_eq(batch_start(&g.b, 2, prompts[2], lens[2], &p2, NULL, NULL), 0);
+	run_to_end(&g.b);
+	for (int i = 0; i < 3; i++) {
+		cr_expect_eq(g.r.n[i], alone.n[i], "%s slot %d: %d tokens together, %d alone", name, i, g.r.n[i], alone.n[i]);
+		cr_expect_eq(memcmp(g.r.id[i], alone.id[i], sizeof alone.id[i]), 0, "%s slot %d: other tokens together", name,
+			     i);
+		cr_expect_eq(memcmp(g.r.lp[i], alone.lp[i], sizeof alone.lp[i]), 0, "%s slot %d: other logprobs", name, i);
+		cr_expect_eq(memcmp(g.r.top[i], alone.top[i], sizeof alone.top[i]), 0, "%s slot %d: other top logprobs",
+			     name, i);
+		cr_expect_eq(g.r.fin[i], alone.fin[i]);
+	}
+	cr_expect_eq(alone.fin[0], BATCH_LENGTH);
+	cr_expect_eq(alone.n[0], 12);
+	for (int k = 0; k < alone.n[0]; k++)
+		cr_expect(alone.lp[0][k] <= 0 && alone.top[0][k] <= alone.lp[0][k] + 1e-6f, "greedy logprobs");
+
+	/* The greedy slot agrees with colibri run. */
+	char out[PATH_MAX + 32];
+	snprintf(out, sizeof out, "%s/run.txt", ws);
+	cr_assert_eq(cli_run(ws, out, "run --model '%s' --tokens 5,6,7,8,9 -n 12 --temp 0 --no-pin --draft 0", g.model),
+		     0);
+	char *ids = tu_read(out, NULL), want[1024] = "";
+	for (int k = 0; k < alone.n[0]; k++)
+		snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", k ? "," : "", alone.id[0][k]);
+	cr_assert(ids);
+	ids[strcspn(ids, "\n")] = 0;
+	cr_expect_str_eq(ids, want, "%s: colibri run gives other ids", name);
+	free(ids);
+	rig_close(&g);
+}
+
+Test(batch, gqa_moe_alone_equals_together) { check_alone_vs_together("qwen3_moe"); }
+Test(batch, mla_dsa_alone_equals_together) { check_alone_vs_together("deepseek_v32"); }
+Test(batch, glm5_alone_equals_together) { check_alone_vs_together("glm_moe_dsa"); }
+
+/* The history of slot 0 after one request, plus three tokens. */
+static int extended(const struct batch *b, int32_t *out)
+{
+	const struct batch_slot *s = &b->slots[0];
+	memcpy(out, s->tokens, (size_t)s->n_tokens * sizeof *out);
+	int n = s->n_tokens;
+	out[n++] = 11;
+	out[n++] = 12;
+	out[n++] = 13;
+	return n;
+}
+
+Test(batch, prompt_cache_and_sessions)
+{
+	struct rig g;
+	rig_open(&g, "qwen3_moe", 40);
+	struct batch_params p = params_of(0);
+	cr_assert_eq(batch_start(&g.b, 0, prompts[0], lens[0], &p, NULL, NULL), 0);
+	run_to_end(&g.b);
+	cr_expect_eq(g.b.slots[0].n_tokens, 5 + 12 - 1, "history: prompt and the generated tokens that ran");
+	int32_t next[64];
+	int n = extended(&g.b, next);
+	cr_expect_eq(batch_pick(&g.b, next, n), 0, "the slot holding the prefix");
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/s.session", ws);
+	cr_assert_eq(batch_save(&g.b, 0, 99, path), 0, "%s", error_message());
+	cr_expect_neq(access(path, F_OK), -1);
+	/* Cached: the second request prefills only its new tokens. */
+	memset(&g.r, 0, sizeof g.r);
+	int cached = -1;
+	cr_assert_eq(batch_start(&g.b, 0, next, n, &p, NULL, &cached), 0);
+	cr_expect_eq(cached, n - 3);
+	run_to_end(&g.b);
+	struct record warm = g.r;
+	/* A fresh slot computes the same from scratch. */
+	memset(&g.r, 0, sizeof g.r);
+	cr_assert_eq(batch_start(&g.b, 1, next, n, &p, NULL, &cached), 0);
+	cr_expect_eq(cached, 0);
+	run_to_end(&g.b);
+	cr_expect_eq(g.r.n[1], warm.n[0]);
+	cr_expect_eq(memcmp(g.r.id[1], warm.id[0], sizeof warm.id[0]), 0, "the cached prefix changed the tokens");
+	cr_expect_eq(memcmp(g.r.lp[1], warm.lp[0], sizeof warm.lp[0]), 0, "the cached prefix changed the logprobs");
+	rig_close(&g);
+
+	/* A restart: the session loads into a fresh forward and continues with
+	 * the same bits, prefilling only the new tokens. */
+	rig_open(&g, "qwen3_moe", 40);
+	cr_assert_eq(batch_load(&g.b, 2, 99, path), 0, "%s", error_message());
+	cr_expect_eq(g.b.slots[2].n_tokens, n - 3);
+	cr_assert_eq(batch_start(&g.b, 2, next, n, &p, NULL, &cached), 0);
+	cr_expect_eq(cached, n - 3);
+	run_to_end(&g.b);
+	cr_expect_eq(memcmp(g.r.id[2], warm.id[0], sizeof warm.id[0]), 0, "tokens differ after a reload");
+	cr_expect_eq(memcmp(g.r.lp[2], warm.lp[0], sizeof warm.lp[0]), 0, "logprobs differ after a reload");
+
+	/* Refused: another model, cut short, a flipped byte, not a session. */
+	cr_expect_neq(batch_load(&g.b, 1, 98, path), 0);
+	cr_expect(strstr(error_message(), path) && strstr(error_message(), "another model"), "%s", error_message());
+	cr_expect_eq(g.b.slots[1].n_tokens, 0);
+	size_t len = 0;
+	char *bytes = tu_read(path, &len);
+	cr_assert(bytes && len > 64);
+	char bad[PATH_MAX + 32];
+	snprintf(bad, sizeof bad, "%s/cut.session", ws);
+	cr_assert_eq(tu_write(bad, bytes, len / 2), 0);
+	error_clear();
+	cr_expect_neq(batch_load(&g.b, 1, 99, bad), 0);
+	cr_expect(strstr(error_message(), bad), "%s", error_message());
+	bytes[20] ^= 1;
+	snprintf(bad, sizeof bad, "%s/flip.session", ws);
+	cr_assert_eq(tu_write(bad, bytes, len), 0);
+	error_clear();
+	cr_expect_neq(batch_load(&g.b, 1, 99, bad), 0);
+	cr_expect(strstr(error_message(), "corrupt"), "%s", error_message());
+	cr_expect_eq(forward_seq(&g.f, 1)->pos, 0, "a refused session leaves the slot empty");
+	free(bytes);
+	rig_close(&g);
+}
+
+Test(batch, limits)
+{
+	struct rig g;
+	rig_open(&g, "qwen3_moe", 12);
+	struct batch_params p = { .n_predict = 100, .top_p = 1 };
+	/* 5 prompt tokens in a context of 12: 8 tokens, then the context is full. */
+	cr_assert_eq(batch_start(&g.b, 0, prompts[0], lens[0], &p, NULL, NULL), 0);
+	run_to_end(&g.b);
+	cr_expect_eq(g.r.fin[0], BATCH_LENGTH);
+	cr_expect_eq(g.r.n[0], 12 - 5 + 1, "the last token needs no position");
+	p.n_predict = 0;
+	cr_assert_eq(batch_start(&g.b, 1, prompts[1], lens[1], &p, NULL, NULL), 0);
+	run_to_end(&g.b);
+	cr_expect_eq(g.r.n[1], 0);
+	cr_expect_eq(g.r.fin[1], BATCH_LENGTH);
+	int32_t longp[13] = { 0 };
+	cr_expect_eq(batch_start(&g.b, 2, longp, 13, &p, NULL, NULL), -ENOSPC);
+	cr_expect_eq(batch_start(&g.b, 2, longp, 0, &p, NULL, NULL), -EINVAL);
+	struct batch_params bad = { .n_predict = 4, .top_p = 0 };
+	cr_expect_neq(batch_start(&g.b, 2, longp, 3, &bad, NULL, NULL), 0, "top_p 0 accepted");
+	rig_close(&g);
+}

@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Writes the expected outputs the Jinja tests compare against, rendered by
+Jinja2 under Hugging Face's settings (tools/jinja_ref.py), so that CI needs
+no Jinja2:
+
+  tests/jinja/cases.json          every case of tools/jinja_cases.py: the
+                                  template, its variables and what Jinja2
+                                  renders (or that it fails, and whether
+                                  by raise_exception with which message)
+  tests/chat_templates/expected.json
+                                  for each released template in
+                                  tests/chat_templates/ (sources in its
+                                  README.md), what it renders for each
+                                  conversation (system and user turns,
+                                  multi-turn, tool calls and results,
+                                  reasoning), with and without the tool
+                                  definitions, enable_thinking=false and
+                                  the generation prompt; the
+                                  conversations and tools are stored once
+
+DeepSeek-V3.2 ships no Jinja template: tests/chat_templates/deepseek-v3.2.jinja
+is our rendering of its encoding/encoding_dsv32.py. With --dsv32 PATH (the
+vendor's encoding_dsv32.py, e.g. from huggingface.co/deepseek-ai/DeepSeek-V3.2
+or vLLM's copy vllm/tokenizers/deepseek_v32_encoding.py) the expected texts
+of that template are the script's encode_messages() output, and the script
+stops if Jinja2's rendering of the template differs from it.
+
+--builtin regenerates engine/text/chat_builtin.c from the template files.
+
+  python3 tools/jinja_fixtures.py [--dsv32 PATH] [--builtin]
+"""
+import argparse
+import copy
+import importlib.util
+import json
+import os
+import sys
+
+import jinja2
+
+here = os.path.dirname(os.path.abspath(__file__))
+repo = os.path.dirname(here)
+sys.path.insert(0, here)
+import jinja_ref  # noqa: E402
+import jinja_cases  # noqa: E402
+
+NOW = 1700000000  # the time strftime_now() formats in every case
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather for a city, e.g. Zürich or 東京",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "description": "City name"},
+            "days": {"type": "integer", "minimum": 1}},
+            "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "search", "description": "Search the web", "parameters": {
+            "type": "object", "properties": {"query": {"type": "string"}, "filters": {"type": "array"}}}}},
+]
+
+
+def call(cid, name, args, as_string):
+    return {"id": cid, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False) if as_string else args}}
+
+
+def tool_conversation(as_string):
+    return [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Weather in Paris and Tokyo for 2 days?"},
+        {"role": "assistant", "content": "Let me check.", "reasoning_content": "Two cities: two calls.",
+         "tool_calls": [call("c1", "get_weather", {"city": "Paris", "days": 2}, as_string),
+                        call("c2", "get_weather", {"city": "東京", "days": 2, "units": ["C"], "raw": True}, as_string)]},
+        {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "{\"temp\": 20}"},
+        {"role": "tool", "tool_call_id": "c2", "name": "get_weather", "content": "{\"temp\": 25}"},
+        {"role": "assistant", "content": "Paris 20C, Tokyo 25C.", "reasoning_content": "Report both."},
+        {"role": "user", "content": "Thanks! Now search for umbrellas."},
+        {"role": "assistant", "content": None if as_string else "", "reasoning_content": "Search it.",
+         "tool_calls": [call("c3", "search", {"query": "umbrella \"shop\"", "filters": [1, 2.5, None]}, as_string)]},
+        {"role": "tool", "tool_call_id": "c3", "name": "search", "content": "3 results"},
+    ]
+
+
+CONVERSATIONS = [
+    ("system+user", [{"role": "system", "content": "You are a helpful assistant."},
+                     {"role": "user", "content": "What is 2+2?"}]),
+    ("user only", [{"role": "user", "content": "Hello!"}]),
+    ("multi-turn", [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! How can I help?"},
+                    {"role": "user", "content": "Tell me a joke."}]),
+    ("multi-turn ending with the assistant", [{"role": "system", "content": "Be brief."},
+                                              {"role": "user", "content": "Hi"},
+                                              {"role": "assistant", "content": "Hello."}]),
+    ("reasoning_content", [{"role": "user", "content": "Q1"},
+                           {"role": "assistant", "content": "A1", "reasoning_content": "plan 1"},
+                           {"role": "user", "content": "Q2"},
+                           {"role": "assistant", "content": "A2", "reasoning_content": "  plan 2\n"}]),
+    ("reasoning inside the content", [{"role": "user", "content": "Q"},
+                                      {"role": "assistant", "content": "<think>\nplan\n</think>\n\nA"},
+                                      {"role": "user", "content": "Q2 /nothink"}]),
+    ("unicode and whitespace", [{"role": "system", "content": "Réponds en français.\t"},
+                                {"role": "user", "content": "日本語で？ 🙂\n"},
+                                {"role": "assistant", "content": " \u3000はい。\u00a0"}]),
+    ("tool calls with object arguments", tool_conversation(False)),
+    ("tool calls with JSON-string arguments", tool_conversation(True)),
+    ("alternation broken", [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]),
+]
+
+VARIANTS = [
+    ("", {}),
+    (", tools", {"tools": TOOLS}),
+    (", enable_thinking=false", {"enable_thinking": False}),
+]
+
+# template file: (bos_token, eos_token) as the model's tokenizer_config.json gives them (None: absent)
+TEMPLATES = {
+    "qwen3.jinja": (None, "<|im_end|>"),
+    "qwen1.5-moe.jinja": (None, "<|im_end|>"),
+    "deepseek-v3.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "deepseek-v3.1.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "deepseek-v3.2.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "olmoe.jinja": ("<|endoftext|>", "<|endoftext|>"),
+    "tulu3.jinja": ("<|begin_of_text|>", "<|end_of_text|>"),
+    "mixtral.jinja": ("<s>", "</s>"),
+    "mixtral-v0.1-original.jinja": ("<s>", "</s>"),
+    "glm-4.5-llama.cpp.jinja": (None, "<|endoftext|>"),
+    "glm-4.6.jinja": (None, "<|endoftext|>"),
+    "glm-4.7.jinja": (None, "<|endoftext|>"),
+    "glm-4.7-flash.jinja": (None, "<|endoftext|>"),
+}
+
+
+def hf_variables(messages, tools, gen, extra, bos, eos):
+    """What apply_chat_template passes: special tokens, then the template kwargs."""
+    v = {}
+    if bos is not None:
+        v["bos_token"] = bos
+    if eos is not None:
+        v["eos_token"] = eos
+    v.update(messages=messages, tools=tools, documents=None, add_generation_prompt=gen)
+    v.update(extra)
+    return v
+
+
+def dsv32_reference(enc, messages, tools, extra):
+    """encode_messages() as vLLM's DeepseekV32Tokenizer calls it for a chat request."""
+    think = extra.get("enable_thinking", True)
+    msgs = copy.deepcopy(messages)
+    for m in msgs:  # the script wants OpenAI's JSON-string arguments
+        for tc in m.get("tool_calls") or []:
+            if not isinstance(tc["function"]["arguments"], str):
+                tc["function"]["arguments"] = json.dumps(tc["function"]["arguments"], ensure_ascii=False)
+    drop = True
+    if tools:
+        msgs.insert(0, {"role": "system", "tools": tools})
+        drop = False
+    try:
+        return ("ok", enc.encode_messages(msgs, thinking_mode="thinking" if think else "chat", drop_thinking=drop))
+    except Exception as e:
+        return ("error", "%s: %s" % (type(e).__name__, e), False)
+
+
+# conversations rendered with the tool definitions too
+WITH_TOOLS = {"system+user", "user only", "tool calls with object arguments", "tool calls with JSON-string arguments"}
+
+
+def chat_fixtures(enc):
+    out = {"generated_by": "tools/jinja_fixtures.py, Jinja2 %s" % jinja2.__version__, "now": NOW, "tools": TOOLS,
+           "conversations": [{"name": n, "messages": m} for n, m in CONVERSATIONS], "templates": {}}
+    folder = os.path.join(repo, "tests", "chat_templates")
+    for name, (bos, eos) in TEMPLATES.items():
+        with open(os.path.join(folder, name), encoding="utf-8", newline="") as f:
+            text = f.read()
+        cases = []
+        for ci, (cname, messages) in enumerate(CONVERSATIONS):
+            for vname, extra in VARIANTS:
+                if "tools" in extra and cname not in WITH_TOOLS:
+                    continue
+                for gen in (True, False):
+                    tools = extra.get("tools")
+                    kw = {k: v for k, v in extra.items() if k != "tools"}
+                    ref = jinja_ref.render(text, hf_variables(messages, tools, gen, kw, bos, eos), NOW)
+                    string_args = any(isinstance(tc["function"]["arguments"], str)
+                                      for m in messages for tc in m.get("tool_calls") or [])
+                    if name == "deepseek-v3.2.jinja" and enc and not string_args:  # the template wants mappings
+                        want = dsv32_reference(enc, messages, tools, kw)
+                        if (want[0] == "ok") != (ref[0] == "ok") or (want[0] == "ok" and want[1] != ref[1]):
+                            sys.exit("deepseek-v3.2.jinja differs from encoding_dsv32.py on %s%s:\n  script: %r\n"
+                                     "  jinja2: %r" % (cname, vname, want, ref))
+                    case = {"name": "%s%s%s" % (cname, vname, "" if gen else ", no generation prompt"),
+                            "conversation": ci, "tools": tools is not None, "add_generation_prompt": gen}
+                    case.update(kw)
+                    if ref[0] == "ok":
+                        case["expected"] = ref[1]
+                    else:
+                        case["error"] = ref[1]
+                        case["raised"] = ref[2]
+                    cases.append(case)
+        out["templates"][name] = {"bos_token": bos, "eos_token": eos, "cases": cases}
+    return out
+
+
+def unit_fixtures():
+    cases = []
+    for c in jinja_cases.CASES:
+        name, template, variables = c if len(c) == 3 else (c[0], c[1], {})
+        ref = jinja_ref.render(template, variables, NOW)
+        case = {"name": name, "template": template, "vars": variables}
+        if ref[0] == "ok":
+            case["expected"] = ref[1]
+        else:
+            case["error"] = ref[1]
+            case["raised"] = ref[2]
+        cases.append(case)
+    return {"generated_by": "tools/jinja_fixtures.py, Jinja2 %s" % jinja2.__version__, "now": NOW, "cases": cases}
+
+
+def c_string(s):
+    lines, cur = [], ""
+    for ch in s:
+        cur += {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t"}.get(ch, ch)
+        if ch == "\n":
+            lines.append('\t"%s"' % cur)
+            cur = ""
+    if cur:
+        lines.append('\t"%s"' % cur)
+    return "\n".join(lines)
+
+
+def write_builtin():
+    folder = os.path.join(repo, "tests", "chat_templates")
+    texts = [open(os.path.join(folder, f), encoding="utf-8", newline="").read()
+             for f in ("deepseek-v3.2.jinja", "glm-4.7.jinja")]
+    assert all("??" not in t for t in texts), "a trigraph in a C string"
+    src = """/*
+ * chat_builtin — Jinja texts of the formats whose checkpoints ship no chat
+ * template, rendered by the Jinja subset when a model has none. The texts
+ * are also tests/chat_templates/deepseek-v3.2.jinja and glm-4.7.jinja,
+ * which tests/test_chat.c checks are the same bytes; edit those and
+ * regenerate this file (tools/jinja_fixtures.py --builtin).
+ *   deepseek_v32: DeepSeek-V3.2's encoding/encoding_dsv32.py as a template
+ *   glm_moe_dsa:  zai-org's GLM-4.7 template, whose format GLM-5 keeps
+ */
+#include "engine/text/chat_internal.h"
+
+const char chat_builtin_deepseek_v32[] =
+%s;
+
+const char chat_builtin_glm5[] =
+%s;
+""" % (c_string(texts[0]), c_string(texts[1]))
+    with open(os.path.join(repo, "engine", "text", "chat_builtin.c"), "w", encoding="utf-8") as f:
+        f.write(src)
+
+
+def dump(obj, path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False, indent=None, separators=(",", ":"))
+        f.write("\n")
+    print("wrote", os.path.relpath(path, repo))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dsv32", help="DeepSeek-V3.2's encoding_dsv32.py, to check deepseek-v3.2.jinja against")
+    ap.add_argument("--builtin", action="store_true", help="regenerate engine/text/chat_builtin.c")
+    a = ap.parse_args()
+    enc = None
+    if a.dsv32:
+        spec = importlib.util.spec_from_file_location("encoding_dsv32", a.dsv32)
+        enc = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(enc)
+    if a.builtin:
+        write_builtin()
+    dump(unit_fixtures(), os.path.join(repo, "tests", "jinja", "cases.json"))
+    dump(chat_fixtures(enc), os.path.join(repo, "tests", "chat_templates", "expected.json"))
+
+
+if __name__ == "__main__":
+    main()
