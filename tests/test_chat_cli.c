@@ -12,6 +12,8 @@
  *    another model (int8 beside int4), are refused with a message, kept
  *    aside under the name the message gives, and the chat starts fresh;
  *  - --think off renders Qwen3's closed empty reasoning block;
+ *  - every family (tests/family_model.h) chats and resumes a session in a
+ *    new process without a prefill, answering as an uninterrupted one;
  *  - on a terminal (forkpty): libedit is there (Ctrl-A moves to the start of
  *    the line, Up recalls history); -n 4 then :more continues the answer to
  *    what -n 8 gives at once; :save, :reset, and a resume in a new process;
@@ -29,6 +31,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include "tests/family_model.h"
 #include "tests/test_util.h"
 
 static char ws[PATH_MAX];
@@ -280,6 +283,38 @@ Test(chat_cli, save_and_resume_continue_as_without_a_restart)
 	run_free(&p);
 	run_free(&c);
 	run_free(&n);
+}
+
+/* Every family chats and resumes: each tiny fixture with a small tokenizer
+ * and its family's template (tests/family_model.h); a turn, then a new
+ * process continues the session from its saved state (no prefill of what
+ * was restored) with the answer an uninterrupted process gives. */
+Test(chat_cli, every_family_resumes_as_without_a_restart)
+{
+	for (size_t f = 0; f < FAMILY_CHATS; f++) {
+		const char *fam = family_chats[f].family;
+		char m[PATH_MAX + 64], tag[64];
+		family_model(ws, &family_chats[f], m, sizeof m);
+		snprintf(tag, sizeof tag, "%s-u", fam);
+		struct run u = chat_pipe(m, tag, "hello there\nwhat next\n", "-n 6 --session U");
+		snprintf(tag, sizeof tag, "%s-p", fam);
+		struct run p = chat_pipe(m, tag, "hello there\n", "-n 6 --session P");
+		snprintf(tag, sizeof tag, "%s-c", fam);
+		struct run c = chat_pipe(m, tag, "what next\n", "-n 6 --session P");
+		cr_log_info("%s: [%s] [%s]", fam, p.out, c.out);
+		cr_expect(strstr(c.err, "tokens restored (no prefill)"), "%s: %s", fam, c.err);
+		int tu, pu, cu, tc, pc, cc;
+		cr_assert(status_of(u.err, 1, &tu, &pu, &cu) && status_of(c.err, 0, &tc, &pc, &cc), "%s: %s", fam, c.err);
+		cr_expect_eq(pc, pu, "%s: prompt of %d tokens after the restart, %d without", fam, pc, pu);
+		cr_expect_eq(cc, cu, "%s: %d tokens cached after the restart, %d without", fam, cc, cu);
+		cr_expect_gt(cc, 0, "%s: nothing reused after the restart", fam);
+		size_t lu = strlen(u.out), lc = strlen(c.out), lp = strlen(p.out);
+		cr_expect(lu == lp + lc && !strncmp(u.out, p.out, lp) && !strcmp(u.out + lp, c.out),
+			  "%s: the turns differ across a restart:\n[%s][%s]\n[%s]", fam, p.out, c.out, u.out);
+		run_free(&u);
+		run_free(&p);
+		run_free(&c);
+	}
 }
 
 Test(chat_cli, think_off_closes_the_reasoning_block)

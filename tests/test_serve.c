@@ -14,6 +14,11 @@
  *    batched steps; a client that leaves frees its slot;
  *  - cached_tokens on a follow-up, and after a restart with --sessions the
  *    follow-up is served from the saved cache with the same text;
+ *  - tools and tool calls reach the model's template: the same prompt
+ *    tokens, tokens and logprobs as a completion of Jinja2's render;
+ *  - every family (tests/family_model.h: each tiny fixture with a small
+ *    tokenizer and its family's template): two chat requests alone and
+ *    together give the same texts;
  *  - the official openai npm client (tests/serve/openai_client.mjs);
  *  - hostile input: malformed and deeply nested JSON, invalid UTF-8, huge
  *    bodies, wrong types, a client that sends half a request and stalls,
@@ -35,6 +40,7 @@
 #include <time.h>
 
 #include "tests/cli_util.h"
+#include "tests/family_model.h"
 
 static char ws[PATH_MAX];
 static char model[PATH_MAX];
@@ -1017,6 +1023,75 @@ Test(serve, concurrent_clients_match_alone)
 
 /* The follow-up of a conversation reports the prompt cache; with --sessions
  * it still does after a restart, with the same text. */
+/* content, then reasoning_content when there is one, of a chat answer (malloc'd). */
+static char *answer_texts(const cJSON *j)
+{
+	const cJSON *r = at(j, "choices.0.message.reasoning_content");
+	const char *c = str_at(j, "choices.0.message.content"), *rs = cJSON_IsString(r) ? r->valuestring : "";
+	char *t = malloc(strlen(c) + strlen(rs) + 16);
+	sprintf(t, "%s|reasoning:%s", c, rs);
+	return t;
+}
+
+/* Every family serves: each tiny fixture with a small tokenizer and its
+ * family's chat template (tests/family_model.h), two greedy chat requests
+ * alone and then together (batched steps), the same texts; a completion. */
+Test(serve, every_family_alone_equals_together)
+{
+	static const char *const users[2] = { "hello there", "what is the time" };
+	for (size_t f = 0; f < FAMILY_CHATS; f++) {
+		char m[PATH_MAX + 64], body[2][512], in[2][PATH_MAX + 16], out[2][PATH_MAX + 16];
+		char *alone[2];
+		family_model(ws, &family_chats[f], m, sizeof m);
+		struct srv s;
+		srv_start_dir(&s, m, "%s", "--parallel 2");
+		for (int i = 0; i < 2; i++) {
+			snprintf(body[i], sizeof body[i],
+				 "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":8,\"temperature\":0}",
+				 users[i]);
+			cJSON *j = http_json(&s, "POST", "/v1/chat/completions", body[i], 200);
+			alone[i] = answer_texts(j);
+			cr_log_info("%s: %g prompt tokens, %g completion tokens: [%s]", family_chats[f].family,
+				    num_at(j, "usage.prompt_tokens"), num_at(j, "usage.completion_tokens"), alone[i]);
+			cr_expect_gt(num_at(j, "usage.prompt_tokens"), 2, "%s", family_chats[f].family);
+			cJSON_Delete(j);
+		}
+		cJSON *c = http_json(&s, "POST", "/v1/completions", "{\"prompt\":\"once upon\",\"max_tokens\":4,\"temperature\":0}",
+				     200);
+		cr_expect(cJSON_IsString(at(c, "choices.0.text")), "%s", family_chats[f].family);
+		cJSON_Delete(c);
+		cr_expect_eq(srv_stop(&s), 0);
+		srv_start_dir(&s, m, "%s", "--parallel 2");
+		double steps0 = metric(&s, "colibri_steps_total");
+		char cmd[4096] = "";
+		for (int i = 0; i < 2; i++) {
+			snprintf(in[i], sizeof in[i], "%s/f%d.json", ws, i);
+			snprintf(out[i], sizeof out[i], "%s/f%d.out", ws, i);
+			cr_assert_eq(tu_write(in[i], body[i], strlen(body[i])), 0);
+			snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd),
+				 "curl -sN -H 'Content-Type: application/json' --data-binary @'%s' -o '%s' "
+				 "http://127.0.0.1:%d/v1/chat/completions & ",
+				 in[i], out[i], s.port);
+		}
+		strncat(cmd, "wait", sizeof cmd - strlen(cmd) - 1);
+		cr_assert_eq(tu_sh("%s", cmd), 0);
+		for (int i = 0; i < 2; i++) {
+			char *resp = tu_read(out[i], NULL);
+			cJSON *j = cJSON_Parse(resp ? resp : "");
+			cr_assert(j, "%s: %s", family_chats[f].family, resp ? resp : "");
+			char *together = answer_texts(j);
+			cr_expect_str_eq(together, alone[i], "%s: client %d differs beside the other", family_chats[f].family, i);
+			free(together);
+			cJSON_Delete(j);
+			free(resp);
+			free(alone[i]);
+		}
+		cr_expect_lt(metric(&s, "colibri_steps_total") - steps0, 16, "%s: the requests did not share steps",
+			     family_chats[f].family);
+		cr_expect_eq(srv_stop(&s), 0);
+	}
+}
+
 Test(serve, prompt_cache_and_sessions)
 {
 	NEED_FIXTURE();
