@@ -954,6 +954,32 @@ Test(serve, engine_error_is_500)
 
 /* Four greedy clients at once: each gets the text it gets alone, and the
  * steps were shared (fewer steps than tokens). */
+/* POSTs the n bodies to path at once (curl in the background, then wait);
+ * out[i] gets the file holding answer i. With held, the server is stopped
+ * (SIGSTOP) while the requests are sent and continued 0.3 s later, so that
+ * it takes them in together however fast it decodes. */
+static void post_together(const struct srv *s, const char *path, int n, const char *const *bodies,
+			  char (*out)[PATH_MAX + 16], bool held)
+{
+	static int batch;
+	char cmd[8192] = "", in[PATH_MAX + 16];
+	int b = batch++;
+	if (held)
+		snprintf(cmd, sizeof cmd, "kill -STOP %d; ", (int)s->pid);
+	for (int i = 0; i < n; i++) {
+		snprintf(in, sizeof in, "%s/t%d_%d.json", ws, b, i);
+		snprintf(out[i], sizeof out[i], "%s/t%d_%d.out", ws, b, i);
+		cr_assert_eq(tu_write(in, bodies[i], strlen(bodies[i])), 0);
+		snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd),
+			 "curl -sN -H 'Content-Type: application/json' --data-binary @'%s' -o '%s' http://127.0.0.1:%d%s & ",
+			 in, out[i], s->port, path);
+	}
+	if (held)
+		snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "sleep 0.3; kill -CONT %d; ", (int)s->pid);
+	strncat(cmd, "wait", sizeof cmd - strlen(cmd) - 1);
+	cr_assert_eq(tu_sh("%s", cmd), 0);
+}
+
 Test(serve, concurrent_clients_match_alone)
 {
 	NEED_FIXTURE();
@@ -961,7 +987,7 @@ Test(serve, concurrent_clients_match_alone)
 	srv_start(&s, "%s", "--parallel 4");
 	static const char *const users[4] = { "First question", "Second one, longer than the first", "3", "Fourth" };
 	char *alone[4];
-	char body[4][512], in[4][PATH_MAX + 16], out[4][PATH_MAX + 16];
+	char body[4][512], out[4][PATH_MAX + 16];
 	for (int i = 0; i < 4; i++) {
 		chat_body(body[i], sizeof body[i], users[i], 16, i == 2 ? "\"stream\":true" : NULL);
 		if (i == 2) {
@@ -977,18 +1003,8 @@ Test(serve, concurrent_clients_match_alone)
 	cr_expect_eq(srv_stop(&s), 0);
 	srv_start(&s, "%s", "--parallel 4");
 	double steps0 = metric(&s, "colibri_steps_total"), tok0 = metric(&s, "colibri_generated_tokens_total");
-	char cmd[8192] = "";
-	for (int i = 0; i < 4; i++) {
-		snprintf(in[i], sizeof in[i], "%s/c%d.json", ws, i);
-		snprintf(out[i], sizeof out[i], "%s/c%d.out", ws, i);
-		cr_assert_eq(tu_write(in[i], body[i], strlen(body[i])), 0);
-		snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd),
-			 "curl -sN -H 'Content-Type: application/json' --data-binary @'%s' -o '%s' "
-			 "http://127.0.0.1:%d/v1/chat/completions & ",
-			 in[i], out[i], s.port);
-	}
-	strncat(cmd, "wait", sizeof cmd - strlen(cmd) - 1);
-	cr_assert_eq(tu_sh("%s", cmd), 0);
+	const char *bodies[4] = { body[0], body[1], body[2], body[3] };
+	post_together(&s, "/v1/chat/completions", 4, bodies, out, false);
 	for (int i = 0; i < 4; i++) {
 		char *resp = tu_read(out[i], NULL);
 		cr_assert(resp);
@@ -1040,7 +1056,7 @@ Test(serve, every_family_alone_equals_together)
 {
 	static const char *const users[2] = { "hello there", "what is the time" };
 	for (size_t f = 0; f < FAMILY_CHATS; f++) {
-		char m[PATH_MAX + 64], body[2][512], in[2][PATH_MAX + 16], out[2][PATH_MAX + 16];
+		char m[PATH_MAX + 64], body[2][512], out[2][PATH_MAX + 16];
 		char *alone[2];
 		family_model(ws, &family_chats[f], m, sizeof m);
 		struct srv s;
@@ -1063,18 +1079,8 @@ Test(serve, every_family_alone_equals_together)
 		cr_expect_eq(srv_stop(&s), 0);
 		srv_start_dir(&s, m, "%s", "--parallel 2");
 		double steps0 = metric(&s, "colibri_steps_total");
-		char cmd[4096] = "";
-		for (int i = 0; i < 2; i++) {
-			snprintf(in[i], sizeof in[i], "%s/f%d.json", ws, i);
-			snprintf(out[i], sizeof out[i], "%s/f%d.out", ws, i);
-			cr_assert_eq(tu_write(in[i], body[i], strlen(body[i])), 0);
-			snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd),
-				 "curl -sN -H 'Content-Type: application/json' --data-binary @'%s' -o '%s' "
-				 "http://127.0.0.1:%d/v1/chat/completions & ",
-				 in[i], out[i], s.port);
-		}
-		strncat(cmd, "wait", sizeof cmd - strlen(cmd) - 1);
-		cr_assert_eq(tu_sh("%s", cmd), 0);
+		const char *bodies[2] = { body[0], body[1] };
+		post_together(&s, "/v1/chat/completions", 2, bodies, out, true);
 		for (int i = 0; i < 2; i++) {
 			char *resp = tu_read(out[i], NULL);
 			cJSON *j = cJSON_Parse(resp ? resp : "");

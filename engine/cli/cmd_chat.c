@@ -121,16 +121,6 @@ struct chat {
 	double decode_s;
 };
 
-static int parse_float(const char *name, const char *arg, float lo, float hi, float *out)
-{
-	char *end;
-	double v = strtod(arg, &end);
-	if (end == arg || *end || !(v >= lo && v <= hi))
-		return error_set(EINVAL, "--%s must be a number in [%g, %g], not \"%s\"", name, lo, hi, arg);
-	*out = (float)v;
-	return 0;
-}
-
 /* A notice on stderr, after what stdout holds so far. */
 static void note(struct chat *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -638,8 +628,8 @@ int cmd_chat(int argc, char **argv)
 	while (!rc && (ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'n': rc = session_parse_int("n", optarg, 1, 1 << 24, &go.n_predict); break;
-		case CHAT_TEMP: rc = parse_float("temp", optarg, 0, 100, &go.temp); break;
-		case CHAT_TOP_P: rc = parse_float("top-p", optarg, 1e-6f, 1, &go.top_p); break;
+		case CHAT_TEMP: rc = session_parse_float("temp", optarg, 0, 100, &go.temp); break;
+		case CHAT_TOP_P: rc = session_parse_float("top-p", optarg, 1e-6f, 1, &go.top_p); break;
 		case CHAT_TOP_K: rc = session_parse_int("top-k", optarg, 0, INT32_MAX, &go.top_k); break;
 		case CHAT_SEED: rc = session_parse_seed(optarg, &go.seed); break;
 		case CHAT_SYSTEM: c->system = optarg; break;

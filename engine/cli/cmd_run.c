@@ -41,16 +41,6 @@ enum {
 	RUN_SYSTEM, RUN_DRAFT
 };
 
-static int parse_float(const char *name, const char *arg, float lo, float hi, float *out)
-{
-	char *end;
-	double v = strtod(arg, &end);
-	if (end == arg || *end || !(v >= lo && v <= hi))
-		return error_set(EINVAL, "--%s must be a number in [%g, %g], not \"%s\"", name, lo, hi, arg);
-	*out = (float)v;
-	return 0;
-}
-
 int cmd_run(int argc, char **argv)
 {
 	struct session_options so;
@@ -86,9 +76,9 @@ int cmd_run(int argc, char **argv)
 		case RUN_PROMPT: prompt = optarg; break;
 		case RUN_PROMPT_FILE: prompt_file = optarg; break;
 		case RUN_TOKENS: tokens_arg = optarg; break;
-		case RUN_TEMP: rc = parse_float("temp", optarg, 0, 100, &go.temp); break;
+		case RUN_TEMP: rc = session_parse_float("temp", optarg, 0, 100, &go.temp); break;
 		case RUN_TOP_P:
-			rc = parse_float("top-p", optarg, 1e-6f, 1, &go.top_p);
+			rc = session_parse_float("top-p", optarg, 1e-6f, 1, &go.top_p);
 			break;
 		case RUN_TOP_K:
 			rc = session_parse_int("top-k", optarg, 0, INT32_MAX, &go.top_k);

@@ -45,6 +45,16 @@ int session_parse_int(const char *name, const char *arg, int lo, int hi, int *ou
 	return 0;
 }
 
+int session_parse_float(const char *name, const char *arg, float lo, float hi, float *out)
+{
+	char *end;
+	double v = strtod(arg, &end);
+	if (end == arg || *end || !(v >= lo && v <= hi))
+		return error_set(EINVAL, "--%s must be a number in [%g, %g], not \"%s\"", name, lo, hi, arg);
+	*out = (float)v;
+	return 0;
+}
+
 int session_parse_seed(const char *arg, uint64_t *out)
 {
 	char *end;

@@ -105,6 +105,8 @@ int session_option(struct session_options *o, int ch, const char *arg);
 /* Parses a decimal integer in [lo, hi] for option --name; -EINVAL with a
  * message naming the option otherwise (empty, trailing text, overflow). */
 int session_parse_int(const char *name, const char *arg, int lo, int hi, int *out);
+/* A float option --name in [lo, hi]; 0, or -EINVAL with a message naming it. */
+int session_parse_float(const char *name, const char *arg, float lo, float hi, float *out);
 
 /* Parses --seed: decimal digits only, at most 2^64 - 1 ("-1" is refused,
  * not wrapped). */

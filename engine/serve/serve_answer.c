@@ -15,34 +15,6 @@
 #include "base/clock.h"
 #include "engine/text/tokenizer.h"
 
-void serve_buf_put(struct serve_buf *b, const char *p, size_t n)
-{
-	if (b->rc)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t c = b->cap ? b->cap * 2 : 256;
-		while (c < b->len + n + 1)
-			c *= 2;
-		char *q = realloc(b->p, c);
-		if (!q) {
-			b->rc = -ENOMEM;
-			return;
-		}
-		b->p = q;
-		b->cap = c;
-	}
-	if (n)
-		memcpy(b->p + b->len, p, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-void serve_buf_free(struct serve_buf *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof *b);
-}
-
 static atomic_ullong answer_counter;
 
 int serve_answer_init(struct serve_answer *a, enum serve_endpoint e, const struct tokenizer *tok, const char *model,
@@ -79,8 +51,8 @@ int serve_answer_init(struct serve_answer *a, enum serve_endpoint e, const struc
 void serve_answer_free(struct serve_answer *a)
 {
 	free(a->echo);
-	serve_buf_free(&a->content);
-	serve_buf_free(&a->reasoning);
+	strbuf_free(&a->content);
+	strbuf_free(&a->reasoning);
 	cJSON_Delete(a->lp);
 	memset(a, 0, sizeof *a);
 }
@@ -204,9 +176,9 @@ int serve_answer_add(struct serve_answer *a, const struct serve_take *t)
 	size_t at = 0;
 	for (int i = 0; i < t->n_ev; i++) {
 		const struct serve_event *e = &t->ev[i];
-		serve_buf_put(&a->reasoning, t->text + at, e->reasoning_len);
+		strbuf_put(&a->reasoning, t->text + at, e->reasoning_len);
 		at += e->reasoning_len;
-		serve_buf_put(&a->content, t->text + at, e->content_len);
+		strbuf_put(&a->content, t->text + at, e->content_len);
 		at += e->content_len;
 	}
 	merge_logprobs(a, logprobs_of(a, t));
@@ -259,12 +231,12 @@ char *serve_answer_json(struct serve_answer *a, const struct serve_take *last)
 		if (a->split && a->reasoning.len)
 			cJSON_AddStringToObject(m, "reasoning_content", a->reasoning.p);
 	} else {
-		struct serve_buf text = { 0 };
+		struct strbuf text = { 0 };
 		if (a->echo)
-			serve_buf_put(&text, a->echo, strlen(a->echo));
-		serve_buf_put(&text, a->content.p ? a->content.p : "", a->content.len);
+			strbuf_put(&text, a->echo, strlen(a->echo));
+		strbuf_put(&text, a->content.p ? a->content.p : "", a->content.len);
 		cJSON_AddStringToObject(c, "text", text.p ? text.p : "");
-		serve_buf_free(&text);
+		strbuf_free(&text);
 	}
 	if (a->lp) {
 		if (chat) {
@@ -285,16 +257,16 @@ char *serve_answer_json(struct serve_answer *a, const struct serve_take *last)
 }
 
 /* Appends "data: JSON\n\n". */
-static void sse_put(struct serve_buf *out, cJSON *o)
+static void sse_put(struct strbuf *out, cJSON *o)
 {
 	char *s = print_free(o);
 	if (!s) {
 		out->rc = -ENOMEM;
 		return;
 	}
-	serve_buf_put(out, "data: ", 6);
-	serve_buf_put(out, s, strlen(s));
-	serve_buf_put(out, "\n\n", 2);
+	strbuf_put(out, "data: ", 6);
+	strbuf_put(out, s, strlen(s));
+	strbuf_put(out, "\n\n", 2);
 	free(s);
 }
 
@@ -311,7 +283,7 @@ static cJSON *chunk(const struct serve_answer *a, cJSON **choice)
 	return o;
 }
 
-static void chunk_text(const struct serve_answer *a, struct serve_buf *out, const char *reasoning, size_t nr,
+static void chunk_text(const struct serve_answer *a, struct strbuf *out, const char *reasoning, size_t nr,
 		       const char *content, size_t nc, cJSON *lp, const char *finish, bool role)
 {
 	cJSON *c, *o = chunk(a, &c);
@@ -364,7 +336,7 @@ static void chunk_text(const struct serve_answer *a, struct serve_buf *out, cons
 	sse_put(out, o);
 }
 
-int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct serve_buf *out)
+int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct strbuf *out)
 {
 	if (a->finished)
 		return 0;
@@ -399,9 +371,9 @@ int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct 
 		return out->rc;
 	if (t->finish == SERVE_FINISH_ERROR) {
 		char *e = serve_json_error(&t->error);
-		serve_buf_put(out, "data: ", 6);
-		serve_buf_put(out, e ? e : "{}", e ? strlen(e) : 2);
-		serve_buf_put(out, "\n\n", 2);
+		strbuf_put(out, "data: ", 6);
+		strbuf_put(out, e ? e : "{}", e ? strlen(e) : 2);
+		strbuf_put(out, "\n\n", 2);
 		free(e);
 	} else {
 		chunk_text(a, out, NULL, 0, NULL, 0, NULL, finish_name(t->finish), false);
@@ -412,7 +384,7 @@ int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct 
 			sse_put(out, o);
 		}
 	}
-	serve_buf_put(out, "data: [DONE]\n\n", 14);
+	strbuf_put(out, "data: [DONE]\n\n", 14);
 	a->finished = true;
 	return out->rc;
 }

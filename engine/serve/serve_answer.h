@@ -15,20 +15,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/strbuf.h"
 #include "engine/serve/serve_job.h"
 #include "engine/serve/serve_request.h"
 
 struct cJSON;
 struct tokenizer;
-
-/* A growable byte buffer; rc -ENOMEM once an append failed. */
-struct serve_buf {
-	char *p;
-	size_t len, cap;
-	int rc;
-};
-void serve_buf_put(struct serve_buf *b, const char *p, size_t n);
-void serve_buf_free(struct serve_buf *b);
 
 struct serve_answer {
 	enum serve_endpoint endpoint;
@@ -40,7 +32,7 @@ struct serve_answer {
 	char *echo;                  /* completions: the prompt text to echo, or NULL */
 	bool started;                /* stream: the opening chunk went out */
 	bool finished;               /* stream: [DONE] went out */
-	struct serve_buf content, reasoning;
+	struct strbuf content, reasoning;
 	struct cJSON *lp;            /* chat: [entries]; completions: {tokens, token_logprobs, ...} */
 	size_t text_offset;          /* completions logprobs: bytes of text so far */
 };
@@ -60,7 +52,7 @@ char *serve_answer_json(struct serve_answer *a, const struct serve_take *last);
 /* Streamed: appends the events of t as SSE chunks to out; when t is done,
  * the finish chunk, the usage chunk if asked, or the error event, then
  * data: [DONE]. */
-int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct serve_buf *out);
+int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct strbuf *out);
 
 /* {"error": {...}} (malloc'd). */
 char *serve_json_error(const struct serve_error *e);

@@ -31,13 +31,13 @@ struct http_req {
 	enum serve_route route;
 	bool post;                   /* a completion request: has a body */
 	bool answered;               /* a response is queued */
-	struct serve_buf body;
+	struct strbuf body;
 	bool too_large;
 	struct serve_job *job;
 	struct serve_answer ans;
 	bool ans_ready;
 	struct serve_take take;
-	struct serve_buf sse;        /* formatted events not yet handed to MHD */
+	struct strbuf sse;        /* formatted events not yet handed to MHD */
 	size_t sse_sent;
 };
 
@@ -342,7 +342,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (r->body.len + *upload_size > h->o.body_max)
 			r->too_large = true;
 		else
-			serve_buf_put(&r->body, upload, *upload_size);
+			strbuf_put(&r->body, upload, *upload_size);
 		*upload_size = 0;
 		return MHD_YES;
 	}
@@ -368,8 +368,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (r->ans_ready)
 		serve_answer_free(&r->ans);
 	serve_take_free(&r->take);
-	serve_buf_free(&r->sse);
-	serve_buf_free(&r->body);
+	strbuf_free(&r->sse);
+	strbuf_free(&r->body);
 	free(r);
 	*con_cls = NULL;
 }

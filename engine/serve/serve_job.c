@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "base/clock.h"
 
 static void job_free(struct serve_job *j)
@@ -105,21 +106,6 @@ void serve_job_http_gone(struct serve_job *j)
 	atomic_store(&j->cancel, true);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 16;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, c * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 int serve_job_take(struct serve_job *j, struct serve_take *t, void (*sleep)(void *), void *arg)
 {
 	t->n_ev = 0;
@@ -132,16 +118,16 @@ int serve_job_take(struct serve_job *j, struct serve_take *t, void (*sleep)(void
 		const struct serve_event *e = &j->ev[(j->ev_head + i) % j->ev_cap];
 		bytes += e->reasoning_len + e->content_len;
 	}
-	int rc = grow((void **)&t->ev, &cap_ev, (size_t)n, sizeof *t->ev);
+	int rc = array_grow((void **)&t->ev, &cap_ev, (size_t)n, sizeof *t->ev);
 	if (!rc && k) {
 		size_t c = t->cap_top;
-		rc = grow((void **)&t->top_id, &c, (size_t)n * (size_t)k, sizeof *t->top_id);
+		rc = array_grow((void **)&t->top_id, &c, (size_t)n * (size_t)k, sizeof *t->top_id);
 		c = t->cap_top;
-		rc = rc ? rc : grow((void **)&t->top_lp, &c, (size_t)n * (size_t)k, sizeof *t->top_lp);
+		rc = rc ? rc : array_grow((void **)&t->top_lp, &c, (size_t)n * (size_t)k, sizeof *t->top_lp);
 		if (!rc)
 			t->cap_top = c;
 	}
-	rc = rc ? rc : grow((void **)&t->text, &t->cap_text, bytes + 1, 1);
+	rc = rc ? rc : array_grow((void **)&t->text, &t->cap_text, bytes + 1, 1);
 	if (rc) {
 		pthread_mutex_unlock(&j->mu);
 		return rc;

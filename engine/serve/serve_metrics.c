@@ -5,13 +5,13 @@
 #include "engine/serve/serve_metrics.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/strbuf.h"
 #include "storage/expert_store.h"
 
 static const double ttft_le[SERVE_TTFT_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -133,102 +133,68 @@ static double rate_locked(const struct serve_metrics *m, double now)
 	return (double)(m->rate_tok[last] - m->rate_tok[first]) / span;
 }
 
-struct text {
-	char *p;
-	size_t len, cap;
-	int rc;
-};
-
-__attribute__((format(printf, 2, 3))) static void put(struct text *t, const char *fmt, ...)
+static void head(struct strbuf *t, const char *name, const char *type, const char *help)
 {
-	for (int tries = 0; tries < 2 && !t->rc; tries++) {
-		va_list ap;
-		va_start(ap, fmt);
-		int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			t->rc = -EINVAL;
-			return;
-		}
-		if (t->len + (size_t)n < t->cap) {
-			t->len += (size_t)n;
-			return;
-		}
-		size_t c = t->cap * 2 + (size_t)n + 1;
-		char *q = realloc(t->p, c);
-		if (!q) {
-			t->rc = -ENOMEM;
-			return;
-		}
-		t->p = q;
-		t->cap = c;
-	}
-}
-
-static void head(struct text *t, const char *name, const char *type, const char *help)
-{
-	put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	strbuf_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 int serve_metrics_render(struct serve_metrics *m, const char *model_id, char **out, size_t *len)
 {
-	struct text t = { .cap = 8192 };
-	if (!(t.p = malloc(t.cap)))
-		return -ENOMEM;
-	t.p[0] = 0;
+	struct strbuf t = { 0 };
+	strbuf_put(&t, "", 0);	/* text even when empty */
 	double now = clock_now_s();
 	pthread_mutex_lock(&m->mu);
 	head(&t, "colibri_requests_total", "counter", "HTTP requests answered, by route and status.");
 	for (int r = 0; r < SERVE_ROUTES; r++)
 		for (int s = 0; s < 600; s++)
 			if (m->requests[r][s])
-				put(&t, "colibri_requests_total{route=\"%s\",status=\"%d\"} %llu\n", route_names[r], s,
-				    (unsigned long long)m->requests[r][s]);
+				strbuf_printf(&t, "colibri_requests_total{route=\"%s\",status=\"%d\"} %llu\n", route_names[r], s,
+					      (unsigned long long)m->requests[r][s]);
 	head(&t, "colibri_generated_tokens_total", "counter", "Tokens generated (EOS not counted).");
-	put(&t, "colibri_generated_tokens_total %llu\n", (unsigned long long)m->tokens_generated);
+	strbuf_printf(&t, "colibri_generated_tokens_total %llu\n", (unsigned long long)m->tokens_generated);
 	head(&t, "colibri_prompt_tokens_total", "counter", "Prompt tokens, by whether they were prefilled or came from the prompt cache.");
-	put(&t, "colibri_prompt_tokens_total{kind=\"prefilled\"} %llu\n", (unsigned long long)m->prompt_prefilled);
-	put(&t, "colibri_prompt_tokens_total{kind=\"cached\"} %llu\n", (unsigned long long)m->prompt_cached);
+	strbuf_printf(&t, "colibri_prompt_tokens_total{kind=\"prefilled\"} %llu\n", (unsigned long long)m->prompt_prefilled);
+	strbuf_printf(&t, "colibri_prompt_tokens_total{kind=\"cached\"} %llu\n", (unsigned long long)m->prompt_cached);
 	head(&t, "colibri_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s, all requests together.");
-	put(&t, "colibri_tokens_per_second %.3f\n", rate_locked(m, now));
+	strbuf_printf(&t, "colibri_tokens_per_second %.3f\n", rate_locked(m, now));
 	head(&t, "colibri_time_to_first_token_seconds", "histogram", "From admission to a request's first token.");
 	uint64_t cum = 0;
 	for (int b = 0; b < SERVE_TTFT_BUCKETS; b++) {
 		cum += m->ttft_bucket[b];
-		put(&t, "colibri_time_to_first_token_seconds_bucket{le=\"%g\"} %llu\n", ttft_le[b], (unsigned long long)cum);
+		strbuf_printf(&t, "colibri_time_to_first_token_seconds_bucket{le=\"%g\"} %llu\n", ttft_le[b], (unsigned long long)cum);
 	}
-	put(&t, "colibri_time_to_first_token_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)m->ttft_count);
-	put(&t, "colibri_time_to_first_token_seconds_sum %.6f\n", m->ttft_sum_s);
-	put(&t, "colibri_time_to_first_token_seconds_count %llu\n", (unsigned long long)m->ttft_count);
+	strbuf_printf(&t, "colibri_time_to_first_token_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)m->ttft_count);
+	strbuf_printf(&t, "colibri_time_to_first_token_seconds_sum %.6f\n", m->ttft_sum_s);
+	strbuf_printf(&t, "colibri_time_to_first_token_seconds_count %llu\n", (unsigned long long)m->ttft_count);
 	head(&t, "colibri_queue_length", "gauge", "Requests waiting for a slot.");
-	put(&t, "colibri_queue_length %d\n", m->queue_len);
+	strbuf_printf(&t, "colibri_queue_length %d\n", m->queue_len);
 	head(&t, "colibri_active_slots", "gauge", "Slots prefilling or decoding.");
-	put(&t, "colibri_active_slots %d\n", m->active);
+	strbuf_printf(&t, "colibri_active_slots %d\n", m->active);
 	head(&t, "colibri_slots", "gauge", "Slots (--parallel).");
-	put(&t, "colibri_slots %d\n", m->slots);
+	strbuf_printf(&t, "colibri_slots %d\n", m->slots);
 	head(&t, "colibri_steps_total", "counter", "Batched forward steps.");
-	put(&t, "colibri_steps_total %llu\n", (unsigned long long)m->steps);
+	strbuf_printf(&t, "colibri_steps_total %llu\n", (unsigned long long)m->steps);
 	head(&t, "colibri_step_errors_total", "counter", "Forward steps that failed (the requests in them got an error).");
-	put(&t, "colibri_step_errors_total %llu\n", (unsigned long long)m->step_errors);
+	strbuf_printf(&t, "colibri_step_errors_total %llu\n", (unsigned long long)m->step_errors);
 	head(&t, "colibri_client_drops_total", "counter", "Requests ended because the client left or could not keep up.");
-	put(&t, "colibri_client_drops_total %llu\n", (unsigned long long)m->client_drops);
+	strbuf_printf(&t, "colibri_client_drops_total %llu\n", (unsigned long long)m->client_drops);
 	head(&t, "colibri_expert_requests_total", "counter", "Experts the forward asked the store for.");
-	put(&t, "colibri_expert_requests_total %llu\n", (unsigned long long)m->expert_requests);
+	strbuf_printf(&t, "colibri_expert_requests_total %llu\n", (unsigned long long)m->expert_requests);
 	head(&t, "colibri_expert_hits_total", "counter", "Of those, found in RAM (cache or pinned).");
-	put(&t, "colibri_expert_hits_total %llu\n", (unsigned long long)m->expert_hits);
+	strbuf_printf(&t, "colibri_expert_hits_total %llu\n", (unsigned long long)m->expert_hits);
 	head(&t, "colibri_expert_hit_rate", "gauge", "Expert hits / requests since start.");
-	put(&t, "colibri_expert_hit_rate %.6f\n",
+	strbuf_printf(&t, "colibri_expert_hit_rate %.6f\n",
 	    m->expert_requests ? (double)m->expert_hits / (double)m->expert_requests : 0);
 	head(&t, "colibri_expert_read_bytes_total", "counter", "Bytes the expert store read from disk.");
-	put(&t, "colibri_expert_read_bytes_total %llu\n", (unsigned long long)m->bytes_read);
+	strbuf_printf(&t, "colibri_expert_read_bytes_total %llu\n", (unsigned long long)m->bytes_read);
 	head(&t, "colibri_disk_busy_seconds_total", "counter", "Time with at least one expert read in flight.");
-	put(&t, "colibri_disk_busy_seconds_total %.6f\n", m->disk_busy_s);
+	strbuf_printf(&t, "colibri_disk_busy_seconds_total %.6f\n", m->disk_busy_s);
 	head(&t, "colibri_disk_gigabytes_per_second", "gauge", "Bytes read / disk busy time, in GB/s (1e9).");
-	put(&t, "colibri_disk_gigabytes_per_second %.6f\n", m->disk_gbps);
+	strbuf_printf(&t, "colibri_disk_gigabytes_per_second %.6f\n", m->disk_gbps);
 	head(&t, "colibri_uptime_seconds", "gauge", "Since the server started.");
-	put(&t, "colibri_uptime_seconds %.3f\n", now - m->t_start);
+	strbuf_printf(&t, "colibri_uptime_seconds %.3f\n", now - m->t_start);
 	head(&t, "colibri_model_info", "gauge", "The model served.");
-	put(&t, "colibri_model_info{model=\"%s\"} 1\n", model_id);
+	strbuf_printf(&t, "colibri_model_info{model=\"%s\"} 1\n", model_id);
 	pthread_mutex_unlock(&m->mu);
 	if (t.rc) {
 		free(t.p);

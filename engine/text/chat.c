@@ -308,7 +308,7 @@ static const struct chat_options defaults = { .add_generation_prompt = true };
 static int render_builtin(const struct chat_template *ct, const struct chat_message *msgs, size_t n,
 			  const struct chat_options *opt, char **out, size_t *out_len, char *err, size_t err_len)
 {
-	struct chat_sb b = { 0 };
+	struct strbuf b = { 0 };
 	int rc;
 	if (opt->tools) {
 		chat_set_err(err, err_len, "the built-in %s renderer does not support tools", chat_family_name(ct->family));
@@ -326,7 +326,7 @@ static int render_builtin(const struct chat_template *ct, const struct chat_mess
 	default: rc = -EINVAL; break;
 	}
 	if (rc == 0 && b.rc == 0)
-		chat_put(&b, "", 0);	/* a NUL-terminated buffer even when empty */
+		strbuf_put(&b, "", 0);	/* a NUL-terminated buffer even when empty */
 	rc = rc ? rc : b.rc;
 	if (rc) {
 		if (rc == -ENOMEM)

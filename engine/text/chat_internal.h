@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "base/strbuf.h"
 #include "engine/text/chat.h"
 
 /* Bits of chat_template.variant. */
@@ -22,16 +23,8 @@ enum {
 	CHAT_VARIANT_GLM_USER_NL = 64,	/* a newline after <|user|> (all but llama.cpp's GLM-4.5 copy) */
 };
 
-/* Growable output string; the first allocation failure sticks in rc. */
-struct chat_sb {
-	char *p;
-	size_t len, cap;
-	int rc;
-};
-
-void chat_put(struct chat_sb *b, const char *s, size_t n);
 /* Appends n NUL-terminated strings. */
-void chat_cat(struct chat_sb *b, int n, ...);
+void chat_cat(struct strbuf *b, int n, ...);
 
 void chat_set_err(char *err, size_t err_len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -46,18 +39,18 @@ cJSON *chat_messages_json(const struct chat_message *m, size_t n, char *err, siz
 int chat_jinja_render(const struct chat_template *ct, const cJSON *messages, const cJSON *tools,
 		      const struct chat_options *opt, char **out, size_t *out_len, char *err, size_t err_len);
 
-int chat_render_qwen3(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_qwen3(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 		      size_t n, const struct chat_options *opt, char *err, size_t err_len);
-int chat_render_chatml(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_chatml(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 		       size_t n, const struct chat_options *opt, char *err, size_t err_len);
-int chat_render_tulu(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_tulu(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 		     size_t n, const struct chat_options *opt, char *err, size_t err_len);
-int chat_render_mistral(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_mistral(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 			size_t n, char *err, size_t err_len);
-int chat_render_deepseek_v3(const struct chat_template *ct, struct chat_sb *b,
+int chat_render_deepseek_v3(const struct chat_template *ct, struct strbuf *b,
 			    const struct chat_message *m, size_t n, const struct chat_options *opt,
 			    char *err, size_t err_len);
-int chat_render_glm4(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_glm4(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 		     size_t n, const struct chat_options *opt, char *err, size_t err_len);
 
 #endif

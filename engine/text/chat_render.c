@@ -17,34 +17,13 @@
 
 #include "engine/text/chat_internal.h"
 
-void chat_put(struct chat_sb *b, const char *s, size_t n)
-{
-	if (b->rc)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t c = b->cap ? b->cap : 256;
-		while (c < b->len + n + 1)
-			c *= 2;
-		char *q = realloc(b->p, c);
-		if (!q) {
-			b->rc = -ENOMEM;
-			return;
-		}
-		b->p = q;
-		b->cap = c;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-void chat_cat(struct chat_sb *b, int n, ...)
+void chat_cat(struct strbuf *b, int n, ...)
 {
 	va_list ap;
 	va_start(ap, n);
 	for (int i = 0; i < n; i++) {
 		const char *s = va_arg(ap, const char *);
-		chat_put(b, s, strlen(s));
+		strbuf_put(b, s, strlen(s));
 	}
 	va_end(ap);
 }
@@ -91,9 +70,9 @@ static const char *last_in(struct span x, const char *needle)
 	return last;
 }
 
-static void put_span(struct chat_sb *b, struct span x)
+static void put_span(struct strbuf *b, struct span x)
 {
-	chat_put(b, x.s, (size_t)(x.e - x.s));
+	strbuf_put(b, x.s, (size_t)(x.e - x.s));
 }
 
 /*
@@ -174,7 +153,7 @@ static bool is_query(const struct chat_message *m)
  * <think> block, earlier ones lose it. Not implemented: tools / tool_calls
  * and the reasoning_content field (reasoning is parsed from the content).
  */
-int chat_render_qwen3(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_qwen3(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 		      size_t n, const struct chat_options *opt, char *err, size_t err_len)
 {
 	size_t last_query = n ? n - 1 : 0;
@@ -227,7 +206,7 @@ int chat_render_qwen3(const struct chat_template *ct, struct chat_sb *b, const s
  * prompt first when the conversation has none. Templates that mention
  * tools format tool turns their own way, which is not implemented.
  */
-int chat_render_chatml(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_chatml(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 		       size_t n, const struct chat_options *opt, char *err, size_t err_len)
 {
 	for (size_t i = 0; i < n; i++)
@@ -248,7 +227,7 @@ int chat_render_chatml(const struct chat_template *ct, struct chat_sb *b, const 
  * assistant turns end with eos_token. The Tulu 3 / OLMo 2 variant omits the
  * newline after a final assistant turn.
  */
-int chat_render_tulu(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_tulu(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 		     size_t n, const struct chat_options *opt, char *err, size_t err_len)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -277,7 +256,7 @@ int chat_render_tulu(const struct chat_template *ct, struct chat_sb *b, const st
  * accepts no system message. Neither has a generation prompt: the prompt
  * ends with [/INST].
  */
-int chat_render_mistral(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_mistral(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 			size_t n, char *err, size_t err_len)
 {
 	bool sys_variant = ct->variant & CHAT_VARIANT_MISTRAL_SYSTEM;
@@ -322,7 +301,7 @@ int chat_render_mistral(const struct chat_template *ct, struct chat_sb *b, const
  * outputs are wrapped in the tool-output markers. Not implemented: the
  * assistant tool_calls form (assistant content none).
  */
-int chat_render_deepseek_v3(const struct chat_template *ct, struct chat_sb *b,
+int chat_render_deepseek_v3(const struct chat_template *ct, struct strbuf *b,
 			    const struct chat_message *m, size_t n, const struct chat_options *opt,
 			    char *err, size_t err_len)
 {
@@ -373,7 +352,7 @@ int chat_render_deepseek_v3(const struct chat_template *ct, struct chat_sb *b,
  * that lacks it and an empty think block to the generation prompt. Not
  * implemented: tool definitions and assistant tool_calls.
  */
-int chat_render_glm4(const struct chat_template *ct, struct chat_sb *b, const struct chat_message *m,
+int chat_render_glm4(const struct chat_template *ct, struct strbuf *b, const struct chat_message *m,
 		     size_t n, const struct chat_options *opt, char *err, size_t err_len)
 {
 	size_t after_last_user = 0;	/* loop.index0 > ns.last_user_index <=> i >= after_last_user */

@@ -431,19 +431,6 @@ static int f_number(struct jrender *r, struct jv in, const struct fargs *fa, str
 	return 0;
 }
 
-/* Bytes of the line break at s (str.splitlines() boundaries), or 0. */
-static size_t line_break_len(const char *s, size_t n)
-{
-	unsigned char c = (unsigned char)s[0];
-	if (c == '\r')
-		return n > 1 && s[1] == '\n' ? 2 : 1;
-	if (c == '\n' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e))
-		return 1;
-	uint32_t cp;
-	size_t k = utf8_next(s, n, &cp);
-	return k > 1 && (cp == 0x85 || cp == 0x2028 || cp == 0x2029) ? k : 0;
-}
-
 static int f_indent(struct jrender *r, struct jv in, const struct fargs *fa, struct jv *out)
 {
 	static const char *const p[] = { "width", "first", "blank" };
@@ -474,7 +461,7 @@ static int f_indent(struct jrender *r, struct jv in, const struct fargs *fa, str
 		goto fail;
 	for (size_t i = 0, line = 0; i <= s->len; line++) {
 		size_t e = i, k = 0;
-		while (e < s->len && !(k = line_break_len(s->p + e, s->len - e)))
+		while (e < s->len && !(k = jpy_line_break(s->p + e, s->len - e)))
 			e++;
 		if (line && (jbuf_putc(r, &b, '\n') ||
 			     ((e > i || (g[2] && jv_truthy(v[2]))) && jbuf_put(r, &b, pad.u.s->p, pad.u.s->len))))

@@ -361,6 +361,9 @@ size_t utf8_next(const char *s, size_t len, uint32_t *cp);
 void utf8_put(char out[4], uint32_t cp, size_t *n);
 /* Bytes of the Python whitespace character at s (str.isspace()), or 0. */
 size_t jpy_space_len(const char *s, size_t n);
+/* Bytes of the line break at s, as str.splitlines() breaks (\n \r \r\n \v \f \x1c-\x1e U+0085
+ * U+2028 U+2029), or 0. */
+size_t jpy_line_break(const char *s, size_t n);
 
 /* tojson with Hugging Face's options (jinja_json.c). indent < 0: none;
  * indent_str overrides indent when set. */

@@ -377,8 +377,7 @@ static int split(struct jrender *r, const struct jstr *s, const struct jstr *sep
 	return 0;
 }
 
-/* Python's str.splitlines() boundaries: \n \r \r\n \v \f \x1c-\x1e U+0085 U+2028 U+2029. */
-static size_t line_break(const char *s, size_t n)
+size_t jpy_line_break(const char *s, size_t n)
 {
 	unsigned char c = (unsigned char)s[0];
 	if (c == '\r')
@@ -397,7 +396,7 @@ static int splitlines(struct jrender *r, const struct jstr *s, struct jv *out)
 		return -1;
 	size_t b = 0;
 	for (size_t i = 0; i < s->len;) {
-		size_t k = line_break(s->p + i, s->len - i);
+		size_t k = jpy_line_break(s->p + i, s->len - i);
 		if (!k) {
 			i++;
 			continue;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "engine/text/tokenizer_internal.h"
 
 static uint64_t hash_bytes(const char *p, size_t n)
@@ -162,21 +163,6 @@ int tok_cp_to_byte(uint32_t cp)
 	return cp == 256 + 67 ? 0xAD : -1;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 64;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, c * elem);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
 static void heap_push(struct tok_heap_item *h, size_t *n, struct tok_heap_item it)
 {
 	size_t i = (*n)++;
@@ -298,8 +284,8 @@ int tok_bpe_piece(struct tok_encoder *e, const uint8_t *p, size_t len)
 			return tok_emit(e, id);
 	}
 	/* Byte fallback can turn one byte into one symbol: len bounds the count. */
-	if (grow((void **)&e->syms, &e->cap_syms, len, sizeof(*e->syms)) ||
-	    grow((void **)&e->heap, &e->cap_heap, 3 * len, sizeof(*e->heap)))
+	if (array_grow((void **)&e->syms, &e->cap_syms, len, sizeof(*e->syms)) ||
+	    array_grow((void **)&e->heap, &e->cap_heap, 3 * len, sizeof(*e->heap)))
 		return -ENOMEM;
 	size_t n = initial_symbols(t, e, p, len);
 	size_t nh = 0;
