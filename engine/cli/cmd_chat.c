@@ -615,13 +615,7 @@ int cmd_chat(int argc, char **argv)
 	conversation_init(&c->conv);
 	bool fresh = false;
 	/* The model folder decides the sampling defaults: find it first. */
-	const char *model_dir = NULL;
-	for (int i = 1; i + 1 < argc; i++)
-		if (!strcmp(argv[i], "--model"))
-			model_dir = argv[i + 1];
-	int rc = generate_options_default(&go, NULL);
-	if (model_dir && (rc = session_check_model(model_dir)) == 0)
-		rc = generate_options_default(&go, model_dir);
+	int rc = generate_options_for_argv(&go, argc, argv);
 	go.n_predict = CHAT_N_DEFAULT;
 	int ch;
 	optind = 1;

@@ -59,13 +59,7 @@ int cmd_run(int argc, char **argv)
 		{ "help", no_argument, 0, 'h' },                { 0, 0, 0, 0 },
 	};
 	/* The model folder decides the sampling defaults: find it first. */
-	const char *model_dir = NULL;
-	for (int i = 1; i + 1 < argc; i++)
-		if (!strcmp(argv[i], "--model"))
-			model_dir = argv[i + 1];
-	int rc = generate_options_default(&go, NULL);
-	if (model_dir && (rc = session_check_model(model_dir)) == 0)
-		rc = generate_options_default(&go, model_dir);
+	int rc = generate_options_for_argv(&go, argc, argv);
 	int ch;
 	optind = 1;
 	while (!rc && (ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/decode/draft_policy.h"
+#include "engine/decode/session.h"
 #include "base/files.h"
 #include "base/json_get.h"
 #include "engine/decode/sampler.h"
@@ -54,6 +55,18 @@ int generate_options_default(struct generate_options *o, const char *model_dir)
 	o->top_k = (int32_t)top_k;
 	o->top_p = top_p;
 	return 0;
+}
+
+int generate_options_for_argv(struct generate_options *o, int argc, char **argv)
+{
+	const char *model_dir = NULL;
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--model"))
+			model_dir = argv[i + 1];
+	int rc = generate_options_default(o, NULL);
+	if (model_dir && (rc = session_check_model(model_dir)) == 0)
+		rc = generate_options_default(o, model_dir);
+	return rc;
 }
 
 static bool is_eos(const struct model_config *c, const struct tokenizer *tok, int32_t id)

@@ -48,6 +48,10 @@ struct generate_stats {
  * that is malformed or holds values out of range gives -EINVAL naming the
  * file and the field (o still holds the built-in defaults). */
 int generate_options_default(struct generate_options *o, const char *model_dir);
+/* The same for the folder a command line names with --model (argv as
+ * main gives it, before getopt runs), checked to be a container first:
+ * the defaults the command's own options then override. */
+int generate_options_for_argv(struct generate_options *o, int argc, char **argv);
 
 /* Vocabulary-wide rows generate_run holds at once for these options (the
  * verified logits, the draft distributions, the sampler's buffers): what
