@@ -463,8 +463,28 @@ Test(chat, recognition_and_errors)
 	cr_assert_eq(chat_template_render(&ct, hi, 1, NULL, &out, &len, err, sizeof(err)), 0, "%s", err);
 	cr_expect_str_eq(out, "HI");
 	free(out);
-	/* a render error names the template's line and column; raise_exception's text is passed as it is */
 	chat_template_free(&ct);
+	/* template keyword arguments are variables, as apply_chat_template's **kwargs: they
+	 * override the special tokens; the request's own variables are refused */
+	cr_assert_eq(chat_template_init(&ct, "{{ bos_token }}{{ greeting }} {{ messages[0].content }}{{ n * 2 }}", NULL,
+					"<s>", NULL, err, sizeof(err)), 0, "%s", err);
+	cJSON *kw = cJSON_Parse("{\"greeting\": \"hello\", \"n\": 21, \"bos_token\": \"[B]\"}");
+	struct chat_options ko = { .add_generation_prompt = true, .kwargs = kw };
+	cr_assert_eq(chat_template_render(&ct, hi, 1, &ko, &out, &len, err, sizeof(err)), 0, "%s", err);
+	cr_expect_str_eq(out, "[B]hello hi42");
+	free(out);
+	cJSON_Delete(kw);
+	kw = cJSON_Parse("{\"messages\": []}");
+	ko.kwargs = kw;
+	cr_expect_eq(chat_template_render(&ct, hi, 1, &ko, &out, &len, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "'messages'"), "%s", err);
+	chat_template_free(&ct);
+	cr_assert_eq(chat_template_init(&ct, NULL, "olmoe", NULL, "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(chat_template_render(&ct, hi, 1, &ko, &out, &len, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "built-in") && strstr(err, "'messages'"), "%s", err);
+	cJSON_Delete(kw);
+	chat_template_free(&ct);
+	/* a render error names the template's line and column; raise_exception's text is passed as it is */
 	cr_assert_eq(chat_template_init(&ct, "ok\n{{ messages[0].content.nope() }}", NULL, NULL, NULL, err, sizeof(err)), 0);
 	cr_expect_eq(chat_template_render(&ct, hi, 1, NULL, &out, &len, err, sizeof(err)), -EINVAL);
 	cr_expect(strstr(err, "chat template line 2, column") && strstr(err, "nope"), "%s", err);

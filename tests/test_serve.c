@@ -723,6 +723,13 @@ Test(serve, tools_reach_the_template)
 	chat_s = cJSON_PrintUnformatted(chat);
 	cJSON *c = http_json(&s, "POST", "/v1/chat/completions", chat_s, 200);
 	cr_expect_lt(num_at(c, "usage.prompt_tokens") + 50, num_at(a, "usage.prompt_tokens"));
+	/* Other template variables are passed on; Qwen3's template reads none of these. */
+	cJSON_AddItemToObject(chat, "chat_template_kwargs", cJSON_Parse("{\"reasoning_effort\":\"high\",\"x\":[1]}"));
+	char *kw_s = cJSON_PrintUnformatted(chat);
+	cJSON *k = http_json(&s, "POST", "/v1/chat/completions", kw_s, 200);
+	cr_expect_eq(num_at(k, "usage.prompt_tokens"), num_at(c, "usage.prompt_tokens"));
+	cJSON_Delete(k);
+	free(kw_s);
 	/* A null content reaches the template as None, where Jinja2 fails too
 	 * ("argument of type 'NoneType' is not iterable"): a 400 naming messages. */
 	expect_error(&s, "POST", "/v1/chat/completions",
@@ -766,7 +773,8 @@ Test(serve, bad_requests)
 		{ "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]", "tools[0].function.name" },
 		{ "\"response_format\":{\"type\":\"json_object\"}", "response_format.type" },
 		{ "\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}", "chat_template_kwargs.enable_thinking" },
-		{ "\"chat_template_kwargs\":{\"foo\":1}", "chat_template_kwargs.foo" },
+		{ "\"chat_template_kwargs\":{\"messages\":[]}", "chat_template_kwargs.messages" },
+		{ "\"chat_template_kwargs\":{\"tools\":null}", "chat_template_kwargs.tools" },
 		{ "\"logit_bias\":{\"5\":1}", "logit_bias" },
 	};
 	char body[1024];

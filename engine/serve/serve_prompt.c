@@ -69,16 +69,20 @@ static int render_jinja(const struct serve_prompt *sp, const struct serve_reques
 {
 	cJSON *orig = cJSON_Parse(r->messages_json), *msgs = cJSON_Duplicate(orig, 1);
 	cJSON *tools = r->tools_json ? cJSON_Parse(r->tools_json) : NULL;
+	cJSON *kwargs = r->template_kwargs_json ? cJSON_Parse(r->template_kwargs_json) : NULL;
+	struct chat_options o = *co;
+	o.kwargs = kwargs;
 	int rc = -ENOMEM;
-	if (orig && msgs && (tools || !r->tools_json)) {
+	if (orig && msgs && (tools || !r->tools_json) && (kwargs || !r->template_kwargs_json)) {
 		bool objects = set_arguments(msgs, orig, true);
-		rc = chat_template_render_json(&sp->ct, msgs, tools, co, text, len, why, why_len);
+		rc = chat_template_render_json(&sp->ct, msgs, tools, &o, text, len, why, why_len);
 		if (rc == -EINVAL && objects && set_arguments(msgs, orig, false))
-			rc = chat_template_render_json(&sp->ct, msgs, tools, co, text, len, why, why_len);
+			rc = chat_template_render_json(&sp->ct, msgs, tools, &o, text, len, why, why_len);
 	}
 	cJSON_Delete(orig);
 	cJSON_Delete(msgs);
 	cJSON_Delete(tools);
+	cJSON_Delete(kwargs);
 	return rc;
 }
 
@@ -122,6 +126,10 @@ static int build_chat(const struct serve_prompt *sp, const struct serve_request 
 	if (!sp->have_template)
 		return serve_error_set(err, 400, "messages", NULL,
 				       "this model has no usable chat template (%s); use /v1/completions", sp->template_error);
+	if (r->template_kwargs_json && !sp->ct.jinja)
+		return serve_error_set(err, 400, "chat_template_kwargs", NULL,
+				       "template variables need the model's Jinja template; the built-in %s renderer takes none",
+				       chat_family_name(sp->ct.family));
 	if (r->tools_json && !sp->ct.jinja)
 		return serve_error_set(err, 400, "tools", NULL, "tools are not supported by the built-in %s chat template",
 				       chat_family_name(sp->ct.family));

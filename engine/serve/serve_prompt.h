@@ -7,13 +7,15 @@
  * Jinja subset from the messages as the client sent them: roles system /
  * user / assistant / tool, content (text parts joined), tool_calls,
  * tool_call_id, name, reasoning_content, and the request's tools,
- * add_generation_prompt and enable_thinking. Tool call arguments (JSON
- * text in OpenAI's API) go in as objects, as vLLM passes them and as
- * transformers documents them; a template that fails on objects gets the
- * text the client sent. With a built-in C renderer (no usable template)
- * the rest is refused with a 400 naming the
- * field: tools and assistant tool_calls, a role the family lacks, and
- * enable_thinking=false for a template without the switch.
+ * add_generation_prompt, enable_thinking and any other
+ * chat_template_kwargs (template variables, as apply_chat_template's
+ * **kwargs). Tool call arguments (JSON text in OpenAI's API) go in as
+ * objects, as vLLM passes them and as transformers documents them; a
+ * template that fails on objects gets the text the client sent. With a
+ * built-in C renderer (no usable template) the rest is refused with a 400
+ * naming the field: tools, assistant tool_calls, template variables, a
+ * role the family lacks, and enable_thinking=false for a template without
+ * the switch.
  */
 #ifndef COLIBRI_ENGINE_SERVE_PROMPT_H
 #define COLIBRI_ENGINE_SERVE_PROMPT_H

@@ -341,14 +341,28 @@ static int parse_chat(struct serve_request *r, const cJSON *o, struct serve_erro
 	if (kw && !cJSON_IsNull(kw)) {
 		if (!cJSON_IsObject(kw))
 			return serve_error_set(err, 400, "chat_template_kwargs", NULL, "'chat_template_kwargs' must be an object");
+		cJSON *more = NULL;
 		for (const cJSON *k = kw->child; k; k = k->next) {
 			char param[96];
 			snprintf(param, sizeof param, "chat_template_kwargs.%.60s", k->string);
 			bool b = false;
-			if (strcmp(k->string, "enable_thinking") != 0 && strcmp(k->string, "add_generation_prompt") != 0)
-				return serve_error_set(err, 400, param, NULL,
-						       "'%s' is not supported (enable_thinking and add_generation_prompt are)",
+			if (!strcmp(k->string, "messages") || !strcmp(k->string, "tools") || !strcmp(k->string, "documents")) {
+				cJSON_Delete(more);
+				return serve_error_set(err, 400, param, NULL, "'%s' cannot be set: it is the request's own",
 						       param);
+			}
+			if (strcmp(k->string, "enable_thinking") != 0 && strcmp(k->string, "add_generation_prompt") != 0) {
+				/* Any other variable goes to the template as it is. */
+				cJSON *c = cJSON_Duplicate(k, 1);
+				if (!more)
+					more = cJSON_CreateObject();
+				if (!c || !more || !cJSON_AddItemToObject(more, k->string, c)) {
+					cJSON_Delete(c);
+					cJSON_Delete(more);
+					return serve_error_set(err, 500, NULL, NULL, "out of memory");
+				}
+				continue;
+			}
 			if (!cJSON_IsBool(k))
 				return serve_error_set(err, 400, param, NULL, "'%s' must be a boolean", param);
 			b = cJSON_IsTrue(k);
@@ -356,6 +370,15 @@ static int parse_chat(struct serve_request *r, const cJSON *o, struct serve_erro
 				r->enable_thinking = b;
 			else
 				r->add_generation_prompt = b;
+		}
+		if (more) {
+			r->template_kwargs_json = cJSON_PrintUnformatted(more);
+			cJSON_Delete(more);
+			if (!r->template_kwargs_json)
+				return serve_error_set(err, 500, NULL, NULL, "out of memory");
+			if (!serve_utf8_valid(r->template_kwargs_json, strlen(r->template_kwargs_json)))
+				return serve_error_set(err, 400, "chat_template_kwargs", NULL,
+						       "'chat_template_kwargs' is not valid UTF-8");
 		}
 	}
 	const cJSON *tools = cJSON_GetObjectItemCaseSensitive(o, "tools");
@@ -532,6 +555,7 @@ void serve_request_free(struct serve_request *r)
 	free(r->messages_json);
 	free(r->model);
 	free(r->tools_json);
+	free(r->template_kwargs_json);
 	free(r->prompt);
 	free(r->prompt_ids);
 	for (int i = 0; i < r->n_stop; i++)

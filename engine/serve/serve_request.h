@@ -7,8 +7,8 @@
  * (400, invalid_request_error). Features the engine lacks (n > 1, logit_bias,
  * response_format other than text, several prompts, echo with logprobs) are
  * refused the same way rather than silently ignored. Whether the model's chat
- * template can render what was asked (tools, roles) is serve_prompt's
- * decision, not the parser's: the parser keeps tools as JSON text.
+ * template can render what was asked (tools, roles, template variables) is
+ * serve_prompt's decision, not the parser's: the parser keeps them as JSON text.
  *
  * The parser works on bytes in memory and touches nothing else, so it is
  * safe on any input (tests/fuzz/fuzz_serve_request.c). Every string of an
@@ -67,6 +67,7 @@ struct serve_request {
 	bool add_generation_prompt;  /* default true */
 	int enable_thinking;         /* chat_template_kwargs.enable_thinking: -1 not given, 0, 1 */
 	char *tools_json;            /* tools as compact JSON, NULL when absent or empty */
+	char *template_kwargs_json;  /* chat_template_kwargs other than the two above, a compact JSON object, or NULL */
 	/* completions */
 	char *prompt;                /* text prompt, or NULL when prompt_ids is set */
 	int32_t *prompt_ids;         /* [n_prompt_ids] a prompt given as token ids */

@@ -314,6 +314,11 @@ static int render_builtin(const struct chat_template *ct, const struct chat_mess
 		chat_set_err(err, err_len, "the built-in %s renderer does not support tools", chat_family_name(ct->family));
 		return -EINVAL;
 	}
+	if (opt->kwargs && opt->kwargs->child) {
+		chat_set_err(err, err_len, "the built-in %s renderer takes no template keyword arguments ('%s')",
+			     chat_family_name(ct->family), opt->kwargs->child->string);
+		return -EINVAL;
+	}
 	if (ct->variant & CHAT_VARIANT_BOS)
 		chat_cat(&b, 1, ct->bos);
 	switch (ct->family) {

@@ -71,6 +71,10 @@ struct chat_options {
 	bool no_thinking;		/* pass enable_thinking=false (Qwen3, GLM, DeepSeek: no reasoning) */
 	const char *tools;		/* JSON array of tool definitions, or NULL (tools=None) */
 	time_t now;			/* the time strftime_now() formats; 0: the current time */
+	const cJSON *kwargs;		/* more template variables (an object), as apply_chat_template's
+					 * **kwargs: they override bos_token / eos_token / enable_thinking;
+					 * messages, tools, documents and add_generation_prompt are refused.
+					 * Jinja templates only: the built-in renderers refuse any. */
 };
 
 /*

@@ -40,6 +40,17 @@ int chat_jinja_render(const struct chat_template *ct, const cJSON *messages, con
 		  (!ct->has_bos || cJSON_AddStringToObject(vars, "bos_token", ct->bos)) &&
 		  (!ct->has_eos || cJSON_AddStringToObject(vars, "eos_token", ct->eos)) &&
 		  (!opt->no_thinking || cJSON_AddFalseToObject(vars, "enable_thinking"));
+	for (const cJSON *k = opt->kwargs ? opt->kwargs->child : NULL; ok && k; k = k->next) {
+		static const char *const own[] = { "messages", "tools", "documents", "add_generation_prompt" };
+		for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+			if (!strcmp(k->string, own[i])) {
+				cJSON_Delete(vars);
+				chat_set_err(err, err_len, "a template keyword argument may not set '%s'", own[i]);
+				return -EINVAL;
+			}
+		cJSON_DeleteItemFromObjectCaseSensitive(vars, k->string);
+		ok = cJSON_AddItemReferenceToObject(vars, k->string, (cJSON *)k);
+	}
 	if (!ok) {
 		cJSON_Delete(vars);
 		chat_set_err(err, err_len, "out of memory");
