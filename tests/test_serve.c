@@ -39,6 +39,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "engine/serve/serve_request.h"
 #include "tests/cli_util.h"
 #include "tests/family_model.h"
 
@@ -781,6 +782,19 @@ Test(serve, bad_requests)
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		snprintf(body, sizeof body, "{%s,%s}", msgs, bad[i].fields);
 		expect_error(&s, "POST", chat, body, NULL, 400, bad[i].param);
+	}
+	/* What the client sent is quoted, but the answer stays valid UTF-8: a lone
+	 * byte, and a two-byte character cut by the message's %.40s. */
+	static const char *const quoting[] = {
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"\xff\xfe\"}}",
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+		"\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xa9\"}}",
+	};
+	for (size_t i = 0; i < sizeof quoting / sizeof quoting[0]; i++) {
+		char *resp = NULL;
+		cr_expect_eq(http(&s, "POST", chat, quoting[i], NULL, &resp), 400);
+		cr_expect(resp && serve_utf8_valid(resp, strlen(resp)), "not UTF-8: %s", resp ? resp : "");
+		free(resp);
 	}
 	expect_error(&s, "POST", chat, "{}", NULL, 400, "messages");
 	expect_error(&s, "POST", chat, "{\"messages\":[]}", NULL, 400, "messages");

@@ -15,6 +15,24 @@
 
 #include "base/json_get.h"
 
+/* Replaces each byte that does not start a valid UTF-8 character with '?':
+ * error texts quote what the client sent (and %.Ns may cut a character),
+ * and the answer must be valid JSON text. */
+static void utf8_scrub(char *s)
+{
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t k = c < 0x80 ? 1 : c >> 5 == 6 ? 2 : c >> 4 == 14 ? 3 : c >> 3 == 30 ? 4 : 0;
+		if (k && i + k <= n && serve_utf8_valid(s + i, k)) {
+			i += k;
+		} else {
+			s[i] = '?';
+			i++;
+		}
+	}
+}
+
 int serve_error_set(struct serve_error *e, int status, const char *param, const char *code, const char *fmt, ...)
 {
 	e->status = status;
@@ -24,6 +42,8 @@ int serve_error_set(struct serve_error *e, int status, const char *param, const 
 	va_start(ap, fmt);
 	vsnprintf(e->message, sizeof e->message, fmt, ap);
 	va_end(ap);
+	utf8_scrub(e->param);
+	utf8_scrub(e->message);
 	return -EINVAL;
 }
 
