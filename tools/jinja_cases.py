@@ -116,6 +116,8 @@ CASES = [
     ("macro over content parts", "{%- macro t(c) -%}{%- if c is string -%}{{ c }}{%- else -%}{%- for i in c if i.type == 'text' -%}{{ i.text }}{%- endfor -%}{%- endif -%}{%- endmacro -%}{{ t(m) }}|{{ t('s') }}", {"m": [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]}),
     # globals
     ("raise_exception", "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"),
+    ("raise_exception without its message", "{{ raise_exception() }}"),
+    ("raise_exception with two messages", "{{ raise_exception('a', 'b') }}"),
     ("raise_exception inside a macro in a loop", "{% macro check(m) %}{% if m.role != 'user' %}{{ raise_exception('bad role: ' + m.role) }}{% endif %}{% endmacro %}{% for m in messages %}{{ check(m) }}{% endfor %}", {"messages": MSGS}),
     ("strftime_now", "{{ strftime_now('%Y-%m-%d') }} {{ strftime_now('%d %B %Y') }}"),
     ("dict()", "{{ dict(a=1, b='x') }} {{ dict([('k', 'v')]) }}"),

@@ -179,11 +179,17 @@ int jr_call(struct jrender *r, struct jscope *s, struct jv callee, const struct 
 	case JF_NAMESPACE:
 	case JF_DICT: return call_dict(r, callee.u.i == JF_NAMESPACE, args, n_args, kw_names, kw_vals, n_kw, out);
 	case JF_STRFTIME: return call_strftime(r, args, n_args, out);
-	default: {	/* raise_exception(message) */
-		struct jv msg = n_args ? jv_to_str(r, args[0]) : jv_str(r, "", 0);
+	default: {	/* raise_exception(message), which raises TemplateError(message) */
+		if (n_args != 1)
+			return n_args ? jr_fail(r, -EINVAL, "raise_exception() takes 1 positional argument but %zu were given",
+						n_args)
+				      : jr_fail(r, -EINVAL, "raise_exception() missing 1 required positional argument: "
+							    "'message'");
+		struct jv msg = jv_to_str(r, args[0]);
 		if (r->rc)
 			return -1;
-		jr_fail(r, -EINVAL, "%s", msg.u.s->p);
+		/* An empty message would leave the user with no error text at all. */
+		jr_fail(r, -EINVAL, "%s", msg.u.s->len ? msg.u.s->p : "(the chat template raised an error without a message)");
 		r->err->raised = true;
 		return -1;
 	}
