@@ -775,6 +775,7 @@ Test(serve, bad_requests)
 		{ "\"response_format\":{\"type\":\"json_object\"}", "response_format.type" },
 		{ "\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}", "chat_template_kwargs.enable_thinking" },
 		{ "\"chat_template_kwargs\":{\"messages\":[]}", "chat_template_kwargs.messages" },
+		{ "\"chat_template_kwargs\":{\"x\":1,\"enable_thinking\":\"no\"}", "chat_template_kwargs.enable_thinking" },
 		{ "\"chat_template_kwargs\":{\"tools\":null}", "chat_template_kwargs.tools" },
 		{ "\"logit_bias\":{\"5\":1}", "logit_bias" },
 	};

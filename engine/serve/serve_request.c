@@ -383,8 +383,10 @@ static int parse_chat(struct serve_request *r, const cJSON *o, struct serve_erro
 				}
 				continue;
 			}
-			if (!cJSON_IsBool(k))
+			if (!cJSON_IsBool(k)) {
+				cJSON_Delete(more);
 				return serve_error_set(err, 400, param, NULL, "'%s' must be a boolean", param);
+			}
 			b = cJSON_IsTrue(k);
 			if (!strcmp(k->string, "enable_thinking"))
 				r->enable_thinking = b;
