@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A DeepSeek-V3 checkpoint whose MTP head agrees with the model.
+"""A DeepSeek-V3 or Qwen3.5 checkpoint whose MTP head agrees with the model.
 
     mtp_agree.py --src HF_DIR --out HF_DIR2 [--alpha A]
 
@@ -16,6 +16,12 @@ checkpoint (tools/gen_model.py --arch deepseek_v3) so that it does:
   [I | 0] (eh_proj's input is cat(enorm(embed(next)), hnorm(h))), enorm
   weight 1, shared_head.norm = model.norm (shared_head.head is already
   lm_head): its prediction is that same bigram of the token it is given.
+
+Qwen3.5 (tools/gen_model.py --arch qwen3_5_moe) names the same things
+otherwise: the DeltaNet's linear_attn.out_proj and the fused
+mlp.experts.down_proj are scaled too, the MTP block's mtp.fc = [I | 0],
+mtp.pre_fc_norm_embedding 0 (its norms are zero-centred: 1 + w = 1) and
+mtp.norm = the model's final norm.
 
 So the MTP head predicts, up to the residual contributions A scales down,
 what the model itself will predict one position later: A = 0 agrees
@@ -43,11 +49,16 @@ def main():
     a = ap.parse_args()
     with open(os.path.join(a.src, "config.json")) as f:
         cfg = json.load(f)
-    # The MLA families name the tensors this touches alike.
-    if cfg.get("model_type") not in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa") \
-            or not cfg.get("num_nextn_predict_layers"):
-        sys.exit("mtp_agree: %s is not a deepseek_v3 / deepseek_v32 / glm_moe_dsa checkpoint with an MTP layer"
-                 % a.src)
+    # The MLA families name the tensors this touches alike; Qwen3.5 keeps
+    # its text model's fields in text_config.
+    qwen = cfg.get("model_type") == "qwen3_5_moe"
+    if qwen:
+        cfg = cfg.get("text_config", {})
+    if not (qwen and cfg.get("mtp_num_hidden_layers")) and (
+            cfg.get("model_type") not in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+            or not cfg.get("num_nextn_predict_layers")):
+        sys.exit("mtp_agree: %s is not a deepseek_v3 / deepseek_v32 / glm_moe_dsa / qwen3_5_moe checkpoint with "
+                 "an MTP layer" % a.src)
     if os.path.exists(os.path.join(a.src, "model.safetensors.index.json")):
         sys.exit("mtp_agree: sharded checkpoints are not handled")
     H = cfg["hidden_size"]
@@ -72,21 +83,27 @@ def main():
 
     scaled = 0
     for name in t:
-        if name.endswith(("self_attn.o_proj.weight", "down_proj.weight")):
+        if name.endswith(("self_attn.o_proj.weight", "down_proj.weight", "experts.down_proj",
+                          "linear_attn.out_proj.weight")):
             put(name, f32(name) * a.alpha)
             scaled += 1
-    p = "model.layers.%d." % mtp
     eh = np.zeros((H, 2 * H), dtype=np.float32)
     eh[:, :H] = np.eye(H, dtype=np.float32)
-    put(p + "eh_proj.weight", eh)
-    put(p + "enorm.weight", np.ones(H, dtype=np.float32))
-    put(p + "shared_head.norm.weight", f32("model.norm.weight"))
+    if qwen:
+        put("mtp.fc.weight", eh)
+        put("mtp.pre_fc_norm_embedding.weight", np.zeros(H, dtype=np.float32))
+        put("mtp.norm.weight", f32("model.language_model.norm.weight"))
+    else:
+        p = "model.layers.%d." % mtp
+        put(p + "eh_proj.weight", eh)
+        put(p + "enorm.weight", np.ones(H, dtype=np.float32))
+        put(p + "shared_head.norm.weight", f32("model.norm.weight"))
     os.makedirs(a.out, exist_ok=True)
     st.write_file(os.path.join(a.out, "model.safetensors"), out)
     for f in os.listdir(a.src):
         if f.endswith(".json"):
             shutil.copy(os.path.join(a.src, f), os.path.join(a.out, f))
-    print("mtp_agree: %s -> %s: %d output projections scaled by %g, MTP eh_proj = [I | 0]"
+    print("mtp_agree: %s -> %s: %d output projections scaled by %g, MTP input projection = [I | 0]"
           % (a.src, a.out, scaled, a.alpha), file=sys.stderr)
 
 

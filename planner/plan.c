@@ -252,7 +252,7 @@ int plan_compute(struct plan *p, const struct plan_inputs *in)
 		return rc;
 	bool moe = in->n_moe_layers > 0;
 	p->resident_bytes = in->resident_bytes;
-	p->kv_bytes = in->kv_bytes_per_position * (uint64_t)in->ctx;
+	p->kv_bytes = in->kv_bytes_per_position * (uint64_t)in->ctx + in->state_fixed_bytes;
 	p->scratch_bytes = in->scratch_bytes ? in->scratch_bytes : PLAN_SCRATCH_BYTES;
 	classes_init(p, in);
 	p->frame_bytes = moe ? p->classes[p->main_class].frame_bytes : 0;

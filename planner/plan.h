@@ -71,6 +71,8 @@ struct plan_inputs {
 	int32_t class_layers[PLAN_CLASSES_MAX];        /* MoE layers whose records have it */
 	uint64_t kv_bytes_per_position; /* what grows per position: K and V of every layer, score rows */
 	const char *kv_what;         /* what that is for this attention, for the report; NULL: K and V */
+	uint64_t state_fixed_bytes;    /* sequence state that does not grow with the position: recurrent and
+					* convolution states (Gated DeltaNet), counted with the KV cache */
 	int32_t ctx;                   /* positions the KV cache holds, >= 1 */
 	uint64_t scratch_bytes;        /* everything else outside the expert cache: forward buffers,
 					* logits, reserve; 0: PLAN_SCRATCH_BYTES */

@@ -78,9 +78,15 @@ static void text_budget(FILE *f, const struct plan *p, const struct plan_inputs 
 	}
 	row(f, "  resident", plan_bytes_str(v, p->resident_bytes),
 	    "dense weights (embeddings, attention, norms, routers), read whole into RAM");
-	row(f, "  kv cache", plan_bytes_str(v, p->kv_bytes), "%d positions x %s (%s)", in->ctx,
-	    plan_bytes_str(a, in->kv_bytes_per_position),
-	    in->kv_what ? in->kv_what : "K and V of every layer, attention score rows");
+	const char *what = in->kv_what ? in->kv_what : "K and V of every layer, attention score rows";
+	if (in->state_fixed_bytes) {
+		char s[32];
+		row(f, "  kv cache", plan_bytes_str(v, p->kv_bytes), "%d positions x %s (%s) + %s of recurrent state",
+		    in->ctx, plan_bytes_str(a, in->kv_bytes_per_position), what, plan_bytes_str(s, in->state_fixed_bytes));
+	} else {
+		row(f, "  kv cache", plan_bytes_str(v, p->kv_bytes), "%d positions x %s (%s)", in->ctx,
+		    plan_bytes_str(a, in->kv_bytes_per_position), what);
+	}
 	row(f, "  scratch", plan_bytes_str(v, p->scratch_bytes),
 	    "activations and buffers of the forward pass, logits, a reserve for stacks and rings");
 	if (p->n_classes <= 1) {
@@ -319,6 +325,7 @@ cJSON *plan_report_json(const struct plan *p, const struct plan_inputs *in, cons
 	cJSON_AddNumberToObject(mo, "token_dense_bytes", (double)(in->token_dense_bytes ? in->token_dense_bytes
 											 : in->resident_bytes));
 	cJSON_AddNumberToObject(mo, "kv_bytes_per_position", (double)in->kv_bytes_per_position);
+	cJSON_AddNumberToObject(mo, "state_fixed_bytes", (double)in->state_fixed_bytes);
 	cJSON *bu = cJSON_AddObjectToObject(r, "budget");
 	cJSON_AddNumberToObject(bu, "bytes", (double)p->budget_bytes);
 	cJSON_AddStringToObject(bu, "source", plan_budget_source_name(p->budget_source));

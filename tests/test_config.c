@@ -15,7 +15,13 @@
  *    errors naming the file and the field; valid values are read;
  *  - a container whose config.json says fewer layers, or other experts,
  *    than the container holds is refused at load (it would run a silently
- *    truncated model).
+ *    truncated model);
+ *  - the hybrids: Qwen3.5's vision-language config (text_config) and
+ *    Qwen3-Next's give each layer its mixer from layer_types or
+ *    full_attention_interval (Gated DeltaNet or gated attention), the MTP
+ *    row full attention, zero-centred norms, a gated shared expert;
+ *    inconsistent head counts, unknown layer types and a rotary fraction
+ *    that rotates nothing are refused naming the field.
  */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -153,6 +159,50 @@ Test(config, broken_values_refused)
 	expect_refused("glm4_moe", "partial_rotary_factor", "1.5", "partial_rotary_factor");
 	/* No head_dim, and more heads than hidden dims: heads of 0 dims. */
 	expect_refused("mixtral", "num_attention_heads", "456", "head_dim");
+}
+
+Test(config, hybrid_layer_rows)
+{
+	struct model_config cfg;
+	cr_assert_eq(parse_with("qwen3_5_moe", "unused_key", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_eq(cfg.arch, MODEL_ARCH_QWEN3_5_MOE);
+	cr_expect_str_eq(cfg.model_type, "qwen3_5_moe");
+	cr_expect_eq(cfg.n_layers, 4);
+	for (int l = 0; l < 3; l++)
+		cr_expect_eq(cfg.rows[l].mixer, MIXER_GDN, "layer %d", l);
+	cr_expect_eq(cfg.rows[3].mixer, MIXER_GQA);
+	cr_expect_eq(cfg.n_mtp_layers, 1);
+	cr_expect_eq(cfg.rows[4].mixer, MIXER_GQA, "the MTP layer is full attention");
+	cr_expect(cfg.rows[4].ffn == FFN_MOE_SHARED && cfg.shared_gate && cfg.shared_intermediate == 128);
+	cr_expect(cfg.norm_zero_centred && cfg.attn_gate && cfg.norm_topk_prob);
+	cr_expect_eq(cfg.rot_dim, 16, "a quarter of head_dim 64");
+	cr_expect(cfg.lin_k_heads == 2 && cfg.lin_v_heads == 4 && cfg.lin_k_dim == 32 && cfg.lin_v_dim == 32 &&
+		  cfg.lin_conv == 4 && !cfg.lin_grouped);
+	expect_refused("qwen3_5_moe", "text_config", NULL, "text_config");
+
+	cr_assert_eq(parse_with("qwen3_5_moe_text", "unused_key", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_eq(cfg.arch, MODEL_ARCH_QWEN3_5_MOE);
+	for (int l = 0; l < 4; l++) /* full_attention_interval 2 */
+		cr_expect_eq(cfg.rows[l].mixer, l % 2 ? MIXER_GQA : MIXER_GDN, "layer %d", l);
+
+	cr_assert_eq(parse_with("qwen3_next", "unused_key", NULL, &cfg), 0, "%s", error_message());
+	cr_expect(cfg.arch == MODEL_ARCH_QWEN3_NEXT && cfg.lin_grouped);
+	cr_expect(cfg.rows[2].ffn == FFN_DENSE && cfg.rows[1].ffn == FFN_MOE_SHARED, "mlp_only_layers [2]");
+	cr_assert_eq(parse_with("qwen3_next", "layer_types",
+				"[\"linear_attention\", \"attention\", \"mamba\", \"full_attention\"]", &cfg), 0, "%s",
+		     error_message());
+	cr_expect(cfg.rows[0].mixer == MIXER_GDN && cfg.rows[1].mixer == MIXER_GQA && cfg.rows[2].mixer == MIXER_GDN &&
+		  cfg.rows[3].mixer == MIXER_GQA, "legacy layer type names");
+	cr_assert_eq(parse_with("qwen3_next", "full_attention_interval", "1", &cfg), 0, "%s", error_message());
+	for (int l = 0; l < 4; l++)
+		cr_expect_eq(cfg.rows[l].mixer, MIXER_GQA, "interval 1: layer %d is full attention", l);
+	expect_refused("qwen3_next", "layer_types", "[\"linear_attention\"]", "layer_types");
+	expect_refused("qwen3_next", "layer_types",
+		       "[\"linear_attention\", \"sliding\", \"linear_attention\", \"full_attention\"]",
+		       "layer_types[1]");
+	expect_refused("qwen3_next", "linear_num_value_heads", "3", "linear_num_key_heads");
+	expect_refused("qwen3_next", "full_attention_interval", "0", "full_attention_interval");
+	expect_refused("qwen3_next", "partial_rotary_factor", "0.01", "partial_rotary_factor");
 }
 
 /* What transformers v5.15.0's config classes give a field config.json

@@ -7,7 +7,11 @@
  *    q_lora; fp8 block-scaled), glm4_moe, deepseek_v32 and glm_moe_dsa (MLA
  *    with the DSA indexer keeping 4 of up to 16 positions; GLM-5's shared
  *    layer, interleaved RoPE with the pairing flags absent and as released,
- *    YaRN): top-1 equal at every position and
+ *    YaRN), qwen3_5_moe (the released vision-language layout: text_config,
+ *    model.language_model.*, fused experts, a vision tower and an MTP block
+ *    beside them), qwen3_5_moe_text (text-only config, per-expert experts)
+ *    and qwen3_next (fused grouped DeltaNet projections, a dense layer):
+ *    Gated DeltaNet and gated attention; top-1 equal at every position and
  *    max |logit - reference| <= 2e-3, teacher-forced;
  *  - int8 and int4 containers: top-1 agreement and KL divergence against the
  *    f32 container, reported and bounded;
@@ -133,6 +137,9 @@ Test(forward, qwen3_moe_fused_exact) { check_exact("qwen3_moe_fused", "bf16"); }
 Test(forward, qwen3_moe_fp8_exact) { check_exact("qwen3_moe_fp8", "f32"); }
 Test(forward, deepseek_v3_exact) { check_exact("deepseek_v3", "f32"); check_exact("deepseek_v3", "bf16"); }
 Test(forward, deepseek_v3_noqlora_exact) { check_exact("deepseek_v3_noqlora", "bf16"); }
+Test(forward, qwen3_5_moe_exact) { check_exact("qwen3_5_moe", "f32"); check_exact("qwen3_5_moe", "bf16"); }
+Test(forward, qwen3_5_moe_text_exact) { check_exact("qwen3_5_moe_text", "f32"); check_exact("qwen3_5_moe_text", "bf16"); }
+Test(forward, qwen3_next_exact) { check_exact("qwen3_next", "f32"); check_exact("qwen3_next", "bf16"); }
 Test(forward, deepseek_v3_fp8_exact) { check_exact("deepseek_v3_fp8", "f32"); }
 Test(forward, glm4_moe_exact) { check_exact("glm4_moe", "f32"); check_exact("glm4_moe", "bf16"); }
 Test(forward, deepseek_v32_exact) { check_exact("deepseek_v32", "f32"); check_exact("deepseek_v32", "bf16"); }
@@ -254,6 +261,9 @@ static void check_drafting(const char *name, bool agree)
 Test(forward, mtp_drafting_exact) { check_drafting("deepseek_v3", false); }
 /* Verification rolls back the indexer's key cache with the latent cache. */
 Test(forward, mtp_drafting_exact_dsa) { check_drafting("glm_moe_dsa", true); }
+/* Qwen3.5's MTP block drafts; the DeltaNet state goes back by snapshot and
+ * replay. */
+Test(forward, mtp_drafting_exact_gdn) { check_drafting("qwen3_5_moe", true); }
 
 /* Mean KL(f32 || quantized) and top-1 agreement over all positions. */
 static void check_lossy(const char *name, const char *quant, double kl_max, double top1_min)
@@ -360,6 +370,9 @@ Test(forward, bit_identical_int4) { check_identical("qwen3_moe", "int4"); }
 Test(forward, bit_identical_bf16) { check_identical("mixtral", "bf16"); }
 Test(forward, bit_identical_mla) { check_identical("deepseek_v3", "int4"); }
 Test(forward, bit_identical_dsa) { check_identical("deepseek_v32", "int4"); }
+/* The recurrent state is advanced token by token at any batch size. */
+Test(forward, bit_identical_gdn) { check_identical("qwen3_5_moe", "int4"); }
+Test(forward, bit_identical_gdn_grouped) { check_identical("qwen3_next", "bf16"); }
 
 /* A corrupted expert record stops decoding with a message naming layer,
  * expert, file and offset; a truncated expert file is refused at load. */

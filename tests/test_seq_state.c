@@ -8,10 +8,11 @@
  *    another layout, too many positions, a truncated or corrupted file are
  *    refused with a message naming the file, and leave the state reset;
  *  - on real models (qwen3_moe: GQA + dense + MoE layers; deepseek_v32:
- *    MLA + DSA indexer + MTP): a prefill saved, the forward reset and the
- *    state loaded again continues with logits bit-identical to an
- *    uninterrupted run; each layer of the block table states what it
- *    keeps per position;
+ *    MLA + DSA indexer + MTP; qwen3_5_moe: Gated DeltaNet layers with a
+ *    fixed recurrent and convolution state beside gated attention): a
+ *    prefill saved, the forward reset and the state loaded again continues
+ *    with logits bit-identical to an uninterrupted run; each layer of the
+ *    block table states what it keeps, per position or fixed;
  *  - drafting through forward_rewind's replay path (COLIBRI_SEQ_REPLAY=1)
  *    gives the same greedy text as truncation, and does replay (more
  *    expert requests).
@@ -222,8 +223,15 @@ static void check_resume(const char *name)
 	two_chunks(&s, false, plain);
 	two_chunks(&s, true, resumed);
 	cr_expect_eq(memcmp(plain, resumed, 8 * V * sizeof(float)), 0, "%s: logits differ after save and load", name);
-	for (int l = 0; l < s.fwd.n_layers; l++)
-		cr_expect_gt(s.fwd.seqs[0].parts[2 * l].pos_bytes, 0, "%s: layer %d's mixer keeps nothing per position", name, l);
+	for (int l = 0; l < s.fwd.n_layers; l++) {
+		const struct seq_part *p = &s.fwd.seqs[0].parts[2 * l];
+		bool gdn = s.model.cfg.rows[l].mixer == MIXER_GDN;
+		if (gdn)
+			cr_expect(p->pos_bytes == 0 && p->fixed_bytes > 0, "%s: DeltaNet layer %d keeps %zu per position, "
+				  "%zu fixed", name, l, p->pos_bytes, p->fixed_bytes);
+		else
+			cr_expect_gt(p->pos_bytes, 0, "%s: layer %d's mixer keeps nothing per position", name, l);
+	}
 	free(plain);
 	free(resumed);
 	session_close(&s);
@@ -231,6 +239,7 @@ static void check_resume(const char *name)
 
 Test(seq_state, gqa_moe_resumes_bit_identical) { check_resume("qwen3_moe"); }
 Test(seq_state, mla_dsa_resumes_bit_identical) { check_resume("deepseek_v32"); }
+Test(seq_state, gdn_resumes_bit_identical) { check_resume("qwen3_5_moe"); }
 
 /* Greedy drafting on GLM-5 (MLA + DSA, a shared indexer layer, MTP):
  * rolling back through snapshot and replay gives the text truncation

@@ -121,14 +121,47 @@ static bool dtype_convertible(enum st_dtype d)
 	return d == ST_DTYPE_F32 || d == ST_DTYPE_BF16 || d == ST_DTYPE_F16 || d == ST_DTYPE_F8_E4M3;
 }
 
-/* Looks a tensor up by its name, or by the name transformers v5 gives it:
- * Mixtral's block_sparse_moe became mlp. */
+/* Where Qwen3.5 and Qwen3-Next checkpoints keep what colibri names as a
+ * text model's tensors: a vision-language checkpoint's text model under
+ * model.language_model., and the MTP block under mtp. (its decoder layer
+ * mtp.layers.i, its input norms and fc, its final norm). NULL when name has
+ * no such alias. */
+static const struct st_tensor *find_qwen_alias(const struct converter *c, const char *name)
+{
+	static const char *const heads[][2] = {
+		{ "enorm.weight", "mtp.pre_fc_norm_embedding.weight" },
+		{ "hnorm.weight", "mtp.pre_fc_norm_hidden.weight" },
+		{ "eh_proj.weight", "mtp.fc.weight" },
+		{ "shared_head.norm.weight", "mtp.norm.weight" },
+	};
+	char alias[TENSOR_NAME_MAX + 32];
+	int layer, at = 0;
+	if (sscanf(name, "model.layers.%d.%n", &layer, &at) == 1 && at > 0 && layer >= c->cfg.n_layers) {
+		for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
+			if (strcmp(name + at, heads[i][0]) == 0)
+				return st_set_find(&c->set, heads[i][1]);
+		snprintf(alias, sizeof alias, "mtp.layers.%d.%s", layer - c->cfg.n_layers, name + at);
+		return st_set_find(&c->set, alias);
+	}
+	if (strncmp(name, "model.", 6) != 0)
+		return NULL;
+	snprintf(alias, sizeof alias, "model.language_model.%s", name + 6);
+	return st_set_find(&c->set, alias);
+}
+
+/* Looks a tensor up by its name, or by the name transformers v5 gives it
+ * (Mixtral's block_sparse_moe became mlp), or where a Qwen3.5/Qwen3-Next
+ * checkpoint keeps it. */
 static const struct st_tensor *find_tensor(const struct converter *c, const char *name)
 {
 	const struct st_tensor *t = st_set_find(&c->set, name);
-	const char *old = strstr(name, ".block_sparse_moe.");
-	if (t || !old)
+	if (t)
 		return t;
+	if (c->cfg.arch == MODEL_ARCH_QWEN3_5_MOE || c->cfg.arch == MODEL_ARCH_QWEN3_NEXT)
+		return find_qwen_alias(c, name);
+	const char *old = strstr(name, ".block_sparse_moe.");
+	if (!old)
+		return NULL;
 	char alias[TENSOR_NAME_MAX + 8];
 	snprintf(alias, sizeof alias, "%.*s.mlp.%s", (int)(old - name), name,
 		 old + strlen(".block_sparse_moe."));
@@ -163,12 +196,16 @@ static int resolve_scale(struct converter *c, struct matrix_src *s)
 	return 0;
 }
 
+/* t must have shape[ndim]; squeezed: or [shape[0], 1, shape[1]], as a
+ * depthwise Conv1d stores its weight. */
 static int check_shape(struct converter *c, const struct st_tensor *t, int ndim,
-		       const int64_t *shape)
+		       const int64_t *shape, bool squeezed)
 {
 	bool ok = t->ndim == ndim || (ndim == 1 && t->ndim == 1);
 	for (int i = 0; ok && i < ndim; i++)
 		ok = t->shape[i] == shape[i];
+	if (squeezed && t->ndim == 3 && ndim == 2)
+		ok = t->shape[0] == shape[0] && t->shape[1] == 1 && t->shape[2] == shape[1];
 	if (ok)
 		return 0;
 	char got[96] = "", want[96] = "";
@@ -191,7 +228,7 @@ static int resolve_expert(struct converter *c, int layer, int e, enum expert_par
 	s->row0 = 0;
 	if (s->t) {
 		int64_t shape[2] = { s->rows, s->cols };
-		int rc = check_shape(c, s->t, 2, shape);
+		int rc = check_shape(c, s->t, 2, shape, false);
 		return rc ? rc : resolve_scale(c, s);
 	}
 	char fused[TENSOR_NAME_MAX];
@@ -202,7 +239,7 @@ static int resolve_expert(struct converter *c, int layer, int e, enum expert_par
 		return error_set(EINVAL, "%s: missing tensor %s (nor fused %s)", c->opt->hf_dir, name, fused);
 	int64_t E = c->cfg.n_experts, I = c->cfg.moe_intermediate, H = c->cfg.hidden;
 	int64_t shape[3] = { E, gate_up ? 2 * I : H, gate_up ? H : I };
-	int rc = check_shape(c, s->t, 3, shape);
+	int rc = check_shape(c, s->t, 3, shape, false);
 	if (rc)
 		return rc;
 	if (!dtype_convertible(s->t->dtype) || s->t->dtype == ST_DTYPE_F8_E4M3)
@@ -544,6 +581,33 @@ static int out_check(struct converter *c)
 
 /* Step 1: the output can be published, and everything the conversion will
  * read exists with the right shape. */
+/* What of the checkpoint colibri does not convert, said in one line each:
+ * a vision tower (vision-language checkpoints: colibri runs the text
+ * model), and MTP modules the config announces but the checkpoint lacks
+ * (transformers drops mtp.* when it saves; the model then runs without
+ * drafting). */
+static void skip_absent_parts(struct converter *c)
+{
+	size_t n_visual = 0;
+	for (size_t f = 0; f < c->set.n_files; f++)
+		for (size_t i = 0; i < c->set.files[f].n_tensors; i++)
+			n_visual += strncmp(c->set.files[f].tensors[i].name, "model.visual.", 13) == 0;
+	if (n_visual && !c->opt->quiet)
+		fprintf(stderr, "convert: skipping the vision tower (%zu tensors model.visual.*); colibri runs the "
+			"text model\n", n_visual);
+	char probe[TENSOR_NAME_MAX];
+	snprintf(probe, sizeof probe, "model.layers.%d.eh_proj.weight", c->cfg.n_layers);
+	if (c->cfg.n_mtp_layers > 0 && !find_tensor(c, probe)) {
+		if (!c->opt->quiet)
+			fprintf(stderr, "convert: config.json announces %d MTP module(s) but the checkpoint has no MTP "
+				"tensors; converting without them (no drafting)\n", c->cfg.n_mtp_layers);
+		c->cfg.n_mtp_layers = 0;
+	}
+	if (c->cfg.n_mtp_layers == 0 && st_set_find(&c->set, "mtp.fc.weight") && !c->opt->quiet)
+		fprintf(stderr, "convert: the checkpoint has an MTP block (mtp.*) that config.json does not announce "
+			"(mtp_num_hidden_layers); converting without it\n");
+}
+
 static int convert_plan(struct converter *c)
 {
 	int rc = out_check(c);
@@ -551,6 +615,8 @@ static int convert_plan(struct converter *c)
 		rc = model_config_load(&c->cfg, c->opt->hf_dir);
 	if (!rc)
 		rc = st_set_open(&c->set, c->opt->hf_dir);
+	if (!rc)
+		skip_absent_parts(c);
 	if (!rc)
 		rc = model_tensors_resident(&c->cfg, &c->specs, &c->n_specs);
 	if (rc)
@@ -575,7 +641,7 @@ static int convert_plan(struct converter *c)
 			return error_set(EINVAL, "%s: missing tensor %s (model_type %s)", c->opt->hf_dir,
 					 s->name, c->cfg.model_type);
 		}
-		rc = check_shape(c, t, s->ndim, s->shape);
+		rc = check_shape(c, t, s->ndim, s->shape, s->squeezed);
 		struct matrix_src src = { .t = t, .rows = st_tensor_rows(t), .cols = st_tensor_cols(t) };
 		if (!rc)
 			rc = resolve_scale(c, &src);

@@ -3,7 +3,8 @@
  * layer_row), and the one interface every kind implements.
  *
  * Each kind owns a weights struct and a file: mixer_gqa.c, mixer_mla.c
- * (MLA, and MLA + the DSA indexer of dsa_indexer.c), ffn_dense.c,
+ * (MLA, and MLA + the DSA indexer of dsa_indexer.c), mixer_gdn.c (Gated
+ * DeltaNet), ffn_dense.c,
  * ffn_moe.c (routed experts, with or without shared experts). The forward
  * pass knows a kind only through this table:
  *
@@ -56,10 +57,10 @@ struct block_kind {
 	const char *state_what;   /* what its per-position state holds, for `plan`; NULL: none */
 };
 
-extern const struct block_kind block_gqa, block_mla, block_mla_dsa;
+extern const struct block_kind block_gqa, block_mla, block_mla_dsa, block_gdn;
 extern const struct block_kind block_ffn_dense, block_ffn_moe, block_ffn_moe_shared;
 
-#define BLOCK_KINDS 6
+#define BLOCK_KINDS 7
 extern const struct block_kind *const block_kinds[BLOCK_KINDS];
 
 /* The kinds of a row. */

@@ -12,6 +12,10 @@
  *           the next MoE layer's predicted experts are prefetched;
  *   sum     each expert's output lands in its (token, slot) cell and is
  *           added in slot order, so delivery order changes nothing.
+ *
+ * FFN_MOE_SHARED then adds the shared experts: DeepSeek's shared_experts,
+ * or Qwen's one shared_expert scaled by sigmoid(shared_expert_gate . x)
+ * (shared_gate: Qwen3.5, Qwen3-Next).
  */
 #include <errno.h>
 #include <math.h>
@@ -31,9 +35,10 @@ struct moe_weights {
  * weights is one to its moe_weights), then the shared experts. */
 struct moe_shared_weights {
 	struct moe_weights moe;
-	struct qmatrix gate;             /* [moe_intermediate*n_shared, hidden] */
+	struct qmatrix gate;             /* [shared_intermediate, hidden] */
 	struct qmatrix up;
-	struct qmatrix down;             /* [hidden, moe_intermediate*n_shared] */
+	struct qmatrix down;             /* [hidden, shared_intermediate] */
+	struct qmatrix share;            /* [1, hidden] f32 shared_expert_gate (shared_gate), else unset */
 };
 
 /* The step's buffers in the shared arena. */
@@ -52,13 +57,14 @@ struct moe_scratch {
 	float *pred_logits;              /* [batch, n_experts] */
 	int32_t *pred_sel;               /* [batch, top_k] */
 	float *out;                      /* [batch, hidden] the shared experts' output */
+	float *share;                    /* [batch] the shared expert gate's logit */
 };
 
 static void moe_layout(struct carve *cv, const struct model_config *c, int batch, struct moe_scratch *s)
 {
 	size_t B = (size_t)batch, H = (size_t)c->hidden, F = sizeof(float), I32 = sizeof(int32_t);
 	size_t K = (size_t)(c->top_k > 0 ? c->top_k : 1), E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
-	size_t I = (size_t)c->moe_intermediate, Ish = (size_t)c->moe_intermediate * (size_t)c->n_shared_experts;
+	size_t I = (size_t)c->moe_intermediate, Ish = (size_t)c->shared_intermediate;
 	I = I > Ish ? I : Ish;
 	s->logits = carve(cv, B * E * F);
 	s->sel = carve(cv, B * K * I32);
@@ -76,6 +82,7 @@ static void moe_layout(struct carve *cv, const struct model_config *c, int batch
 	s->pred_logits = carve(cv, B * E * F);
 	s->pred_sel = carve(cv, B * K * I32);
 	s->out = carve(cv, B * H * F);
+	s->share = carve(cv, B * F);
 }
 
 static void moe_sizes(const struct model_config *c, int layer, int batch, int ctx, struct block_sizes *out)
@@ -107,8 +114,18 @@ static int moe_bind(void *wp, const struct model *m, int i)
 static int moe_shared_bind(void *wp, const struct model *m, int i)
 {
 	struct moe_shared_weights *w = wp;
-	int64_t f = (int64_t)m->cfg.moe_intermediate * m->cfg.n_shared_experts, h = m->cfg.hidden;
+	const struct model_config *c = &m->cfg;
+	int64_t f = c->shared_intermediate, h = c->hidden;
 	int rc = moe_bind(&w->moe, m, i);
+	if (c->shared_gate) {
+		rc = rc ? rc : model_matrix(m, &w->gate, f, h, "model.layers.%d.mlp.shared_expert.gate_proj.weight", i);
+		rc = rc ? rc : model_matrix(m, &w->up, f, h, "model.layers.%d.mlp.shared_expert.up_proj.weight", i);
+		rc = rc ? rc : model_matrix(m, &w->down, h, f, "model.layers.%d.mlp.shared_expert.down_proj.weight", i);
+		rc = rc ? rc : model_matrix(m, &w->share, 1, h, "model.layers.%d.mlp.shared_expert_gate.weight", i);
+		if (!rc && w->share.type != QUANT_F32)
+			rc = error_set(EINVAL, "%s: layer %d shared_expert_gate is not f32", m->dir, i);
+		return rc;
+	}
 	rc = rc ? rc : model_matrix(m, &w->gate, f, h, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
 	rc = rc ? rc : model_matrix(m, &w->up, f, h, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
 	rc = rc ? rc : model_matrix(m, &w->down, h, f, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
@@ -336,8 +353,17 @@ static int moe_shared_run(struct forward *f, int layer, int n, float *acc)
 	int rc = routed_run(f, &w->moe, &s, layer, n, acc);
 	if (rc)
 		return rc;
+	int64_t H = f->m->cfg.hidden;
 	ffn_swiglu(f, &w->gate, &w->up, &w->down, f->xn, n, s.gate, s.up, s.out);
-	for (int64_t i = 0; i < n * (int64_t)f->m->cfg.hidden; i++)
+	if (f->m->cfg.shared_gate) {
+		matmul(f->pool, s.share, &w->share, f->xn, n);
+		for (int t = 0; t < n; t++) {
+			float g = 1.0f / (1.0f + expf(-s.share[t]));
+			for (int64_t i = 0; i < H; i++)
+				s.out[t * H + i] *= g;
+		}
+	}
+	for (int64_t i = 0; i < n * H; i++)
 		acc[i] += s.out[i];
 	return 0;
 }

@@ -102,8 +102,24 @@ uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_t
 	return sum;
 }
 
+uint64_t forward_state_fixed_bytes(const struct model_config *c, int n_seqs)
+{
+	uint64_t sum = 0;
+	for (int l = 0; l < c->n_layers + c->n_mtp_layers; l++) {
+		const struct block_kind *kinds[2] = { block_mixer(c->rows[l].mixer), block_ffn(c->rows[l].ffn) };
+		for (int slot = 0; slot < 2; slot++) {
+			struct block_sizes bs;
+			kinds[slot]->sizes(c, l, 1, 1, &bs);
+			sum += bs.state_fixed_bytes;
+		}
+	}
+	return sum * (uint64_t)(n_seqs > 0 ? n_seqs : 1);
+}
+
 const char *forward_state_what(const struct model_config *c)
 {
+	if (model_config_has_mixer(c, MIXER_GDN))
+		return "K and V of the full-attention layers, attention score rows";
 	for (int l = 0; l < c->n_layers; l++) {
 		const char *w = block_mixer(c->rows[l].mixer)->state_what;
 		if (w)

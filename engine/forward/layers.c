@@ -12,7 +12,7 @@
 #include "engine/forward/forward_internal.h"
 
 const struct block_kind *const block_kinds[BLOCK_KINDS] = {
-	&block_gqa, &block_mla, &block_mla_dsa, &block_ffn_dense, &block_ffn_moe, &block_ffn_moe_shared,
+	&block_gqa, &block_mla, &block_mla_dsa, &block_ffn_dense, &block_ffn_moe, &block_ffn_moe_shared, &block_gdn,
 };
 
 const struct block_kind *block_mixer(enum mixer_kind k)
@@ -21,6 +21,7 @@ const struct block_kind *block_mixer(enum mixer_kind k)
 	case MIXER_GQA: return &block_gqa;
 	case MIXER_MLA: return &block_mla;
 	case MIXER_MLA_DSA: return &block_mla_dsa;
+	case MIXER_GDN: return &block_gdn;
 	}
 	return NULL;
 }

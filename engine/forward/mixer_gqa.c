@@ -1,13 +1,16 @@
 /*
  * mixer_gqa — MIXER_GQA: grouped-query attention (OLMoE, Qwen3, Mixtral,
- * GLM-4.5): q/k/v projections with optional biases, q/k RMSNorm over heads
- * or whole vectors, optional clipping, (partial) RoPE, causal attention of
- * each query head over its KV head's cache in its row's sequence,
- * optionally windowed (Mixtral), then o_proj.
+ * GLM-4.5, and the gated full attention of Qwen3.5 / Qwen3-Next): q/k/v
+ * projections with optional biases, q/k RMSNorm over heads or whole
+ * vectors, optional clipping, (partial) RoPE, causal attention of each
+ * query head over its KV head's cache in its row's sequence, optionally
+ * windowed (Mixtral), optionally gated (attn_gate: q_proj also emits, per
+ * head, head_dim gates and the attention output is multiplied by their
+ * sigmoid, as Qwen3_5MoeAttention in transformers v5.15.0), then o_proj.
  *
  * State: per position, the roped K then V of every KV head (2 x kv_dim
- * floats). Shared scratch: q, k, v, the attention output and o_proj's.
- * Per thread: one score row of ctx floats.
+ * floats). Shared scratch: q, k, v, the gates, the attention output and
+ * o_proj's. Per thread: one score row of ctx floats.
  */
 #include <errno.h>
 #include <math.h>
@@ -18,7 +21,8 @@
 #include "engine/forward/forward_internal.h"
 
 struct gqa_weights {
-	struct qmatrix wq;               /* [n_heads*head_dim, hidden] */
+	struct qmatrix wq;               /* [n_heads*head_dim, hidden]; attn_gate: [n_heads*2*head_dim, hidden],
+					  * each head's query rows then its gate rows */
 	struct qmatrix wk;               /* [n_kv_heads*head_dim, hidden] */
 	struct qmatrix wv;               /* [n_kv_heads*head_dim, hidden] */
 	struct qmatrix wo;               /* [hidden, n_heads*head_dim] */
@@ -29,6 +33,8 @@ struct gqa_weights {
 
 /* The step's buffers in the shared arena. */
 struct gqa_scratch {
+	float *qg;                       /* [batch, 2*q_dim] q_proj's output with attn_gate */
+	float *gate;                     /* [batch, q_dim] the gates, with attn_gate */
 	float *q;                        /* [batch, q_dim] */
 	float *k, *v;                    /* [batch, kv_dim] */
 	float *att;                      /* [batch, q_dim] */
@@ -47,7 +53,9 @@ static int64_t kv_dim(const struct model_config *c)
 
 static void gqa_layout(struct carve *cv, const struct model_config *c, int batch, struct gqa_scratch *s)
 {
-	size_t B = (size_t)batch, F = sizeof(float);
+	size_t B = (size_t)batch, F = sizeof(float), G = c->attn_gate ? 1 : 0;
+	s->qg = carve(cv, G * B * 2 * (size_t)q_dim(c) * F);
+	s->gate = carve(cv, G * B * (size_t)q_dim(c) * F);
 	s->q = carve(cv, B * (size_t)q_dim(c) * F);
 	s->k = carve(cv, B * (size_t)kv_dim(c) * F);
 	s->v = carve(cv, B * (size_t)kv_dim(c) * F);
@@ -73,7 +81,7 @@ static int gqa_bind(void *wp, const struct model *m, int i)
 	const struct model_config *c = &m->cfg;
 	int64_t h = c->hidden, q = q_dim(c), kv = kv_dim(c);
 	int rc = 0;
-	rc = rc ? rc : model_matrix(m, &w->wq, q, h, "model.layers.%d.self_attn.q_proj.weight", i);
+	rc = rc ? rc : model_matrix(m, &w->wq, c->attn_gate ? 2 * q : q, h, "model.layers.%d.self_attn.q_proj.weight", i);
 	rc = rc ? rc : model_matrix(m, &w->wk, kv, h, "model.layers.%d.self_attn.k_proj.weight", i);
 	rc = rc ? rc : model_matrix(m, &w->wv, kv, h, "model.layers.%d.self_attn.v_proj.weight", i);
 	rc = rc ? rc : model_matrix(m, &w->wo, h, q, "model.layers.%d.self_attn.o_proj.weight", i);
@@ -140,7 +148,16 @@ static int gqa_run(struct forward *f, int layer, int n, float *acc)
 	struct carve cv = forward_shared(f);
 	struct gqa_scratch s;
 	gqa_layout(&cv, c, f->batch, &s);
-	matmul(f->pool, s.q, &w->wq, f->xn, n);
+	if (c->attn_gate) {
+		/* Per head: head_dim queries, then head_dim gates. */
+		matmul(f->pool, s.qg, &w->wq, f->xn, n);
+		for (int64_t r = 0; r < (int64_t)n * c->n_heads; r++) {
+			memcpy(s.q + r * hd, s.qg + r * 2 * hd, (size_t)hd * sizeof(float));
+			memcpy(s.gate + r * hd, s.qg + r * 2 * hd + hd, (size_t)hd * sizeof(float));
+		}
+	} else {
+		matmul(f->pool, s.q, &w->wq, f->xn, n);
+	}
 	matmul(f->pool, s.k, &w->wk, f->xn, n);
 	matmul(f->pool, s.v, &w->wv, f->xn, n);
 	for (int t = 0; t < n; t++) {
@@ -177,6 +194,9 @@ static int gqa_run(struct forward *f, int layer, int n, float *acc)
 	else
 		for (int i = 0; i < n * c->n_heads; i++)
 			gqa_task(&job, i, 0);
+	if (c->attn_gate)
+		for (int64_t i = 0; i < n * Q; i++)
+			s.att[i] *= 1.0f / (1.0f + expf(-s.gate[i]));
 	matmul(f->pool, s.out, &w->wo, s.att, n);
 	for (int64_t i = 0; i < n * H; i++)
 		acc[i] += s.out[i];

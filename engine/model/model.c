@@ -216,6 +216,33 @@ static int check_container_matches_config(struct model *m)
 	return rc;
 }
 
+/* Zero-centred norms (Qwen3.5, Qwen3-Next) multiply by 1 + w: the weights
+ * become 1 + w here, once, in f32 as transformers computes
+ * (1.0 + self.weight.float()), so every norm of the forward pass is the
+ * plain RMSNorm. The checksums were verified on the stored bytes before. */
+static int apply_zero_centred_norms(struct model *m)
+{
+	if (!m->cfg.norm_zero_centred)
+		return 0;
+	struct tensor_spec *specs = NULL;
+	size_t n_specs = 0;
+	int rc = model_tensors_resident(&m->cfg, &specs, &n_specs);
+	for (size_t i = 0; !rc && i < n_specs; i++) {
+		if (!specs[i].plus_one)
+			continue;
+		const struct manifest_tensor *t = manifest_find(&m->man, specs[i].name);
+		if (!t)
+			continue; /* an absent MTP module's; a missing one is refused where it is bound */
+		if (t->type != QUANT_F32)
+			rc = error_set(EINVAL, "%s/manifest.json: norm %s is not f32", m->dir, specs[i].name);
+		float *w = (float *)(m->resident + t->offset);
+		for (int64_t k = 0; !rc && k < t->shape[0] * t->shape[1]; k++)
+			w[k] = 1.0f + w[k];
+	}
+	free(specs);
+	return rc;
+}
+
 int model_load(struct model *m, const char *dir, const struct model_options *opt)
 {
 	memset(m, 0, sizeof *m);
@@ -229,7 +256,7 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 				 m->man.model_type, m->cfg.model_type);
 	if ((rc = check_container_matches_config(m)))
 		return rc;
-	if ((rc = read_resident(m)))
+	if ((rc = read_resident(m)) || (rc = apply_zero_centred_norms(m)))
 		return rc;
 	const struct model_config *c = &m->cfg;
 	/* MTP modules load when their tensors are in the container. */

@@ -75,6 +75,7 @@ struct family_defaults {
 	double rms_eps, rope_theta, routed_scaling;
 	int32_t max_positions, bos_id, eos_id; /* -1: none */
 	int32_t n_group, topk_group, first_dense;
+	int32_t head_dim;                      /* 0: hidden_size / num_attention_heads */
 };
 
 static const struct family_defaults family_defaults[] = {
@@ -85,7 +86,16 @@ static const struct family_defaults family_defaults[] = {
 	[MODEL_ARCH_GLM4_MOE] = { 1e-5, 10000.0, 1.0, 131072, -1, -1, 1, 1, 1 },
 	[MODEL_ARCH_DEEPSEEK_V32] = { 1e-6, 10000.0, 2.5, 163840, 0, 1, 8, 4, 3 },
 	[MODEL_ARCH_GLM_MOE_DSA] = { 1e-5, 10000.0, 2.5, 202752, 0, 1, 1, 1, 3 },
+	[MODEL_ARCH_QWEN3_5_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 256 },
+	[MODEL_ARCH_QWEN3_NEXT] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 256 },
 };
+
+/* Whether the family chooses each layer's mixer (layer_types), rather than
+ * one mixer for every layer. */
+static bool family_hybrid(enum model_arch a)
+{
+	return a == MODEL_ARCH_QWEN3_5_MOE || a == MODEL_ARCH_QWEN3_NEXT;
+}
 
 /* Row l has routed experts (FFN_MOE; set_rows adds the shared experts). */
 static void set_moe(struct model_config *cfg, int l, bool moe)
@@ -107,7 +117,8 @@ static void set_rows(struct model_config *cfg)
 	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++) {
 		cfg->rows[l].norm = NORM_RMS;
 		cfg->rows[l].residual = RESIDUAL_PLAIN;
-		cfg->rows[l].mixer = mixer;
+		if (!family_hybrid(cfg->arch)) /* the hybrids' parsers set each row's mixer */
+			cfg->rows[l].mixer = mixer;
 		if (cfg->rows[l].ffn == FFN_MOE && cfg->n_shared_experts > 0)
 			cfg->rows[l].ffn = FFN_MOE_SHARED;
 	}
@@ -378,13 +389,140 @@ static int parse_mlp_only_layers(const struct model_config *cfg, const cJSON *j,
 	return 0;
 }
 
-int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src)
+/* layer_types (Qwen3_5MoeTextConfig, Qwen3NextConfig): "linear_attention"
+ * or "full_attention" per decoder layer, with the legacy names transformers
+ * remaps ("mamba" and "conv" are linear, "attention" full); without it
+ * every full_attention_interval-th layer is full. */
+static int parse_layer_types(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
+	if (!a || cJSON_IsNull(a)) {
+		int32_t interval;
+		int rc = cfg_int(j, src, "full_attention_interval", 4, 1, INT32_MAX, &interval);
+		for (int l = 0; !rc && l < cfg->n_layers; l++)
+			cfg->rows[l].mixer = (l + 1) % interval ? MIXER_GDN : MIXER_GQA;
+		return rc;
+	}
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != cfg->n_layers)
+		return error_set(EINVAL, "%s: layer_types must list num_hidden_layers (%d) entries", src, cfg->n_layers);
+	int l = 0;
+	for (const cJSON *e = a->child; e; e = e->next, l++) {
+		const char *t = cJSON_IsString(e) ? e->valuestring : "";
+		if (!strcmp(t, "linear_attention") || !strcmp(t, "mamba") || !strcmp(t, "conv"))
+			cfg->rows[l].mixer = MIXER_GDN;
+		else if (!strcmp(t, "full_attention") || !strcmp(t, "attention"))
+			cfg->rows[l].mixer = MIXER_GQA;
+		else
+			return error_set(EINVAL, "%s: layer_types[%d] must be \"linear_attention\" or \"full_attention\"",
+					 src, l);
+	}
+	return 0;
+}
+
+/* partial_rotary_factor as transformers v5.15.0 finds it: in
+ * rope_parameters, else at the top level, else the config class's 0.25. */
+static int parse_partial_rotary(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "rope_parameters");
+	const cJSON *in = j;
+	if (cJSON_IsObject(params) && cJSON_GetObjectItemCaseSensitive(params, "partial_rotary_factor"))
+		in = params;
+	float partial;
+	int rc = cfg_float(in, src, "partial_rotary_factor", 0.25, 0.0, 1.0, true, &partial);
+	if (rc)
+		return rc;
+	cfg->rot_dim = (int32_t)(cfg->head_dim * partial);
+	cfg->rot_dim -= cfg->rot_dim % 2;
+	if (cfg->rot_dim < 2)
+		return error_set(EINVAL, "%s: partial_rotary_factor %g of head_dim %d rotates no pair of dims", src,
+				 (double)partial, cfg->head_dim);
+	return 0;
+}
+
+/* Qwen3.5/3.6-MoE (Qwen3_5MoeTextConfig) and Qwen3-Next (Qwen3NextConfig)
+ * as transformers v5.15.0 defines them: Gated DeltaNet layers and gated
+ * full attention (layer_types), zero-centred RMSNorms, per-head q/k norms,
+ * rotate-half RoPE over a part of each head, softmax top-k routing
+ * (Qwen3.5 always renormalises) and one shared expert scaled by a sigmoid
+ * gate. Qwen3-Next may make layers dense (mlp_only_layers,
+ * decoder_sparse_step). The MTP block (mtp_num_hidden_layers) is one more
+ * full-attention layer with the MoE. */
+static int parse_qwen35(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	bool next = cfg->arch == MODEL_ARCH_QWEN3_NEXT;
+	int32_t step = 1;
+	int rc = 0;
+	cfg->qk_norm = QK_NORM_HEAD;
+	cfg->expert_naming = EXPERT_NAMING_MLP;
+	cfg->norm_zero_centred = true;
+	cfg->attn_gate = true;
+	cfg->shared_gate = true;
+	cfg->n_shared_experts = 1;
+	cfg->norm_topk_prob = true;
+	cfg->rope_interleave = 0;
+	rc = rc ? rc : cfg_bool(j, src, "attention_bias", false, &cfg->attn_bias);
+	rc = rc ? rc : cfg_int(j, src, "intermediate_size", next ? 5632 : 0, 0, 1 << 24, &cfg->intermediate);
+	rc = rc ? rc : cfg_int(j, src, "moe_intermediate_size", 512, 1, 1 << 24, &cfg->moe_intermediate);
+	rc = rc ? rc : cfg_int(j, src, "shared_expert_intermediate_size", 512, 1, 1 << 24, &cfg->shared_intermediate);
+	rc = rc ? rc : cfg_int(j, src, "num_experts", next ? 512 : 256, next ? 0 : 1, 65536, &cfg->n_experts);
+	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", next ? 10 : 8, 1, 65536, &cfg->top_k);
+	if (next) {
+		rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", true, &cfg->norm_topk_prob);
+		rc = rc ? rc : cfg_int(j, src, "decoder_sparse_step", 1, 1, 1 << 20, &step);
+	}
+	rc = rc ? rc : cfg_int(j, src, "linear_conv_kernel_dim", 4, 1, 64, &cfg->lin_conv);
+	rc = rc ? rc : cfg_int(j, src, "linear_key_head_dim", 128, 1, 4096, &cfg->lin_k_dim);
+	rc = rc ? rc : cfg_int(j, src, "linear_value_head_dim", 128, 1, 4096, &cfg->lin_v_dim);
+	rc = rc ? rc : cfg_int(j, src, "linear_num_key_heads", 16, 1, 4096, &cfg->lin_k_heads);
+	rc = rc ? rc : cfg_int(j, src, "linear_num_value_heads", 32, 1, 4096, &cfg->lin_v_heads);
+	/* Qwen3.5 announces its MTP block as mtp_num_hidden_layers; for
+	 * Qwen3-Next vLLM also reads num_nextn_predict_layers. */
+	const char *mtp = next && !cJSON_GetObjectItemCaseSensitive(j, "mtp_num_hidden_layers") ? "num_nextn_predict_layers"
+												   : "mtp_num_hidden_layers";
+	rc = rc ? rc : cfg_int(j, src, mtp, 0, 0, 16, &cfg->n_mtp_layers);
+	rc = rc ? rc : parse_partial_rotary(cfg, j, src);
+	rc = rc ? rc : parse_layer_types(cfg, j, src);
+	if (rc)
+		return rc;
+	cfg->lin_grouped = next;
+	if (cfg->lin_v_heads % cfg->lin_k_heads)
+		return error_set(EINVAL, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
+				 src, cfg->lin_v_heads, cfg->lin_k_heads);
+	if (cfg->n_experts > 0 && cfg->top_k > cfg->n_experts)
+		return error_set(EINVAL, "%s: num_experts_per_tok %d exceeds num_experts %d", src, cfg->top_k,
+				 cfg->n_experts);
+	if (cfg->n_layers + cfg->n_mtp_layers > MODEL_LAYERS_MAX)
+		return error_set(EINVAL, "%s: too many layers", src);
+	bool dense_only[MODEL_LAYERS_MAX] = { false };
+	if (next && (rc = parse_mlp_only_layers(cfg, j, src, dense_only)))
+		return rc;
+	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++) {
+		bool decoder = l < cfg->n_layers;
+		set_moe(cfg, l, cfg->n_experts > 0 && !(decoder && (dense_only[l] || (l + 1) % step != 0)));
+		if (!decoder)
+			cfg->rows[l].mixer = MIXER_GQA;
+		if (!model_config_layer_moe(cfg, l) && cfg->intermediate <= 0)
+			return error_set(EINVAL, "%s: layer %d is dense but intermediate_size is missing", src, l);
+	}
+	return 0;
+}
+
+/* The object holding a text model's fields: a vision-language checkpoint
+ * (Qwen3_5MoeConfig) nests them in text_config; fields it leaves out there
+ * (tie_word_embeddings, the token ids) are looked up at the top. */
+static const cJSON *text_fields(const cJSON *top, const cJSON *text, const char *key)
+{
+	return text != top && !cJSON_GetObjectItemCaseSensitive(text, key) ? top : text;
+}
+
+int model_config_parse(struct model_config *cfg, const cJSON *top, const char *src)
 {
 	memset(cfg, 0, sizeof *cfg);
 	cfg->bos_id = -1;
-	if (!cJSON_IsObject(j))
+	if (!cJSON_IsObject(top))
 		return error_set(EINVAL, "%s: not a JSON object", src);
-	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(top, "model_type");
+	const cJSON *j = top;
 	if (!cJSON_IsString(mt))
 		return error_set(EINVAL, "%s: missing model_type", src);
 	if (strcmp(mt->valuestring, "olmoe") == 0)
@@ -401,9 +539,20 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		cfg->arch = MODEL_ARCH_DEEPSEEK_V32;
 	else if (strcmp(mt->valuestring, "glm_moe_dsa") == 0)
 		cfg->arch = MODEL_ARCH_GLM_MOE_DSA;
+	else if (strcmp(mt->valuestring, "qwen3_5_moe") == 0 || strcmp(mt->valuestring, "qwen3_5_moe_text") == 0)
+		cfg->arch = MODEL_ARCH_QWEN3_5_MOE;
+	else if (strcmp(mt->valuestring, "qwen3_next") == 0)
+		cfg->arch = MODEL_ARCH_QWEN3_NEXT;
 	else
 		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
-				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa)", src, mt->valuestring);
+				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa, qwen3_5_moe, qwen3_5_moe_text, "
+				 "qwen3_next)", src, mt->valuestring);
+	/* Qwen3_5MoeConfig: the text model's fields are in text_config. */
+	if (strcmp(mt->valuestring, "qwen3_5_moe") == 0) {
+		j = cJSON_GetObjectItemCaseSensitive(top, "text_config");
+		if (!cJSON_IsObject(j))
+			return error_set(EINVAL, "%s: model_type qwen3_5_moe needs a text_config object", src);
+	}
 	snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
 
 	int rc = 0;
@@ -417,16 +566,17 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	/* An eps of 0 divides by zero on an all-zero row; one near 1 or above
 	 * is not a model anyone trained. */
 	rc = rc ? rc : cfg_float(j, src, "rms_norm_eps", d->rms_eps, 0.0, 1.0, true, &cfg->rms_eps);
-	rc = rc ? rc : cfg_bool(j, src, "tie_word_embeddings", false, &cfg->tie_embeddings);
+	rc = rc ? rc : cfg_bool(text_fields(top, j, "tie_word_embeddings"), src, "tie_word_embeddings", false,
+				&cfg->tie_embeddings);
 	if (rc)
 		return rc;
-	rc = cfg_int(j, src, "bos_token_id", d->bos_id < cfg->vocab ? d->bos_id : -1, 0, (int64_t)cfg->vocab - 1,
-		     &cfg->bos_id);
+	rc = cfg_int(text_fields(top, j, "bos_token_id"), src, "bos_token_id", d->bos_id < cfg->vocab ? d->bos_id : -1,
+		     0, (int64_t)cfg->vocab - 1, &cfg->bos_id);
 	if (!rc && d->eos_id >= 0 && d->eos_id < cfg->vocab) {
 		cfg->eos_ids[0] = d->eos_id;
 		cfg->n_eos = 1;
 	}
-	rc = rc ? rc : cfg_eos(cfg, j, src);
+	rc = rc ? rc : cfg_eos(cfg, text_fields(top, j, "eos_token_id"), src);
 	if (rc)
 		return rc;
 	if (cfg->n_heads % cfg->n_kv_heads != 0)
@@ -436,7 +586,7 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 		return rc;
 	/* transformers: head_dim defaults to hidden_size // num_attention_heads,
 	 * which must then make a head of at least 2 dims. */
-	int32_t hd_default = cfg->hidden / cfg->n_heads;
+	int32_t hd_default = d->head_dim ? d->head_dim : cfg->hidden / cfg->n_heads;
 	rc = cfg_int(j, src, "head_dim", hd_default, 2, 65536, &cfg->head_dim);
 	if (rc)
 		return rc;
@@ -446,6 +596,10 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	cfg->rot_dim = cfg->head_dim;
 	cfg->routed_scaling = 1.0f;
 	switch (cfg->arch) {
+	case MODEL_ARCH_QWEN3_5_MOE:
+	case MODEL_ARCH_QWEN3_NEXT:
+		rc = parse_qwen35(cfg, j, src);
+		break;
 	case MODEL_ARCH_DEEPSEEK_V3:
 		rc = parse_grouped_moe(cfg, j, src);
 		rc = rc ? rc : parse_deepseek_v3(cfg, j, src);
@@ -513,6 +667,8 @@ int model_config_parse(struct model_config *cfg, const cJSON *j, const char *src
 	}
 	if (rc)
 		return rc;
+	if (!cfg->shared_intermediate)
+		cfg->shared_intermediate = cfg->moe_intermediate * cfg->n_shared_experts;
 	set_rows(cfg);
 	/* MLA sets its own head_dim; the others take this default. */
 	if (!model_config_mla(cfg) && cfg->head_dim < 2)

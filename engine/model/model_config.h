@@ -24,6 +24,8 @@ enum model_arch {
 	MODEL_ARCH_GLM4_MOE,
 	MODEL_ARCH_DEEPSEEK_V32,     /* DeepSeek-V3.2: deepseek_v3 plus the DSA indexer */
 	MODEL_ARCH_GLM_MOE_DSA,      /* GLM-5: the same blocks, GLM's RoPE defaults */
+	MODEL_ARCH_QWEN3_5_MOE,      /* Qwen3.5 / Qwen3.6 MoE: Gated DeltaNet + gated attention */
+	MODEL_ARCH_QWEN3_NEXT,       /* Qwen3-Next: the same blocks, fused grouped DeltaNet projections */
 };
 
 /* A layer is a row of block kinds (struct layer_row); the forward pass
@@ -31,16 +33,18 @@ enum model_arch {
 
 /* Token mixer: grouped-query attention over per-head K/V; DeepSeek's
  * multi-head latent attention over a compressed KV cache; MLA whose keys
- * the DSA indexer selects (DeepSeek-V3.2, GLM-5). */
-enum mixer_kind { MIXER_GQA = 0, MIXER_MLA, MIXER_MLA_DSA };
-#define MIXER_KINDS 3
+ * the DSA indexer selects (DeepSeek-V3.2, GLM-5); Gated DeltaNet linear
+ * attention over a fixed-size recurrent state (Qwen3.5, Qwen3-Next). */
+enum mixer_kind { MIXER_GQA = 0, MIXER_MLA, MIXER_MLA_DSA, MIXER_GDN };
+#define MIXER_KINDS 4
 
 /* Feed-forward block: a dense SwiGLU MLP; routed experts; routed experts
  * plus shared experts every token runs. */
 enum ffn_kind { FFN_DENSE = 0, FFN_MOE, FFN_MOE_SHARED };
 #define FFN_KINDS 3
 
-/* The norm before each block: RMSNorm with the layer's weight. */
+/* The norm before each block: RMSNorm with the layer's weight (which the
+ * loader has made 1 + w for zero-centred norms, norm_zero_centred). */
 enum norm_kind { NORM_RMS = 0 };
 
 /* How a block's output joins the residual stream: added (x += block(norm(x))). */
@@ -124,7 +128,17 @@ struct model_config {
 	bool router_mask_inf;        /* dropped groups score -inf, not 0 (DSA models' routers) */
 	int32_t n_group, topk_group;
 	float routed_scaling;        /* multiplies the routing weights */
-	int32_t n_shared_experts;    /* shared expert width = moe_intermediate * this */
+	int32_t n_shared_experts;    /* shared experts (DeepSeek), 1 for Qwen's one shared expert */
+	int32_t shared_intermediate; /* width of the shared experts together */
+	bool shared_gate;            /* the shared expert's output is scaled by sigmoid(shared_expert_gate . x) */
+	/* Qwen3.5 / Qwen3-Next */
+	bool norm_zero_centred;      /* every RMSNorm but the DeltaNet's gated one multiplies by 1 + w */
+	bool attn_gate;              /* q_proj also emits, per head, head_dim gates: out *= sigmoid(gate) */
+	/* Gated DeltaNet (MIXER_GDN rows) */
+	int32_t lin_k_heads, lin_v_heads;   /* key heads, value heads (a multiple of them) */
+	int32_t lin_k_dim, lin_v_dim;       /* dims of a key head, of a value head */
+	int32_t lin_conv;                   /* causal depthwise convolution kernel */
+	bool lin_grouped;            /* fused in_proj_qkvz / in_proj_ba grouped per key head (Qwen3-Next) */
 	int32_t n_mtp_layers;        /* DeepSeek MTP modules stored after the decoder layers */
 	int32_t bos_id;              /* -1 if unknown */
 	int32_t eos_ids[MODEL_EOS_MAX];

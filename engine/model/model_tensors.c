@@ -33,6 +33,20 @@ static void spec_add(struct spec_list *l, enum tensor_role role, int layer, int6
 	s->shape[0] = rows;
 	s->shape[1] = cols > 0 ? cols : 1;
 	s->optional = optional;
+	s->squeezed = false;
+	s->plus_one = false;
+}
+
+/* A norm weight of n: zero-centred (1 + w) in the families that say so. */
+static void spec_norm(struct spec_list *l, const struct model_config *c, int layer, int64_t n, const char *fmt, ...)
+{
+	char name[TENSOR_NAME_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof name, fmt, ap);
+	va_end(ap);
+	spec_add(l, TENSOR_ROLE_VECTOR, layer, n, 0, false, "%s", name);
+	l->v[l->n - 1].plus_one = c->norm_zero_centred;
 }
 
 /* MIXER_MLA and MIXER_MLA_DSA (DeepseekV3Attention, plus the indexer). */
@@ -71,7 +85,9 @@ static void specs_gqa(struct spec_list *l, const struct model_config *c, int i)
 {
 	int64_t h = c->hidden, q = (int64_t)c->n_heads * c->head_dim;
 	int64_t kv = (int64_t)c->n_kv_heads * c->head_dim;
-	spec_add(l, TENSOR_ROLE_DENSE, i, q, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
+	/* With attn_gate each head's head_dim query rows are followed by its
+	 * head_dim gate rows. */
+	spec_add(l, TENSOR_ROLE_DENSE, i, c->attn_gate ? 2 * q : q, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
 	spec_add(l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.k_proj.weight", i);
 	spec_add(l, TENSOR_ROLE_DENSE, i, kv, h, false, "model.layers.%d.self_attn.v_proj.weight", i);
 	spec_add(l, TENSOR_ROLE_DENSE, i, h, q, false, "model.layers.%d.self_attn.o_proj.weight", i);
@@ -83,8 +99,8 @@ static void specs_gqa(struct spec_list *l, const struct model_config *c, int i)
 	if (c->qk_norm != QK_NORM_NONE) {
 		int64_t qn = c->qk_norm == QK_NORM_FULL ? q : c->head_dim;
 		int64_t kn = c->qk_norm == QK_NORM_FULL ? kv : c->head_dim;
-		spec_add(l, TENSOR_ROLE_VECTOR, i, qn, 0, false, "model.layers.%d.self_attn.q_norm.weight", i);
-		spec_add(l, TENSOR_ROLE_VECTOR, i, kn, 0, false, "model.layers.%d.self_attn.k_norm.weight", i);
+		spec_norm(l, c, i, qn, "model.layers.%d.self_attn.q_norm.weight", i);
+		spec_norm(l, c, i, kn, "model.layers.%d.self_attn.k_norm.weight", i);
 	}
 }
 
@@ -100,10 +116,40 @@ static void specs_moe(struct spec_list *l, const struct model_config *c, int i, 
 			 i);
 	if (!shared)
 		return;
-	int64_t f = (int64_t)c->moe_intermediate * c->n_shared_experts;
-	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.gate_proj.weight", i);
-	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.shared_experts.up_proj.weight", i);
-	spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
+	/* DeepSeek's shared_experts, or Qwen's one shared_expert and its gate. */
+	int64_t f = c->shared_intermediate;
+	const char *se = c->shared_gate ? "shared_expert" : "shared_experts";
+	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.%s.gate_proj.weight", i, se);
+	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.%s.up_proj.weight", i, se);
+	spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.%s.down_proj.weight", i, se);
+	if (c->shared_gate)
+		spec_add(l, TENSOR_ROLE_ROUTER, i, 1, h, false, "model.layers.%d.mlp.shared_expert_gate.weight", i);
+}
+
+/* MIXER_GDN (Qwen3_5MoeGatedDeltaNet, Qwen3NextGatedDeltaNet): the input
+ * projections (Qwen3-Next fuses them, grouped per key head), the
+ * depthwise convolution, the decay and step parameters, the gated norm,
+ * out_proj. The small b/a projections stay f32: they set every step's
+ * decay and write strength. */
+static void specs_gdn(struct spec_list *l, const struct model_config *c, int i)
+{
+	int64_t h = c->hidden, kd = (int64_t)c->lin_k_heads * c->lin_k_dim;
+	int64_t vd = (int64_t)c->lin_v_heads * c->lin_v_dim, nv = c->lin_v_heads;
+	if (c->lin_grouped) {
+		spec_add(l, TENSOR_ROLE_DENSE, i, 2 * kd + 2 * vd, h, false, "model.layers.%d.linear_attn.in_proj_qkvz.weight", i);
+		spec_add(l, TENSOR_ROLE_ROUTER, i, 2 * nv, h, false, "model.layers.%d.linear_attn.in_proj_ba.weight", i);
+	} else {
+		spec_add(l, TENSOR_ROLE_DENSE, i, 2 * kd + vd, h, false, "model.layers.%d.linear_attn.in_proj_qkv.weight", i);
+		spec_add(l, TENSOR_ROLE_DENSE, i, vd, h, false, "model.layers.%d.linear_attn.in_proj_z.weight", i);
+		spec_add(l, TENSOR_ROLE_ROUTER, i, nv, h, false, "model.layers.%d.linear_attn.in_proj_b.weight", i);
+		spec_add(l, TENSOR_ROLE_ROUTER, i, nv, h, false, "model.layers.%d.linear_attn.in_proj_a.weight", i);
+	}
+	spec_add(l, TENSOR_ROLE_VECTOR, i, 2 * kd + vd, c->lin_conv, false, "model.layers.%d.linear_attn.conv1d.weight", i);
+	l->v[l->n - 1].squeezed = true;
+	spec_add(l, TENSOR_ROLE_VECTOR, i, nv, 0, false, "model.layers.%d.linear_attn.dt_bias", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, nv, 0, false, "model.layers.%d.linear_attn.A_log", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, c->lin_v_dim, 0, false, "model.layers.%d.linear_attn.norm.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, h, vd, false, "model.layers.%d.linear_attn.out_proj.weight", i);
 }
 
 /* FFN_DENSE: the SwiGLU MLP. */
@@ -120,12 +166,13 @@ static void specs_layer(struct spec_list *l, const struct model_config *c, int i
 {
 	const struct layer_row *r = &c->rows[i];
 	int64_t h = c->hidden;
-	spec_add(l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.input_layernorm.weight", i);
-	spec_add(l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.post_attention_layernorm.weight", i);
+	spec_norm(l, c, i, h, "model.layers.%d.input_layernorm.weight", i);
+	spec_norm(l, c, i, h, "model.layers.%d.post_attention_layernorm.weight", i);
 	switch (r->mixer) {
 	case MIXER_GQA: specs_gqa(l, c, i); break;
 	case MIXER_MLA: specs_mla(l, c, i, false); break;
 	case MIXER_MLA_DSA: specs_mla(l, c, i, true); break;
+	case MIXER_GDN: specs_gdn(l, c, i); break;
 	}
 	switch (r->ffn) {
 	case FFN_DENSE: specs_dense(l, c, i); break;
@@ -145,16 +192,16 @@ int model_tensors_resident(const struct model_config *c, struct tensor_spec **ou
 	spec_add(&l, TENSOR_ROLE_EMBED, -1, c->vocab, h, false, "model.embed_tokens.weight");
 	for (int i = 0; i < c->n_layers; i++)
 		specs_layer(&l, c, i);
-	spec_add(&l, TENSOR_ROLE_VECTOR, -1, h, 0, false, "model.norm.weight");
+	spec_norm(&l, c, -1, h, "model.norm.weight");
 	spec_add(&l, TENSOR_ROLE_DENSE, -1, c->vocab, h, c->tie_embeddings, "lm_head.weight");
 	/* DeepSeek MTP modules: a decoder layer plus its input and output
 	 * heads, stored as layers n_layers.. (MTP weights stay >= int8). */
 	for (int i = c->n_layers; i < stored; i++) {
 		specs_layer(&l, c, i);
-		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.enorm.weight", i);
-		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.hnorm.weight", i);
+		spec_norm(&l, c, i, h, "model.layers.%d.enorm.weight", i);
+		spec_norm(&l, c, i, h, "model.layers.%d.hnorm.weight", i);
 		spec_add(&l, TENSOR_ROLE_DENSE, i, h, 2 * h, false, "model.layers.%d.eh_proj.weight", i);
-		spec_add(&l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.shared_head.norm.weight", i);
+		spec_norm(&l, c, i, h, "model.layers.%d.shared_head.norm.weight", i);
 		spec_add(&l, TENSOR_ROLE_DENSE, i, c->vocab, h, true, "model.layers.%d.shared_head.head.weight", i);
 		spec_add(&l, TENSOR_ROLE_EMBED, i, c->vocab, h, true, "model.layers.%d.embed_tokens.weight", i);
 	}

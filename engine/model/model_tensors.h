@@ -34,6 +34,8 @@ struct tensor_spec {
 	int64_t shape[2];   /* [rows, cols]; [n, 1] for vectors */
 	int32_t layer;      /* -1 for model-level tensors */
 	bool optional;      /* e.g. lm_head when embeddings are tied */
+	bool squeezed;      /* the checkpoint stores [rows, 1, cols] (a depthwise Conv1d weight) */
+	bool plus_one;      /* a zero-centred norm weight: the loader makes it 1 + w */
 };
 
 /* The resident (non-expert) tensors of cfg. *out is malloc'd; caller frees. */
