@@ -121,7 +121,7 @@ def rope_parameters(d, mrope):
         # (Qwen3.5-35B-A3B: [11, 11, 10] of 32); text positions are the same
         # on all three axes, so for text they change nothing.
         half = int(d["head_dim"] * d["partial_rotary_factor"]) // 2
-        a = -(-half * 3 // 8)
+        a = int(round(half * 11 / 32))
         rp.update(mrope_section=[a, a, half - 2 * a], mrope_interleaved=True)
     return rp
 
@@ -317,7 +317,7 @@ def tensor_specs(cfg, mtp=True):
                                kind == "full_attention")
     yield base + "norm.weight", "model.norm.weight", (H,), "zc_norm", ZC_NORM_STD, None
     yield "lm_head.weight", "lm_head.weight", (V, H), "lm_head", 1.5 * H ** -0.5, None
-    if not mtp:
+    if not mtp or not mtp_layers(cfg):
         return
     # Multi-token prediction as Qwen3.5 / Qwen3-Next ship it (transformers
     # ignores ^mtp.*): u = fc(cat(pre_fc_norm_embedding(E[t+1]),
