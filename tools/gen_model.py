@@ -7,6 +7,9 @@
                  [--size {tiny,small}] [--clip-qkv X]
     gen_model.py --shape {olmoe-1b-7b,qwen3-30b-a3b} --out DIR [--seed N]
                  [--weights-dtype {bf16,fp8}] [--shards N] [--layers N]
+    gen_model.py --arch {qwen3_5_moe,qwen3_5_moe_text,qwen3_next} --out DIR [--seed N]
+                 [--experts-layout {per-expert,fused}] [--shards N] [--vocab-size N]
+                 (arch_qwen35.py; also DeepSeek-V3 / GLM families: arch_deepseek.py)
 
 The directory gets config.json and generation_config.json with the field
 names, model_type and architectures of the real models, and safetensors
@@ -39,8 +42,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
 import arch_deepseek  # noqa: E402  (deepseek_v3, glm4_moe)
+import arch_qwen35  # noqa: E402  (qwen3_5_moe, qwen3_5_moe_text, qwen3_next)
 
-ARCHS = ("olmoe", "qwen3_moe", "mixtral") + arch_deepseek.ARCHS
+ARCHS = ("olmoe", "qwen3_moe", "mixtral") + arch_deepseek.ARCHS + arch_qwen35.ARCHS
 
 # Shapes per size.  olmoe is MHA (kv heads == heads) and its head_dim is
 # hidden / heads; qwen3_moe sets head_dim explicitly so heads * head_dim
@@ -699,7 +703,8 @@ def main(argv=None):
     ap.add_argument("--arch", choices=ARCHS, help="family (required unless --shape)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--experts-layout", choices=("per-expert", "fused"), default="per-expert")
+    ap.add_argument("--experts-layout", choices=("per-expert", "fused"),
+                    help="default per-expert (qwen3_5_moe: fused, as released)")
     ap.add_argument("--weights-dtype", choices=("bf16", "fp8"), default="bf16")
     ap.add_argument("--shards", type=int, help="default 1 (--shape: the real model's count)")
     ap.add_argument("--tokenizer", help="directory with tokenizer.json and tokenizer_config.json")
@@ -711,6 +716,10 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, help="--shape only: keep the first N layers")
     arch_deepseek.add_arguments(ap)
     args = ap.parse_args(argv)
+    if arch_qwen35.used(args):
+        return arch_qwen35.main(args, ap, sys.modules[__name__])
+    if args.experts_layout is None:
+        args.experts_layout = "per-expert"
     if arch_deepseek.used(args):
         return arch_deepseek.main(args, ap, sys.modules[__name__])
 

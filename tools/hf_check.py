@@ -20,7 +20,7 @@ diverges.
 
     /usr/bin/python3 tools/hf_check.py --transformers /work/hf-transformers/src \\
         --fixtures build/fixtures [--names a,b] [--dtype float32|float64] [--tol 1e-5]
-        [--fp8 config|grid] [--layers] [--ref-tools DIR] [--any-version]
+        [--fp8 config|grid] [--layers] [--ref-tools DIR] [--float64-casts] [--any-version]
 
 An offline tool, not part of CI or of tools/run_tests.sh: it needs Debian's
 python3-torch (1.13) with python3-packaging, python3-regex, python3-tqdm and
@@ -72,6 +72,14 @@ changes no arithmetic of the forward pass:
   checked to be).  ALL_ATTENTION_FUNCTIONS answers eager only.
 - modeling_layers: GradientCheckpointingLayer is a plain nn.Module (it only
   adds checkpointing in training); the Generic*For* heads are unused.
+- integrations.accelerate.force_accelerate_hooks (Qwen3.5 / Qwen3-Next
+  DeltaNet forward) returns the forward unchanged: it only fires a child's
+  accelerate hook, and no module has one here.  The real
+  use_kernel_func_from_hub_with_fallback is used; it tries the fla and
+  causal_conv1d packages, which Debian lacks, so the torch functions of the
+  modeling file run (torch_chunk_gated_delta_rule, causal_conv1d_fn).
+  models.auto.modeling_auto.AutoModel is inert: only the VLM wrapper
+  Qwen3_5MoeModel builds towers with it, and it is not built.
 - Inert, never called: generation.GenerationMixin, dynamic_module_utils,
   modeling_gguf_pytorch_utils, modeling_flash_attention_utils,
   processing_utils (Unpack from typing_extensions), integrations.deepgemm and
@@ -107,10 +115,23 @@ quantization_config.weight_block_size tiles; --fp8 grid reproduces
 transformers' CPU dequantization; each fp8 fixture prints a note when the
 two differ.
 
+Qwen3.5-MoE.  Both layouts are run through Qwen3_5MoeForCausalLM, the text
+model: for the VLM layout (model_type qwen3_5_moe) its config is
+text_config, so the conversion mapping is qwen3_5_moe_text's (PrefixChange
+model.language_model. -> model., plus qwen2_moe's expert fusion), and
+model.visual.* and mtp.* are dropped as _keys_to_ignore_on_load_unexpected
+says.  Qwen3-Next: Qwen3NextForCausalLM, mtp.* dropped.  With use_cache=False
+their DeltaNet layers run torch_chunk_gated_delta_rule (chunks of 64), an
+independent check of the reference's token-by-token recurrence.
+
 Then model.to(dtype): float32, or float64 for a sharper comparison, with
 _keep_in_fp32_modules(_strict) left in float32 as from_pretrained does;
 transformers' code still computes RoPE cos/sin, the router, the DSA indexer
-scores and the attention softmax in float32 there.
+scores and the attention softmax in float32 there; Qwen3.5 / Qwen3-Next
+also their zero-centred norms, the DeltaNet gate g and the whole chunked
+delta rule (it casts to float32).  --float64-casts, a diagnostic that does
+change transformers' arithmetic, turns those casts of the modeling file into
+float64 as well (see WIDEN_CASTS).
 """
 
 import argparse
@@ -138,11 +159,17 @@ FAMILIES = {
     "glm4_moe": ("glm4_moe", "Glm4MoeConfig", "Glm4MoeForCausalLM"),
     "deepseek_v32": ("deepseek_v32", "DeepseekV32Config", "DeepseekV32ForCausalLM"),
     "glm_moe_dsa": ("glm_moe_dsa", "GlmMoeDsaConfig", "GlmMoeDsaForCausalLM"),
+    # The VLM layout is run as its text model: Qwen3_5MoeForCausalLM built
+    # from text_config, loading model.language_model.* (see build_model).
+    "qwen3_5_moe": ("qwen3_5_moe", "Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
+    "qwen3_5_moe_text": ("qwen3_5_moe", "Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
+    "qwen3_next": ("qwen3_next", "Qwen3NextConfig", "Qwen3NextForCausalLM"),
 }
 
 DEFAULT_NAMES = ("olmoe,qwen3_moe,mixtral,qwen3_moe_fused,qwen3_moe_fp8,deepseek_v3,"
                  "deepseek_v3_fp8,deepseek_v3_noqlora,glm4_moe,deepseek_v32,deepseek_v32_fp8,"
-                 "glm_moe_dsa,glm_moe_dsa_interleave,glm_moe_dsa_yarn")
+                 "glm_moe_dsa,glm_moe_dsa_interleave,glm_moe_dsa_yarn,qwen3_5_moe,qwen3_5_moe_text,"
+                 "qwen3_next")
 
 
 class SetupError(Exception):
@@ -390,8 +417,12 @@ def install_shim(src, any_version=False):
     _module("transformers.distributed.sharding_utils", DtensorShardOperation=_Inert,
             _dtensor_from_local_like=_inert_function("_dtensor_from_local_like"))
     _module("transformers.distributed.utils", is_dtensor=lambda t: False)
+    # force_accelerate_hooks fires a child's accelerate hook before the
+    # parent's forward (Qwen3.5 / Qwen3-Next DeltaNet on conv1d); no module
+    # has a hook here, so the decorator returns the forward unchanged.
     _module("transformers.integrations.accelerate", get_device=_inert_function("get_device"),
-            offload_weight=_inert_function("offload_weight"))
+            offload_weight=_inert_function("offload_weight"),
+            force_accelerate_hooks=lambda names: (lambda forward: forward))
     _module("transformers.integrations.tensor_parallel", ALL_PARALLEL_STYLES={},
             to_local=_inert_function("to_local"))
     _module("transformers.quantizers", path=os.path.join(pkg_dir, "quantizers"))
@@ -402,7 +433,8 @@ def install_shim(src, any_version=False):
     import transformers.configuration_utils  # noqa: F401
     import transformers.integrations.hub_kernels as hub_kernels
     import transformers.integrations.moe as moe
-    for name in ("use_kernel_forward_from_hub", "use_kernelized_func", "use_kernel_func_from_hub"):
+    for name in ("use_kernel_forward_from_hub", "use_kernelized_func", "use_kernel_func_from_hub",
+                 "use_kernel_func_from_hub_with_fallback"):
         setattr(integ, name, getattr(hub_kernels, name))
     integ.use_experts_implementation = moe.use_experts_implementation
     import transformers.activations  # noqa: F401
@@ -457,6 +489,10 @@ def install_shim(src, any_version=False):
     import transformers.conversion_mapping  # noqa: F401
 
     _module("transformers.models", path=os.path.join(pkg_dir, "models"))
+    # Qwen3_5MoeModel (the VLM wrapper, not built here) makes its towers with
+    # AutoModel.from_config; the auto package's __init__ imports every family.
+    _module("transformers.models.auto", path=os.path.join(pkg_dir, "models", "auto"))
+    _module("transformers.models.auto.modeling_auto", AutoModel=_Inert)
     return tf
 
 
@@ -470,7 +506,32 @@ def load_family(model_type):
         _module(pkg, path=os.path.join(transformers.__path__[0], "models", folder))
     cfg_mod = importlib.import_module(pkg + ".configuration_" + folder)
     mdl_mod = importlib.import_module(pkg + ".modeling_" + folder)
+    if WIDEN_CASTS:
+        widen_casts(mdl_mod)
     return getattr(cfg_mod, config_cls), getattr(mdl_mod, lm_cls), mdl_mod
+
+
+# --float64-casts: a diagnostic, not the check.  It changes transformers'
+# arithmetic: the modeling file's own float32 casts (x.float(), torch.float32,
+# softmax(dtype=torch.float)) become float64, so that with --dtype float64
+# everything runs in float64 (norms, router, RoPE, attention softmax, and
+# Qwen3.5 / Qwen3-Next's chunked delta rule, which casts to float32).  What is
+# left is then the reference's own error and the float32 storage of its logits.
+WIDEN_CASTS = False
+
+
+def widen_casts(mdl_mod):
+    import torch
+
+    class _Float64Torch(types.ModuleType):
+        float32 = torch.float64
+        float = torch.float64
+
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+    mdl_mod.torch = _Float64Torch("torch")
+    torch.Tensor.float = torch.Tensor.double
 
 
 # ---------------------------------------------------------------- loading
@@ -616,7 +677,13 @@ def build_model(model_dir, dtype_name, fp8_mode="config"):
         cfg_dict = json.load(f)
     model_type = cfg_dict.get("model_type")
     config_cls, lm_cls, _ = load_family(model_type)
+    if model_type == "qwen3_5_moe":
+        # The text model of the VLM layout, as Qwen3_5MoeForCausalLM reads it:
+        # its config is text_config (model_type qwen3_5_moe_text, whose
+        # conversion mapping strips language_model. from the names).
+        cfg_dict = dict(cfg_dict["text_config"], tie_word_embeddings=cfg_dict.get("tie_word_embeddings", False))
     config = config_cls.from_dict(cfg_dict)
+    model_type = config.model_type
     torch.manual_seed(0)
     model = lm_cls(config)
     ignore = list(getattr(lm_cls, "_keys_to_ignore_on_load_unexpected", None) or [])
@@ -724,16 +791,25 @@ def main(argv=None):
     ap.add_argument("--layers", action="store_true",
                     help="on a failing fixture, find the first layer that diverges (runs reference.py --dump-hidden)")
     ap.add_argument("--ref-tools", default=HERE, help="folder with the reference.py for --layers")
+    ap.add_argument("--float64-casts", action="store_true",
+                    help="diagnostic, with --dtype float64: the modeling files' own float32 casts become "
+                         "float64 too (changes transformers' arithmetic; see WIDEN_CASTS)")
     ap.add_argument("--any-version", action="store_true", help="run on a transformers other than %s" % VERIFIED_VERSION)
     args = ap.parse_args(argv)
+    if args.float64_casts:
+        if args.dtype != "float64":
+            ap.error("--float64-casts needs --dtype float64")
+        global WIDEN_CASTS
+        WIDEN_CASTS = True
     try:
         tf = install_shim(args.transformers, args.any_version)
     except SetupError as e:
         print("hf_check: %s" % e, file=sys.stderr)
         return 2
     import torch
-    print("hf_check: transformers %s from %s, torch %s, %s, tol %.0e"
-          % (tf.__version__, args.transformers, torch.__version__, args.dtype, args.tol))
+    print("hf_check: transformers %s from %s, torch %s, %s%s, tol %.0e"
+          % (tf.__version__, args.transformers, torch.__version__, args.dtype,
+             " (float32 casts widened: a diagnostic)" if args.float64_casts else "", args.tol))
     names = [n for n in args.names.split(",") if n]
     missing = [n for n in names if not os.path.isdir(os.path.join(args.fixtures, "hf", n))
                or not os.path.exists(os.path.join(args.fixtures, "ref", n + ".f32"))]

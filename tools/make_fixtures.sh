@@ -24,7 +24,7 @@ else
 fi
 stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.py" \
              "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" \
-             "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
+             "$here/arch_qwen35.py" "$here/ref_qwen35.py" "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
   echo "fixtures: up to date in $out"
   exit 0
@@ -84,6 +84,9 @@ fixture glm_moe_dsa_interleave glm_moe_dsa ", rope_interleave and indexer_rope_i
     --indexer-rope-interleave true
 fixture glm_moe_dsa_yarn glm_moe_dsa ", YaRN rope_parameters (mscale_all_dim 1: softmax scale corrected)" \
     --glm-rope yarn
+fixture qwen3_5_moe qwen3_5_moe ", bf16, VLM layout (text_config, model.language_model.*, vision tower, mtp.*), fused experts, layers linear x3 + full"
+fixture qwen3_5_moe_text qwen3_5_moe_text ", bf16, text-only layout, per-expert, full_attention_interval 2"
+fixture qwen3_next qwen3_next ", bf16, in_proj_qkvz / in_proj_ba grouped per key head, layer 2 dense, per-expert, mtp.*"
 
 rm -rf "$out/hf" "$out/ref" "$out/.stamp"
 mv "$work/hf" "$out/hf"

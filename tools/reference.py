@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Reference forward pass of OLMoE, Qwen3-MoE and Mixtral in numpy
-(DeepSeek-V3 and GLM-4.5 MoE, with their MTP head: ref_deepseek.py).
+(DeepSeek-V3 and GLM-4.5 MoE, with their MTP head: ref_deepseek.py;
+Qwen3.5-MoE and Qwen3-Next: ref_qwen35.py).
 
     reference.py --model HF_DIR (--tokens 1,2,3 | --pick-tokens N --tokens-out FILE)
                  --out FILE.f32 [--seed S] [--min-margin EPS] [--dump-hidden] [--quiet]
@@ -44,6 +45,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
 import ref_deepseek  # noqa: E402
+import ref_qwen35  # noqa: E402
 
 
 class Model:
@@ -272,7 +274,7 @@ def dense_mlp(m, layer, h):
 
 def forward(m, tokens):
     """Returns (logits [n, vocab] float64, hidden [L+1, n, H], routing records)."""
-    if isinstance(m, ref_deepseek.Model):
+    if isinstance(m, (ref_deepseek.Model, ref_qwen35.Model)):
         return m.forward(tokens)
     n = len(tokens)
     x = m.rows("model.embed_tokens.weight", np.asarray(tokens))
@@ -339,7 +341,7 @@ def main(argv=None):
         ap.error("--pick-tokens needs --tokens-out")
 
     m = (ref_deepseek.load(args.model, args.mtp_out is not None, args.mtp_hidden)
-         or Model(args.model))
+         or ref_qwen35.load(args.model) or Model(args.model))
     if args.mtp_out and not getattr(m, "want_mtp", False):
         ap.error("--mtp-out: the model has no MTP layer")
     if args.tokens is not None:
