@@ -428,11 +428,141 @@ def build_tensors(cfg, seed, layout, g, vision=True):
     return groups
 
 
+# ---------------------------------------------------------------- real shapes
+#
+# --shape qwen3.5-35b-a3b writes Qwen/Qwen3.5-35B-A3B's dimensions in the
+# released VLM layout (fused experts, mtp.*; the vision tower only with
+# --vision-tower), streamed tensor by tensor through gen_model's
+# write_shape_checkpoint with gen_model's ShapeWeights writers: table-drawn
+# normals, the shared embedding direction, skewed token-dependent routing.
+# Every zero-centred norm w is drawn as N(0, 0.1) from the generator of its
+# text master name, so 1 + w is exactly the "norm" master that ShapeWeights
+# aims the routers and lm_head by.
+
+SHAPES = {
+    # Qwen/Qwen3.5-35B-A3B (text): 35 B parameters, 3 B active.
+    "qwen3.5-35b-a3b": dict(hidden=2048, layers=40, heads=16, kv_heads=2, head_dim=256,
+                            partial_rotary_factor=0.25, rope_theta=10000000.0, eps=1e-6,
+                            vocab=248320, conv_kernel=4, lk_dim=128, lv_dim=128, lk_heads=16,
+                            lv_heads=32, experts=256, top_k=8, moe_ffn=512, shared_ffn=512,
+                            mtp_layers=1, shards=14,
+                            ids=dict(bos=248044, eos=248044, pad=248044, vision_start=248053,
+                                     vision_end=248054, image=248056, video=248057),
+                            gen_eos=[248046, 248044],
+                            vision=dict(depth=27, hidden_size=1152, intermediate_size=4304,
+                                        num_heads=16, in_channels=3, patch_size=16,
+                                        spatial_merge_size=2, temporal_patch_size=2,
+                                        num_position_embeddings=2304)),
+}
+
+
+def add_arguments(ap):
+    g = ap.add_argument_group("qwen3.5-35b-a3b")
+    g.add_argument("--vision-tower", action="store_true",
+                   help="--shape qwen3.5-35b-a3b: also write the (random) 27-block vision tower")
+
+
+def shape_plan(g, cfg, seed, vision):
+    """(name, dtype, shape, write) groups of a --shape checkpoint, in order."""
+    sw = g.ShapeWeights(text_of(cfg), seed, "bf16")
+    t = text_of(cfg)
+    H = t["hidden_size"]
+    E, I = t["num_experts"], t["moe_intermediate_size"]
+    groups = []
+    for name, mname, shape, kind, std, ex in tensor_specs(cfg):
+        if ex is not None:
+            if ex != (E - 1, "down"):
+                continue
+            # The whole layer's fused experts at its last per-expert spec.
+            prefix = name.split("experts.")[0] + "experts."
+            mp = mname.split("experts.")[0] + "experts."
+            groups.append([(prefix + "gate_up_proj", "BF16", (E, 2 * I, H),
+                            sw.proj_bf16_writer(mp + "gate_up_proj", (E * 2 * I, H), H ** -0.5))])
+            groups.append([(prefix + "down_proj", "BF16", (E, H, I),
+                            sw.proj_bf16_writer(mp + "down_proj", (E * H, I), 0.7 * I ** -0.5))])
+            continue
+        last = name.rsplit(".", 2)[-2]
+        if kind == "embed":
+            w = sw.embed_writer(mname, shape)
+        elif kind == "lm_head":
+            w = sw.lm_head_writer(mname, shape, std)
+        elif kind == "router" and mname.startswith("model.layers."):
+            w = sw.router_writer(mname, shape)
+        elif last in ("q_proj", "k_proj", "v_proj", "in_proj_qkv", "in_proj_z"):
+            # Rows orthogonal to the shared component (ShapeWeights.qkv_writer).
+            w = sw.qkv_writer(mname, shape, std, None)
+        elif kind == "zc_norm":
+            v = master(g, seed, mname, shape, kind, std)
+            if last in ("q_norm", "k_norm"):
+                v = g.QK_NORM_GAIN * (1.0 + v) - 1.0     # scores of std ~4, as gen_model's shapes
+            w = sw.array_writer(g.st.f32_to_bf16(v))
+        elif kind == "A_log":
+            groups.append([(name, "F32", shape, sw.array_writer(master(g, seed, mname, shape, kind, std)))])
+            continue
+        elif kind in ("proj", "linear", "router") and len(shape) == 2 and shape[0] * shape[1] > 65536:
+            w = sw.proj_bf16_writer(mname, shape, std)
+        else:
+            w = sw.array_writer(g.st.f32_to_bf16(master(g, seed, mname, shape, kind, std)))
+        groups.append([(name, "BF16", shape, w)])
+    if vision and "vision_config" in cfg:
+        for name, shape, std in vision_specs(cfg["vision_config"]):
+            if std == "ones":
+                w = sw.array_writer(g.st.f32_to_bf16(np.ones(shape, np.float32)))
+            elif len(shape) == 1:
+                w = sw.array_writer(g.st.f32_to_bf16((std * rng_of(seed, name).standard_normal(shape))
+                                                     .astype(np.float32)))
+            else:
+                w = sw.proj_bf16_writer(name, (shape[0], int(np.prod(shape[1:]))), std)
+            groups.append([(name, "BF16", shape, w)])
+    return groups
+
+
+def shape_main(args, ap, g):
+    """gen_model --shape qwen3.5-35b-a3b."""
+    import shutil
+    import sys
+    import time
+    for opt, bad in (("--arch", args.arch), ("--size", args.size), ("--tokenizer", args.tokenizer),
+                     ("--vocab-size", args.vocab_size), ("--clip-qkv", args.clip_qkv is not None),
+                     ("--experts-layout", args.experts_layout),
+                     ("--weights-dtype fp8", args.weights_dtype == "fp8")):
+        if bad:
+            ap.error("%s does not combine with --shape %s" % (opt, args.shape))
+    d = dict(SHAPES[args.shape])
+    if args.layers is not None:
+        if not 1 <= args.layers <= d["layers"]:
+            ap.error("--layers must be in [1, %d] for %s" % (d["layers"], args.shape))
+        d["layers"] = args.layers
+    shards = d["shards"] if args.shards is None else args.shards
+    if shards < 1:
+        ap.error("--shards must be >= 1")
+    cfg = build_config("qwen3_5_moe", d, d["ids"], dict(d["vision"]))
+    groups = shape_plan(g, cfg, args.seed, args.vision_tower)
+    need = sum(g.st.DTYPES[t[1]][1] * int(np.prod(t[2])) for grp in groups for t in grp)
+    clear_weights(args.out)
+    free = shutil.disk_usage(args.out).free
+    if need + (1 << 30) > free:
+        raise SystemExit("gen_model: %s needs %.1f GB but %s has %.1f GB free (keeping 1 GiB)"
+                         % (args.shape, need / 1e9, args.out, free / 1e9))
+    write_json(os.path.join(args.out, "config.json"), cfg)
+    gen = generation_config("qwen3_5_moe", d["ids"], cfg["transformers_version"])
+    gen["eos_token_id"] = d["gen_eos"]
+    write_json(os.path.join(args.out, "generation_config.json"), gen)
+    label = args.shape + (" (%d layers)" % args.layers if args.layers else "")
+    n_params = sum(int(np.prod(t[2])) for grp in groups for t in grp)
+    sys.stderr.write("gen_model: %s, %.2f B parameters, bf16, %.2f GB in %d shard(s) -> %s\n"
+                     % (label, n_params / 1e9, need / 1e9, shards, args.out))
+    t0 = time.monotonic()
+    g.write_shape_checkpoint(args.out, groups, shards, label)
+    sys.stderr.write("gen_model: %s written in %.0f s\n" % (label, time.monotonic() - t0))
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
 def used(args):
-    return getattr(args, "arch", None) in ARCHS
+    return getattr(args, "arch", None) in ARCHS or getattr(args, "shape", None) in SHAPES
 
 
 def write_json(path, obj):
@@ -450,6 +580,12 @@ def clear_weights(out):
 
 def main(args, ap, g):
     """gen_model's main for these families; g is the gen_model module."""
+    if args.shape in SHAPES:
+        return shape_main(args, ap, g)
+    if args.vision_tower:
+        ap.error("--vision-tower applies to --shape qwen3.5-35b-a3b only")
+    if args.shape:
+        ap.error("--shape %s is not a %s model" % (args.shape, args.arch))
     for opt, bad in (("--tokenizer", args.tokenizer),
                      ("--clip-qkv", args.clip_qkv is not None),
                      ("--size small", args.size not in (None, "tiny")),

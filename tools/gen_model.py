@@ -9,6 +9,8 @@
                  [--weights-dtype {bf16,fp8}] [--shards N] [--layers N]
     gen_model.py --arch {qwen3_5_moe,qwen3_5_moe_text,qwen3_next} --out DIR [--seed N]
                  [--experts-layout {per-expert,fused}] [--shards N] [--vocab-size N]
+    gen_model.py --shape qwen3.5-35b-a3b --out DIR [--seed N] [--shards N] [--layers N]
+                 [--vision-tower]
                  (arch_qwen35.py; also DeepSeek-V3 / GLM families: arch_deepseek.py)
 
 The directory gets config.json and generation_config.json with the field
@@ -711,13 +713,16 @@ def main(argv=None):
     ap.add_argument("--vocab-size", type=int, help="override vocab_size")
     ap.add_argument("--size", choices=sorted(SIZES), help="default tiny")
     ap.add_argument("--clip-qkv", type=float, default=None, help="olmoe only: clip_qkv value")
-    ap.add_argument("--shape", choices=sorted(SHAPES),
+    ap.add_argument("--shape", choices=sorted(SHAPES) + sorted(arch_qwen35.SHAPES),
                     help="a real model's dimensions, streamed to disk (GBs; see tools/README.md)")
     ap.add_argument("--layers", type=int, help="--shape only: keep the first N layers")
     arch_deepseek.add_arguments(ap)
+    arch_qwen35.add_arguments(ap)
     args = ap.parse_args(argv)
     if arch_qwen35.used(args):
         return arch_qwen35.main(args, ap, sys.modules[__name__])
+    if args.vision_tower:
+        ap.error("--vision-tower applies to --shape qwen3.5-35b-a3b only")
     if args.experts_layout is None:
         args.experts_layout = "per-expert"
     if arch_deepseek.used(args):

@@ -342,6 +342,8 @@ def main(argv=None):
 
     m = (ref_deepseek.load(args.model, args.mtp_out is not None, args.mtp_hidden)
          or ref_qwen35.load(args.model) or Model(args.model))
+    if args.mtp_out and isinstance(m, ref_qwen35.Model):
+        ap.error("--mtp-out: no MTP reference for %s (transformers v5.15.0 does not run mtp.*)" % m.arch)
     if args.mtp_out and not getattr(m, "want_mtp", False):
         ap.error("--mtp-out: the model has no MTP layer")
     if args.tokens is not None:
