@@ -17,7 +17,11 @@
 #      JSON, with the exact commands.
 # With BENCH_QWEN=1 it also does the Qwen3-30B-A3B shape at int8 (about 31 GB,
 # larger than the machine's RAM) when the disk has room for the fp8 source and
-# the container with a margin.
+# the container with a margin. With BENCH_QWEN35=1 it does the Qwen3.5-35B-A3B
+# shape (Gated DeltaNet hybrid, a 248k vocabulary) at int4, cut to
+# BENCH_QWEN35_LAYERS layers (8: 3.6 GB of experts beside 1.6 GB resident),
+# capped at BENCH_QWEN35_CGROUP_LIMIT (3G) with --ram BENCH_QWEN35_CGROUP_RAM
+# (2560M); BENCH_OLMOE=0 skips the OLMoE model.
 #
 # Environment (defaults in brackets):
 #   BENCH_DIR [bench/work]   models and scratch     COLIBRI [./colibri]
@@ -30,6 +34,8 @@
 #   BENCH_KEEP_SOURCE [0]    BENCH_QWEN [0]         BENCH_QWEN_BUDGETS [min,25,50]
 #   BENCH_RESULTS [bench/results]
 #   BENCH_LAYERS ['']        keep only the first N layers (a quick smoke test)
+#   BENCH_OLMOE [1]          BENCH_QWEN35 [0]       BENCH_QWEN35_LAYERS [8]
+#   BENCH_QWEN35_BUDGETS [min,25]  BENCH_QWEN35_CGROUP_LIMIT [3G]  BENCH_QWEN35_CGROUP_RAM [2560M]
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -127,10 +133,24 @@ measure() {
 }
 
 # OLMoE-1B-7B: 13.8 GB of bf16 source (7.2 GB fp8) and a 4.3 GB container.
-need=$([ "$src_dtype" = fp8 ] && echo 17 || echo 24)
-[ -n "$layers" ] && need=8
-ctr=$(prepare olmoe-1b-7b int4 "$need")
-measure "$ctr" "olmoe-1b-7b${layers:+-${layers}l}-int4" "$budgets" "$cg_limit"
+if [ "${BENCH_OLMOE:-1}" = 1 ]; then
+  need=$([ "$src_dtype" = fp8 ] && echo 17 || echo 24)
+  [ -n "$layers" ] && need=8
+  ctr=$(prepare olmoe-1b-7b int4 "$need")
+  measure "$ctr" "olmoe-1b-7b${layers:+-${layers}l}-int4" "$budgets" "$cg_limit"
+fi
+
+# Qwen3.5-35B-A3B cut to N layers: about 2 GB of bf16 source per layer plus
+# 2 GB of embeddings; the int4 container 0.45 GB per layer plus 1.6 GB.
+if [ "${BENCH_QWEN35:-0}" = 1 ]; then
+  layers=${BENCH_QWEN35_LAYERS:-8}
+  cg_ram=${BENCH_QWEN35_CGROUP_RAM:-2560M}
+  BENCH_ROUTE_STATS=${BENCH_ROUTE_STATS:-0}
+  if ctr=$(prepare qwen3.5-35b-a3b int4 $((layers * 3 + 8))); then
+    measure "$ctr" "qwen3.5-35b-a3b-${layers}l-int4" "${BENCH_QWEN35_BUDGETS:-min,25}" \
+        "${BENCH_QWEN35_CGROUP_LIMIT-3G}"
+  fi
+fi
 
 # Qwen3-30B-A3B at int8: 31 GB container, larger than RAM; fp8 source 30 GB.
 if [ "${BENCH_QWEN:-0}" = 1 ]; then

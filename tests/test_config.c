@@ -203,6 +203,7 @@ Test(config, hybrid_layer_rows)
 	expect_refused("qwen3_next", "linear_num_value_heads", "3", "linear_num_key_heads");
 	expect_refused("qwen3_next", "full_attention_interval", "0", "full_attention_interval");
 	expect_refused("qwen3_next", "partial_rotary_factor", "0.01", "partial_rotary_factor");
+	expect_refused("qwen3_next", "hidden_act", "\"gelu\"", "hidden_act");
 }
 
 /* What transformers v5.15.0's config classes give a field config.json

@@ -79,13 +79,13 @@ struct family_defaults {
 };
 
 static const struct family_defaults family_defaults[] = {
-	[MODEL_ARCH_OLMOE] = { 1e-5, 10000.0, 1.0, 4096, -1, 50279, 1, 1, 0 },
-	[MODEL_ARCH_QWEN3_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0 },
-	[MODEL_ARCH_MIXTRAL] = { 1e-5, 1000000.0, 1.0, 4096 * 32, 1, 2, 1, 1, 0 },
-	[MODEL_ARCH_DEEPSEEK_V3] = { 1e-6, 10000.0, 2.5, 4096, 0, 1, 8, 4, 3 },
-	[MODEL_ARCH_GLM4_MOE] = { 1e-5, 10000.0, 1.0, 131072, -1, -1, 1, 1, 1 },
-	[MODEL_ARCH_DEEPSEEK_V32] = { 1e-6, 10000.0, 2.5, 163840, 0, 1, 8, 4, 3 },
-	[MODEL_ARCH_GLM_MOE_DSA] = { 1e-5, 10000.0, 2.5, 202752, 0, 1, 1, 1, 3 },
+	[MODEL_ARCH_OLMOE] = { 1e-5, 10000.0, 1.0, 4096, -1, 50279, 1, 1, 0, 0 },
+	[MODEL_ARCH_QWEN3_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 0 },
+	[MODEL_ARCH_MIXTRAL] = { 1e-5, 1000000.0, 1.0, 4096 * 32, 1, 2, 1, 1, 0, 0 },
+	[MODEL_ARCH_DEEPSEEK_V3] = { 1e-6, 10000.0, 2.5, 4096, 0, 1, 8, 4, 3, 0 },
+	[MODEL_ARCH_GLM4_MOE] = { 1e-5, 10000.0, 1.0, 131072, -1, -1, 1, 1, 1, 0 },
+	[MODEL_ARCH_DEEPSEEK_V32] = { 1e-6, 10000.0, 2.5, 163840, 0, 1, 8, 4, 3, 0 },
+	[MODEL_ARCH_GLM_MOE_DSA] = { 1e-5, 10000.0, 2.5, 202752, 0, 1, 1, 1, 3, 0 },
 	[MODEL_ARCH_QWEN3_5_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 256 },
 	[MODEL_ARCH_QWEN3_NEXT] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 256 },
 };
@@ -460,6 +460,10 @@ static int parse_qwen35(struct model_config *cfg, const cJSON *j, const char *sr
 	cfg->n_shared_experts = 1;
 	cfg->norm_topk_prob = true;
 	cfg->rope_interleave = 0;
+	const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
+	if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
+		return error_set(ENOTSUP, "%s: hidden_act other than \"silu\" is not supported for %s", src,
+				 cfg->model_type);
 	rc = rc ? rc : cfg_bool(j, src, "attention_bias", false, &cfg->attn_bias);
 	rc = rc ? rc : cfg_int(j, src, "intermediate_size", next ? 5632 : 0, 0, 1 << 24, &cfg->intermediate);
 	rc = rc ? rc : cfg_int(j, src, "moe_intermediate_size", 512, 1, 1 << 24, &cfg->moe_intermediate);
