@@ -5,12 +5,14 @@
  *   - released_templates: every template of tests/chat_templates/ (Qwen3,
  *     Qwen1.5-MoE, DeepSeek-V3, DeepSeek-V3.1, our DeepSeek-V3.2 rendering of
  *     its encoding script, OLMoE, Tulu 3, Mixtral current and original,
- *     GLM-4.5 (llama.cpp's copy), GLM-4.6, GLM-4.7, GLM-4.7-Flash; sources in
+ *     GLM-4.5 (llama.cpp's copy), GLM-4.6, GLM-4.7, GLM-4.7-Flash, Qwen3.5; sources in
  *     tests/chat_templates/README.md) on the conversations of
  *     tests/chat_templates/expected.json: system and user turns, multi-turn,
  *     tool definitions, tool calls (object and JSON-string arguments) and
  *     results, reasoning_content and reasoning inside the content,
- *     enable_thinking=false, with and without the generation prompt; the
+ *     enable_thinking=false, with and without the generation prompt, and for
+ *     Qwen3.5 content parts (text, images, videos, add_vision_id), explicit
+ *     enable_thinking=true and the conversations it refuses; the
  *     expected texts and errors are Jinja2 3.1's under Hugging Face's
  *     settings (tools/jinja_fixtures.py), and for DeepSeek-V3.2 its vendor's
  *     encode_messages();
@@ -593,6 +595,7 @@ Test(chat, released_templates)
 				.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")),
 				.no_thinking = cJSON_IsFalse(cJSON_GetObjectItem(c, "enable_thinking")),
 				.now = now,
+				.kwargs = cJSON_GetObjectItem(c, "kwargs"),
 			};
 			bool with_tools = cJSON_IsTrue(cJSON_GetObjectItem(c, "tools"));
 			char *out = NULL;

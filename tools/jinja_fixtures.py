@@ -111,6 +111,62 @@ VARIANTS = [
     (", enable_thinking=false", {"enable_thinking": False}),
 ]
 
+# Conversations only some templates are rendered on (see TEMPLATE_EXTRAS): content given
+# as a list of parts (text, images, videos), and the conversations a template refuses
+# with its own message. They follow CONVERSATIONS in expected.json's list.
+PARTS_CONVERSATION = [
+    {"role": "system", "content": [{"type": "text", "text": "You are a helpful assistant."},
+                                   {"type": "text", "text": " Be brief. "}]},
+    {"role": "user", "content": [{"type": "image", "image": "file:///tmp/a.png"},
+                                 {"type": "text", "text": "What is in this picture?"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]},
+    {"role": "user", "content": [{"type": "text", "text": "And these?"},
+                                 {"type": "image_url", "image_url": {"url": "https://example.com/b.png"}},
+                                 {"type": "video", "video": "file:///tmp/c.mp4"},
+                                 {"type": "image", "image": "file:///tmp/d.png"}]},
+]
+
+EXTRA_CONVERSATIONS = [
+    ("content parts", PARTS_CONVERSATION),
+    ("reasoning inside the content after the last query", [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "<think>\nplan A\n</think>\n\nA1"},
+        {"role": "user", "content": "Q2"},
+        {"role": "assistant", "content": "\n<think>\nplan B\n\n</think>\n\nA2", "tool_calls": [
+            call("c9", "search", {"query": "q", "filters": []}, False)]},
+        {"role": "tool", "tool_call_id": "c9", "content": [{"type": "text", "text": "no results"}]},
+        {"role": "assistant", "content": "Nothing found.", "reasoning_content": 7}]),
+    ("a tool response as the last user turn", [
+        {"role": "user", "content": "Q"},
+        {"role": "user", "content": "<tool_response>\nr\n</tool_response>"}]),
+    ("no messages", []),
+    ("no user query", [{"role": "system", "content": "S"}, {"role": "assistant", "content": "A"}]),
+    ("a system message not first", [{"role": "user", "content": "Q"}, {"role": "system", "content": "S"}]),
+    ("an unknown role", [{"role": "developer", "content": "D"}, {"role": "user", "content": "Q"}]),
+    ("an image in the system message", [
+        {"role": "system", "content": [{"type": "image", "image": "file:///tmp/a.png"}]},
+        {"role": "user", "content": "Q"}]),
+    ("a video in the system message", [
+        {"role": "system", "content": [{"type": "video", "video": "file:///tmp/c.mp4"}]},
+        {"role": "user", "content": "Q"}]),
+    ("a content part of unknown type", [{"role": "user", "content": [{"type": "audio", "audio": "a.wav"}]}]),
+    ("content neither text nor parts", [{"role": "user", "content": {"text": "Q"}}]),
+    ("no content", [{"role": "user", "content": "Q"}, {"role": "assistant", "content": None},
+                    {"role": "user"}]),
+]
+
+# template file: [(extra conversation name, variants it is rendered with)]
+EXTRA_VARIANTS = [
+    ("", {}),
+    (", tools", {"tools": TOOLS}),
+    (", enable_thinking=false", {"enable_thinking": False}),
+    (", enable_thinking=true", {"kwargs": {"enable_thinking": True}}),
+]
+TEMPLATE_EXTRAS = {
+    "qwen3.5.jinja": [(n, EXTRA_VARIANTS) for n, _ in EXTRA_CONVERSATIONS]
+    + [("content parts", [(", add_vision_id", {"kwargs": {"add_vision_id": True}})])],
+}
+
 # template file: (bos_token, eos_token) as the model's tokenizer_config.json gives them (None: absent)
 TEMPLATES = {
     "qwen3.jinja": (None, "<|im_end|>"),
@@ -126,6 +182,7 @@ TEMPLATES = {
     "glm-4.6.jinja": (None, "<|endoftext|>"),
     "glm-4.7.jinja": (None, "<|endoftext|>"),
     "glm-4.7-flash.jinja": (None, "<|endoftext|>"),
+    "qwen3.5.jinja": (None, "<|im_end|>"),
 }
 
 
@@ -163,38 +220,52 @@ def dsv32_reference(enc, messages, tools, extra):
 WITH_TOOLS = {"system+user", "user only", "tool calls with object arguments", "tool calls with JSON-string arguments"}
 
 
+def render_case(name, text, bos, eos, ci, cname, messages, vname, extra, gen, enc):
+    """One expected.json case: extra holds tools, enable_thinking=false (a flag of the case)
+    and kwargs (more template variables, passed as they are)."""
+    tools = extra.get("tools")
+    kw = {k: v for k, v in extra.items() if k not in ("tools", "kwargs")}
+    variables = dict(kw, **extra.get("kwargs", {}))
+    ref = jinja_ref.render(text, hf_variables(messages, tools, gen, variables, bos, eos), NOW)
+    string_args = any(isinstance(tc["function"]["arguments"], str)
+                      for m in messages for tc in m.get("tool_calls") or [])
+    if name == "deepseek-v3.2.jinja" and enc and not string_args:  # the template wants mappings
+        want = dsv32_reference(enc, messages, tools, kw)
+        if (want[0] == "ok") != (ref[0] == "ok") or (want[0] == "ok" and want[1] != ref[1]):
+            sys.exit("deepseek-v3.2.jinja differs from encoding_dsv32.py on %s%s:\n  script: %r\n"
+                     "  jinja2: %r" % (cname, vname, want, ref))
+    case = {"name": "%s%s%s" % (cname, vname, "" if gen else ", no generation prompt"),
+            "conversation": ci, "tools": tools is not None, "add_generation_prompt": gen}
+    case.update(kw)
+    if "kwargs" in extra:
+        case["kwargs"] = extra["kwargs"]
+    if ref[0] == "ok":
+        case["expected"] = ref[1]
+    else:
+        case["error"] = ref[1]
+        case["raised"] = ref[2]
+    return case
+
+
 def chat_fixtures(enc):
+    conversations = CONVERSATIONS + EXTRA_CONVERSATIONS
     out = {"generated_by": "tools/jinja_fixtures.py, Jinja2 %s" % jinja2.__version__, "now": NOW, "tools": TOOLS,
-           "conversations": [{"name": n, "messages": m} for n, m in CONVERSATIONS], "templates": {}}
+           "conversations": [{"name": n, "messages": m} for n, m in conversations], "templates": {}}
+    index = {n: i for i, (n, _) in enumerate(conversations)}
     folder = os.path.join(repo, "tests", "chat_templates")
     for name, (bos, eos) in TEMPLATES.items():
         with open(os.path.join(folder, name), encoding="utf-8", newline="") as f:
             text = f.read()
+        runs = [(cname, [v for v in VARIANTS if "tools" not in v[1] or cname in WITH_TOOLS])
+                for cname, _ in CONVERSATIONS]
+        runs += TEMPLATE_EXTRAS.get(name, [])
         cases = []
-        for ci, (cname, messages) in enumerate(CONVERSATIONS):
-            for vname, extra in VARIANTS:
-                if "tools" in extra and cname not in WITH_TOOLS:
-                    continue
+        for cname, variants in runs:
+            ci = index[cname]
+            for vname, extra in variants:
                 for gen in (True, False):
-                    tools = extra.get("tools")
-                    kw = {k: v for k, v in extra.items() if k != "tools"}
-                    ref = jinja_ref.render(text, hf_variables(messages, tools, gen, kw, bos, eos), NOW)
-                    string_args = any(isinstance(tc["function"]["arguments"], str)
-                                      for m in messages for tc in m.get("tool_calls") or [])
-                    if name == "deepseek-v3.2.jinja" and enc and not string_args:  # the template wants mappings
-                        want = dsv32_reference(enc, messages, tools, kw)
-                        if (want[0] == "ok") != (ref[0] == "ok") or (want[0] == "ok" and want[1] != ref[1]):
-                            sys.exit("deepseek-v3.2.jinja differs from encoding_dsv32.py on %s%s:\n  script: %r\n"
-                                     "  jinja2: %r" % (cname, vname, want, ref))
-                    case = {"name": "%s%s%s" % (cname, vname, "" if gen else ", no generation prompt"),
-                            "conversation": ci, "tools": tools is not None, "add_generation_prompt": gen}
-                    case.update(kw)
-                    if ref[0] == "ok":
-                        case["expected"] = ref[1]
-                    else:
-                        case["error"] = ref[1]
-                        case["raised"] = ref[2]
-                    cases.append(case)
+                    cases.append(render_case(name, text, bos, eos, ci, cname, conversations[ci][1], vname, extra,
+                                             gen, enc))
         out["templates"][name] = {"bos_token": bos, "eos_token": eos, "cases": cases}
     return out
 
