@@ -297,28 +297,31 @@ def c_string(s):
     return "\n".join(lines)
 
 
+# engine/text/chat_builtin.c: (C name, template file, model types it serves)
+BUILTINS = [
+    ("chat_builtin_deepseek_v32", "deepseek-v3.2.jinja", "DeepSeek-V3.2's encoding/encoding_dsv32.py as a template"),
+    ("chat_builtin_glm5", "glm-4.7.jinja", "zai-org's GLM-4.7 template, whose format GLM-5 (glm_moe_dsa) keeps"),
+    ("chat_builtin_qwen35", "qwen3.5.jinja", "Qwen3.5's template (qwen3_5_moe, qwen3_5_moe_text)"),
+    ("chat_builtin_qwen3", "qwen3.jinja", "Qwen3's template, for Qwen3-Next (qwen3_next)"),
+]
+
+
 def write_builtin():
     folder = os.path.join(repo, "tests", "chat_templates")
-    texts = [open(os.path.join(folder, f), encoding="utf-8", newline="").read()
-             for f in ("deepseek-v3.2.jinja", "glm-4.7.jinja")]
+    texts = [open(os.path.join(folder, f), encoding="utf-8", newline="").read() for _, f, _ in BUILTINS]
     assert all("??" not in t for t in texts), "a trigraph in a C string"
+    width = max(len(c) for c, _, _ in BUILTINS) - len("chat_builtin_") + 1
     src = """/*
  * chat_builtin — Jinja texts of the formats whose checkpoints ship no chat
  * template, rendered by the Jinja subset when a model has none. The texts
- * are also tests/chat_templates/deepseek-v3.2.jinja and glm-4.7.jinja,
- * which tests/test_chat.c checks are the same bytes; edit those and
- * regenerate this file (tools/jinja_fixtures.py --builtin).
- *   deepseek_v32: DeepSeek-V3.2's encoding/encoding_dsv32.py as a template
- *   glm_moe_dsa:  zai-org's GLM-4.7 template, whose format GLM-5 keeps
- */
+ * are also files of tests/chat_templates/, which tests/test_chat.c checks
+ * are the same bytes; edit those and regenerate this file
+ * (tools/jinja_fixtures.py --builtin).
+%s */
 #include "engine/text/chat_internal.h"
-
-const char chat_builtin_deepseek_v32[] =
-%s;
-
-const char chat_builtin_glm5[] =
-%s;
-""" % (c_string(texts[0]), c_string(texts[1]))
+""" % "".join(" *   %-*s %s: %s\n" % (width, c[len("chat_builtin_"):] + ":", f, why) for c, f, why in BUILTINS)
+    for (c, _, _), t in zip(BUILTINS, texts):
+        src += "\nconst char %s[] =\n%s;\n" % (c, c_string(t))
     with open(os.path.join(repo, "engine", "text", "chat_builtin.c"), "w", encoding="utf-8") as f:
         f.write(src)
 
