@@ -15,8 +15,13 @@ no Jinja2:
                                   multi-turn, tool calls and results,
                                   reasoning), with and without the tool
                                   definitions, enable_thinking=false and
-                                  the generation prompt; the
-                                  conversations and tools are stored once
+                                  the generation prompt; for the
+                                  templates of TEMPLATE_EXTRAS also
+                                  content parts, template kwargs
+                                  (a case's "kwargs", e.g.
+                                  add_vision_id) and the conversations
+                                  they refuse; the conversations and
+                                  tools are stored once
 
 DeepSeek-V3.2 ships no Jinja template: tests/chat_templates/deepseek-v3.2.jinja
 is our rendering of its encoding/encoding_dsv32.py. With --dsv32 PATH (the
@@ -155,13 +160,14 @@ EXTRA_CONVERSATIONS = [
                     {"role": "user"}]),
 ]
 
-# template file: [(extra conversation name, variants it is rendered with)]
+# variants of the extra conversations; "kwargs" are more template variables, passed as they are
 EXTRA_VARIANTS = [
     ("", {}),
     (", tools", {"tools": TOOLS}),
     (", enable_thinking=false", {"enable_thinking": False}),
     (", enable_thinking=true", {"kwargs": {"enable_thinking": True}}),
 ]
+# template file: [(extra conversation name, the variants it is rendered with)]
 TEMPLATE_EXTRAS = {
     "qwen3.5.jinja": [(n, EXTRA_VARIANTS) for n, _ in EXTRA_CONVERSATIONS]
     + [("content parts", [(", add_vision_id", {"kwargs": {"add_vision_id": True}})])],
