@@ -5,12 +5,14 @@
  *   - released_templates: every template of tests/chat_templates/ (Qwen3,
  *     Qwen1.5-MoE, DeepSeek-V3, DeepSeek-V3.1, our DeepSeek-V3.2 rendering of
  *     its encoding script, OLMoE, Tulu 3, Mixtral current and original,
- *     GLM-4.5 (llama.cpp's copy), GLM-4.6, GLM-4.7, GLM-4.7-Flash; sources in
+ *     GLM-4.5 (llama.cpp's copy), GLM-4.6, GLM-4.7, GLM-4.7-Flash, Qwen3.5; sources in
  *     tests/chat_templates/README.md) on the conversations of
  *     tests/chat_templates/expected.json: system and user turns, multi-turn,
  *     tool definitions, tool calls (object and JSON-string arguments) and
  *     results, reasoning_content and reasoning inside the content,
- *     enable_thinking=false, with and without the generation prompt; the
+ *     enable_thinking=false, with and without the generation prompt, and for
+ *     Qwen3.5 content parts (text, images, videos, add_vision_id), explicit
+ *     enable_thinking=true and the conversations it refuses; the
  *     expected texts and errors are Jinja2 3.1's under Hugging Face's
  *     settings (tools/jinja_fixtures.py), and for DeepSeek-V3.2 its vendor's
  *     encode_messages();
@@ -30,8 +32,9 @@
  *     model_type glm4_moe;
  *   - the choice of renderer: the model's template when the subset parses
  *     it, a built-in one otherwise with a note saying so, the built-in
- *     Jinja texts for deepseek_v32 and glm_moe_dsa (the same bytes as their
- *     files), errors for what fits nothing, the built-in renderers refusing
+ *     Jinja texts for deepseek_v32, glm_moe_dsa, qwen3_5_moe(_text) and
+ *     qwen3_next (the same bytes as their files, rendering every case of
+ *     those files as Jinja2 does), errors for what fits nothing, the built-in renderers refusing
  *     tools and unknown roles.
  */
 #include <criterion/criterion.h>
@@ -439,7 +442,8 @@ Test(chat, recognition_and_errors)
 	} by_type[] = { { "qwen3_moe", CHAT_FAMILY_QWEN3 }, { "olmoe", CHAT_FAMILY_TULU },
 			{ "mixtral", CHAT_FAMILY_MISTRAL }, { "deepseek_v3", CHAT_FAMILY_DEEPSEEK_V3 },
 			{ "glm4_moe", CHAT_FAMILY_GLM4 }, { "deepseek_v32", CHAT_FAMILY_JINJA },
-			{ "glm_moe_dsa", CHAT_FAMILY_JINJA } };
+			{ "glm_moe_dsa", CHAT_FAMILY_JINJA }, { "qwen3_5_moe", CHAT_FAMILY_JINJA },
+			{ "qwen3_5_moe_text", CHAT_FAMILY_JINJA }, { "qwen3_next", CHAT_FAMILY_JINJA } };
 	struct chat_template ct;
 	char err[512] = "";
 	for (size_t i = 0; i < sizeof(by_type) / sizeof(by_type[0]); i++) {
@@ -547,21 +551,88 @@ Test(chat, recognition_and_errors)
 /* The built-in Jinja texts are the files the expected outputs were rendered from. */
 Test(chat, builtin_texts)
 {
-	char *dsv32 = read_template("deepseek-v3.2.jinja"), *glm = read_template("glm-4.7.jinja");
-	cr_expect_str_eq(chat_builtin_deepseek_v32, dsv32, "engine/text/chat_builtin.c is stale: tools/jinja_fixtures.py --builtin");
-	cr_expect_str_eq(chat_builtin_glm5, glm, "engine/text/chat_builtin.c is stale: tools/jinja_fixtures.py --builtin");
-	free(dsv32);
-	free(glm);
+	static const struct {
+		const char *text, *file;
+	} builtin[] = {
+		{ chat_builtin_deepseek_v32, "deepseek-v3.2.jinja" },
+		{ chat_builtin_glm5, "glm-4.7.jinja" },
+		{ chat_builtin_qwen35, "qwen3.5.jinja" },
+		{ chat_builtin_qwen3, "qwen3.jinja" },
+	};
+	for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
+		char *text = read_template(builtin[i].file);
+		cr_expect_str_eq(builtin[i].text, text, "engine/text/chat_builtin.c is stale for %s: tools/jinja_fixtures.py "
+				 "--builtin", builtin[i].file);
+		free(text);
+	}
 }
 
 /*
- * Every released template on every conversation of expected.json, through
- * chat_template_render_json as a server would call it: the same text as
- * Jinja2, or a failure where Jinja2 fails (with its message when the
- * template raised it). Conversations of roles and text contents also go
- * through chat_template_render.
+ * Renders every case of one template of expected.json (cases) with ct,
+ * through chat_template_render_json as a server would call it: the same
+ * text as Jinja2, or a failure where Jinja2 fails (with its message when
+ * the template raised it). Conversations of roles and text contents also
+ * go through chat_template_render. Counts into *total, *same, *failed.
  */
-Test(chat, released_templates)
+static void expect_cases(const struct chat_template *ct, const char *what, const cJSON *cases, const cJSON *root,
+			 size_t *total, size_t *same, size_t *failed)
+{
+	const cJSON *convs = cJSON_GetObjectItem(root, "conversations"), *tools = cJSON_GetObjectItem(root, "tools");
+	time_t now = (time_t)cJSON_GetObjectItem(root, "now")->valuedouble;
+	char err[512];
+	const cJSON *c;
+	cJSON_ArrayForEach(c, cases) {
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
+		const cJSON *conv = cJSON_GetArrayItem(convs, cJSON_GetObjectItem(c, "conversation")->valueint);
+		const cJSON *msgs = cJSON_GetObjectItem(conv, "messages");
+		const char *want = cJSON_GetStringValue(cJSON_GetObjectItem(c, "expected"));
+		const char *want_err = cJSON_GetStringValue(cJSON_GetObjectItem(c, "error"));
+		struct chat_options opt = {
+			.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")),
+			.no_thinking = cJSON_IsFalse(cJSON_GetObjectItem(c, "enable_thinking")),
+			.now = now,
+			.kwargs = cJSON_GetObjectItem(c, "kwargs"),
+		};
+		bool with_tools = cJSON_IsTrue(cJSON_GetObjectItem(c, "tools"));
+		char *out = NULL;
+		size_t len = 0;
+		int rc = chat_template_render_json(ct, msgs, with_tools ? tools : NULL, &opt, &out, &len, err, sizeof err);
+		(*total)++;
+		if (want) {
+			cr_expect_eq(rc, 0, "%s, %s: fails (%s) where Jinja2 renders", what, name, err);
+			if (rc == 0) {
+				bool eq = len == strlen(want) && memcmp(out, want, len) == 0;
+				cr_expect(eq, "%s, %s:\n  ours:   [%s]\n  Jinja2: [%s]", what, name, out, want);
+				*same += eq;
+			}
+		} else {
+			cr_expect_neq(rc, 0, "%s, %s: renders where Jinja2 fails (%s)", what, name, want_err);
+			if (cJSON_IsTrue(cJSON_GetObjectItem(c, "raised")))
+				cr_expect_str_eq(err, want_err, "%s, %s: the template's message differs", what, name);
+			*failed += rc != 0;
+		}
+		free(out);
+
+		/* the same through the struct API when the messages are roles and texts */
+		size_t k = 0, nm = (size_t)cJSON_GetArraySize(msgs);
+		struct chat_message m[16];
+		const cJSON *x;
+		cJSON_ArrayForEach(x, msgs) {
+			if (k == 16 || cJSON_GetArraySize(x) != 2 || !cJSON_IsString(cJSON_GetObjectItem(x, "content")))
+				break;
+			m[k++] = (struct chat_message){ cJSON_GetStringValue(cJSON_GetObjectItem(x, "role")),
+							cJSON_GetStringValue(cJSON_GetObjectItem(x, "content")) };
+		}
+		if (k == nm && !with_tools && want) {
+			cr_expect_eq(chat_template_render(ct, m, k, &opt, &out, &len, err, sizeof err), 0, "%s", err);
+			if (out)
+				cr_expect_str_eq(out, want, "%s, %s (chat_template_render)", what, name);
+			free(out);
+		}
+	}
+}
+
+static cJSON *expected_json(void)
 {
 	char path[PATH_MAX];
 	size_t n;
@@ -570,8 +641,14 @@ Test(chat, released_templates)
 	cr_assert(text, "%s is missing", path);
 	cJSON *root = cJSON_Parse(text);
 	cr_assert(root);
-	const cJSON *convs = cJSON_GetObjectItem(root, "conversations"), *tools = cJSON_GetObjectItem(root, "tools");
-	time_t now = (time_t)cJSON_GetObjectItem(root, "now")->valuedouble;
+	free(text);
+	return root;
+}
+
+/* Every released template on every conversation of expected.json (expect_cases). */
+Test(chat, released_templates)
+{
+	cJSON *root = expected_json();
 	size_t total = 0, same = 0, failed = 0, templates = 0;
 	const cJSON *t;
 	cJSON_ArrayForEach(t, cJSON_GetObjectItem(root, "templates")) {
@@ -582,55 +659,7 @@ Test(chat, released_templates)
 			     "%s: %s", t->string, err);
 		cr_expect_eq(ct.family, CHAT_FAMILY_JINJA, "%s: %s", t->string, ct.note);
 		templates++;
-		const cJSON *c;
-		cJSON_ArrayForEach(c, cJSON_GetObjectItem(t, "cases")) {
-			const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
-			const cJSON *conv = cJSON_GetArrayItem(convs, cJSON_GetObjectItem(c, "conversation")->valueint);
-			const cJSON *msgs = cJSON_GetObjectItem(conv, "messages");
-			const char *want = cJSON_GetStringValue(cJSON_GetObjectItem(c, "expected"));
-			const char *want_err = cJSON_GetStringValue(cJSON_GetObjectItem(c, "error"));
-			struct chat_options opt = {
-				.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")),
-				.no_thinking = cJSON_IsFalse(cJSON_GetObjectItem(c, "enable_thinking")),
-				.now = now,
-			};
-			bool with_tools = cJSON_IsTrue(cJSON_GetObjectItem(c, "tools"));
-			char *out = NULL;
-			size_t len = 0;
-			int rc = chat_template_render_json(&ct, msgs, with_tools ? tools : NULL, &opt, &out, &len, err, sizeof err);
-			total++;
-			if (want) {
-				cr_expect_eq(rc, 0, "%s, %s: fails (%s) where Jinja2 renders", t->string, name, err);
-				if (rc == 0) {
-					bool eq = len == strlen(want) && memcmp(out, want, len) == 0;
-					cr_expect(eq, "%s, %s:\n  ours:   [%s]\n  Jinja2: [%s]", t->string, name, out, want);
-					same += eq;
-				}
-			} else {
-				cr_expect_neq(rc, 0, "%s, %s: renders where Jinja2 fails (%s)", t->string, name, want_err);
-				if (cJSON_IsTrue(cJSON_GetObjectItem(c, "raised")))
-					cr_expect_str_eq(err, want_err, "%s, %s: the template's message differs", t->string, name);
-				failed += rc != 0;
-			}
-			free(out);
-
-			/* the same through the struct API when the messages are roles and texts */
-			size_t k = 0, nm = (size_t)cJSON_GetArraySize(msgs);
-			struct chat_message m[16];
-			const cJSON *x;
-			cJSON_ArrayForEach(x, msgs) {
-				if (k == 16 || cJSON_GetArraySize(x) != 2 || !cJSON_IsString(cJSON_GetObjectItem(x, "content")))
-					break;
-				m[k++] = (struct chat_message){ cJSON_GetStringValue(cJSON_GetObjectItem(x, "role")),
-								cJSON_GetStringValue(cJSON_GetObjectItem(x, "content")) };
-			}
-			if (k == nm && !with_tools && want) {
-				cr_expect_eq(chat_template_render(&ct, m, k, &opt, &out, &len, err, sizeof err), 0, "%s", err);
-				if (out)
-					cr_expect_str_eq(out, want, "%s, %s (chat_template_render)", t->string, name);
-				free(out);
-			}
-		}
+		expect_cases(&ct, t->string, cJSON_GetObjectItem(t, "cases"), root, &total, &same, &failed);
 		chat_template_free(&ct);
 		free(tmpl);
 	}
@@ -638,7 +667,43 @@ Test(chat, released_templates)
 		templates, same, total, failed);
 	cr_expect_eq(same + failed, total);
 	cJSON_Delete(root);
-	free(text);
+}
+
+/* Checkpoints without a template whose model_type has a built-in Jinja text render every case
+ * of that text's file as Jinja2 renders the file. */
+Test(chat, builtin_templates_by_model_type)
+{
+	static const struct {
+		const char *type, *file, *what;
+	} by_type[] = {
+		{ "deepseek_v32", "deepseek-v3.2.jinja", "DeepSeek-V3.2" },
+		{ "glm_moe_dsa", "glm-4.7.jinja", "GLM-4.7/GLM-5" },
+		{ "qwen3_5_moe", "qwen3.5.jinja", "Qwen3.5" },
+		{ "qwen3_5_moe_text", "qwen3.5.jinja", "Qwen3.5" },
+		{ "qwen3_next", "qwen3.jinja", "Qwen3" },
+	};
+	cJSON *root = expected_json();
+	const cJSON *templates = cJSON_GetObjectItem(root, "templates");
+	for (size_t i = 0; i < sizeof by_type / sizeof by_type[0]; i++) {
+		const cJSON *t = cJSON_GetObjectItem(templates, by_type[i].file);
+		cr_assert(t, "%s", by_type[i].file);
+		struct chat_template ct;
+		char err[512], what[128];
+		cr_assert_eq(chat_template_init(&ct, NULL, by_type[i].type,
+						cJSON_GetStringValue(cJSON_GetObjectItem(t, "bos_token")),
+						cJSON_GetStringValue(cJSON_GetObjectItem(t, "eos_token")), err, sizeof err), 0,
+			     "%s: %s", by_type[i].type, err);
+		cr_expect_eq(ct.family, CHAT_FAMILY_JINJA, "%s", by_type[i].type);
+		char note[128];
+		snprintf(note, sizeof note, "the model has no chat template; using the built-in %s template", by_type[i].what);
+		cr_expect_str_eq(ct.note, note, "%s", by_type[i].type);
+		size_t total = 0, same = 0, failed = 0;
+		snprintf(what, sizeof what, "%s (built-in)", by_type[i].type);
+		expect_cases(&ct, what, cJSON_GetObjectItem(t, "cases"), root, &total, &same, &failed);
+		cr_expect(total > 0 && same + failed == total, "%s: %zu of %zu", by_type[i].type, same + failed, total);
+		chat_template_free(&ct);
+	}
+	cJSON_Delete(root);
 }
 
 /* chat_template.jinja beside tokenizer_config.json is the template, as transformers v5 loads it. */

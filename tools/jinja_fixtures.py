@@ -15,8 +15,13 @@ no Jinja2:
                                   multi-turn, tool calls and results,
                                   reasoning), with and without the tool
                                   definitions, enable_thinking=false and
-                                  the generation prompt; the
-                                  conversations and tools are stored once
+                                  the generation prompt; for the
+                                  templates of TEMPLATE_EXTRAS also
+                                  content parts, template kwargs
+                                  (a case's "kwargs", e.g.
+                                  add_vision_id) and the conversations
+                                  they refuse; the conversations and
+                                  tools are stored once
 
 DeepSeek-V3.2 ships no Jinja template: tests/chat_templates/deepseek-v3.2.jinja
 is our rendering of its encoding/encoding_dsv32.py. With --dsv32 PATH (the
@@ -111,6 +116,63 @@ VARIANTS = [
     (", enable_thinking=false", {"enable_thinking": False}),
 ]
 
+# Conversations only some templates are rendered on (see TEMPLATE_EXTRAS): content given
+# as a list of parts (text, images, videos), and the conversations a template refuses
+# with its own message. They follow CONVERSATIONS in expected.json's list.
+PARTS_CONVERSATION = [
+    {"role": "system", "content": [{"type": "text", "text": "You are a helpful assistant."},
+                                   {"type": "text", "text": " Be brief. "}]},
+    {"role": "user", "content": [{"type": "image", "image": "file:///tmp/a.png"},
+                                 {"type": "text", "text": "What is in this picture?"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]},
+    {"role": "user", "content": [{"type": "text", "text": "And these?"},
+                                 {"type": "image_url", "image_url": {"url": "https://example.com/b.png"}},
+                                 {"type": "video", "video": "file:///tmp/c.mp4"},
+                                 {"type": "image", "image": "file:///tmp/d.png"}]},
+]
+
+EXTRA_CONVERSATIONS = [
+    ("content parts", PARTS_CONVERSATION),
+    ("reasoning inside the content after the last query", [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "<think>\nplan A\n</think>\n\nA1"},
+        {"role": "user", "content": "Q2"},
+        {"role": "assistant", "content": "\n<think>\nplan B\n\n</think>\n\nA2", "tool_calls": [
+            call("c9", "search", {"query": "q", "filters": []}, False)]},
+        {"role": "tool", "tool_call_id": "c9", "content": [{"type": "text", "text": "no results"}]},
+        {"role": "assistant", "content": "Nothing found.", "reasoning_content": 7}]),
+    ("a tool response as the last user turn", [
+        {"role": "user", "content": "Q"},
+        {"role": "user", "content": "<tool_response>\nr\n</tool_response>"}]),
+    ("no messages", []),
+    ("no user query", [{"role": "system", "content": "S"}, {"role": "assistant", "content": "A"}]),
+    ("a system message not first", [{"role": "user", "content": "Q"}, {"role": "system", "content": "S"}]),
+    ("an unknown role", [{"role": "developer", "content": "D"}, {"role": "user", "content": "Q"}]),
+    ("an image in the system message", [
+        {"role": "system", "content": [{"type": "image", "image": "file:///tmp/a.png"}]},
+        {"role": "user", "content": "Q"}]),
+    ("a video in the system message", [
+        {"role": "system", "content": [{"type": "video", "video": "file:///tmp/c.mp4"}]},
+        {"role": "user", "content": "Q"}]),
+    ("a content part of unknown type", [{"role": "user", "content": [{"type": "audio", "audio": "a.wav"}]}]),
+    ("content neither text nor parts", [{"role": "user", "content": {"text": "Q"}}]),
+    ("no content", [{"role": "user", "content": "Q"}, {"role": "assistant", "content": None},
+                    {"role": "user"}]),
+]
+
+# variants of the extra conversations; "kwargs" are more template variables, passed as they are
+EXTRA_VARIANTS = [
+    ("", {}),
+    (", tools", {"tools": TOOLS}),
+    (", enable_thinking=false", {"enable_thinking": False}),
+    (", enable_thinking=true", {"kwargs": {"enable_thinking": True}}),
+]
+# template file: [(extra conversation name, the variants it is rendered with)]
+TEMPLATE_EXTRAS = {
+    "qwen3.5.jinja": [(n, EXTRA_VARIANTS) for n, _ in EXTRA_CONVERSATIONS]
+    + [("content parts", [(", add_vision_id", {"kwargs": {"add_vision_id": True}})])],
+}
+
 # template file: (bos_token, eos_token) as the model's tokenizer_config.json gives them (None: absent)
 TEMPLATES = {
     "qwen3.jinja": (None, "<|im_end|>"),
@@ -126,6 +188,7 @@ TEMPLATES = {
     "glm-4.6.jinja": (None, "<|endoftext|>"),
     "glm-4.7.jinja": (None, "<|endoftext|>"),
     "glm-4.7-flash.jinja": (None, "<|endoftext|>"),
+    "qwen3.5.jinja": (None, "<|im_end|>"),
 }
 
 
@@ -163,38 +226,52 @@ def dsv32_reference(enc, messages, tools, extra):
 WITH_TOOLS = {"system+user", "user only", "tool calls with object arguments", "tool calls with JSON-string arguments"}
 
 
+def render_case(name, text, bos, eos, ci, cname, messages, vname, extra, gen, enc):
+    """One expected.json case: extra holds tools, enable_thinking=false (a flag of the case)
+    and kwargs (more template variables, passed as they are)."""
+    tools = extra.get("tools")
+    kw = {k: v for k, v in extra.items() if k not in ("tools", "kwargs")}
+    variables = dict(kw, **extra.get("kwargs", {}))
+    ref = jinja_ref.render(text, hf_variables(messages, tools, gen, variables, bos, eos), NOW)
+    string_args = any(isinstance(tc["function"]["arguments"], str)
+                      for m in messages for tc in m.get("tool_calls") or [])
+    if name == "deepseek-v3.2.jinja" and enc and not string_args:  # the template wants mappings
+        want = dsv32_reference(enc, messages, tools, kw)
+        if (want[0] == "ok") != (ref[0] == "ok") or (want[0] == "ok" and want[1] != ref[1]):
+            sys.exit("deepseek-v3.2.jinja differs from encoding_dsv32.py on %s%s:\n  script: %r\n"
+                     "  jinja2: %r" % (cname, vname, want, ref))
+    case = {"name": "%s%s%s" % (cname, vname, "" if gen else ", no generation prompt"),
+            "conversation": ci, "tools": tools is not None, "add_generation_prompt": gen}
+    case.update(kw)
+    if "kwargs" in extra:
+        case["kwargs"] = extra["kwargs"]
+    if ref[0] == "ok":
+        case["expected"] = ref[1]
+    else:
+        case["error"] = ref[1]
+        case["raised"] = ref[2]
+    return case
+
+
 def chat_fixtures(enc):
+    conversations = CONVERSATIONS + EXTRA_CONVERSATIONS
     out = {"generated_by": "tools/jinja_fixtures.py, Jinja2 %s" % jinja2.__version__, "now": NOW, "tools": TOOLS,
-           "conversations": [{"name": n, "messages": m} for n, m in CONVERSATIONS], "templates": {}}
+           "conversations": [{"name": n, "messages": m} for n, m in conversations], "templates": {}}
+    index = {n: i for i, (n, _) in enumerate(conversations)}
     folder = os.path.join(repo, "tests", "chat_templates")
     for name, (bos, eos) in TEMPLATES.items():
         with open(os.path.join(folder, name), encoding="utf-8", newline="") as f:
             text = f.read()
+        runs = [(cname, [v for v in VARIANTS if "tools" not in v[1] or cname in WITH_TOOLS])
+                for cname, _ in CONVERSATIONS]
+        runs += TEMPLATE_EXTRAS.get(name, [])
         cases = []
-        for ci, (cname, messages) in enumerate(CONVERSATIONS):
-            for vname, extra in VARIANTS:
-                if "tools" in extra and cname not in WITH_TOOLS:
-                    continue
+        for cname, variants in runs:
+            ci = index[cname]
+            for vname, extra in variants:
                 for gen in (True, False):
-                    tools = extra.get("tools")
-                    kw = {k: v for k, v in extra.items() if k != "tools"}
-                    ref = jinja_ref.render(text, hf_variables(messages, tools, gen, kw, bos, eos), NOW)
-                    string_args = any(isinstance(tc["function"]["arguments"], str)
-                                      for m in messages for tc in m.get("tool_calls") or [])
-                    if name == "deepseek-v3.2.jinja" and enc and not string_args:  # the template wants mappings
-                        want = dsv32_reference(enc, messages, tools, kw)
-                        if (want[0] == "ok") != (ref[0] == "ok") or (want[0] == "ok" and want[1] != ref[1]):
-                            sys.exit("deepseek-v3.2.jinja differs from encoding_dsv32.py on %s%s:\n  script: %r\n"
-                                     "  jinja2: %r" % (cname, vname, want, ref))
-                    case = {"name": "%s%s%s" % (cname, vname, "" if gen else ", no generation prompt"),
-                            "conversation": ci, "tools": tools is not None, "add_generation_prompt": gen}
-                    case.update(kw)
-                    if ref[0] == "ok":
-                        case["expected"] = ref[1]
-                    else:
-                        case["error"] = ref[1]
-                        case["raised"] = ref[2]
-                    cases.append(case)
+                    cases.append(render_case(name, text, bos, eos, ci, cname, conversations[ci][1], vname, extra,
+                                             gen, enc))
         out["templates"][name] = {"bos_token": bos, "eos_token": eos, "cases": cases}
     return out
 
@@ -226,28 +303,31 @@ def c_string(s):
     return "\n".join(lines)
 
 
+# engine/text/chat_builtin.c: (C name, template file, model types it serves)
+BUILTINS = [
+    ("chat_builtin_deepseek_v32", "deepseek-v3.2.jinja", "DeepSeek-V3.2's encoding/encoding_dsv32.py as a template"),
+    ("chat_builtin_glm5", "glm-4.7.jinja", "zai-org's GLM-4.7 template, whose format GLM-5 (glm_moe_dsa) keeps"),
+    ("chat_builtin_qwen35", "qwen3.5.jinja", "Qwen3.5's template (qwen3_5_moe, qwen3_5_moe_text)"),
+    ("chat_builtin_qwen3", "qwen3.jinja", "Qwen3's template, for Qwen3-Next (qwen3_next)"),
+]
+
+
 def write_builtin():
     folder = os.path.join(repo, "tests", "chat_templates")
-    texts = [open(os.path.join(folder, f), encoding="utf-8", newline="").read()
-             for f in ("deepseek-v3.2.jinja", "glm-4.7.jinja")]
+    texts = [open(os.path.join(folder, f), encoding="utf-8", newline="").read() for _, f, _ in BUILTINS]
     assert all("??" not in t for t in texts), "a trigraph in a C string"
+    width = max(len(c) for c, _, _ in BUILTINS) - len("chat_builtin_") + 1
     src = """/*
  * chat_builtin — Jinja texts of the formats whose checkpoints ship no chat
  * template, rendered by the Jinja subset when a model has none. The texts
- * are also tests/chat_templates/deepseek-v3.2.jinja and glm-4.7.jinja,
- * which tests/test_chat.c checks are the same bytes; edit those and
- * regenerate this file (tools/jinja_fixtures.py --builtin).
- *   deepseek_v32: DeepSeek-V3.2's encoding/encoding_dsv32.py as a template
- *   glm_moe_dsa:  zai-org's GLM-4.7 template, whose format GLM-5 keeps
- */
+ * are also files of tests/chat_templates/, which tests/test_chat.c checks
+ * are the same bytes; edit those and regenerate this file
+ * (tools/jinja_fixtures.py --builtin).
+%s */
 #include "engine/text/chat_internal.h"
-
-const char chat_builtin_deepseek_v32[] =
-%s;
-
-const char chat_builtin_glm5[] =
-%s;
-""" % (c_string(texts[0]), c_string(texts[1]))
+""" % "".join(" *   %-*s %s: %s\n" % (width, c[len("chat_builtin_"):] + ":", f, why) for c, f, why in BUILTINS)
+    for (c, _, _), t in zip(BUILTINS, texts):
+        src += "\nconst char %s[] =\n%s;\n" % (c, c_string(t))
     with open(os.path.join(repo, "engine", "text", "chat_builtin.c"), "w", encoding="utf-8") as f:
         f.write(src)
 

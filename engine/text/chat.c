@@ -118,7 +118,8 @@ static int detect(struct chat_template *ct, const char *t, const char *model_typ
 		  char *err, size_t err_len)
 {
 	if (!t) {
-		/* deepseek_v32 and glm_moe_dsa have built-in Jinja texts instead (chat_template_init). */
+		/* deepseek_v32, glm_moe_dsa, qwen3_5_moe(_text) and qwen3_next have built-in Jinja
+		 * texts instead (builtin_by_type). */
 		static const struct {
 			const char *type;
 			enum chat_family f;
@@ -198,28 +199,42 @@ static int detect(struct chat_template *ct, const char *t, const char *model_typ
 	return -EINVAL;
 }
 
-/* model types whose built-in template is a Jinja text, parsed once per process and shared */
+/*
+ * Model types whose built-in template is a Jinja text. The texts are parsed
+ * together, once per process on first use, and shared by every chat_template
+ * that falls back on them (never freed).
+ */
 static struct builtin_jinja {
-	const char *type, *text, *what;
-	pthread_once_t once;
+	const char *text, *what;
 	struct jinja_template *parsed;
 	int rc;
 	struct jinja_error err;
 } builtin_jinja[] = {
-	{ "deepseek_v32", chat_builtin_deepseek_v32, "DeepSeek-V3.2", PTHREAD_ONCE_INIT, NULL, 0, { 0 } },
-	{ "glm_moe_dsa", chat_builtin_glm5, "GLM-4.7/GLM-5", PTHREAD_ONCE_INIT, NULL, 0, { 0 } },
+	{ chat_builtin_deepseek_v32, "DeepSeek-V3.2", NULL, 0, { 0 } },
+	{ chat_builtin_glm5, "GLM-4.7/GLM-5", NULL, 0, { 0 } },
+	{ chat_builtin_qwen35, "Qwen3.5", NULL, 0, { 0 } },
+	{ chat_builtin_qwen3, "Qwen3", NULL, 0, { 0 } },
 };
 
-static void parse_builtin_0(void)
-{
-	struct builtin_jinja *b = &builtin_jinja[0];
-	b->rc = jinja_template_parse(&b->parsed, b->text, strlen(b->text), &b->err);
-}
+static const struct {
+	const char *type;
+	size_t text;	/* index in builtin_jinja */
+} builtin_by_type[] = {
+	{ "deepseek_v32", 0 },
+	{ "glm_moe_dsa", 1 },
+	{ "qwen3_5_moe", 2 },
+	{ "qwen3_5_moe_text", 2 },
+	{ "qwen3_next", 3 },	/* Qwen3-Next: the Qwen3 template, tools included */
+};
 
-static void parse_builtin_1(void)
+static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
+
+static void builtin_parse(void)
 {
-	struct builtin_jinja *b = &builtin_jinja[1];
-	b->rc = jinja_template_parse(&b->parsed, b->text, strlen(b->text), &b->err);
+	for (size_t i = 0; i < sizeof builtin_jinja / sizeof builtin_jinja[0]; i++) {
+		struct builtin_jinja *b = &builtin_jinja[i];
+		b->rc = jinja_template_parse(&b->parsed, b->text, strlen(b->text), &b->err);
+	}
 }
 
 static int choose(struct chat_template *ct, const char *template_text, const char *model_type, char *err,
@@ -248,10 +263,10 @@ static int choose(struct chat_template *ct, const char *template_text, const cha
 		snprintf(ct->note, sizeof ct->note, "%s; using the built-in %s renderer", why, chat_family_name(ct->family));
 		return 0;
 	}
-	for (size_t i = 0; model_type && i < sizeof builtin_jinja / sizeof builtin_jinja[0]; i++)
-		if (strcmp(model_type, builtin_jinja[i].type) == 0) {
-			struct builtin_jinja *b = &builtin_jinja[i];
-			pthread_once(&b->once, i == 0 ? parse_builtin_0 : parse_builtin_1);
+	for (size_t i = 0; model_type && i < sizeof builtin_by_type / sizeof builtin_by_type[0]; i++)
+		if (strcmp(model_type, builtin_by_type[i].type) == 0) {
+			struct builtin_jinja *b = &builtin_jinja[builtin_by_type[i].text];
+			pthread_once(&builtin_once, builtin_parse);
 			if (b->rc) {
 				chat_set_err(err, err_len, "the built-in %s template: %s", b->what, b->err.msg);
 				return b->rc;
@@ -260,7 +275,7 @@ static int choose(struct chat_template *ct, const char *template_text, const cha
 			ct->jinja_shared = true;
 			ct->family = CHAT_FAMILY_JINJA;
 			snprintf(ct->note, sizeof ct->note, "the model has no chat template; using the built-in %s template",
-				 builtin_jinja[i].what);
+				 b->what);
 			return 0;
 		}
 	if ((rc = detect(ct, NULL, model_type, err, err_len)))

@@ -32,6 +32,8 @@ void chat_set_err(char *err, size_t err_len, const char *fmt, ...)
 /* Built-in Jinja texts (chat_builtin.c). */
 extern const char chat_builtin_deepseek_v32[];
 extern const char chat_builtin_glm5[];
+extern const char chat_builtin_qwen35[];
+extern const char chat_builtin_qwen3[];
 
 /* The messages as the JSON array a template sees; NULL with err set when out of memory. */
 cJSON *chat_messages_json(const struct chat_message *m, size_t n, char *err, size_t err_len);
