@@ -83,8 +83,19 @@ class Container:
         self.expert_bytes = sum(lay["record_bytes"] * self.n_experts for lay in layers)
         self.quant = man.get("quant")
         self.model_type = man.get("model_type")
+        # A vision-language checkpoint (Qwen3.5) keeps the text model's
+        # fields in text_config; a hybrid keeps K and V in its
+        # full-attention layers only.
+        cfg = cfg.get("text_config", cfg)
         self.top_k = cfg["num_experts_per_tok"]
         self.n_layers = cfg["num_hidden_layers"]
+        types = cfg.get("layer_types")
+        if types:
+            self.n_kv_layers = sum(t in ("full_attention", "attention") for t in types)
+        elif "linear_num_value_heads" in cfg:
+            self.n_kv_layers = self.n_layers // cfg.get("full_attention_interval", 4)
+        else:
+            self.n_kv_layers = self.n_layers
         heads = cfg["num_attention_heads"]
         self.kv_heads = cfg.get("num_key_value_heads") or heads
         self.head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
@@ -92,7 +103,7 @@ class Container:
                                  for dp, _, fs in os.walk(path) for f in fs)
 
     def kv_bytes(self, ctx):
-        return 2 * self.n_layers * ctx * self.kv_heads * self.head_dim * 4
+        return 2 * self.n_kv_layers * ctx * self.kv_heads * self.head_dim * 4
 
     def ram_for(self, budget, ctx):
         """--ram value for a budget: 'min' or a percentage of the expert

@@ -36,6 +36,8 @@ static const struct family_chat family_chats[] = {
 	{ "deepseek_v32", NULL, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>" },
 	{ "glm4_moe", "glm-4.6.jinja", NULL, "<|endoftext|>" },
 	{ "glm_moe_dsa", NULL, NULL, "<|endoftext|>" },
+	{ "qwen3_5_moe", "qwen3.5.jinja", NULL, "<|im_end|>" },
+	{ "qwen3_next", "qwen3.jinja", NULL, "<|im_end|>" },
 };
 #define FAMILY_CHATS (sizeof family_chats / sizeof family_chats[0])
 

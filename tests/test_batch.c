@@ -8,7 +8,8 @@
  *    seeded sampling, penalties, top logprobs);
  *  - a greedy slot gives the ids `colibri run --temp 0` gives;
  *  - the prompt cache: a request extending what a slot holds reuses it
- *    (cached tokens reported) with the same result as a fresh slot;
+ *    (cached tokens reported) with the same result as a fresh slot; on a
+ *    hybrid (Gated DeltaNet), through the checkpoint at checkpoint_at;
  *  - a slot saved to a session file and loaded into a fresh forward
  *    continues bit-identically; foreign, truncated and corrupted files are
  *    refused naming the file, leaving the slot empty;
@@ -194,6 +195,57 @@ static int extended(const struct batch *b, int32_t *out)
 	out[n++] = 12;
 	out[n++] = 13;
 	return n;
+}
+
+/* A recurrent state cannot be cut back, so the prompt cache of a hybrid
+ * goes back to the checkpoint kept at checkpoint_at (the history before a
+ * generation prompt): a next request sharing the tokens up to there but
+ * not the ones after prefills only from there, also after a save and load,
+ * with the tokens and logprobs of a fresh slot; one diverging before it
+ * starts over. */
+Test(batch, gdn_prompt_cache_checkpoint)
+{
+	struct rig g;
+	rig_open(&g, "qwen3_5_moe", 40);
+	struct batch_params p = params_of(0);
+	p.checkpoint_at = 3;
+	cr_assert_eq(batch_start(&g.b, 0, prompts[0], lens[0], &p, NULL, NULL), 0);
+	run_to_end(&g.b);
+	cr_expect_eq(forward_seq(&g.f, 0)->ckpt_pos, 3, "the checkpoint is where it was asked");
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/gdn.session", ws);
+	cr_assert_eq(batch_save(&g.b, 0, 99, path), 0, "%s", error_message());
+	/* The same first 4 tokens, then others: back to position 3. */
+	const int32_t next[] = { 5, 6, 7, 8, 77, 78, 79 };
+	int n = 7, cached = -1;
+	p.checkpoint_at = 0;
+	memset(&g.r, 0, sizeof g.r);
+	cr_assert_eq(batch_start(&g.b, 0, next, n, &p, NULL, &cached), 0);
+	cr_expect_eq(cached, 3);
+	run_to_end(&g.b);
+	struct record warm = g.r;
+	memset(&g.r, 0, sizeof g.r);
+	cr_assert_eq(batch_start(&g.b, 1, next, n, &p, NULL, &cached), 0);
+	cr_expect_eq(cached, 0);
+	run_to_end(&g.b);
+	cr_expect_eq(memcmp(g.r.id[1], warm.id[0], sizeof warm.id[0]), 0, "the checkpoint changed the tokens");
+	cr_expect_eq(memcmp(g.r.lp[1], warm.lp[0], sizeof warm.lp[0]), 0, "the checkpoint changed the logprobs");
+	/* Diverging before the checkpoint: nothing to go back to. */
+	const int32_t other[] = { 5, 9, 9, 9 };
+	cr_assert_eq(batch_start(&g.b, 0, other, 4, &p, NULL, &cached), 0);
+	cr_expect_eq(cached, 0);
+	run_to_end(&g.b);
+	rig_close(&g);
+	/* After a restart the saved checkpoint serves as well. */
+	rig_open(&g, "qwen3_5_moe", 40);
+	cr_assert_eq(batch_load(&g.b, 2, 99, path), 0, "%s", error_message());
+	memset(&g.r, 0, sizeof g.r);
+	cr_assert_eq(batch_start(&g.b, 2, next, n, &p, NULL, &cached), 0);
+	cr_expect_eq(cached, 3);
+	run_to_end(&g.b);
+	cr_expect_eq(memcmp(g.r.id[2], warm.id[0], sizeof warm.id[0]), 0, "tokens differ after a reload");
+	cr_expect_eq(memcmp(g.r.lp[2], warm.lp[0], sizeof warm.lp[0]), 0, "logprobs differ after a reload");
+	rig_close(&g);
 }
 
 Test(batch, prompt_cache_and_sessions)

@@ -145,7 +145,7 @@ Test(conversation, prompt_is_the_qwen3_template)
 	int n = 0;
 	bool thinking = true;
 	/* Qwen3's template drops the reasoning of turns before the last query. */
-	cr_assert_eq(conversation_prompt(&c, c.n, tok, "qwen3_moe", NULL, &ids, &n, &thinking), 0, "%s",
+	cr_assert_eq(conversation_prompt(&c, c.n, tok, "qwen3_moe", NULL, &ids, &n, &thinking, NULL), 0, "%s",
 		     error_message());
 	expect_ids(tok, ids, n,
 		   "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
@@ -153,7 +153,7 @@ Test(conversation, prompt_is_the_qwen3_template)
 	cr_expect_not(thinking, "Qwen3's generation prompt leaves <think> to the model");
 	free(ids);
 	struct conversation_prompt_options off = { .no_thinking = true };
-	cr_assert_eq(conversation_prompt(&c, 2, tok, "qwen3_moe", &off, &ids, &n, &thinking), 0);
+	cr_assert_eq(conversation_prompt(&c, 2, tok, "qwen3_moe", &off, &ids, &n, &thinking, NULL), 0);
 	expect_ids(tok, ids, n,
 		   "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
 		   "<|im_start|>assistant\n<think>\n\n</think>\n\n");
@@ -222,7 +222,7 @@ static int answer(struct rig *g, struct conversation *c)
 {
 	int32_t *ids = NULL;
 	int n = 0, cached = -1;
-	cr_assert_eq(conversation_prompt(c, c->n, g->tok, "qwen3_moe", NULL, &ids, &n, NULL), 0, "%s", error_message());
+	cr_assert_eq(conversation_prompt(c, c->n, g->tok, "qwen3_moe", NULL, &ids, &n, NULL, NULL), 0, "%s", error_message());
 	struct batch_params p = { .n_predict = ROWS_MAX, .top_p = 1, .logprobs = true };
 	g->r.n = 0;
 	cr_assert_eq(batch_start(&g->b, 0, ids, n, &p, NULL, &cached), 0, "%s", error_message());

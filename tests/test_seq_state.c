@@ -2,8 +2,9 @@
  * test_seq_state — the sequence-state interface (engine/forward/seq_state.h):
  *  - its semantics on hand-made parts: positional rows truncate to any
  *    earlier position; a fixed part refuses (-EAGAIN) and comes back from a
- *    snapshot; reset zeroes the fixed parts; COLIBRI_SEQ_REPLAY forces the
- *    replay path;
+ *    snapshot, or from the checkpoint when that lies within what is kept;
+ *    reset zeroes the fixed parts; COLIBRI_SEQ_REPLAY forces the replay
+ *    path;
  *  - save and load: a round trip gives the same bytes; another model id,
  *    another layout, too many positions, a truncated or corrupted file are
  *    refused with a message naming the file, and leave the state reset;
@@ -55,7 +56,7 @@ Test(seq_state, truncate_snapshot_restore)
 {
 	struct seq_state s;
 	cr_assert_eq(seq_state_init(&s, sizes, 3, 5), 0);
-	cr_expect_eq(seq_state_bytes(sizes, 3, 5), 5 * 8 + 2 * 16);
+	cr_expect_eq(seq_state_bytes(sizes, 3, 5), 5 * 8 + 3 * 16, "rows, and the fixed part with its snapshot and checkpoint");
 	cr_expect_null(seq_state_rows(&s, 2));
 	cr_expect_null(seq_state_fixed(&s, 0));
 	fill(&s, 3, 0xab);
@@ -73,6 +74,20 @@ Test(seq_state, truncate_snapshot_restore)
 	cr_expect_eq(s.pos, 0);
 	cr_expect_eq(s.parts[1].fixed[7], 0);
 	cr_expect_neq(seq_state_restore(&s), 0, "reset forgets the snapshot");
+
+	/* The checkpoint outlives snapshots: the end of a conversation's
+	 * history, which a later prompt sharing it goes back to. */
+	fill(&s, 2, 0x11);
+	seq_state_checkpoint(&s);
+	fill(&s, 3, 0x22);
+	seq_state_snapshot(&s);
+	fill(&s, 5, 0x33);
+	cr_expect_eq(seq_state_restore_checkpoint(&s, 1), -EAGAIN, "the checkpoint lies past what is kept");
+	cr_assert_eq(seq_state_restore_checkpoint(&s, 4), 0);
+	cr_expect(s.pos == 2 && s.parts[1].fixed[0] == 0x11 && s.parts[1].fixed[15] == 0x11, "pos %d", s.pos);
+	cr_expect_neq(seq_state_restore(&s), 0, "going back to the checkpoint drops the later snapshot");
+	seq_state_reset(&s);
+	cr_expect_eq(seq_state_restore_checkpoint(&s, 4), -EAGAIN, "reset forgets the checkpoint");
 	seq_state_free(&s);
 
 	/* Rows alone truncate to any earlier position. */
@@ -127,6 +142,9 @@ Test(seq_state, save_and_load)
 	cr_assert_eq(seq_state_init(&b, sizes, 3, 5), 0);
 	for (int i = 0; i < 3 * 8; i++)
 		a.parts[0].rows[i] = (uint8_t)(i * 7 + 1);
+	memset(a.parts[1].fixed, 0x4b, 16);
+	a.pos = 2;
+	seq_state_checkpoint(&a);
 	memset(a.parts[1].fixed, 0x5a, 16);
 	a.pos = 3;
 	char path[PATH_MAX + 32], bad[PATH_MAX + 32];
@@ -135,6 +153,9 @@ Test(seq_state, save_and_load)
 	cr_expect_eq(b.pos, 3);
 	cr_expect_eq(memcmp(a.parts[0].rows, b.parts[0].rows, 3 * 8), 0);
 	cr_expect_eq(memcmp(a.parts[1].fixed, b.parts[1].fixed, 16), 0);
+	/* The checkpoint travels with the state. */
+	cr_assert_eq(seq_state_restore_checkpoint(&b, 3), 0);
+	cr_expect(b.pos == 2 && b.parts[1].fixed[0] == 0x4b, "the checkpoint came back at %d", b.pos);
 
 	expect_refused(&b, 43, path, "another model");
 	cr_assert_eq(seq_state_init(&other, sizes, 2, 5), 0);

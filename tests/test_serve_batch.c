@@ -171,7 +171,8 @@ Test(serve, concurrent_clients_match_alone)
 
 /* Every family serves: each tiny fixture with a small tokenizer and its
  * family's chat template (tests/family_model.h), two greedy chat requests
- * alone and then together (batched steps), the same texts; a completion. */
+ * alone and then together (batched steps), the same texts; the next turn
+ * of the first reuses its history; a completion. */
 Test(serve, every_family_alone_equals_together)
 {
 	static const char *const users[2] = { "hello there", "what is the time" };
@@ -191,6 +192,17 @@ Test(serve, every_family_alone_equals_together)
 				    num_at(j, "usage.prompt_tokens"), num_at(j, "usage.completion_tokens"), alone[i]);
 			cr_expect_gt(num_at(j, "usage.prompt_tokens"), 2, "%s", family_chats[f].family);
 			cJSON_Delete(j);
+			if (i > 0)
+				continue;
+			/* Its next turn reuses the history (a hybrid through the
+			 * checkpoint its recurrent state keeps there). */
+			cJSON *n = http_json(&s, "POST", "/v1/chat/completions",
+					     "{\"messages\":[{\"role\":\"user\",\"content\":\"hello there\"},"
+					     "{\"role\":\"assistant\",\"content\":\"ok\"},{\"role\":\"user\",\"content\":\"and then\"}],"
+					     "\"max_tokens\":2,\"temperature\":0}", 200);
+			cr_expect_gt(num_at(n, "usage.prompt_tokens_details.cached_tokens"), 2, "%s: the next turn reused nothing",
+				     family_chats[f].family);
+			cJSON_Delete(n);
 		}
 		cJSON *c = http_json(&s, "POST", "/v1/completions", "{\"prompt\":\"once upon\",\"max_tokens\":4,\"temperature\":0}",
 				     200);

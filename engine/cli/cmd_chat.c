@@ -228,11 +228,14 @@ static double ram_share(const struct expert_store_stats *a, const struct expert_
 
 /* Decodes one answer to ids[0..n) (the whole rendered conversation, or
  * the slot's history plus the cut token for :more). thinking: the prompt
- * left the answer inside <think>. Returns 0 (the answer, maybe empty, is in
- * c->answer) or -errno with a message. */
-static int decode_answer(struct chat *c, const int32_t *ids, int n, bool thinking)
+ * left the answer inside <think>. history: ids of the messages before the
+ * generation prompt, where the state keeps a checkpoint for the next turn
+ * (0: none). Returns 0 (the answer, maybe empty, is in c->answer) or
+ * -errno with a message. */
+static int decode_answer(struct chat *c, const int32_t *ids, int n, bool thinking, int history)
 {
 	struct batch_params p = c->params;
+	p.checkpoint_at = history;
 	/* A seeded chat samples the same answers when replayed: the seed moves
 	 * with the conversation's length. */
 	p.seed = c->params.seed + (uint64_t)c->conv.n;
@@ -321,7 +324,7 @@ static bool cut_in_think(struct chat *c)
 	int32_t *ids = NULL;
 	int n = 0;
 	struct conversation_prompt_options po = { .no_thinking = c->think == THINK_OFF };
-	if (conversation_prompt(&c->conv, c->conv.n - 1, c->tok, c->model_type, &po, &ids, &n, &opened))
+	if (conversation_prompt(&c->conv, c->conv.n - 1, c->tok, c->model_type, &po, &ids, &n, &opened, NULL))
 		error_clear();
 	free(ids);
 	const char *a = c->conv.msgs[c->conv.n - 1].content, *open = NULL, *close = NULL;
@@ -344,9 +347,10 @@ static void turn(struct chat *c, const char *text)
 	int n = 0;
 	bool thinking = false;
 	struct conversation_prompt_options po = { .no_thinking = c->think == THINK_OFF };
-	int rc = conversation_prompt(&c->conv, c->conv.n, c->tok, c->model_type, &po, &ids, &n, &thinking);
+	int history = 0;
+	int rc = conversation_prompt(&c->conv, c->conv.n, c->tok, c->model_type, &po, &ids, &n, &thinking, &history);
 	if (!rc)
-		rc = decode_answer(c, ids, n, thinking);
+		rc = decode_answer(c, ids, n, thinking, history);
 	free(ids);
 	if (!rc && c->n_answer == 0 && c->finish == BATCH_STOPPED) {
 		note(c, "(stopped before the answer began; the message is dropped)");
@@ -394,7 +398,7 @@ static void more(struct chat *c)
 	const char *skip;
 	size_t skip_len;
 	(void)tokenizer_stream_put(&c->ts, c->conv.cut_token, &skip, &skip_len);
-	int rc = decode_answer(c, ids, n, thinking);
+	int rc = decode_answer(c, ids, n, thinking, 0);
 	free(ids);
 	if (!rc && c->answer_len)
 		rc = conversation_append(&c->conv, c->answer, c->answer_len);

@@ -129,9 +129,15 @@ int batch_start(struct batch *b, int i, const int32_t *prompt, int n, const stru
 	if (keep > n - 1)
 		keep = n - 1;
 	if (seq_state_truncate(seq, keep) != 0) {
-		seq_state_reset(seq); /* a state that cannot be cut starts over */
+		/* A state that cannot be cut (a recurrent one) goes back to its
+		 * checkpoint when that lies within what is kept, else starts over. */
 		error_clear();
-		keep = 0;
+		if (seq_state_restore_checkpoint(seq, keep) == 0) {
+			keep = seq->pos;
+		} else {
+			seq_state_reset(seq);
+			keep = 0;
+		}
 	}
 	memcpy(s->tokens, prompt, (size_t)n * sizeof *prompt);
 	memset(s->counts, 0, (size_t)b->f->m->cfg.vocab * sizeof *s->counts);
@@ -274,6 +280,10 @@ int batch_step(struct batch *b)
 			continue;
 		int from = seq_of(b, i)->pos, left = s->n_tokens - from;
 		int take = left < budget - n ? left : budget - n;
+		/* A step ends at the checkpoint position, so that the state is
+		 * there to keep after it. */
+		if (from < s->p.checkpoint_at && from + take > s->p.checkpoint_at)
+			take = s->p.checkpoint_at - from;
 		for (int k = 0; k < take; k++)
 			b->rows[n++] = (struct forward_row){ i, s->tokens[from + k] };
 		if (take == left) {
@@ -286,6 +296,10 @@ int batch_step(struct batch *b)
 	int rc = forward_step_rows(b->f, b->rows, n, b->out, n_out, b->logits);
 	b->steps++;
 	b->rows_run += (uint64_t)n;
+	for (int i = 0; !rc && i < b->n_slots; i++)
+		if (b->slots[i].state == BATCH_SLOT_PREFILL && b->slots[i].p.checkpoint_at > 0 &&
+		    seq_of(b, i)->pos == b->slots[i].p.checkpoint_at)
+			seq_state_checkpoint(seq_of(b, i));
 	if (rc) {
 		for (int i = 0; i < b->n_slots; i++) {
 			if (b->slots[i].state == BATCH_SLOT_FREE)

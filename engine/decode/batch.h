@@ -45,6 +45,10 @@ struct batch_params {
 	float frequency_penalty;     /* ... times how often it was generated */
 	bool logprobs;               /* report the chosen token's log probability */
 	int top_logprobs;            /* and the n most likely ones (<= BATCH_LOGPROBS_MAX) */
+	int32_t checkpoint_at;       /* prompt position to keep a checkpoint of the sequence state at: the end
+				      * of the conversation's history, before the generation prompt, which
+				      * the next turn's prompt shares (models with a recurrent state go back
+				      * there rather than start over); 0: none */
 };
 
 enum batch_finish {

@@ -187,13 +187,37 @@ uint64_t conversation_hash(const struct conversation *c, uint64_t seed)
 
 /* Today's renderer: engine/text/chat.h, the families written in C. A Jinja
  * interpreter replaces it here and nowhere else. */
+/* How many leading ids[0..n) the rendering of the messages without the
+ * generation prompt shares: the history the next turn keeps. 0 when that
+ * rendering fails (the caller then keeps no checkpoint). */
+static int history_ids(const struct chat_template *ct, const struct chat_message *msgs, size_t n_msgs,
+		       const struct chat_options *co, const struct tokenizer *tok, const int32_t *ids, int n)
+{
+	struct chat_options without = *co;
+	without.add_generation_prompt = false;
+	char err[256], *text = NULL;
+	size_t len = 0, nv = 0;
+	int32_t *h = NULL;
+	int k = 0;
+	if (chat_template_render(ct, msgs, n_msgs, &without, &text, &len, err, sizeof err) == 0 &&
+	    tokenizer_encode(tok, text, len, &h, &nv) == 0)
+		while (k < n && (size_t)k < nv && h[k] == ids[k])
+			k++;
+	error_clear();
+	free(text);
+	free(h);
+	return k;
+}
+
 int conversation_prompt(const struct conversation *c, size_t n_msgs, const struct tokenizer *tok,
 			const char *model_type, const struct conversation_prompt_options *o, int32_t **ids, int *n,
-			bool *thinking)
+			bool *thinking, int *n_history)
 {
 	char err[512] = "";
 	*ids = NULL;
 	*n = 0;
+	if (n_history)
+		*n_history = 0;
 	if (n_msgs > c->n)
 		n_msgs = c->n;
 	struct chat_template ct;
@@ -212,10 +236,11 @@ int conversation_prompt(const struct conversation *c, size_t n_msgs, const struc
 		msgs[i] = (struct chat_message){ c->msgs[i].role, c->msgs[i].content };
 	struct chat_options co = { .add_generation_prompt = true, .no_thinking = o && o->no_thinking };
 	rc = chat_template_render(&ct, msgs, n_msgs, &co, &text, &len, err, sizeof err);
-	chat_template_free(&ct);
-	free(msgs);
-	if (rc)
+	if (rc) {
+		chat_template_free(&ct);
+		free(msgs);
 		return error_set(-rc, "chat template: %s", err[0] ? err : "cannot render the conversation");
+	}
 	if (thinking) {
 		/* The generation prompt opens the reasoning itself ("<think>\n"). */
 		size_t k = len;
@@ -226,6 +251,10 @@ int conversation_prompt(const struct conversation *c, size_t n_msgs, const struc
 	size_t nv = 0;
 	rc = tokenizer_encode(tok, text, len, ids, &nv);
 	free(text);
+	if (!rc && n_history)
+		*n_history = history_ids(&ct, msgs, n_msgs, &co, tok, *ids, (int)nv);
+	chat_template_free(&ct);
+	free(msgs);
 	if (rc)
 		return error_set(-rc, rc == -EILSEQ ? "the conversation is not valid UTF-8" : "cannot tokenize the conversation");
 	*n = (int)nv;

@@ -78,10 +78,13 @@ struct conversation_prompt_options {
  * generation prompt, through the chat template of tok (model_type picks
  * one when the tokenizer has none) and encodes them: *ids is malloc'd with
  * *n ids. *thinking (may be NULL) says whether the prompt ends inside an
- * open <think> block, so that the answer starts with reasoning. -EINVAL
- * with a message for a template or conversation the renderer refuses. */
+ * open <think> block, so that the answer starts with reasoning.
+ * *n_history (may be NULL): how many of the ids the messages alone give,
+ * without the generation prompt (the tokens the next turn's prompt will
+ * share: batch_params.checkpoint_at). -EINVAL with a message for a
+ * template or conversation the renderer refuses. */
 int conversation_prompt(const struct conversation *c, size_t n_msgs, const struct tokenizer *tok,
 			const char *model_type, const struct conversation_prompt_options *o, int32_t **ids, int *n,
-			bool *thinking);
+			bool *thinking, int *n_history);
 
 #endif

@@ -110,7 +110,9 @@ uint64_t forward_state_fixed_bytes(const struct model_config *c, int n_seqs)
 		for (int slot = 0; slot < 2; slot++) {
 			struct block_sizes bs;
 			kinds[slot]->sizes(c, l, 1, 1, &bs);
-			sum += bs.state_fixed_bytes;
+			/* What seq_state allocates for it: the part, its snapshot and checkpoint copies. */
+			struct seq_part_size part = { 0, bs.state_fixed_bytes };
+			sum += seq_state_bytes(&part, 1, 1);
 		}
 	}
 	return sum * (uint64_t)(n_seqs > 0 ? n_seqs : 1);

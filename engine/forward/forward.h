@@ -74,8 +74,8 @@ uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_t
 const char *forward_state_what(const struct model_config *c);
 
 /* Bytes of the sequence state that do not grow with the position
- * (recurrent and convolution states), for n_seqs sequences; forward_bytes
- * includes them. */
+ * (recurrent and convolution states, with their snapshot and checkpoint
+ * copies), for n_seqs sequences; forward_bytes includes them. */
 uint64_t forward_state_fixed_bytes(const struct model_config *c, int n_seqs);
 
 /* Sequence 0 (what run and logits use) and sequence i. */

@@ -19,9 +19,16 @@
  * truncation take that path, so it is tested on the families without fixed
  * state.
  *
+ * A checkpoint is a second, longer-lived copy of the fixed parts at one
+ * position (seq_state_checkpoint): the prompt cache keeps one at the end of
+ * a conversation's history, so that the next turn, which shares the
+ * tokens up to there but not the generated ones after, can go back to it
+ * (seq_state_restore_checkpoint) instead of starting over.
+ *
  * Save and load (sessions on disk, a server's prompt cache) write the rows
- * of positions [0, pos) and the fixed parts, with the layout and an
- * identity of the model, so a state is never loaded into another model.
+ * of positions [0, pos), the fixed parts and the checkpoint, with the
+ * layout and an identity of the model, so a state is never loaded into
+ * another model.
  */
 #ifndef COLIBRI_ENGINE_FORWARD_SEQ_STATE_H
 #define COLIBRI_ENGINE_FORWARD_SEQ_STATE_H
@@ -42,6 +49,7 @@ struct seq_part {
 	uint8_t *rows;             /* [ctx * pos_bytes], or NULL */
 	uint8_t *fixed;            /* [fixed_bytes], or NULL */
 	uint8_t *fixed_snap;       /* [fixed_bytes]: the snapshot's copy */
+	uint8_t *fixed_ckpt;       /* [fixed_bytes]: the checkpoint's copy */
 };
 
 struct seq_state {
@@ -50,6 +58,7 @@ struct seq_state {
 	int n_parts;
 	struct seq_part *parts;    /* [n_parts] */
 	int32_t snap_pos;          /* position of the snapshot, -1 none */
+	int32_t ckpt_pos;          /* position of the checkpoint, -1 none */
 	bool has_fixed;            /* some part has fixed bytes */
 	bool force_replay;         /* COLIBRI_SEQ_REPLAY: truncation always asks for a replay */
 };
@@ -73,7 +82,7 @@ static inline uint8_t *seq_state_fixed(const struct seq_state *s, int part)
 	return s->parts[part].fixed;
 }
 
-/* Empty sequence: pos 0, fixed parts zeroed, no snapshot. */
+/* Empty sequence: pos 0, fixed parts zeroed, no snapshot, no checkpoint. */
 void seq_state_reset(struct seq_state *s);
 
 /* Remembers the current position and copies the fixed parts. */
@@ -87,6 +96,15 @@ int seq_state_truncate(struct seq_state *s, int32_t pos);
 /* Returns to the snapshot: its position and fixed parts. -EINVAL without
  * one. */
 int seq_state_restore(struct seq_state *s);
+
+/* Keeps the fixed parts at the current position as the checkpoint (a
+ * state without fixed parts needs none: nothing happens). */
+void seq_state_checkpoint(struct seq_state *s);
+
+/* Goes back to the checkpoint if it lies in (0, pos] and at or before the
+ * current position: 0 with s->pos the checkpoint's (the caller runs the
+ * tokens after it again); -EAGAIN, without a message, otherwise. */
+int seq_state_restore_checkpoint(struct seq_state *s, int32_t pos);
 
 /* Writes the state (layout, model_id, pos, rows [0, pos), fixed parts) to
  * f; `name` names the file in messages. */

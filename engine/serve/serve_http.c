@@ -224,6 +224,7 @@ static enum MHD_Result completion(struct http_req *r)
 		goto out;
 	}
 	struct batch_params p = q.p;
+	p.checkpoint_at = ids.history;
 	p.n_predict = q.max_tokens > 0 ? q.max_tokens : h->o.ctx - ids.n;
 	if (p.n_predict > h->o.lim.max_tokens_cap)
 		p.n_predict = h->o.lim.max_tokens_cap;

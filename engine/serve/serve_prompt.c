@@ -159,6 +159,27 @@ static int build_chat(const struct serve_prompt *sp, const struct serve_request 
 	return rc;
 }
 
+/* How many of ids[0..n) the messages give without the generation prompt:
+ * the conversation's history, which its next turn shares. 0 when that
+ * rendering fails. */
+static int history_ids(const struct serve_prompt *sp, const struct serve_request *r, const int32_t *ids, int n)
+{
+	struct serve_request without = *r;
+	without.add_generation_prompt = false;
+	struct serve_error e = { 0 };
+	char *text = NULL;
+	size_t len = 0, nv = 0;
+	int32_t *h = NULL;
+	int k = 0;
+	if (render(sp, &without, r->enable_thinking == 0, &text, &len, &e) == 0 &&
+	    tokenizer_encode(sp->tok, text, len, &h, &nv) == 0)
+		while (k < n && (size_t)k < nv && h[k] == ids[k])
+			k++;
+	free(text);
+	free(h);
+	return k;
+}
+
 int serve_prompt_build(const struct serve_prompt *sp, const struct serve_request *r, struct serve_prompt_ids *out,
 		       struct serve_error *err)
 {
@@ -204,5 +225,7 @@ int serve_prompt_build(const struct serve_prompt *sp, const struct serve_request
 		return serve_error_set(err, 400, r->endpoint == SERVE_CHAT ? "messages" : "prompt", NULL,
 				       "the prompt is empty");
 	}
+	if (r->endpoint == SERVE_CHAT && r->add_generation_prompt)
+		out->history = history_ids(sp, r, out->ids, out->n);
 	return 0;
 }

@@ -46,6 +46,8 @@ struct serve_prompt_ids {
 	int32_t *ids;                /* [n] malloc'd */
 	int n;
 	bool reasoning_open;         /* the prompt ends inside <think>: output starts as reasoning */
+	int history;                 /* chat: the ids the messages give without the generation prompt, which a
+				      * next turn shares (batch_params.checkpoint_at); 0 otherwise */
 };
 
 /* Chat: messages through the template, then the tokenizer (no extra BOS:
