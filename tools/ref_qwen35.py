@@ -50,6 +50,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ref_route  # noqa: E402
 import safetensors_np as st  # noqa: E402
 
 ARCHS = ("qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next")
@@ -345,19 +346,7 @@ class Model:
     def moe(self, L, p, h, record):
         """HF Qwen3_5MoeSparseMoeBlock / Qwen3NextSparseMoeBlock."""
         logits = h @ self.w(p + "gate.weight").T
-        z = logits - logits.max(axis=-1, keepdims=True)
-        probs = np.exp(z)
-        probs /= probs.sum(axis=-1, keepdims=True)
-        order = np.argsort(-probs, axis=-1, kind="stable")
-        top = order[:, :self.top_k]
-        weights = np.take_along_axis(probs, top, axis=-1)
-        if self.norm_topk:
-            weights = weights / weights.sum(axis=-1, keepdims=True)
-        if self.top_k < self.n_experts:
-            margins = (np.take_along_axis(probs, order[:, self.top_k - 1:self.top_k], axis=-1)[:, 0]
-                       - np.take_along_axis(probs, order[:, self.top_k:self.top_k + 1], axis=-1)[:, 0])
-        else:
-            margins = np.full(h.shape[0], np.inf)
+        top, weights, margins = ref_route.softmax_topk(logits, self.top_k, self.norm_topk)
         gate, up, down = self.experts(p)
         out = np.zeros_like(h)
         for t in range(h.shape[0]):

@@ -43,6 +43,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ref_route  # noqa: E402
 import safetensors_np as st  # noqa: E402
 import ref_deepseek  # noqa: E402
 import ref_qwen35  # noqa: E402
@@ -241,20 +242,7 @@ def moe(m, layer, h, record):
     logits = h @ m.w(pfx + "gate.weight").T
     # HF: softmax over all experts (float32), top-k of the probabilities, then
     # optional renormalisation of the k selected weights.
-    z = logits - logits.max(axis=-1, keepdims=True)
-    probs = np.exp(z)
-    probs /= probs.sum(axis=-1, keepdims=True)
-    order = np.argsort(-probs, axis=-1, kind="stable")
-    top = order[:, :m.top_k]
-    weights = np.take_along_axis(probs, top, axis=-1)
-    if m.norm_topk:
-        weights = weights / weights.sum(axis=-1, keepdims=True)
-    if m.top_k < m.n_experts:
-        kth = np.take_along_axis(probs, order[:, m.top_k - 1:m.top_k], axis=-1)[:, 0]
-        nxt = np.take_along_axis(probs, order[:, m.top_k:m.top_k + 1], axis=-1)[:, 0]
-        margins = kth - nxt
-    else:
-        margins = np.full(h.shape[0], np.inf)
+    top, weights, margins = ref_route.softmax_topk(logits, m.top_k, m.norm_topk)
     gate, up, down = m.experts(layer)
     out = np.zeros_like(h)
     for t in range(h.shape[0]):
