@@ -197,6 +197,28 @@ static int extended(const struct batch *b, int32_t *out)
 	return n;
 }
 
+/* Runs prompt in slot 0, expecting `want_cached` tokens of it cached, then
+ * in slot 1 from scratch: the same tokens and logprobs. Returns slot 0's
+ * record. */
+static struct record cached_equals_fresh(struct rig *g, const int32_t *prompt, int n, const struct batch_params *p,
+					 int want_cached)
+{
+	int cached = -1;
+	memset(&g->r, 0, sizeof g->r);
+	cr_assert_eq(batch_start(&g->b, 0, prompt, n, p, NULL, &cached), 0);
+	cr_expect_eq(cached, want_cached);
+	run_to_end(&g->b);
+	struct record warm = g->r;
+	memset(&g->r, 0, sizeof g->r);
+	cr_assert_eq(batch_start(&g->b, 1, prompt, n, p, NULL, &cached), 0);
+	cr_expect_eq(cached, 0);
+	run_to_end(&g->b);
+	cr_expect_eq(g->r.n[1], warm.n[0]);
+	cr_expect_eq(memcmp(g->r.id[1], warm.id[0], sizeof warm.id[0]), 0, "the cached prefix changed the tokens");
+	cr_expect_eq(memcmp(g->r.lp[1], warm.lp[0], sizeof warm.lp[0]), 0, "the cached prefix changed the logprobs");
+	return warm;
+}
+
 /* A recurrent state cannot be cut back, so the prompt cache of a hybrid
  * goes back to the checkpoint kept at checkpoint_at (the history before a
  * generation prompt): a next request sharing the tokens up to there but
@@ -219,17 +241,7 @@ Test(batch, gdn_prompt_cache_checkpoint)
 	const int32_t next[] = { 5, 6, 7, 8, 77, 78, 79 };
 	int n = 7, cached = -1;
 	p.checkpoint_at = 0;
-	memset(&g.r, 0, sizeof g.r);
-	cr_assert_eq(batch_start(&g.b, 0, next, n, &p, NULL, &cached), 0);
-	cr_expect_eq(cached, 3);
-	run_to_end(&g.b);
-	struct record warm = g.r;
-	memset(&g.r, 0, sizeof g.r);
-	cr_assert_eq(batch_start(&g.b, 1, next, n, &p, NULL, &cached), 0);
-	cr_expect_eq(cached, 0);
-	run_to_end(&g.b);
-	cr_expect_eq(memcmp(g.r.id[1], warm.id[0], sizeof warm.id[0]), 0, "the checkpoint changed the tokens");
-	cr_expect_eq(memcmp(g.r.lp[1], warm.lp[0], sizeof warm.lp[0]), 0, "the checkpoint changed the logprobs");
+	struct record warm = cached_equals_fresh(&g, next, n, &p, 3);
 	/* Diverging before the checkpoint: nothing to go back to. */
 	const int32_t other[] = { 5, 9, 9, 9 };
 	cr_assert_eq(batch_start(&g.b, 0, other, 4, &p, NULL, &cached), 0);
@@ -263,21 +275,10 @@ Test(batch, prompt_cache_and_sessions)
 	snprintf(path, sizeof path, "%s/s.session", ws);
 	cr_assert_eq(batch_save(&g.b, 0, 99, path), 0, "%s", error_message());
 	cr_expect_neq(access(path, F_OK), -1);
-	/* Cached: the second request prefills only its new tokens. */
-	memset(&g.r, 0, sizeof g.r);
+	/* Cached: the second request prefills only its new tokens, with what
+	 * a fresh slot computes from scratch. */
 	int cached = -1;
-	cr_assert_eq(batch_start(&g.b, 0, next, n, &p, NULL, &cached), 0);
-	cr_expect_eq(cached, n - 3);
-	run_to_end(&g.b);
-	struct record warm = g.r;
-	/* A fresh slot computes the same from scratch. */
-	memset(&g.r, 0, sizeof g.r);
-	cr_assert_eq(batch_start(&g.b, 1, next, n, &p, NULL, &cached), 0);
-	cr_expect_eq(cached, 0);
-	run_to_end(&g.b);
-	cr_expect_eq(g.r.n[1], warm.n[0]);
-	cr_expect_eq(memcmp(g.r.id[1], warm.id[0], sizeof warm.id[0]), 0, "the cached prefix changed the tokens");
-	cr_expect_eq(memcmp(g.r.lp[1], warm.lp[0], sizeof warm.lp[0]), 0, "the cached prefix changed the logprobs");
+	struct record warm = cached_equals_fresh(&g, next, n, &p, n - 3);
 	rig_close(&g);
 
 	/* A restart: the session loads into a fresh forward and continues with

@@ -310,6 +310,8 @@ Test(forward, int8_close_to_f32)
 	check_lossy("olmoe", "int8", 0.005, 0.75);
 	check_lossy("qwen3_moe", "int8", 0.005, 0.75);
 	check_lossy("mixtral", "int8", 0.005, 0.75);
+	check_lossy("qwen3_5_moe", "int8", 0.005, 0.75);
+	check_lossy("qwen3_next", "int8", 0.005, 0.75);
 }
 
 Test(forward, int4_close_to_f32)
@@ -317,6 +319,8 @@ Test(forward, int4_close_to_f32)
 	check_lossy("olmoe", "int4", 0.05, 0.5);
 	check_lossy("qwen3_moe", "int4", 0.05, 0.5);
 	check_lossy("mixtral", "int4", 0.05, 0.5);
+	check_lossy("qwen3_5_moe", "int4", 0.05, 0.5);
+	check_lossy("qwen3_next", "int4", 0.05, 0.5);
 }
 
 /* Every setting that may change speed must leave the bits alone. */
