@@ -3,7 +3,8 @@
  * process (tu_colibri()) on copies of the checkpoints of
  * tools/make_fixtures.sh edited into scratch folders: a missing or corrupt
  * config.json, an unknown model type, a missing resident, expert or FP8
- * scale tensor, a wrong shape, an unsupported dtype, a truncated shard,
+ * scale tensor (in a Qwen3.5 vision-language checkpoint too, named as it
+ * would be there), a wrong shape, an unsupported dtype, a truncated shard,
  * header offsets past the end, bad --group-size and --quant values. Each
  * exits non-zero with one line naming the file or tensor and leaves
  * neither OUT_DIR nor a temporary sibling. An existing OUT_DIR is kept
@@ -139,6 +140,35 @@ Test(convert_bad, unknown_model_type)
 	cr_assert_eq(tu_write(p, text, strlen(text)), 0);
 	free(text);
 	expect_failure(hf, "", "config.json", "gpt_neox_moe");
+}
+
+/* The vision-language Qwen3.5 layout: a missing DeltaNet tensor is named as
+ * colibri stores it and as the checkpoint would hold it; a wrong shape
+ * names the checkpoint's tensor; a config whose text model is missing is
+ * refused naming text_config, each in one line. */
+Test(convert_bad, hybrid_checkpoint_faults)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	copy_fixture(hf, sizeof hf, "qwen3_5_moe");
+	edit_checkpoint(hf, EDIT_DROP, "model.language_model.layers.1.linear_attn.in_proj_b.weight");
+	expect_failure(hf, "", "model.layers.1.linear_attn.in_proj_b.weight",
+		       "model.language_model.layers.1.linear_attn.in_proj_b.weight");
+	tu_rmrf(hf);
+	copy_fixture(hf, sizeof hf, "qwen3_5_moe");
+	edit_checkpoint(hf, EDIT_HALVE_ROWS, "model.language_model.layers.0.linear_attn.in_proj_qkv.weight");
+	expect_failure(hf, "", "model.language_model.layers.0.linear_attn.in_proj_qkv.weight", "shape");
+	tu_rmrf(hf);
+	copy_fixture(hf, sizeof hf, "qwen3_5_moe");
+	snprintf(p, sizeof p, "%s/config.json", hf);
+	char *text = tu_read(p, NULL);
+	cJSON *j = cJSON_Parse(text);
+	free(text);
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "text_config");
+	text = cJSON_Print(j);
+	cJSON_Delete(j);
+	cr_assert_eq(tu_write(p, text, strlen(text)), 0);
+	free(text);
+	expect_failure(hf, "", "config.json", "text_config");
 }
 
 Test(convert_bad, missing_resident_tensor)
@@ -468,7 +498,7 @@ Test(convert_bad, late_failure_leaves_nothing)
 	copy_fixture(hf, sizeof hf, "qwen3_moe");
 	snprintf(p, sizeof p, "%s/tokenizer.json", hf);
 	cr_assert_eq(mkdir(p, 0755), 0);
-	expect_failure(hf, "--quiet", p, NULL);
+	expect_failure(hf, "", p, NULL);
 }
 
 static double now_s(void)

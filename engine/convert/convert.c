@@ -86,6 +86,9 @@ struct converter {
 	float *scale_buf;        /* FP8 block scales of scale_of */
 	size_t scale_cap;
 	const struct st_tensor *scale_of;
+	size_t n_visual;         /* vision tower tensors, not converted */
+	int32_t mtp_absent;      /* MTP modules config.json announces that the checkpoint lacks */
+	bool mtp_unannounced;    /* an mtp.* block config.json does not announce */
 	char out[PATH_MAX];      /* OUT_DIR without trailing slashes */
 	char tmp_dir[PATH_MAX];
 	struct progress prog;
@@ -124,9 +127,9 @@ static bool dtype_convertible(enum st_dtype d)
 /* Where Qwen3.5 and Qwen3-Next checkpoints keep what colibri names as a
  * text model's tensors: a vision-language checkpoint's text model under
  * model.language_model., and the MTP block under mtp. (its decoder layer
- * mtp.layers.i, its input norms and fc, its final norm). NULL when name has
- * no such alias. */
-static const struct st_tensor *find_qwen_alias(const struct converter *c, const char *name)
+ * mtp.layers.i, its input norms and fc, its final norm). Writes the alias
+ * of name into buf; false when it has none. */
+static bool qwen_alias(const struct converter *c, const char *name, char *buf, size_t len)
 {
 	static const char *const heads[][2] = {
 		{ "enorm.weight", "mtp.pre_fc_norm_embedding.weight" },
@@ -134,19 +137,34 @@ static const struct st_tensor *find_qwen_alias(const struct converter *c, const 
 		{ "eh_proj.weight", "mtp.fc.weight" },
 		{ "shared_head.norm.weight", "mtp.norm.weight" },
 	};
-	char alias[TENSOR_NAME_MAX + 32];
+	if (c->cfg.arch != MODEL_ARCH_QWEN3_5_MOE && c->cfg.arch != MODEL_ARCH_QWEN3_NEXT)
+		return false;
 	int layer, at = 0;
 	if (sscanf(name, "model.layers.%d.%n", &layer, &at) == 1 && at > 0 && layer >= c->cfg.n_layers) {
 		for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
-			if (strcmp(name + at, heads[i][0]) == 0)
-				return st_set_find(&c->set, heads[i][1]);
-		snprintf(alias, sizeof alias, "mtp.layers.%d.%s", layer - c->cfg.n_layers, name + at);
-		return st_set_find(&c->set, alias);
+			if (strcmp(name + at, heads[i][0]) == 0) {
+				snprintf(buf, len, "%s", heads[i][1]);
+				return true;
+			}
+		snprintf(buf, len, "mtp.layers.%d.%s", layer - c->cfg.n_layers, name + at);
+		return true;
 	}
 	if (strncmp(name, "model.", 6) != 0)
-		return NULL;
-	snprintf(alias, sizeof alias, "model.language_model.%s", name + 6);
-	return st_set_find(&c->set, alias);
+		return false;
+	snprintf(buf, len, "model.language_model.%s", name + 6);
+	return true;
+}
+
+/* A missing tensor's name for a message: name, and where a Qwen3.5 /
+ * Qwen3-Next checkpoint may keep it instead. */
+static const char *missing_name(const struct converter *c, const char *name, char *buf, size_t len)
+{
+	char alias[TENSOR_NAME_MAX + 32];
+	if (qwen_alias(c, name, alias, sizeof alias))
+		snprintf(buf, len, "%s (or %s)", name, alias);
+	else
+		snprintf(buf, len, "%s", name);
+	return buf;
 }
 
 /* Looks a tensor up by its name, or by the name transformers v5 gives it
@@ -157,12 +175,12 @@ static const struct st_tensor *find_tensor(const struct converter *c, const char
 	const struct st_tensor *t = st_set_find(&c->set, name);
 	if (t)
 		return t;
-	if (c->cfg.arch == MODEL_ARCH_QWEN3_5_MOE || c->cfg.arch == MODEL_ARCH_QWEN3_NEXT)
-		return find_qwen_alias(c, name);
+	char alias[TENSOR_NAME_MAX + 32];
+	if (qwen_alias(c, name, alias, sizeof alias))
+		return st_set_find(&c->set, alias);
 	const char *old = strstr(name, ".block_sparse_moe.");
 	if (!old)
 		return NULL;
-	char alias[TENSOR_NAME_MAX + 8];
 	snprintf(alias, sizeof alias, "%.*s.mlp.%s", (int)(old - name), name,
 		 old + strlen(".block_sparse_moe."));
 	return st_set_find(&c->set, alias);
@@ -235,8 +253,11 @@ static int resolve_expert(struct converter *c, int layer, int e, enum expert_par
 	bool gate_up = p != EXPERT_PART_DOWN;
 	model_expert_fused_name(&c->cfg, layer, gate_up, fused, sizeof fused);
 	s->t = find_tensor(c, fused);
-	if (!s->t)
-		return error_set(EINVAL, "%s: missing tensor %s (nor fused %s)", c->opt->hf_dir, name, fused);
+	if (!s->t) {
+		char a[2 * TENSOR_NAME_MAX + 48], b[2 * TENSOR_NAME_MAX + 48];
+		return error_set(EINVAL, "%s: missing tensor %s (nor fused %s)", c->opt->hf_dir,
+				 missing_name(c, name, a, sizeof a), missing_name(c, fused, b, sizeof b));
+	}
 	int64_t E = c->cfg.n_experts, I = c->cfg.moe_intermediate, H = c->cfg.hidden;
 	int64_t shape[3] = { E, gate_up ? 2 * I : H, gate_up ? H : I };
 	int rc = check_shape(c, s->t, 3, shape, false);
@@ -581,29 +602,37 @@ static int out_check(struct converter *c)
 
 /* Step 1: the output can be published, and everything the conversion will
  * read exists with the right shape. */
-/* What of the checkpoint colibri does not convert, said in one line each:
- * a vision tower (vision-language checkpoints: colibri runs the text
- * model), and MTP modules the config announces but the checkpoint lacks
- * (transformers drops mtp.* when it saves; the model then runs without
- * drafting). */
+/* What of the checkpoint colibri does not convert: a vision tower
+ * (vision-language checkpoints: colibri runs the text model), MTP modules
+ * the config announces but the checkpoint lacks (transformers drops mtp.*
+ * when it saves; the model then runs without drafting), an MTP block the
+ * config does not announce. Said by skip_notes_show once the plan holds. */
 static void skip_absent_parts(struct converter *c)
 {
-	size_t n_visual = 0;
 	for (size_t f = 0; f < c->set.n_files; f++)
 		for (size_t i = 0; i < c->set.files[f].n_tensors; i++)
-			n_visual += strncmp(c->set.files[f].tensors[i].name, "model.visual.", 13) == 0;
-	if (n_visual && !c->opt->quiet)
-		fprintf(stderr, "convert: skipping the vision tower (%zu tensors model.visual.*); colibri runs the "
-			"text model\n", n_visual);
+			c->n_visual += strncmp(c->set.files[f].tensors[i].name, "model.visual.", 13) == 0;
 	char probe[TENSOR_NAME_MAX];
 	snprintf(probe, sizeof probe, "model.layers.%d.eh_proj.weight", c->cfg.n_layers);
 	if (c->cfg.n_mtp_layers > 0 && !find_tensor(c, probe)) {
-		if (!c->opt->quiet)
-			fprintf(stderr, "convert: config.json announces %d MTP module(s) but the checkpoint has no MTP "
-				"tensors; converting without them (no drafting)\n", c->cfg.n_mtp_layers);
+		c->mtp_absent = c->cfg.n_mtp_layers;
 		c->cfg.n_mtp_layers = 0;
 	}
-	if (c->cfg.n_mtp_layers == 0 && st_set_find(&c->set, "mtp.fc.weight") && !c->opt->quiet)
+	c->mtp_unannounced = c->cfg.n_mtp_layers == 0 && !c->mtp_absent && st_set_find(&c->set, "mtp.fc.weight");
+}
+
+/* One line for each part skip_absent_parts left out. */
+static void skip_notes_show(const struct converter *c)
+{
+	if (c->opt->quiet)
+		return;
+	if (c->n_visual)
+		fprintf(stderr, "convert: skipping the vision tower (%zu tensors model.visual.*); colibri runs the "
+			"text model\n", c->n_visual);
+	if (c->mtp_absent)
+		fprintf(stderr, "convert: config.json announces %d MTP module(s) but the checkpoint has no MTP "
+			"tensors; converting without them (no drafting)\n", c->mtp_absent);
+	if (c->mtp_unannounced)
 		fprintf(stderr, "convert: the checkpoint has an MTP block (mtp.*) that config.json does not announce "
 			"(mtp_num_hidden_layers); converting without it\n");
 }
@@ -638,8 +667,9 @@ static int convert_plan(struct converter *c)
 		if (!t) {
 			if (s->optional)
 				continue;
+			char a[2 * TENSOR_NAME_MAX + 48];
 			return error_set(EINVAL, "%s: missing tensor %s (model_type %s)", c->opt->hf_dir,
-					 s->name, c->cfg.model_type);
+					 missing_name(c, s->name, a, sizeof a), c->cfg.model_type);
 		}
 		rc = check_shape(c, t, s->ndim, s->shape, s->squeezed);
 		struct matrix_src src = { .t = t, .rows = st_tensor_rows(t), .cols = st_tensor_cols(t) };
@@ -750,6 +780,7 @@ int convert_run(const struct convert_options *o)
 
 	if ((rc = convert_plan(&c)))
 		goto fail;
+	skip_notes_show(&c);
 	/* Staging must hold one expert matrix whole (it is quantized into the
 	 * record in one piece) and at least one chunk of resident rows. */
 	size_t expert_floats = (size_t)c.cfg.moe_intermediate * (size_t)c.cfg.hidden;
