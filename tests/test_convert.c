@@ -3,7 +3,7 @@
  * (tu_colibri()) on the checkpoints of tools/make_fixtures.sh and on variants
  * generated or edited into scratch folders:
  *   - every fixture (olmoe, qwen3_moe, sharded mixtral, fused-layout and FP8
- *     qwen3_moe) under every --quant converts; the manifest loads; resident
+ *     qwen3_moe, the text-only Qwen3.5 hybrid) under every --quant converts; the manifest loads; resident
  *     tensors sit at 4 KiB-aligned offsets and expert records at multiples of
  *     record_bytes (itself a multiple of 4096) with parts 64-byte aligned and
  *     zero padding; every checksum equals XXH3-64 computed here over the file
@@ -318,13 +318,20 @@ static bool is_grouped(enum quant_type q)
 }
 
 /* The storage type docs/FORMAT.md gives a resident tensor under --quant q:
- * norms and routers f32; embeddings bf16 (f32 under f32); other matrices
- * the dense type (int4 -> int8), bf16 when the group does not divide. */
+ * norms, routers and the Gated DeltaNet's small parts (its convolution,
+ * decay and step parameters, b/a projections, the shared expert's gate)
+ * f32; embeddings bf16 (f32 under f32); other matrices the dense type
+ * (int4 -> int8), bf16 when the group does not divide. */
 static enum quant_type expected_type(const char *name, enum quant_type q, int64_t cols, int32_t group)
 {
-	if (ends_with(name, "norm.weight") || ends_with(name, ".mlp.gate.weight") ||
-	    ends_with(name, ".block_sparse_moe.gate.weight"))
-		return QUANT_F32;
+	static const char *const f32[] = {
+		"norm.weight", ".mlp.gate.weight", ".block_sparse_moe.gate.weight", ".mlp.shared_expert_gate.weight",
+		"linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight", "linear_attn.in_proj_ba.weight",
+		"linear_attn.conv1d.weight", "linear_attn.dt_bias", "linear_attn.A_log",
+	};
+	for (size_t i = 0; i < sizeof f32 / sizeof f32[0]; i++)
+		if (ends_with(name, f32[i]))
+			return QUANT_F32;
 	if (!strcmp(name, "model.embed_tokens.weight"))
 		return q == QUANT_F32 ? QUANT_F32 : QUANT_BF16;
 	enum quant_type d = q == QUANT_INT4 ? QUANT_INT8 : q;
@@ -450,10 +457,12 @@ static void check_container(const char *out, const struct hf_ckpt *hf, enum quan
 		const struct hf_tensor *src = hf_find_alias(hf, t->name);
 		cr_assert_not_null(src, "%s: %s is not in the checkpoint", out, t->name);
 		int64_t rows = t->shape[0], cols = t->shape[1];
-		cr_assert_eq(t->ndim, src->ndim, "%s: ndim", t->name);
+		/* A depthwise Conv1d weight [C, 1, K] is stored as [C, K]. */
+		bool conv = src->ndim == 3 && src->shape[1] == 1;
+		cr_assert_eq(t->ndim, conv ? 2 : src->ndim, "%s: ndim", t->name);
 		cr_assert_eq(rows, src->shape[0], "%s: rows", t->name);
-		if (src->ndim == 2)
-			cr_assert_eq(cols, src->shape[1], "%s: cols", t->name);
+		if (src->ndim >= 2)
+			cr_assert_eq(cols, src->shape[src->ndim - 1], "%s: cols", t->name);
 		float *want_v = malloc((size_t)(rows * cols) * sizeof *want_v);
 		bool exact;
 		hf_rows(hf, src, 0, rows, cols, want_v, &exact);
@@ -562,6 +571,7 @@ Test(convert, olmoe_every_quant) { convert_all_quants("olmoe"); }
 Test(convert, qwen3_moe_every_quant) { convert_all_quants("qwen3_moe"); }
 Test(convert, mixtral_sharded_every_quant) { convert_all_quants("mixtral"); }
 Test(convert, qwen3_moe_fused_every_quant) { convert_all_quants("qwen3_moe_fused"); }
+Test(convert, qwen3_5_moe_text_every_quant) { convert_all_quants("qwen3_5_moe_text"); }
 Test(convert, qwen3_moe_fp8_every_quant) { convert_all_quants("qwen3_moe_fp8"); }
 
 /* The types by role, spelled out once for int4 on a model with a dense
