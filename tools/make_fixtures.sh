@@ -23,7 +23,7 @@ else
   have_tok=no
 fi
 stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.py" \
-             "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" "$here/ref_route.py" \
+             "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" "$here/ref_common.py" \
              "$here/arch_qwen35.py" "$here/ref_qwen35.py" "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
   echo "fixtures: up to date in $out"

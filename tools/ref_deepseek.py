@@ -33,6 +33,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ref_common  # noqa: E402
 import safetensors_np as st  # noqa: E402
 
 ARCHS = ("deepseek_v3", "glm4_moe", "deepseek_v32", "glm_moe_dsa")
@@ -139,7 +140,7 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-class Model:
+class Model(ref_common.Weights):
     def __init__(self, model_dir, cfg, mtp=False, mtp_hidden="normed"):
         self.cfg = cfg
         self.arch = cfg["model_type"]
@@ -255,31 +256,6 @@ class Model:
         return [t == "shared" for t in types]
 
     # ------------------------------------------------------------ weights
-
-    def has(self, name):
-        return name in self.tensors
-
-    def w(self, name):
-        if name in self._cache:
-            return self._cache[name]
-        if name not in self.tensors:
-            raise SystemExit("reference: checkpoint has no tensor %r" % name)
-        t = self.tensors[name]
-        if t.dtype == "F8_E4M3":
-            s = self.tensors.get(name + "_scale_inv")
-            if s is None:
-                raise SystemExit("reference: fp8 tensor %r has no %s_scale_inv" % (name, name))
-            v = st.fp8_block_dequantize(t.raw, st.to_f32(s), self.fp8_block).astype(np.float64)
-        else:
-            v = st.to_f32(t).astype(np.float64)
-        self._cache[name] = v
-        return v
-
-    def linear(self, x, name):
-        y = x @ self.w(name + ".weight").T
-        if self.has(name + ".bias"):
-            y = y + self.w(name + ".bias")
-        return y
 
     def experts(self, layer):
         m = "model.layers.%d.mlp.experts." % layer

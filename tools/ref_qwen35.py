@@ -50,7 +50,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ref_route  # noqa: E402
+import ref_common  # noqa: E402
 import safetensors_np as st  # noqa: E402
 
 ARCHS = ("qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next")
@@ -126,7 +126,7 @@ def rope_config(t, defaults_partial):
     return float(theta), float(partial), kind, params
 
 
-class Model:
+class Model(ref_common.Weights):
     def __init__(self, model_dir, cfg):
         self.cfg = cfg
         self.arch = cfg["model_type"]
@@ -197,27 +197,6 @@ class Model:
                 and (L + 1) % t["decoder_sparse_step"] == 0)
 
     # ------------------------------------------------------------ weights
-
-    def has(self, name):
-        return name in self.tensors
-
-    def w(self, name):
-        if name in self._cache:
-            return self._cache[name]
-        if name not in self.tensors:
-            raise SystemExit("reference: checkpoint has no tensor %r" % name)
-        t = self.tensors[name]
-        if t.dtype == "F8_E4M3":
-            raise SystemExit("reference: fp8 weights are not implemented for %s" % self.arch)
-        v = st.to_f32(t).astype(np.float64)
-        self._cache[name] = v
-        return v
-
-    def linear(self, x, name):
-        y = x @ self.w(name + ".weight").T
-        if self.has(name + ".bias"):
-            y = y + self.w(name + ".bias")
-        return y
 
     def experts(self, p):
         """(gate [E, I, H], up [E, I, H], down [E, H, I]) under p ('...mlp.')."""
@@ -346,7 +325,7 @@ class Model:
     def moe(self, L, p, h, record):
         """HF Qwen3_5MoeSparseMoeBlock / Qwen3NextSparseMoeBlock."""
         logits = h @ self.w(p + "gate.weight").T
-        top, weights, margins = ref_route.softmax_topk(logits, self.top_k, self.norm_topk)
+        top, weights, margins = ref_common.softmax_topk(logits, self.top_k, self.norm_topk)
         gate, up, down = self.experts(p)
         out = np.zeros_like(h)
         for t in range(h.shape[0]):

@@ -43,7 +43,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ref_route  # noqa: E402
+import ref_common  # noqa: E402
 import safetensors_np as st  # noqa: E402
 import ref_deepseek  # noqa: E402
 import ref_qwen35  # noqa: E402
@@ -242,7 +242,7 @@ def moe(m, layer, h, record):
     logits = h @ m.w(pfx + "gate.weight").T
     # HF: softmax over all experts (float32), top-k of the probabilities, then
     # optional renormalisation of the k selected weights.
-    top, weights, margins = ref_route.softmax_topk(logits, m.top_k, m.norm_topk)
+    top, weights, margins = ref_common.softmax_topk(logits, m.top_k, m.norm_topk)
     gate, up, down = m.experts(layer)
     out = np.zeros_like(h)
     for t in range(h.shape[0]):
