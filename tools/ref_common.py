@@ -1,7 +1,7 @@
 """What the numpy references share (reference.py, ref_deepseek.py,
 ref_qwen35.py): softmax top-k routing as the transformers routers of OLMoE,
 Qwen3-MoE, Mixtral, Qwen3.5-MoE and Qwen3-Next compute it, and the
-checkpoint's weights as float64 arrays."""
+checkpoint's weights as float64 arrays, SiLU and the routed experts' sum."""
 
 import numpy as np
 
@@ -61,3 +61,23 @@ def softmax_topk(logits, top_k, norm):
     else:
         margins = np.full(logits.shape[0], np.inf)
     return top, weights, margins
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def swiglu(x, gate, up, down):
+    """down(silu(gate(x)) * up(x)) for the [out, in] matrices of nn.Linear."""
+    return (silu(x @ gate.T) * (x @ up.T)) @ down.T
+
+
+def routed_sum(h, top, weights, gate, up, down):
+    """Each token's chosen experts [E, ...] run on it and weighted, summed
+    in slot order."""
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        for slot in range(top.shape[1]):
+            e = top[t, slot]
+            out[t] += weights[t, slot] * swiglu(h[t], gate[e], up[e], down[e])
+    return out

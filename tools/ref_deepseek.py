@@ -132,8 +132,7 @@ def rms_norm(x, weight, eps):
     return weight * (x / np.sqrt(var + eps))
 
 
-def silu(x):
-    return x / (1.0 + np.exp(-x))
+silu = ref_common.silu
 
 
 def sigmoid(x):
@@ -448,12 +447,7 @@ class Model(ref_common.Weights):
         bias = (self.w(m + "gate.e_score_correction_bias") if self.has(m + "gate.e_score_correction_bias")
                 else np.zeros(self.n_experts))
         top, weights, margins = self.route(logits, bias)
-        gate, up, down = self.experts(layer)
-        out = np.zeros_like(h)
-        for t in range(h.shape[0]):
-            for slot in range(self.top_k):
-                e = top[t, slot]
-                out[t] += weights[t, slot] * ((silu(h[t] @ gate[e].T) * (h[t] @ up[e].T)) @ down[e].T)
+        out = ref_common.routed_sum(h, top, weights, *self.experts(layer))
         # HF: hidden_states + shared_experts(residuals)
         out += self.mlp(m + "shared_experts.", h)
         record.append({"layer": layer, "experts": top.tolist(), "weights": weights.tolist(),

@@ -95,8 +95,7 @@ def zc_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * (1.0 + w)
 
 
-def silu(x):
-    return x / (1.0 + np.exp(-x))
+silu = ref_common.silu
 
 
 def sigmoid(x):
@@ -326,12 +325,7 @@ class Model(ref_common.Weights):
         """HF Qwen3_5MoeSparseMoeBlock / Qwen3NextSparseMoeBlock."""
         logits = h @ self.w(p + "gate.weight").T
         top, weights, margins = ref_common.softmax_topk(logits, self.top_k, self.norm_topk)
-        gate, up, down = self.experts(p)
-        out = np.zeros_like(h)
-        for t in range(h.shape[0]):
-            for slot in range(self.top_k):
-                e = top[t, slot]
-                out[t] += weights[t, slot] * ((silu(h[t] @ gate[e].T) * (h[t] @ up[e].T)) @ down[e].T)
+        out = ref_common.routed_sum(h, top, weights, *self.experts(p))
         # HF: shared_expert(x) * sigmoid(shared_expert_gate(x)), added.
         out += sigmoid(self.linear(h, p + "shared_expert_gate")) * self.mlp(p + "shared_expert.", h)
         record.append({"layer": L, "experts": top.tolist(), "weights": weights.tolist(),

@@ -157,8 +157,7 @@ def rms_norm(x, weight, eps):
     return weight * (x / np.sqrt(var + eps))
 
 
-def silu(x):
-    return x / (1.0 + np.exp(-x))
+silu = ref_common.silu
 
 
 def rope_tables(head_dim, theta, n):
@@ -233,8 +232,7 @@ def attention(m, layer, h, cos, sin):
     return linear(m, out.reshape(n, nh * hd), p + "o_proj")
 
 
-def swiglu(x, gate, up, down):
-    return (silu(x @ gate.T) * (x @ up.T)) @ down.T
+swiglu = ref_common.swiglu
 
 
 def moe(m, layer, h, record):
@@ -243,12 +241,7 @@ def moe(m, layer, h, record):
     # HF: softmax over all experts (float32), top-k of the probabilities, then
     # optional renormalisation of the k selected weights.
     top, weights, margins = ref_common.softmax_topk(logits, m.top_k, m.norm_topk)
-    gate, up, down = m.experts(layer)
-    out = np.zeros_like(h)
-    for t in range(h.shape[0]):
-        for slot in range(m.top_k):
-            e = top[t, slot]
-            out[t] += weights[t, slot] * swiglu(h[t], gate[e], up[e], down[e])
+    out = ref_common.routed_sum(h, top, weights, *m.experts(layer))
     record.append({"layer": layer, "experts": top.tolist(), "weights": weights.tolist(),
                    "margins": margins.tolist()})
     return out
