@@ -1,7 +1,9 @@
 /*
  * test_run — the `run`, `tokenize` and `detokenize` commands end to end:
  * greedy output identical across thread counts, budgets and runs; --stats
- * reports speeds and expert statistics; sampling with a seed reproduces;
+ * reports speeds and expert statistics, over the run's window with the
+ * start-up (resident weights, pinned set) apart; sampling with a seed
+ * reproduces;
  * generation stops at EOS; a model without a tokenizer refuses text but
  * takes --tokens; tokenize/detokenize round-trip through the container;
  * a DeepSeek-V3 int4 container with its int8 MTP layer opens two frame
@@ -219,6 +221,50 @@ Test(run, ram_budget_holds)
 }
 
 /* run follows the plan; explicit flags override it and the run says so. */
+static double json_num(const cJSON *j, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItem(j, key);
+	cr_assert(cJSON_IsNumber(v), "stats json lacks %s", key);
+	return v->valuedouble;
+}
+
+/* The statistics' window is the run's: the second run pins what the first
+ * learned, and that start-up load is reported apart (its bytes, time and
+ * wait), not as the run's disk wait; without prefetch the run's bytes are
+ * its missed experts' records exactly, and its wait fits in its wall time. */
+Test(run, stats_window_puts_the_startup_apart)
+{
+	char hf[PATH_MAX + 16], path[4400], args[8192];
+	snprintf(hf, sizeof hf, "%s/hf/qwen3_moe", tu_fixtures());
+	snprintf(model, sizeof model, "%s/win-int4", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet '%s' '%s'", tu_colibri(), hf, model), 0);
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 16 --temp 0 --no-prefetch "
+			 "--draft 0 --stats --stats-json '%s/win%d.json'", model, scratch, i);
+		free(run_out("win", args));
+	}
+	snprintf(path, sizeof path, "%s/win1.json", scratch);
+	char *js = tu_read(path, NULL);
+	cJSON *j = cJSON_Parse(js ? js : "");
+	cr_assert_not_null(j, "no stats json");
+	const cJSON *cl = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "frame_classes"), 0);
+	double record = json_num(cl, "frame_bytes");
+	double pins = json_num(j, "startup_pinned_experts");
+	cr_expect_gt(pins, 0, "the second run pinned nothing");
+	cr_expect_eq(json_num(j, "startup_pin_bytes"), pins * record, "start-up bytes are not the pinned records");
+	cr_expect_gt(json_num(j, "startup_resident_bytes"), 0);
+	cr_expect_eq(json_num(j, "bytes_read"), json_num(j, "expert_misses") * record,
+		     "the run's bytes are not its missed experts'");
+	cr_expect_leq(json_num(j, "disk_wait_s"), json_num(j, "wall_s"), "waited longer than the run took");
+	cr_expect_geq(json_num(j, "compute_s"), 0);
+	cJSON_Delete(j);
+	free(js);
+	snprintf(path, sizeof path, "%s/win.err", scratch);
+	char *err = tu_read(path, NULL);
+	cr_expect(err && strstr(err, "start-up (before that): resident weights"), "no start-up line: %s", err);
+	free(err);
+}
+
 Test(run, flags_override_the_plan)
 {
 	need_tok_model();

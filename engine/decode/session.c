@@ -296,11 +296,14 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	free(pm);
 	if (rc)
 		return rc;
+	double t_load = clock_now_s();
 	if ((rc = model_load(&s->model, o->model_dir, &mo))) {
 		model_free(&s->model); /* what the failed load had allocated */
 		return rc;
 	}
 	s->model_loaded = true;
+	double t_pin = clock_now_s();
+	s->load_s = t_pin - t_load;
 	/* Learned pinning takes up to half of each frame class's frames beyond
 	 * one step's need; the rest stays a cache for what the workload does now. */
 	struct pinning_target pt = {
@@ -312,6 +315,9 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 		return rc;
 	s->pin_ready = true;
 	s->t_open = clock_now_s();
+	s->pin_s = s->t_open - t_pin;
+	s->at_open = *expert_store_stats(s->model.store);
+	s->pins_at_open = s->pin.n_pins;
 	if ((rc = threadpool_init(&s->pool, threads)))
 		return error_set(-rc, "cannot start %d threads", threads);
 	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch, o->parallel)))
@@ -340,9 +346,30 @@ void session_close(struct session *s)
 	memset(s, 0, sizeof *s);
 }
 
+/* What the store did in the report's window (from t_open): its reads,
+ * their wait and busy time; the start-up's reads (the pinned set) are
+ * counted apart. */
+struct window {
+	uint64_t bytes_read;
+	double wait_s, busy_s, gbps;
+};
+
+static struct window window_of(const struct session *s, const struct expert_store_stats *st)
+{
+	const struct expert_store_stats *a = &s->at_open;
+	struct window w = {
+		.bytes_read = st->bytes_read - a->bytes_read,
+		.wait_s = st->disk_wait_s - a->disk_wait_s,
+		.busy_s = st->disk_busy_s - a->disk_busy_s,
+	};
+	w.gbps = w.busy_s > 0 ? (double)w.bytes_read / w.busy_s / 1e9 : 0;
+	return w;
+}
+
 static void report_text(struct session *s, const struct expert_store_stats *st, double wall,
 			FILE *out)
 {
+	struct window w = window_of(s, st);
 	double ram = st->requests ? (double)(st->hits + st->pinned_hits) / (double)st->requests : 0;
 	const struct model_config *c = &s->model.cfg;
 	fprintf(out, "experts: %" PRIu64 " requested, %.1f%% from RAM (%" PRIu64 " pinned hits, %" PRIu64
@@ -352,8 +379,12 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 		s->pin.n_pins, s->pin.repins);
 	fprintf(out, "disk: %.1f MB read, busy %.3f s (%.2f GB/s while busy), waited %.3f s of %.3f s "
 		     "(compute and the rest %.3f s), %" PRIu64 " retries\n",
-		st->bytes_read / 1e6, st->disk_busy_s, st->disk_gbps, st->disk_wait_s, wall,
-		wall > st->disk_wait_s ? wall - st->disk_wait_s : 0, st->read_retries);
+		w.bytes_read / 1e6, w.busy_s, w.gbps, w.wait_s, wall, wall > w.wait_s ? wall - w.wait_s : 0,
+		st->read_retries);
+	fprintf(out, "start-up (before that): resident weights %.1f MB in %.3f s; pinned set %d experts, %.1f MB in "
+		     "%.3f s\n",
+		s->model.man.resident_bytes / 1e6, s->load_s, s->pins_at_open,
+		s->at_open.bytes_read / 1e6, s->pin_s);
 	fprintf(out, "hit rate by layer:");
 	for (int l = 0; l < c->n_layers + c->n_mtp_layers && l < EXPERT_STATS_LAYERS_MAX; l++)
 		if (st->layer_requests[l])
@@ -409,6 +440,7 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 
 static int report_json(struct session *s, const struct expert_store_stats *st, double wall)
 {
+	struct window w = window_of(s, st);
 	cJSON *j = cJSON_CreateObject();
 	double hit = st->requests ? (double)(st->hits + st->pinned_hits) / (double)st->requests : 0;
 	cJSON_AddNumberToObject(j, "expert_requests", (double)st->requests);
@@ -423,13 +455,20 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON_AddNumberToObject(j, "expert_joins", (double)st->joins);
 	cJSON_AddNumberToObject(j, "expert_misses", (double)st->misses);
 	cJSON_AddNumberToObject(j, "hit_rate", hit);
-	cJSON_AddNumberToObject(j, "bytes_read", (double)st->bytes_read);
+	cJSON_AddNumberToObject(j, "bytes_read", (double)w.bytes_read);
 	cJSON_AddNumberToObject(j, "read_retries", (double)st->read_retries);
-	cJSON_AddNumberToObject(j, "disk_wait_s", st->disk_wait_s);
-	cJSON_AddNumberToObject(j, "disk_busy_s", st->disk_busy_s);
-	cJSON_AddNumberToObject(j, "disk_gbps", st->disk_gbps);
+	cJSON_AddNumberToObject(j, "disk_wait_s", w.wait_s);
+	cJSON_AddNumberToObject(j, "disk_busy_s", w.busy_s);
+	cJSON_AddNumberToObject(j, "disk_gbps", w.gbps);
 	cJSON_AddNumberToObject(j, "wall_s", wall);
-	cJSON_AddNumberToObject(j, "compute_s", wall > st->disk_wait_s ? wall - st->disk_wait_s : 0);
+	cJSON_AddNumberToObject(j, "compute_s", wall > w.wait_s ? wall - w.wait_s : 0);
+	/* The start-up, before wall_s: the resident weights, the pinned set. */
+	cJSON_AddNumberToObject(j, "startup_resident_bytes", (double)s->model.man.resident_bytes);
+	cJSON_AddNumberToObject(j, "startup_resident_s", s->load_s);
+	cJSON_AddNumberToObject(j, "startup_pinned_experts", s->pins_at_open);
+	cJSON_AddNumberToObject(j, "startup_pin_bytes", (double)s->at_open.bytes_read);
+	cJSON_AddNumberToObject(j, "startup_pin_s", s->pin_s);
+	cJSON_AddNumberToObject(j, "startup_pin_wait_s", s->at_open.disk_wait_s);
 	cJSON_AddNumberToObject(j, "prefetch_issued_bytes", (double)st->prefetch_issued_bytes);
 	cJSON_AddNumberToObject(j, "prefetch_used_bytes", (double)st->prefetch_used_bytes);
 	const struct forward_prefetch_stats *pf = &s->fwd.pf;

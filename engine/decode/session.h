@@ -89,7 +89,12 @@ struct session {
 	bool model_loaded, fwd_ready;
 	struct pinning pin;
 	bool pin_ready;
-	double t_open;           /* when the model finished loading */
+	double t_open;           /* when the model finished loading: the report's window starts here */
+	double load_s;           /* reading and checking the resident weights (model_load) */
+	double pin_s;            /* loading the learned pinned set (pinning_start) */
+	struct expert_store_stats at_open; /* the store's counters at t_open: the start-up's reads, which
+				  * the report puts apart from the run's */
+	int pins_at_open;        /* experts the start-up pinned */
 	uint64_t plan_budget;    /* the RAM budget the plan settled on */
 	struct session_stat extra[SESSION_EXTRA_MAX];
 	size_t n_extra;
