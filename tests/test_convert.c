@@ -18,6 +18,8 @@
  *     FP8 sources are decoded here as e4m3 x 128x128 block scale_inv;
  *   - the fused expert layout converts to the same bytes as the per-expert
  *     layout of the same weights, and transformers v5 names convert;
+ *   - --dense-quant int4 stores dense matrices as int4 (MTP layers keep
+ *     int8), every value checked; a bad type is refused;
  *   - --force replaces an existing container, leaving nothing else behind.
  * (Bad input, refusals and interrupted conversions: tests/test_convert_bad.c.)
  */
@@ -322,7 +324,8 @@ static bool is_grouped(enum quant_type q)
  * decay and step parameters, b/a projections, the shared expert's gate)
  * f32; embeddings bf16 (f32 under f32); other matrices the dense type
  * (int4 -> int8), bf16 when the group does not divide. */
-static enum quant_type expected_type(const char *name, enum quant_type q, int64_t cols, int32_t group)
+static enum quant_type expected_type(const char *name, enum quant_type q, enum quant_type dense, int64_t cols,
+				     int32_t group)
 {
 	static const char *const f32[] = {
 		"norm.weight", ".mlp.gate.weight", ".block_sparse_moe.gate.weight", ".mlp.shared_expert_gate.weight",
@@ -334,7 +337,7 @@ static enum quant_type expected_type(const char *name, enum quant_type q, int64_
 			return QUANT_F32;
 	if (!strcmp(name, "model.embed_tokens.weight"))
 		return q == QUANT_F32 ? QUANT_F32 : QUANT_BF16;
-	enum quant_type d = q == QUANT_INT4 ? QUANT_INT8 : q;
+	enum quant_type d = dense;
 	if (is_grouped(d) && cols % group != 0)
 		return QUANT_BF16;
 	return d;
@@ -412,7 +415,14 @@ static bool all_zero(const uint8_t *p, uint64_t n)
 
 /* Everything a reader may rely on in the container at out, converted from
  * the checkpoint hf with --quant q --group-size group. */
-static void check_container(const char *out, const struct hf_ckpt *hf, enum quant_type q, int32_t group)
+/* The dense type --quant q gives when --dense-quant is not set. */
+static enum quant_type default_dense(enum quant_type q)
+{
+	return q == QUANT_INT4 ? QUANT_INT8 : q;
+}
+
+static void check_container_dense(const char *out, const struct hf_ckpt *hf, enum quant_type q, enum quant_type dense,
+				  int32_t group)
 {
 	struct manifest m;
 	error_clear();
@@ -420,7 +430,7 @@ static void check_container(const char *out, const struct hf_ckpt *hf, enum quan
 	cr_assert_eq(m.version, 2);
 	cr_assert_str_eq(m.model_type, cJSON_GetObjectItem(hf->config, "model_type")->valuestring);
 	cr_assert_eq(m.expert_quant, q);
-	cr_assert_eq(m.dense_quant, q == QUANT_INT4 ? QUANT_INT8 : q);
+	cr_assert_eq(m.dense_quant, dense);
 	cr_assert_eq(m.group, group);
 
 	/* Resident tensors: every non-expert tensor of the checkpoint, once. */
@@ -447,7 +457,7 @@ static void check_container(const char *out, const struct hf_ckpt *hf, enum quan
 		end = t->offset + t->bytes;
 		uint64_t seed = XXH3_64bits_withSeed(t->name, strlen(t->name), t->offset);
 		cr_assert_eq(XXH3_64bits_withSeed(res + t->offset, t->bytes, seed), t->checksum, "%s: checksum", t->name);
-		enum quant_type want = expected_type(t->name, q, t->shape[1], group);
+		enum quant_type want = expected_type(t->name, q, dense, t->shape[1], group);
 		cr_assert_eq(t->type, want, "%s stored as %s, expected %s", t->name,
 			     quant_type_name(t->type), quant_type_name(want));
 		cr_assert_eq(t->group, is_grouped(t->type) ? group : 0, "%s: group %d", t->name, t->group);
@@ -539,6 +549,11 @@ static void check_container(const char *out, const struct hf_ckpt *hf, enum quan
 	manifest_free(&m);
 }
 
+static void check_container(const char *out, const struct hf_ckpt *hf, enum quant_type q, int32_t group)
+{
+	check_container_dense(out, hf, q, default_dense(q), group);
+}
+
 /* ------------------------------------------------------- running colibri */
 
 TestSuite(convert, .init = setup, .fini = teardown);
@@ -572,6 +587,41 @@ Test(convert, qwen3_moe_every_quant) { convert_all_quants("qwen3_moe"); }
 Test(convert, mixtral_sharded_every_quant) { convert_all_quants("mixtral"); }
 Test(convert, qwen3_moe_fused_every_quant) { convert_all_quants("qwen3_moe_fused"); }
 Test(convert, qwen3_5_moe_text_every_quant) { convert_all_quants("qwen3_5_moe_text"); }
+
+/* --dense-quant: int4 dense weights beside int4 experts (a Q4_0-sized
+ * resident set), every value checked; an MTP layer keeps int8; a bad type
+ * is refused. */
+Test(convert, dense_quant_option)
+{
+	char hf_dir[PATH_MAX], out[PATH_MAX + 64];
+	fixture_path(hf_dir, sizeof hf_dir, "qwen3_moe");
+	struct hf_ckpt hf;
+	hf_load(&hf, hf_dir);
+	snprintf(out, sizeof out, "%s/dense4", ws);
+	cr_assert_eq(convert(hf_dir, out, "--quant int4 --dense-quant int4 --quiet"), 0);
+	check_container_dense(out, &hf, QUANT_INT4, QUANT_INT4, 64);
+	hf_free(&hf);
+
+	fixture_path(hf_dir, sizeof hf_dir, "deepseek_v3");
+	snprintf(out, sizeof out, "%s/ds-dense4", ws);
+	cr_assert_eq(convert(hf_dir, out, "--quant int4 --dense-quant int4 --quiet"), 0);
+	struct manifest m;
+	cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
+	cr_expect_eq(m.dense_quant, QUANT_INT4);
+	const struct manifest_tensor *dec = manifest_find(&m, "model.layers.0.self_attn.q_a_proj.weight");
+	const struct manifest_tensor *mtp = manifest_find(&m, "model.layers.3.eh_proj.weight");
+	cr_assert(dec && mtp);
+	cr_expect_eq(dec->type, QUANT_INT4, "a decoder layer's dense matrix is %s", quant_type_name(dec->type));
+	cr_expect_eq(mtp->type, QUANT_INT8, "the MTP layer's dense matrix is %s", quant_type_name(mtp->type));
+	manifest_free(&m);
+
+	snprintf(out, sizeof out, "%s/bad", ws);
+	int st = convert(hf_dir, out, "--dense-quant int3");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_expect_eq(st, 2);
+	cr_expect(log && strstr(log, "--dense-quant") && strstr(log, "int3"), "%s", log);
+	free(log);
+}
 Test(convert, qwen3_moe_fp8_every_quant) { convert_all_quants("qwen3_moe_fp8"); }
 
 /* The types by role, spelled out once for int4 on a model with a dense

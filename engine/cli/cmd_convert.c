@@ -1,6 +1,6 @@
 /*
- * cmd_convert — `colibri convert HF_DIR OUT_DIR [--quant T] [--group-size N]
- * [--force] [--quiet]`.
+ * cmd_convert — `colibri convert HF_DIR OUT_DIR [--quant T] [--dense-quant T]
+ * [--group-size N] [--force] [--quiet]`.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -14,10 +14,12 @@
 static void convert_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: colibri convert HF_DIR OUT_DIR [--quant int4|int8|bf16|f32] [--group-size 64] [--force] [--quiet]\n"
+		"usage: colibri convert HF_DIR OUT_DIR [--quant int4|int8|bf16|f32] [--dense-quant int4|int8|bf16|f32]\n"
+		"                       [--group-size 64] [--force] [--quiet]\n"
 		"  Converts a Hugging Face checkpoint into a colibri container.\n"
-		"  --quant       routed-expert weights (default int4); dense weights use the same\n"
-		"                type except int4 -> int8; norms and routers stay f32\n"
+		"  --quant       routed-expert weights (default int4); norms and routers stay f32\n"
+		"  --dense-quant dense weights (attention, shared experts, lm_head); default: as\n"
+		"                --quant except int4 -> int8; MTP layers keep int8 or better\n"
 		"  --group-size  inputs per scale for int4/int8 (multiple of 32, default 64)\n"
 		"  --force       replace an existing container at OUT_DIR\n"
 		"  --quiet       no progress lines\n");
@@ -30,12 +32,21 @@ int cmd_convert(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "quant", required_argument, 0, 'q' }, { "group-size", required_argument, 0, 'g' },
 		{ "force", no_argument, 0, 'f' },       { "quiet", no_argument, 0, 's' },
-		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
+		{ "help", no_argument, 0, 'h' },        { "dense-quant", required_argument, 0, 'd' },
+		{ 0, 0, 0, 0 },
 	};
 	int ch;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "q:g:fsh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "q:d:g:fsh", opts, NULL)) != -1) {
 		switch (ch) {
+		case 'd':
+			if (quant_type_parse(optarg, &o.dense_quant) != 0) {
+				fprintf(stderr, "colibri convert: --dense-quant must be int4, int8, bf16 or f32, not \"%s\"\n",
+					optarg);
+				return 2;
+			}
+			o.dense_quant_set = true;
+			break;
 		case 'q':
 			if (quant_type_parse(optarg, &o.quant) != 0) {
 				fprintf(stderr, "colibri convert: --quant must be int4, int8, bf16 or f32, not \"%s\"\n", optarg);

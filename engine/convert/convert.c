@@ -411,6 +411,9 @@ static enum quant_type resident_type(const struct converter *c, const struct ten
 		break;
 	}
 	enum quant_type d = c->dense_quant;
+	/* MTP modules keep int8 or better, as their experts do. */
+	if (s->layer >= c->cfg.n_layers && d == QUANT_INT4)
+		d = QUANT_INT8;
 	if (quant_check_shape(d, s->shape[0], s->shape[1], c->opt->group) != 0)
 		return QUANT_BF16;
 	return d;
@@ -776,7 +779,7 @@ int convert_run(const struct convert_options *o)
 	catch_signal(SIGHUP, &old_hup);
 	c.prog.quiet = o->quiet;
 	c.prog.t0 = c.prog.last = clock_now_s();
-	c.dense_quant = convert_dense_quant(o->quant);
+	c.dense_quant = o->dense_quant_set ? o->dense_quant : convert_dense_quant(o->quant);
 
 	if ((rc = convert_plan(&c)))
 		goto fail;

@@ -20,6 +20,8 @@ struct convert_options {
 	const char *hf_dir;
 	const char *out_dir;
 	enum quant_type quant;   /* routed experts; default QUANT_INT4 */
+	bool dense_quant_set;    /* dense matrices take dense_quant, else convert_dense_quant(quant) */
+	enum quant_type dense_quant;
 	int32_t group;           /* default QUANT_GROUP_DEFAULT */
 	bool force;              /* replace an existing container */
 	bool quiet;              /* no progress lines */
@@ -32,7 +34,8 @@ void convert_options_default(struct convert_options *o);
 int convert_run(const struct convert_options *o);
 
 /* Dense (non-expert) matrices use the expert quant, except int4 -> int8:
- * the resident set is small and attention is precision-sensitive. */
+ * the resident set is small and attention is precision-sensitive
+ * (--dense-quant chooses otherwise). */
 enum quant_type convert_dense_quant(enum quant_type expert_quant);
 
 #endif
