@@ -240,21 +240,29 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 		if (mark[e])
 			s->pred_sel[np++] = e; /* pred_sel reused as the id list */
 	f->pf.predicted += (uint64_t)np;
+	bool evict = f->pf.precision_ema >= FORWARD_PREFETCH_EVICT_PRECISION;
+	f->pf.prefetch_steps++;
+	f->pf.evicting_steps += evict;
+	expert_store_prefetch_evicts(m->store, evict);
 	expert_store_prefetch(m->store, next, s->pred_sel, np);
 }
 
-/* Scores the prediction made for this layer against what it needed. */
+/* Scores the prediction made for this layer against what it needed, and
+ * moves the recent precision that decides whether prefetch may evict
+ * (over about the last 16 layer predictions). */
 static void prefetch_score(struct forward *f, const struct moe_scratch *s, int layer, int n_wanted)
 {
 	const int32_t *mark = f->predicted + (size_t)layer * f->m->cfg.n_experts;
-	bool any = false;
-	for (int e = 0; e < f->m->cfg.n_experts && !any; e++)
-		any = mark[e];
-	if (!f->prefetch || !any)
+	int marked = 0, correct = 0;
+	for (int e = 0; e < f->m->cfg.n_experts; e++)
+		marked += mark[e] != 0;
+	if (!f->prefetch || !marked)
 		return;
-	f->pf.actual += (uint64_t)n_wanted;
 	for (int i = 0; i < n_wanted; i++)
-		f->pf.correct += mark[s->wanted[i]] != 0;
+		correct += mark[s->wanted[i]] != 0;
+	f->pf.actual += (uint64_t)n_wanted;
+	f->pf.correct += (uint64_t)correct;
+	f->pf.precision_ema += ((double)correct / marked - f->pf.precision_ema) / 16.0;
 }
 
 /* Consumes the store's deliveries of the current request, in delivery

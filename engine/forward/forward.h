@@ -28,7 +28,16 @@ struct forward_prefetch_stats {
 	uint64_t predicted;          /* experts predicted for a layer (union per step) */
 	uint64_t actual;             /* experts that layer then needed */
 	uint64_t correct;            /* predicted and needed */
+	double precision_ema;        /* recent precision (correct / predicted), moving average; starts at 0 */
+	uint64_t evicting_steps;     /* layer prefetches allowed to evict (precision_ema high enough) */
+	uint64_t prefetch_steps;     /* layer prefetches in all */
 };
+
+/* Prefetch evicts cached experts only while the predictions' recent
+ * precision is at least this: a wrong prefetch then wastes at most this
+ * share of the bytes, and never an expert a later step would have hit.
+ * Below it, prefetch fills free frames only. */
+#define FORWARD_PREFETCH_EVICT_PRECISION 0.95
 
 struct forward {
 	const struct model *m;
