@@ -423,11 +423,6 @@ void expert_store_release(struct expert_store *s, int layer, int32_t id)
 	buffer_pool_frame_unpin(&s->pool, f);
 }
 
-void expert_store_prefetch_evicts(struct expert_store *s, bool may_evict)
-{
-	s->prefetch_no_evict = !may_evict;
-}
-
 int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids, int n)
 {
 	int rc = layer_check(s, layer, ids, n);
@@ -438,7 +433,7 @@ int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids,
 	for (int i = 0; i < n && s->n_prefetch_inflight < s->prefetch_depth; i++) {
 		if (buffer_pool_lookup(&s->pool, layer, ids[i]) >= 0)
 			continue;
-		int32_t f = s->prefetch_no_evict ? buffer_pool_free_pop(&s->pool, l->cls) : store_frame_take(s, l->cls);
+		int32_t f = store_frame_take(s, l->cls);
 		if (f < 0)
 			break;
 		struct frame *fr = &s->pool.frames[f];

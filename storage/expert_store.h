@@ -262,11 +262,6 @@ void expert_store_release(struct expert_store *s, int layer, int32_t id);
  * -EINVAL for a bad layer or id. */
 int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids, int n);
 
-/* Whether a prefetch may evict a resident expert for its frame (the
- * default) or takes free frames only: a wrong prediction then costs its
- * bytes but never a cached expert. */
-void expert_store_prefetch_evicts(struct expert_store *s, bool may_evict);
-
 /* Makes layer's resident experts (outside the pinned set) the first to give
  * way to a miss or a prefetch, and forgets how often they were asked for:
  * for a layer the caller will not request for a while, such as an MTP layer

@@ -97,7 +97,6 @@ struct expert_store {
 	struct stripe stripe;
 	int prefetch_depth;
 	int n_prefetch_inflight;     /* prefetch loads not finished */
-	bool prefetch_no_evict;      /* prefetch takes free frames only (expert_store_prefetch_evicts) */
 
 	/* Loads and their blocks. */
 	struct store_load *loads;    /* [n_frames] */

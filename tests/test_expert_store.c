@@ -191,33 +191,6 @@ Test(expert_store, prefetch_joined_read_once)
 	store_fixture_free(&fx);
 }
 
-/* With prefetch_evicts off, a prefetch takes free frames only: a full
- * cache issues nothing and keeps every cached expert; on, it evicts one. */
-Test(expert_store, prefetch_without_eviction)
-{
-	struct store_fixture fx;
-	fixture_make(&fx);
-	struct expert_store *s = store_open(&fx, FX_PER_STEP, 8, false, EXPERT_EVICT_DEFAULT, 4);
-	const struct expert_store_stats *st = expert_store_stats(s);
-	int32_t cached[FX_PER_STEP], other = 30;
-	for (int i = 0; i < FX_PER_STEP; i++)
-		cached[i] = i + 1;
-	step_check(s, &fx, 0, cached, FX_PER_STEP, false);
-	uint64_t ev = st->classes[0].evictions, reads = st->bytes_read;
-	expert_store_prefetch_evicts(s, false);
-	cr_assert_eq(expert_store_prefetch(s, 0, &other, 1), 0, "a full cache: no frame to prefetch into");
-	cr_assert_eq(st->classes[0].evictions, ev);
-	uint64_t hits = st->hits;
-	step_check(s, &fx, 0, cached, FX_PER_STEP, false);
-	cr_assert_eq(st->hits, hits + FX_PER_STEP, "a cached expert was displaced");
-	cr_assert_eq(st->bytes_read, reads);
-	expert_store_prefetch_evicts(s, true);
-	cr_assert_eq(expert_store_prefetch(s, 0, &other, 1), 1);
-	cr_assert_eq(st->classes[0].evictions, ev + 1);
-	expert_store_close(s);
-	store_fixture_free(&fx);
-}
-
 Test(expert_store, prefetch_joined_while_queued)
 {
 	struct store_fixture fx;

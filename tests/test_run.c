@@ -265,6 +265,47 @@ Test(run, stats_window_puts_the_startup_apart)
 	free(err);
 }
 
+/* Prefetch reads start only while recent predictions are precise: on the
+ * fixture (precision about 0.5) none start and the run reads exactly its
+ * missed experts; with the bar at 0 (COLIBRI_PREFETCH_PRECISION) they do,
+ * and the text is the same. */
+Test(run, prefetch_reads_only_precise_predictions)
+{
+	char hf[PATH_MAX + 16], path[4400], args[8192];
+	snprintf(hf, sizeof hf, "%s/hf/qwen3_moe", tu_fixtures());
+	snprintf(model, sizeof model, "%s/pf-int4", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet '%s' '%s'", tu_colibri(), hf, model), 0);
+	char *text[2];
+	double reads[2], bytes[2], misses[2], record = 0, precision = 0;
+	for (int i = 0; i < 2; i++) {
+		if (i)
+			setenv("COLIBRI_PREFETCH_PRECISION", "0", 1);
+		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 24 --temp 0 --draft 0 --no-pin "
+			 "--stats-json '%s/pf%d.json'", model, scratch, i);
+		text[i] = run_out("pf", args);
+		snprintf(path, sizeof path, "%s/pf%d.json", scratch, i);
+		char *js = tu_read(path, NULL);
+		cJSON *j = cJSON_Parse(js ? js : "");
+		cr_assert_not_null(j);
+		reads[i] = json_num(j, "prefetch_reads");
+		bytes[i] = json_num(j, "bytes_read");
+		misses[i] = json_num(j, "expert_misses");
+		record = json_num(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "frame_classes"), 0), "frame_bytes");
+		if (!i)
+			precision = json_num(j, "prefetch_precision_recent");
+		cJSON_Delete(j);
+		free(js);
+	}
+	unsetenv("COLIBRI_PREFETCH_PRECISION");
+	cr_assert_lt(precision, 0.95, "the fixture's predictions are precise (%.2f): the test proves nothing", precision);
+	cr_expect_eq(reads[0], 0, "imprecise predictions were read");
+	cr_expect_eq(bytes[0], misses[0] * record, "read more than the missed experts");
+	cr_expect_gt(reads[1], 0, "with the bar at 0 nothing was prefetched");
+	cr_expect_str_eq(text[1], text[0], "prefetch changed the text");
+	free(text[0]);
+	free(text[1]);
+}
+
 Test(run, flags_override_the_plan)
 {
 	need_tok_model();

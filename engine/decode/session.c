@@ -425,13 +425,13 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 	if (s->fwd.prefetch && pf->predicted)
 		fprintf(out, "prefetch: precision %.1f%%, recall %.1f%% (%" PRIu64 " predicted, %" PRIu64
 			     " needed, %" PRIu64 " both), %.1f MB prefetched: %" PRIu64 " of %" PRIu64
-			     " reads used, %" PRIu64 " wasted; evicting for %.0f%% of layers (recent precision %.2f, "
-			     "free frames only below %.2f)\n",
+			     " reads used, %" PRIu64 " wasted; read for %.0f%% of the predictions (recent precision %.2f; "
+			     "reads start at %.2f)\n",
 			100.0 * pf->correct / pf->predicted, pf->actual ? 100.0 * pf->correct / pf->actual : 0,
 			pf->predicted, pf->actual, pf->correct, st->prefetch_issued_bytes / 1e6,
 			st->prefetch_used, st->prefetch_issued, st->prefetch_wasted,
-			pf->prefetch_steps ? 100.0 * pf->evicting_steps / pf->prefetch_steps : 0, pf->precision_ema,
-			FORWARD_PREFETCH_EVICT_PRECISION);
+			pf->prefetch_steps ? 100.0 * pf->issued_steps / pf->prefetch_steps : 0, pf->precision_ema,
+			s->fwd.prefetch_precision);
 	else
 		fprintf(out, "prefetch: off\n");
 	fprintf(out, "memory: peak resident set %.1f MiB", proc_status_bytes("VmHWM") / 1048576.0);
@@ -481,8 +481,8 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 	cJSON_AddNumberToObject(j, "prefetch_correct", (double)pf->correct);
 	cJSON_AddNumberToObject(j, "prefetch_precision", pf->predicted ? (double)pf->correct / pf->predicted : 0);
 	cJSON_AddNumberToObject(j, "prefetch_precision_recent", pf->precision_ema);
-	cJSON_AddNumberToObject(j, "prefetch_evicting_share",
-				pf->prefetch_steps ? (double)pf->evicting_steps / pf->prefetch_steps : 0);
+	cJSON_AddNumberToObject(j, "prefetch_issued_share",
+				pf->prefetch_steps ? (double)pf->issued_steps / pf->prefetch_steps : 0);
 	cJSON_AddNumberToObject(j, "prefetch_recall", pf->actual ? (double)pf->correct / pf->actual : 0);
 	cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)proc_status_bytes("VmHWM"));
 	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->plan_budget);

@@ -210,9 +210,10 @@ static int next_moe_layer(const struct model_config *c, int layer)
 }
 
 /* Predicts the experts of the next MoE layer by running its router on this
- * layer's residual stream (normed with its own FFN norm) and starts their
- * reads at low priority. The prediction never touches the computation:
- * prefetch on or off, the logits are the same bits. */
+ * layer's residual stream (normed with its own FFN norm) and, while recent
+ * predictions were precise (FORWARD_PREFETCH_PRECISION), starts their reads
+ * at low priority. The prediction never touches the computation: prefetch
+ * on or off, the logits are the same bits. */
 static void prefetch_next(struct forward *f, const struct moe_scratch *s, int layer, int n)
 {
 	const struct model *m = f->m;
@@ -240,15 +241,15 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 		if (mark[e])
 			s->pred_sel[np++] = e; /* pred_sel reused as the id list */
 	f->pf.predicted += (uint64_t)np;
-	bool evict = f->pf.precision_ema >= FORWARD_PREFETCH_EVICT_PRECISION;
 	f->pf.prefetch_steps++;
-	f->pf.evicting_steps += evict;
-	expert_store_prefetch_evicts(m->store, evict);
+	if (f->pf.precision_ema < f->prefetch_precision)
+		return;
+	f->pf.issued_steps++;
 	expert_store_prefetch(m->store, next, s->pred_sel, np);
 }
 
 /* Scores the prediction made for this layer against what it needed, and
- * moves the recent precision that decides whether prefetch may evict
+ * moves the recent precision that decides whether predictions are read
  * (over about the last 16 layer predictions). */
 static void prefetch_score(struct forward *f, const struct moe_scratch *s, int layer, int n_wanted)
 {

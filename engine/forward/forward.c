@@ -140,6 +140,14 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	f->batch = batch;
 	f->n_threads = pool ? threadpool_size(pool) : 1;
 	f->prefetch = true;
+	f->prefetch_precision = FORWARD_PREFETCH_PRECISION;
+	const char *pp = getenv("COLIBRI_PREFETCH_PRECISION");
+	if (pp && *pp) {
+		char *end;
+		double v = strtod(pp, &end);
+		if (!*end && v >= 0 && v <= 1)
+			f->prefetch_precision = v;
+	}
 	int rc = forward_layers_bind(f);
 	struct seq_part_size *parts = rc ? NULL : calloc((size_t)(2 * f->n_layers), sizeof *parts);
 	if (!rc && !parts)

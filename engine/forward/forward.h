@@ -29,15 +29,16 @@ struct forward_prefetch_stats {
 	uint64_t actual;             /* experts that layer then needed */
 	uint64_t correct;            /* predicted and needed */
 	double precision_ema;        /* recent precision (correct / predicted), moving average; starts at 0 */
-	uint64_t evicting_steps;     /* layer prefetches allowed to evict (precision_ema high enough) */
-	uint64_t prefetch_steps;     /* layer prefetches in all */
+	uint64_t issued_steps;       /* layer predictions whose reads were started (precise enough) */
+	uint64_t prefetch_steps;     /* layer predictions in all */
 };
 
-/* Prefetch evicts cached experts only while the predictions' recent
- * precision is at least this: a wrong prefetch then wastes at most this
- * share of the bytes, and never an expert a later step would have hit.
- * Below it, prefetch fills free frames only. */
-#define FORWARD_PREFETCH_EVICT_PRECISION 0.95
+/* The predictions are always made and scored, but their reads start only
+ * while the recent precision is at least this: a prefetch then costs at
+ * most this share of its bytes in wasted reads (and the cached experts it
+ * displaced), so it cannot lose more than it gains; below it the run reads
+ * what it misses and nothing else. */
+#define FORWARD_PREFETCH_PRECISION 0.95
 
 struct forward {
 	const struct model *m;
@@ -65,6 +66,8 @@ struct forward {
 	uint8_t *threads;            /* [n_threads, thread_bytes] */
 	size_t thread_bytes;
 	bool prefetch;               /* predict and prefetch the next MoE layer */
+	double prefetch_precision;   /* recent precision the reads need: FORWARD_PREFETCH_PRECISION, or
+				      * COLIBRI_PREFETCH_PRECISION from the environment (0: always read) */
 	int32_t *predicted;          /* [layers, n_experts] 1 if predicted for that layer this step */
 	struct forward_prefetch_stats pf;
 };
