@@ -59,7 +59,8 @@
 
 struct plan_inputs {
 	/* The model. */
-	uint64_t resident_bytes;       /* resident.bin, read whole into RAM */
+	uint64_t resident_bytes;       /* resident.bin, read into RAM (all of it but embed_disk_bytes) */
+	uint64_t embed_disk_bytes;     /* the embedding table left on disk, read a row per token; 0: none */
 	uint64_t token_dense_bytes;    /* resident bytes one decoded token reads; 0: resident_bytes */
 	int32_t n_moe_layers;          /* layers with an expert file */
 	int32_t n_experts;             /* routed experts per MoE layer */

@@ -76,8 +76,13 @@ static void text_budget(FILE *f, const struct plan *p, const struct plan_inputs 
 		    plan_bytes_str(a, (uint64_t)(in->available_memory_bytes > 0 ? in->available_memory_bytes : 0)));
 		break;
 	}
-	row(f, "  resident", plan_bytes_str(v, p->resident_bytes),
-	    "dense weights (embeddings, attention, norms, routers), read whole into RAM");
+	if (in->embed_disk_bytes)
+		row(f, "  resident", plan_bytes_str(v, p->resident_bytes),
+		    "dense weights (attention, norms, routers, output head) in RAM; the embedding table (%s) stays on "
+		    "disk, a row read per token", plan_bytes_str(a, in->embed_disk_bytes));
+	else
+		row(f, "  resident", plan_bytes_str(v, p->resident_bytes),
+		    "dense weights (embeddings, attention, norms, routers), read whole into RAM");
 	const char *what = in->kv_what ? in->kv_what : "K and V of every layer, attention score rows";
 	if (in->state_fixed_bytes) {
 		char s[32];
@@ -322,6 +327,7 @@ cJSON *plan_report_json(const struct plan *p, const struct plan_inputs *in, cons
 	cJSON_AddNumberToObject(mo, "record_bytes_max", (double)in->record_bytes_max);
 	cJSON_AddNumberToObject(mo, "record_bytes_sum", (double)in->record_bytes_sum);
 	cJSON_AddNumberToObject(mo, "resident_bytes", (double)in->resident_bytes);
+	cJSON_AddNumberToObject(mo, "embed_disk_bytes", (double)in->embed_disk_bytes);
 	cJSON_AddNumberToObject(mo, "token_dense_bytes", (double)(in->token_dense_bytes ? in->token_dense_bytes
 											 : in->resident_bytes));
 	cJSON_AddNumberToObject(mo, "kv_bytes_per_position", (double)in->kv_bytes_per_position);

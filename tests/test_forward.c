@@ -21,8 +21,9 @@
  *    their checksum fail it (the checksums are seeded with the place);
  *  - "slow but correct": logits bit-identical at the minimum RAM budget and
  *    unlimited, IO depth 1 and 64, with and without O_DIRECT, 1 and 2
- *    threads, prefill chunks of 1 and 64 tokens, prefetch on and off, and
- *    with the storage fallbacks forced.
+ *    threads, prefill chunks of 1 and 64 tokens, prefetch on and off, the
+ *    embedding table on disk (the default) and in RAM, and with the storage
+ *    fallbacks forced; the table left on disk is still verified at load.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -341,6 +342,7 @@ static void check_identical(const char *name, const char *quant)
 	static const char *const envs[] = {
 		"COLIBRI_NO_IO_URING=1",
 		"COLIBRI_EVICT=lru COLIBRI_NO_FIXED_BUFFERS=1",
+		"COLIBRI_EMBED_IN_RAM=1", /* the embedding table in RAM, not read a row per token */
 	};
 	char model[4200];
 	convert(name, quant, model, sizeof model);
@@ -377,6 +379,23 @@ Test(forward, bit_identical_dsa) { check_identical("deepseek_v32", "int4"); }
 /* The recurrent state is advanced token by token at any batch size. */
 Test(forward, bit_identical_gdn) { check_identical("qwen3_5_moe", "int4"); }
 Test(forward, bit_identical_gdn_grouped) { check_identical("qwen3_next", "bf16"); }
+
+/* The embedding table stays on disk (a row read per token) but is still
+ * verified at load: a flipped byte in it refuses the container naming the
+ * tensor, and leaves no logits behind. */
+Test(forward, embedding_on_disk_is_verified)
+{
+	char model[4200], err[4300];
+	convert("qwen3_moe", "int4", model, sizeof model);
+	cr_assert_eq(tu_sh("printf '\\377' | dd of='%s/resident.bin' bs=1 seek=100 conv=notrunc status=none", model), 0);
+	snprintf(err, sizeof err, "%s/embed.err", scratch);
+	cr_expect_neq(tu_sh("'%s' logits --model '%s' --tokens 1,2 --out %s/e.f32 2>'%s'", tu_colibri(), model, scratch,
+			    err), 0, "a corrupt embedding table was accepted");
+	char *msg = tu_read(err, NULL);
+	cr_expect(msg && strstr(msg, "model.embed_tokens.weight") && strstr(msg, "checksum"), "%s", msg);
+	cr_expect_neq(tu_sh("test -e %s/e.f32", scratch), 0, "partial logits left behind");
+	free(msg);
+}
 
 /* A corrupted expert record stops decoding with a message naming layer,
  * expert, file and offset; a truncated expert file is refused at load. */

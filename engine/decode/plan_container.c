@@ -71,8 +71,14 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 	 * also the output head, read whole. */
 	const struct manifest_tensor *embed = manifest_find(&man, "model.embed_tokens.weight");
 	in->token_dense_bytes = man.resident_bytes;
-	if (embed && manifest_find(&man, "lm_head.weight") && embed->bytes < man.resident_bytes)
+	if (embed && manifest_find(&man, "lm_head.weight") && embed->bytes < man.resident_bytes) {
 		in->token_dense_bytes -= embed->bytes;
+		/* model_load leaves it on disk, reading a row per token. */
+		if (model_embed_on_disk(false)) {
+			in->resident_bytes -= embed->bytes;
+			in->embed_disk_bytes = embed->bytes;
+		}
+	}
 	in->n_moe_layers = (int32_t)man.n_expert_layers;
 	in->n_experts = man.n_experts;
 	in->top_k = c->cfg.top_k;

@@ -260,7 +260,9 @@ int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, 
 		if (rows[t].token < 0 || rows[t].token >= c->vocab)
 			return error_set(EINVAL, "token id %d is outside the vocabulary (0..%d)", rows[t].token,
 					 c->vocab - 1);
-		quant_row_dequantize(f->x + t * H, &m->embed, rows[t].token);
+		int rc = model_embed_row(m, &m->embed, rows[t].token, f->x + t * H);
+		if (rc)
+			return rc;
 	}
 	for (int l = 0; l < c->n_layers; l++) {
 		int rc = layer_forward(f, l, n);
@@ -314,7 +316,9 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 		float *in = f->mtp_in + (size_t)t * 2 * H;
 		if (next[t] < 0 || next[t] >= c->vocab)
 			return error_set(EINVAL, "token id %d is outside the vocabulary", next[t]);
-		quant_row_dequantize(in, &w->embed, next[t]);
+		int rc = model_embed_row(m, &w->embed, next[t], in);
+		if (rc)
+			return rc;
 		rmsnorm(in, in, w->enorm, H, c->rms_eps);
 		rmsnorm(in + H, hidden + (size_t)t * H, w->hnorm, H, c->rms_eps);
 	}

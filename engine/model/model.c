@@ -16,6 +16,60 @@
 #include "engine/model/model_tensors.h"
 #include "base/error.h"
 
+bool model_embed_on_disk(bool tied)
+{
+	const char *e = getenv("COLIBRI_EMBED_IN_RAM");
+	return !tied && !(e && strcmp(e, "1") == 0);
+}
+
+/* Reads bytes [from, to) of fd into buf + from. */
+static int read_range(int fd, const char *path, uint8_t *buf, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		ssize_t r = pread(fd, buf + from, to - from, (off_t)from);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int e = r < 0 ? errno : EIO;
+			return error_set(e, "%s: read failed at offset %" PRIu64 ": %s", path, from,
+					 r < 0 ? strerror(e) : "end of file");
+		}
+		from += (uint64_t)r;
+	}
+	return 0;
+}
+
+/* The checksum of bytes [off, off + n) of fd, streamed through a scratch
+ * buffer (the embedding table left on disk is checked, not kept). */
+static int hash_range(int fd, const char *path, uint64_t off, uint64_t n, uint64_t seed, uint64_t *out)
+{
+	enum { CHUNK = 4 << 20 };
+	uint8_t *buf = malloc(CHUNK);
+	XXH3_state_t *h = XXH3_createState();
+	int rc = buf && h ? 0 : error_set(ENOMEM, "out of memory");
+	if (!rc)
+		XXH3_64bits_reset_withSeed(h, seed);
+	for (uint64_t done = 0; !rc && done < n;) {
+		uint64_t len = n - done < CHUNK ? n - done : CHUNK;
+		ssize_t r = pread(fd, buf, len, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			rc = error_set(r < 0 ? errno : EIO, "%s: read failed at offset %" PRIu64, path, off + done);
+		else
+			XXH3_64bits_update(h, buf, (size_t)r), done += (uint64_t)r;
+	}
+	if (!rc)
+		*out = XXH3_64bits_digest(h);
+	XXH3_freeState(h);
+	free(buf);
+	return rc;
+}
+
+/* Reads resident.bin into one buffer and verifies every tensor. An untied
+ * embedding table (model_embed_on_disk) is verified but not read into it:
+ * its pages of the buffer are never touched, so it takes no RAM, and
+ * model_embed_row reads its rows from the file kept open in embed_fd. */
 static int read_resident(struct model *m)
 {
 	char path[PATH_MAX];
@@ -27,27 +81,56 @@ static int read_resident(struct model *m)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return error_set(errno, "%s: cannot open: %s", path, strerror(errno));
-	uint64_t done = 0;
-	while (done < n) {
-		ssize_t r = pread(fd, m->resident + done, n - done, (off_t)done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			int e = r < 0 ? errno : EIO;
-			close(fd);
-			return error_set(e, "%s: read failed at offset %" PRIu64 ": %s", path, done,
-					 r < 0 ? strerror(e) : "end of file");
-		}
-		done += (uint64_t)r;
+	const struct manifest_tensor *embed = manifest_find(&m->man, "model.embed_tokens.weight");
+	bool on_disk = embed && model_embed_on_disk(!manifest_find(&m->man, "lm_head.weight")) &&
+		       embed->offset % 4096 == 0 && (embed->type == QUANT_BF16 || embed->type == QUANT_F32);
+	uint64_t skip0 = on_disk ? embed->offset : n, skip1 = on_disk ? (embed->offset + embed->bytes + 4095) / 4096 * 4096 : n;
+	if (skip1 > n)
+		skip1 = n;
+	int rc = read_range(fd, path, m->resident, 0, skip0);
+	rc = rc ? rc : read_range(fd, path, m->resident, skip1, n);
+	for (size_t i = 0; !rc && i < m->man.n_tensors; i++) {
+		const struct manifest_tensor *t = &m->man.tensors[i];
+		uint64_t seed = manifest_tensor_seed(t->name, t->offset), sum = 0;
+		if (on_disk && t == embed)
+			rc = hash_range(fd, path, t->offset, t->bytes, seed, &sum);
+		else
+			sum = XXH3_64bits_withSeed(m->resident + t->offset, t->bytes, seed);
+		if (!rc && sum != t->checksum)
+			rc = error_set(EIO, "%s: tensor %s: checksum mismatch (offset %" PRIu64
+				       "); the container is corrupt, reconvert it", path, t->name, t->offset);
+	}
+	if (!rc && on_disk) {
+		m->embed_fd = fd;
+		m->embed_offset = embed->offset;
+		m->embed_bytes = embed->bytes;
+		return 0;
 	}
 	close(fd);
-	for (size_t i = 0; i < m->man.n_tensors; i++) {
-		const struct manifest_tensor *t = &m->man.tensors[i];
-		uint64_t seed = manifest_tensor_seed(t->name, t->offset);
-		if (XXH3_64bits_withSeed(m->resident + t->offset, t->bytes, seed) != t->checksum)
-			return error_set(EIO, "%s: tensor %s: checksum mismatch (offset %" PRIu64
-					 "); the container is corrupt, reconvert it", path, t->name, t->offset);
+	return rc;
+}
+
+int model_embed_row(const struct model *m, const struct qmatrix *embed, int32_t token, float *out)
+{
+	if (embed->data) {
+		quant_row_dequantize(out, embed, token);
+		return 0;
 	}
+	struct qmatrix row = *embed;
+	uint64_t len = quant_data_bytes(embed->type, 1, embed->cols);
+	uint64_t off = m->embed_offset + (uint64_t)token * len;
+	for (uint64_t done = 0; done < len;) {
+		ssize_t r = pread(m->embed_fd, m->embed_row + done, len - done, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return error_set(r < 0 ? errno : EIO, "%s/%s: cannot read the embedding of token %d at offset %"
+					 PRIu64, m->dir, m->man.resident_file, token, off);
+		done += (uint64_t)r;
+	}
+	row.rows = 1;
+	row.data = m->embed_row;
+	quant_row_dequantize(out, &row, 0);
 	return 0;
 }
 
@@ -246,6 +329,7 @@ static int apply_zero_centred_norms(struct model *m)
 int model_load(struct model *m, const char *dir, const struct model_options *opt)
 {
 	memset(m, 0, sizeof *m);
+	m->embed_fd = -1;
 	int rc;
 	if (!(m->dir = strdup(dir)))
 		return error_set(ENOMEM, "out of memory");
@@ -266,6 +350,11 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 	for (int l = c->n_layers; !rc && l < c->n_layers + m->n_mtp; l++)
 		rc = model_config_layer_moe(c, l) ? check_expert_layer(m, l) : 0;
 	rc = rc ? rc : model_matrix(m, &m->embed, c->vocab, c->hidden, "model.embed_tokens.weight", 0);
+	if (!rc && m->embed_fd >= 0) {
+		m->embed.data = NULL; /* its rows come from the file: model_embed_row */
+		if (!(m->embed_row = malloc((size_t)quant_data_bytes(m->embed.type, 1, c->hidden))))
+			rc = error_set(ENOMEM, "out of memory");
+	}
 	rc = rc ? rc : model_vector(m, &m->final_norm, c->hidden, "model.norm.weight", 0);
 	if (rc)
 		return rc;
@@ -286,6 +375,9 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 void model_free(struct model *m)
 {
 	expert_store_close(m->store);
+	if (m->embed_fd >= 0 && m->embed_bytes)
+		close(m->embed_fd);
+	free(m->embed_row);
 	free(m->resident);
 	manifest_free(&m->man);
 	free(m->dir);

@@ -36,7 +36,11 @@ struct model {
 	struct manifest man;
 	char *dir;
 	uint8_t *resident;               /* resident.bin, man.resident_bytes */
-	struct qmatrix embed;            /* [vocab, hidden] */
+	struct qmatrix embed;            /* [vocab, hidden]; data NULL while the table stays on disk */
+	int embed_fd;                    /* resident.bin, read a row per token (an untied table); -1: in RAM */
+	uint64_t embed_offset;           /* the table's place in resident.bin */
+	uint64_t embed_bytes;            /* its size: what RAM it does not take while on disk */
+	uint8_t *embed_row;              /* one row read from disk */
 	struct qmatrix lm_head;          /* [vocab, hidden]; the embedding when tied */
 	const float *final_norm;         /* [hidden] */
 	int n_mtp;                       /* MTP modules loaded (0 when the checkpoint has none) */
@@ -59,6 +63,17 @@ int model_vector(const struct model *m, const float **v, int64_t n, const char *
 
 /* Whether the container holds the tensor fmt (with %d the layer). */
 bool model_has(const struct model *m, const char *fmt, int layer);
+
+/* Row `token` of the embedding table `embed` as f32 into out[cols]: from
+ * RAM, or read from resident.bin when it is the model's table kept on disk
+ * (the same bytes either way, so the same floats). -EIO with a message
+ * when the read fails. Not thread-safe: one caller at a time. */
+int model_embed_row(const struct model *m, const struct qmatrix *embed, int32_t token, float *out);
+
+/* Whether model_load leaves an untied embedding table on disk (reading a
+ * row per token) rather than in RAM: yes unless COLIBRI_EMBED_IN_RAM=1 or
+ * the table is also the output head. */
+bool model_embed_on_disk(bool tied);
 
 /* Builds a view of one expert part inside a delivered record of layer l. */
 void model_expert_part(struct qmatrix *out, const struct manifest_expert_layer *l, const void *record,
