@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "engine/model/model_tensors.h"
+#include "engine/model/verify.h"
 #include "base/error.h"
 
 bool model_embed_on_disk(bool tied)
@@ -22,54 +23,29 @@ bool model_embed_on_disk(bool tied)
 	return !tied && !(e && strcmp(e, "1") == 0);
 }
 
-/* Reads bytes [from, to) of fd into buf + from. */
-static int read_range(int fd, const char *path, uint8_t *buf, uint64_t from, uint64_t to)
+/* The scratch buffer the on-disk embedding table is verified through. */
+#define EMBED_VERIFY_BYTES (4u << 20)
+
+/* Reads len bytes of fd at off into buf: 0, or -errno (-EIO at end of
+ * file). */
+static int pread_full(int fd, uint8_t *buf, uint64_t len, uint64_t off)
 {
-	while (from < to) {
-		ssize_t r = pread(fd, buf + from, to - from, (off_t)from);
+	for (uint64_t done = 0; done < len;) {
+		ssize_t r = pread(fd, buf + done, len - done, (off_t)(off + done));
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0) {
-			int e = r < 0 ? errno : EIO;
-			return error_set(e, "%s: read failed at offset %" PRIu64 ": %s", path, from,
-					 r < 0 ? strerror(e) : "end of file");
-		}
-		from += (uint64_t)r;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		done += (uint64_t)r;
 	}
 	return 0;
 }
 
-/* The checksum of bytes [off, off + n) of fd, streamed through a scratch
- * buffer (the embedding table left on disk is checked, not kept). */
-static int hash_range(int fd, const char *path, uint64_t off, uint64_t n, uint64_t seed, uint64_t *out)
-{
-	enum { CHUNK = 4 << 20 };
-	uint8_t *buf = malloc(CHUNK);
-	XXH3_state_t *h = XXH3_createState();
-	int rc = buf && h ? 0 : error_set(ENOMEM, "out of memory");
-	if (!rc)
-		XXH3_64bits_reset_withSeed(h, seed);
-	for (uint64_t done = 0; !rc && done < n;) {
-		uint64_t len = n - done < CHUNK ? n - done : CHUNK;
-		ssize_t r = pread(fd, buf, len, (off_t)(off + done));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			rc = error_set(r < 0 ? errno : EIO, "%s: read failed at offset %" PRIu64, path, off + done);
-		else
-			XXH3_64bits_update(h, buf, (size_t)r), done += (uint64_t)r;
-	}
-	if (!rc)
-		*out = XXH3_64bits_digest(h);
-	XXH3_freeState(h);
-	free(buf);
-	return rc;
-}
-
 /* Reads resident.bin into one buffer and verifies every tensor. An untied
- * embedding table (model_embed_on_disk) is verified but not read into it:
- * its pages of the buffer are never touched, so it takes no RAM, and
- * model_embed_row reads its rows from the file kept open in embed_fd. */
+ * embedding table (model_embed_on_disk) is verified by reading it through
+ * a scratch buffer but not kept: its pages of the resident buffer are never
+ * touched, so it takes no RAM, and model_embed_row reads its rows from the
+ * file, kept open in embed_fd. */
 static int read_resident(struct model *m)
 {
 	char path[PATH_MAX];
@@ -84,26 +60,37 @@ static int read_resident(struct model *m)
 	const struct manifest_tensor *embed = manifest_find(&m->man, "model.embed_tokens.weight");
 	bool on_disk = embed && model_embed_on_disk(!manifest_find(&m->man, "lm_head.weight")) &&
 		       embed->offset % 4096 == 0 && (embed->type == QUANT_BF16 || embed->type == QUANT_F32);
-	uint64_t skip0 = on_disk ? embed->offset : n, skip1 = on_disk ? (embed->offset + embed->bytes + 4095) / 4096 * 4096 : n;
-	if (skip1 > n)
-		skip1 = n;
-	int rc = read_range(fd, path, m->resident, 0, skip0);
-	rc = rc ? rc : read_range(fd, path, m->resident, skip1, n);
+	/* The bytes kept: all of them, or those before and after the table's pages. */
+	uint64_t skip0 = on_disk ? embed->offset : n;
+	uint64_t skip1 = on_disk ? (embed->offset + embed->bytes + 4095) / 4096 * 4096 : n;
+	skip1 = skip1 < n ? skip1 : n;
+	int rc = pread_full(fd, m->resident, skip0, 0);
+	rc = rc ? rc : pread_full(fd, m->resident + skip1, n - skip1, skip1);
+	if (rc)
+		rc = error_set(-rc, "%s: read failed: %s", path, strerror(-rc));
+	uint8_t *scratch = on_disk && !rc ? malloc(EMBED_VERIFY_BYTES) : NULL;
+	if (on_disk && !rc && !scratch)
+		rc = error_set(ENOMEM, "out of memory");
 	for (size_t i = 0; !rc && i < m->man.n_tensors; i++) {
 		const struct manifest_tensor *t = &m->man.tensors[i];
 		uint64_t seed = manifest_tensor_seed(t->name, t->offset), sum = 0;
 		if (on_disk && t == embed)
-			rc = hash_range(fd, path, t->offset, t->bytes, seed, &sum);
+			rc = verify_hash_range(&(struct verify){ .buf = scratch, .buf_bytes = EMBED_VERIFY_BYTES }, path,
+					       fd, t->offset, t->bytes, seed, &sum);
 		else
 			sum = XXH3_64bits_withSeed(m->resident + t->offset, t->bytes, seed);
 		if (!rc && sum != t->checksum)
 			rc = error_set(EIO, "%s: tensor %s: checksum mismatch (offset %" PRIu64
 				       "); the container is corrupt, reconvert it", path, t->name, t->offset);
 	}
+	free(scratch);
 	if (!rc && on_disk) {
+		if (!(m->embed_row = malloc((size_t)quant_data_bytes(embed->type, 1, embed->shape[1])))) {
+			close(fd);
+			return error_set(ENOMEM, "out of memory");
+		}
 		m->embed_fd = fd;
 		m->embed_offset = embed->offset;
-		m->embed_bytes = embed->bytes;
 		return 0;
 	}
 	close(fd);
@@ -116,18 +103,13 @@ int model_embed_row(const struct model *m, const struct qmatrix *embed, int32_t 
 		quant_row_dequantize(out, embed, token);
 		return 0;
 	}
-	struct qmatrix row = *embed;
 	uint64_t len = quant_data_bytes(embed->type, 1, embed->cols);
 	uint64_t off = m->embed_offset + (uint64_t)token * len;
-	for (uint64_t done = 0; done < len;) {
-		ssize_t r = pread(m->embed_fd, m->embed_row + done, len - done, (off_t)(off + done));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return error_set(r < 0 ? errno : EIO, "%s/%s: cannot read the embedding of token %d at offset %"
-					 PRIu64, m->dir, m->man.resident_file, token, off);
-		done += (uint64_t)r;
-	}
+	int rc = pread_full(m->embed_fd, m->embed_row, len, off);
+	if (rc)
+		return error_set(-rc, "%s/%s: cannot read the embedding of token %d at offset %" PRIu64 ": %s", m->dir,
+				 m->man.resident_file, token, off, strerror(-rc));
+	struct qmatrix row = *embed;
 	row.rows = 1;
 	row.data = m->embed_row;
 	quant_row_dequantize(out, &row, 0);
@@ -266,12 +248,10 @@ static int check_expert_layer(const struct model *m, int l)
  * container's (which would run a silently truncated model) or a config of
  * another shape is refused here, naming the first tensor it does not
  * explain. O(tensors x specs) name compares, once at load. */
-static int check_container_matches_config(struct model *m)
+static int check_container_matches_config(struct model *m, const struct tensor_spec *specs, size_t n_specs)
 {
 	const struct model_config *c = &m->cfg;
-	struct tensor_spec *specs = NULL;
-	size_t n_specs = 0;
-	int rc = model_tensors_resident(c, &specs, &n_specs);
+	int rc = 0;
 	for (size_t i = 0; !rc && i < m->man.n_tensors; i++) {
 		const char *name = m->man.tensors[i].name;
 		size_t k = 0;
@@ -295,7 +275,6 @@ static int check_container_matches_config(struct model *m)
 	 * (MTP layers are checked once model_load knows they are loaded). */
 	for (int l = 0; !rc && l < c->n_layers; l++)
 		rc = model_config_layer_moe(c, l) ? check_expert_layer(m, l) : 0;
-	free(specs);
 	return rc;
 }
 
@@ -303,14 +282,10 @@ static int check_container_matches_config(struct model *m)
  * become 1 + w here, once, in f32 as transformers computes
  * (1.0 + self.weight.float()), so every norm of the forward pass is the
  * plain RMSNorm. The checksums were verified on the stored bytes before. */
-static int apply_zero_centred_norms(struct model *m)
+static int apply_zero_centred_norms(struct model *m, const struct tensor_spec *specs, size_t n_specs)
 {
-	if (!m->cfg.norm_zero_centred)
-		return 0;
-	struct tensor_spec *specs = NULL;
-	size_t n_specs = 0;
-	int rc = model_tensors_resident(&m->cfg, &specs, &n_specs);
-	for (size_t i = 0; !rc && i < n_specs; i++) {
+	int rc = 0;
+	for (size_t i = 0; !rc && m->cfg.norm_zero_centred && i < n_specs; i++) {
 		if (!specs[i].plus_one)
 			continue;
 		const struct manifest_tensor *t = manifest_find(&m->man, specs[i].name);
@@ -322,7 +297,6 @@ static int apply_zero_centred_norms(struct model *m)
 		for (int64_t k = 0; !rc && k < t->shape[0] * t->shape[1]; k++)
 			w[k] = 1.0f + w[k];
 	}
-	free(specs);
 	return rc;
 }
 
@@ -338,9 +312,19 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 	if (strcmp(m->man.model_type, m->cfg.model_type) != 0)
 		return error_set(EINVAL, "%s: manifest model_type %s does not match config.json (%s)", dir,
 				 m->man.model_type, m->cfg.model_type);
-	if ((rc = check_container_matches_config(m)))
+	/* The family's tensor list, for the container check and the norms. */
+	struct tensor_spec *specs = NULL;
+	size_t n_specs = 0;
+	rc = model_tensors_resident(&m->cfg, &specs, &n_specs);
+	rc = rc ? rc : check_container_matches_config(m, specs, n_specs);
+	if (rc) {
+		free(specs);
 		return rc;
-	if ((rc = read_resident(m)) || (rc = apply_zero_centred_norms(m)))
+	}
+	rc = read_resident(m);
+	rc = rc ? rc : apply_zero_centred_norms(m, specs, n_specs);
+	free(specs);
+	if (rc)
 		return rc;
 	const struct model_config *c = &m->cfg;
 	/* MTP modules load when their tensors are in the container. */
@@ -350,11 +334,8 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 	for (int l = c->n_layers; !rc && l < c->n_layers + m->n_mtp; l++)
 		rc = model_config_layer_moe(c, l) ? check_expert_layer(m, l) : 0;
 	rc = rc ? rc : model_matrix(m, &m->embed, c->vocab, c->hidden, "model.embed_tokens.weight", 0);
-	if (!rc && m->embed_fd >= 0) {
+	if (!rc && m->embed_row)
 		m->embed.data = NULL; /* its rows come from the file: model_embed_row */
-		if (!(m->embed_row = malloc((size_t)quant_data_bytes(m->embed.type, 1, c->hidden))))
-			rc = error_set(ENOMEM, "out of memory");
-	}
 	rc = rc ? rc : model_vector(m, &m->final_norm, c->hidden, "model.norm.weight", 0);
 	if (rc)
 		return rc;
@@ -375,7 +356,7 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 void model_free(struct model *m)
 {
 	expert_store_close(m->store);
-	if (m->embed_fd >= 0 && m->embed_bytes)
+	if (m->embed_row) /* the table is on disk: embed_fd is open */
 		close(m->embed_fd);
 	free(m->embed_row);
 	free(m->resident);

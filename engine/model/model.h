@@ -37,10 +37,9 @@ struct model {
 	char *dir;
 	uint8_t *resident;               /* resident.bin, man.resident_bytes */
 	struct qmatrix embed;            /* [vocab, hidden]; data NULL while the table stays on disk */
-	int embed_fd;                    /* resident.bin, read a row per token (an untied table); -1: in RAM */
+	uint8_t *embed_row;              /* one row read from disk; NULL while the table is in RAM */
+	int embed_fd;                    /* resident.bin, open while embed_row is set */
 	uint64_t embed_offset;           /* the table's place in resident.bin */
-	uint64_t embed_bytes;            /* its size: what RAM it does not take while on disk */
-	uint8_t *embed_row;              /* one row read from disk */
 	struct qmatrix lm_head;          /* [vocab, hidden]; the embedding when tied */
 	const float *final_norm;         /* [hidden] */
 	int n_mtp;                       /* MTP modules loaded (0 when the checkpoint has none) */
