@@ -110,7 +110,8 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 	int ns = n_seqs > 0 ? n_seqs : 1;
 	uint64_t f1 = forward_bytes(&c->cfg, 1, bt, t, ns), f2 = forward_bytes(&c->cfg, 2, bt, t, ns);
 	in->kv_bytes_per_position = f2 - f1;
-	in->kv_what = forward_state_what(&c->cfg);
+	forward_state_what(&c->cfg, c->kv_what, sizeof c->kv_what);
+	in->kv_what = c->kv_what;
 	in->state_fixed_bytes = forward_state_fixed_bytes(&c->cfg, ns);
 	in->scratch_bytes = (f1 - in->kv_bytes_per_position - in->state_fixed_bytes) + PLAN_OUTPUT_ROWS * (uint64_t)c->cfg.vocab * sizeof(float) +
 			    PLAN_RESERVE_BYTES;

@@ -24,6 +24,7 @@ struct plan_container {
 	int *path_copy;              /* [n_paths] which copy each file is: 0 the primary, k mirror k - 1 */
 	int n_paths;
 	int n_primary;
+	char kv_what[160];           /* in.kv_what points here */
 };
 
 /* Loads config.json and the manifest of dir. ctx 0 means PLAN_CTX_DEFAULT

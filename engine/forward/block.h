@@ -54,7 +54,8 @@ struct block_kind {
 	int (*bind)(void *w, const struct model *m, int layer);
 	void (*sizes)(const struct model_config *c, int layer, int batch, int ctx, struct block_sizes *out);
 	int (*run)(struct forward *f, int layer, int n, float *acc);
-	const char *state_what;   /* what its per-position state holds, for `plan`; NULL: none */
+	const char *state_what;   /* what its per-position state holds in a layer, for `plan` ("K and V");
+				   * NULL: nothing per position */
 };
 
 extern const struct block_kind block_gqa, block_mla, block_mla_dsa, block_gdn;

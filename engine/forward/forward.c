@@ -104,30 +104,34 @@ uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_t
 
 uint64_t forward_state_fixed_bytes(const struct model_config *c, int n_seqs)
 {
-	uint64_t sum = 0;
-	for (int l = 0; l < c->n_layers + c->n_mtp_layers; l++) {
-		const struct block_kind *kinds[2] = { block_mixer(c->rows[l].mixer), block_ffn(c->rows[l].ffn) };
-		for (int slot = 0; slot < 2; slot++) {
-			struct block_sizes bs;
-			kinds[slot]->sizes(c, l, 1, 1, &bs);
-			/* What seq_state allocates for it: the part, its snapshot and checkpoint copies. */
-			struct seq_part_size part = { 0, bs.state_fixed_bytes };
-			sum += seq_state_bytes(&part, 1, 1);
-		}
-	}
+	int L = c->n_layers + c->n_mtp_layers;
+	struct seq_part_size *parts = calloc((size_t)(2 * L), sizeof *parts);
+	if (!parts)
+		return UINT64_MAX;
+	struct forward_sizes fs;
+	block_sizes_of(c, L, 1, 1, &fs, parts);
+	for (int i = 0; i < 2 * L; i++)
+		parts[i].pos_bytes = 0;
+	/* What seq_state allocates for them: each part, its snapshot and checkpoint copies. */
+	uint64_t sum = seq_state_bytes(parts, 2 * L, 1);
+	free(parts);
 	return sum * (uint64_t)(n_seqs > 0 ? n_seqs : 1);
 }
 
-const char *forward_state_what(const struct model_config *c)
+void forward_state_what(const struct model_config *c, char *buf, size_t len)
 {
-	if (model_config_has_mixer(c, MIXER_GDN))
-		return "K and V of the full-attention layers, attention score rows";
+	const char *what = NULL;
+	int with = 0;
 	for (int l = 0; l < c->n_layers; l++) {
 		const char *w = block_mixer(c->rows[l].mixer)->state_what;
-		if (w)
-			return w;
+		what = what ? what : w;
+		with += w != NULL;
 	}
-	return NULL;
+	if (with == c->n_layers)
+		snprintf(buf, len, "%s of every layer, attention score rows", what);
+	else
+		snprintf(buf, len, "%s of %d of the %d layers, attention score rows", what ? what : "nothing", with,
+			 c->n_layers);
 }
 
 int forward_init(struct forward *f, const struct model *m, struct threadpool *pool, int ctx, int batch, int n_seqs)

@@ -82,8 +82,10 @@ void forward_free(struct forward *f);
  * sequences (sequence states included): what the RAM budget must set aside. */
 uint64_t forward_bytes(const struct model_config *c, int ctx, int batch, int n_threads, int n_seqs);
 
-/* What the sequence state of this config holds per position, for `plan`. */
-const char *forward_state_what(const struct model_config *c);
+/* What the sequence state of this config holds per position, for `plan`:
+ * the words of its mixers' kind (block_kind.state_what) and in how many of
+ * its layers, into buf. */
+void forward_state_what(const struct model_config *c, char *buf, size_t len);
 
 /* Bytes of the sequence state that do not grow with the position
  * (recurrent and convolution states, with their snapshot and checkpoint

@@ -340,5 +340,5 @@ const struct block_kind block_gdn = {
 	.bind = gdn_bind,
 	.sizes = gdn_sizes,
 	.run = gdn_run,
-	.state_what = NULL, /* nothing per position: its fixed state is counted apart */
+	.state_what = NULL, /* nothing per position: its fixed state is counted apart (state_fixed_bytes) */
 };

@@ -210,5 +210,5 @@ const struct block_kind block_gqa = {
 	.bind = gqa_bind,
 	.sizes = gqa_sizes,
 	.run = gqa_run,
-	.state_what = NULL, /* K and V: the plan's default words */
+	.state_what = "K and V",
 };

@@ -265,7 +265,7 @@ const struct block_kind block_mla = {
 	.bind = mla_bind,
 	.sizes = mla_sizes,
 	.run = mla_run,
-	.state_what = "MLA latent and rope key of every layer; score rows",
+	.state_what = "MLA latent and rope key",
 };
 
 const struct block_kind block_mla_dsa = {
@@ -275,5 +275,5 @@ const struct block_kind block_mla_dsa = {
 	.bind = mla_dsa_bind,
 	.sizes = mla_dsa_sizes,
 	.run = mla_dsa_run,
-	.state_what = "MLA latent and rope key, and the DSA indexer's key, of every layer; score rows",
+	.state_what = "MLA latent, rope key and DSA indexer key",
 };
