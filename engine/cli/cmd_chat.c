@@ -348,7 +348,10 @@ static void turn(struct chat *c, const char *text)
 	bool thinking = false;
 	struct conversation_prompt_options po = { .no_thinking = c->think == THINK_OFF };
 	int history = 0;
-	int rc = conversation_prompt(&c->conv, c->conv.n, c->tok, c->model_type, &po, &ids, &n, &thinking, &history);
+	/* The history's length (a second render) matters only to a state that
+	 * goes back by checkpoint. */
+	int rc = conversation_prompt(&c->conv, c->conv.n, c->tok, c->model_type, &po, &ids, &n, &thinking,
+				     c->s.fwd.seqs[0].has_fixed ? &history : NULL);
 	if (!rc)
 		rc = decode_answer(c, ids, n, thinking, history);
 	free(ids);

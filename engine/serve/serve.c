@@ -100,6 +100,7 @@ int serve_run(struct session *s, const struct tokenizer *tok, const struct serve
 	serve_metrics_init(&metrics, s->opt.parallel);
 	int rc = serve_prompt_init(&prompt, tok, s->model.cfg.model_type);
 	bool prompt_ready = rc == 0, sched_ready = false;
+	prompt.history = s->fwd.seqs[0].has_fixed; /* a second render per chat request, only where it pays */
 	if (!rc && (rc = generate_options_default(&go, s->opt.model_dir)) == 0) {
 		struct serve_sched_options so = { .queue_max = o->queue, .sessions_dir = o->sessions_dir };
 		rc = serve_sched_init(&sched, s, tok, &metrics, &so);

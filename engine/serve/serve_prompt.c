@@ -225,7 +225,7 @@ int serve_prompt_build(const struct serve_prompt *sp, const struct serve_request
 		return serve_error_set(err, 400, r->endpoint == SERVE_CHAT ? "messages" : "prompt", NULL,
 				       "the prompt is empty");
 	}
-	if (r->endpoint == SERVE_CHAT && r->add_generation_prompt)
+	if (sp->history && r->endpoint == SERVE_CHAT && r->add_generation_prompt)
 		out->history = history_ids(sp, r, out->ids, out->n);
 	return 0;
 }

@@ -34,6 +34,8 @@ struct serve_prompt {
 	bool have_template;
 	char template_error[256];    /* why there is none */
 	bool think_tags;             /* the vocabulary has <think> and </think> */
+	bool history;                /* find each chat prompt's history (serve_prompt_ids.history): the model's
+				      * sequence state has fixed parts, which only a checkpoint takes back */
 };
 
 /* Recognises the chat template of tok (model_type as a fallback). A model
@@ -46,8 +48,9 @@ struct serve_prompt_ids {
 	int32_t *ids;                /* [n] malloc'd */
 	int n;
 	bool reasoning_open;         /* the prompt ends inside <think>: output starts as reasoning */
-	int history;                 /* chat: the ids the messages give without the generation prompt, which a
-				      * next turn shares (batch_params.checkpoint_at); 0 otherwise */
+	int history;                 /* chat, with serve_prompt.history: the ids the messages give without the
+				      * generation prompt, which a next turn shares (batch_params.checkpoint_at);
+				      * 0 otherwise */
 };
 
 /* Chat: messages through the template, then the tokenizer (no extra BOS:
