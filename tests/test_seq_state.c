@@ -7,7 +7,8 @@
  *    path;
  *  - save and load: a round trip gives the same bytes; another model id,
  *    another layout, too many positions, a truncated or corrupted file are
- *    refused with a message naming the file, and leave the state reset;
+ *    refused with a message naming the file, and leave the state reset; a
+ *    file of the format before checkpoints (CLBSEQ01) still loads;
  *  - on real models (qwen3_moe: GQA + dense + MoE layers; deepseek_v32:
  *    MLA + DSA indexer + MTP; qwen3_5_moe: Gated DeltaNet layers with a
  *    fixed recurrent and convolution state beside gated attention): a
@@ -20,6 +21,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <xxhash.h>
 
 #include "base/error.h"
 #include "compute/threadpool.h"
@@ -156,6 +158,27 @@ Test(seq_state, save_and_load)
 	/* The checkpoint travels with the state. */
 	cr_assert_eq(seq_state_restore_checkpoint(&b, 3), 0);
 	cr_expect(b.pos == 2 && b.parts[1].fixed[0] == 0x4b, "the checkpoint came back at %d", b.pos);
+
+	/* A file of the format before checkpoints (CLBSEQ01: no checkpoint
+	 * field) still loads, without a checkpoint. */
+	seq_state_reset(&a);
+	a.pos = 3;
+	save(&a, 42, "v2.bin", path, sizeof path);
+	size_t vlen = 0;
+	uint8_t *v = (uint8_t *)tu_read(path, &vlen);
+	cr_assert(v && vlen > 12 && !memcmp(v, "CLBSEQ02", 8));
+	int32_t none;
+	memcpy(&none, v + vlen - 12, 4);
+	cr_assert_eq(none, -1, "no checkpoint: the field is -1 and nothing follows it");
+	memcpy(v, "CLBSEQ01", 8);
+	uint64_t sum = XXH3_64bits(v, vlen - 12);
+	memcpy(v + vlen - 12, &sum, 8);
+	snprintf(bad, sizeof bad, "%s/v1.bin", ws);
+	cr_assert_eq(tu_write(bad, v, vlen - 4), 0);
+	free(v);
+	cr_assert_eq(load(&b, 42, bad), 0, "%s", error_message());
+	cr_expect(b.pos == 3 && b.ckpt_pos == -1 && !memcmp(a.parts[1].fixed, b.parts[1].fixed, 16));
+	save(&a, 42, "s.bin", path, sizeof path);
 
 	expect_refused(&b, 43, path, "another model");
 	cr_assert_eq(seq_state_init(&other, sizes, 2, 5), 0);
