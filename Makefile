@@ -110,6 +110,13 @@ demo: deps colibri
 bench: colibri
 	bench/run_all.sh
 
+# bench-kernels: build/bench/kernels, matvec GB/s per format against memory bandwidth
+bench-kernels: $(BUILD)/bench/kernels
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libcolibri.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libcolibri.a $(LIBS)
+
 # install: copy ./colibri to $(PREFIX)/bin
 PREFIX ?= /usr/local
 install: colibri
@@ -119,6 +126,6 @@ install: colibri
 clean:
 	rm -rf build build-asan build-fuzz colibri
 
-.PHONY: all deps test tests-bin asan-bin fuzz-bin fuzz debug demo bench install clean
+.PHONY: all deps test tests-bin asan-bin fuzz-bin fuzz debug demo bench bench-kernels install clean
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/engine/cli/main.d

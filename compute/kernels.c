@@ -12,8 +12,21 @@
  * memory once and stay in L2 across token blocks; activations are re-read
  * once per row block. Known limit: a long prefill re-reads its activations
  * rows / 64 times, which a real GEMM blocking would avoid.
+ *
+ * With int8 activations the caller's thread quantizes the tokens once, into
+ * a buffer of its own that grows to the largest call and is freed when the
+ * thread ends, and the tasks read them from there.
  */
 #include "compute/kernels.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "compute/kernels_internal.h"
 #include "compute/threadpool.h"
@@ -41,11 +54,124 @@ const struct kernels_ops *kernels_ops_get(void)
 	return kernels_ops_for(cpu_simd_level());
 }
 
+/* Bit t set: weights of quant type t take int8 activations. */
+#define ACT_AUTO (1u << QUANT_INT4)
+#define ACT_INT8 ((1u << QUANT_INT4) | (1u << QUANT_INT8))
+static atomic_uint act_types = ACT_AUTO;
+
+int kernels_set_activations(const char *name)
+{
+	if (!strcmp(name, "auto"))
+		atomic_store(&act_types, ACT_AUTO);
+	else if (!strcmp(name, "f32"))
+		atomic_store(&act_types, 0);
+	else if (!strcmp(name, "int8"))
+		atomic_store(&act_types, ACT_INT8);
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *kernels_activations_name(void)
+{
+	unsigned t = atomic_load(&act_types);
+	return t == ACT_AUTO ? "auto" : t ? "int8" : "f32";
+}
+
+const char *kernels_ops_name(void)
+{
+	return kernels_ops_get()->name;
+}
+
+void act_q8_quantize(const struct kernels_ops *ops, struct act_q8 *a, int8_t *q, float *d,
+		     int32_t *sum8, const float *x, int64_t n, int64_t cols)
+{
+	int64_t pairs = (cols + 63) / 64, runs = cols / 32;
+	for (int64_t t = 0; t < n; t++)
+		for (int64_t p = 0; p < pairs; p++) {
+			int8_t *qp = q + (t * pairs + p) * 64;
+			float *dp = d + (t * pairs + p) * 8;
+			int32_t *sp = sum8 + (t * pairs + p) * 8;
+			for (int h = 0; h < 2; h++) {
+				int8_t *lo = qp + 16 * h, *hi = qp + 32 + 16 * h;
+				float dk = 0.0f;
+				if (2 * p + h < runs)
+					dk = ops->act_q8_run(lo, hi, x + t * cols + 64 * p + 32 * h);
+				else {
+					memset(lo, 0, 16);
+					memset(hi, 0, 16);
+				}
+				for (int l = 0; l < 4; l++) {
+					dp[4 * h + l] = dk;
+					sp[4 * h + l] = 8 * (lo[4 * l] + lo[4 * l + 1] + lo[4 * l + 2] + lo[4 * l + 3] +
+							     hi[4 * l] + hi[4 * l + 1] + hi[4 * l + 2] + hi[4 * l + 3]);
+				}
+			}
+		}
+	*a = (struct act_q8){ .q = q, .d = d, .sum8 = sum8, .pairs = pairs };
+}
+
+/* The calling thread's buffer for quantized activations. */
+struct act_buffer {
+	void *p;
+	size_t cap;
+};
+
+static pthread_key_t act_key;
+static pthread_once_t act_once = PTHREAD_ONCE_INIT;
+static int act_key_ok;
+
+static void act_buffer_free(void *v)
+{
+	struct act_buffer *b = v;
+	free(b->p);
+	free(b);
+}
+
+static void act_key_make(void)
+{
+	act_key_ok = pthread_key_create(&act_key, act_buffer_free) == 0;
+}
+
+/* n tokens of m->cols activations quantized into the thread's buffer; 0, or
+ * -ENOMEM (the caller then takes the f32 path). */
+static int act_q8_prepare(const struct kernels_ops *ops, struct act_q8 *a, const float *x, int64_t n,
+			  int64_t cols)
+{
+	pthread_once(&act_once, act_key_make);
+	if (!act_key_ok)
+		return -ENOMEM;
+	struct act_buffer *b = pthread_getspecific(act_key);
+	if (!b) {
+		b = calloc(1, sizeof(*b));
+		if (!b || pthread_setspecific(act_key, b) != 0) {
+			free(b);
+			return -ENOMEM;
+		}
+	}
+	size_t q_bytes = (size_t)act_q8_bytes(n, cols), lanes = (size_t)act_q8_lanes(n, cols);
+	size_t need = lanes * (sizeof(float) + sizeof(int32_t)) + q_bytes;
+	if (need > b->cap) {
+		void *p = malloc(need);
+		if (!p)
+			return -ENOMEM;
+		free(b->p);
+		b->p = p;
+		b->cap = need;
+	}
+	int32_t *sum8 = b->p;
+	float *d = (float *)(sum8 + lanes);
+	act_q8_quantize(ops, a, (int8_t *)(d + lanes), d, sum8, x, n, cols);
+	return 0;
+}
+
 struct rows_job {
 	kernel_rows_fn fn;
+	kernel_rows_q8_fn fn_q8;      /* set: quantized activations in xq */
 	float *out;
 	const struct qmatrix *m;
 	const float *x;
+	struct act_q8 xq;
 	int64_t n;
 	int64_t rows_per_task;
 	int64_t tokens_per_block;
@@ -56,25 +182,41 @@ static void rows_job_run(void *ctx, int task, int thread)
 	const struct rows_job *job = ctx;
 	int64_t begin = (int64_t)task * job->rows_per_task;
 	int64_t end = begin + job->rows_per_task;
+	int64_t cols = job->m->cols;
 	if (end > job->m->rows)
 		end = job->m->rows;
 	for (int64_t t = 0; t < job->n; t += job->tokens_per_block) {
 		int64_t nt = job->n - t < job->tokens_per_block ? job->n - t : job->tokens_per_block;
-		job->fn(job->out + t * job->m->rows, job->m->rows, job->m,
-			job->x + t * job->m->cols, nt, begin, end);
+		float *out = job->out + t * job->m->rows;
+		if (job->fn_q8) {
+			int64_t pairs = job->xq.pairs;
+			struct act_q8 xt = {
+				.q = job->xq.q + t * pairs * 64,
+				.d = job->xq.d + t * pairs * 8,
+				.sum8 = job->xq.sum8 + t * pairs * 8,
+				.pairs = pairs,
+			};
+			job->fn_q8(out, job->m->rows, job->m, &xt, nt, begin, end);
+		} else {
+			job->fn(out, job->m->rows, job->m, job->x + t * cols, nt, begin, end);
+		}
 	}
 }
 
 static void rows_job_dispatch(struct threadpool *pool, float *out, const struct qmatrix *m,
 			      const float *x, int64_t n)
 {
+	const struct kernels_ops *ops = kernels_ops_get();
 	struct rows_job job = {
-		.fn = kernels_ops_get()->rows[m->type],
+		.fn = ops->rows[m->type],
 		.out = out,
 		.m = m,
 		.x = x,
 		.n = n,
 	};
+	if ((atomic_load(&act_types) & (1u << m->type)) && ops->rows_q8[m->type] &&
+	    act_q8_prepare(ops, &job.xq, x, n, m->cols) == 0)
+		job.fn_q8 = ops->rows_q8[m->type];
 	job.tokens_per_block = TOKEN_BLOCK_BYTES / (m->cols * (int64_t)sizeof(float));
 	if (job.tokens_per_block < 4)
 		job.tokens_per_block = 4;

@@ -23,9 +23,79 @@
 typedef void (*kernel_rows_fn)(float *out, int64_t out_stride, const struct qmatrix *m,
 			       const float *x, int64_t n, int64_t row_begin, int64_t row_end);
 
+/* A token's activations quantized for the int8 dot products (see
+ * kernels_set_activations in kernels.h). The inputs go in runs of 32, each
+ * run quantized to int8 with its own scale d = max|x| / 127 (0 for an
+ * all-zero run; NaN, with q = 0, when the run holds a NaN or an infinity),
+ * q = round(x / d) in [-127, 127]. Runs k, k + 1 (k even) form pair k / 2;
+ * a missing last run of the pair is all zeros. Per pair and token:
+ *   q     64 bytes: x_k[0..15], x_k+1[0..15], x_k[16..31], x_k+1[16..31]
+ *         (so 32 bytes of int4 weights, two runs' low nibbles then high
+ *         nibbles, meet their inputs without a shuffle)
+ *   d     8 floats, the scale of each lane: d_k four times, then d_k+1
+ *   sum8  8 int32, 8 * the sum of each lane's eight q: what int4's stored
+ *         offset of 8 contributes
+ * Lane l < 4 of a pair holds run k's inputs 4l..4l+3 and 16+4l..16+4l+3,
+ * lane 4 + l the same inputs of run k + 1. Token t of n starts at pair
+ * t * pairs. */
+struct act_q8 {
+	const int8_t *q;
+	const float *d;
+	const int32_t *sum8;
+	int64_t pairs;           /* per token: ceil(cols / 64) */
+};
+
+/* Where input c (of a token) sits in q, and which lane it belongs to. */
+static inline int64_t act_q8_pos(int64_t c)
+{
+	int64_t i = c % 32, h = (c / 32) % 2;
+	return (c / 64) * 64 + (i / 16) * 32 + h * 16 + i % 16;
+}
+
+static inline int64_t act_q8_lane(int64_t c)
+{
+	return (c / 64) * 8 + ((c / 32) % 2) * 4 + (c % 16) / 4;
+}
+
+/* As kernel_rows_fn, for int8 / int4 matrices against quantized
+ * activations. One fixed sequence per (row, token), the same at every SIMD
+ * level: for each pair, lane l's exact integer sum p[l] of w * q over its
+ * eight inputs, d[l] = scale_w(group of the lane's run) * the lane's d, and
+ * acc[l] = fmaf(d[l], (float)p[l], acc[l]) (acc starts at 0); then the result
+ * is ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). Integer sums are
+ * exact, so every level writes the same bits. */
+typedef void (*kernel_rows_q8_fn)(float *out, int64_t out_stride, const struct qmatrix *m,
+				  const struct act_q8 *x, int64_t n, int64_t row_begin,
+				  int64_t row_end);
+
+/* Bytes of q, and floats of d (= int32s of sum8), for n tokens of cols. */
+static inline int64_t act_q8_bytes(int64_t n, int64_t cols)
+{
+	return n * ((cols + 63) / 64) * 64;
+}
+
+static inline int64_t act_q8_lanes(int64_t n, int64_t cols)
+{
+	return n * ((cols + 63) / 64) * 8;
+}
+
+/* Quantizes n tokens of cols activations (cols % 32 == 0) into q, d and sum8
+ * (act_q8_bytes / act_q8_lanes long) and points a at them, with ops's
+ * act_q8_run. */
+struct kernels_ops;
+void act_q8_quantize(const struct kernels_ops *ops, struct act_q8 *a, int8_t *q, float *d,
+		     int32_t *sum8, const float *x, int64_t n, int64_t cols);
+
+/* One run of 32 inputs x: q of inputs 0..15 into lo[16], of 16..31 into
+ * hi[16]; returns the run's d. Rounding to nearest even (rintf, what the
+ * vector conversion does), so every level writes the same bytes. */
+typedef float (*act_q8_run_fn)(int8_t *lo, int8_t *hi, const float *x);
+
 struct kernels_ops {
 	const char *name;
 	kernel_rows_fn rows[4]; /* indexed by enum quant_type */
+	kernel_rows_q8_fn rows_q8[4]; /* QUANT_INT8 and QUANT_INT4 only */
+	act_q8_run_fn act_q8_run;
 	float (*dot_f32)(const float *a, const float *b, int64_t n);
 	void (*axpy_f32)(float *out, float a, const float *x, int64_t n);
 };
@@ -33,6 +103,14 @@ struct kernels_ops {
 extern const struct kernels_ops kernels_ops_scalar;
 extern const struct kernels_ops kernels_ops_avx2;
 extern const struct kernels_ops kernels_ops_avx512;
+
+/* The AVX2 int8 dot products, which the AVX-512 table shares (AVX-512BW
+ * runs them on 256-bit registers). */
+void avx2_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+		       int64_t n, int64_t row_begin, int64_t row_end);
+void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+		       int64_t n, int64_t row_begin, int64_t row_end);
+float avx2_act_q8_run(int8_t *lo, int8_t *hi, const float *x);
 
 /* Table of a level; the caller must know the machine supports it. */
 const struct kernels_ops *kernels_ops_for(enum cpu_simd level);

@@ -14,6 +14,7 @@
  * the multiply-add.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "compute/kernels_internal.h"
 
@@ -197,6 +198,156 @@ static void avx2_rows_int4(float *out, int64_t os, const struct qmatrix *m, cons
 	}
 }
 
+/* Lane sums of pair p of an int8 (is_int4 = 0) or int4 row against the
+ * pair's quantized activations xlo, xhi (kernels_internal.h): exact. int4's
+ * 32 bytes hold the two runs' low nibbles (inputs 0..15 of each) and high
+ * nibbles (16..31), the very order of xlo and xhi; its stored q + 8 is
+ * multiplied as is and 8 * the lane's activation sum, x8, taken off. int8
+ * gathers its two runs' halves into the same order and multiplies |w| by x
+ * with w's sign. last: the pair has one run only. */
+AVX2_INLINE __m256i avx2_q8_pair(const uint8_t *q, int64_t p, __m256i xlo, __m256i xhi, __m256i x8,
+				 const int is_int4, int last)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	if (is_int4) {
+		__m256i v = last ? _mm256_inserti128_si256(_mm256_setzero_si256(),
+							   _mm_loadu_si128((const __m128i *)(q + 32 * p)), 0)
+				 : _mm256_loadu_si256((const __m256i *)(q + 32 * p));
+		const __m256i mask = _mm256_set1_epi8(0x0f);
+		__m256i lo = _mm256_and_si256(v, mask);
+		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+		__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
+		return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), x8);
+	}
+	__m256i w0 = _mm256_loadu_si256((const __m256i *)(q + 64 * p));
+	__m256i w1 = last ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(q + 64 * p + 32));
+	__m256i wlo = _mm256_permute2x128_si256(w0, w1, 0x20);
+	__m256i whi = _mm256_permute2x128_si256(w0, w1, 0x31);
+	__m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wlo, wlo),
+							     _mm256_sign_epi8(xlo, wlo)), ones);
+	__m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(whi, whi),
+							     _mm256_sign_epi8(xhi, whi)), ones);
+	return _mm256_add_epi32(plo, phi);
+}
+
+/* Rows r .. r + nr - 1 (nr <= 4) against token t, in the sequence
+ * kernels_internal.h fixes. by_group: group % 64 == 0, so cols % 64 == 0 (no
+ * lone last run) and both runs of a pair share a scale; otherwise each pair
+ * looks up its runs' groups. */
+AVX2_INLINE void avx2_q8_block(float *out, int64_t os, const struct qmatrix *m, int64_t r,
+			       const struct act_q8 *x, int64_t t, const int nr, const int is_int4,
+			       const int by_group)
+{
+	int64_t cols = m->cols, group = m->group, n_groups = cols / group, runs = cols / 32;
+	int64_t pairs = x->pairs, row_bytes = is_int4 ? cols / 2 : cols;
+	int64_t pairs_per_group = group / 64;
+	const uint8_t *q0 = (const uint8_t *)m->data + r * row_bytes;
+	const float *s0 = m->scales + r * n_groups;
+	__m256 acc[4];
+#pragma GCC unroll 4
+	for (int i = 0; i < nr; i++)
+		acc[i] = _mm256_setzero_ps();
+	const int8_t *xq = x->q + t * pairs * 64;
+	const float *xd = x->d + t * pairs * 8;
+	const int32_t *xs = x->sum8 + t * pairs * 8;
+	int64_t g = 0, in_group = 0; /* by_group: pair p's group, counted */
+	for (int64_t p = 0; p < pairs; p++) {
+		int last = !by_group && 2 * p + 1 == runs;
+		__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * p));
+		__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32));
+		__m256i x8 = is_int4 ? _mm256_loadu_si256((const __m256i *)(xs + 8 * p)) : _mm256_setzero_si256();
+		__m256 dx = _mm256_loadu_ps(xd + 8 * p);
+		int64_t g0 = by_group ? g : 64 * p / group;
+		int64_t g1 = by_group || last ? g0 : (64 * p + 32) / group;
+		/* Rows of a few hundred bytes are too short for the hardware
+		 * prefetcher to follow: fetch the next block's rows meanwhile. */
+		if (is_int4 ? !(p & 1) : 1)
+#pragma GCC unroll 4
+			for (int i = 0; i < nr; i++)
+				_mm_prefetch((const char *)(q0 + (nr + i) * row_bytes + (is_int4 ? 32 : 64) * p),
+					     _MM_HINT_T0);
+#pragma GCC unroll 4
+		for (int i = 0; i < nr; i++) {
+			const float *si = s0 + i * n_groups;
+			__m256 sw = by_group ? _mm256_broadcast_ss(si + g0)
+					     : _mm256_set_m128(_mm_set1_ps(si[g1]), _mm_set1_ps(si[g0]));
+			__m256i lanes = avx2_q8_pair(q0 + i * row_bytes, p, xlo, xhi, x8, is_int4, last);
+			acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(sw, dx), _mm256_cvtepi32_ps(lanes), acc[i]);
+		}
+		if (by_group && ++in_group == pairs_per_group) {
+			in_group = 0;
+			g++;
+		}
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < nr; i++)
+		out[t * os + r + i] = avx2_hsum(acc[i]);
+}
+
+AVX2_INLINE void avx2_rows_q8(float *out, int64_t os, const struct qmatrix *m,
+			      const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end,
+			      const int is_int4)
+{
+	int64_t r = row_begin;
+	if (m->group % 64 == 0) {
+		for (; r + 4 <= row_end; r += 4)
+			for (int64_t t = 0; t < n; t++)
+				avx2_q8_block(out, os, m, r, x, t, 4, is_int4, 1);
+		for (; r < row_end; r++)
+			for (int64_t t = 0; t < n; t++)
+				avx2_q8_block(out, os, m, r, x, t, 1, is_int4, 1);
+		return;
+	}
+	for (; r < row_end; r++)
+		for (int64_t t = 0; t < n; t++)
+			avx2_q8_block(out, os, m, r, x, t, 1, is_int4, 0);
+}
+
+void avx2_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+		       int64_t n, int64_t row_begin, int64_t row_end)
+{
+	avx2_rows_q8(out, os, m, x, n, row_begin, row_end, 0);
+}
+
+void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+		       int64_t n, int64_t row_begin, int64_t row_end)
+{
+	avx2_rows_q8(out, os, m, x, n, row_begin, row_end, 1);
+}
+
+float avx2_act_q8_run(int8_t *lo, int8_t *hi, const float *x)
+{
+	const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+	__m256 v[4];
+	__m256i m = _mm256_setzero_si256();
+	for (int j = 0; j < 4; j++) {
+		v[j] = _mm256_loadu_ps(x + 8 * j);
+		m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[j]), abs_mask));
+	}
+	__m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+	uint32_t amax_bits = (uint32_t)_mm_cvtsi128_si32(h);
+	if (amax_bits >= 0x7f800000u || amax_bits == 0) { /* an infinity or a NaN; all zero */
+		_mm_storeu_si128((__m128i *)lo, _mm_setzero_si128());
+		_mm_storeu_si128((__m128i *)hi, _mm_setzero_si128());
+		return amax_bits ? NAN : 0.0f;
+	}
+	float amax = _mm_cvtss_f32(_mm_castsi128_ps(h));
+	__m256 inv = _mm256_set1_ps(127.0f / amax);
+	__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], inv));
+	__m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], inv));
+	__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], inv));
+	__m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], inv));
+	/* The packs work per 128-bit half: bytes come out as 0-3 8-11 16-19
+	 * 24-27 | 4-7 12-15 20-23 28-31 in dwords; one permute restores order. */
+	__m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+	b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+	_mm_storeu_si128((__m128i *)lo, _mm256_castsi256_si128(b));
+	_mm_storeu_si128((__m128i *)hi, _mm256_extracti128_si256(b, 1));
+	return amax / 127.0f;
+}
+
 static float avx2_dot_f32(const float *a, const float *b, int64_t n)
 {
 	float out;
@@ -223,6 +374,11 @@ const struct kernels_ops kernels_ops_avx2 = {
 		[QUANT_INT8] = avx2_rows_int8,
 		[QUANT_INT4] = avx2_rows_int4,
 	},
+	.rows_q8 = {
+		[QUANT_INT8] = avx2_rows_q8_int8,
+		[QUANT_INT4] = avx2_rows_q8_int4,
+	},
+	.act_q8_run = avx2_act_q8_run,
 	.dot_f32 = avx2_dot_f32,
 	.axpy_f32 = avx2_axpy_f32,
 };

@@ -284,6 +284,11 @@ const struct kernels_ops kernels_ops_avx512 = {
 		[QUANT_INT8] = avx512_rows_int8,
 		[QUANT_INT4] = avx512_rows_int4,
 	},
+	.rows_q8 = {
+		[QUANT_INT8] = avx2_rows_q8_int8,
+		[QUANT_INT4] = avx2_rows_q8_int4,
+	},
+	.act_q8_run = avx2_act_q8_run,
 	.dot_f32 = avx512_dot_f32,
 	.axpy_f32 = avx512_axpy_f32,
 };

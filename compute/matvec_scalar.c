@@ -9,6 +9,9 @@
  * -ffp-contract=off, so no multiply-add is fused behind our back and the
  * order written here is the order executed.
  */
+#include <math.h>
+#include <string.h>
+
 #include "compute/kernels_internal.h"
 
 static float scalar_dot_f32(const float *a, const float *b, int64_t n)
@@ -87,6 +90,80 @@ static void scalar_rows_int4(float *out, int64_t out_stride, const struct qmatri
 	}
 }
 
+/* Weight of input c of an int8 (is_int4 = 0) or int4 row, as q in [-127, 127]. */
+static int scalar_q(const uint8_t *q, int64_t c, int is_int4)
+{
+	if (!is_int4)
+		return (int8_t)q[c];
+	uint8_t b = q[(c / 32) * 16 + (c % 16)];
+	return ((c % 32) < 16 ? (b & 0xf) : (b >> 4)) - 8;
+}
+
+/* The sequence kernels_internal.h fixes for kernel_rows_q8_fn, spelled out. */
+static void scalar_rows_q8(float *out, int64_t out_stride, const struct qmatrix *m,
+			   const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end,
+			   int is_int4)
+{
+	int64_t cols = m->cols, group = m->group, n_groups = cols / group;
+	for (int64_t r = row_begin; r < row_end; r++) {
+		const uint8_t *q = (const uint8_t *)m->data + r * (is_int4 ? cols / 2 : cols);
+		const float *s = m->scales + r * n_groups;
+		for (int64_t t = 0; t < n; t++) {
+			const int8_t *xq = x->q + t * x->pairs * 64;
+			const float *xd = x->d + t * x->pairs * 8;
+			float acc[8] = { 0 };
+			for (int64_t p = 0; p < x->pairs; p++) {
+				int32_t lane[8] = { 0 };
+				for (int64_t c = 64 * p; c < 64 * p + 64 && c < cols; c++)
+					lane[act_q8_lane(c) % 8] += scalar_q(q, c, is_int4) * xq[act_q8_pos(c)];
+				for (int l = 0; l < 8; l++) {
+					int64_t c = 64 * p + 32 * (l / 4);
+					float sw = c < cols ? s[c / group] : 0.0f;
+					acc[l] = fmaf(sw * xd[8 * p + l], (float)lane[l], acc[l]);
+				}
+			}
+			out[t * out_stride + r] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
+						  ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+		}
+	}
+}
+
+static void scalar_rows_q8_int8(float *out, int64_t out_stride, const struct qmatrix *m,
+				const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end)
+{
+	scalar_rows_q8(out, out_stride, m, x, n, row_begin, row_end, 0);
+}
+
+static void scalar_rows_q8_int4(float *out, int64_t out_stride, const struct qmatrix *m,
+				const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end)
+{
+	scalar_rows_q8(out, out_stride, m, x, n, row_begin, row_end, 1);
+}
+
+static float scalar_act_q8_run(int8_t *lo, int8_t *hi, const float *x)
+{
+	uint32_t amax_bits = 0;
+	for (int i = 0; i < 32; i++) {
+		uint32_t u;
+		memcpy(&u, &x[i], 4);
+		u &= 0x7fffffffu;
+		amax_bits = u > amax_bits ? u : amax_bits;
+	}
+	if (amax_bits >= 0x7f800000u || amax_bits == 0) { /* an infinity or a NaN; all zero */
+		memset(lo, 0, 16);
+		memset(hi, 0, 16);
+		return amax_bits ? NAN : 0.0f;
+	}
+	float amax;
+	memcpy(&amax, &amax_bits, 4);
+	float inv = 127.0f / amax;
+	for (int i = 0; i < 16; i++) {
+		lo[i] = (int8_t)rintf(x[i] * inv);
+		hi[i] = (int8_t)rintf(x[16 + i] * inv);
+	}
+	return amax / 127.0f;
+}
+
 const struct kernels_ops kernels_ops_scalar = {
 	.name = "scalar",
 	.rows = {
@@ -95,6 +172,11 @@ const struct kernels_ops kernels_ops_scalar = {
 		[QUANT_INT8] = scalar_rows_int8,
 		[QUANT_INT4] = scalar_rows_int4,
 	},
+	.rows_q8 = {
+		[QUANT_INT8] = scalar_rows_q8_int8,
+		[QUANT_INT4] = scalar_rows_q8_int4,
+	},
+	.act_q8_run = scalar_act_q8_run,
 	.dot_f32 = scalar_dot_f32,
 	.axpy_f32 = scalar_axpy_f32,
 };

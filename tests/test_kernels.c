@@ -8,11 +8,17 @@
  *    counts, f32/bf16 column tails, 1..7 tokens; tolerance relative to
  *    sum |w||x|;
  *  - matmul row t bit-identical to matvec on token t, per level;
- *  - public matvec/matmul bit-identical with no pool and pools of 1, 2, 3;
+ *  - public matvec/matmul bit-identical with no pool and pools of 1, 2, 3,
+ *    with f32 and with int8 activations;
+ *  - int8 activations: the quantizer's rounding bound, the scalar q8 dot
+ *    products against this file's exact integer sums, every level bit-identical
+ *    to scalar, the error of the whole path within what the activations'
+ *    rounding allows, NaN and infinity propagated;
  *  - dot/axpy, rmsnorm, softmax, swiglu, rope (NEOX and GPT-J), topk and
  *    attention_head against straightforward double-precision references.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <math.h>
 
 #include "compute/cpu.h"
@@ -217,13 +223,15 @@ Test(kernels, avx512_vs_scalar)
 }
 
 /* Public matvec/matmul: same bits whatever the pool, and matmul row t equal
- * to matvec on token t. */
+ * to matvec on token t, with either kind of activations. */
 Test(kernels, thread_count_and_matmul_bit_identical)
 {
 	struct threadpool *pools[4] = { NULL };
 	for (int i = 1; i < 4; i++)
 		cr_assert_eq(threadpool_init(&pools[i], i), 0);
-	for (int type = 0; type < 4; type++) {
+	for (int pass = 0; pass < 8; pass++) {
+		int type = pass % 4;
+		cr_assert_eq(kernels_set_activations(pass < 4 ? "f32" : "int8"), 0);
 		int64_t rows = 301, cols = type >= QUANT_INT8 ? 320 : 333;
 		int64_t n = 7;
 		struct tmat t;
@@ -242,8 +250,8 @@ Test(kernels, thread_count_and_matmul_bit_identical)
 				memset(got, 0xff, sizeof(float) * n * rows);
 				matmul(pools[p], got, &t.m, x, k);
 				cr_assert_eq(memcmp(got, base, sizeof(float) * k * rows), 0,
-					     "matmul %s n=%ld with %d threads", quant_type_name(t.m.type),
-					     (long)k, p);
+					     "matmul %s n=%ld with %d threads, %s activations",
+					     quant_type_name(t.m.type), (long)k, p, kernels_activations_name());
 			}
 		}
 		free(x);
@@ -253,6 +261,221 @@ Test(kernels, thread_count_and_matmul_bit_identical)
 	}
 	for (int i = 1; i < 4; i++)
 		threadpool_free(pools[i]);
+	kernels_set_activations("int8");
+}
+
+/* Quantized activations of n tokens (this file owns the buffers). */
+struct tact {
+	int8_t *q;
+	float *d;
+	int32_t *sum8;
+	struct act_q8 a;
+};
+
+static void tact_make(struct tact *t, const float *x, int64_t n, int64_t cols)
+{
+	t->q = malloc((size_t)act_q8_bytes(n, cols));
+	t->d = malloc(sizeof(float) * (size_t)act_q8_lanes(n, cols));
+	t->sum8 = malloc(sizeof(int32_t) * (size_t)act_q8_lanes(n, cols));
+	act_q8_quantize(&kernels_ops_scalar, &t->a, t->q, t->d, t->sum8, x, n, cols);
+}
+
+/* Token tok's quantized input c and the scale of its run. */
+static int tact_q(const struct tact *t, int64_t tok, int64_t c)
+{
+	return t->q[tok * t->a.pairs * 64 + act_q8_pos(c)];
+}
+
+static double tact_d(const struct tact *t, int64_t tok, int64_t c)
+{
+	return t->d[tok * t->a.pairs * 8 + act_q8_lane(c)];
+}
+
+static void tact_free(struct tact *t)
+{
+	free(t->q);
+	free(t->d);
+	free(t->sum8);
+}
+
+/* The stored q of weight (r, c) of an int8 / int4 matrix (this file's decoder). */
+static int ref_q(const struct qmatrix *m, int64_t r, int64_t c)
+{
+	return (int)lround(ref_weight(m, r, c) / m->scales[r * (m->cols / m->group) + c / m->group]);
+}
+
+Test(kernels, act_q8_rounding)
+{
+	int64_t cols = 224; /* seven runs: the last pair has one */
+	float *x = rand_vec(cols, 3);
+	for (int i = 32; i < 64; i++)
+		x[i] = 0.0f;            /* an all-zero run */
+	x[70] = 1000.0f;                /* a run dominated by one value */
+	struct tact t;
+	tact_make(&t, x, 1, cols);
+	cr_assert_eq(t.a.pairs, 4);
+	int lane_sum[32] = { 0 }, seen[256] = { 0 };
+	for (int64_t k = 0; k < cols / 32; k++) {
+		double amax = 0;
+		for (int i = 0; i < 32; i++)
+			amax = fmax(amax, fabs(x[32 * k + i]));
+		for (int i = 0; i < 32; i++) {
+			int64_t c = 32 * k + i;
+			double d = tact_d(&t, 0, c);
+			int q = tact_q(&t, 0, c);
+			cr_assert_float_eq(d, amax / 127, 1e-7 * amax, "input %ld: scale", (long)c);
+			cr_assert(q >= -127 && q <= 127);
+			cr_assert_leq(fabs(x[c] - d * q), 0.5001 * d + 1e-30, "input %ld: %g vs %d * %g",
+				      (long)c, x[c], q, d);
+			cr_assert_lt(act_q8_pos(c), 256);
+			seen[act_q8_pos(c)]++;
+			lane_sum[act_q8_lane(c)] += q;
+		}
+	}
+	for (int i = 0; i < 256; i++)
+		cr_assert_eq(seen[i], i >= 208 && i < 224 ? 0 : i >= 240 ? 0 : 1, "byte %d holds %d inputs", i,
+			     seen[i]);
+	for (int l = 0; l < 32; l++) {
+		cr_assert_eq(t.sum8[l], 8 * lane_sum[l], "lane %d", l);
+		if (l >= 28)
+			cr_assert(t.d[l] == 0 && t.sum8[l] == 0, "the missing run's lane %d", l);
+	}
+	cr_assert_eq(tact_d(&t, 0, 40), 0.0);
+	tact_free(&t);
+	free(x);
+}
+
+/* Scalar q8 rows against sum over runs of scale_w * d_x * (exact integer
+ * dot of the run), in double. */
+Test(kernels, q8_scalar_matches_integer_reference)
+{
+	for (unsigned s = 0; s < N_SHAPES; s++) {
+		const struct shape *sh = &shapes[s];
+		if (sh->type != QUANT_INT8 && sh->type != QUANT_INT4)
+			continue;
+		struct tmat t;
+		tmat_make(&t, sh->type, sh->rows, sh->cols, sh->group, 500 + s);
+		float *x = rand_vec(sh->cols, 41 + s);
+		struct tact a;
+		tact_make(&a, x, 1, sh->cols);
+		float *out = malloc(sizeof(float) * sh->rows);
+		kernels_ops_scalar.rows_q8[sh->type](out, sh->rows, &t.m, &a.a, 1, 0, sh->rows);
+		for (int64_t r = 0; r < sh->rows; r++) {
+			double want = 0, mag = 0;
+			for (int64_t k = 0; k < sh->cols / 32; k++) {
+				long isum = 0;
+				for (int i = 0; i < 32; i++)
+					isum += (long)ref_q(&t.m, r, 32 * k + i) * tact_q(&a, 0, 32 * k + i);
+				double sc = (double)t.m.scales[r * (sh->cols / sh->group) + 32 * k / sh->group];
+				want += sc * tact_d(&a, 0, 32 * k) * (double)isum;
+				mag += fabs(sc * tact_d(&a, 0, 32 * k) * (double)isum);
+			}
+			cr_assert_leq(fabs(out[r] - want), 1e-6 * mag + 1e-30, "%s %ldx%ld row %ld: %.9g vs %.9g",
+				      quant_type_name(sh->type), (long)sh->rows, (long)sh->cols, (long)r,
+				      out[r], want);
+		}
+		free(out);
+		tact_free(&a);
+		free(x);
+		tmat_free(&t);
+	}
+}
+
+/* Every level's q8 rows write the scalar bits, for ragged row counts and 1..7
+ * tokens, and the whole path stays within the activations' rounding. */
+Test(kernels, q8_levels_bit_identical_and_bounded)
+{
+	for (enum cpu_simd level = CPU_SIMD_SCALAR; level <= cpu_simd_supported(); level++) {
+		const struct kernels_ops *ops = kernels_ops_for(level);
+		for (unsigned s = 0; s < N_SHAPES; s++) {
+			const struct shape *sh = &shapes[s];
+			if (sh->type != QUANT_INT8 && sh->type != QUANT_INT4)
+				continue;
+			struct tmat t;
+			tmat_make(&t, sh->type, sh->rows, sh->cols, sh->group, 700 + s);
+			int64_t n = 1 + s % 7;
+			float *x = rand_vec(n * sh->cols, 61 + s);
+			struct tact a;
+			tact_make(&a, x, n, sh->cols);
+			float *got = malloc(sizeof(float) * n * sh->rows);
+			float *want = malloc(sizeof(float) * n * sh->rows);
+			ops->rows_q8[sh->type](got, sh->rows, &t.m, &a.a, n, 0, sh->rows);
+			kernels_ops_scalar.rows_q8[sh->type](want, sh->rows, &t.m, &a.a, n, 0, sh->rows);
+			cr_assert_eq(memcmp(got, want, sizeof(float) * n * sh->rows), 0,
+				     "%s q8 %s %ldx%ld differs from scalar", ops->name,
+				     quant_type_name(sh->type), (long)sh->rows, (long)sh->cols);
+			for (int64_t tok = 0; tok < n; tok++)
+				for (int64_t r = 0; r < sh->rows; r++) {
+					const float *xt = x + tok * sh->cols;
+					double exact = 0, bound = 0;
+					for (int64_t c = 0; c < sh->cols; c++) {
+						double w = t.deq[r * sh->cols + c];
+						exact += w * xt[c];
+						bound += fabs(w) * tact_d(&a, tok, c) * 0.5;
+					}
+					bound = bound * 1.001 + 1e-5 * row_abs(&t, r, xt) + 1e-30;
+					cr_assert_leq(fabs(got[tok * sh->rows + r] - exact), bound,
+						      "%s q8 %s tok %ld row %ld: %.9g vs %.9g", ops->name,
+						      quant_type_name(sh->type), (long)tok, (long)r,
+						      got[tok * sh->rows + r], exact);
+				}
+			free(got);
+			free(want);
+			tact_free(&a);
+			free(x);
+			tmat_free(&t);
+		}
+	}
+}
+
+/* Every level quantizes a run to the scalar bytes and scale, ties, zeros,
+ * NaN and infinities included. */
+Test(kernels, act_q8_run_levels_identical)
+{
+	for (enum cpu_simd level = CPU_SIMD_SCALAR; level <= cpu_simd_supported(); level++) {
+		const struct kernels_ops *ops = kernels_ops_for(level);
+		for (int k = 0; k < 64; k++) {
+			float *x = rand_vec(32, 900 + k);
+			if (k % 8 == 1)
+				for (int i = 0; i < 32; i++)
+					x[i] = (float)(i - 16) * 0.5f; /* amax 8: x * 127 / 8 lands on ties */
+			if (k % 8 == 2)
+				memset(x, 0, 32 * sizeof(float));
+			if (k % 8 == 3)
+				x[k % 32] = NAN;
+			if (k % 8 == 4)
+				x[k % 32] = -INFINITY;
+			if (k % 8 == 5)
+				x[k % 32] = 1e30f;
+			int8_t lo[2][16], hi[2][16];
+			float d0 = kernels_ops_scalar.act_q8_run(lo[0], hi[0], x);
+			float d1 = ops->act_q8_run(lo[1], hi[1], x);
+			cr_assert(memcmp(&d0, &d1, 4) == 0 || (isnan(d0) && isnan(d1)), "%s run %d: d %g vs %g",
+				  ops->name, k, d1, d0);
+			cr_assert_eq(memcmp(lo[0], lo[1], 16), 0, "%s run %d: low half", ops->name, k);
+			cr_assert_eq(memcmp(hi[0], hi[1], 16), 0, "%s run %d: high half", ops->name, k);
+			free(x);
+		}
+	}
+}
+
+Test(kernels, q8_nan_and_inf_propagate)
+{
+	struct tmat t;
+	tmat_make(&t, QUANT_INT4, 5, 128, 64, 9);
+	float *x = rand_vec(128, 2), out[5];
+	cr_assert_eq(kernels_set_activations("int8"), 0);
+	x[40] = NAN;
+	matvec(NULL, out, &t.m, x);
+	for (int r = 0; r < 5; r++)
+		cr_assert(isnan(out[r]), "row %d: %g from a NaN input", r, out[r]);
+	x[40] = INFINITY;
+	matvec(NULL, out, &t.m, x);
+	for (int r = 0; r < 5; r++)
+		cr_assert(!isfinite(out[r]), "row %d: %g from an infinite input", r, out[r]);
+	cr_assert_eq(kernels_set_activations("bf16"), -EINVAL);
+	free(x);
+	tmat_free(&t);
 }
 
 Test(kernels, simd_level_named)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compute/kernels.h"
 #include "compute/threadpool.h"
 #include "base/files.h"
 #include "engine/decode/plan_container.h"
@@ -149,6 +150,12 @@ int session_option(struct session_options *o, int ch, const char *arg)
 		return session_parse_int("repin", arg, 0, 64, &o->repin);
 	case SESSION_OPT_STATS_JSON:
 		o->stats_json = arg;
+		return 0;
+	case SESSION_OPT_ACTIVATIONS:
+		if (strcmp(arg, "auto") && strcmp(arg, "f32") && strcmp(arg, "int8"))
+			return error_set(EINVAL, "--activations takes auto (int4 weights meet int8 activations, "
+						 "the default), int8 (int8 weights too) or f32; not \"%s\"", arg);
+		o->activations = arg;
 		return 0;
 	}
 	return -ENOENT;
@@ -318,6 +325,7 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	s->pin_s = s->t_open - t_pin;
 	s->at_open = *expert_store_stats(s->model.store);
 	s->pins_at_open = s->pin.n_pins;
+	kernels_set_activations(o->activations ? o->activations : "auto");
 	if ((rc = threadpool_init(&s->pool, threads)))
 		return error_set(-rc, "cannot start %d threads", threads);
 	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch, o->parallel)))
@@ -396,6 +404,7 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 	for (int c = 0; c < st->n_classes && c < EXPERT_CLASSES_MAX; c++)
 		len += (size_t)snprintf(frames + len, sizeof frames - len, "%s%d frames of %" PRIu64 " KiB",
 					c ? " + " : "", st->classes[c].n_frames, st->classes[c].frame_bytes >> 10);
+	fprintf(out, "kernels: %s, activations %s\n", kernels_ops_name(), kernels_activations_name());
 	fprintf(out, "store: %s, %s, %s, io depth %d, %s eviction%s\n",
 		st->io_uring ? "io_uring" : "pread threads", st->o_direct ? "O_DIRECT" : "buffered",
 		st->n_classes ? frames : "no frames", st->io_depth,
@@ -511,6 +520,7 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 		cJSON_AddNumberToObject(o, "bytes_read", (double)k->bytes_read);
 		cJSON_AddItemToArray(classes, o);
 	}
+	cJSON_AddStringToObject(j, "activations", kernels_activations_name());
 	cJSON_AddNumberToObject(j, "io_depth", st->io_depth);
 	cJSON_AddBoolToObject(j, "io_uring", st->io_uring);
 	cJSON_AddBoolToObject(j, "o_direct", st->o_direct);

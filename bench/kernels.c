@@ -1,0 +1,169 @@
+/*
+ * kernels — matvec throughput of each weight format against the memory
+ * bandwidth measured in the same run (planner/membw.c, what `plan` uses).
+ *
+ *   make bench-kernels && build/bench/kernels [--seconds S] [--mib M]
+ *
+ * For each format (f32, bf16, int8, int4) it quantizes a set of matrices of
+ * the OLMoE / Qwen3 expert shapes (rows x cols = 1024 x 2048 and 2048 x 1024)
+ * whose stored bytes total M MiB (256 by default, far above any L3), then runs
+ * matvec over them in turn, at 1 thread and at all threads, for about S
+ * seconds each (0.5); --l2 runs one small matrix that stays in L2 instead
+ * (the compute rate alone). GB/s counts the stored bytes (data and scales) read per
+ * second; the ratio is that over the bandwidth measured with the same thread
+ * count just before. With activation quantization on (`--activations int8`,
+ * the default of kernels_activations) int8 and int4 matrices take the int8
+ * dot-product path; `--activations f32` measures the f32 path.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "compute/cpu.h"
+#include "compute/kernels.h"
+#include "compute/kernels_internal.h"
+#include "compute/quant.h"
+#include "compute/threadpool.h"
+#include "planner/membw.h"
+
+struct bench_set {
+	struct qmatrix *m;
+	int n;
+	uint64_t bytes;
+	void *arena;
+};
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static float rng_float(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (float)((rng_state >> 40) & 0xffffff) / (float)0x1000000 - 0.5f;
+}
+
+/* l2: one matrix of 128 x 2048, which stays in L2: the kernel's compute
+ * rate without memory. */
+static int set_build(struct bench_set *s, enum quant_type type, uint64_t target, int l2)
+{
+	static const int64_t shapes[2][2] = { { 1024, 2048 }, { 2048, 1024 } };
+	static const int64_t small[2][2] = { { 128, 2048 }, { 128, 2048 } };
+	const int64_t (*sh_of)[2] = l2 ? small : shapes;
+	int32_t group = type == QUANT_F32 || type == QUANT_BF16 ? 0 : QUANT_GROUP_DEFAULT;
+	uint64_t per = quant_matrix_bytes(type, sh_of[0][0], sh_of[0][1], group);
+	s->n = l2 ? 1 : (int)(target / per) + 1;
+	s->m = calloc((size_t)s->n, sizeof(*s->m));
+	s->arena = malloc((size_t)per * (size_t)s->n);
+	float *src = malloc(1024 * 2048 * sizeof(float));
+	if (!s->m || !s->arena || !src) {
+		free(src);
+		return -ENOMEM;
+	}
+	for (int64_t i = 0; i < 1024 * 2048; i++)
+		src[i] = rng_float();
+	s->bytes = 0;
+	for (int i = 0; i < s->n; i++) {
+		const int64_t *sh = sh_of[i % 2];
+		uint8_t *base = (uint8_t *)s->arena + (uint64_t)i * per;
+		quant_matrix_quantize(base, src, type, sh[0], sh[1], group);
+		quant_matrix_view(&s->m[i], base, type, sh[0], sh[1], group);
+		s->bytes += per;
+	}
+	free(src);
+	return 0;
+}
+
+/* Runs matvec over the set until `seconds` pass; GB/s of stored bytes. */
+static double set_run(const struct bench_set *s, struct threadpool *pool, double seconds,
+		      float *x, float *y)
+{
+	double t0 = clock_now_s(), t;
+	uint64_t bytes = 0;
+	int i = 0;
+	do {
+		matvec(pool, y, &s->m[i], x);
+		bytes += quant_matrix_bytes(s->m[i].type, s->m[i].rows, s->m[i].cols, s->m[i].group);
+		i = (i + 1) % s->n;
+		t = clock_now_s();
+	} while (t - t0 < seconds);
+	return (double)bytes / (t - t0) / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	double seconds = 0.5;
+	uint64_t mib = 256;
+	int l2 = 0;
+	const char *only = NULL;
+	const char *act = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+			seconds = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--mib") && i + 1 < argc)
+			mib = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--l2"))
+			l2 = 1;
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+			only = argv[++i];
+		else if (!strcmp(argv[i], "--activations") && i + 1 < argc)
+			act = argv[++i];
+		else {
+			fprintf(stderr, "usage: %s [--seconds S] [--mib M] [--l2] [--only FORMAT] [--activations auto|int8|f32]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	if (act && kernels_set_activations(act) != 0) {
+		fprintf(stderr, "kernels: --activations must be f32 or int8, not '%s'\n", act);
+		return 2;
+	}
+	int all = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (all < 1)
+		all = 1;
+	int counts[2] = { 1, all };
+	double bw[2];
+	for (int k = 0; k < 2; k++)
+		if (membw_measure(&bw[k], MEMBW_BUFFER_BYTES, MEMBW_SECONDS * 2, counts[k]) != 0) {
+			fprintf(stderr, "kernels: memory bandwidth measurement failed\n");
+			return 1;
+		}
+	printf("kernels %s, activations %s; memory bandwidth %.1f GB/s at 1 thread, %.1f GB/s at %d\n",
+	       kernels_ops_get()->name, kernels_activations_name(), bw[0], bw[1], all);
+	printf("%-6s %8s %10s %10s %8s\n", "format", "threads", "MiB", "GB/s", "of bw");
+	float *x = malloc(2048 * sizeof(float)), *y = malloc(2048 * sizeof(float));
+	if (!x || !y)
+		return 1;
+	for (int i = 0; i < 2048; i++)
+		x[i] = rng_float();
+	static const enum quant_type types[] = { QUANT_F32, QUANT_BF16, QUANT_INT8, QUANT_INT4 };
+	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+		if (only && strcmp(only, quant_type_name(types[ti])))
+			continue;
+		struct bench_set s;
+		if (set_build(&s, types[ti], mib << 20, l2) != 0) {
+			fprintf(stderr, "kernels: out of memory building %s matrices\n",
+				quant_type_name(types[ti]));
+			return 1;
+		}
+		for (int k = 0; k < 2; k++) {
+			struct threadpool *pool = NULL;
+			if (counts[k] > 1 && threadpool_init(&pool, counts[k]) != 0)
+				return 1;
+			set_run(&s, pool, seconds / 5, x, y);
+			double gbps = set_run(&s, pool, seconds, x, y);
+			printf("%-6s %8d %10.0f %10.2f %7.0f%%\n", quant_type_name(types[ti]), counts[k],
+			       (double)s.bytes / (1 << 20), gbps, 100 * gbps / bw[k]);
+			if (pool)
+				threadpool_free(pool);
+		}
+		free(s.m);
+		free(s.arena);
+	}
+	free(x);
+	free(y);
+	return 0;
+}
