@@ -1,0 +1,122 @@
+# Sourced by the benchmark scripts that compare colibri with llama.cpp:
+# where the llama.cpp binaries are, built the way the comparison needs.
+#
+# The peer is upstream llama.cpp at commit 81ff7abe5 (81ff7abe50b9...,
+# "hexagon: new vtcm layouts ...", build number 9928). Its source comes from
+# the fetched mirror, whose HEAD carries extra fork commits, so take exactly
+# that commit (the mirror lacks the blobs of the models/ggml-vocab-*.gguf
+# test vocabularies; they are not needed):
+#
+#   git -C /work/.mirror/kainlan+llama.cpp-intel-optimizations/repo archive 81ff7abe5 \
+#       -- . ':(exclude)models/ggml-vocab-*.gguf' | tar -x -C /work/llama.cpp-81ff7abe5
+#
+# and build it CPU-only, the instruction sets named explicitly (no
+# -march=native: a host reporting AMX may fault on its instructions), with
+# nothing that needs the network (no UI download, no HTTPS):
+#
+#   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+#     -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON \
+#     -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF \
+#     -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+#     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+#     -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_SYCL=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF \
+#     -DGGML_OPENMP=ON -DGGML_CCACHE=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+#     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+#     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
+#     -DLLAMA_BUILD_COMMIT=81ff7abe5 -DLLAMA_BUILD_NUMBER=9928
+#   cmake --build build -j 2 --target llama-bench llama-completion
+#
+# (the AVX-512 switches are turned on when /proc/cpuinfo lists avx512f,
+# avx512bw, avx512dq, avx512vl and avx512cd; LLAMA_CURL is gone at this
+# commit, replaced by LLAMA_OPENSSL; llama-cli needs the server build, and
+# llama-completion is the non-interactive one). About ten minutes on two
+# cores.
+#
+# llama_cpp_find sets
+#   llama_bin   a directory holding llama-bench and llama-completion:
+#               $LLAMA_CPP_DIR/build/bin when $LLAMA_CPP_DIR is a source tree
+#               (built first, as above, if it has no build yet), or
+#               $LLAMA_CPP_DIR itself when it holds the binaries.
+# Without $LLAMA_CPP_DIR, or when the build fails, it prints the reason on
+# stderr and returns 1; callers skip the llama.cpp runs with that reason.
+# Needs cmake, ninja and a C++17 compiler only for the build.
+
+llama_cpp_say() { echo "bench: llama.cpp: $*" >&2; }
+
+# The -DGGML_AVX512*=ON/OFF switches for this host: GGML_AVX512 compiles
+# with -mavx512f -mavx512cd -mavx512vl -mavx512dq -mavx512bw, so all five.
+llama_cpp_cpu_has() {
+  case " $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) " in
+    *" $1 "*) return 0 ;;
+  esac
+  return 1
+}
+
+llama_cpp_avx512_flags() {
+  _base=ON; _vbmi=OFF; _vnni=OFF; _bf16=OFF
+  for _isa in avx512f avx512cd avx512vl avx512dq avx512bw; do
+    llama_cpp_cpu_has $_isa || _base=OFF
+  done
+  if [ "$_base" = ON ]; then
+    llama_cpp_cpu_has avx512vbmi && _vbmi=ON
+    llama_cpp_cpu_has avx512_vnni && _vnni=ON
+    llama_cpp_cpu_has avx512_bf16 && _bf16=ON
+  fi
+  echo "-DGGML_AVX512=$_base -DGGML_AVX512_VBMI=$_vbmi -DGGML_AVX512_VNNI=$_vnni -DGGML_AVX512_BF16=$_bf16"
+}
+
+llama_cpp_build() {
+  _src=$1
+  for _tool in cmake ninja c++; do
+    command -v $_tool >/dev/null 2>&1 || { llama_cpp_say "$_src has no build and $_tool is missing (apt-get install cmake ninja-build g++)"; return 1; }
+  done
+  llama_cpp_say "building $_src/build (CPU only, AMX off; about ten minutes on two cores)"
+  # shellcheck disable=SC2046
+  if ! nice -n 10 cmake -S "$_src" -B "$_src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON \
+      -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX_VNNI=OFF $(llama_cpp_avx512_flags) \
+      -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+      -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_SYCL=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF \
+      -DGGML_OPENMP=ON -DGGML_CCACHE=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+      -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
+      -DLLAMA_BUILD_COMMIT=81ff7abe5 -DLLAMA_BUILD_NUMBER=9928 >&2; then
+    llama_cpp_say "configuring $_src failed (see above)"
+    return 1
+  fi
+  if ! nice -n 10 cmake --build "$_src/build" -j 2 --target llama-bench llama-completion >&2; then
+    llama_cpp_say "building $_src failed (see above)"
+    return 1
+  fi
+}
+
+llama_cpp_has_bins() {
+  [ -x "$1/llama-bench" ] && [ -x "$1/llama-completion" ]
+}
+
+# shellcheck disable=SC2034  # llama_bin is for the caller
+llama_cpp_find() {
+  llama_bin=
+  if [ -z "${LLAMA_CPP_DIR:-}" ]; then
+    llama_cpp_say "LLAMA_CPP_DIR is not set (a llama.cpp 81ff7abe5 source tree or a folder of its binaries; see bench/llama_cpp.sh)"
+    return 1
+  fi
+  if [ ! -d "$LLAMA_CPP_DIR" ]; then
+    llama_cpp_say "LLAMA_CPP_DIR=$LLAMA_CPP_DIR is not a directory"
+    return 1
+  fi
+  _dir=$(cd "$LLAMA_CPP_DIR" && pwd)
+  if llama_cpp_has_bins "$_dir"; then
+    llama_bin=$_dir
+    return 0
+  fi
+  if [ ! -f "$_dir/CMakeLists.txt" ] || [ ! -d "$_dir/ggml" ]; then
+    llama_cpp_say "$_dir holds neither llama-bench and llama-completion nor a llama.cpp source tree"
+    return 1
+  fi
+  if ! llama_cpp_has_bins "$_dir/build/bin"; then
+    llama_cpp_build "$_dir" || return 1
+    llama_cpp_has_bins "$_dir/build/bin" || { llama_cpp_say "the build of $_dir has no build/bin/llama-bench and llama-completion"; return 1; }
+  fi
+  llama_bin=$_dir/build/bin
+}

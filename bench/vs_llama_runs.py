@@ -1,0 +1,305 @@
+#!/usr/bin/python3
+"""colibri and llama.cpp side by side on the same weights: the measured runs.
+
+    vs_llama_runs.py --llama-bin DIR --colibri BIN --out RAW.json
+                     --pair NAME:GGUF:CONTAINER [--pair ...]
+                     [--tokens N] [--repeat R] [--fio-seconds S]
+                     [--threads T] [--pp 512] [--only ram,2G,1G,pp]
+
+A pair names one llama.cpp GGUF and the colibri container made from the
+same bf16 values (bench/vs_llama.sh makes them). Every measurement is a
+pair of runs, llama.cpp then colibri, repeated R times (A B A B), with fio
+reading the pair's files just before (the disk drifts; ratios stay in one
+run):
+
+  ram    every pair, greedy, no memory cap: the files in the page cache
+         (a warm-up run of each engine first), colibri with --no-direct so
+         its expert reads come from the page cache as llama.cpp's mmap does;
+  2G     the first pair, greedy and sampled (temperature 0.8, seed 1),
+         inside a cgroup v1 memory group of 2 GiB, page cache dropped before
+         each run; colibri with --ram 1536M (the rest is the cgroup's page
+         cache and the process), llama.cpp as it comes (mmap);
+  1G     the same at 1 GiB (--ram 900M), greedy;
+  pp     prompt processing of --pp random tokens: llama-bench -p N -n 0
+         against colibri run with an N-token prompt and -n 1, in RAM and
+         under the 2 GiB cap.
+
+Bytes per token are what the block layer read for the process (rusage
+inblock: O_DIRECT reads and page-cache misses, hits excluded) over the whole
+run, divided by the generated tokens. colibri's own --stats-json is kept
+(decode tok/s, bytes of the decode window, missed-expert bytes).
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_lib  # noqa: E402
+
+CGROUP_DIR = "/sys/fs/cgroup/memory/colibri-vs-llama"
+CAPS = {"2G": (2 << 30, "1536M"), "1G": (1 << 30, "900M")}
+
+
+class Cgroup:
+    """A cgroup v1 memory group with a limit; the child joins it before exec."""
+
+    def __init__(self, limit):
+        self.limit = limit
+
+    def __enter__(self):
+        self._remove()
+        os.mkdir(CGROUP_DIR)
+        with open(os.path.join(CGROUP_DIR, "memory.limit_in_bytes"), "w") as f:
+            f.write("%d\n" % self.limit)
+        return self
+
+    def join(self):
+        with open(os.path.join(CGROUP_DIR, "cgroup.procs"), "w") as f:
+            f.write("%d\n" % os.getpid())
+
+    @staticmethod
+    def _remove():
+        if not os.path.isdir(CGROUP_DIR):
+            return
+        with open(os.path.join(CGROUP_DIR, "cgroup.procs")) as f:
+            for pid in f.read().split():
+                with open("/sys/fs/cgroup/memory/cgroup.procs", "w") as g:
+                    g.write(pid + "\n")
+        for _ in range(50):
+            try:
+                os.rmdir(CGROUP_DIR)
+                return
+            except OSError:
+                time.sleep(0.1)
+        os.rmdir(CGROUP_DIR)
+
+    def __exit__(self, *exc):
+        self._remove()
+        return False
+
+
+def fio(files, bs, seconds):
+    """Random O_DIRECT reads of bs over the files through io_uring, depth 32."""
+    size = sum(os.path.getsize(f) for f in files) // len(files)
+    argv = ["fio", "--name=same-files", "--filename=" + ":".join(f.replace(":", "\\:") for f in files),
+            "--readonly", "--ioengine=io_uring", "--direct=1", "--rw=randread", "--bs=%d" % bs,
+            "--iodepth=32", "--size=%d" % (size // bs * bs), "--runtime=%d" % seconds, "--time_based",
+            "--output-format=json"]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit("vs_llama_runs: fio failed: %s" % p.stderr.strip())
+    r = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]["read"]
+    return {"gbps": r["bw_bytes"] / 1e9, "bs": bs, "seconds": seconds}
+
+
+def run(argv, cap=None, cwd=None):
+    """Runs argv (inside the cap's cgroup when given); wall seconds, block
+    bytes read, exit code, stdout + stderr text."""
+    pre = cap.join if cap else None
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=pre, cwd=cwd)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    return {"wall_s": time.monotonic() - t0, "read_bytes": ru.ru_inblock * 512,
+            "rc": os.waitstatus_to_exitcode(status), "cpu_s": ru.ru_utime + ru.ru_stime,
+            "max_rss_bytes": ru.ru_maxrss * 1024, "out": out.decode(errors="replace")}
+
+
+# "common_perf_print:        eval time =    2002.65 ms /    31 runs   (...)":
+# the decode steps after the first token (the prompt's line says "prompt eval").
+EVAL_RE = re.compile(r"(?<!prompt )eval time =\s*([\d.]+) ms /\s*(\d+) runs")
+
+
+def llama_tok_s(text):
+    """(decode tok/s, decode steps) from llama.cpp's timing lines."""
+    m = EVAL_RE.search(text)
+    if not m:
+        return None, 0
+    ms, n = float(m.group(1)), int(m.group(2))
+    return (n / (ms / 1000.0) if ms > 0 else 0.0), n
+
+
+def llama_decode(args, gguf, sampled, cap, tokens):
+    argv = [os.path.join(args.llama_bin, "llama-completion"), "-m", gguf, "-p", "Hello", "-n", str(tokens),
+            "-t", str(args.threads), "-c", "512", "--ignore-eos", "-no-cnv", "--no-warmup", "-s", "1",
+            "--temp", "0.8" if sampled else "0"]
+    r = run(argv, cap)
+    tok_s, n = llama_tok_s(r["out"])
+    tail = r["out"][-2000:]
+    r.pop("out")
+    r.update(engine="llama.cpp", argv=argv, tok_s=tok_s, tokens=n)
+    if r["rc"] != 0 or tok_s is None:
+        r["error"] = tail
+    return r
+
+
+def colibri_decode(args, ctr, sampled, cap, ram, tokens, scratch):
+    js = os.path.join(scratch, "colibri-stats.json")
+    argv = [args.colibri, "run", "--model", ctr, "--tokens", "1000", "-n", str(tokens), "--threads",
+            str(args.threads), "--stats-json", js, "--seed", "1", "--temp", "0.8" if sampled else "0"]
+    argv += ["--ram", ram] if ram else ["--no-direct"]
+    r = run(argv, cap)
+    tail = r["out"][-2000:]
+    r.pop("out")
+    r.update(engine="colibri", argv=argv, tokens=tokens)
+    if r["rc"] != 0:
+        r["error"] = tail
+        return r
+    s = bench_lib.read_json(js)
+    r["stats"] = s
+    r["tok_s"] = s.get("decode_tok_s")
+    return r
+
+
+def colibri_prefill(args, ctr, cap, ram, n, scratch):
+    rng = random.Random(7)
+    ids = ",".join(str(rng.randrange(1000, 40000)) for _ in range(n))
+    js = os.path.join(scratch, "colibri-pp.json")
+    argv = [args.colibri, "run", "--model", ctr, "--tokens", ids, "-n", "1", "--threads", str(args.threads),
+            "--stats-json", js, "--temp", "0", "--ctx", str(n + 8)]
+    argv += ["--ram", ram] if ram else ["--no-direct"]
+    r = run(argv, cap)
+    tail = r["out"][-2000:]
+    r.pop("out")
+    r.update(engine="colibri", argv=["(%d prompt ids)" % n if a == ids else a for a in argv])
+    if r["rc"] != 0:
+        r["error"] = tail
+        return r
+    s = bench_lib.read_json(js)
+    r["stats"] = s
+    r["tok_s"] = s.get("prompt_tok_s")
+    return r
+
+
+def llama_prefill(args, gguf, cap, n):
+    argv = [os.path.join(args.llama_bin, "llama-bench"), "-m", gguf, "-p", str(n), "-n", "0", "-t",
+            str(args.threads), "-r", "1", "-o", "jsonl"]
+    r = run(argv, cap)
+    out = r.pop("out")
+    r.update(engine="llama.cpp", argv=argv)
+    try:
+        line = next(l for l in out.splitlines() if l.startswith("{") and '"avg_ts"' in l)
+        r["tok_s"] = json.loads(line)["avg_ts"]
+    except (StopIteration, ValueError, KeyError):
+        r["error"] = out[-2000:]
+    return r
+
+
+def expert_files(ctr):
+    man = bench_lib.read_json(os.path.join(ctr, "manifest.json"))
+    files = sorted({os.path.join(ctr, l["file"]) for l in man["experts"]["layers"]})
+    return files, max(l["record_bytes"] for l in man["experts"]["layers"])
+
+
+def say(msg):
+    sys.stderr.write("vs_llama: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--llama-bin", required=True)
+    ap.add_argument("--colibri", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--pair", action="append", required=True, help="NAME:GGUF:CONTAINER")
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--fio-seconds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--only", default="ram,2G,1G,pp")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    pairs = []
+    for p in args.pair:
+        name, gguf, ctr = p.split(":")
+        for f in (gguf, os.path.join(ctr, "manifest.json")):
+            if not os.path.isfile(f):
+                raise SystemExit("vs_llama_runs: %s: no such file" % f)
+        pairs.append({"name": name, "gguf": gguf, "ctr": ctr})
+    root = os.geteuid() == 0
+    scratch = os.path.dirname(os.path.abspath(args.out))
+    raw = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": os.uname().release,
+           "cpus": os.cpu_count(), "threads": args.threads, "tokens": args.tokens, "repeat": args.repeat,
+           "pairs": pairs, "measurements": []}
+
+    def measure(kind, pair, sampled, cap_name):
+        files, rec = expert_files(pair["ctr"])
+        m = {"kind": kind, "pair": pair["name"], "sampled": sampled, "cap": cap_name, "runs": [],
+             "fio_colibri": fio(files, rec, args.fio_seconds),
+             "fio_gguf": fio([pair["gguf"]], rec, args.fio_seconds)}
+        limit, ram = CAPS[cap_name] if cap_name else (None, None)
+        for rep in range(args.repeat):
+            for engine in ("llama.cpp", "colibri"):
+                if cap_name:
+                    bench_lib.drop_caches()
+                    if os.path.exists(os.path.join(pair["ctr"], "usage.json")):
+                        os.unlink(os.path.join(pair["ctr"], "usage.json"))
+                    with Cgroup(limit) as cg:
+                        r = (llama_decode(args, pair["gguf"], sampled, cg, args.tokens) if engine == "llama.cpp"
+                             else colibri_decode(args, pair["ctr"], sampled, cg, ram, args.tokens, scratch))
+                else:
+                    r = (llama_decode(args, pair["gguf"], sampled, None, args.tokens) if engine == "llama.cpp"
+                         else colibri_decode(args, pair["ctr"], sampled, None, None, args.tokens, scratch))
+                r["repeat"] = rep
+                m["runs"].append(r)
+                say("%s %s %s%s #%d %s: %s tok/s%s" % (kind, pair["name"], cap_name or "in RAM",
+                                                      " sampled" if sampled else "", rep, engine,
+                                                      "%.2f" % r["tok_s"] if r.get("tok_s") else "-",
+                                                      " ERROR" if "error" in r else ""))
+        raw["measurements"].append(m)
+        with open(args.out, "w") as f:
+            json.dump(raw, f, indent=1)
+
+    if "ram" in only:
+        for pair in pairs:
+            # Warm-up: the files into the page cache, colibri's usage learned.
+            llama_decode(args, pair["gguf"], False, None, 4)
+            colibri_decode(args, pair["ctr"], False, None, None, 4, scratch)
+            measure("decode", pair, False, None)
+    for cap_name in ("2G", "1G"):
+        if cap_name not in only:
+            continue
+        if not root or not os.path.isdir("/sys/fs/cgroup/memory"):
+            say("%s: skipped (needs root and the cgroup v1 memory controller)" % cap_name)
+            continue
+        measure("decode", pairs[0], False, cap_name)
+        if cap_name == "2G":
+            measure("decode", pairs[0], True, cap_name)
+    if "pp" in only:
+        for cap_name in (None, "2G"):
+            if cap_name and not root:
+                continue
+            pair = pairs[0]
+            m = {"kind": "prefill", "pair": pair["name"], "cap": cap_name, "n": args.pp, "runs": []}
+            limit, ram = CAPS[cap_name] if cap_name else (None, None)
+            for rep in range(args.repeat):
+                for engine in ("llama.cpp", "colibri"):
+                    if cap_name:
+                        bench_lib.drop_caches()
+                        with Cgroup(limit) as cg:
+                            r = (llama_prefill(args, pair["gguf"], cg, args.pp) if engine == "llama.cpp"
+                                 else colibri_prefill(args, pair["ctr"], cg, ram, args.pp, scratch))
+                    else:
+                        r = (llama_prefill(args, pair["gguf"], None, args.pp) if engine == "llama.cpp"
+                             else colibri_prefill(args, pair["ctr"], None, None, args.pp, scratch))
+                    r["repeat"] = rep
+                    m["runs"].append(r)
+                    say("pp%d %s #%d %s: %s tok/s%s" % (args.pp, cap_name or "in RAM", rep, engine,
+                                                       "%.1f" % r["tok_s"] if r.get("tok_s") else "-",
+                                                       " ERROR" if "error" in r else ""))
+            raw["measurements"].append(m)
+            with open(args.out, "w") as f:
+                json.dump(raw, f, indent=1)
+    with open(args.out, "w") as f:
+        json.dump(raw, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
