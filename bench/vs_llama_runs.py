@@ -12,17 +12,23 @@ pair of runs, llama.cpp then colibri, repeated R times (A B A B), with fio
 reading the pair's files just before (the disk drifts; ratios stay in one
 run):
 
-  ram    every pair, greedy, no memory cap: the files in the page cache
-         (a warm-up run of each engine first), colibri with --no-direct so
-         its expert reads come from the page cache as llama.cpp's mmap does;
+  ram    every pair, greedy, no memory cap: both engines' files read whole
+         into the page cache, then a warm-up run of each (colibri's as long
+         as the measured ones, so its usage sidecar knows their experts),
+         colibri with --no-direct so its reads come from the page cache as
+         llama.cpp's mmap does;
   2G     the first pair, greedy and sampled (temperature 0.8, seed 1),
          inside a cgroup v1 memory group of 2 GiB, page cache dropped before
          each run; colibri with --ram 1536M (the rest is the cgroup's page
-         cache and the process), llama.cpp as it comes (mmap);
+         cache and the process), llama.cpp from its mmap with --no-repack
+         (repacking copies the whole model into anonymous memory, which the
+         cap kills);
   1G     the same at 1 GiB (--ram 900M), greedy;
   pp     prompt processing of --pp random tokens: llama-bench -p N -n 0
-         against colibri run with an N-token prompt and -n 1, in RAM and
-         under the 2 GiB cap.
+         (under the cap, where llama-bench cannot turn repacking off,
+         llama-completion --no-repack with an N-token prompt) against
+         colibri run with an N-token prompt and -n 1, in RAM and under the
+         2 GiB cap.
 
 Bytes per token are what the block layer read for the process (rusage
 inblock: O_DIRECT reads and page-cache misses, hits excluded) over the whole
@@ -129,6 +135,11 @@ def llama_decode(args, gguf, sampled, cap, tokens):
     argv = [os.path.join(args.llama_bin, "llama-completion"), "-m", gguf, "-p", "Hello", "-n", str(tokens),
             "-t", str(args.threads), "-c", "512", "--ignore-eos", "-no-cnv", "--no-warmup", "-s", "1",
             "--temp", "0.8" if sampled else "0"]
+    if cap:
+        # Repacking copies the weights into anonymous memory (the whole
+        # model), which a capped cgroup kills; without it llama.cpp runs
+        # from its mmap, as a user on such a machine would have to.
+        argv.append("--no-repack")
     r = run(argv, cap)
     tok_s, n = llama_tok_s(r["out"])
     tail = r["out"][-2000:]
@@ -177,7 +188,29 @@ def colibri_prefill(args, ctr, cap, ram, n, scratch):
     return r
 
 
+PROMPT_RE = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+
+
 def llama_prefill(args, gguf, cap, n):
+    """llama-bench -p n in RAM; under a cap llama-bench cannot turn repacking
+    off (the cap kills it), so llama-completion --no-repack with an n-token
+    prompt (the synthetic vocabulary gives one token per letter)."""
+    if cap:
+        rng = random.Random(7)
+        text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(n - 1))
+        argv = [os.path.join(args.llama_bin, "llama-completion"), "-m", gguf, "-p", text, "-n", "1", "-t",
+                str(args.threads), "-c", str(n + 16), "-b", str(n), "-ub", str(n), "-no-cnv", "--no-warmup",
+                "--temp", "0", "--no-repack"]
+        r = run(argv, cap)
+        out = r.pop("out")
+        r.update(engine="llama.cpp", argv=["(%d letters)" % (n - 1) if a == text else a for a in argv])
+        m = PROMPT_RE.search(out)
+        if m and float(m.group(1)) > 0:
+            r["tok_s"] = int(m.group(2)) / (float(m.group(1)) / 1000.0)
+            r["prompt_tokens"] = int(m.group(2))
+        else:
+            r["error"] = out[-2000:]
+        return r
     argv = [os.path.join(args.llama_bin, "llama-bench"), "-m", gguf, "-p", str(n), "-n", "0", "-t",
             str(args.threads), "-r", "1", "-o", "jsonl"]
     r = run(argv, cap)
@@ -259,9 +292,17 @@ def main():
 
     if "ram" in only:
         for pair in pairs:
-            # Warm-up: the files into the page cache, colibri's usage learned.
+            # Warm-up: both engines' files read whole into the page cache (a
+            # few decode steps touch a fraction of them), one run of each,
+            # colibri's run of the measured length so it learns (and the next
+            # runs pin) the experts the measured runs use.
+            files, _ = expert_files(pair["ctr"])
+            for f in files + [pair["gguf"], os.path.join(pair["ctr"], "resident.bin")]:
+                with open(f, "rb") as fh:
+                    while fh.read(1 << 24):
+                        pass
             llama_decode(args, pair["gguf"], False, None, 4)
-            colibri_decode(args, pair["ctr"], False, None, None, 4, scratch)
+            colibri_decode(args, pair["ctr"], False, None, None, args.tokens, scratch)
             measure("decode", pair, False, None)
     for cap_name in ("2G", "1G"):
         if cap_name not in only:

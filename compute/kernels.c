@@ -13,7 +13,7 @@
  * once per row block. Known limit: a long prefill re-reads its activations
  * rows / 64 times, which a real GEMM blocking would avoid.
  *
- * With int8 activations the caller's thread quantizes the tokens once, into
+ * With int8 or int16 activations the caller's thread quantizes the tokens once, into
  * a buffer of its own that grows to the largest call and is freed when the
  * thread ends, and the tasks read them from there.
  */
@@ -54,19 +54,25 @@ const struct kernels_ops *kernels_ops_get(void)
 	return kernels_ops_for(cpu_simd_level());
 }
 
-/* Bit t set: weights of quant type t take int8 activations. */
-#define ACT_AUTO (1u << QUANT_INT4)
-#define ACT_INT8 ((1u << QUANT_INT4) | (1u << QUANT_INT8))
-static atomic_uint act_types = ACT_AUTO;
+/* What the int8 weights (low byte) and the int4 weights (high byte) meet. */
+enum { ACT_F32 = 0, ACT_Q8 = 1, ACT_Q16 = 2 };
+#define ACT_MODE(int8, int4) ((unsigned)(int8) | (unsigned)(int4) << 8)
+static atomic_uint act_mode = ACT_MODE(ACT_Q16, ACT_Q8);
+
+static unsigned act_of(enum quant_type t)
+{
+	unsigned m = atomic_load(&act_mode);
+	return t == QUANT_INT8 ? (m & 0xff) : t == QUANT_INT4 ? m >> 8 : ACT_F32;
+}
 
 int kernels_set_activations(const char *name)
 {
 	if (!strcmp(name, "auto"))
-		atomic_store(&act_types, ACT_AUTO);
+		atomic_store(&act_mode, ACT_MODE(ACT_Q16, ACT_Q8));
 	else if (!strcmp(name, "f32"))
-		atomic_store(&act_types, 0);
+		atomic_store(&act_mode, ACT_MODE(ACT_F32, ACT_F32));
 	else if (!strcmp(name, "int8"))
-		atomic_store(&act_types, ACT_INT8);
+		atomic_store(&act_mode, ACT_MODE(ACT_Q8, ACT_Q8));
 	else
 		return -EINVAL;
 	return 0;
@@ -74,8 +80,8 @@ int kernels_set_activations(const char *name)
 
 const char *kernels_activations_name(void)
 {
-	unsigned t = atomic_load(&act_types);
-	return t == ACT_AUTO ? "auto" : t ? "int8" : "f32";
+	unsigned m = atomic_load(&act_mode);
+	return m == ACT_MODE(ACT_Q16, ACT_Q8) ? "auto" : m == ACT_MODE(ACT_Q8, ACT_Q8) ? "int8" : "f32";
 }
 
 const char *kernels_ops_name(void)
@@ -133,45 +139,74 @@ static void act_key_make(void)
 	act_key_ok = pthread_key_create(&act_key, act_buffer_free) == 0;
 }
 
-/* n tokens of m->cols activations quantized into the thread's buffer; 0, or
- * -ENOMEM (the caller then takes the f32 path). */
-static int act_q8_prepare(const struct kernels_ops *ops, struct act_q8 *a, const float *x, int64_t n,
-			  int64_t cols)
+/* The calling thread's buffer, at least `need` bytes (aligned for floats);
+ * NULL when out of memory (the caller then takes the f32 path). */
+static void *act_buffer_get(size_t need)
 {
 	pthread_once(&act_once, act_key_make);
 	if (!act_key_ok)
-		return -ENOMEM;
+		return NULL;
 	struct act_buffer *b = pthread_getspecific(act_key);
 	if (!b) {
 		b = calloc(1, sizeof(*b));
 		if (!b || pthread_setspecific(act_key, b) != 0) {
 			free(b);
-			return -ENOMEM;
+			return NULL;
 		}
 	}
-	size_t q_bytes = (size_t)act_q8_bytes(n, cols), lanes = (size_t)act_q8_lanes(n, cols);
-	size_t need = lanes * (sizeof(float) + sizeof(int32_t)) + q_bytes;
 	if (need > b->cap) {
 		void *p = malloc(need);
 		if (!p)
-			return -ENOMEM;
+			return NULL;
 		free(b->p);
 		b->p = p;
 		b->cap = need;
 	}
-	int32_t *sum8 = b->p;
+	return b->p;
+}
+
+/* n tokens of cols activations quantized into the thread's buffer; 0, or
+ * -ENOMEM. */
+static int act_q8_prepare(const struct kernels_ops *ops, struct act_q8 *a, const float *x, int64_t n,
+			  int64_t cols)
+{
+	size_t q_bytes = (size_t)act_q8_bytes(n, cols), lanes = (size_t)act_q8_lanes(n, cols);
+	int32_t *sum8 = act_buffer_get(lanes * (sizeof(float) + sizeof(int32_t)) + q_bytes);
+	if (!sum8)
+		return -ENOMEM;
 	float *d = (float *)(sum8 + lanes);
 	act_q8_quantize(ops, a, (int8_t *)(d + lanes), d, sum8, x, n, cols);
 	return 0;
 }
 
+void act_q16_quantize(const struct kernels_ops *ops, struct act_q16 *a, int16_t *q, float *d,
+		      const float *x, int64_t n, int64_t cols)
+{
+	for (int64_t k = 0; k < n * cols / 32; k++)
+		d[k] = ops->act_q16_run(q + 32 * k, x + 32 * k);
+	*a = (struct act_q16){ .q = q, .d = d, .cols = cols };
+}
+
+static int act_q16_prepare(const struct kernels_ops *ops, struct act_q16 *a, const float *x, int64_t n,
+			   int64_t cols)
+{
+	size_t runs = (size_t)(n * cols / 32);
+	float *d = act_buffer_get(runs * sizeof(float) + (size_t)(n * cols) * sizeof(int16_t));
+	if (!d)
+		return -ENOMEM;
+	act_q16_quantize(ops, a, (int16_t *)(d + runs), d, x, n, cols);
+	return 0;
+}
+
 struct rows_job {
 	kernel_rows_fn fn;
-	kernel_rows_q8_fn fn_q8;      /* set: quantized activations in xq */
+	kernel_rows_q8_fn fn_q8;      /* set: int8 activations in xq */
+	kernel_rows_q16_fn fn_q16;    /* set: int16 activations in xq16 */
 	float *out;
 	const struct qmatrix *m;
 	const float *x;
 	struct act_q8 xq;
+	struct act_q16 xq16;
 	int64_t n;
 	int64_t rows_per_task;
 	int64_t tokens_per_block;
@@ -197,6 +232,10 @@ static void rows_job_run(void *ctx, int task, int thread)
 				.pairs = pairs,
 			};
 			job->fn_q8(out, job->m->rows, job->m, &xt, nt, begin, end);
+		} else if (job->fn_q16) {
+			struct act_q16 xt = { .q = job->xq16.q + t * cols, .d = job->xq16.d + t * (cols / 32),
+					      .cols = cols };
+			job->fn_q16(out, job->m->rows, job->m, &xt, nt, begin, end);
 		} else {
 			job->fn(out, job->m->rows, job->m, job->x + t * cols, nt, begin, end);
 		}
@@ -214,9 +253,11 @@ static void rows_job_dispatch(struct threadpool *pool, float *out, const struct 
 		.x = x,
 		.n = n,
 	};
-	if ((atomic_load(&act_types) & (1u << m->type)) && ops->rows_q8[m->type] &&
-	    act_q8_prepare(ops, &job.xq, x, n, m->cols) == 0)
+	unsigned act = act_of(m->type);
+	if (act == ACT_Q8 && ops->rows_q8[m->type] && act_q8_prepare(ops, &job.xq, x, n, m->cols) == 0)
 		job.fn_q8 = ops->rows_q8[m->type];
+	else if (act == ACT_Q16 && m->type == QUANT_INT8 && act_q16_prepare(ops, &job.xq16, x, n, m->cols) == 0)
+		job.fn_q16 = ops->rows_q16;
 	job.tokens_per_block = TOKEN_BLOCK_BYTES / (m->cols * (int64_t)sizeof(float));
 	if (job.tokens_per_block < 4)
 		job.tokens_per_block = 4;

@@ -3,8 +3,8 @@
  *
  * Every kernel has a plain scalar version (the reference) and, where it pays,
  * AVX2 and AVX-512 versions chosen once at run time from CPUID (see cpu.h).
- * Activations are f32, except that int4 (and on request int8) weights meet
- * them quantized to int8 (kernels_set_activations). Two rules keep results
+ * Activations are f32, except that int4 and int8 weights meet them
+ * quantized to int8 / int16 (kernels_set_activations). Two rules keep results
  * reproducible:
  *  - each output element is reduced by one thread in a fixed order, so the
  *    result does not depend on the thread count;
@@ -22,16 +22,17 @@ struct threadpool;
 /* How int8 and int4 weights meet their activations, for the whole process
  * (set before the first forward pass; f32 and bf16 weights always take f32).
  * A weight either is dequantized, w = q * scale, and multiplied with the f32
- * activations, or meets int8 activations: each token's activations quantized
- * per run of 32 inputs (scale max|x| / 127, rounded to nearest), the products
- * of a run summed exactly in integers and scaled by the two scales, the way
- * llama.cpp's Q4_0 / Q8_0 kernels work: several times less arithmetic per
- * weight, and the same bits at every SIMD level.
- *   "auto"  int4 weights take int8 activations, int8 weights f32 (the
- *           default: int8 activations on int8 weights cost 2-12x their KL to
- *           the f32 model, on int4 weights under a tenth more; test_forward);
- *   "int8"  both take int8 activations;
- *   "f32"   neither does.
+ * activations, or meets the token's activations quantized per run of 32
+ * inputs (scale max|x| / 127 for int8, / 32767 for int16, rounded to
+ * nearest even), the products of a run summed exactly in integers and
+ * scaled by the two scales: the way llama.cpp's Q4_0 / Q8_0 kernels work,
+ * several times less arithmetic per weight, and the same bits at every SIMD
+ * level.
+ *   "auto"  int4 weights meet int8 activations, int8 weights int16 (the
+ *           default: within 1.1x of the f32 path's KL to the f32 model on
+ *           every fixture family; test_forward);
+ *   "int8"  both meet int8 activations (on int8 weights 2-12x their KL);
+ *   "f32"   neither is quantized.
  * All are deterministic and independent of threads and batch;
  * kernels_set_activations returns -EINVAL for any other name. */
 int kernels_set_activations(const char *name);

@@ -91,11 +91,43 @@ void act_q8_quantize(const struct kernels_ops *ops, struct act_q8 *a, int8_t *q,
  * vector conversion does), so every level writes the same bytes. */
 typedef float (*act_q8_run_fn)(int8_t *lo, int8_t *hi, const float *x);
 
+/* A token's activations quantized to int16 for int8 weights: per run of 32
+ * inputs, d = max|x| / 32767 (0 for an all-zero run; NaN, with q = 0, for a
+ * run holding a NaN or an infinity) and q = round(x / d) in natural order.
+ * Token t of n starts at q + t * cols, d + t * cols / 32. */
+struct act_q16 {
+	const int16_t *q;
+	const float *d;
+	int64_t cols;
+};
+
+/* As kernel_rows_fn, for int8 matrices against int16 activations. The fixed
+ * sequence, the same at every level: run k's eight lanes, lane l the exact
+ * integer sum over inputs 2l, 2l + 1, 16 + 2l, 17 + 2l of w * q (below 2^24,
+ * so exact in f32 too), go into accumulator k % 2 as fmaf(scale_w * d_k,
+ * (float)lane, acc); then a[l] = acc0[l] + acc1[l] and the result is
+ * ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
+typedef void (*kernel_rows_q16_fn)(float *out, int64_t out_stride, const struct qmatrix *m,
+				   const struct act_q16 *x, int64_t n, int64_t row_begin,
+				   int64_t row_end);
+
+/* One run of 32 inputs x to int16 q[32]; returns its d (rounding to
+ * nearest even, as for act_q8_run_fn). */
+typedef float (*act_q16_run_fn)(int16_t *q, const float *x);
+
+/* Quantizes n tokens of cols activations (cols % 32 == 0) into q[n * cols]
+ * and d[n * cols / 32] with ops's act_q16_run and points a at them. */
+struct kernels_ops;
+void act_q16_quantize(const struct kernels_ops *ops, struct act_q16 *a, int16_t *q, float *d,
+		      const float *x, int64_t n, int64_t cols);
+
 struct kernels_ops {
 	const char *name;
 	kernel_rows_fn rows[4]; /* indexed by enum quant_type */
 	kernel_rows_q8_fn rows_q8[4]; /* QUANT_INT8 and QUANT_INT4 only */
 	act_q8_run_fn act_q8_run;
+	kernel_rows_q16_fn rows_q16;   /* QUANT_INT8 */
+	act_q16_run_fn act_q16_run;
 	float (*dot_f32)(const float *a, const float *b, int64_t n);
 	void (*axpy_f32)(float *out, float a, const float *x, int64_t n);
 };
@@ -111,6 +143,9 @@ void avx2_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const st
 void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
 		       int64_t n, int64_t row_begin, int64_t row_end);
 float avx2_act_q8_run(int8_t *lo, int8_t *hi, const float *x);
+void avx2_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x,
+			int64_t n, int64_t row_begin, int64_t row_end);
+float avx2_act_q16_run(int16_t *q, const float *x);
 
 /* Table of a level; the caller must know the machine supports it. */
 const struct kernels_ops *kernels_ops_for(enum cpu_simd level);

@@ -298,6 +298,80 @@ void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const st
 	avx2_rows_q8(out, os, m, x, n, row_begin, row_end, 1);
 }
 
+/* Row r of an int8 matrix against token t's int16 activations, in the
+ * sequence kernels_internal.h fixes for kernel_rows_q16_fn. */
+AVX2_INLINE void avx2_q16_row(float *out, const struct qmatrix *m, int64_t r, const struct act_q16 *x,
+			      int64_t t)
+{
+	int64_t cols = m->cols, group = m->group, n_groups = cols / group, runs = cols / 32;
+	int64_t runs_per_group = group / 32;
+	const int8_t *q = (const int8_t *)m->data + r * cols;
+	const float *s = m->scales + r * n_groups;
+	const int16_t *xq = x->q + t * cols;
+	const float *xd = x->d + t * runs;
+	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+	int64_t g = 0, in_group = 0;
+	for (int64_t k = 0; k < runs; k += 2) {
+		_mm_prefetch((const char *)(q + cols + 32 * k), _MM_HINT_T0);
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			if (h == 1 && k + 1 == runs)
+				break;
+			int64_t c = 32 * (k + h);
+			__m256i wlo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c)));
+			__m256i whi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c + 16)));
+			__m256i p = _mm256_add_epi32(
+				_mm256_madd_epi16(wlo, _mm256_loadu_si256((const __m256i *)(xq + c))),
+				_mm256_madd_epi16(whi, _mm256_loadu_si256((const __m256i *)(xq + c + 16))));
+			__m256 d = _mm256_mul_ps(_mm256_broadcast_ss(s + g), _mm256_broadcast_ss(xd + k + h));
+			acc[h] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[h]);
+			if (++in_group == runs_per_group) {
+				in_group = 0;
+				g++;
+			}
+		}
+	}
+	*out = avx2_hsum(_mm256_add_ps(acc[0], acc[1]));
+}
+
+void avx2_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x,
+			int64_t n, int64_t row_begin, int64_t row_end)
+{
+	for (int64_t r = row_begin; r < row_end; r++)
+		for (int64_t t = 0; t < n; t++)
+			avx2_q16_row(out + t * os + r, m, r, x, t);
+}
+
+float avx2_act_q16_run(int16_t *q, const float *x)
+{
+	const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+	__m256 v[4];
+	__m256i m = _mm256_setzero_si256();
+	for (int j = 0; j < 4; j++) {
+		v[j] = _mm256_loadu_ps(x + 8 * j);
+		m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[j]), abs_mask));
+	}
+	__m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+	uint32_t amax_bits = (uint32_t)_mm_cvtsi128_si32(h);
+	if (amax_bits >= 0x7f800000u || amax_bits == 0) {
+		_mm256_storeu_si256((__m256i *)q, _mm256_setzero_si256());
+		_mm256_storeu_si256((__m256i *)(q + 16), _mm256_setzero_si256());
+		return amax_bits ? NAN : 0.0f;
+	}
+	float amax = _mm_cvtss_f32(_mm_castsi128_ps(h));
+	__m256 inv = _mm256_set1_ps(32767.0f / amax);
+	for (int j = 0; j < 2; j++) {
+		__m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(v[2 * j], inv));
+		__m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(v[2 * j + 1], inv));
+		/* packs works per 128-bit half: a0-3 b0-3 | a4-7 b4-7; restore order. */
+		__m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);
+		_mm256_storeu_si256((__m256i *)(q + 16 * j), p);
+	}
+	return amax / 32767.0f;
+}
+
 float avx2_act_q8_run(int8_t *lo, int8_t *hi, const float *x)
 {
 	const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
@@ -362,6 +436,8 @@ const struct kernels_ops kernels_ops_avx2 = {
 		[QUANT_INT4] = avx2_rows_q8_int4,
 	},
 	.act_q8_run = avx2_act_q8_run,
+	.rows_q16 = avx2_rows_q16_int8,
+	.act_q16_run = avx2_act_q16_run,
 	.dot_f32 = avx2_dot_f32,
 	.axpy_f32 = avx2_axpy_f32,
 };

@@ -289,6 +289,8 @@ const struct kernels_ops kernels_ops_avx512 = {
 		[QUANT_INT4] = avx2_rows_q8_int4,
 	},
 	.act_q8_run = avx2_act_q8_run,
+	.rows_q16 = avx2_rows_q16_int8,
+	.act_q16_run = avx2_act_q16_run,
 	.dot_f32 = avx512_dot_f32,
 	.axpy_f32 = avx512_axpy_f32,
 };

@@ -164,6 +164,56 @@ static float scalar_act_q8_run(int8_t *lo, int8_t *hi, const float *x)
 	return amax / 127.0f;
 }
 
+static void scalar_rows_q16_int8(float *out, int64_t out_stride, const struct qmatrix *m,
+				 const struct act_q16 *x, int64_t n, int64_t row_begin, int64_t row_end)
+{
+	int64_t cols = m->cols, group = m->group, n_groups = cols / group;
+	for (int64_t r = row_begin; r < row_end; r++) {
+		const int8_t *q = (const int8_t *)m->data + r * cols;
+		const float *s = m->scales + r * n_groups;
+		for (int64_t t = 0; t < n; t++) {
+			const int16_t *xq = x->q + t * cols;
+			const float *xd = x->d + t * (cols / 32);
+			float acc[2][8] = { { 0 } };
+			for (int64_t k = 0; k < cols / 32; k++) {
+				const int8_t *w = q + 32 * k;
+				const int16_t *v = xq + 32 * k;
+				float d = s[32 * k / group] * xd[k];
+				for (int l = 0; l < 8; l++) {
+					int32_t lane = w[2 * l] * v[2 * l] + w[2 * l + 1] * v[2 * l + 1] +
+						       w[16 + 2 * l] * v[16 + 2 * l] + w[17 + 2 * l] * v[17 + 2 * l];
+					acc[k % 2][l] = fmaf(d, (float)lane, acc[k % 2][l]);
+				}
+			}
+			float a[8];
+			for (int l = 0; l < 8; l++)
+				a[l] = acc[0][l] + acc[1][l];
+			out[t * out_stride + r] = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+		}
+	}
+}
+
+static float scalar_act_q16_run(int16_t *q, const float *x)
+{
+	uint32_t amax_bits = 0;
+	for (int i = 0; i < 32; i++) {
+		uint32_t u;
+		memcpy(&u, &x[i], 4);
+		u &= 0x7fffffffu;
+		amax_bits = u > amax_bits ? u : amax_bits;
+	}
+	if (amax_bits >= 0x7f800000u || amax_bits == 0) {
+		memset(q, 0, 32 * sizeof *q);
+		return amax_bits ? NAN : 0.0f;
+	}
+	float amax;
+	memcpy(&amax, &amax_bits, 4);
+	float inv = 32767.0f / amax;
+	for (int i = 0; i < 32; i++)
+		q[i] = (int16_t)rintf(x[i] * inv);
+	return amax / 32767.0f;
+}
+
 const struct kernels_ops kernels_ops_scalar = {
 	.name = "scalar",
 	.rows = {
@@ -177,6 +227,8 @@ const struct kernels_ops kernels_ops_scalar = {
 		[QUANT_INT4] = scalar_rows_q8_int4,
 	},
 	.act_q8_run = scalar_act_q8_run,
+	.rows_q16 = scalar_rows_q16_int8,
+	.act_q16_run = scalar_act_q16_run,
 	.dot_f32 = scalar_dot_f32,
 	.axpy_f32 = scalar_axpy_f32,
 };

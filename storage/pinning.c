@@ -38,7 +38,8 @@ int pinning_start(struct pinning *p, const struct pinning_target *t, bool enable
 	const struct expert_store_stats *st = expert_store_stats(p->t.store);
 	for (int c = 0; enabled && c < st->n_classes && c < EXPERT_CLASSES_MAX; c++) {
 		int spare = st->classes[c].n_frames - p->t.max_per_step;
-		p->class_cap[c] = spare > 0 ? spare / 2 : 0;
+		int every = st->classes[c].n_layers * p->t.n_experts;
+		p->class_cap[c] = st->classes[c].n_frames >= every ? spare : spare > 0 ? spare / 2 : 0;
 		p->cap += p->class_cap[c];
 	}
 	p->pins = calloc((size_t)p->cap + 1, sizeof *p->pins);

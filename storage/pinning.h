@@ -41,7 +41,10 @@ struct pinning {
 /* Loads the sidecar and, when enabled (not --no-pin), pins the hottest
  * experts into at most half of each frame class's frames beyond one step's
  * need (so a class of max_per_step frames, such as an MTP layer's, gets
- * none). A pin set the store refuses is a warning, not a failure. */
+ * none); a class with a frame for every expert of its layers (the model in
+ * RAM) pins all its frames but one step's need, since nothing would evict
+ * them anyway: a run then starts warm, missing at most the few coldest. A
+ * pin set the store refuses is a warning, not a failure. */
 int pinning_start(struct pinning *p, const struct pinning_target *t, bool enabled);
 
 /* Between steps: swaps at most max_swaps of the coldest pinned experts for

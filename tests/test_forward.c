@@ -316,9 +316,9 @@ static void check_lossy(const char *name, const char *quant, double kl_max, doub
 	cr_expect_geq(top1, top1_min, "%s/%s: top-1 agreement %.3f < %.3f", name, quant, top1, top1_min);
 }
 
-/* int8 activations where the default takes them (int4 weights; int8 weights
- * keep f32) may cost at most a tenth more KL than f32 activations with the
- * same quantized weights. */
+/* The default activations (int8 for int4 weights, int16 for int8 weights)
+ * may cost at most a tenth more KL than f32 activations with the same
+ * quantized weights. */
 static void check_activations(const char *name, const char *quant)
 {
 	char m32[4200], mq[4200];
@@ -340,6 +340,7 @@ Test(forward, int8_activations_within_a_tenth_of_f32)
 	static const char *const names[] = { "olmoe", "qwen3_moe", "mixtral", "deepseek_v3", "qwen3_5_moe",
 					     "qwen3_next" };
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		check_activations(names[i], "int8");
 		check_activations(names[i], "int4");
 		check_activations(names[i], "int4 --dense-quant int4");
 	}

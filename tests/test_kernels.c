@@ -10,6 +10,8 @@
  *  - matmul row t bit-identical to matvec on token t, per level;
  *  - public matvec/matmul bit-identical with no pool and pools of 1, 2, 3,
  *    with f32 and with int8 activations;
+ *  - int16 activations for int8 weights: every level bit-identical to
+ *    scalar and within the activations' rounding;
  *  - int8 activations: the quantizer's rounding bound, the scalar q8 dot
  *    products against this file's exact integer sums, every level bit-identical
  *    to scalar, the error of the whole path within what the activations'
@@ -454,7 +456,63 @@ Test(kernels, act_q8_run_levels_identical)
 				  ops->name, k, d1, d0);
 			cr_assert_eq(memcmp(lo[0], lo[1], 16), 0, "%s run %d: low half", ops->name, k);
 			cr_assert_eq(memcmp(hi[0], hi[1], 16), 0, "%s run %d: high half", ops->name, k);
+			int16_t w[2][32];
+			d0 = kernels_ops_scalar.act_q16_run(w[0], x);
+			d1 = ops->act_q16_run(w[1], x);
+			cr_assert(memcmp(&d0, &d1, 4) == 0 || (isnan(d0) && isnan(d1)), "%s run %d: int16 d %g vs %g",
+				  ops->name, k, d1, d0);
+			cr_assert_eq(memcmp(w[0], w[1], sizeof w[0]), 0, "%s run %d: int16 q", ops->name, k);
+			for (int i = 0; i < 32 && isfinite(d0) && d0 > 0; i++)
+				cr_assert_leq(fabs(x[i] - (double)d0 * w[0][i]), 0.5001 * d0, "run %d input %d", k, i);
 			free(x);
+		}
+	}
+}
+
+/* int8 weights against int16 activations: every level writes the scalar
+ * bits, within the activations' rounding of the exact product. */
+Test(kernels, q16_levels_bit_identical_and_bounded)
+{
+	for (enum cpu_simd level = CPU_SIMD_SCALAR; level <= cpu_simd_supported(); level++) {
+		const struct kernels_ops *ops = kernels_ops_for(level);
+		for (unsigned s = 0; s < N_SHAPES; s++) {
+			const struct shape *sh = &shapes[s];
+			if (sh->type != QUANT_INT8)
+				continue;
+			struct tmat t;
+			tmat_make(&t, sh->type, sh->rows, sh->cols, sh->group, 800 + s);
+			int64_t n = 1 + s % 7;
+			float *x = rand_vec(n * sh->cols, 71 + s);
+			int16_t *q = malloc(sizeof(int16_t) * n * sh->cols);
+			float *d = malloc(sizeof(float) * n * sh->cols / 32);
+			struct act_q16 a;
+			act_q16_quantize(&kernels_ops_scalar, &a, q, d, x, n, sh->cols);
+			float *got = malloc(sizeof(float) * n * sh->rows);
+			float *want = malloc(sizeof(float) * n * sh->rows);
+			ops->rows_q16(got, sh->rows, &t.m, &a, n, 0, sh->rows);
+			kernels_ops_scalar.rows_q16(want, sh->rows, &t.m, &a, n, 0, sh->rows);
+			cr_assert_eq(memcmp(got, want, sizeof(float) * n * sh->rows), 0,
+				     "%s q16 %ldx%ld differs from scalar", ops->name, (long)sh->rows, (long)sh->cols);
+			for (int64_t tok = 0; tok < n; tok++)
+				for (int64_t r = 0; r < sh->rows; r++) {
+					const float *xt = x + tok * sh->cols;
+					double exact = 0, bound = 0;
+					for (int64_t c = 0; c < sh->cols; c++) {
+						double w = t.deq[r * sh->cols + c];
+						exact += w * xt[c];
+						bound += fabs(w) * d[tok * (sh->cols / 32) + c / 32] * 0.5;
+					}
+					bound = bound * 1.001 + 1e-5 * row_abs(&t, r, xt) + 1e-30;
+					cr_assert_leq(fabs(got[tok * sh->rows + r] - exact), bound,
+						      "%s q16 tok %ld row %ld: %.9g vs %.9g", ops->name, (long)tok,
+						      (long)r, got[tok * sh->rows + r], exact);
+				}
+			free(got);
+			free(want);
+			free(q);
+			free(d);
+			free(x);
+			tmat_free(&t);
 		}
 	}
 }

@@ -8,10 +8,13 @@
  * takes --tokens; tokenize/detokenize round-trip through the container;
  * a DeepSeek-V3 int4 container with its int8 MTP layer opens two frame
  * classes, top_k frames each at --ram min (within the budget, drafting)
- * and a frame per expert when everything fits, with the same greedy text.
+ * and a frame per expert when everything fits, with the same greedy text;
+ * with a frame for every expert, a second run pins all the first one used
+ * and misses nothing.
  */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <math.h>
 
 #include "tests/test_util.h"
 
@@ -263,6 +266,45 @@ Test(run, stats_window_puts_the_startup_apart)
 	char *err = tu_read(path, NULL);
 	cr_expect(err && strstr(err, "start-up (before that): resident weights"), "no start-up line: %s", err);
 	free(err);
+}
+
+/* A budget with a frame for every expert pins all the frames but one
+ * step's need with the experts the earlier run used: the same run again
+ * starts warm and misses only the coldest few, with the same tokens. */
+Test(run, model_in_ram_starts_warm)
+{
+	char hf[PATH_MAX + 16], path[4400], args[8192];
+	snprintf(hf, sizeof hf, "%s/hf/qwen3_moe", tu_fixtures());
+	snprintf(model, sizeof model, "%s/warm-int4", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet '%s' '%s'", tu_colibri(), hf, model), 0);
+	char *out[2];
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 24 --temp 0 --draft 0 "
+			 "--stats-json '%s/warm%d.json'", model, scratch, i);
+		out[i] = run_out("warm", args);
+	}
+	cr_expect_str_eq(out[1], out[0], "the warm run generated other tokens");
+	double used = 0, pins, misses, spare = 0;
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof path, "%s/warm%d.json", scratch, i);
+		char *js = tu_read(path, NULL);
+		cJSON *j = cJSON_Parse(js ? js : "");
+		cr_assert_not_null(j, "no stats json");
+		const cJSON *cl = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "frame_classes"), 0);
+		cr_assert_geq(json_num(cl, "frames"), json_num(cl, "layers") * 8, "the budget does not hold every expert");
+		if (i == 0) {
+			used = json_num(j, "expert_misses"); /* cold: each used expert missed once */
+			spare = json_num(cl, "frames") - 2;  /* one step: top-2 of one layer */
+		}
+		pins = json_num(j, "startup_pinned_experts");
+		misses = json_num(j, "expert_misses");
+		cJSON_Delete(j);
+		free(js);
+		free(out[i]);
+	}
+	cr_expect_gt(used, 8, "the first run used too few experts to tell");
+	cr_expect_eq(pins, fmin(used, spare), "the warm run pinned %.0f of the %.0f experts used before", pins, used);
+	cr_expect_eq(misses, used - pins, "the warm run missed %.0f experts, %.0f unpinned", misses, used - pins);
 }
 
 /* Prefetch reads start only while recent predictions are precise: on the
