@@ -47,47 +47,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_lib  # noqa: E402
+import decode_runs  # noqa: E402
 
 CGROUP_DIR = "/sys/fs/cgroup/memory/colibri-vs-llama"
 CAPS = {"2G": (2 << 30, "1536M"), "1G": (1 << 30, "900M")}
 
 
-class Cgroup:
-    """A cgroup v1 memory group with a limit; the child joins it before exec."""
-
-    def __init__(self, limit):
-        self.limit = limit
-
-    def __enter__(self):
-        self._remove()
-        os.mkdir(CGROUP_DIR)
-        with open(os.path.join(CGROUP_DIR, "memory.limit_in_bytes"), "w") as f:
-            f.write("%d\n" % self.limit)
-        return self
-
-    def join(self):
-        with open(os.path.join(CGROUP_DIR, "cgroup.procs"), "w") as f:
-            f.write("%d\n" % os.getpid())
-
-    @staticmethod
-    def _remove():
-        if not os.path.isdir(CGROUP_DIR):
-            return
-        with open(os.path.join(CGROUP_DIR, "cgroup.procs")) as f:
-            for pid in f.read().split():
-                with open("/sys/fs/cgroup/memory/cgroup.procs", "w") as g:
-                    g.write(pid + "\n")
-        for _ in range(50):
-            try:
-                os.rmdir(CGROUP_DIR)
-                return
-            except OSError:
-                time.sleep(0.1)
-        os.rmdir(CGROUP_DIR)
-
-    def __exit__(self, *exc):
-        self._remove()
-        return False
+def cgroup(limit):
+    """decode_runs' cgroup v1 memory group, under this benchmark's own name."""
+    cg = decode_runs.Cgroups(limit)
+    cg.dir = CGROUP_DIR
+    return cg
 
 
 def fio(files, bs, seconds):
@@ -150,42 +120,38 @@ def llama_decode(args, gguf, sampled, cap, tokens):
     return r
 
 
-def colibri_decode(args, ctr, sampled, cap, ram, tokens, scratch):
+def colibri_run(args, ctr, cap, ram, scratch, extra, rate, shown=None):
+    """colibri run on ctr with the arguments extra, from the page cache
+    (--no-direct) without a budget, else with --ram; rate: the --stats-json
+    field that is the result's tok/s. shown: argv as reported (a long
+    prompt elided)."""
     js = os.path.join(scratch, "colibri-stats.json")
-    argv = [args.colibri, "run", "--model", ctr, "--tokens", "1000", "-n", str(tokens), "--threads",
-            str(args.threads), "--stats-json", js, "--seed", "1", "--temp", "0.8" if sampled else "0"]
+    argv = [args.colibri, "run", "--model", ctr, "--threads", str(args.threads), "--stats-json", js] + extra
     argv += ["--ram", ram] if ram else ["--no-direct"]
     r = run(argv, cap)
-    tail = r["out"][-2000:]
-    r.pop("out")
-    r.update(engine="colibri", argv=argv, tokens=tokens)
+    tail = r.pop("out")[-2000:]
+    r.update(engine="colibri", argv=shown(argv) if shown else argv)
     if r["rc"] != 0:
         r["error"] = tail
         return r
-    s = bench_lib.read_json(js)
-    r["stats"] = s
-    r["tok_s"] = s.get("decode_tok_s")
+    r["stats"] = bench_lib.read_json(js)
+    r["tok_s"] = r["stats"].get(rate)
+    return r
+
+
+def colibri_decode(args, ctr, sampled, cap, ram, tokens, scratch):
+    r = colibri_run(args, ctr, cap, ram, scratch, ["--tokens", "1000", "-n", str(tokens), "--seed", "1",
+                                                   "--temp", "0.8" if sampled else "0"], "decode_tok_s")
+    r["tokens"] = tokens
     return r
 
 
 def colibri_prefill(args, ctr, cap, ram, n, scratch):
     rng = random.Random(7)
     ids = ",".join(str(rng.randrange(1000, 40000)) for _ in range(n))
-    js = os.path.join(scratch, "colibri-pp.json")
-    argv = [args.colibri, "run", "--model", ctr, "--tokens", ids, "-n", "1", "--threads", str(args.threads),
-            "--stats-json", js, "--temp", "0", "--ctx", str(n + 8)]
-    argv += ["--ram", ram] if ram else ["--no-direct"]
-    r = run(argv, cap)
-    tail = r["out"][-2000:]
-    r.pop("out")
-    r.update(engine="colibri", argv=["(%d prompt ids)" % n if a == ids else a for a in argv])
-    if r["rc"] != 0:
-        r["error"] = tail
-        return r
-    s = bench_lib.read_json(js)
-    r["stats"] = s
-    r["tok_s"] = s.get("prompt_tok_s")
-    return r
+    return colibri_run(args, ctr, cap, ram, scratch,
+                       ["--tokens", ids, "-n", "1", "--temp", "0", "--ctx", str(n + 8)], "prompt_tok_s",
+                       lambda argv: ["(%d prompt ids)" % n if a == ids else a for a in argv])
 
 
 PROMPT_RE = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
@@ -274,7 +240,7 @@ def main():
                     bench_lib.drop_caches()
                     if os.path.exists(os.path.join(pair["ctr"], "usage.json")):
                         os.unlink(os.path.join(pair["ctr"], "usage.json"))
-                    with Cgroup(limit) as cg:
+                    with cgroup(limit) as cg:
                         r = (llama_decode(args, pair["gguf"], sampled, cg, args.tokens) if engine == "llama.cpp"
                              else colibri_decode(args, pair["ctr"], sampled, cg, ram, args.tokens, scratch))
                 else:
@@ -324,7 +290,7 @@ def main():
                 for engine in ("llama.cpp", "colibri"):
                     if cap_name:
                         bench_lib.drop_caches()
-                        with Cgroup(limit) as cg:
+                        with cgroup(limit) as cg:
                             r = (llama_prefill(args, pair["gguf"], cg, args.pp) if engine == "llama.cpp"
                                  else colibri_prefill(args, pair["ctr"], cg, ram, args.pp, scratch))
                     else:

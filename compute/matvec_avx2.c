@@ -15,6 +15,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "compute/kernels_internal.h"
 
@@ -298,6 +299,23 @@ void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const st
 	avx2_rows_q8(out, os, m, x, n, row_begin, row_end, 1);
 }
 
+/* Loads a run of 32 inputs into v and returns the bits of max|x| (as
+ * integers, the order of non-negative floats; 0x7f800000 and above: an
+ * infinity or a NaN). */
+AVX2_INLINE uint32_t avx2_run_amax_bits(__m256 v[4], const float *x)
+{
+	const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+	__m256i m = _mm256_setzero_si256();
+	for (int j = 0; j < 4; j++) {
+		v[j] = _mm256_loadu_ps(x + 8 * j);
+		m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[j]), abs_mask));
+	}
+	__m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
+	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
+	return (uint32_t)_mm_cvtsi128_si32(h);
+}
+
 /* Row r of an int8 matrix against token t's int16 activations, in the
  * sequence kernels_internal.h fixes for kernel_rows_q16_fn. */
 AVX2_INLINE void avx2_q16_row(float *out, const struct qmatrix *m, int64_t r, const struct act_q16 *x,
@@ -344,23 +362,15 @@ void avx2_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const s
 
 float avx2_act_q16_run(int16_t *q, const float *x)
 {
-	const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
 	__m256 v[4];
-	__m256i m = _mm256_setzero_si256();
-	for (int j = 0; j < 4; j++) {
-		v[j] = _mm256_loadu_ps(x + 8 * j);
-		m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[j]), abs_mask));
-	}
-	__m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-	uint32_t amax_bits = (uint32_t)_mm_cvtsi128_si32(h);
+	uint32_t amax_bits = avx2_run_amax_bits(v, x);
 	if (amax_bits >= 0x7f800000u || amax_bits == 0) {
 		_mm256_storeu_si256((__m256i *)q, _mm256_setzero_si256());
 		_mm256_storeu_si256((__m256i *)(q + 16), _mm256_setzero_si256());
 		return amax_bits ? NAN : 0.0f;
 	}
-	float amax = _mm_cvtss_f32(_mm_castsi128_ps(h));
+	float amax;
+	memcpy(&amax, &amax_bits, 4);
 	__m256 inv = _mm256_set1_ps(32767.0f / amax);
 	for (int j = 0; j < 2; j++) {
 		__m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(v[2 * j], inv));
@@ -374,23 +384,15 @@ float avx2_act_q16_run(int16_t *q, const float *x)
 
 float avx2_act_q8_run(int8_t *lo, int8_t *hi, const float *x)
 {
-	const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
 	__m256 v[4];
-	__m256i m = _mm256_setzero_si256();
-	for (int j = 0; j < 4; j++) {
-		v[j] = _mm256_loadu_ps(x + 8 * j);
-		m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[j]), abs_mask));
-	}
-	__m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4e));
-	h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xb1));
-	uint32_t amax_bits = (uint32_t)_mm_cvtsi128_si32(h);
+	uint32_t amax_bits = avx2_run_amax_bits(v, x);
 	if (amax_bits >= 0x7f800000u || amax_bits == 0) { /* an infinity or a NaN; all zero */
 		_mm_storeu_si128((__m128i *)lo, _mm_setzero_si128());
 		_mm_storeu_si128((__m128i *)hi, _mm_setzero_si128());
 		return amax_bits ? NAN : 0.0f;
 	}
-	float amax = _mm_cvtss_f32(_mm_castsi128_ps(h));
+	float amax;
+	memcpy(&amax, &amax_bits, 4);
 	__m256 inv = _mm256_set1_ps(127.0f / amax);
 	__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], inv));
 	__m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], inv));

@@ -140,7 +140,9 @@ static void scalar_rows_q8_int4(float *out, int64_t out_stride, const struct qma
 	scalar_rows_q8(out, out_stride, m, x, n, row_begin, row_end, 1);
 }
 
-static float scalar_act_q8_run(int8_t *lo, int8_t *hi, const float *x)
+/* The bits of max|x| over a run of 32 inputs, as integers (the order of
+ * non-negative floats; 0x7f800000 and above: an infinity or a NaN). */
+static uint32_t scalar_run_amax_bits(const float *x)
 {
 	uint32_t amax_bits = 0;
 	for (int i = 0; i < 32; i++) {
@@ -149,6 +151,12 @@ static float scalar_act_q8_run(int8_t *lo, int8_t *hi, const float *x)
 		u &= 0x7fffffffu;
 		amax_bits = u > amax_bits ? u : amax_bits;
 	}
+	return amax_bits;
+}
+
+static float scalar_act_q8_run(int8_t *lo, int8_t *hi, const float *x)
+{
+	uint32_t amax_bits = scalar_run_amax_bits(x);
 	if (amax_bits >= 0x7f800000u || amax_bits == 0) { /* an infinity or a NaN; all zero */
 		memset(lo, 0, 16);
 		memset(hi, 0, 16);
@@ -195,13 +203,7 @@ static void scalar_rows_q16_int8(float *out, int64_t out_stride, const struct qm
 
 static float scalar_act_q16_run(int16_t *q, const float *x)
 {
-	uint32_t amax_bits = 0;
-	for (int i = 0; i < 32; i++) {
-		uint32_t u;
-		memcpy(&u, &x[i], 4);
-		u &= 0x7fffffffu;
-		amax_bits = u > amax_bits ? u : amax_bits;
-	}
+	uint32_t amax_bits = scalar_run_amax_bits(x);
 	if (amax_bits >= 0x7f800000u || amax_bits == 0) {
 		memset(q, 0, 32 * sizeof *q);
 		return amax_bits ? NAN : 0.0f;

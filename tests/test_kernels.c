@@ -383,6 +383,29 @@ Test(kernels, q8_scalar_matches_integer_reference)
 	}
 }
 
+/* got[n, rows] of t against x[n, cols] is within what rounding the
+ * activations to multiples of their run's scale drun[n, cols / 32] allows:
+ * sum over inputs of |w| * d / 2, plus float noise. */
+static void check_rounding_bound(const char *level, const struct tmat *t, const float *x, int64_t n,
+				 const float *got, const float *drun)
+{
+	int64_t rows = t->m.rows, cols = t->m.cols;
+	for (int64_t tok = 0; tok < n; tok++)
+		for (int64_t r = 0; r < rows; r++) {
+			const float *xt = x + tok * cols;
+			double exact = 0, bound = 0;
+			for (int64_t c = 0; c < cols; c++) {
+				double w = t->deq[r * cols + c];
+				exact += w * xt[c];
+				bound += fabs(w) * drun[tok * (cols / 32) + c / 32] * 0.5;
+			}
+			bound = bound * 1.001 + 1e-5 * row_abs(t, r, xt) + 1e-30;
+			cr_assert_leq(fabs(got[tok * rows + r] - exact), bound, "%s %s %ldx%ld tok %ld row %ld: %.9g vs %.9g",
+				      level, quant_type_name(t->m.type), (long)rows, (long)cols, (long)tok, (long)r,
+				      got[tok * rows + r], exact);
+		}
+}
+
 /* Every level's q8 rows write the scalar bits, for ragged row counts and 1..7
  * tokens, and the whole path stays within the activations' rounding. */
 Test(kernels, q8_levels_bit_identical_and_bounded)
@@ -406,21 +429,12 @@ Test(kernels, q8_levels_bit_identical_and_bounded)
 			cr_assert_eq(memcmp(got, want, sizeof(float) * n * sh->rows), 0,
 				     "%s q8 %s %ldx%ld differs from scalar", ops->name,
 				     quant_type_name(sh->type), (long)sh->rows, (long)sh->cols);
+			float *drun = malloc(sizeof(float) * n * sh->cols / 32);
 			for (int64_t tok = 0; tok < n; tok++)
-				for (int64_t r = 0; r < sh->rows; r++) {
-					const float *xt = x + tok * sh->cols;
-					double exact = 0, bound = 0;
-					for (int64_t c = 0; c < sh->cols; c++) {
-						double w = t.deq[r * sh->cols + c];
-						exact += w * xt[c];
-						bound += fabs(w) * tact_d(&a, tok, c) * 0.5;
-					}
-					bound = bound * 1.001 + 1e-5 * row_abs(&t, r, xt) + 1e-30;
-					cr_assert_leq(fabs(got[tok * sh->rows + r] - exact), bound,
-						      "%s q8 %s tok %ld row %ld: %.9g vs %.9g", ops->name,
-						      quant_type_name(sh->type), (long)tok, (long)r,
-						      got[tok * sh->rows + r], exact);
-				}
+				for (int64_t k = 0; k < sh->cols / 32; k++)
+					drun[tok * (sh->cols / 32) + k] = (float)tact_d(&a, tok, 32 * k);
+			check_rounding_bound(ops->name, &t, x, n, got, drun);
+			free(drun);
 			free(got);
 			free(want);
 			tact_free(&a);
@@ -493,20 +507,7 @@ Test(kernels, q16_levels_bit_identical_and_bounded)
 			kernels_ops_scalar.rows_q16(want, sh->rows, &t.m, &a, n, 0, sh->rows);
 			cr_assert_eq(memcmp(got, want, sizeof(float) * n * sh->rows), 0,
 				     "%s q16 %ldx%ld differs from scalar", ops->name, (long)sh->rows, (long)sh->cols);
-			for (int64_t tok = 0; tok < n; tok++)
-				for (int64_t r = 0; r < sh->rows; r++) {
-					const float *xt = x + tok * sh->cols;
-					double exact = 0, bound = 0;
-					for (int64_t c = 0; c < sh->cols; c++) {
-						double w = t.deq[r * sh->cols + c];
-						exact += w * xt[c];
-						bound += fabs(w) * d[tok * (sh->cols / 32) + c / 32] * 0.5;
-					}
-					bound = bound * 1.001 + 1e-5 * row_abs(&t, r, xt) + 1e-30;
-					cr_assert_leq(fabs(got[tok * sh->rows + r] - exact), bound,
-						      "%s q16 tok %ld row %ld: %.9g vs %.9g", ops->name, (long)tok,
-						      (long)r, got[tok * sh->rows + r], exact);
-				}
+			check_rounding_bound(ops->name, &t, x, n, got, d);
 			free(got);
 			free(want);
 			free(q);
