@@ -199,47 +199,66 @@ static void avx2_rows_int4(float *out, int64_t os, const struct qmatrix *m, cons
 	}
 }
 
-/* Lane sums of pair p of an int8 (is_int4 = 0) or int4 row against the
- * pair's quantized activations xlo, xhi (kernels_internal.h): exact. int4's
- * 32 bytes hold the two runs' low nibbles (inputs 0..15 of each) and high
- * nibbles (16..31), the very order of xlo and xhi; its stored q + 8 is
- * multiplied as is and 8 * the lane's activation sum, x8, taken off. int8
- * gathers its two runs' halves into the same order and multiplies |w| by x
- * with w's sign. last: the pair has one run only. */
-AVX2_INLINE __m256i avx2_q8_pair(const uint8_t *q, int64_t p, __m256i xlo, __m256i xhi, __m256i x8,
-				 const int is_int4, int last)
+/* Pair p of an int8 (is_int4 = 0) or int4 row, decoded once for every token
+ * it meets. int4's 32 bytes hold the two runs' low nibbles (inputs 0..15 of
+ * each) and high nibbles (16..31), the very order of a pair's activations
+ * (kernels_internal.h): lo, hi are the nibbles, stored q + 8. int8 gathers
+ * its two runs' halves into the same order: lo, hi are |w|, slo, shi w (for
+ * the sign). last: the pair has one run only. */
+struct q8_pair {
+	__m256i lo, hi, slo, shi;
+};
+
+AVX2_INLINE struct q8_pair avx2_q8_decode(const uint8_t *q, int64_t p, const int is_int4, int last)
 {
-	const __m256i ones = _mm256_set1_epi16(1);
+	struct q8_pair w;
 	if (is_int4) {
 		__m256i v = last ? _mm256_inserti128_si256(_mm256_setzero_si256(),
 							   _mm_loadu_si128((const __m128i *)(q + 32 * p)), 0)
 				 : _mm256_loadu_si256((const __m256i *)(q + 32 * p));
 		const __m256i mask = _mm256_set1_epi8(0x0f);
-		__m256i lo = _mm256_and_si256(v, mask);
-		__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-		__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
-		return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), x8);
+		w.lo = _mm256_and_si256(v, mask);
+		w.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+		w.slo = w.shi = _mm256_setzero_si256();
+		return w;
 	}
 	__m256i w0 = _mm256_loadu_si256((const __m256i *)(q + 64 * p));
 	__m256i w1 = last ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(q + 64 * p + 32));
-	__m256i wlo = _mm256_permute2x128_si256(w0, w1, 0x20);
-	__m256i whi = _mm256_permute2x128_si256(w0, w1, 0x31);
-	__m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wlo, wlo),
-							     _mm256_sign_epi8(xlo, wlo)), ones);
-	__m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(whi, whi),
-							     _mm256_sign_epi8(xhi, whi)), ones);
+	w.slo = _mm256_permute2x128_si256(w0, w1, 0x20);
+	w.shi = _mm256_permute2x128_si256(w0, w1, 0x31);
+	w.lo = _mm256_sign_epi8(w.slo, w.slo);
+	w.hi = _mm256_sign_epi8(w.shi, w.shi);
+	return w;
+}
+
+/* The pair's exact lane sums against one token's activations xlo, xhi:
+ * int4 multiplies its stored nibbles and takes off 8 * the lane's
+ * activation sum, x8; int8 multiplies |w| by x with w's sign. */
+AVX2_INLINE __m256i avx2_q8_dot(const struct q8_pair *w, __m256i xlo, __m256i xhi, __m256i x8,
+				const int is_int4)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	if (is_int4) {
+		__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w->lo, xlo), _mm256_maddubs_epi16(w->hi, xhi));
+		return _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), x8);
+	}
+	__m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(w->lo, _mm256_sign_epi8(xlo, w->slo)), ones);
+	__m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(w->hi, _mm256_sign_epi8(xhi, w->shi)), ones);
 	return _mm256_add_epi32(plo, phi);
 }
 
-/* Row r against token t, in the sequence kernels_internal.h fixes. One row
- * at a time keeps the weights one sequential stream (four rows side by side
- * measured 15-20% slower from memory: rows of 1 KiB are too short for the
- * hardware prefetcher to follow four of them), and the next row is fetched
+/* Row r against tokens t .. t + nt - 1 (nt <= 4), each in the sequence
+ * kernels_internal.h fixes; a pair's weights are decoded once for all nt
+ * tokens (prefill), which changes nothing per token. One row at a time keeps
+ * the weights one sequential stream (four rows side by side measured 15-20%
+ * slower from memory: rows of 1 KiB are too short for the hardware
+ * prefetcher to follow four of them), and the next row is fetched
  * meanwhile. by_group: group % 64 == 0, so cols % 64 == 0 (no lone last run)
  * and both runs of a pair share a scale; otherwise each pair looks up its
  * runs' groups. */
-AVX2_INLINE void avx2_q8_row(float *out, const struct qmatrix *m, int64_t r, const struct act_q8 *x,
-			     int64_t t, const int is_int4, const int by_group)
+AVX2_INLINE void avx2_q8_row(float *out, int64_t os, const struct qmatrix *m, int64_t r,
+			     const struct act_q8 *x, int64_t t, const int nt, const int is_int4,
+			     const int by_group)
 {
 	int64_t cols = m->cols, group = m->group, n_groups = cols / group, runs = cols / 32;
 	int64_t pairs = x->pairs, row_bytes = is_int4 ? cols / 2 : cols;
@@ -249,28 +268,39 @@ AVX2_INLINE void avx2_q8_row(float *out, const struct qmatrix *m, int64_t r, con
 	const int8_t *xq = x->q + t * pairs * 64;
 	const float *xd = x->d + t * pairs * 8;
 	const int32_t *xs = x->sum8 + t * pairs * 8;
-	__m256 acc = _mm256_setzero_ps();
+	__m256 acc[4];
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		acc[j] = _mm256_setzero_ps();
 	int64_t g = 0, in_group = 0; /* by_group: pair p's group, counted */
 	for (int64_t p = 0; p < pairs; p++) {
 		int last = !by_group && 2 * p + 1 == runs;
-		__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * p));
-		__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32));
-		__m256i x8 = is_int4 ? _mm256_loadu_si256((const __m256i *)(xs + 8 * p)) : _mm256_setzero_si256();
-		__m256 dx = _mm256_loadu_ps(xd + 8 * p);
 		if (is_int4 ? !(p & 1) : 1)
 			_mm_prefetch((const char *)(q + row_bytes + (is_int4 ? 32 : 64) * p), _MM_HINT_T0);
 		int64_t g0 = by_group ? g : 64 * p / group;
 		int64_t g1 = by_group || last ? g0 : (64 * p + 32) / group;
 		__m256 sw = by_group ? _mm256_broadcast_ss(s + g0)
 				     : _mm256_set_m128(_mm_set1_ps(s[g1]), _mm_set1_ps(s[g0]));
-		__m256i lanes = avx2_q8_pair(q, p, xlo, xhi, x8, is_int4, last);
-		acc = _mm256_fmadd_ps(_mm256_mul_ps(sw, dx), _mm256_cvtepi32_ps(lanes), acc);
+		struct q8_pair w = avx2_q8_decode(q, p, is_int4, last);
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++) {
+			int64_t o = j * pairs;
+			__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p)));
+			__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p) + 32));
+			__m256i x8 = is_int4 ? _mm256_loadu_si256((const __m256i *)(xs + 8 * (o + p)))
+					     : _mm256_setzero_si256();
+			__m256 dx = _mm256_loadu_ps(xd + 8 * (o + p));
+			__m256i lanes = avx2_q8_dot(&w, xlo, xhi, x8, is_int4);
+			acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(sw, dx), _mm256_cvtepi32_ps(lanes), acc[j]);
+		}
 		if (by_group && ++in_group == pairs_per_group) {
 			in_group = 0;
 			g++;
 		}
 	}
-	*out = avx2_hsum(acc);
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		out[j * os] = avx2_hsum(acc[j]);
 }
 
 AVX2_INLINE void avx2_rows_q8(float *out, int64_t os, const struct qmatrix *m,
@@ -278,13 +308,18 @@ AVX2_INLINE void avx2_rows_q8(float *out, int64_t os, const struct qmatrix *m,
 			      const int is_int4)
 {
 	int by_group = m->group % 64 == 0;
-	for (int64_t r = row_begin; r < row_end; r++)
-		for (int64_t t = 0; t < n; t++) {
-			if (by_group)
-				avx2_q8_row(out + t * os + r, m, r, x, t, is_int4, 1);
-			else
-				avx2_q8_row(out + t * os + r, m, r, x, t, is_int4, 0);
+	for (int64_t r = row_begin; r < row_end; r++) {
+		int64_t t = 0;
+		if (by_group) {
+			for (; t + 4 <= n; t += 4)
+				avx2_q8_row(out + t * os + r, os, m, r, x, t, 4, is_int4, 1);
+			for (; t < n; t++)
+				avx2_q8_row(out + t * os + r, os, m, r, x, t, 1, is_int4, 1);
+		} else {
+			for (; t < n; t++)
+				avx2_q8_row(out + t * os + r, os, m, r, x, t, 1, is_int4, 0);
 		}
+	}
 }
 
 void avx2_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
@@ -316,10 +351,11 @@ AVX2_INLINE uint32_t avx2_run_amax_bits(__m256 v[4], const float *x)
 	return (uint32_t)_mm_cvtsi128_si32(h);
 }
 
-/* Row r of an int8 matrix against token t's int16 activations, in the
- * sequence kernels_internal.h fixes for kernel_rows_q16_fn. */
-AVX2_INLINE void avx2_q16_row(float *out, const struct qmatrix *m, int64_t r, const struct act_q16 *x,
-			      int64_t t)
+/* Row r of an int8 matrix against tokens t .. t + nt - 1 (nt <= 4) of int16
+ * activations, each in the sequence kernels_internal.h fixes for
+ * kernel_rows_q16_fn; a run's weights are widened once for all nt tokens. */
+AVX2_INLINE void avx2_q16_row(float *out, int64_t os, const struct qmatrix *m, int64_t r,
+			      const struct act_q16 *x, int64_t t, const int nt)
 {
 	int64_t cols = m->cols, group = m->group, n_groups = cols / group, runs = cols / 32;
 	int64_t runs_per_group = group / 32;
@@ -327,7 +363,10 @@ AVX2_INLINE void avx2_q16_row(float *out, const struct qmatrix *m, int64_t r, co
 	const float *s = m->scales + r * n_groups;
 	const int16_t *xq = x->q + t * cols;
 	const float *xd = x->d + t * runs;
-	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+	__m256 acc[4][2];
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		acc[j][0] = acc[j][1] = _mm256_setzero_ps();
 	int64_t g = 0, in_group = 0;
 	for (int64_t k = 0; k < runs; k += 2) {
 		_mm_prefetch((const char *)(q + cols + 32 * k), _MM_HINT_T0);
@@ -338,26 +377,37 @@ AVX2_INLINE void avx2_q16_row(float *out, const struct qmatrix *m, int64_t r, co
 			int64_t c = 32 * (k + h);
 			__m256i wlo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c)));
 			__m256i whi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c + 16)));
-			__m256i p = _mm256_add_epi32(
-				_mm256_madd_epi16(wlo, _mm256_loadu_si256((const __m256i *)(xq + c))),
-				_mm256_madd_epi16(whi, _mm256_loadu_si256((const __m256i *)(xq + c + 16))));
-			__m256 d = _mm256_mul_ps(_mm256_broadcast_ss(s + g), _mm256_broadcast_ss(xd + k + h));
-			acc[h] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[h]);
+			__m256 sw = _mm256_broadcast_ss(s + g);
+#pragma GCC unroll 4
+			for (int j = 0; j < nt; j++) {
+				const int16_t *xj = xq + j * cols + c;
+				__m256i p = _mm256_add_epi32(_mm256_madd_epi16(wlo, _mm256_loadu_si256((const __m256i *)xj)),
+							     _mm256_madd_epi16(whi,
+									       _mm256_loadu_si256((const __m256i *)(xj + 16))));
+				__m256 d = _mm256_mul_ps(sw, _mm256_broadcast_ss(xd + j * runs + k + h));
+				acc[j][h] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[j][h]);
+			}
 			if (++in_group == runs_per_group) {
 				in_group = 0;
 				g++;
 			}
 		}
 	}
-	*out = avx2_hsum(_mm256_add_ps(acc[0], acc[1]));
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		out[j * os] = avx2_hsum(_mm256_add_ps(acc[j][0], acc[j][1]));
 }
 
 void avx2_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x,
 			int64_t n, int64_t row_begin, int64_t row_end)
 {
-	for (int64_t r = row_begin; r < row_end; r++)
-		for (int64_t t = 0; t < n; t++)
-			avx2_q16_row(out + t * os + r, m, r, x, t);
+	for (int64_t r = row_begin; r < row_end; r++) {
+		int64_t t = 0;
+		for (; t + 4 <= n; t += 4)
+			avx2_q16_row(out + t * os + r, os, m, r, x, t, 4);
+		for (; t < n; t++)
+			avx2_q16_row(out + t * os + r, os, m, r, x, t, 1);
+	}
 }
 
 float avx2_act_q16_run(int16_t *q, const float *x)
