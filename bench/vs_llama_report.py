@@ -54,6 +54,7 @@ def main():
              % (raw["date"], raw["cpus"], raw["threads"], raw["tokens"], raw["repeat"]),
              "Pairs (same bf16 values): " + "; ".join("%s = `%s` vs `%s`" % (
                  p["name"], os.path.basename(p["gguf"]), os.path.basename(p["ctr"])) for p in raw["pairs"]) + "\n",
+             "".join("%s\n" % n for n in raw.get("notes", [])),
              "| config | llama.cpp tok/s | colibri tok/s | colibri / llama.cpp | llama.cpp MB read / token "
              "| colibri MB read / token | colibri bytes / missed-expert bytes | fio GB/s (colibri files, gguf) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -99,7 +100,7 @@ def main():
             lines.append("- %s, %s: `%s`" % (label(m), r["engine"], " ".join(r["argv"])))
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
-    sys.stdout.write("\n".join(lines[:6 + len(raw["measurements"])]) + "\n")
+    sys.stdout.write("\n".join(lines[:7 + len(raw["measurements"])]) + "\n")
 
 
 if __name__ == "__main__":
