@@ -41,8 +41,10 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -223,7 +225,7 @@ def main():
                 raise SystemExit("vs_llama_runs: %s: no such file" % f)
         pairs.append({"name": name, "gguf": gguf, "ctr": ctr})
     root = os.geteuid() == 0
-    scratch = os.path.dirname(os.path.abspath(args.out))
+    scratch = tempfile.mkdtemp(prefix="vs-llama-")
     raw = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": os.uname().release,
            "cpus": os.cpu_count(), "threads": args.threads, "tokens": args.tokens, "repeat": args.repeat,
            "pairs": pairs, "measurements": []}
@@ -306,6 +308,7 @@ def main():
                 json.dump(raw, f, indent=1)
     with open(args.out, "w") as f:
         json.dump(raw, f, indent=1)
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
