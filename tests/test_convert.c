@@ -18,6 +18,8 @@
  *     FP8 sources are decoded here as e4m3 x 128x128 block scale_inv;
  *   - the fused expert layout converts to the same bytes as the per-expert
  *     layout of the same weights, and transformers v5 names convert;
+ *   - --activations lands in the manifest (auto by default), a bad value
+ *     is refused;
  *   - --dense-quant int4 stores dense matrices as int4 (MTP layers keep
  *     int8), every value checked; a bad type is refused;
  *   - --force replaces an existing container, leaving nothing else behind.
@@ -623,6 +625,30 @@ Test(convert, dense_quant_option)
 	free(log);
 }
 Test(convert, qwen3_moe_fp8_every_quant) { convert_all_quants("qwen3_moe_fp8"); }
+
+/* --activations is written into the manifest (auto by default); a bad
+ * value is refused naming the option. */
+Test(convert, activations_option)
+{
+	char hf_dir[PATH_MAX], out[PATH_MAX + 64];
+	fixture_path(hf_dir, sizeof hf_dir, "olmoe");
+	static const char *const args[][2] = { { "--quiet", "auto" }, { "--activations f32 --quiet", "f32" },
+					       { "--activations int8 --quiet", "int8" } };
+	for (int i = 0; i < 3; i++) {
+		snprintf(out, sizeof out, "%s/act%d", ws, i);
+		cr_assert_eq(convert(hf_dir, out, args[i][0]), 0);
+		struct manifest m;
+		cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
+		cr_expect_str_eq(m.activations, args[i][1], "convert %s", args[i][0]);
+		manifest_free(&m);
+	}
+	snprintf(out, sizeof out, "%s/act-bad", ws);
+	int st = convert(hf_dir, out, "--activations int16");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_expect_eq(st, 2);
+	cr_expect(log && strstr(log, "--activations") && strstr(log, "int16"), "%s", log);
+	free(log);
+}
 
 /* The types by role, spelled out once for int4 on a model with a dense
  * layer (qwen3_moe layer 1). */

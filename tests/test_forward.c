@@ -318,17 +318,20 @@ static void check_lossy(const char *name, const char *quant, double kl_max, doub
 
 /* The default activations (int8 for int4 weights, int16 for int8 weights)
  * may cost at most a tenth more KL than f32 activations with the same
- * quantized weights. */
+ * quantized weights (convert --activations f32). */
 static void check_activations(const char *name, const char *quant)
 {
-	char m32[4200], mq[4200];
+	char m32[4200], mq[4200], mf[4200], qf[256];
 	convert(name, "f32", m32, sizeof m32);
 	convert(name, quant, mq, sizeof mq);
+	snprintf(qf, sizeof qf, "%s --activations f32", quant);
+	convert(name, qf, mf, sizeof mf);
 	double t8, tf;
-	double kl8 = lossy_kl(name, m32, mq, "--activations auto", &t8);
-	double klf = lossy_kl(name, m32, mq, "--activations f32", &tf);
+	double kl8 = lossy_kl(name, m32, mq, "", &t8);
+	double klf = lossy_kl(name, m32, mf, "", &tf);
 	tu_rmrf(m32);
 	tu_rmrf(mq);
+	tu_rmrf(mf);
 	cr_log_info("%s --quant %s vs f32: mean KL %.5f with the default activations, %.5f with f32 (x%.3f); "
 		    "top-1 %.3f / %.3f", name, quant, kl8, klf, klf > 0 ? kl8 / klf : 0, t8, tf);
 	cr_expect_leq(kl8, 1.1 * klf, "%s/%s: the default activations' KL %.5f > 1.1 x f32 activations' %.5f", name,

@@ -426,6 +426,28 @@ Test(manifest, wrong_format_string)
 	expect_rejected("format", NULL, "not a colibri manifest", "manifest.json");
 }
 
+/* quant.activations names the container's arithmetic; a manifest written
+ * before the field existed means f32 activations, what it was made for. */
+Test(manifest, activations_named_or_f32_before)
+{
+	static const char *const cases[][2] = { { NULL, "auto" }, { "int8", "int8" }, { "", "f32" }, { "f32", "f32" } };
+	for (int i = 0; i < 4; i++) {
+		if (cases[i][0]) {
+			cJSON *j = read_json();
+			json_put(j, "quant.activations", cases[i][0][0] ? cJSON_CreateString(cases[i][0]) : NULL);
+			write_json(j);
+			cJSON_Delete(j);
+		}
+		struct manifest m;
+		error_clear();
+		cr_assert_eq(manifest_load(&m, dir), 0, "%s", error_message());
+		cr_expect_str_eq(m.activations, cases[i][1], "quant.activations %s", cases[i][0] ? cases[i][0] : "as written");
+		manifest_free(&m);
+	}
+	expect_rejected("quant.activations", cJSON_CreateString("int4"), "quant.activations must be", "manifest.json");
+	expect_rejected("quant.activations", cJSON_CreateNumber(8), "quant.activations must be", "manifest.json");
+}
+
 Test(manifest, other_versions_refused)
 {
 	/* Version 1 checksums were not seeded: such a container must be reconverted. */

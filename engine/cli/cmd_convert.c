@@ -1,6 +1,6 @@
 /*
  * cmd_convert — `colibri convert HF_DIR OUT_DIR [--quant T] [--dense-quant T]
- * [--group-size N] [--force] [--quiet]`.
+ * [--activations A] [--group-size N] [--force] [--quiet]`.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -15,11 +15,16 @@ static void convert_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: colibri convert HF_DIR OUT_DIR [--quant int4|int8|bf16|f32] [--dense-quant int4|int8|bf16|f32]\n"
-		"                       [--group-size 64] [--force] [--quiet]\n"
+		"                       [--activations auto|int8|f32] [--group-size 64] [--force] [--quiet]\n"
 		"  Converts a Hugging Face checkpoint into a colibri container.\n"
 		"  --quant       routed-expert weights (default int4); norms and routers stay f32\n"
 		"  --dense-quant dense weights (attention, shared experts, lm_head); default: as\n"
 		"                --quant except int4 -> int8; MTP layers keep int8 or better\n"
+		"  --activations what int4 / int8 weights multiply: auto (default) quantizes each\n"
+		"                token's activations per 32 inputs, to int8 for int4 weights and\n"
+		"                to int16 for int8 weights, summed exactly in integers (KL within\n"
+		"                1.1x of f32 activations'); int8 uses int8 for both (lossier);\n"
+		"                f32 dequantizes the weights instead (slower)\n"
 		"  --group-size  inputs per scale for int4/int8 (multiple of 32, default 64)\n"
 		"  --force       replace an existing container at OUT_DIR\n"
 		"  --quiet       no progress lines\n");
@@ -33,12 +38,21 @@ int cmd_convert(int argc, char **argv)
 		{ "quant", required_argument, 0, 'q' }, { "group-size", required_argument, 0, 'g' },
 		{ "force", no_argument, 0, 'f' },       { "quiet", no_argument, 0, 's' },
 		{ "help", no_argument, 0, 'h' },        { "dense-quant", required_argument, 0, 'd' },
+		{ "activations", required_argument, 0, 'a' },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "q:d:g:fsh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "q:d:a:g:fsh", opts, NULL)) != -1) {
 		switch (ch) {
+		case 'a':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "int8") && strcmp(optarg, "f32")) {
+				fprintf(stderr, "colibri convert: --activations must be auto, int8 or f32, not \"%s\"\n",
+					optarg);
+				return 2;
+			}
+			o.activations = optarg;
+			break;
 		case 'd':
 			if (quant_type_parse(optarg, &o.dense_quant) != 0) {
 				fprintf(stderr, "colibri convert: --dense-quant must be int4, int8, bf16 or f32, not \"%s\"\n",

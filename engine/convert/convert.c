@@ -117,6 +117,7 @@ void convert_options_default(struct convert_options *o)
 	memset(o, 0, sizeof *o);
 	o->quant = QUANT_INT4;
 	o->group = QUANT_GROUP_DEFAULT;
+	o->activations = "auto";
 }
 
 static bool dtype_convertible(enum st_dtype d)
@@ -810,6 +811,7 @@ int convert_run(const struct convert_options *o)
 	snprintf(m.model_type, sizeof m.model_type, "%s", c.cfg.model_type);
 	m.expert_quant = o->quant;
 	m.dense_quant = c.dense_quant;
+	snprintf(m.activations, sizeof m.activations, "%s", o->activations ? o->activations : "auto");
 	m.group = o->group;
 	m.n_experts = c.cfg.n_experts;
 	if ((rc = write_resident(&c, &m)))

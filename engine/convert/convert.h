@@ -22,6 +22,7 @@ struct convert_options {
 	enum quant_type quant;   /* routed experts; default QUANT_INT4 */
 	bool dense_quant_set;    /* dense matrices take dense_quant, else convert_dense_quant(quant) */
 	enum quant_type dense_quant;
+	const char *activations;  /* "auto" (default), "int8" or "f32": the manifest's quant.activations */
 	int32_t group;           /* default QUANT_GROUP_DEFAULT */
 	bool force;              /* replace an existing container */
 	bool quiet;              /* no progress lines */

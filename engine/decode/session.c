@@ -151,12 +151,6 @@ int session_option(struct session_options *o, int ch, const char *arg)
 	case SESSION_OPT_STATS_JSON:
 		o->stats_json = arg;
 		return 0;
-	case SESSION_OPT_ACTIVATIONS:
-		if (strcmp(arg, "auto") && strcmp(arg, "f32") && strcmp(arg, "int8"))
-			return error_set(EINVAL, "--activations takes auto (int4 weights meet int8 activations, "
-						 "the default), int8 (int8 weights too) or f32; not \"%s\"", arg);
-		o->activations = arg;
-		return 0;
 	}
 	return -ENOENT;
 }
@@ -325,7 +319,8 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	s->pin_s = s->t_open - t_pin;
 	s->at_open = *expert_store_stats(s->model.store);
 	s->pins_at_open = s->pin.n_pins;
-	kernels_set_activations(o->activations ? o->activations : "auto");
+	/* The container names its arithmetic (manifest.c: activations). */
+	kernels_set_activations(s->model.man.activations);
 	if ((rc = threadpool_init(&s->pool, threads)))
 		return error_set(-rc, "cannot start %d threads", threads);
 	if ((rc = forward_init(&s->fwd, &s->model, s->pool, ctx, o->batch, o->parallel)))

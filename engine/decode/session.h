@@ -1,7 +1,7 @@
 /*
  * session — what every command that runs a model shares: the common
  * options (--model, --threads, --ctx, --batch, --ram, --io-depth,
- * --no-direct, --activations, --stats, --stats-json), loading the model, the thread pool
+ * --no-direct, --stats, --stats-json), loading the model, the thread pool
  * and the forward state, and the statistics report.
  */
 #ifndef COLIBRI_ENGINE_SESSION_H
@@ -34,7 +34,6 @@ struct session_options {
 	int repin;                   /* swaps allowed at each safe point (--repin N) */
 	int logits_rows;             /* logits rows the command holds at once (1 for run) */
 	int parallel;                /* sequences decoded together (serve's --parallel; 1 otherwise) */
-	const char *activations;     /* --activations auto|int8|f32 (kernels_set_activations); NULL: auto */
 };
 
 enum {
@@ -50,7 +49,6 @@ enum {
 	SESSION_OPT_NO_PREFETCH,
 	SESSION_OPT_NO_PIN,
 	SESSION_OPT_REPIN,
-	SESSION_OPT_ACTIVATIONS,
 };
 
 #define SESSION_LONG_OPTIONS                                                  \
@@ -65,13 +63,11 @@ enum {
 	{ "stats-json", required_argument, 0, SESSION_OPT_STATS_JSON },       \
 	{ "no-prefetch", no_argument, 0, SESSION_OPT_NO_PREFETCH },           \
 	{ "no-pin", no_argument, 0, SESSION_OPT_NO_PIN },                     \
-	{ "repin", required_argument, 0, SESSION_OPT_REPIN },                 \
-	{ "activations", required_argument, 0, SESSION_OPT_ACTIVATIONS }
+	{ "repin", required_argument, 0, SESSION_OPT_REPIN }
 
 #define SESSION_USAGE                                                         \
 	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
-	" [--no-direct]\n          [--no-prefetch] [--no-pin] [--repin N] [--activations auto|int8|f32] [--stats]" \
-	" [--stats-json FILE]"
+	" [--no-direct]\n          [--no-prefetch] [--no-pin] [--repin N] [--stats] [--stats-json FILE]"
 
 #define SESSION_EXTRA_MAX 32
 

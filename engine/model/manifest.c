@@ -46,6 +46,7 @@ int manifest_write(const struct manifest *m, const char *dir)
 	cJSON *q = cJSON_AddObjectToObject(root, "quant");
 	cJSON_AddStringToObject(q, "experts", quant_type_name(m->expert_quant));
 	cJSON_AddStringToObject(q, "dense", quant_type_name(m->dense_quant));
+	cJSON_AddStringToObject(q, "activations", m->activations[0] ? m->activations : "auto");
 	cJSON_AddNumberToObject(q, "group_size", m->group);
 	cJSON_AddBoolToObject(root, "tokenizer", m->has_tokenizer);
 
@@ -439,6 +440,15 @@ int manifest_load(struct manifest *m, const char *dir)
 		goto out;
 	}
 	m->group = (int32_t)group;
+	/* Containers made before the integer-activation kernels computed with
+	 * f32 activations; they keep doing so. */
+	const cJSON *qa = cJSON_GetObjectItemCaseSensitive(q, "activations");
+	if (qa && (!cJSON_IsString(qa) || (strcmp(qa->valuestring, "auto") && strcmp(qa->valuestring, "int8") &&
+					   strcmp(qa->valuestring, "f32")))) {
+		rc = error_set(EINVAL, "%s: quant.activations must be \"auto\", \"int8\" or \"f32\"", path);
+		goto out;
+	}
+	snprintf(m->activations, sizeof m->activations, "%s", qa ? qa->valuestring : "f32");
 	m->has_tokenizer = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "tokenizer"));
 
 	if ((rc = resident_from_json(m, res, dir, path)))

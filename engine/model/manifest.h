@@ -70,6 +70,9 @@ struct manifest {
 	char model_type[32];
 	enum quant_type expert_quant;
 	enum quant_type dense_quant;
+	char activations[8];                /* "auto", "int8" or "f32": what quantized weights meet
+					     * (kernels_set_activations); "f32" when the manifest
+					     * predates the field */
 	int32_t group;
 	bool has_tokenizer;
 	char *resident_file;
