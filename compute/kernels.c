@@ -13,9 +13,10 @@
  * once per row block. Known limit: a long prefill re-reads its activations
  * rows / 64 times, which a real GEMM blocking would avoid.
  *
- * With int8 or int16 activations the caller's thread quantizes the tokens once, into
- * a buffer of its own that grows to the largest call and is freed when the
- * thread ends, and the tasks read them from there.
+ * With int8 or int16 activations the caller's thread quantizes the tokens
+ * once, into a buffer of its own that grows to the largest call and is freed
+ * when the thread ends, and the tasks read them from there. A container's
+ * arithmetic never changes for want of that buffer: the process stops.
  */
 #include "compute/kernels.h"
 
@@ -24,6 +25,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,25 +141,31 @@ static void act_key_make(void)
 	act_key_ok = pthread_key_create(&act_key, act_buffer_free) == 0;
 }
 
-/* The calling thread's buffer, at least `need` bytes (aligned for floats);
- * NULL when out of memory (the caller then takes the f32 path). */
+/* A matvec has no way to report an error, and taking another arithmetic
+ * instead would make the logits depend on memory: without the few MiB of
+ * the activation buffer the process stops, saying so. */
+static _Noreturn void act_buffer_fail(size_t need)
+{
+	fprintf(stderr, "colibri: out of memory: %zu bytes for quantized activations\n", need);
+	abort();
+}
+
+/* The calling thread's buffer, at least `need` bytes (aligned for floats). */
 static void *act_buffer_get(size_t need)
 {
 	pthread_once(&act_once, act_key_make);
 	if (!act_key_ok)
-		return NULL;
+		act_buffer_fail(need);
 	struct act_buffer *b = pthread_getspecific(act_key);
 	if (!b) {
 		b = calloc(1, sizeof(*b));
-		if (!b || pthread_setspecific(act_key, b) != 0) {
-			free(b);
-			return NULL;
-		}
+		if (!b || pthread_setspecific(act_key, b) != 0)
+			act_buffer_fail(need);
 	}
 	if (need > b->cap) {
 		void *p = malloc(need);
 		if (!p)
-			return NULL;
+			act_buffer_fail(need);
 		free(b->p);
 		b->p = p;
 		b->cap = need;
@@ -165,18 +173,14 @@ static void *act_buffer_get(size_t need)
 	return b->p;
 }
 
-/* n tokens of cols activations quantized into the thread's buffer; 0, or
- * -ENOMEM. */
-static int act_q8_prepare(const struct kernels_ops *ops, struct act_q8 *a, const float *x, int64_t n,
-			  int64_t cols)
+/* n tokens of cols activations quantized into the thread's buffer. */
+static void act_q8_prepare(const struct kernels_ops *ops, struct act_q8 *a, const float *x, int64_t n,
+			   int64_t cols)
 {
 	size_t q_bytes = (size_t)act_q8_bytes(n, cols), lanes = (size_t)act_q8_lanes(n, cols);
 	int32_t *sum8 = act_buffer_get(lanes * (sizeof(float) + sizeof(int32_t)) + q_bytes);
-	if (!sum8)
-		return -ENOMEM;
 	float *d = (float *)(sum8 + lanes);
 	act_q8_quantize(ops, a, (int8_t *)(d + lanes), d, sum8, x, n, cols);
-	return 0;
 }
 
 void act_q16_quantize(const struct kernels_ops *ops, struct act_q16 *a, int16_t *q, float *d,
@@ -187,15 +191,12 @@ void act_q16_quantize(const struct kernels_ops *ops, struct act_q16 *a, int16_t 
 	*a = (struct act_q16){ .q = q, .d = d, .cols = cols };
 }
 
-static int act_q16_prepare(const struct kernels_ops *ops, struct act_q16 *a, const float *x, int64_t n,
-			   int64_t cols)
+static void act_q16_prepare(const struct kernels_ops *ops, struct act_q16 *a, const float *x, int64_t n,
+			    int64_t cols)
 {
 	size_t runs = (size_t)(n * cols / 32);
 	float *d = act_buffer_get(runs * sizeof(float) + (size_t)(n * cols) * sizeof(int16_t));
-	if (!d)
-		return -ENOMEM;
 	act_q16_quantize(ops, a, (int16_t *)(d + runs), d, x, n, cols);
-	return 0;
 }
 
 struct rows_job {
@@ -254,10 +255,13 @@ static void rows_job_dispatch(struct threadpool *pool, float *out, const struct 
 		.n = n,
 	};
 	unsigned act = act_of(m->type);
-	if (act == ACT_Q8 && ops->rows_q8[m->type] && act_q8_prepare(ops, &job.xq, x, n, m->cols) == 0)
+	if (act == ACT_Q8) {
+		act_q8_prepare(ops, &job.xq, x, n, m->cols);
 		job.fn_q8 = ops->rows_q8[m->type];
-	else if (act == ACT_Q16 && m->type == QUANT_INT8 && act_q16_prepare(ops, &job.xq16, x, n, m->cols) == 0)
+	} else if (act == ACT_Q16) {
+		act_q16_prepare(ops, &job.xq16, x, n, m->cols);
 		job.fn_q16 = ops->rows_q16;
+	}
 	job.tokens_per_block = TOKEN_BLOCK_BYTES / (m->cols * (int64_t)sizeof(float));
 	if (job.tokens_per_block < 4)
 		job.tokens_per_block = 4;
