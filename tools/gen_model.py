@@ -360,7 +360,6 @@ RESIDUAL_GROWTH = 0.28
 QK_NORM_GAIN = 2.0
 
 CHUNK_ELEMS = 1 << 23         # values generated at once
-SYNC_BYTES = 256 << 20        # flush and drop written pages this often
 
 
 def shape_dims(name, layers):
@@ -562,53 +561,6 @@ class ShapeWeights:
         return write
 
 
-class Progress:
-    """One line on stderr every few seconds: bytes written, rate, time left."""
-
-    def __init__(self, total_bytes, label):
-        self.total, self.done, self.label = total_bytes, 0, label
-        self.t0 = self.t_last = time.monotonic()
-
-    def add(self, n, shard):
-        self.done += n
-        now = time.monotonic()
-        if now - self.t_last >= 5 or self.done == self.total:
-            self.t_last = now
-            rate = self.done / max(now - self.t0, 1e-9)
-            left = (self.total - self.done) / rate if rate > 0 else 0
-            sys.stderr.write("gen_model: %s: %.2f / %.2f GB (%3.0f%%), shard %s, %.0f MB/s, "
-                             "%.0f s left\n" % (self.label, self.done / 1e9, self.total / 1e9,
-                                                100.0 * self.done / self.total, shard,
-                                                rate / 1e6, left))
-            sys.stderr.flush()
-
-
-class _SyncedWriter:
-    """A file writer that flushes and drops its pages every SYNC_BYTES, so a
-    checkpoint larger than RAM neither fills the page cache nor piles up
-    dirty pages, and reports progress."""
-
-    def __init__(self, f, progress, shard):
-        self.f, self.progress, self.shard = f, progress, shard
-        self.pending, self.synced = 0, 0
-
-    def write(self, buf):
-        n = memoryview(buf).nbytes
-        self.f.write(buf)
-        self.pending += n
-        self.progress.add(n, self.shard)
-        if self.pending >= SYNC_BYTES:
-            self.sync()
-
-    def sync(self):
-        self.f.flush()
-        fd = self.f.fileno()
-        os.fdatasync(fd)
-        end = self.f.tell()
-        os.posix_fadvise(fd, self.synced, end - self.synced, os.POSIX_FADV_DONTNEED)
-        self.synced, self.pending = end, 0
-
-
 def write_shape_checkpoint(out, groups, shards, label):
     """Writes groups (ShapeWeights.plan) as `shards` safetensors files plus
     the index, laid out as safetensors_np.write_file lays them out."""
@@ -620,7 +572,7 @@ def write_shape_checkpoint(out, groups, shards, label):
     if shards > len(groups):
         raise SystemExit("gen_model: --shards %d exceeds the %d tensor groups" % (shards, len(groups)))
     bounds = shard_bounds(sizes, shards)
-    progress = Progress(sum(sizes), label)
+    progress = st.Progress(sum(sizes), "gen_model", label)
     weight_map, total_size = {}, 0
     for k, (a, b) in enumerate(bounds):
         fname = ("model.safetensors" if shards == 1
@@ -637,7 +589,7 @@ def write_shape_checkpoint(out, groups, shards, label):
         text += b" " * (-len(text) % 8)
         path = os.path.join(out, fname)
         with open(path + ".tmp", "wb") as f:
-            w = _SyncedWriter(f, progress, "%d/%d" % (k + 1, len(bounds)))
+            w = st.SyncedWriter(f, progress, "shard %d/%d" % (k + 1, len(bounds)))
             f.write(struct.pack("<Q", len(text)))
             f.write(text)
             for name, dtype, shape, write in tensors:

@@ -86,7 +86,6 @@ import safetensors_np as st  # noqa: E402
 ALIGNMENT = 32
 QUANTIZATION_VERSION = 2      # GGML_QNT_VERSION
 CHUNK_ELEMS = 1 << 22         # source values converted at once
-SYNC_BYTES = 256 << 20        # flush and drop written pages this often
 
 # ggml_type: (id, values per block, bytes per block)
 GGML_F32, GGML_BF16, GGML_Q4_0, GGML_Q8_0, GGML_Q6_K = "F32", "BF16", "Q4_0", "Q8_0", "Q6_K"
@@ -567,41 +566,6 @@ def header_bytes(kv, plans):
     return head + b"\0" * (-len(head) % ALIGNMENT), offset
 
 
-class Writer:
-    """Sequential output with a progress line on stderr every 5 s; flushes
-    and drops its pages every SYNC_BYTES so a file larger than RAM neither
-    fills the page cache nor piles up dirty pages."""
-
-    def __init__(self, f, total, quiet):
-        self.f, self.total, self.quiet = f, total, quiet
-        self.done = self.pending = self.synced = 0
-        self.t0 = self.t_last = time.monotonic()
-        self.label = ""
-
-    def write(self, buf):
-        buf = memoryview(buf).cast("B")
-        self.f.write(buf)
-        self.done += len(buf)
-        self.pending += len(buf)
-        if self.pending >= SYNC_BYTES:
-            self.sync()
-        now = time.monotonic()
-        if not self.quiet and now - self.t_last >= 5:
-            self.t_last = now
-            rate = self.done / max(now - self.t0, 1e-9)
-            sys.stderr.write("gguf_write: %.2f / %.2f GB (%3.0f%%), %s, %.0f MB/s, %.0f s left\n"
-                             % (self.done / 1e9, self.total / 1e9, 100.0 * self.done / self.total,
-                                self.label, rate / 1e6, (self.total - self.done) / rate))
-
-    def sync(self):
-        self.f.flush()
-        fd = self.f.fileno()
-        os.fdatasync(fd)
-        end = self.f.tell()
-        os.posix_fadvise(fd, self.synced, end - self.synced, os.POSIX_FADV_DONTNEED)
-        self.synced, self.pending = end, 0
-
-
 def write_tensor(w, src, t):
     cols = t.ne[0]
     step = max(1, CHUNK_ELEMS // cols)
@@ -641,10 +605,10 @@ def write_gguf(model_dir, out, ftype, name, quiet):
                              % (model_dir, out, ftype, len(plans), total / 1e9))
         t0 = time.monotonic()
         with open(tmp, "wb") as f:
-            w = Writer(f, total, quiet)
+            w = st.SyncedWriter(f, None if quiet else st.Progress(total, "gguf_write"), "header")
             w.write(head)
             for t in plans:
-                w.label = t.name
+                w.part = t.name
                 write_tensor(w, src, t)
             w.sync()
             if f.tell() != total:

@@ -22,6 +22,7 @@ import math
 import os
 import struct
 import sys
+import time
 
 import numpy as np
 
@@ -290,6 +291,59 @@ def to_f32(t):
 
 
 # ---------------------------------------------------------------- self-test
+
+
+SYNC_BYTES = 256 << 20        # SyncedWriter flushes and drops written pages this often
+
+
+class Progress:
+    """One line on stderr every few seconds: `prog: [label: ]done / total GB
+    (percent), part, rate, time left`."""
+
+    def __init__(self, total_bytes, prog, label=None):
+        self.total, self.done, self.prog, self.label = total_bytes, 0, prog, label
+        self.t0 = self.t_last = time.monotonic()
+
+    def add(self, n, part):
+        self.done += n
+        now = time.monotonic()
+        if n and (now - self.t_last >= 5 or self.done == self.total):
+            self.t_last = now
+            rate = self.done / max(now - self.t0, 1e-9)
+            left = (self.total - self.done) / rate if rate > 0 else 0
+            sys.stderr.write("%s: %s%.2f / %.2f GB (%3.0f%%), %s, %.0f MB/s, %.0f s left\n"
+                             % (self.prog, self.label + ": " if self.label else "", self.done / 1e9,
+                                self.total / 1e9, 100.0 * self.done / max(self.total, 1), part,
+                                rate / 1e6, left))
+            sys.stderr.flush()
+
+
+class SyncedWriter:
+    """A file writer that flushes and drops its pages every SYNC_BYTES, so a
+    file larger than RAM neither fills the page cache nor piles up dirty
+    pages, and reports what it wrote to a Progress (none: silent) under the
+    name `part`."""
+
+    def __init__(self, f, progress=None, part=""):
+        self.f, self.progress, self.part = f, progress, part
+        self.pending, self.synced = 0, 0
+
+    def write(self, buf):
+        n = memoryview(buf).nbytes
+        self.f.write(buf)
+        self.pending += n
+        if self.progress:
+            self.progress.add(n, self.part)
+        if self.pending >= SYNC_BYTES:
+            self.sync()
+
+    def sync(self):
+        self.f.flush()
+        fd = self.f.fileno()
+        os.fdatasync(fd)
+        end = self.f.tell()
+        os.posix_fadvise(fd, self.synced, end - self.synced, os.POSIX_FADV_DONTNEED)
+        self.synced, self.pending = end, 0
 
 
 def _self_test():
