@@ -18,7 +18,6 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def med(xs):

@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_lib  # noqa: E402
@@ -63,17 +64,11 @@ def cgroup(limit):
 
 
 def fio(files, bs, seconds):
-    """Random O_DIRECT reads of bs over the files through io_uring, depth 32."""
-    size = sum(os.path.getsize(f) for f in files) // len(files)
-    argv = ["fio", "--name=same-files", "--filename=" + ":".join(f.replace(":", "\\:") for f in files),
-            "--readonly", "--ioengine=io_uring", "--direct=1", "--rw=randread", "--bs=%d" % bs,
-            "--iodepth=32", "--size=%d" % (size // bs * bs), "--runtime=%d" % seconds, "--time_based",
-            "--output-format=json"]
-    p = subprocess.run(argv, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit("vs_llama_runs: fio failed: %s" % p.stderr.strip())
-    r = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]["read"]
-    return {"gbps": r["bw_bytes"] / 1e9, "bs": bs, "seconds": seconds}
+    """decode_runs' fio (random O_DIRECT reads through io_uring at depth 32)
+    over any files at block size bs."""
+    size = sum(os.path.getsize(f) for f in files)
+    return decode_runs.fio(types.SimpleNamespace(files=files, record_bytes=bs, expert_bytes=size // bs * bs),
+                           32, seconds)
 
 
 def run(argv, cap=None, cwd=None):

@@ -117,7 +117,6 @@ typedef float (*act_q16_run_fn)(int16_t *q, const float *x);
 
 /* Quantizes n tokens of cols activations (cols % 32 == 0) into q[n * cols]
  * and d[n * cols / 32] with ops's act_q16_run and points a at them. */
-struct kernels_ops;
 void act_q16_quantize(const struct kernels_ops *ops, struct act_q16 *a, int16_t *q, float *d,
 		      const float *x, int64_t n, int64_t cols);
 
