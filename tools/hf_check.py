@@ -657,6 +657,10 @@ def convert_state_dict(tensors, model, model_type):
     for first_name, mapping in pending.items():
         for target, value in mapping.convert(first_name, model=model, config=model.config).items():
             state[target] = value[0] if isinstance(value, list) else value
+    # A tied lm_head is not stored (save_pretrained drops it); it is the embedding.
+    if getattr(model.config, "tie_word_embeddings", False) and "lm_head.weight" not in state \
+            and "model.embed_tokens.weight" in state:
+        state["lm_head.weight"] = state["model.embed_tokens.weight"]
     missing = sorted(set(wanted) - set(state))
     extra = sorted(set(state) - set(wanted))
     if unexpected or missing or extra:
