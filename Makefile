@@ -102,7 +102,7 @@ asan-bin:
 # debug: unoptimised build with sanitizers, binary in build-asan/colibri
 debug: asan-bin
 
-# demo: the main job: generate the default tiny model, convert it, run it
+# demo: the main job: convert the default model (models/kjv-moe-hf) and run it
 demo: deps colibri
 	tools/demo.sh
 
@@ -117,10 +117,13 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libcolibri.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libcolibri.a $(LIBS)
 
-# install: copy ./colibri to $(PREFIX)/bin
+# install: copy ./colibri to $(PREFIX)/bin and the default model's checkpoint
+# to $(PREFIX)/share/colibri (converted into the user's cache on first use)
 PREFIX ?= /usr/local
 install: colibri
 	install -D -m 755 colibri $(DESTDIR)$(PREFIX)/bin/colibri
+	install -d $(DESTDIR)$(PREFIX)/share/colibri/kjv-moe-hf
+	install -m 644 models/kjv-moe-hf/* $(DESTDIR)$(PREFIX)/share/colibri/kjv-moe-hf/
 
 # clean: remove build outputs
 clean:

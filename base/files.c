@@ -188,3 +188,24 @@ int dir_remove_tree(const char *path)
 		return error_set(errno, "%s: cannot remove: %s", path, strerror(errno));
 	return 0;
 }
+
+int dir_make_parent(const char *path)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = 0;
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}

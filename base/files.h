@@ -31,4 +31,7 @@ int file_copy(const char *src, const char *dst);
 /* Removes path and everything below it; a missing path is not an error. */
 int dir_remove_tree(const char *path);
 
+/* mkdir -p of the folder holding path (0755); -errno on failure. */
+int dir_make_parent(const char *path);
+
 #endif

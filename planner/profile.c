@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/files.h"
+
 #define PROFILE_VERSION 1
 
 int profile_path(char *buf, size_t n)
@@ -40,28 +42,6 @@ void profile_now(char buf[24])
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(buf, 24, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-/* mkdir -p of the folder holding path. */
-static int make_parent(const char *path)
-{
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof dir, "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return 0;
-	*slash = 0;
-	for (char *p = dir + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-		return -errno;
-	return 0;
 }
 
 /* Parses the file at path; an absent file gives an empty root. -EINVAL
@@ -176,7 +156,7 @@ out:
 static int lock_acquire(const char *path)
 {
 	char lock[PATH_MAX + 8];
-	int rc = make_parent(path);
+	int rc = dir_make_parent(path);
 	if (rc)
 		return rc;
 	snprintf(lock, sizeof lock, "%s.lock", path);

@@ -29,6 +29,7 @@
 #include "base/error.h"
 #include "engine/cli/chat_input.h"
 #include "engine/cli/cmd.h"
+#include "engine/cli/default_model.h"
 #include "engine/decode/batch.h"
 #include "engine/decode/conversation.h"
 #include "engine/decode/conversation_store.h"
@@ -45,9 +46,10 @@
 
 static void chat_usage(FILE *f)
 {
-	fprintf(f, "usage: colibri chat --model DIR [--session NAME] [--new] [--system TEXT] [-n N]\n"
+	fprintf(f, "usage: colibri chat [--model DIR] [--session NAME] [--new] [--system TEXT] [-n N]\n"
 		   "                    [--temp T] [--top-p P] [--top-k K] [--seed S] [--think show|hide|off]%s\n"
-		   "  A conversation in the terminal; answers stream to stdout. Commands: :more :reset\n"
+		   "  A conversation in the terminal (without --model: the default model, a toy trained on\n"
+		   "  the King James Bible); answers stream to stdout. Commands: :more :reset\n"
 		   "  :save NAME :load NAME :sessions :stats :help :quit (also Ctrl-D); :help says more.\n"
 		   "  The conversation is saved after every answer as session NAME (default \"last\") in\n"
 		   "  the model's folder under $COLIBRI_CACHE_DIR/sessions (else $XDG_CACHE_HOME/colibri,\n"
@@ -665,10 +667,14 @@ int cmd_chat(int argc, char **argv)
 		free(c);
 		return cmd_fail("bad option");
 	}
-	if (!so.model_dir || optind != argc) {
+	if (optind != argc) {
 		chat_usage(stderr);
 		free(c);
 		return 2;
+	}
+	if (default_model_use(&so.model_dir)) {
+		free(c);
+		return cmd_fail("no model");
 	}
 	c->params = (struct batch_params){ .n_predict = go.n_predict, .temp = go.temp, .top_k = go.top_k,
 					   .top_p = go.top_p, .seed = go.seed };

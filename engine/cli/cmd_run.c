@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/cli/cmd.h"
+#include "engine/cli/default_model.h"
 #include "base/files.h"
 #include "engine/decode/generate.h"
 #include "engine/text/prompt.h"
@@ -20,10 +21,11 @@
 
 static void run_usage(FILE *f)
 {
-	fprintf(f, "usage: colibri run --model DIR (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]\n"
+	fprintf(f, "usage: colibri run [--model DIR] (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]\n"
 		   "                   [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]\n"
 		   "                   [--draft auto|N]%s\n"
 		   "  Generates up to N tokens (default 128) and streams the text to stdout.\n"
+		   "  Without --model: the default model (a toy trained on the King James Bible, models/kjv-moe-hf).\n"
 		   "  --prompt-file reads the prompt from a file (- for stdin), for prompts too long for a\n"
 		   "  command line.\n"
 		   "  Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
@@ -102,10 +104,12 @@ int cmd_run(int argc, char **argv)
 	}
 	if (rc)
 		return cmd_fail("bad option");
-	if (!so.model_dir || (!!prompt + !!prompt_file + !!tokens_arg) != 1 || optind != argc) {
+	if ((!!prompt + !!prompt_file + !!tokens_arg) != 1 || optind != argc) {
 		run_usage(stderr);
 		return 2;
 	}
+	if (default_model_use(&so.model_dir))
+		return cmd_fail("no model");
 	struct tokenizer *tok = NULL;
 	int32_t *ids = NULL;
 	int n = 0;

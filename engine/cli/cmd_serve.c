@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "engine/cli/cmd.h"
+#include "engine/cli/default_model.h"
 #include "engine/decode/session.h"
 #include "engine/model/model_config.h"
 #include "engine/serve/serve.h"
@@ -31,7 +32,7 @@
 static void serve_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: colibri serve --model DIR [--host H] [--port P] [--api-key KEY | --api-key-file F]\n"
+		"usage: colibri serve [--model DIR] [--host H] [--port P] [--api-key KEY | --api-key-file F]\n"
 		"                     [--insecure-no-key] [--model-id NAME] [--parallel N] [--queue N]\n"
 		"                     [--max-tokens N] [--max-body SIZE] [--timeout S] [--idle-timeout S]\n"
 		"                     [--grace S] [--http-threads N] [--sessions DIR]%s\n"
@@ -41,6 +42,7 @@ static void serve_usage(FILE *f)
 		"  --queue 16 requests waiting beyond them (then 429), --max-tokens the context,\n"
 		"  --max-body 4M, --timeout 600 s per request, --idle-timeout 30 s, --grace 10 s at shutdown.\n"
 		"  Without a key only loopback addresses may be bound, unless --insecure-no-key.\n"
+		"  Without --model: the default model (a toy trained on the King James Bible).\n"
 		"  --sessions DIR keeps each slot's history and state across restarts (saved at shutdown).\n"
 		"  SIGINT/SIGTERM: stop admitting, let requests finish within --grace, save, exit 0.\n",
 		SESSION_USAGE, SERVE_PARALLEL_DEFAULT, SERVE_CTX_DEFAULT);
@@ -148,10 +150,12 @@ int cmd_serve(int argc, char **argv)
 	}
 	if (rc)
 		return cmd_fail("bad option");
-	if (!so.model_dir || optind != argc) {
+	if (optind != argc) {
 		serve_usage(stderr);
 		return 2;
 	}
+	if (default_model_use(&so.model_dir))
+		return cmd_fail("no model");
 	if (o.api_key && key_file) {
 		fprintf(stderr, "colibri: give --api-key or --api-key-file, not both\n");
 		return 2;
