@@ -58,7 +58,7 @@ struct fbuf {
 	size_t bytes;
 };
 
-#define FORWARD_BUFS (11 + BLOCK_KINDS)
+#define FORWARD_BUFS (12 + BLOCK_KINDS)
 
 static int forward_buffers(struct forward *f, const struct model_config *c, const struct forward_sizes *fs,
 			   struct fbuf *b)
@@ -73,6 +73,7 @@ static int forward_buffers(struct forward *f, const struct model_config *c, cons
 	FBUF(head_in, B * H * F);
 	FBUF(row_seq, B * sizeof(int32_t));
 	FBUF(row_pos, B * sizeof(int32_t));
+	FBUF(row_tok, B * sizeof(int32_t));
 	FBUF(mtp_in, B * 2 * H * F);
 	FBUF(inv_freq, (size_t)(c->rot_dim / 2 + 1) * F);
 	FBUF(predicted, (size_t)(c->n_layers + c->n_mtp_layers) * E * sizeof(int32_t));
@@ -259,6 +260,7 @@ int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, 
 			before += rows[u].seq == s;
 		f->row_seq[t] = s;
 		f->row_pos[t] = f->seqs[s].pos + before;
+		f->row_tok[t] = rows[t].token;
 		if (f->row_pos[t] >= f->ctx)
 			return error_set(ENOSPC, "context is full: %d positions (raise --ctx)", f->ctx);
 		if (rows[t].token < 0 || rows[t].token >= c->vocab)
@@ -330,6 +332,7 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 	for (int t = 0; t < n; t++) {
 		f->row_seq[t] = 0;
 		f->row_pos[t] = pos0 + t;
+		f->row_tok[t] = next[t];
 	}
 	int rc = layer_forward(f, c->n_layers + module, n);
 	if (rc)

@@ -55,6 +55,7 @@ struct forward {
 	/* The step under way: row t is a token of sequence row_seq[t] at
 	 * position row_pos[t]. */
 	int32_t *row_seq, *row_pos;  /* [batch] */
+	int32_t *row_tok;            /* [batch] the token id of row t (hash routing) */
 	float *head_in;              /* [batch, hidden] the rows whose logits were asked for */
 	float *x;                    /* [batch, hidden] residual stream */
 	float *xn;                   /* [batch, hidden] normed input of a block */

@@ -604,6 +604,9 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	case MODEL_ARCH_QWEN3_NEXT:
 		rc = parse_qwen35(cfg, j, src);
 		break;
+	case MODEL_ARCH_DEEPSEEK_V4: /* model_type deepseek_v4 is not mapped to it yet */
+		rc = error_set(EINVAL, "%s: deepseek_v4 is not supported yet", src);
+		break;
 	case MODEL_ARCH_DEEPSEEK_V3:
 		rc = parse_grouped_moe(cfg, j, src);
 		rc = rc ? rc : parse_deepseek_v3(cfg, j, src);

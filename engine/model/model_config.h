@@ -26,6 +26,7 @@ enum model_arch {
 	MODEL_ARCH_GLM_MOE_DSA,      /* GLM-5: the same blocks, GLM's RoPE defaults */
 	MODEL_ARCH_QWEN3_5_MOE,      /* Qwen3.5 / Qwen3.6 MoE: Gated DeltaNet + gated attention */
 	MODEL_ARCH_QWEN3_NEXT,       /* Qwen3-Next: the same blocks, fused grouped DeltaNet projections */
+	MODEL_ARCH_DEEPSEEK_V4,      /* DeepSeek-V4: shared-KV MQA with CSA/HCA compression, hyper-connections */
 };
 
 /* A layer is a row of block kinds (struct layer_row); the forward pass
@@ -35,8 +36,14 @@ enum model_arch {
  * multi-head latent attention over a compressed KV cache; MLA whose keys
  * the DSA indexer selects (DeepSeek-V3.2, GLM-5); Gated DeltaNet linear
  * attention over a fixed-size recurrent state (Qwen3.5, Qwen3-Next). */
-enum mixer_kind { MIXER_GQA = 0, MIXER_MLA, MIXER_MLA_DSA, MIXER_GDN };
-#define MIXER_KINDS 4
+enum mixer_kind { MIXER_GQA = 0, MIXER_MLA, MIXER_MLA_DSA, MIXER_GDN, MIXER_V4 };
+#define MIXER_KINDS 5
+
+/* DeepSeek-V4 attention of a MIXER_V4 row: sliding-window shared-KV MQA
+ * alone, plus compressed sparse attention (overlapping windows pooled into
+ * entries, a Lightning indexer keeping index_topk of them), or plus
+ * heavily compressed attention (non-overlapping windows, no indexer). */
+enum v4_attn { V4_ATTN_SLIDING = 0, V4_ATTN_CSA, V4_ATTN_HCA };
 
 /* Feed-forward block: a dense SwiGLU MLP; routed experts; routed experts
  * plus shared experts every token runs. */
@@ -47,8 +54,11 @@ enum ffn_kind { FFN_DENSE = 0, FFN_MOE, FFN_MOE_SHARED };
  * loader has made 1 + w for zero-centred norms, norm_zero_centred). */
 enum norm_kind { NORM_RMS = 0 };
 
-/* How a block's output joins the residual stream: added (x += block(norm(x))). */
-enum residual_kind { RESIDUAL_PLAIN = 0 };
+/* How a block's output joins the residual stream: added (x += block(norm(x)));
+ * or hyper-connections (DeepSeek-V4): hc_mult streams per token, collapsed
+ * into the block's input and mixed with its output by weights computed from
+ * the streams (Sinkhorn-projected mixer). */
+enum residual_kind { RESIDUAL_PLAIN = 0, RESIDUAL_HC };
 
 struct layer_row {
 	enum norm_kind norm;
@@ -59,7 +69,7 @@ struct layer_row {
 
 /* Router: softmax over all experts then top-k (OLMoE, Qwen3, Mixtral), or
  * sigmoid scores with a correction bias and grouped top-k (DeepSeek-V3, GLM). */
-enum router_kind { ROUTER_SOFTMAX = 0, ROUTER_SIGMOID_GROUPED };
+enum router_kind { ROUTER_SOFTMAX = 0, ROUTER_SIGMOID_GROUPED, ROUTER_SQRTSOFTPLUS };
 
 /* Where q/k RMSNorm applies: not at all, per head (Qwen3), or over the
  * whole projected q and k vectors (OLMoE). */
@@ -139,6 +149,19 @@ struct model_config {
 	int32_t lin_k_dim, lin_v_dim;       /* dims of a key head, of a value head */
 	int32_t lin_conv;                   /* causal depthwise convolution kernel */
 	bool lin_grouped;            /* fused in_proj_qkvz / in_proj_ba grouped per key head (Qwen3-Next) */
+	/* DeepSeek-V4 (MIXER_V4 rows, RESIDUAL_HC). rope_theta is the sliding
+	 * layers' RoPE base; compressed layers use compress_rope_theta with the
+	 * yarn* fields (attention factor 1). rot_dim is the rotated tail of each
+	 * head (interleaved pairs); q_lora_rank, sliding_window and index_* as
+	 * above; n_kv_heads is 1 (K = V). */
+	enum v4_attn v4_attn[MODEL_LAYERS_MAX];
+	int32_t compress_rate_csa, compress_rate_hca;
+	float compress_rope_theta;
+	int32_t o_groups, o_lora_rank;      /* grouped output projection: o_groups blocks to o_lora_rank each */
+	int32_t hc_mult, hc_sinkhorn_iters; /* residual streams, Sinkhorn iterations */
+	float hc_eps;
+	bool hash_routed[MODEL_LAYERS_MAX]; /* experts chosen by the token id (mlp.gate.tid2eid) */
+	float swiglu_limit;                 /* gate <= limit, |up| <= limit in every SwiGLU; 0: no clamp */
 	int32_t n_mtp_layers;        /* DeepSeek MTP modules stored after the decoder layers */
 	int32_t bos_id;              /* -1 if unknown */
 	int32_t eos_ids[MODEL_EOS_MAX];

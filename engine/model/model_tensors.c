@@ -173,6 +173,7 @@ static void specs_layer(struct spec_list *l, const struct model_config *c, int i
 	case MIXER_MLA: specs_mla(l, c, i, false); break;
 	case MIXER_MLA_DSA: specs_mla(l, c, i, true); break;
 	case MIXER_GDN: specs_gdn(l, c, i); break;
+	case MIXER_V4: break; /* not parsed yet */
 	}
 	switch (r->ffn) {
 	case FFN_DENSE: specs_dense(l, c, i); break;
