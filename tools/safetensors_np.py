@@ -6,7 +6,9 @@ bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]},
 to the first byte after the header.  This module reads and writes that format
 with numpy only (no torch, no safetensors package), and converts the dtypes
 colibri's tests use: F32, F16, BF16 and F8_E4M3 (e4m3fn: no infinities, one
-NaN pattern per sign, max 448) with DeepSeek-style 128x128 block scales.
+NaN pattern per sign, max 448) with DeepSeek-style 128x128 block scales, and
+DeepSeek-V4's F8_E8M0 power-of-two scales (ue8m0) and FP4 e2m1 weights
+packed two per I8 byte (MXFP4: one ue8m0 scale per 32 inputs).
 
 Invariants: readers validate every offset against the file size and the
 shape * itemsize and raise ValueError naming the file and tensor; writers
@@ -34,6 +36,7 @@ DTYPES = {
     "F16": (np.dtype("<f2"), 2),
     "BF16": (np.dtype("<u2"), 2),
     "F8_E4M3": (np.dtype("u1"), 1),
+    "F8_E8M0": (np.dtype("u1"), 1),
     "I64": (np.dtype("<i8"), 8),
     "I32": (np.dtype("<i4"), 4),
     "I16": (np.dtype("<i2"), 2),
@@ -279,12 +282,127 @@ def fp8_block_dequantize(codes, scale_inv, block=(128, 128)):
     return (v * s).astype(np.float32)
 
 
+# ---------------------------------------------------------------- ue8m0, e2m1 (DeepSeek-V4)
+
+
+def e8m0_to_f32(raw):
+    """Raw uint8 ue8m0 codes (float8_e8m0fnu: 2^(code - 127), 0xFF NaN) -> float32."""
+    c = np.asarray(raw, dtype=np.uint8).astype(np.int32)
+    out = np.ldexp(np.float32(1.0), c - 127).astype(np.float32)
+    out[c == 255] = np.nan
+    return out
+
+
+def f32_to_e8m0(x):
+    """Powers of two (2^-127 .. 2^127) -> raw uint8 ue8m0 codes; anything else raises."""
+    x = np.asarray(x, dtype=np.float64)
+    m, e = np.frexp(x)
+    if np.any(m != 0.5) or np.any(e - 1 < -127) or np.any(e - 1 > 127):
+        raise ValueError("f32_to_e8m0: not all values are powers of two in range")
+    return (e - 1 + 127).astype(np.uint8)
+
+
+def pow2_ceil(x):
+    """Smallest power of two >= x (x > 0), as float32; 1 where x == 0."""
+    x = np.asarray(x, dtype=np.float64)
+    e = np.ceil(np.log2(np.where(x > 0, x, 1.0)))
+    # log2 of an exact power of two is exact; guard the rounding of the others.
+    e = np.where(np.exp2(e - 1) >= x, e - 1, e)
+    e = np.where(np.exp2(e) < x, e + 1, e)
+    return np.exp2(e).astype(np.float32)
+
+
+# e2m1 code -> value: sign bit 3, then 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+E2M1_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                        -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=np.float32)
+E2M1_MAX = 6.0
+
+
+def f32_to_e2m1(x):
+    """float -> e2m1 codes (uint8 0..15): nearest value, ties to the even code,
+    magnitudes above 6 saturate; the sign of zero is kept."""
+    x = np.asarray(x, dtype=np.float64)
+    pos = E2M1_VALUES[:8].astype(np.float64)
+    a = np.minimum(np.abs(x), E2M1_MAX)
+    hi = np.minimum(np.searchsorted(pos, a, side="left"), 7)
+    lo = np.maximum(hi - 1, 0)
+    d_hi, d_lo = pos[hi] - a, a - pos[lo]
+    take_lo = (d_lo < d_hi) | ((d_lo == d_hi) & (lo % 2 == 0) & (lo != hi))
+    code = np.where(take_lo, lo, hi).astype(np.uint8)
+    return code | np.where(np.signbit(x), 8, 0).astype(np.uint8)
+
+
+def fp4_pack(codes):
+    """e2m1 codes [..., 2n] -> int8 bytes [..., n]: element 2k in the low
+    nibble, 2k+1 in the high one (transformers' Fp8Dequantize._unpack_fp4)."""
+    c = np.asarray(codes, dtype=np.uint8)
+    return (c[..., 0::2] | (c[..., 1::2] << 4)).astype(np.uint8).view(np.int8)
+
+
+def fp4_unpack(packed):
+    """int8 bytes [..., n] -> float32 e2m1 values [..., 2n] (low nibble first)."""
+    u = np.asarray(packed).view(np.uint8)
+    out = np.empty(u.shape[:-1] + (2 * u.shape[-1],), dtype=np.float32)
+    out[..., 0::2] = E2M1_VALUES[u & 0xF]
+    out[..., 1::2] = E2M1_VALUES[u >> 4]
+    return out
+
+
+def fp4_quantize(w, group=32):
+    """MXFP4 as DeepSeek-V4 ships routed experts: w [rows, cols] -> (int8
+    [rows, cols/2], ue8m0 codes [rows, cols/group]); each group of `group`
+    inputs scaled by the power of two 2^ceil(log2(amax / 6))."""
+    w = np.asarray(w, dtype=np.float32)
+    rows, cols = w.shape[-2:]
+    if cols % group or cols % 2:
+        raise ValueError("fp4_quantize: %d columns are not a multiple of %d" % (cols, group))
+    g = w.reshape(w.shape[:-1] + (cols // group, group))
+    scale = pow2_ceil(np.abs(g).max(axis=-1) / np.float32(E2M1_MAX))
+    codes = f32_to_e2m1(g / scale[..., None]).reshape(w.shape)
+    return fp4_pack(codes), f32_to_e8m0(scale)
+
+
+def fp4_dequantize(packed, scale, group=32):
+    """Inverse of fp4_quantize: e2m1 value * its group's scale (float32;
+    scale as float32 values, or F8_E8M0 codes when given as uint8)."""
+    v = fp4_unpack(packed)
+    s = np.asarray(scale)
+    s = e8m0_to_f32(s) if s.dtype == np.uint8 else s.astype(np.float32)
+    s = np.repeat(s, group, axis=-1)
+    if s.shape != v.shape:
+        raise ValueError("fp4 scale %s does not cover weight %s in groups of %d"
+                         % (list(np.shape(scale)), list(v.shape), group))
+    return (v * s).astype(np.float32)
+
+
+def fp8_block_quantize_ue8m0(w, block=(128, 128)):
+    """fp8_block_quantize with power-of-two scales (DeepSeek-V4's ue8m0
+    `scale_fmt`): scale = 2^ceil(log2(amax / 448)), so no code saturates.
+    Returns (codes uint8, scale ue8m0 codes uint8)."""
+    w = np.asarray(w, dtype=np.float32)
+    rows, cols = w.shape[-2:]
+    br, bc = block
+    nr, nc = -(-rows // br), -(-cols // bc)
+    codes = np.empty(w.shape, dtype=np.uint8)
+    scale = np.empty(w.shape[:-2] + (nr, nc), dtype=np.float32)
+    for i in range(nr):
+        for j in range(nc):
+            blk = w[..., i * br:(i + 1) * br, j * bc:(j + 1) * bc]
+            s = pow2_ceil(np.abs(blk).max(axis=(-2, -1)) / np.float32(E4M3_MAX))
+            scale[..., i, j] = s
+            codes[..., i * br:(i + 1) * br, j * bc:(j + 1) * bc] = \
+                f32_to_e4m3(blk / s[..., None, None])
+    return codes, f32_to_e8m0(scale)
+
+
 def to_f32(t):
     """Tensor of a float dtype -> float32 array (fp8 without its scale)."""
     if t.dtype == "BF16":
         return bf16_to_f32(t.raw)
     if t.dtype == "F8_E4M3":
         return e4m3_to_f32(t.raw)
+    if t.dtype == "F8_E8M0":
+        return e8m0_to_f32(t.raw)
     if t.dtype in ("F32", "F16", "F64"):
         return np.asarray(t.raw, dtype=np.float32)
     raise ValueError("tensor of dtype %s is not a float tensor" % t.dtype)
@@ -396,6 +514,25 @@ def _self_test():
     d = fp8_block_dequantize(q, s)
     rel = np.abs(d - w) / np.maximum(np.abs(w), 2.0 ** -6 * s.max())
     assert rel.max() <= 2.0 ** -4 + 1e-6, rel.max()
+    # ue8m0 and e2m1 (DeepSeek-V4).
+    assert np.array_equal(f32_to_e8m0(e8m0_to_f32(np.arange(255, dtype=np.uint8))),
+                          np.arange(255, dtype=np.uint8)), "e8m0 round trip"
+    assert pow2_ceil(np.array([1.0, 1.5, 0.25, 0.3, 6.0])).tolist() == [1.0, 2.0, 0.25, 0.5, 8.0]
+    vals = E2M1_VALUES.astype(np.float64)
+    assert np.array_equal(f32_to_e2m1(vals), np.arange(16, dtype=np.uint8)), "e2m1 round trip"
+    assert f32_to_e2m1(np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0])).tolist() == \
+        [0, 2, 2, 4, 4, 6, 6, 7], "e2m1 ties to even"
+    codes4 = rng.integers(0, 16, (3, 64)).astype(np.uint8)
+    assert np.array_equal(fp4_unpack(fp4_pack(codes4)), E2M1_VALUES[codes4]), "fp4 packing"
+    w4 = (rng.standard_normal((8, 64)) * 0.1).astype(np.float32)
+    p4, s4 = fp4_quantize(w4)
+    assert p4.dtype == np.int8 and p4.shape == (8, 32) and s4.shape == (8, 2)
+    d4 = fp4_dequantize(p4, s4)
+    sc = np.repeat(e8m0_to_f32(s4), 32, axis=-1)
+    assert np.all(np.abs(d4 - w4) <= sc + 1e-12), "fp4 error within half a step (1 between 4 and 6)"
+    q8, s8 = fp8_block_quantize_ue8m0(w)
+    d8 = fp8_block_dequantize(q8, e8m0_to_f32(s8))
+    assert np.abs(d8 - w).max() <= np.abs(w).max() * 2.0 ** -3, "ue8m0 fp8"
     # File round trip.
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
