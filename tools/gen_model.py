@@ -12,6 +12,9 @@
     gen_model.py --shape qwen3.5-35b-a3b --out DIR [--seed N] [--shards N] [--layers N]
                  [--vision-tower]
                  (arch_qwen35.py; also DeepSeek-V3 / GLM families: arch_deepseek.py)
+    gen_model.py --arch deepseek_v4 --out DIR [--seed N] [--weights-dtype {bf16,fp8}]
+                 [--expert-dtype {fp4,fp8}] [--v4-config {current,legacy}] [--shards N]
+                 (arch_deepseek_v4.py: the released DeepSeek-V4 layout)
 
 The directory gets config.json and generation_config.json with the field
 names, model_type and architectures of the real models, and safetensors
@@ -45,8 +48,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
 import arch_deepseek  # noqa: E402  (deepseek_v3, glm4_moe)
 import arch_qwen35  # noqa: E402  (qwen3_5_moe, qwen3_5_moe_text, qwen3_next)
+import arch_deepseek_v4  # noqa: E402  (deepseek_v4)
 
-ARCHS = ("olmoe", "qwen3_moe", "mixtral") + arch_deepseek.ARCHS + arch_qwen35.ARCHS
+ARCHS = ("olmoe", "qwen3_moe", "mixtral") + arch_deepseek.ARCHS + arch_qwen35.ARCHS + arch_deepseek_v4.ARCHS
 
 # Shapes per size.  olmoe is MHA (kv heads == heads) and its head_dim is
 # hidden / heads; qwen3_moe sets head_dim explicitly so heads * head_dim
@@ -670,6 +674,7 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, help="--shape only: keep the first N layers")
     arch_deepseek.add_arguments(ap)
     arch_qwen35.add_arguments(ap)
+    arch_deepseek_v4.add_arguments(ap)
     args = ap.parse_args(argv)
     if arch_qwen35.used(args):
         return arch_qwen35.main(args, ap, sys.modules[__name__])
@@ -677,6 +682,8 @@ def main(argv=None):
         ap.error("--vision-tower applies to --shape qwen3.5-35b-a3b only")
     if args.experts_layout is None:
         args.experts_layout = "per-expert"
+    if arch_deepseek_v4.used(args):
+        return arch_deepseek_v4.main(args, ap, sys.modules[__name__])
     if arch_deepseek.used(args):
         return arch_deepseek.main(args, ap, sys.modules[__name__])
 

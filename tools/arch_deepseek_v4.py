@@ -1,0 +1,353 @@
+"""Tiny DeepSeek-V4 (deepseek_v4) checkpoints for gen_model.py, in the
+released layout.
+
+gen_model.py hands over to main() here for --arch deepseek_v4.  The weights
+come from gen_model's per-tensor generators (master_weight, seeded by the
+seed and the tensor name), so the same seed gives the same master weights
+whatever the weight dtype; they are written by gen_model.write_checkpoint.
+
+The names are those of DeepSeek's release (deepseek-ai/DeepSeek-V4-Flash),
+which transformers v5.15.0 renames on load (conversion_mapping.py,
+"deepseek_v4"; the FP8 quantizer renames `.scale` to `.weight_scale_inv`):
+no `model.` prefix, `embed`, `head`, `norm`, `hc_head_{fn,base,scale}`,
+`layers.L.{attn,ffn,attn_norm,ffn_norm,hc_attn_*,hc_ffn_*}`, and a
+multi-token-prediction block `mtp.0.*` that transformers does not load.
+
+What every tiny model exercises within 24 tokens (tools/README.md has the
+table): a sliding window of 8, compressed sparse attention (CSA, rate 4,
+overlapping windows, a Lightning Indexer keeping 2 entries) and heavily
+compressed attention (HCA, rate 8), YaRN on the compressed layers, attention
+sinks, hyper-connections (hc_mult 4, 20 Sinkhorn iterations), two hash-routed
+MoE layers (`ffn.gate.tid2eid`, I64) then two sqrtsoftplus top-k layers with
+a selection bias, a shared expert, and a SwiGLU clamp low enough to clip.
+
+Weight dtypes:
+- bf16 (default): every matrix BF16; hc_*, attn_sink, ape, gate.bias F32.
+- fp8: the release's split.  F8_E4M3 with ue8m0 (F8_E8M0) 128x128 block
+  scales under NAME.scale for wq_a, wq_b, wkv, wo_a, wo_b, indexer.wq_b,
+  the shared experts and mtp.0.{e_proj,h_proj}; BF16 for embed, head, the
+  router, the compressors' wkv / wgate and indexer.weights_proj (transformers'
+  _keep_in_fp32_modules lists them as shipped without a scale); routed
+  experts in FP4 (--expert-dtype fp4, the default: e2m1 packed two per I8
+  byte, low nibble first, [out, in / 2], with an F8_E8M0 scale per 32
+  inputs [out, in / 32], config expert_dtype "fp4") or FP8 like the dense
+  ones (--expert-dtype fp8).
+"""
+
+import json
+import os
+import zlib
+
+import numpy as np
+
+import safetensors_np as st
+
+ARCHS = ("deepseek_v4",)
+
+TINY = dict(hidden=128, layers=4, heads=4, head_dim=64, rope_dim=16, q_lora_rank=128,
+            o_groups=2, o_lora_rank=64, vocab=512, experts=8, top_k=2, experts_ffn=64,
+            n_shared=1, routed_scaling_factor=1.5, sliding_window=8, csa_rate=4, hca_rate=8,
+            index_n_heads=8, index_head_dim=32, index_topk=2, hc_mult=4, hc_sinkhorn_iters=20,
+            hc_eps=1e-6, swiglu_limit=1.5, rope_theta=10000.0, compress_rope_theta=160000.0,
+            yarn_factor=4, yarn_original_max=32, mtp_layers=1, n_hash=2)
+
+LAYER_TYPES = ["sliding_attention", "compressed_sparse_attention",
+               "heavily_compressed_attention", "compressed_sparse_attention"]
+RATIO_OF_TYPE = {"sliding_attention": 0, "compressed_sparse_attention": 4,
+                 "heavily_compressed_attention": 128}
+
+# Router weight std (times hidden^-0.5) and selection-bias std: sqrtsoftplus
+# scores spread over (0, ~2.5) so that selections differ per token, with a
+# bias large enough that ignoring it changes the selection.
+ROUTER_STD = 2.0
+BIAS_STD = 0.3
+
+OPTIONS = ("v4_config", "expert_dtype")
+
+
+def add_arguments(ap):
+    g = ap.add_argument_group("deepseek_v4")
+    g.add_argument("--v4-config", choices=("current", "legacy"),
+                   help="deepseek_v4: config.json keys: current (layer_types, compress_rates, "
+                        "mlp_layer_types, partial_rotary_factor, rope_parameters; default) or "
+                        "legacy (compress_ratios, compress_rate_csa/hca, num_hash_layers, "
+                        "qk_rope_head_dim, rope_scaling), which DeepseekV4Config folds in")
+    g.add_argument("--expert-dtype", choices=("fp4", "fp8"),
+                   help="deepseek_v4 with --weights-dtype fp8: routed experts in FP4 (default, "
+                        "as released) or FP8")
+
+
+def used(args):
+    return (getattr(args, "arch", None) in ARCHS
+            or any(getattr(args, o, None) is not None for o in OPTIONS))
+
+
+# ---------------------------------------------------------------- config
+
+
+def build_config(args, vocab):
+    t = TINY
+    legacy = args.v4_config == "legacy"
+    L = t["layers"]
+    cfg = {
+        "architectures": ["DeepseekV4ForCausalLM"],
+        "model_type": "deepseek_v4",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "compress_rope_theta": t["compress_rope_theta"],
+        "hc_eps": t["hc_eps"],
+        "hc_mult": t["hc_mult"],
+        "hc_sinkhorn_iters": t["hc_sinkhorn_iters"],
+        "head_dim": t["head_dim"],
+        "hidden_act": "silu",
+        "hidden_size": t["hidden"],
+        "index_head_dim": t["index_head_dim"],
+        "index_n_heads": t["index_n_heads"],
+        "index_topk": t["index_topk"],
+        "initializer_range": 0.02,
+        "max_position_embeddings": t["yarn_factor"] * t["yarn_original_max"],
+        "moe_intermediate_size": t["experts_ffn"],
+        "n_routed_experts": t["experts"],
+        "n_shared_experts": t["n_shared"],
+        "norm_topk_prob": True,
+        "num_attention_heads": t["heads"],
+        "num_experts_per_tok": t["top_k"],
+        "num_hidden_layers": L,
+        "num_key_value_heads": 1,
+        "num_nextn_predict_layers": t["mtp_layers"],
+        "o_groups": t["o_groups"],
+        "o_lora_rank": t["o_lora_rank"],
+        "q_lora_rank": t["q_lora_rank"],
+        "rms_norm_eps": 1e-06,
+        "rope_theta": t["rope_theta"],
+        "routed_scaling_factor": t["routed_scaling_factor"],
+        "scoring_func": "sqrtsoftplus",
+        "sliding_window": t["sliding_window"],
+        "swiglu_limit": t["swiglu_limit"],
+        "tie_word_embeddings": False,
+        "topk_method": "noaux_tc",
+        "torch_dtype": "bfloat16",
+        "transformers_version": "5.15.0",
+        "use_cache": True,
+        "vocab_size": vocab,
+    }
+    yarn = {"beta_fast": 32, "beta_slow": 1, "factor": t["yarn_factor"],
+            "original_max_position_embeddings": t["yarn_original_max"]}
+    if legacy:
+        # The release's own spelling (DeepSeek-V4-Flash config.json): one
+        # compress ratio per layer (0 / 4 / 128 name the layer type;
+        # DeepseekV4Config maps them through _COMPRESS_RATIO_TO_LAYER_TYPE),
+        # the rates of the two compressed types, the hash layer count, the
+        # rope dims and a flat YaRN rope_scaling for the compressed layers.
+        cfg.update(compress_ratios=[RATIO_OF_TYPE[x] for x in LAYER_TYPES],
+                   compress_rate_csa=t["csa_rate"], compress_rate_hca=t["hca_rate"],
+                   num_hash_layers=t["n_hash"], qk_rope_head_dim=t["rope_dim"],
+                   rope_scaling=dict(yarn, type="yarn"))
+    else:
+        cfg.update(layer_types=list(LAYER_TYPES),
+                   compress_rates={"compressed_sparse_attention": t["csa_rate"],
+                                   "heavily_compressed_attention": t["hca_rate"]},
+                   mlp_layer_types=["hash_moe"] * t["n_hash"] + ["moe"] * (L - t["n_hash"]),
+                   partial_rotary_factor=t["rope_dim"] / t["head_dim"],
+                   rope_parameters=dict(yarn, rope_type="yarn", rope_theta=t["rope_theta"]))
+    return cfg
+
+
+def layer_types(cfg):
+    if "layer_types" in cfg:
+        return cfg["layer_types"]
+    inv = {v: k for k, v in RATIO_OF_TYPE.items()}
+    return [inv[r] for r in cfg["compress_ratios"]]
+
+
+def rates(cfg):
+    if "compress_rates" in cfg:
+        return cfg["compress_rates"]
+    return {"compressed_sparse_attention": cfg["compress_rate_csa"],
+            "heavily_compressed_attention": cfg["compress_rate_hca"]}
+
+
+def is_hash(cfg, L):
+    if "mlp_layer_types" in cfg:
+        return L < len(cfg["mlp_layer_types"]) and cfg["mlp_layer_types"][L] == "hash_moe"
+    return L < cfg["num_hash_layers"]
+
+
+# ---------------------------------------------------------------- tensors
+#
+# Kinds: "proj" (FP8 in the fp8 release), "linear" (BF16 always), "expert"
+# (FP4 / FP8), "norm" (1 + noise, BF16), "f32" (F32 parameters: hc_*,
+# attn_sink, ape, gate.bias), "embed", "lm_head", "router", "tid2eid".
+
+
+def block_specs(cfg, p, ltype, hash_layer):
+    H, V = cfg["hidden_size"], cfg["vocab_size"]
+    nh, hd, qr = cfg["num_attention_heads"], cfg["head_dim"], cfg["q_lora_rank"]
+    hc = cfg["hc_mult"]
+    mix = (2 + hc) * hc
+    og, olr = cfg["o_groups"], cfg["o_lora_rank"]
+    E, I, k = cfg["n_routed_experts"], cfg["moe_intermediate_size"], cfg["num_experts_per_tok"]
+    yield p + "attn_norm.weight", (H,), "norm", 0.1
+    yield p + "ffn_norm.weight", (H,), "norm", 0.1
+    for site in ("attn", "ffn"):
+        yield p + "hc_%s_fn" % site, (mix, hc * H), "f32", (hc * H) ** -0.5
+        yield p + "hc_%s_base" % site, (mix,), "f32", 0.5
+        yield p + "hc_%s_scale" % site, (3,), "hc_scale", 0.3
+    a = p + "attn."
+    yield a + "wq_a.weight", (qr, H), "proj", H ** -0.5
+    yield a + "q_norm.weight", (qr,), "norm", 0.1
+    yield a + "wq_b.weight", (nh * hd, qr), "proj", qr ** -0.5
+    yield a + "wkv.weight", (hd, H), "proj", H ** -0.5
+    yield a + "kv_norm.weight", (hd,), "norm", 0.1
+    yield a + "wo_a.weight", (og * olr, nh * hd // og), "proj", (nh * hd // og) ** -0.5
+    yield a + "wo_b.weight", (H, og * olr), "proj", 0.7 * (og * olr) ** -0.5
+    yield a + "attn_sink", (nh,), "f32", 1.0
+    if ltype != "sliding_attention":
+        csa = ltype == "compressed_sparse_attention"
+        rate = rates(cfg)[ltype]
+        w = (2 if csa else 1) * hd
+        c = a + "compressor."
+        yield c + "wkv.weight", (w, H), "linear", H ** -0.5
+        yield c + "wgate.weight", (w, H), "linear", H ** -0.5
+        yield c + "ape", (rate, w), "f32", 0.5
+        yield c + "norm.weight", (hd,), "norm", 0.1
+        if csa:
+            ih, idim = cfg["index_n_heads"], cfg["index_head_dim"]
+            x = a + "indexer."
+            yield x + "wq_b.weight", (ih * idim, qr), "proj", qr ** -0.5
+            yield x + "weights_proj.weight", (ih, H), "linear", H ** -0.5
+            yield x + "compressor.wkv.weight", (2 * idim, H), "linear", H ** -0.5
+            yield x + "compressor.wgate.weight", (2 * idim, H), "linear", H ** -0.5
+            yield x + "compressor.ape", (rate, 2 * idim), "f32", 0.5
+            yield x + "compressor.norm.weight", (idim,), "norm", 0.1
+    f = p + "ffn."
+    yield f + "gate.weight", (E, H), "router", ROUTER_STD * H ** -0.5
+    if hash_layer:
+        yield f + "gate.tid2eid", (V, k), "tid2eid", 0.0
+    else:
+        yield f + "gate.bias", (E,), "f32", BIAS_STD
+    for e in range(E):
+        yield "%sexperts.%d.w1.weight" % (f, e), (I, H), "expert", H ** -0.5
+        yield "%sexperts.%d.w2.weight" % (f, e), (H, I), "expert", 0.5 * I ** -0.5
+        yield "%sexperts.%d.w3.weight" % (f, e), (I, H), "expert", H ** -0.5
+    S = I * cfg["n_shared_experts"]
+    yield f + "shared_experts.w1.weight", (S, H), "proj", H ** -0.5
+    yield f + "shared_experts.w2.weight", (H, S), "proj", 0.7 * S ** -0.5
+    yield f + "shared_experts.w3.weight", (S, H), "proj", H ** -0.5
+
+
+def head_specs(cfg, p):
+    H, hc = cfg["hidden_size"], cfg["hc_mult"]
+    yield p + "hc_head_fn", (hc, hc * H), "f32", (hc * H) ** -0.5
+    yield p + "hc_head_base", (hc,), "f32", 0.5
+    yield p + "hc_head_scale", (1,), "hc_scale", 0.3
+
+
+def tensor_specs(cfg):
+    H, V = cfg["hidden_size"], cfg["vocab_size"]
+    types = layer_types(cfg)
+    yield "embed.weight", (V, H), "embed", 1.0
+    for L in range(cfg["num_hidden_layers"]):
+        yield from block_specs(cfg, "layers.%d." % L, types[L], is_hash(cfg, L))
+    yield "norm.weight", (H,), "norm", 0.1
+    yield "head.weight", (V, H), "lm_head", 1.5 * H ** -0.5
+    yield from head_specs(cfg, "")
+    for m in range(cfg["num_nextn_predict_layers"]):
+        # The MTP block as the release names it (no authoritative definition
+        # of its forward is available here; the reference does not run it):
+        # e_proj / h_proj on the normed embedding and hidden state, its own
+        # final norm and hc_head, and one sliding-window block with a
+        # top-k-routed MoE.
+        p = "mtp.%d." % m
+        yield p + "e_proj.weight", (H, H), "proj", H ** -0.5
+        yield p + "h_proj.weight", (H, H), "proj", H ** -0.5
+        yield p + "enorm.weight", (H,), "norm", 0.1
+        yield p + "hnorm.weight", (H,), "norm", 0.1
+        yield p + "norm.weight", (H,), "norm", 0.1
+        yield from head_specs(cfg, p)
+        yield from block_specs(cfg, p, "sliding_attention", False)
+
+
+def encode(name, w, kind, weights_dtype, expert_dtype):
+    """{name: (dtype, storage)} of one master weight in the release's format."""
+    base = name[: -len(".weight")] if name.endswith(".weight") else name
+    if weights_dtype == "fp8" and (kind == "proj" or (kind == "expert" and expert_dtype == "fp8")):
+        codes, scale = st.fp8_block_quantize_ue8m0(w)
+        return {name: ("F8_E4M3", codes), base + ".scale": ("F8_E8M0", scale)}
+    if weights_dtype == "fp8" and kind == "expert":
+        packed, scale = st.fp4_quantize(w)
+        return {name: ("I8", packed), base + ".scale": ("F8_E8M0", scale)}
+    return {name: ("BF16", st.f32_to_bf16(w))}
+
+
+def build_tensors(cfg, seed, weights_dtype, expert_dtype, g):
+    groups = []
+    for name, shape, kind, std in tensor_specs(cfg):
+        if kind == "tid2eid":
+            # A frozen token id -> k distinct expert ids table (I64, as
+            # released; transformers holds it as a long buffer).
+            rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+            E = cfg["n_routed_experts"]
+            table = np.stack([rng.permutation(E)[:shape[1]] for _ in range(shape[0])])
+            groups.append({name: ("I64", table.astype("<i8"))})
+            continue
+        if kind == "hc_scale":
+            w = g.master_weight(seed, name, shape, "norm", std)
+            groups.append({name: ("F32", np.ascontiguousarray(w, dtype=np.float32))})
+            continue
+        w = g.master_weight(seed, name, shape, "proj" if kind == "expert" else kind, std)
+        if kind == "f32":
+            groups.append({name: ("F32", np.ascontiguousarray(w, dtype=np.float32))})
+        else:
+            groups.append(encode(name, w, kind, weights_dtype, expert_dtype))
+    return groups
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(args, ap, g):
+    """gen_model's main for deepseek_v4; g is the gen_model module."""
+    if args.arch not in ARCHS:
+        ap.error("--v4-config and --expert-dtype apply to --arch deepseek_v4 only")
+    for opt, bad in (("--shape", getattr(args, "shape", None)),
+                     ("--layers", getattr(args, "layers", None) is not None),
+                     ("--tokenizer", args.tokenizer),
+                     ("--clip-qkv", args.clip_qkv is not None),
+                     ("--experts-layout fused", args.experts_layout == "fused"),
+                     ("--size small", args.size not in (None, "tiny"))):
+        if bad:
+            ap.error("%s is not available for --arch deepseek_v4" % opt)
+    if args.expert_dtype is not None and args.weights_dtype != "fp8":
+        ap.error("--expert-dtype needs --weights-dtype fp8")
+    expert_dtype = args.expert_dtype or "fp4"
+    shards = 1 if args.shards is None else args.shards
+    if shards < 1:
+        ap.error("--shards must be >= 1")
+    vocab = args.vocab_size or TINY["vocab"]
+    if vocab < 2:
+        ap.error("--vocab-size must be >= 2")
+    cfg = build_config(args, vocab)
+    if args.weights_dtype == "fp8":
+        # DeepSeek-V4-Flash: FP8 e4m3 blocks with ue8m0 scales; experts FP4.
+        cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
+                                      "quant_method": "fp8", "scale_fmt": "ue8m0",
+                                      "weight_block_size": [128, 128]}
+        if expert_dtype == "fp4":
+            cfg["expert_dtype"] = "fp4"
+    os.makedirs(args.out, exist_ok=True)
+    for old in os.listdir(args.out):
+        if old.endswith(".safetensors") or old == "model.safetensors.index.json":
+            os.remove(os.path.join(args.out, old))
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    gen = {"bos_token_id": 0, "eos_token_id": 1, "transformers_version": cfg["transformers_version"]}
+    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
+        json.dump(gen, f, indent=2, sort_keys=True)
+        f.write("\n")
+    groups = build_tensors(cfg, args.seed, args.weights_dtype, expert_dtype, g)
+    g.write_checkpoint(args.out, groups, shards)
+    return 0
