@@ -164,6 +164,7 @@ FAMILIES = {
     "qwen3_5_moe": ("qwen3_5_moe", "Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
     "qwen3_5_moe_text": ("qwen3_5_moe", "Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
     "qwen3_next": ("qwen3_next", "Qwen3NextConfig", "Qwen3NextForCausalLM"),
+    "deepseek_v4": ("deepseek_v4", "DeepseekV4Config", "DeepseekV4ForCausalLM"),
 }
 
 DEFAULT_NAMES = ("olmoe,qwen3_moe,mixtral,qwen3_moe_fused,qwen3_moe_fp8,deepseek_v3,"
@@ -578,21 +579,49 @@ def _real_dequantize_one():
     return Fp8Dequantize(None)._dequantize_one
 
 
-def _scale_name(weight_name):
-    # Fp8Dequantize._scale_pattern_for: x.weight -> x.weight_scale_inv, y -> y_scale_inv
-    if weight_name.endswith(".weight"):
-        return weight_name[: -len(".weight")] + ".weight_scale_inv"
-    return weight_name + "_scale_inv"
+def _scale_name(weight_name, raw=None):
+    # Fp8Dequantize._scale_pattern_for: x.weight -> x.weight_scale_inv, y -> y_scale_inv.
+    # DeepSeek-V4 ships x.scale instead, which FineGrainedFP8HfQuantizer
+    # .update_weight_conversions renames ^(.+)\.scale$ -> \1.weight_scale_inv first.
+    inv = (weight_name[: -len(".weight")] + ".weight_scale_inv" if weight_name.endswith(".weight")
+           else weight_name + "_scale_inv")
+    if raw is not None and inv not in raw:
+        v4 = (weight_name[: -len(".weight")] if weight_name.endswith(".weight") else weight_name) + ".scale"
+        if v4 in raw:
+            return v4
+    return inv
+
+
+# Fp8Dequantize._FP4_E2M1_LUT (integrations/finegrained_fp8.py): e2m1 nibble -> value.
+_FP4_E2M1_LUT = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def _unpack_fp4(packed):
+    """Fp8Dequantize._unpack_fp4's formula (that file needs torch.float8_*):
+    two e2m1 values per int8 byte, low nibble first, the last dim doubled."""
+    import torch
+    lut = torch.tensor(_FP4_E2M1_LUT, dtype=torch.float32)
+    u8 = packed.contiguous().view(torch.uint8)
+    low = (u8 & 0xF).long()
+    high = ((u8 >> 4) & 0xF).long()
+    return torch.stack([lut[low], lut[high]], dim=-1).reshape(*packed.shape[:-1], 2 * packed.shape[-1])
+
+
+def _quantized(t):
+    """F8_E4M3 weights, and DeepSeek-V4's FP4 experts (I8, two e2m1 per byte)."""
+    return t.dtype == "F8_E4M3" or t.dtype == "I8"
 
 
 def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, block):
     """Checkpoint tensors as float32 torch tensors (fp8 dequantized, by
     fp8_mode "config" = fixed `block` tiles or "grid" = transformers' CPU
-    Fp8Dequantize), MTP layers and keys transformers ignores dropped.
+    Fp8Dequantize; FP4 (I8) unpacked and scaled per scale-grid block, as
+    Fp8Dequantize does; integer tensors as int64), MTP layers and keys
+    transformers ignores dropped.
     Returns (tensors, dropped names, names where the two fp8 modes differ)."""
     import torch
     raw = st.load_dir(model_dir)
-    scale_names = {_scale_name(n) for n, t in raw.items() if t.dtype == "F8_E4M3"}
+    scale_names = {_scale_name(n, raw) for n, t in raw.items() if _quantized(t)}
     grid = _real_dequantize_one() or _dequantize_grid
     out, dropped, fp8_differ = {}, [], []
     for name, t in raw.items():
@@ -602,12 +631,18 @@ def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, blo
             continue
         if name in scale_names:
             continue
-        if t.dtype == "F8_E4M3":
-            sname = _scale_name(name)
+        if _quantized(t):
+            sname = _scale_name(name, raw)
             if sname not in raw:
-                raise SetupError("%s: fp8 tensor %s has no %s" % (model_dir, name, sname))
-            q = torch.from_numpy(st.e4m3_to_f32(t.raw).copy())
+                raise SetupError("%s: quantized tensor %s has no %s" % (model_dir, name, sname))
             s = torch.from_numpy(st.to_f32(raw[sname]).copy())
+            if t.dtype == "I8":
+                # MXFP4: the block is the scale grid's, [1, 32] (Fp8Dequantize
+                # derives it from the shapes; there is no other reading).
+                q = _unpack_fp4(torch.from_numpy(np.asarray(t.raw).copy()))
+                out[name] = _dequantize_grid(q, s, torch.float32)
+                continue
+            q = torch.from_numpy(st.e4m3_to_f32(t.raw).copy())
             fixed = _dequantize_blocks(q, s, block, torch.float32)
             try:
                 derived = grid(q, s, torch.float32)
@@ -621,12 +656,14 @@ def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, blo
                 out[name] = derived
             else:
                 out[name] = fixed
+        elif t.dtype in ("I64", "I32", "I16"):
+            out[name] = torch.from_numpy(np.asarray(t.raw, dtype=np.int64).copy())
         else:
             out[name] = torch.from_numpy(st.to_f32(t).copy())
     return out, dropped, fp8_differ
 
 
-def convert_state_dict(tensors, model, model_type):
+def convert_state_dict(tensors, model, model_type, add_prefix=False):
     """Checkpoint keys -> the model's keys through transformers' conversion
     mapping (as convert_and_load_state_dict_in_model does it, synchronously)."""
     from copy import deepcopy
@@ -642,8 +679,12 @@ def convert_state_dict(tensors, model, model_type):
     pattern_to_converter = {k: c for c in converters for k in c.source_patterns}
     wanted = model.state_dict()
     pending, unexpected = {}, []
+    # add_prefix (deepseek_v4, whose release has no `model.`): rename_source_key
+    # adds or strips base_model_prefix against the model's state dict, as
+    # convert_and_load_state_dict_in_model calls it.
+    prefix = (model.base_model_prefix, wanted) if add_prefix else ()
     for key, tensor in sorted(tensors.items(), key=lambda kv: dot_natural_key(kv[0])):
-        renamed, pattern = rename_source_key(key, renamings, converters)
+        renamed, pattern = rename_source_key(key, renamings, converters, *prefix)
         if renamed not in wanted:
             unexpected.append(key)
             continue
@@ -695,7 +736,7 @@ def build_model(model_dir, dtype_name, fp8_mode="config"):
     block = tuple(qc.get("weight_block_size") or (128, 128))
     tensors, dropped, fp8_differ = read_checkpoint(model_dir, config.num_hidden_layers, ignore,
                                                    fp8_mode, block)
-    state, used = convert_state_dict(tensors, model, model_type)
+    state, used = convert_state_dict(tensors, model, model_type, add_prefix=model_type == "deepseek_v4")
     model.load_state_dict(state, strict=True)
     dtype = getattr(torch, dtype_name)
     model = model.to(dtype)
@@ -775,6 +816,11 @@ def report_layers(args, name):
     hf = r["hidden"]
     ref = ref.reshape(len(hf), len(r["tokens"]), -1)
     for i, (a, b) in enumerate(zip(hf, ref)):
+        # deepseek_v4's residual is hc_mult streams [S, hc, H] (the reference
+        # dumps them flat); its embedding output is one stream, expanded.
+        a = np.asarray(a).reshape(b.shape[0], -1)
+        if a.shape[1] != b.shape[1] and b.shape[1] % a.shape[1] == 0:
+            a = np.tile(a, b.shape[1] // a.shape[1])
         d = np.abs(a - b).max() / np.abs(b).max()
         label = "embeddings" if i == 0 else "layer %d" % (i - 1)
         print("%-24s   %-11s max|diff| / max|ref| %.3e" % ("", label, d))
