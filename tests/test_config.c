@@ -21,7 +21,12 @@
  *    full_attention_interval (Gated DeltaNet or gated attention), the MTP
  *    row full attention, zero-centred norms, a gated shared expert;
  *    inconsistent head counts, unknown layer types and a rotary fraction
- *    that rotates nothing are refused naming the field.
+ *    that rotates nothing are refused naming the field;
+ *  - DeepSeek-V4 (DeepseekV4Config): legacy keys (compress_ratios,
+ *    num_hash_layers, qk_rope_head_dim, rope_scaling) and modern ones
+ *    (layer_types, mlp_layer_types, compress_rates, nested rope_parameters)
+ *    give each layer its attention, routing and RoPE; the class's defaults
+ *    and layer schedule; bad values refused naming the field.
  */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -308,4 +313,177 @@ Test(config, container_must_match_config)
 	expect_load_refused(model, "does not describe");
 	container_with("olmoe", "c['num_experts'] = 4; c['num_experts_per_tok'] = 2", model, sizeof model);
 	expect_load_refused(model, "experts");
+}
+
+/* A small DeepSeek-V4 config.json (the released naming, legacy keys
+ * included), with key set to the JSON text value (NULL: removed). */
+static const char v4_config[] =
+	"{\"model_type\": \"deepseek_v4\", \"vocab_size\": 512, \"hidden_size\": 64, \"num_hidden_layers\": 5,"
+	" \"num_attention_heads\": 4, \"num_key_value_heads\": 1, \"head_dim\": 32, \"q_lora_rank\": 48,"
+	" \"moe_intermediate_size\": 32, \"n_routed_experts\": 8, \"num_experts_per_tok\": 2,"
+	" \"n_shared_experts\": 1, \"scoring_func\": \"sqrtsoftplus\", \"routed_scaling_factor\": 1.5,"
+	" \"o_groups\": 2, \"o_lora_rank\": 16, \"index_n_heads\": 2, \"index_head_dim\": 16, \"index_topk\": 4,"
+	" \"sliding_window\": 8, \"hc_mult\": 2, \"hc_sinkhorn_iters\": 5, \"hc_eps\": 1e-6, \"swiglu_limit\": 7.0,"
+	" \"rope_theta\": 10000, \"compress_rope_theta\": 40000, \"qk_rope_head_dim\": 8,"
+	" \"compress_ratios\": [0, 4, 128, 4, 0, 4], \"num_hash_layers\": 2, \"num_nextn_predict_layers\": 1,"
+	" \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 64,"
+	" \"beta_fast\": 32, \"beta_slow\": 1}}";
+
+static int v4_parse_with(const char *key, const char *value, struct model_config *cfg)
+{
+	cJSON *j = cJSON_Parse(v4_config);
+	cr_assert_not_null(j);
+	if (key) {
+		cJSON_DeleteItemFromObjectCaseSensitive(j, key);
+		if (value) {
+			cJSON *v = cJSON_Parse(value);
+			cr_assert_not_null(v, "bad test value %s", value);
+			cJSON_AddItemToObject(j, key, v);
+		}
+	}
+	error_clear();
+	int rc = model_config_parse(cfg, j, "config.json");
+	cJSON_Delete(j);
+	return rc;
+}
+
+static void v4_expect_refused(const char *key, const char *value, const char *what)
+{
+	struct model_config cfg;
+	int rc = v4_parse_with(key, value, &cfg);
+	cr_expect_neq(rc, 0, "deepseek_v4: %s = %s accepted", key, value);
+	const char *msg = error_message();
+	cr_expect(strstr(msg, "config.json") && strstr(msg, what), "deepseek_v4: %s = %s: message \"%s\" lacks \"%s\"",
+		  key, value, msg, what);
+}
+
+/* DeepseekV4Config as transformers v5.15.0 reads it: the legacy keys
+ * (compress_ratios, num_hash_layers, qk_rope_head_dim, rope_scaling) give
+ * each layer its attention and routing, the rotated dims and the
+ * compressed layers' YaRN (attention factor forced to 1); every row is
+ * MIXER_V4 + MoE with the shared expert + hyper-connections. */
+Test(config, deepseek_v4_rows)
+{
+	struct model_config c;
+	cr_assert_eq(v4_parse_with(NULL, NULL, &c), 0, "%s", error_message());
+	cr_expect_eq(c.arch, MODEL_ARCH_DEEPSEEK_V4);
+	cr_expect_eq(c.n_layers, 5);
+	const enum v4_attn want[5] = { V4_ATTN_SLIDING, V4_ATTN_CSA, V4_ATTN_HCA, V4_ATTN_CSA, V4_ATTN_SLIDING };
+	for (int l = 0; l < 5; l++) {
+		cr_expect(c.rows[l].norm == NORM_RMS && c.rows[l].mixer == MIXER_V4 && c.rows[l].ffn == FFN_MOE_SHARED &&
+			  c.rows[l].residual == RESIDUAL_HC, "layer %d row", l);
+		cr_expect_eq(c.v4_attn[l], want[l], "layer %d attention", l);
+		cr_expect_eq(c.hash_routed[l], l < 2, "layer %d hash routing", l);
+	}
+	cr_expect_eq(c.n_mtp_layers, 0, "MTP modules are not instantiated");
+	cr_expect(c.router == ROUTER_SQRTSOFTPLUS && c.router_bias && c.n_kv_heads == 1);
+	cr_expect(c.compress_rate_csa == 4 && c.compress_rate_hca == 128);
+	cr_expect(c.rot_dim == 8 && c.qk_rope_dim == 8 && c.rope_interleave == 1);
+	cr_expect(c.hc_mult == 2 && c.hc_sinkhorn_iters == 5 && c.o_groups == 2 && c.o_lora_rank == 16);
+	cr_expect(c.n_experts == 8 && c.top_k == 2 && c.moe_intermediate == 32 && c.shared_intermediate == 32);
+	cr_expect(c.q_lora_rank == 48 && c.sliding_window == 8 && c.index_topk == 4);
+	cr_expect_float_eq(c.swiglu_limit, 7.0f, 1e-6);
+	cr_expect_float_eq(c.routed_scaling, 1.5f, 1e-6);
+	cr_expect_float_eq(c.rope_theta, 10000.0f, 1e-3);
+	cr_expect_float_eq(c.compress_rope_theta, 40000.0f, 1e-3);
+	cr_expect(c.yarn && c.yarn_factor == 4.0f && c.yarn_original_max == 64);
+	cr_expect_float_eq(c.rope_attn_factor, 1.0f, 1e-7);
+	cr_expect_float_eq(c.attn_scale, 1.0f / sqrtf(32.0f), 1e-7);
+	cr_expect(c.bos_id == 0 && c.n_eos == 1 && c.eos_ids[0] == 1, "DeepseekV4Config's token ids");
+
+	/* The modern keys. */
+	cr_assert_eq(v4_parse_with("layer_types",
+				   "[\"heavily_compressed_attention\", \"sliding_attention\", "
+				   "\"compressed_sparse_attention\", \"sliding_attention\", \"sliding_attention\"]", &c),
+		     0, "%s", error_message());
+	cr_expect(c.v4_attn[0] == V4_ATTN_HCA && c.v4_attn[1] == V4_ATTN_SLIDING && c.v4_attn[2] == V4_ATTN_CSA);
+	cr_assert_eq(v4_parse_with("mlp_layer_types", "[\"moe\", \"hash_moe\", \"moe\", \"moe\", \"moe\", \"moe\"]", &c),
+		     0, "%s", error_message());
+	cr_expect(!c.hash_routed[0] && c.hash_routed[1] && !c.hash_routed[2], "mlp_layer_types over num_hash_layers");
+	cr_assert_eq(v4_parse_with("compress_rates",
+				   "{\"compressed_sparse_attention\": 8, \"heavily_compressed_attention\": 64}", &c), 0,
+		     "%s", error_message());
+	cr_expect(c.compress_rate_csa == 8 && c.compress_rate_hca == 64);
+	cr_assert_eq(v4_parse_with("partial_rotary_factor", "0.5", &c), 0, "%s", error_message());
+	cr_expect_eq(c.rot_dim, 16, "partial_rotary_factor over qk_rope_head_dim");
+	/* Nested rope parameters: no forced attention factor, so YaRN's
+	 * 0.1 ln(factor) + 1; compress_rope_theta unused. */
+	cr_assert_eq(v4_parse_with("rope_scaling",
+				   "{\"main\": {\"rope_type\": \"default\", \"rope_theta\": 5000}, \"compress\": "
+				   "{\"rope_type\": \"yarn\", \"rope_theta\": 80000, \"factor\": 4, "
+				   "\"original_max_position_embeddings\": 64}}", &c), 0, "%s", error_message());
+	cr_expect_float_eq(c.rope_theta, 5000.0f, 1e-3);
+	cr_expect_float_eq(c.compress_rope_theta, 80000.0f, 1e-3);
+	cr_expect_float_eq(c.rope_attn_factor, 0.1f * logf(4.0f) + 1.0f, 1e-6);
+	cr_assert_eq(v4_parse_with("rope_scaling", NULL, &c), 0, "%s", error_message());
+	cr_expect(!c.yarn && c.rope_attn_factor == 1.0f, "no rope_scaling: a default compress RoPE");
+}
+
+/* Without the optional fields: DeepseekV4Config's defaults, including its
+ * layer schedule (two HCA layers, then CSA and HCA in turn) and the first
+ * three layers hash-routed. */
+Test(config, deepseek_v4_defaults)
+{
+	struct model_config c;
+	cJSON *j = cJSON_Parse("{\"model_type\": \"deepseek_v4\", \"num_hidden_layers\": 6}");
+	cr_assert_eq(model_config_parse(&c, j, "config.json"), 0, "%s", error_message());
+	cJSON_Delete(j);
+	cr_expect(c.vocab == 129280 && c.hidden == 4096 && c.n_heads == 64 && c.n_kv_heads == 1 && c.head_dim == 512);
+	cr_expect(c.q_lora_rank == 1024 && c.moe_intermediate == 2048 && c.n_experts == 256 && c.top_k == 6);
+	cr_expect(c.o_groups == 8 && c.o_lora_rank == 1024 && c.index_n_heads == 64 && c.index_head_dim == 128 &&
+		  c.index_topk == 512 && c.sliding_window == 128 && c.hc_mult == 4 && c.hc_sinkhorn_iters == 20);
+	cr_expect(c.rot_dim == 64 && c.compress_rate_csa == 4 && c.compress_rate_hca == 128);
+	cr_expect(c.max_positions == 1048576);
+	cr_expect_float_eq(c.rms_eps, 1e-6f, 1e-12);
+	cr_expect_float_eq(c.routed_scaling, 1.5f, 1e-6);
+	cr_expect_float_eq(c.swiglu_limit, 10.0f, 1e-6);
+	cr_expect_float_eq(c.hc_eps, 1e-6f, 1e-12);
+	cr_expect_float_eq(c.compress_rope_theta, 160000.0f, 1e-2);
+	const enum v4_attn want[6] = { V4_ATTN_HCA, V4_ATTN_HCA, V4_ATTN_HCA, V4_ATTN_CSA, V4_ATTN_HCA, V4_ATTN_CSA };
+	for (int l = 0; l < 6; l++) {
+		cr_expect_eq(c.v4_attn[l], want[l], "layer %d attention", l);
+		cr_expect_eq(c.hash_routed[l], l < 3, "layer %d hash routing", l);
+	}
+}
+
+Test(config, deepseek_v4_bad_values_refused)
+{
+	v4_expect_refused("num_key_value_heads", "2", "num_key_value_heads");
+	v4_expect_refused("scoring_func", "\"softmax\"", "scoring_func");
+	v4_expect_refused("compress_ratios", "[0, 4, 64, 4, 0]", "compress_ratios[2]");
+	v4_expect_refused("compress_ratios", "[0, 4]", "compress_ratios");
+	v4_expect_refused("layer_types", "[\"sliding_attention\"]", "layer_types");
+	v4_expect_refused("layer_types", "[\"sliding_attention\", \"full_attention\", \"sliding_attention\", "
+			  "\"sliding_attention\", \"sliding_attention\"]", "layer_types[1]");
+	v4_expect_refused("mlp_layer_types", "[\"moe\", \"dense\", \"moe\", \"moe\", \"moe\"]", "mlp_layer_types[1]");
+	v4_expect_refused("compress_rates", "{\"compressed_sparse_attention\": 4}", "heavily_compressed_attention");
+	v4_expect_refused("compress_rates", "{\"compressed_sparse_attention\": 0, \"heavily_compressed_attention\": 128}",
+			  "compress_rates.compressed_sparse_attention");
+	v4_expect_refused("compress_rate_hca", "-1", "compress_rate_hca");
+	v4_expect_refused("swiglu_limit", "0", "swiglu_limit");
+	v4_expect_refused("hc_mult", "0", "hc_mult");
+	v4_expect_refused("hc_eps", "-1", "hc_eps");
+	v4_expect_refused("hc_sinkhorn_iters", "1e9", "hc_sinkhorn_iters");
+	v4_expect_refused("o_groups", "3", "o_groups");
+	v4_expect_refused("o_lora_rank", "0", "o_lora_rank");
+	v4_expect_refused("q_lora_rank", "0", "q_lora_rank");
+	v4_expect_refused("sliding_window", "0", "sliding_window");
+	v4_expect_refused("index_topk", "0", "index_topk");
+	v4_expect_refused("index_head_dim", "4", "index_head_dim");
+	v4_expect_refused("index_n_heads", "1e30", "index_n_heads");
+	v4_expect_refused("qk_rope_head_dim", "3", "rotates 3 dims");
+	v4_expect_refused("partial_rotary_factor", "0.01", "partial_rotary_factor");
+	v4_expect_refused("num_experts_per_tok", "9", "num_experts_per_tok");
+	v4_expect_refused("n_shared_experts", "2", "n_shared_experts");
+	v4_expect_refused("routed_scaling_factor", "0", "routed_scaling_factor");
+	v4_expect_refused("num_hash_layers", "-1", "num_hash_layers");
+	v4_expect_refused("num_nextn_predict_layers", "99", "num_nextn_predict_layers");
+	v4_expect_refused("hidden_act", "\"gelu\"", "hidden_act");
+	v4_expect_refused("mlp_bias", "true", "mlp_bias");
+	v4_expect_refused("rope_scaling", "{\"type\": \"linear\", \"factor\": 2}", "linear");
+	v4_expect_refused("rope_scaling", "{\"type\": \"yarn\"}", "factor");
+	v4_expect_refused("rope_scaling", "{\"type\": \"yarn\", \"factor\": 0.5}", "factor");
+	v4_expect_refused("rope_scaling", "{\"main\": {\"rope_type\": \"default\"}}", "compress");
+	v4_expect_refused("rope_scaling", "{\"main\": {\"rope_type\": \"yarn\", \"factor\": 2}, \"compress\": {}}", "main");
+	v4_expect_refused("compress_rope_theta", "1", "compress_rope_theta");
 }

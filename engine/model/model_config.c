@@ -78,7 +78,7 @@ struct family_defaults {
 	int32_t head_dim;                      /* 0: hidden_size / num_attention_heads */
 };
 
-static const struct family_defaults family_defaults[] = {
+static const struct family_defaults family_defaults[MODEL_ARCH_DEEPSEEK_V4 + 1] = {
 	[MODEL_ARCH_OLMOE] = { 1e-5, 10000.0, 1.0, 4096, -1, 50279, 1, 1, 0, 0 },
 	[MODEL_ARCH_QWEN3_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 0 },
 	[MODEL_ARCH_MIXTRAL] = { 1e-5, 1000000.0, 1.0, 4096 * 32, 1, 2, 1, 1, 0, 0 },
@@ -88,7 +88,23 @@ static const struct family_defaults family_defaults[] = {
 	[MODEL_ARCH_GLM_MOE_DSA] = { 1e-5, 10000.0, 2.5, 202752, 0, 1, 1, 1, 3, 0 },
 	[MODEL_ARCH_QWEN3_5_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 256 },
 	[MODEL_ARCH_QWEN3_NEXT] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 256 },
+	[MODEL_ARCH_DEEPSEEK_V4] = { 1e-6, 10000.0, 1.5, 1048576, 0, 1, 1, 1, 0, 512 },
 };
+
+/* DeepseekV4Config gives the sizes the other classes require a default
+ * too (0 in the other families: the field must be present). */
+struct family_sizes {
+	int32_t n_layers, hidden, n_heads, n_kv_heads, vocab; /* n_kv_heads 0: num_attention_heads */
+};
+
+static const struct family_sizes family_sizes[] = {
+	[MODEL_ARCH_DEEPSEEK_V4] = { 43, 4096, 64, 1, 129280 },
+};
+
+static int64_t size_default(int32_t v)
+{
+	return v ? v : CFG_REQUIRED;
+}
 
 /* Whether the family chooses each layer's mixer (layer_types), rather than
  * one mixer for every layer. */
@@ -104,9 +120,10 @@ static void set_moe(struct model_config *cfg, int l, bool moe)
 }
 
 /* Each row's block kinds once the family is parsed: the family's mixer
- * (MLA for DeepSeek-V3, MLA + DSA for DeepSeek-V3.2 and GLM-5, GQA for the
- * others) and shared experts beside the routed ones when the family has
- * them. Norms and residuals are plain in every family so far. */
+ * (MLA for DeepSeek-V3, MLA + DSA for DeepSeek-V3.2 and GLM-5, MIXER_V4
+ * for DeepSeek-V4, GQA for the others) and shared experts beside the
+ * routed ones when the family has them. Norms are RMSNorm everywhere;
+ * residuals are plain except DeepSeek-V4's hyper-connections. */
 static void set_rows(struct model_config *cfg)
 {
 	enum mixer_kind mixer = MIXER_GQA;
@@ -114,9 +131,11 @@ static void set_rows(struct model_config *cfg)
 		mixer = MIXER_MLA;
 	else if (cfg->arch == MODEL_ARCH_DEEPSEEK_V32 || cfg->arch == MODEL_ARCH_GLM_MOE_DSA)
 		mixer = MIXER_MLA_DSA;
+	else if (cfg->arch == MODEL_ARCH_DEEPSEEK_V4)
+		mixer = MIXER_V4;
 	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++) {
 		cfg->rows[l].norm = NORM_RMS;
-		cfg->rows[l].residual = RESIDUAL_PLAIN;
+		cfg->rows[l].residual = cfg->arch == MODEL_ARCH_DEEPSEEK_V4 ? RESIDUAL_HC : RESIDUAL_PLAIN;
 		if (!family_hybrid(cfg->arch)) /* the hybrids' parsers set each row's mixer */
 			cfg->rows[l].mixer = mixer;
 		if (cfg->rows[l].ffn == FFN_MOE && cfg->n_shared_experts > 0)
@@ -511,6 +530,301 @@ static int parse_qwen35(struct model_config *cfg, const cJSON *j, const char *sr
 	return 0;
 }
 
+/* A string-list field of DeepseekV4Config (layer_types, mlp_layer_types):
+ * at least num_hidden_layers entries (transformers keeps the first that
+ * many), each one of names[0..n_names), stored as its index in out. */
+static int v4_type_list(const struct model_config *cfg, const cJSON *a, const char *src, const char *field,
+			const char *const *names, int n_names, int *out)
+{
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < cfg->n_layers)
+		return error_set(EINVAL, "%s: %s must list num_hidden_layers (%d) entries", src, field, cfg->n_layers);
+	int l = 0;
+	for (const cJSON *e = a->child; e && l < cfg->n_layers; e = e->next, l++) {
+		out[l] = -1;
+		for (int i = 0; i < n_names && cJSON_IsString(e); i++)
+			if (strcmp(e->valuestring, names[i]) == 0)
+				out[l] = i;
+		if (out[l] < 0)
+			return error_set(EINVAL, "%s: %s[%d] must be \"%s\" or \"%s\"%s%s%s", src, field, l, names[0],
+					 names[1], n_names > 2 ? " or \"" : "", n_names > 2 ? names[2] : "",
+					 n_names > 2 ? "\"" : "");
+	}
+	return 0;
+}
+
+/* Each layer's attention (DeepseekV4Config.__post_init__): layer_types,
+ * else the legacy per-layer compress_ratios (0 sliding, 4 CSA, 128 HCA),
+ * else two HCA layers and then CSA and HCA in turn. */
+static int v4_layer_types(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	static const char *const names[] = { "sliding_attention", "compressed_sparse_attention",
+					     "heavily_compressed_attention" };
+	int types[MODEL_LAYERS_MAX];
+	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
+	const cJSON *ratios = cJSON_GetObjectItemCaseSensitive(j, "compress_ratios");
+	int N = cfg->n_layers, rc = 0;
+	if (lt && !cJSON_IsNull(lt)) {
+		rc = v4_type_list(cfg, lt, src, "layer_types", names, 3, types);
+	} else if (ratios && !cJSON_IsNull(ratios)) {
+		if (!cJSON_IsArray(ratios) || cJSON_GetArraySize(ratios) < N)
+			return error_set(EINVAL, "%s: compress_ratios must list num_hidden_layers (%d) entries", src, N);
+		/* Every entry maps (a released config lists its MTP layer too);
+		 * the first num_hidden_layers are kept. */
+		int l = 0;
+		for (const cJSON *e = ratios->child; e && !rc; e = e->next, l++) {
+			char field[32];
+			int64_t r;
+			snprintf(field, sizeof field, "compress_ratios[%d]", l);
+			rc = json_item_int(e, src, field, 0, 128, &r);
+			if (!rc && r != 0 && r != 4 && r != 128)
+				rc = error_set(EINVAL, "%s: %s must be 0, 4 or 128, not %lld", src, field, (long long)r);
+			if (l < N)
+				types[l] = r == 0 ? V4_ATTN_SLIDING : r == 4 ? V4_ATTN_CSA : V4_ATTN_HCA;
+		}
+	} else {
+		for (int l = 0; l < N; l++)
+			types[l] = l < 2 || (l - 2) % 2 == 0 ? V4_ATTN_HCA : V4_ATTN_CSA;
+	}
+	for (int l = 0; !rc && l < N; l++)
+		cfg->v4_attn[l] = (enum v4_attn)types[l];
+	return rc;
+}
+
+/* compress_rates {"compressed_sparse_attention": m, "heavily_compressed_attention": m'}
+ * (default 4 and 128), with the legacy compress_rate_csa / compress_rate_hca
+ * folded in over it. */
+static int v4_compress_rates(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	const cJSON *rates = cJSON_GetObjectItemCaseSensitive(j, "compress_rates");
+	const char *keys[2] = { "compressed_sparse_attention", "heavily_compressed_attention" };
+	const char *legacy[2] = { "compress_rate_csa", "compress_rate_hca" };
+	int32_t *out[2] = { &cfg->compress_rate_csa, &cfg->compress_rate_hca };
+	int32_t def[2] = { 4, 128 };
+	bool given = rates && !cJSON_IsNull(rates);
+	if (given && !cJSON_IsObject(rates))
+		return error_set(EINVAL, "%s: compress_rates must be an object", src);
+	for (int i = 0; i < 2; i++) {
+		char field[64];
+		snprintf(field, sizeof field, "compress_rates.%s", keys[i]);
+		const cJSON *v = given ? cJSON_GetObjectItemCaseSensitive(rates, keys[i]) : NULL;
+		const cJSON *old = cJSON_GetObjectItemCaseSensitive(j, legacy[i]);
+		int64_t r = def[i];
+		int rc = 0;
+		if (old && !cJSON_IsNull(old))
+			rc = json_item_int(old, src, legacy[i], 1, 1 << 16, &r);
+		else if (v)
+			rc = json_item_int(v, src, field, 1, 1 << 16, &r);
+		else if (given) /* transformers indexes the dict with both keys */
+			rc = error_set(EINVAL, "%s: compress_rates lacks \"%s\"", src, keys[i]);
+		if (rc)
+			return rc;
+		*out[i] = (int32_t)r;
+	}
+	return 0;
+}
+
+/* A rope set's rope_type ("type" in older files), "default" when absent. */
+static const char *v4_rope_type(const cJSON *set)
+{
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(set, "rope_type");
+	if (!t || cJSON_IsNull(t))
+		t = cJSON_GetObjectItemCaseSensitive(set, "type");
+	return cJSON_IsString(t) ? t->valuestring : t && !cJSON_IsNull(t) ? "" : "default";
+}
+
+/* The compressed layers' RoPE when it is YaRN: its frequencies' fields and
+ * the factor on cos and sin. transformers: an explicit attention_factor,
+ * else 1.0 (flat rope parameters, forced by DeepseekV4Config), else (a
+ * nested "compress" set) the factor _compute_yarn_parameters infers from
+ * factor, mscale and mscale_all_dim. */
+static int v4_yarn(struct model_config *cfg, const cJSON *y, const char *src, bool nested)
+{
+	int rc = 0;
+	cfg->yarn = true;
+	if (!cJSON_GetObjectItemCaseSensitive(y, "factor"))
+		return error_set(EINVAL, "%s: the YaRN rope parameters lack factor", src);
+	rc = rc ? rc : cfg_float(y, src, "factor", 1.0, 1.0, 1e6, false, &cfg->yarn_factor);
+	rc = rc ? rc : cfg_float(y, src, "beta_fast", 32.0, 0.0, 1e6, true, &cfg->yarn_beta_fast);
+	rc = rc ? rc : cfg_float(y, src, "beta_slow", 1.0, 0.0, 1e6, true, &cfg->yarn_beta_slow);
+	rc = rc ? rc : cfg_float(y, src, "mscale", 0.0, 0.0, 1e3, false, &cfg->yarn_mscale);
+	rc = rc ? rc : cfg_float(y, src, "mscale_all_dim", 0.0, 0.0, 1e3, false, &cfg->yarn_mscale_all_dim);
+	rc = rc ? rc : cfg_int(y, src, "original_max_position_embeddings", cfg->max_positions, 1, INT32_MAX,
+			       &cfg->yarn_original_max);
+	float af = 1.0f;
+	if (!rc && cJSON_GetObjectItemCaseSensitive(y, "attention_factor"))
+		rc = cfg_float(y, src, "attention_factor", 1.0, 0.0, 1e3, true, &af);
+	else if (!rc && nested && cfg->yarn_factor > 1) {
+		float a = 0.1f * logf(cfg->yarn_factor);
+		af = cfg->yarn_mscale > 0 && cfg->yarn_mscale_all_dim > 0
+			     ? (a * cfg->yarn_mscale + 1.0f) / (a * cfg->yarn_mscale_all_dim + 1.0f)
+			     : a + 1.0f;
+	}
+	cfg->rope_attn_factor = af;
+	return rc;
+}
+
+/* DeepSeek-V4's two RoPEs (DeepseekV4Config.__post_init__): "main", the
+ * default RoPE at rope_theta of the sliding layers, and "compress", that
+ * of the compressed layers, their compressors and indexers. Either nested
+ * as rope_parameters {"main": {...}, "compress": {...}} (each's rope_theta
+ * defaulting to rope_theta), or one flat set (rope_scaling, which
+ * transformers prefers, or rope_parameters) whose type and YaRN keys go to
+ * compress, at compress_rope_theta. */
+static int v4_rope(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int rc = cfg_float(j, src, "rope_theta", 10000.0, 1.0, 1e15, true, &cfg->rope_theta);
+	rc = rc ? rc : cfg_float(j, src, "compress_rope_theta", 160000.0, 1.0, 1e15, true, &cfg->compress_rope_theta);
+	if (rc)
+		return rc;
+	cfg->rope_attn_factor = 1.0f;
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(j, "rope_parameters");
+	const char *field = "rope_scaling";
+	if (!rs || cJSON_IsNull(rs) || (cJSON_IsObject(rs) && !rs->child)) {
+		rs = rp;
+		field = "rope_parameters";
+	}
+	if (!rs || cJSON_IsNull(rs))
+		return 0;
+	if (!cJSON_IsObject(rs))
+		return error_set(EINVAL, "%s: %s must be an object", src, field);
+	const cJSON *main = cJSON_GetObjectItemCaseSensitive(rs, "main");
+	const cJSON *comp = cJSON_GetObjectItemCaseSensitive(rs, "compress");
+	if (cJSON_IsObject(main) && cJSON_IsObject(comp)) {
+		if (strcmp(v4_rope_type(main), "default") != 0)
+			return error_set(ENOTSUP, "%s: %s.main rope type \"%s\" is not supported (DeepSeek-V4's main RoPE "
+					 "is the default one)", src, field, v4_rope_type(main));
+		rc = cfg_float(main, src, "rope_theta", cfg->rope_theta, 1.0, 1e15, true, &cfg->rope_theta);
+		rc = rc ? rc : cfg_float(comp, src, "rope_theta", cfg->rope_theta, 1.0, 1e15, true,
+					 &cfg->compress_rope_theta);
+		if (rc)
+			return rc;
+	} else if ((main && !cJSON_IsNull(main)) || (comp && !cJSON_IsNull(comp))) {
+		return error_set(EINVAL, "%s: %s must hold both \"main\" and \"compress\" objects, or neither", src, field);
+	} else {
+		comp = rs;
+	}
+	const char *type = v4_rope_type(comp);
+	if (strcmp(type, "default") == 0)
+		return 0;
+	if (strcmp(type, "yarn") != 0)
+		return error_set(ENOTSUP, "%s: rope type \"%s\" is not supported for deepseek_v4", src, type);
+	return v4_yarn(cfg, comp, src, comp != rs);
+}
+
+/* DeepSeek-V4 (DeepseekV4Config, transformers v5.15.0): shared-KV MQA with
+ * sliding, CSA and HCA layers, hyper-connections, sqrt-softplus routing
+ * with hash-routed first layers, one shared expert, clamped SwiGLU. The
+ * MTP modules of num_nextn_predict_layers are read for their range but
+ * not instantiated, as transformers does not. */
+static int parse_deepseek_v4(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int rc = 0;
+	int32_t nextn = 0;
+	bool mlp_bias = false;
+	cfg->qk_norm = QK_NORM_NONE;
+	cfg->expert_naming = EXPERT_NAMING_MLP;
+	cfg->router_bias = true; /* on the layers that are not hash-routed */
+	cfg->rope_interleave = 1;
+	const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
+	if (act && !cJSON_IsNull(act) && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
+		return error_set(ENOTSUP, "%s: hidden_act other than \"silu\" is not supported for deepseek_v4", src);
+	const cJSON *sf = cJSON_GetObjectItemCaseSensitive(j, "scoring_func");
+	if (sf && !cJSON_IsNull(sf) && !(cJSON_IsString(sf) && strcmp(sf->valuestring, "sqrtsoftplus") == 0))
+		return error_set(ENOTSUP, "%s: scoring_func other than \"sqrtsoftplus\" is not supported for deepseek_v4",
+				 src);
+	cfg->router = ROUTER_SQRTSOFTPLUS;
+	if (cfg->n_kv_heads != 1)
+		return error_set(EINVAL, "%s: num_key_value_heads must be 1 for deepseek_v4 (one shared K = V head), "
+				 "not %d", src, cfg->n_kv_heads);
+	/* attribute_map: intermediate_size and num_local_experts are other
+	 * names of moe_intermediate_size and n_routed_experts. */
+	const char *inter = cJSON_GetObjectItemCaseSensitive(j, "moe_intermediate_size") ? "moe_intermediate_size"
+		: cJSON_GetObjectItemCaseSensitive(j, "intermediate_size") ? "intermediate_size" : "moe_intermediate_size";
+	const char *experts = cJSON_GetObjectItemCaseSensitive(j, "n_routed_experts") ? "n_routed_experts"
+		: cJSON_GetObjectItemCaseSensitive(j, "num_local_experts") ? "num_local_experts" : "n_routed_experts";
+	rc = rc ? rc : cfg_int(j, src, inter, 2048, 1, 1 << 24, &cfg->moe_intermediate);
+	rc = rc ? rc : cfg_int(j, src, experts, 256, 1, 65536, &cfg->n_experts);
+	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", 6, 1, cfg->n_experts, &cfg->top_k);
+	rc = rc ? rc : cfg_int(j, src, "n_shared_experts", 1, 0, 64, &cfg->n_shared_experts);
+	rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", true, &cfg->norm_topk_prob);
+	rc = rc ? rc : cfg_float(j, src, "routed_scaling_factor", 1.5, 0.0, 1e3, true, &cfg->routed_scaling);
+	rc = rc ? rc : cfg_float(j, src, "swiglu_limit", 10.0, 0.0, 3.0e38, true, &cfg->swiglu_limit);
+	rc = rc ? rc : cfg_bool(j, src, "mlp_bias", false, &mlp_bias);
+	rc = rc ? rc : cfg_int(j, src, "q_lora_rank", 1024, 1, 1 << 20, &cfg->q_lora_rank);
+	rc = rc ? rc : cfg_int(j, src, "sliding_window", 128, 1, INT32_MAX, &cfg->sliding_window);
+	rc = rc ? rc : cfg_int(j, src, "o_groups", 8, 1, 4096, &cfg->o_groups);
+	rc = rc ? rc : cfg_int(j, src, "o_lora_rank", 1024, 1, 1 << 20, &cfg->o_lora_rank);
+	rc = rc ? rc : cfg_int(j, src, "index_n_heads", 64, 1, 4096, &cfg->index_n_heads);
+	rc = rc ? rc : cfg_int(j, src, "index_head_dim", 128, 2, 1 << 16, &cfg->index_head_dim);
+	rc = rc ? rc : cfg_int(j, src, "index_topk", 512, 1, INT32_MAX, &cfg->index_topk);
+	rc = rc ? rc : cfg_int(j, src, "hc_mult", 4, 1, 64, &cfg->hc_mult);
+	rc = rc ? rc : cfg_int(j, src, "hc_sinkhorn_iters", 20, 0, 100000, &cfg->hc_sinkhorn_iters);
+	rc = rc ? rc : cfg_float(j, src, "hc_eps", 1e-6, 0.0, 1.0, false, &cfg->hc_eps);
+	rc = rc ? rc : cfg_int(j, src, "num_nextn_predict_layers", 1, 0, 16, &nextn);
+	rc = rc ? rc : v4_compress_rates(cfg, j, src);
+	rc = rc ? rc : v4_layer_types(cfg, j, src);
+	rc = rc ? rc : v4_rope(cfg, j, src);
+	if (rc)
+		return rc;
+	if (mlp_bias)
+		return error_set(ENOTSUP, "%s: mlp_bias true is not supported for deepseek_v4", src);
+	/* DeepseekV4SparseMoeBlock builds one DeepseekV4MLP of
+	 * moe_intermediate_size whatever n_shared_experts says. */
+	if (cfg->n_shared_experts != 1)
+		return error_set(ENOTSUP, "%s: n_shared_experts %d: transformers' DeepSeek-V4 has exactly one shared "
+				 "expert of moe_intermediate_size", src, cfg->n_shared_experts);
+	cfg->shared_intermediate = cfg->moe_intermediate;
+	if (((int64_t)cfg->n_heads * cfg->head_dim) % cfg->o_groups)
+		return error_set(EINVAL, "%s: o_groups %d does not divide num_attention_heads * head_dim (%lld)", src,
+				 cfg->o_groups, (long long)cfg->n_heads * cfg->head_dim);
+	/* partial_rotary_factor, else the legacy qk_rope_head_dim / head_dim,
+	 * else 64 / 512; the rotated dims are int(head_dim * factor) (in
+	 * double, as Python computes them). */
+	double partial = 64.0 / 512.0;
+	const cJSON *prf = cJSON_GetObjectItemCaseSensitive(j, "partial_rotary_factor");
+	if (prf && !cJSON_IsNull(prf)) {
+		rc = json_get_num(j, "partial_rotary_factor", partial, 0.0, 1.0, true, src, &partial);
+	} else if (cJSON_GetObjectItemCaseSensitive(j, "qk_rope_head_dim") &&
+		   !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "qk_rope_head_dim"))) {
+		int32_t qk_rope = 0;
+		rc = cfg_int(j, src, "qk_rope_head_dim", 64, 2, cfg->head_dim, &qk_rope);
+		partial = (double)qk_rope / cfg->head_dim;
+	}
+	if (rc)
+		return rc;
+	cfg->rot_dim = (int32_t)(cfg->head_dim * partial);
+	cfg->qk_rope_dim = cfg->rot_dim;
+	if (cfg->rot_dim < 2 || cfg->rot_dim % 2)
+		return error_set(EINVAL, "%s: partial_rotary_factor %g of head_dim %d rotates %d dims; DeepSeek-V4's "
+				 "interleaved RoPE needs an even number of at least 2", src, partial, cfg->head_dim,
+				 cfg->rot_dim);
+	if (cfg->index_head_dim < cfg->rot_dim)
+		return error_set(EINVAL, "%s: index_head_dim %d is smaller than the %d rotated dims", src,
+				 cfg->index_head_dim, cfg->rot_dim);
+	/* mlp_layer_types, else the legacy num_hash_layers (default 3) first
+	 * layers hash-routed. */
+	static const char *const mlp_names[] = { "hash_moe", "moe" };
+	int mlp[MODEL_LAYERS_MAX];
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "mlp_layer_types");
+	if (mt && !cJSON_IsNull(mt)) {
+		rc = v4_type_list(cfg, mt, src, "mlp_layer_types", mlp_names, 2, mlp);
+	} else {
+		int32_t n_hash = 3;
+		rc = cfg_int(j, src, "num_hash_layers", 3, 0, MODEL_LAYERS_MAX, &n_hash);
+		for (int l = 0; l < cfg->n_layers; l++)
+			mlp[l] = l < n_hash ? 0 : 1;
+	}
+	if (rc)
+		return rc;
+	for (int l = 0; l < cfg->n_layers; l++) {
+		cfg->hash_routed[l] = mlp[l] == 0;
+		set_moe(cfg, l, true);
+	}
+	cfg->n_mtp_layers = 0;
+	return 0;
+}
+
 /* The object holding a text model's fields: a vision-language checkpoint
  * (Qwen3_5MoeConfig) nests them in text_config; fields it leaves out there
  * (tie_word_embeddings, the token ids) are looked up at the top. */
@@ -547,10 +861,12 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 		cfg->arch = MODEL_ARCH_QWEN3_5_MOE;
 	else if (strcmp(mt->valuestring, "qwen3_next") == 0)
 		cfg->arch = MODEL_ARCH_QWEN3_NEXT;
+	else if (strcmp(mt->valuestring, "deepseek_v4") == 0)
+		cfg->arch = MODEL_ARCH_DEEPSEEK_V4;
 	else
 		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
 				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa, qwen3_5_moe, qwen3_5_moe_text, "
-				 "qwen3_next)", src, mt->valuestring);
+				 "qwen3_next, deepseek_v4)", src, mt->valuestring);
 	/* Qwen3_5MoeConfig: the text model's fields are in text_config. */
 	if (strcmp(mt->valuestring, "qwen3_5_moe") == 0) {
 		j = cJSON_GetObjectItemCaseSensitive(top, "text_config");
@@ -560,11 +876,15 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
 
 	int rc = 0;
-	rc = rc ? rc : cfg_int(j, src, "num_hidden_layers", CFG_REQUIRED, 1, MODEL_LAYERS_MAX, &cfg->n_layers);
-	rc = rc ? rc : cfg_int(j, src, "hidden_size", CFG_REQUIRED, 1, 1 << 20, &cfg->hidden);
-	rc = rc ? rc : cfg_int(j, src, "num_attention_heads", CFG_REQUIRED, 1, 4096, &cfg->n_heads);
-	rc = rc ? rc : cfg_int(j, src, "num_key_value_heads", cfg->n_heads, 1, cfg->n_heads, &cfg->n_kv_heads);
-	rc = rc ? rc : cfg_int(j, src, "vocab_size", CFG_REQUIRED, 1, INT32_MAX, &cfg->vocab);
+	const struct family_sizes *z = &family_sizes[cfg->arch == MODEL_ARCH_DEEPSEEK_V4 ? cfg->arch : 0];
+	rc = rc ? rc : cfg_int(j, src, "num_hidden_layers", size_default(z->n_layers), 1, MODEL_LAYERS_MAX,
+			       &cfg->n_layers);
+	rc = rc ? rc : cfg_int(j, src, "hidden_size", size_default(z->hidden), 1, 1 << 20, &cfg->hidden);
+	rc = rc ? rc : cfg_int(j, src, "num_attention_heads", size_default(z->n_heads), 1, 4096, &cfg->n_heads);
+	if (!rc) /* validated below: the heads must be a multiple of it */
+		rc = cfg_int(j, src, "num_key_value_heads", z->n_kv_heads ? z->n_kv_heads : cfg->n_heads, 1, cfg->n_heads,
+			     &cfg->n_kv_heads);
+	rc = rc ? rc : cfg_int(j, src, "vocab_size", size_default(z->vocab), 1, INT32_MAX, &cfg->vocab);
 	const struct family_defaults *d = &family_defaults[cfg->arch];
 	rc = rc ? rc : cfg_int(j, src, "max_position_embeddings", d->max_positions, 1, INT32_MAX, &cfg->max_positions);
 	/* An eps of 0 divides by zero on an all-zero row; one near 1 or above
@@ -586,7 +906,8 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	if (cfg->n_heads % cfg->n_kv_heads != 0)
 		return error_set(EINVAL, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 				 src, cfg->n_heads, cfg->n_kv_heads);
-	if ((rc = cfg_rope(cfg, j, src)))
+	/* DeepSeek-V4 reads its two RoPEs in parse_deepseek_v4. */
+	if (cfg->arch != MODEL_ARCH_DEEPSEEK_V4 && (rc = cfg_rope(cfg, j, src)))
 		return rc;
 	/* transformers: head_dim defaults to hidden_size // num_attention_heads,
 	 * which must then make a head of at least 2 dims. */
@@ -604,8 +925,8 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	case MODEL_ARCH_QWEN3_NEXT:
 		rc = parse_qwen35(cfg, j, src);
 		break;
-	case MODEL_ARCH_DEEPSEEK_V4: /* model_type deepseek_v4 is not mapped to it yet */
-		rc = error_set(EINVAL, "%s: deepseek_v4 is not supported yet", src);
+	case MODEL_ARCH_DEEPSEEK_V4:
+		rc = parse_deepseek_v4(cfg, j, src);
 		break;
 	case MODEL_ARCH_DEEPSEEK_V3:
 		rc = parse_grouped_moe(cfg, j, src);
@@ -681,8 +1002,11 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	if (!model_config_mla(cfg) && cfg->head_dim < 2)
 		return error_set(EINVAL, "%s: hidden_size %d over num_attention_heads %d leaves heads of %d dims; "
 				 "set head_dim", src, cfg->hidden, cfg->n_heads, cfg->head_dim);
-	/* Softmax scale: 1/sqrt(q.k dims), times YaRN's mscale^2 (DeepSeek). */
+	/* Softmax scale: 1/sqrt(q.k dims), times YaRN's mscale^2 (DeepSeek-V3;
+	 * DeepSeek-V4 scales by head_dim alone and set rope_attn_factor itself). */
 	cfg->attn_scale = 1.0f / sqrtf((float)cfg->head_dim);
+	if (cfg->arch == MODEL_ARCH_DEEPSEEK_V4)
+		return 0;
 	if (cfg->yarn && cfg->yarn_mscale_all_dim > 0 && cfg->yarn_factor > 1) {
 		float m = 0.1f * cfg->yarn_mscale_all_dim * logf(cfg->yarn_factor) + 1.0f;
 		cfg->attn_scale *= m * m;

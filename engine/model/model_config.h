@@ -67,8 +67,10 @@ struct layer_row {
 	enum residual_kind residual;
 };
 
-/* Router: softmax over all experts then top-k (OLMoE, Qwen3, Mixtral), or
- * sigmoid scores with a correction bias and grouped top-k (DeepSeek-V3, GLM). */
+/* Router: softmax over all experts then top-k (OLMoE, Qwen3, Mixtral),
+ * sigmoid scores with a correction bias and grouped top-k (DeepSeek-V3,
+ * GLM), or sqrt(softplus) scores with a correction bias and plain top-k, or
+ * on hash_routed layers the token's row of tid2eid (DeepSeek-V4). */
 enum router_kind { ROUTER_SOFTMAX = 0, ROUTER_SIGMOID_GROUPED, ROUTER_SQRTSOFTPLUS };
 
 /* Where q/k RMSNorm applies: not at all, per head (Qwen3), or over the
@@ -150,10 +152,17 @@ struct model_config {
 	int32_t lin_conv;                   /* causal depthwise convolution kernel */
 	bool lin_grouped;            /* fused in_proj_qkvz / in_proj_ba grouped per key head (Qwen3-Next) */
 	/* DeepSeek-V4 (MIXER_V4 rows, RESIDUAL_HC). rope_theta is the sliding
-	 * layers' RoPE base; compressed layers use compress_rope_theta with the
-	 * yarn* fields (attention factor 1). rot_dim is the rotated tail of each
-	 * head (interleaved pairs); q_lora_rank, sliding_window and index_* as
-	 * above; n_kv_heads is 1 (K = V). */
+	 * layers' ("main") RoPE base, a default RoPE; compressed layers, their
+	 * compressors and indexers use the "compress" RoPE: compress_rope_theta
+	 * with the yarn* fields when yarn, and rope_attn_factor on cos and sin
+	 * (1 for flat rope parameters, as DeepseekV4Config forces it; a nested
+	 * compress set may give or imply another). rot_dim (= qk_rope_dim) is
+	 * the rotated tail of each head (interleaved pairs); q_lora_rank,
+	 * sliding_window and index_* as above; n_kv_heads is 1 (K = V);
+	 * attn_scale is head_dim^-0.5. The router (ROUTER_SQRTSOFTPLUS) always
+	 * renormalises, whatever norm_topk_prob says; router_bias holds for the
+	 * layers that are not hash_routed. One shared expert of
+	 * moe_intermediate (shared_intermediate). */
 	enum v4_attn v4_attn[MODEL_LAYERS_MAX];
 	int32_t compress_rate_csa, compress_rate_hca;
 	float compress_rope_theta;
@@ -161,7 +170,8 @@ struct model_config {
 	int32_t hc_mult, hc_sinkhorn_iters; /* residual streams, Sinkhorn iterations */
 	float hc_eps;
 	bool hash_routed[MODEL_LAYERS_MAX]; /* experts chosen by the token id (mlp.gate.tid2eid) */
-	float swiglu_limit;                 /* gate <= limit, |up| <= limit in every SwiGLU; 0: no clamp */
+	float swiglu_limit;                 /* gate <= limit, |up| <= limit in every SwiGLU (routed and
+					     * shared experts); 0: no clamp (> 0 in every deepseek_v4) */
 	int32_t n_mtp_layers;        /* DeepSeek MTP modules stored after the decoder layers */
 	int32_t bos_id;              /* -1 if unknown */
 	int32_t eos_ids[MODEL_EOS_MAX];
