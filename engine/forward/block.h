@@ -4,7 +4,8 @@
  *
  * Each kind owns a weights struct and a file: mixer_gqa.c, mixer_mla.c
  * (MLA, and MLA + the DSA indexer of dsa_indexer.c), mixer_gdn.c (Gated
- * DeltaNet), ffn_dense.c,
+ * DeltaNet), mixer_v4.c (DeepSeek-V4's attention, with the compressors of
+ * v4_compress.c), ffn_dense.c,
  * ffn_moe.c (routed experts, with or without shared experts). The forward
  * pass knows a kind only through this table:
  *
@@ -58,15 +59,25 @@ struct block_kind {
 				   * NULL: nothing per position */
 };
 
-extern const struct block_kind block_gqa, block_mla, block_mla_dsa, block_gdn;
+extern const struct block_kind block_gqa, block_mla, block_mla_dsa, block_gdn, block_v4;
 extern const struct block_kind block_ffn_dense, block_ffn_moe, block_ffn_moe_shared;
 
-#define BLOCK_KINDS 7
+#define BLOCK_KINDS 8
 extern const struct block_kind *const block_kinds[BLOCK_KINDS];
 
 /* The kinds of a row. */
 const struct block_kind *block_mixer(enum mixer_kind k);
 const struct block_kind *block_ffn(enum ffn_kind k);
+
+/* A hyper-connection of RESIDUAL_HC (DeepSeek-V4, hyper_conn.h): the
+ * weights that turn hc_mult residual streams into a block's input and mix
+ * its output back in; the final head's (hc_head) has hc rows and one
+ * scale. */
+struct hc_weights {
+	struct qmatrix fn;                /* [(2+hc)*hc, hc*hidden]; hc_head: [hc, hc*hidden] */
+	const float *base;                /* [(2+hc)*hc]; hc_head: [hc] */
+	const float *scale;               /* [3]: pre, post, comb; hc_head: [1] */
+};
 
 /* One layer of the forward pass: its norms and its two blocks. */
 struct layer {
@@ -74,6 +85,7 @@ struct layer {
 	const float *ffn_norm;            /* [hidden] before the FFN */
 	const struct block_kind *mixer, *ffn;
 	void *mixer_w, *ffn_w;            /* the kinds' weights structs */
+	struct hc_weights attn_hc, ffn_hc; /* RESIDUAL_HC only */
 };
 
 /* A DeepSeek/GLM multi-token-prediction module: the final hidden state of

@@ -5,6 +5,9 @@
  *     x += mixer(rmsnorm(x))     attention of the row's kind, its state appended
  *     x += ffn(rmsnorm(x))       dense SwiGLU, or the MoE path of ffn_moe.c
  *   final norm -> lm_head for the requested rows.
+ * With hyper-connections (RESIDUAL_HC) the residual is hc_mult streams per
+ * row, each block runs on their collapse and is mixed back into them
+ * (hyper_conn.c), and the final head collapses them before the norm.
  * Buffers: x, xn, the final hidden states and the MTP input are the
  * forward's own; everything a block needs comes from the sizes it declares
  * (block.h): one shared arena as large as the largest need, each kind's own
@@ -12,6 +15,7 @@
  */
 #include "engine/forward/forward.h"
 #include "engine/forward/forward_internal.h"
+#include "engine/forward/hyper_conn.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -58,7 +62,14 @@ struct fbuf {
 	size_t bytes;
 };
 
-#define FORWARD_BUFS (12 + BLOCK_KINDS)
+#define FORWARD_BUFS (17 + BLOCK_KINDS)
+
+/* Residual streams per row: hc_mult with hyper-connections, else 0 (no
+ * stream buffers). */
+static size_t hc_streams(const struct model_config *c)
+{
+	return c->n_layers > 0 && c->rows[0].residual == RESIDUAL_HC ? (size_t)c->hc_mult : 0;
+}
 
 static int forward_buffers(struct forward *f, const struct model_config *c, const struct forward_sizes *fs,
 			   struct fbuf *b)
@@ -77,6 +88,12 @@ static int forward_buffers(struct forward *f, const struct model_config *c, cons
 	FBUF(mtp_in, B * 2 * H * F);
 	FBUF(inv_freq, (size_t)(c->rot_dim / 2 + 1) * F);
 	FBUF(predicted, (size_t)(c->n_layers + c->n_mtp_layers) * E * sizeof(int32_t));
+	size_t HC = hc_streams(c);
+	FBUF(hc_x, B * HC * H * F);
+	FBUF(hc_flat, B * HC * H * F);
+	FBUF(hc_mix, B * (2 + HC) * HC * F);
+	FBUF(hc_w, B * (2 + HC) * HC * F);
+	FBUF(hc_out, (HC ? B * H : 0) * F);
 	FBUF(shared, fs->shared);
 	FBUF(threads, (size_t)f->n_threads * fs->thread);
 	for (int k = 0; k < BLOCK_KINDS; k++)
@@ -226,12 +243,17 @@ void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interle
 }
 
 /* One layer over the step's rows: each block of its row on
- * the normed residual stream, added back to it (RESIDUAL_PLAIN). */
+ * the normed residual stream, added back to it (RESIDUAL_PLAIN), or
+ * between the hyper-connected streams (RESIDUAL_HC, hyper_conn.c). */
 static int layer_forward(struct forward *f, int l, int n)
 {
 	const struct model_config *c = &f->m->cfg;
 	const struct layer *ly = &f->layers[l];
 	int64_t H = c->hidden;
+	if (c->rows[l].residual == RESIDUAL_HC) {
+		int rc = hc_block(f, &ly->attn_hc, ly->attn_norm, ly->mixer, l, n);
+		return rc ? rc : hc_block(f, &ly->ffn_hc, ly->ffn_norm, ly->ffn, l, n);
+	}
 	for (int t = 0; t < n; t++)
 		rmsnorm(f->xn + t * H, f->x + t * H, ly->attn_norm, H, c->rms_eps);
 	int rc = ly->mixer->run(f, l, n, f->x);
@@ -269,12 +291,16 @@ int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, 
 		int rc = model_embed_row(m, &m->embed, rows[t].token, f->x + t * H);
 		if (rc)
 			return rc;
+		for (size_t i = 0; i < hc_streams(c); i++) /* every stream starts as the embedding */
+			memcpy(f->hc_x + (t * hc_streams(c) + i) * H, f->x + t * H, (size_t)H * sizeof(float));
 	}
 	for (int l = 0; l < c->n_layers; l++) {
 		int rc = layer_forward(f, l, n);
 		if (rc)
 			return rc;
 	}
+	if (hc_streams(c))
+		hc_head(f, n);
 	for (int t = 0; t < n; t++)
 		f->seqs[rows[t].seq].pos++;
 	/* Every row's final hidden state stays in f->hidden (the MTP input). */
@@ -312,7 +338,7 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 	const struct model *m = f->m;
 	const struct model_config *c = &m->cfg;
 	int64_t H = c->hidden;
-	if (module < 0 || module >= f->n_mtp)
+	if (module < 0 || module >= f->n_mtp || hc_streams(c))
 		return error_set(EINVAL, "the model has no MTP module %d", module);
 	if (n <= 0 || n > f->batch || pos0 < 0 || pos0 + n > f->ctx)
 		return error_set(EINVAL, "MTP: %d rows at position %d do not fit", n, pos0);

@@ -62,6 +62,14 @@ struct forward {
 	float *hidden;               /* [batch, hidden] final-normed hidden states of the last step */
 	float *mtp_in;               /* [batch, 2 * hidden] MTP module input */
 	float *inv_freq;             /* [rot_dim / 2] */
+	/* RESIDUAL_HC (hyper_conn.h): hc_mult streams per row; x then holds a
+	 * block's collapsed input. Unallocated (0 bytes) for other families. */
+	float *hc_x;                 /* [batch, hc * hidden] the residual streams */
+	float *hc_flat;              /* [batch, hc * hidden] their unweighted norm */
+	float *hc_mix;               /* [batch, (2 + hc) * hc] fn . flat */
+	float *hc_w;                 /* [batch, (2 + hc) * hc] pre, post, comb of each row */
+	float *hc_out;               /* [batch, hidden] the block's output */
+	struct hc_weights hc_head;   /* the final collapse */
 	uint8_t *shared;             /* one arena every kind uses during its run */
 	uint8_t *own[BLOCK_KINDS];   /* each kind's scratch kept between runs, by kind id */
 	uint8_t *threads;            /* [n_threads, thread_bytes] */

@@ -10,9 +10,11 @@
 
 #include "base/error.h"
 #include "engine/forward/forward_internal.h"
+#include "engine/forward/hyper_conn.h"
 
 const struct block_kind *const block_kinds[BLOCK_KINDS] = {
 	&block_gqa, &block_mla, &block_mla_dsa, &block_ffn_dense, &block_ffn_moe, &block_ffn_moe_shared, &block_gdn,
+	&block_v4,
 };
 
 const struct block_kind *block_mixer(enum mixer_kind k)
@@ -22,7 +24,7 @@ const struct block_kind *block_mixer(enum mixer_kind k)
 	case MIXER_MLA: return &block_mla;
 	case MIXER_MLA_DSA: return &block_mla_dsa;
 	case MIXER_GDN: return &block_gdn;
-	case MIXER_V4: return NULL; /* no block yet: model_config_parse refuses deepseek_v4 */
+	case MIXER_V4: return &block_v4;
 	}
 	return NULL;
 }
@@ -85,7 +87,13 @@ int forward_layers_bind(struct forward *f)
 		rc = rc ? rc : model_vector(m, &ly->ffn_norm, h, "model.layers.%d.post_attention_layernorm.weight", l);
 		rc = rc ? rc : bind_kind(ly->mixer, &ly->mixer_w, m, l);
 		rc = rc ? rc : bind_kind(ly->ffn, &ly->ffn_w, m, l);
+		if (!rc && c->rows[l].residual == RESIDUAL_HC) {
+			rc = hc_bind(&ly->attn_hc, m, l, "attn_hc");
+			rc = rc ? rc : hc_bind(&ly->ffn_hc, m, l, "ffn_hc");
+		}
 	}
+	if (!rc && c->n_layers > 0 && c->rows[0].residual == RESIDUAL_HC)
+		rc = hc_head_bind(&f->hc_head, m);
 	for (int i = 0; !rc && i < f->n_mtp; i++)
 		rc = bind_mtp(m, c->n_layers + i, &f->mtp[i]);
 	return rc;
