@@ -908,3 +908,61 @@ Test(convert, mixtral_fused_v5_names)
 	manifest_free(&m);
 	hf_free(&hf);
 }
+
+/* A DeepSeek-V4 checkpoint of tests/v4_checkpoint.py in ws/v4 (args: its
+ * layout and precisions), converted with --quant f32 into ws/v4-out; every
+ * stored value must equal what the generator computed from the checkpoint
+ * (the FP8 and FP4 products are exact in f32). Returns convert's stderr. */
+static char *v4_convert_check(const char *args)
+{
+	char hf[PATH_MAX + 8], out[PATH_MAX + 16];
+	snprintf(hf, sizeof hf, "%s/v4", ws);
+	snprintf(out, sizeof out, "%s/v4-out", ws);
+	tu_rmrf(hf);
+	tu_rmrf(out);
+	cr_assert_eq(tu_sh("mkdir -p '%s' && " PY " '%s/tests/v4_checkpoint.py' '%s' %s", hf, tu_repo(), hf, args), 0);
+	int st = convert(hf, out, "--quant f32");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_assert_eq(st, 0, "%s: %s", args, log);
+	cr_expect_eq(tu_sh(PY " '%s/tests/v4_checkpoint.py' check '%s' '%s/expect.json' >&2", tu_repo(), out, hf), 0,
+		     "%s: stored values differ", args);
+	return log;
+}
+
+/* DeepSeek-V4: the released layout (names of the reference code, renamed
+ * by transformers' conversion rules, FP8 weights with F32 or F8_E8M0
+ * `.scale` block scales, FP4 experts, an I64 tid2eid, an MTP block that is
+ * skipped with a line) and transformers' own names with fused experts
+ * convert to the same container names, every value exact. */
+Test(convert, deepseek_v4_layouts)
+{
+	char *log = v4_convert_check("released fp8 fp4");
+	cr_expect(strstr(log, "skipping the MTP block"), "%s", log);
+	cr_expect(strstr(log, "FP4") && strstr(log, "dequantized"), "%s", log);
+	free(log);
+	free(v4_convert_check("released fp8 e8m0"));
+	log = v4_convert_check("internal");
+	cr_expect(!strstr(log, "MTP"), "%s", log);
+	free(log);
+	/* The default quantization keeps what transformers keeps in fp32. */
+	char hf[PATH_MAX + 8], out[PATH_MAX + 16];
+	snprintf(hf, sizeof hf, "%s/v4", ws);
+	snprintf(out, sizeof out, "%s/v4-int4", ws);
+	cr_assert_eq(convert(hf, out, "--dense-quant int4"), 0);
+	struct manifest m;
+	cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
+	static const char *const f32[] = { "model.layers.1.attn_hc.fn", "model.layers.1.self_attn.sinks",
+					   "model.layers.1.self_attn.compressor.kv_proj.weight",
+					   "model.layers.1.self_attn.compressor.indexer.scorer.weights_proj.weight",
+					   "model.layers.1.self_attn.compressor.position_bias", "model.hc_head.hc_fn",
+					   "model.layers.0.mlp.gate.tid2eid", "model.layers.1.mlp.gate.weight",
+					   "model.layers.1.mlp.gate.e_score_correction_bias" };
+	for (size_t i = 0; i < sizeof f32 / sizeof f32[0]; i++) {
+		const struct manifest_tensor *t = manifest_find(&m, f32[i]);
+		cr_assert_not_null(t, "%s missing", f32[i]);
+		cr_expect_eq(t->type, QUANT_F32, "%s is not f32", f32[i]);
+	}
+	cr_expect_eq(manifest_find(&m, "model.layers.1.self_attn.q_a_proj.weight")->type, QUANT_INT4);
+	cr_expect_null(manifest_find(&m, "model.layers.0.mlp.gate.e_score_correction_bias"), "hash layers have no bias");
+	manifest_free(&m);
+}

@@ -642,3 +642,43 @@ Test(convert_bad, sighup_ignored_under_nohup)
 	manifest_free(&m);
 	cr_assert_eq(out_entries(names, sizeof names), 1, "left behind: %s", names);
 }
+
+/* A released-layout DeepSeek-V4 checkpoint of tests/v4_checkpoint.py (FP8
+ * weights, FP4 experts) in ws/hf. */
+static void v4_checkpoint(char *hf, size_t n)
+{
+	snprintf(hf, n, "%s/hf", ws);
+	tu_rmrf(hf);
+	cr_assert_eq(tu_sh("mkdir -p '%s' && /usr/bin/python3 '%s/tests/v4_checkpoint.py' '%s' released fp8 fp4", hf,
+			   tu_repo(), hf), 0);
+}
+
+/* DeepSeek-V4's released layout: a missing tensor is named as the
+ * container names it, a missing FP4 scale, a wrong FP4 shape and a tid2eid
+ * entry that is no expert are refused naming the checkpoint's tensor, each
+ * in one line and leaving nothing behind. */
+Test(convert_bad, deepseek_v4_faults)
+{
+	char hf[PATH_MAX], p[PATH_MAX + 32];
+	v4_checkpoint(hf, sizeof hf);
+	snprintf(p, sizeof p, "%s/model.safetensors", hf);
+	edit_checkpoint(hf, EDIT_DROP, "layers.1.attn.wkv.weight");
+	expect_failure(hf, "", "model.layers.1.self_attn.kv_proj.weight", "missing");
+	v4_checkpoint(hf, sizeof hf);
+	edit_checkpoint(hf, EDIT_DROP, "layers.2.ffn.experts.1.w2.scale");
+	expect_failure(hf, "", "layers.2.ffn.experts.1.w2.weight", "FP4");
+	v4_checkpoint(hf, sizeof hf);
+	edit_checkpoint(hf, EDIT_HALVE_ROWS, "layers.2.ffn.experts.0.w1.scale");
+	expect_failure(hf, "", "layers.2.ffn.experts.0.w1.scale", "block scales");
+	v4_checkpoint(hf, sizeof hf);
+	edit_checkpoint(hf, EDIT_HALVE_ROWS, "layers.0.ffn.experts.3.w3.weight");
+	expect_failure(hf, "", "layers.0.ffn.experts.3.w3.weight", "shape");
+	v4_checkpoint(hf, sizeof hf);
+	const int64_t not_an_expert = 4; /* the checkpoint has 4 experts */
+	poison_element(hf, "layers.0.ffn.gate.tid2eid", 11, &not_an_expert, 8);
+	expect_failure(hf, "", "layers.0.ffn.gate.tid2eid", p);
+	expect_failure(hf, "", "[0, 4)", NULL);
+	v4_checkpoint(hf, sizeof hf);
+	edit_checkpoint(hf, EDIT_DROP, "layers.0.ffn.gate.tid2eid");
+	expect_failure(hf, "", "model.layers.0.mlp.gate.tid2eid", NULL);
+}

@@ -57,12 +57,17 @@ static void catch_signal(int sig, struct sigaction *old)
 }
 
 /* Where one matrix's rows come from: rows [row0, row0 + rows) of tensor t,
- * dequantized with the block scales in `scale` when t is FP8. */
+ * dequantized with the block scales in `scale` (blocks of block_rows x
+ * block_cols) when t is FP8 e4m3, or FP4 e2m1 packed two per I8 byte;
+ * index_max > 0: t holds integers that must lie in [0, index_max). */
 struct matrix_src {
 	const struct st_tensor *t;
 	const struct st_tensor *scale;
 	int64_t row0;
 	int64_t rows, cols;
+	int64_t block_rows, block_cols;
+	bool fp4;
+	int32_t index_max;
 };
 
 struct progress {
@@ -86,6 +91,12 @@ struct converter {
 	float *scale_buf;        /* FP8 block scales of scale_of */
 	size_t scale_cap;
 	const struct st_tensor *scale_of;
+	const struct st_tensor **v4_slots; /* [v4_n_slots] DeepSeek-V4 released tensors by the */
+	char **v4_names;         /* [v4_n_slots] transformers names of v4_rename (hash table) */
+	size_t v4_n_slots;
+	size_t n_mtp_skipped;    /* DeepSeek-V4 mtp.* tensors, not converted */
+	bool fp4_seen;           /* FP4 experts were dequantized to the container's type */
+	size_t qbuf_bytes;
 	size_t n_visual;         /* vision tower tensors, not converted */
 	int32_t mtp_absent;      /* MTP modules config.json announces that the checkpoint lacks */
 	bool mtp_unannounced;    /* an mtp.* block config.json does not announce */
@@ -168,13 +179,175 @@ static const char *missing_name(const struct converter *c, const char *name, cha
 	return buf;
 }
 
+/* DeepSeek-V4's released checkpoints name tensors as its reference code
+ * (layers.L.attn.wq_a.weight, ffn.experts.E.w1.weight, hc_head_fn, ...);
+ * transformers v5.15.0 renames them on load with the "deepseek_v4" rules
+ * of conversion_mapping.py, applied in order (each replaces its first
+ * match), after the FP8 quantizer's rule X.scale -> X.weight_scale_inv,
+ * and prefixes the base model's tensors with "model.". The one change
+ * here is that routed experts keep one name per expert (gate_proj, up_proj,
+ * down_proj for w1, w3, w2) instead of transformers' fused gate_up_proj.
+ * Writes the transformers name of a released name into buf; false for a
+ * name that is not in the released layout (already "model.", or mtp.*). */
+static bool v4_rename(const char *name, char *buf, size_t len)
+{
+	enum { SUB, SUFFIX, WHOLE };
+	static const struct {
+		int kind;
+		const char *from, *to;
+	} rules[] = {
+		{ SUB, ".attn.", ".self_attn." },
+		{ SUB, ".ffn.", ".mlp." },
+		{ SUB, ".indexer.compressor.", ".compressor.indexer." },
+		{ WHOLE, "embed.weight", "embed_tokens.weight" },
+		{ WHOLE, "head.weight", "lm_head.weight" },
+		{ WHOLE, "hc_head_fn", "hc_head.hc_fn" },
+		{ WHOLE, "hc_head_base", "hc_head.hc_base" },
+		{ WHOLE, "hc_head_scale", "hc_head.hc_scale" },
+		{ SUB, ".attn_norm.", ".input_layernorm." },
+		{ SUB, ".ffn_norm.", ".post_attention_layernorm." },
+		{ SUFFIX, ".hc_attn_fn", ".attn_hc.fn" },
+		{ SUFFIX, ".hc_attn_base", ".attn_hc.base" },
+		{ SUFFIX, ".hc_attn_scale", ".attn_hc.scale" },
+		{ SUFFIX, ".hc_ffn_fn", ".ffn_hc.fn" },
+		{ SUFFIX, ".hc_ffn_base", ".ffn_hc.base" },
+		{ SUFFIX, ".hc_ffn_scale", ".ffn_hc.scale" },
+		{ SUFFIX, ".attn_sink", ".sinks" },
+		{ SUB, ".indexer.weights_proj.", ".compressor.indexer.scorer.weights_proj." },
+		{ SUB, ".indexer.wq_b.", ".compressor.indexer.q_b_proj." },
+		{ SUB, ".norm.", ".kv_norm." },
+		{ SUFFIX, ".ape", ".position_bias" },
+		{ SUB, ".wq_a.", ".q_a_proj." },
+		{ SUB, ".self_attn.wq_b.", ".self_attn.q_b_proj." },
+		{ SUB, ".wkv.", ".kv_proj." },
+		{ SUB, ".wgate.", ".gate_proj." },
+		{ SUB, ".wo_a.", ".o_a_proj." },
+		{ SUB, ".wo_b.", ".o_b_proj." },
+		{ SUB, ".q_norm.", ".q_a_norm." },
+		{ SUFFIX, ".gate.bias", ".gate.e_score_correction_bias" },
+		{ SUB, ".shared_experts.w1.", ".shared_experts.gate_proj." },
+		{ SUB, ".shared_experts.w2.", ".shared_experts.down_proj." },
+		{ SUB, ".shared_experts.w3.", ".shared_experts.up_proj." },
+	};
+	if (!strncmp(name, "model.", 6) || !strncmp(name, "lm_head.", 8) || !strncmp(name, "mtp.", 4))
+		return false;
+	char a[TENSOR_NAME_MAX + 64], b[TENSOR_NAME_MAX + 64];
+	size_t n = strlen(name);
+	if (n >= TENSOR_NAME_MAX)
+		return false;
+	if (n > 6 && !strcmp(name + n - 6, ".scale"))
+		snprintf(a, sizeof a, "%.*s.weight_scale_inv", (int)(n - 6), name);
+	else
+		snprintf(a, sizeof a, "%s", name);
+	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+		size_t la = strlen(a), lf = strlen(rules[i].from);
+		const char *at = NULL;
+		if (rules[i].kind == SUB)
+			at = strstr(a, rules[i].from);
+		else if (rules[i].kind == SUFFIX)
+			at = la >= lf && !strcmp(a + la - lf, rules[i].from) ? a + la - lf : NULL;
+		else
+			at = !strcmp(a, rules[i].from) ? a : NULL;
+		if (!at)
+			continue;
+		snprintf(b, sizeof b, "%.*s%s%s", (int)(at - a), a, rules[i].to, at + lf);
+		snprintf(a, sizeof a, "%s", b);
+	}
+	/* Routed experts: .experts.E.w1. -> gate_proj, w3 -> up_proj, w2 -> down_proj. */
+	const char *e = strstr(a, ".experts.");
+	if (e) {
+		const char *d = e + 9, *p = d;
+		while (*p >= '0' && *p <= '9')
+			p++;
+		static const char *const w[3][2] = { { ".w1.", ".gate_proj." }, { ".w3.", ".up_proj." },
+						     { ".w2.", ".down_proj." } };
+		for (int k = 0; p > d && k < 3; k++)
+			if (!strncmp(p, w[k][0], 4)) {
+				snprintf(b, sizeof b, "%.*s%s%s", (int)(p - a), a, w[k][1], p + 4);
+				snprintf(a, sizeof a, "%s", b);
+				break;
+			}
+	}
+	if (strlen(a) + 6 >= len)
+		return false;
+	snprintf(buf, len, "%s%s", strncmp(a, "lm_head.", 8) ? "model." : "", a);
+	return true;
+}
+
+static uint64_t v4_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h;
+}
+
+/* Builds the table of the released names' transformers names (DeepSeek-V4
+ * only), so that find_tensor finds a released tensor by the name the
+ * container gives it; counts mtp.* tensors, which are not converted.
+ * Open addressing over twice the tensor count: O(1) per lookup. */
+static int v4_names_build(struct converter *c)
+{
+	if (c->cfg.arch != MODEL_ARCH_DEEPSEEK_V4)
+		return 0;
+	size_t n = c->set.n_tensors;
+	c->v4_n_slots = 16;
+	while (c->v4_n_slots < 2 * n)
+		c->v4_n_slots *= 2;
+	c->v4_slots = calloc(c->v4_n_slots, sizeof *c->v4_slots);
+	c->v4_names = calloc(c->v4_n_slots, sizeof *c->v4_names);
+	if (!c->v4_slots || !c->v4_names)
+		return error_set(ENOMEM, "out of memory");
+	for (size_t f = 0; f < c->set.n_files; f++) {
+		for (size_t i = 0; i < c->set.files[f].n_tensors; i++) {
+			struct st_tensor *t = &c->set.files[f].tensors[i];
+			char name[TENSOR_NAME_MAX + 8];
+			c->n_mtp_skipped += !strncmp(t->name, "mtp.", 4);
+			if (!v4_rename(t->name, name, sizeof name))
+				continue;
+			size_t s = v4_hash(name) & (c->v4_n_slots - 1);
+			while (c->v4_slots[s]) {
+				if (!strcmp(c->v4_names[s], name))
+					return error_set(EINVAL, "%s: tensors %s and %s both mean %s", st_set_path(&c->set, t),
+							 c->v4_slots[s]->name, t->name, name);
+				s = (s + 1) & (c->v4_n_slots - 1);
+			}
+			if (!(c->v4_names[s] = strdup(name)))
+				return error_set(ENOMEM, "out of memory");
+			c->v4_slots[s] = t;
+		}
+	}
+	return 0;
+}
+
+static void v4_names_free(struct converter *c)
+{
+	for (size_t s = 0; c->v4_names && s < c->v4_n_slots; s++)
+		free(c->v4_names[s]);
+	free(c->v4_names);
+	free(c->v4_slots);
+}
+
+/* The released tensor whose transformers name is name, or NULL. */
+static const struct st_tensor *v4_find(const struct converter *c, const char *name)
+{
+	if (!c->v4_slots)
+		return NULL;
+	for (size_t s = v4_hash(name) & (c->v4_n_slots - 1); c->v4_slots[s]; s = (s + 1) & (c->v4_n_slots - 1))
+		if (!strcmp(c->v4_names[s], name))
+			return c->v4_slots[s];
+	return NULL;
+}
+
 /* Looks a tensor up by its name, or by the name transformers v5 gives it
- * (Mixtral's block_sparse_moe became mlp), or where a Qwen3.5/Qwen3-Next
- * checkpoint keeps it. */
+ * (Mixtral's block_sparse_moe became mlp; DeepSeek-V4's released names),
+ * or where a Qwen3.5/Qwen3-Next checkpoint keeps it. */
 static const struct st_tensor *find_tensor(const struct converter *c, const char *name)
 {
 	const struct st_tensor *t = st_set_find(&c->set, name);
 	if (t)
+		return t;
+	if ((t = v4_find(c, name)))
 		return t;
 	char alias[TENSOR_NAME_MAX + 32];
 	if (qwen_alias(c, name, alias, sizeof alias))
@@ -187,31 +360,77 @@ static const struct st_tensor *find_tensor(const struct converter *c, const char
 	return st_set_find(&c->set, alias);
 }
 
-/* Resolves the FP8 scale tensor of t, if t is FP8, and checks its shape. */
-static int resolve_scale(struct converter *c, struct matrix_src *s)
+/* Block scales may be F32, BF16, F16, or ue8m0 powers of two (F8_E8M0,
+ * or U8 holding the exponent byte, as transformers' Fp8Dequantize reads it). */
+static bool scale_dtype_ok(enum st_dtype d)
+{
+	return d == ST_DTYPE_F32 || d == ST_DTYPE_BF16 || d == ST_DTYPE_F16 || d == ST_DTYPE_F8_E8M0 || d == ST_DTYPE_U8;
+}
+
+/* The block scales of weight t, found as `name` (the container's name of
+ * t): NAME_scale_inv (DeepSeek-V3; a DeepSeek-V4 release's X.scale is
+ * found under it through v4_rename), or beside t's own name, or X.scale
+ * for a DeepSeek-V4 checkpoint in transformers' names. NULL if none. */
+static const struct st_tensor *find_scale(const struct converter *c, const char *name, const struct st_tensor *t,
+					  char *buf, size_t len)
+{
+	snprintf(buf, len, "%s_scale_inv", name);
+	const struct st_tensor *sc = find_tensor(c, buf);
+	char alt[TENSOR_NAME_MAX + 32];
+	snprintf(alt, sizeof alt, "%s_scale_inv", t->name);
+	if (!sc)
+		sc = st_set_find(&c->set, alt);
+	size_t n = strlen(t->name);
+	if (!sc && c->cfg.arch == MODEL_ARCH_DEEPSEEK_V4 && n > 7 && !strcmp(t->name + n - 7, ".weight")) {
+		snprintf(alt, sizeof alt, "%.*s.scale", (int)(n - 7), t->name);
+		sc = st_set_find(&c->set, alt);
+	}
+	return sc;
+}
+
+/* Resolves the block scales of t, named `name` in the container, if t is
+ * FP8 e4m3 (128 x 128 blocks, ceil at the edges) or FP4 (fp4: e2m1 packed
+ * two per I8 byte along the inputs, one scale per row and 32 inputs, as
+ * transformers' FP8Experts stores MXFP4 experts), and checks its shape. */
+static int resolve_scale(struct converter *c, struct matrix_src *s, const char *name, bool fp4)
 {
 	s->scale = NULL;
-	if (!dtype_convertible(s->t->dtype))
+	s->fp4 = fp4;
+	if (!fp4 && !dtype_convertible(s->t->dtype))
 		return error_set(ENOTSUP, "%s: tensor %s: unsupported dtype %s",
 				 st_set_path(&c->set, s->t), s->t->name, s->t->dtype_name);
-	if (s->t->dtype != ST_DTYPE_F8_E4M3)
+	if (!fp4 && s->t->dtype != ST_DTYPE_F8_E4M3)
 		return 0;
+	const char *kind = fp4 ? "FP4" : "FP8";
 	if (s->t->ndim != 2)
-		return error_set(ENOTSUP, "%s: tensor %s: FP8 is supported for 2-D weights only",
-				 st_set_path(&c->set, s->t), s->t->name);
-	char name[TENSOR_NAME_MAX + 16];
-	snprintf(name, sizeof name, "%s_scale_inv", s->t->name);
-	s->scale = st_set_find(&c->set, name);
+		return error_set(ENOTSUP, "%s: tensor %s: %s is supported for 2-D weights only",
+				 st_set_path(&c->set, s->t), s->t->name, kind);
+	char sname[TENSOR_NAME_MAX + 16];
+	s->scale = find_scale(c, name, s->t, sname, sizeof sname);
 	if (!s->scale)
-		return error_set(EINVAL, "%s: tensor %s is FP8 but %s is missing",
-				 st_set_path(&c->set, s->t), s->t->name, name);
-	int64_t br = (s->t->shape[0] + FP8_BLOCK - 1) / FP8_BLOCK;
-	int64_t bc = (s->t->shape[1] + FP8_BLOCK - 1) / FP8_BLOCK;
+		return error_set(EINVAL, "%s: tensor %s is %s but %s is missing",
+				 st_set_path(&c->set, s->t), s->t->name, kind, sname);
+	s->block_rows = fp4 ? 1 : FP8_BLOCK;
+	s->block_cols = fp4 ? 32 : FP8_BLOCK;
+	int64_t br = (s->rows + s->block_rows - 1) / s->block_rows;
+	int64_t bc = (s->cols + s->block_cols - 1) / s->block_cols;
 	if (s->scale->ndim != 2 || s->scale->shape[0] != br || s->scale->shape[1] != bc ||
-	    !dtype_convertible(s->scale->dtype) || s->scale->dtype == ST_DTYPE_F8_E4M3)
+	    !scale_dtype_ok(s->scale->dtype))
 		return error_set(EINVAL, "%s: tensor %s: expected %" PRId64 "x%" PRId64
-				 " f32/bf16 block scales for 128x128 blocks",
-				 st_set_path(&c->set, s->scale), name, br, bc);
+				 " f32/bf16/f16/e8m0 block scales for %" PRId64 "x%" PRId64 " blocks",
+				 st_set_path(&c->set, s->scale), s->scale->name, br, bc, s->block_rows, s->block_cols);
+	return 0;
+}
+
+/* An index table (TENSOR_ROLE_INDEX): integers of an integer dtype. */
+static int resolve_index(struct converter *c, struct matrix_src *s, int32_t index_max)
+{
+	enum st_dtype d = s->t->dtype;
+	s->scale = NULL;
+	s->index_max = index_max;
+	if (d != ST_DTYPE_I64 && d != ST_DTYPE_I32 && d != ST_DTYPE_I16 && d != ST_DTYPE_I8 && d != ST_DTYPE_U8)
+		return error_set(ENOTSUP, "%s: tensor %s: dtype %s; an index table must be I64, I32, I16, I8 or U8",
+				 st_set_path(&c->set, s->t), s->t->name, s->t->dtype_name);
 	return 0;
 }
 
@@ -245,10 +464,17 @@ static int resolve_expert(struct converter *c, int layer, int e, enum expert_par
 	model_expert_name(&c->cfg, layer, e, p, name, sizeof name);
 	s->t = find_tensor(c, name);
 	s->row0 = 0;
+	s->index_max = 0;
 	if (s->t) {
-		int64_t shape[2] = { s->rows, s->cols };
+		/* DeepSeek-V4's FP4 experts: I8 bytes of two e2m1 inputs each. */
+		bool fp4 = c->cfg.arch == MODEL_ARCH_DEEPSEEK_V4 && s->t->dtype == ST_DTYPE_I8;
+		c->fp4_seen |= fp4;
+		if (fp4 && s->cols % 32)
+			return error_set(EINVAL, "%s: tensor %s: FP4 needs a multiple of 32 inputs, not %" PRId64,
+					 st_set_path(&c->set, s->t), s->t->name, s->cols);
+		int64_t shape[2] = { s->rows, fp4 ? s->cols / 2 : s->cols };
 		int rc = check_shape(c, s->t, 2, shape, false);
-		return rc ? rc : resolve_scale(c, s);
+		return rc ? rc : resolve_scale(c, s, name, fp4);
 	}
 	char fused[TENSOR_NAME_MAX];
 	bool gate_up = p != EXPERT_PART_DOWN;
@@ -301,7 +527,15 @@ static int scales_read(struct converter *c, const struct matrix_src *s)
 		c->scale_cap = need;
 	}
 	c->scale_of = NULL;
-	int rc = st_tensor_read_f32(&c->set, s->scale, 0, rows, c->scale_buf);
+	int rc;
+	if (s->scale->dtype == ST_DTYPE_U8) { /* ue8m0 exponent bytes */
+		rc = st_tensor_read_raw(&c->set, s->scale, 0, rows, c->scale_buf);
+		const uint8_t *raw = (const uint8_t *)c->scale_buf;
+		for (size_t i = need; !rc && i-- > 0;)
+			c->scale_buf[i] = st_e8m0_to_f32(raw[i]);
+	} else {
+		rc = st_tensor_read_f32(&c->set, s->scale, 0, rows, c->scale_buf);
+	}
 	if (!rc)
 		rc = check_finite(c, s->scale, c->scale_buf, 0, rows, cols, "the scale");
 	if (!rc)
@@ -309,25 +543,95 @@ static int scales_read(struct converter *c, const struct matrix_src *s)
 	return rc;
 }
 
-/* Reads rows [r, r + n) of the matrix as f32, applying FP8 block scales;
- * a value that is not finite (in the source, or after scaling) fails. */
+/* FP4 e2m1 values (transformers' Fp8Dequantize._FP4_E2M1_LUT): sign bit 3,
+ * then 0, 0.5, 1, 1.5, 2, 3, 4, 6. */
+static const float fp4_e2m1[16] = { 0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+				    -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f };
+
+/* Rows [r, r + n) of an FP4 matrix as f32 (before its scales): input 2k of
+ * a row is the low nibble of byte k, input 2k + 1 the high one. The bytes
+ * are read to the front of out and widened from the last value down, so
+ * that each write lands on bytes already consumed. */
+static int fp4_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n, float *out)
+{
+	int rc = st_tensor_read_raw(&c->set, s->t, s->row0 + r, n, out);
+	const uint8_t *raw = (const uint8_t *)out;
+	for (int64_t i = rc ? 0 : n * s->cols; i-- > 0;)
+		out[i] = fp4_e2m1[(raw[i / 2] >> (i % 2 ? 4 : 0)) & 0xf];
+	return rc;
+}
+
+/* Element b of an integer dtype, little-endian. */
+static int64_t int_value(enum st_dtype d, const uint8_t *b)
+{
+	int64_t v;
+	int32_t x32;
+	int16_t x16;
+	switch (d) {
+	case ST_DTYPE_I64: memcpy(&v, b, 8); return v;
+	case ST_DTYPE_I32: memcpy(&x32, b, 4); return x32;
+	case ST_DTYPE_I16: memcpy(&x16, b, 2); return x16;
+	case ST_DTYPE_I8: return (int8_t)b[0];
+	default: return b[0];
+	}
+}
+
+/* Rows [r, r + n) of an index table as f32, each an integer in
+ * [0, index_max) (exact in f32 below 2^24), read through buf of buf_bytes;
+ * out may be NULL (the plan's check). */
+static int index_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n, float *out,
+		      uint8_t *buf, size_t buf_bytes)
+{
+	size_t es = st_dtype_size(s->t->dtype);
+	int64_t step = (int64_t)(buf_bytes / (es * (size_t)s->cols));
+	if (step < 1)
+		return error_set(E2BIG, "%s: tensor %s: a row of %" PRId64 " exceeds the staging buffer",
+				 st_set_path(&c->set, s->t), s->t->name, s->cols);
+	for (int64_t done = 0; done < n; done += step) {
+		int64_t k = n - done < step ? n - done : step;
+		int rc = st_tensor_read_raw(&c->set, s->t, s->row0 + r + done, k, buf);
+		if (rc)
+			return rc;
+		for (int64_t i = 0; i < k * s->cols; i++) {
+			int64_t v = int_value(s->t->dtype, buf + (size_t)i * es);
+			int64_t at = (r + done) * s->cols + i;
+			if (v < 0 || v >= s->index_max)
+				return error_set(EINVAL, "%s: tensor %s: value %" PRId64 " at row %" PRId64 ", column %" PRId64
+						 " is not an expert index in [0, %d)", st_set_path(&c->set, s->t), s->t->name,
+						 v, s->row0 + at / s->cols, at % s->cols, s->index_max);
+			if (out)
+				out[done * s->cols + i] = (float)v;
+		}
+	}
+	return 0;
+}
+
+/* Reads rows [r, r + n) of the matrix as f32, applying FP8 or FP4 block
+ * scales; a value that is not finite (in the source, or after scaling)
+ * fails. */
 static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n,
 		       float *out)
 {
-	int rc = st_tensor_read_f32(&c->set, s->t, s->row0 + r, n, out);
+	if (s->index_max > 0) {
+		c->prog.bytes_read += (uint64_t)n * (uint64_t)s->cols * st_dtype_size(s->t->dtype);
+		return index_read(c, s, r, n, out, c->qbuf, c->qbuf_bytes);
+	}
+	int rc = s->fp4 ? fp4_read(c, s, r, n, out) : st_tensor_read_f32(&c->set, s->t, s->row0 + r, n, out);
 	if (rc)
 		return rc;
-	c->prog.bytes_read += (uint64_t)n * (uint64_t)s->cols * st_dtype_size(s->t->dtype);
-	/* Block scales are small ([rows/128, cols/128]); keep the current
-	 * matrix's whole table and reread only when the matrix changes. */
+	c->prog.bytes_read += (uint64_t)n * (uint64_t)st_tensor_cols(s->t) * st_dtype_size(s->t->dtype);
+	/* Block scales are small ([rows/128, cols/128], or [rows, cols/32]);
+	 * keep the current matrix's whole table and reread only when the
+	 * matrix changes. */
 	if (s->scale && (rc = scales_read(c, s)))
 		return rc;
-	int64_t bc = (s->cols + FP8_BLOCK - 1) / FP8_BLOCK;
+	int64_t br = s->block_rows, bcol = s->block_cols;
+	int64_t bc = s->scale ? (s->cols + bcol - 1) / bcol : 0;
 	for (int64_t i = 0; s->scale && i < n; i++) {
-		const float *srow = c->scale_buf + (r + i) / FP8_BLOCK * bc;
+		const float *srow = c->scale_buf + (r + i) / br * bc;
 		float *row = out + i * s->cols;
 		for (int64_t j = 0; j < s->cols; j++)
-			row[j] *= srow[j / FP8_BLOCK];
+			row[j] *= srow[j / bcol];
 	}
 	return check_finite(c, s->t, out, s->row0 + r, n, s->cols, "the value");
 }
@@ -405,6 +709,7 @@ static enum quant_type resident_type(const struct converter *c, const struct ten
 	switch (s->role) {
 	case TENSOR_ROLE_VECTOR:
 	case TENSOR_ROLE_ROUTER:
+	case TENSOR_ROLE_INDEX:
 		return QUANT_F32;
 	case TENSOR_ROLE_EMBED:
 		return q == QUANT_F32 ? QUANT_F32 : QUANT_BF16;
@@ -449,7 +754,12 @@ static int write_resident(struct converter *c, struct manifest *m)
 		mt->offset = off;
 		mt->bytes = quant_matrix_bytes(mt->type, s->shape[0], s->shape[1], mt->group);
 		struct matrix_src src = { .t = t, .rows = st_tensor_rows(t), .cols = st_tensor_cols(t) };
-		rc = mt->name ? resolve_scale(c, &src) : error_set(ENOMEM, "out of memory");
+		if (!mt->name)
+			rc = error_set(ENOMEM, "out of memory");
+		else if (s->role == TENSOR_ROLE_INDEX)
+			rc = resolve_index(c, &src, c->cfg.n_experts);
+		else
+			rc = resolve_scale(c, &src, s->name, false);
 		if (!rc)
 			rc = matrix_write(c, &src, mt->type, mt->group, emit_fd, &sink, off);
 		off = manifest_align_up(off + mt->bytes, MANIFEST_ALIGN);
@@ -639,6 +949,12 @@ static void skip_notes_show(const struct converter *c)
 	if (c->mtp_unannounced)
 		fprintf(stderr, "convert: the checkpoint has an MTP block (mtp.*) that config.json does not announce "
 			"(mtp_num_hidden_layers); converting without it\n");
+	if (c->n_mtp_skipped)
+		fprintf(stderr, "convert: skipping the MTP block (%zu tensors mtp.*); transformers' DeepseekV4 does not "
+			"instantiate it, so the container has no drafting head\n", c->n_mtp_skipped);
+	if (c->fp4_seen)
+		fprintf(stderr, "convert: FP4 (e2m1, ue8m0 per 32 inputs) routed experts are dequantized exactly to f32, "
+			"then stored as %s (--quant)\n", quant_type_name(c->opt->quant));
 }
 
 static int convert_plan(struct converter *c)
@@ -648,6 +964,8 @@ static int convert_plan(struct converter *c)
 		rc = model_config_load(&c->cfg, c->opt->hf_dir);
 	if (!rc)
 		rc = st_set_open(&c->set, c->opt->hf_dir);
+	if (!rc)
+		rc = v4_names_build(c);
 	if (!rc)
 		skip_absent_parts(c);
 	if (!rc)
@@ -677,8 +995,15 @@ static int convert_plan(struct converter *c)
 		}
 		rc = check_shape(c, t, s->ndim, s->shape, s->squeezed);
 		struct matrix_src src = { .t = t, .rows = st_tensor_rows(t), .cols = st_tensor_cols(t) };
-		if (!rc)
-			rc = resolve_scale(c, &src);
+		if (!rc && s->role == TENSOR_ROLE_INDEX) {
+			/* Small (vocab x top_k): every entry checked before writing. */
+			uint8_t *buf = malloc(1u << 20);
+			rc = buf ? resolve_index(c, &src, c->cfg.n_experts) : error_set(ENOMEM, "out of memory");
+			if (!rc)
+				rc = index_read(c, &src, 0, src.rows, NULL, buf, 1u << 20);
+			free(buf);
+		} else if (!rc)
+			rc = resolve_scale(c, &src, s->name, false);
 		if (rc)
 			return rc;
 		c->prog.tensors_total++;
@@ -800,6 +1125,8 @@ int convert_run(const struct convert_options *o)
 	c.f32 = malloc(c.f32_floats * sizeof(float));
 	c.qbuf = malloc(c.f32_floats * sizeof(float) > CONVERT_CHUNK_BYTES ? c.f32_floats * sizeof(float)
 									  : CONVERT_CHUNK_BYTES);
+	c.qbuf_bytes = c.f32_floats * sizeof(float) > CONVERT_CHUNK_BYTES ? c.f32_floats * sizeof(float)
+									  : CONVERT_CHUNK_BYTES;
 	c.record = aligned_alloc(MANIFEST_ALIGN, probe.record_bytes);
 	if (!c.f32 || !c.qbuf || !c.record) {
 		rc = error_set(ENOMEM, "out of memory for conversion buffers");
@@ -857,6 +1184,7 @@ fail:
 	free(c.record);
 	free(c.scale_buf);
 	free(c.specs);
+	v4_names_free(&c);
 	st_set_close(&c.set);
 	return rc;
 }

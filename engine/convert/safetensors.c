@@ -34,7 +34,7 @@ static const struct {
 	{ "F64", ST_DTYPE_F64, 8 },       { "I64", ST_DTYPE_I64, 8 },
 	{ "I32", ST_DTYPE_I32, 4 },       { "I16", ST_DTYPE_I16, 2 },
 	{ "I8", ST_DTYPE_I8, 1 },         { "U8", ST_DTYPE_U8, 1 },
-	{ "BOOL", ST_DTYPE_BOOL, 1 },
+	{ "BOOL", ST_DTYPE_BOOL, 1 },     { "F8_E8M0", ST_DTYPE_F8_E8M0, 1 },
 };
 
 size_t st_dtype_size(enum st_dtype dtype)
@@ -496,13 +496,36 @@ int64_t st_tensor_cols(const struct st_tensor *t)
 	return t->ndim ? t->shape[t->ndim - 1] : 1;
 }
 
+int st_tensor_read_raw(const struct st_set *set, const struct st_tensor *t,
+		       int64_t row, int64_t n_rows, void *out)
+{
+	const char *path = st_set_path(set, t);
+	size_t es = st_dtype_size(t->dtype);
+	if (!es)
+		return error_set(ENOTSUP, "%s: tensor %s: unsupported dtype %s", path, t->name,
+				 t->dtype_name);
+	int64_t cols = st_tensor_cols(t);
+	if (row < 0 || n_rows < 0 || row + n_rows > st_tensor_rows(t))
+		return error_set(EINVAL, "%s: tensor %s: rows %lld..%lld out of range", path,
+				 t->name, (long long)row, (long long)(row + n_rows));
+	uint64_t n = (uint64_t)n_rows * (uint64_t)cols;
+	uint64_t off = t->offset + (uint64_t)row * (uint64_t)cols * es;
+	int rc = read_full(set->files[t->file_index].fd, out, n * es, off);
+	if (rc == -EIO)
+		return error_set(EIO, "%s: tensor %s: file is truncated (needs %llu bytes)", path,
+				 t->name, (unsigned long long)(off + n * es));
+	if (rc)
+		return error_set(-rc, "%s: tensor %s: read failed: %s", path, t->name, strerror(-rc));
+	return 0;
+}
+
 int st_tensor_read_f32(const struct st_set *set, const struct st_tensor *t,
 		       int64_t row, int64_t n_rows, float *out)
 {
 	const char *path = st_set_path(set, t);
 	size_t es = st_dtype_size(t->dtype);
 	if (t->dtype != ST_DTYPE_F32 && t->dtype != ST_DTYPE_BF16 &&
-	    t->dtype != ST_DTYPE_F16 && t->dtype != ST_DTYPE_F8_E4M3)
+	    t->dtype != ST_DTYPE_F16 && t->dtype != ST_DTYPE_F8_E4M3 && t->dtype != ST_DTYPE_F8_E8M0)
 		return error_set(ENOTSUP, "%s: tensor %s: unsupported dtype %s", path, t->name,
 				 t->dtype_name);
 	int64_t cols = st_tensor_cols(t);
@@ -530,6 +553,9 @@ int st_tensor_read_f32(const struct st_set *set, const struct st_tensor *t,
 	} else if (t->dtype == ST_DTYPE_F8_E4M3) {
 		for (uint64_t i = n; i-- > 0;)
 			out[i] = fp8_e4m3_to_f32(raw[i]);
+	} else if (t->dtype == ST_DTYPE_F8_E8M0) {
+		for (uint64_t i = n; i-- > 0;)
+			out[i] = st_e8m0_to_f32(raw[i]);
 	}
 	return 0;
 }

@@ -33,7 +33,21 @@ enum st_dtype {
 	ST_DTYPE_I8,
 	ST_DTYPE_U8,
 	ST_DTYPE_BOOL,
+	ST_DTYPE_F8_E8M0,        /* ue8m0: 2^(b - 127), 0xff NaN (DeepSeek-V4's block scales) */
 };
+
+/* The value of a ue8m0 byte (torch.float8_e8m0fnu): 2^(b - 127); 0xff is NaN. */
+static inline float st_e8m0_to_f32(uint8_t b)
+{
+	union { uint32_t u; float f; } v;
+	if (b == 0xff)
+		v.u = 0x7fc00000u;
+	else if (b == 0)
+		v.u = 0x00400000u; /* 2^-127, a subnormal */
+	else
+		v.u = (uint32_t)b << 23;
+	return v.f;
+}
 
 #define ST_MAX_DIMS 8
 
@@ -110,10 +124,16 @@ int64_t st_tensor_rows(const struct st_tensor *t);
 int64_t st_tensor_cols(const struct st_tensor *t);
 
 /* Reads rows [row, row + n_rows) of t converted to f32 into out
- * (n_rows * cols floats). F32, BF16, F16 and F8_E4M3 (raw, without block
- * scales) are converted; other dtypes give -ENOTSUP. Short files give -EIO
- * with a message naming the file and tensor. */
+ * (n_rows * cols floats). F32, BF16, F16, F8_E4M3 (raw, without block
+ * scales) and F8_E8M0 are converted; other dtypes give -ENOTSUP. Short
+ * files give -EIO with a message naming the file and tensor. */
 int st_tensor_read_f32(const struct st_set *set, const struct st_tensor *t,
 		       int64_t row, int64_t n_rows, float *out);
+
+/* Reads the bytes of rows [row, row + n_rows) of t, of any dtype with a
+ * size, into out (n_rows * cols * st_dtype_size bytes), as stored
+ * (little-endian). Errors as st_tensor_read_f32. */
+int st_tensor_read_raw(const struct st_set *set, const struct st_tensor *t,
+		       int64_t row, int64_t n_rows, void *out);
 
 #endif

@@ -104,14 +104,17 @@ static void specs_gqa(struct spec_list *l, const struct model_config *c, int i)
 	}
 }
 
-/* FFN_MOE and FFN_MOE_SHARED: the router (and its correction bias), the
- * shared experts; the routed experts live in the expert files. */
+/* FFN_MOE and FFN_MOE_SHARED: the router (and its correction bias, or on
+ * a hash-routed layer its token -> experts table), the shared experts; the
+ * routed experts live in the expert files. */
 static void specs_moe(struct spec_list *l, const struct model_config *c, int i, bool shared)
 {
 	int64_t h = c->hidden;
 	const char *moe = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "block_sparse_moe" : "mlp";
 	spec_add(l, TENSOR_ROLE_ROUTER, i, c->n_experts, h, false, "model.layers.%d.%s.gate.weight", i, moe);
-	if (c->router_bias)
+	if (c->hash_routed[i])
+		spec_add(l, TENSOR_ROLE_INDEX, i, c->vocab, c->top_k, false, "model.layers.%d.mlp.gate.tid2eid", i);
+	else if (c->router_bias)
 		spec_add(l, TENSOR_ROLE_VECTOR, i, c->n_experts, 0, false, "model.layers.%d.mlp.gate.e_score_correction_bias",
 			 i);
 	if (!shared)
@@ -152,6 +155,63 @@ static void specs_gdn(struct spec_list *l, const struct model_config *c, int i)
 	spec_add(l, TENSOR_ROLE_DENSE, i, h, vd, false, "model.layers.%d.linear_attn.out_proj.weight", i);
 }
 
+/* MIXER_V4 (DeepseekV4Attention): the query LoRA, the one shared K = V
+ * head, the grouped output projection, the sinks; a CSA or HCA layer's
+ * compressor (two series of head_dim for CSA, one for HCA) and a CSA
+ * layer's Lightning Indexer with its own compressor. What transformers
+ * keeps in fp32 stays f32 (_keep_in_fp32_modules_strict: sinks,
+ * position_bias, the norms; _keep_in_fp32_modules: the compressors' and
+ * the indexer's kv_proj and gate_proj, the scorer's weights_proj). */
+static void specs_v4_attn(struct spec_list *l, const struct model_config *c, int i)
+{
+	int64_t h = c->hidden, nh = c->n_heads, hd = c->head_dim, ql = c->q_lora_rank;
+	int64_t og = c->o_groups, ol = c->o_lora_rank;
+	spec_add(l, TENSOR_ROLE_DENSE, i, ql, h, false, "model.layers.%d.self_attn.q_a_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, ql, 0, false, "model.layers.%d.self_attn.q_a_norm.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, nh * hd, ql, false, "model.layers.%d.self_attn.q_b_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, hd, h, false, "model.layers.%d.self_attn.kv_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, hd, 0, false, "model.layers.%d.self_attn.kv_norm.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, og * ol, nh * hd / og, false, "model.layers.%d.self_attn.o_a_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, h, og * ol, false, "model.layers.%d.self_attn.o_b_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, nh, 0, false, "model.layers.%d.self_attn.sinks", i);
+	if (c->v4_attn[i] == V4_ATTN_SLIDING)
+		return;
+	bool csa = c->v4_attn[i] == V4_ATTN_CSA;
+	int64_t cs = csa ? 2 : 1, rate = csa ? c->compress_rate_csa : c->compress_rate_hca;
+	spec_add(l, TENSOR_ROLE_ROUTER, i, cs * hd, h, false, "model.layers.%d.self_attn.compressor.kv_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_ROUTER, i, cs * hd, h, false, "model.layers.%d.self_attn.compressor.gate_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, rate, cs * hd, false, "model.layers.%d.self_attn.compressor.position_bias", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, hd, 0, false, "model.layers.%d.self_attn.compressor.kv_norm.weight", i);
+	if (!csa)
+		return;
+	int64_t ih = c->index_n_heads, id = c->index_head_dim;
+	spec_add(l, TENSOR_ROLE_ROUTER, i, 2 * id, h, false, "model.layers.%d.self_attn.compressor.indexer.kv_proj.weight",
+		 i);
+	spec_add(l, TENSOR_ROLE_ROUTER, i, 2 * id, h, false,
+		 "model.layers.%d.self_attn.compressor.indexer.gate_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, rate, 2 * id, false, "model.layers.%d.self_attn.compressor.indexer.position_bias",
+		 i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, id, 0, false, "model.layers.%d.self_attn.compressor.indexer.kv_norm.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, ih * id, ql, false, "model.layers.%d.self_attn.compressor.indexer.q_b_proj.weight",
+		 i);
+	spec_add(l, TENSOR_ROLE_ROUTER, i, ih, h, false,
+		 "model.layers.%d.self_attn.compressor.indexer.scorer.weights_proj.weight", i);
+}
+
+/* RESIDUAL_HC (DeepseekV4HyperConnection), before the mixer and before the
+ * FFN: fn [(2 + hc) * hc, hc * H], base [(2 + hc) * hc], scale [3], f32 as
+ * transformers keeps them. */
+static void specs_hc(struct spec_list *l, const struct model_config *c, int i)
+{
+	static const char *const site[2] = { "attn_hc", "ffn_hc" };
+	int64_t hc = c->hc_mult, mix = (2 + hc) * hc;
+	for (int s = 0; s < 2; s++) {
+		spec_add(l, TENSOR_ROLE_ROUTER, i, mix, hc * c->hidden, false, "model.layers.%d.%s.fn", i, site[s]);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, mix, 0, false, "model.layers.%d.%s.base", i, site[s]);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, 3, 0, false, "model.layers.%d.%s.scale", i, site[s]);
+	}
+}
+
 /* FFN_DENSE: the SwiGLU MLP. */
 static void specs_dense(struct spec_list *l, const struct model_config *c, int i)
 {
@@ -173,8 +233,10 @@ static void specs_layer(struct spec_list *l, const struct model_config *c, int i
 	case MIXER_MLA: specs_mla(l, c, i, false); break;
 	case MIXER_MLA_DSA: specs_mla(l, c, i, true); break;
 	case MIXER_GDN: specs_gdn(l, c, i); break;
-	case MIXER_V4: break; /* not parsed yet */
+	case MIXER_V4: specs_v4_attn(l, c, i); break;
 	}
+	if (r->residual == RESIDUAL_HC)
+		specs_hc(l, c, i);
 	switch (r->ffn) {
 	case FFN_DENSE: specs_dense(l, c, i); break;
 	case FFN_MOE: specs_moe(l, c, i, false); break;
@@ -185,7 +247,7 @@ static void specs_layer(struct spec_list *l, const struct model_config *c, int i
 int model_tensors_resident(const struct model_config *c, struct tensor_spec **out, size_t *n)
 {
 	int stored = c->n_layers + c->n_mtp_layers;
-	struct spec_list l = { .cap = 4 + (size_t)stored * 40 };
+	struct spec_list l = { .cap = 8 + (size_t)stored * 40 };
 	l.v = calloc(l.cap, sizeof *l.v);
 	if (!l.v)
 		return error_set(ENOMEM, "out of memory");
@@ -193,6 +255,13 @@ int model_tensors_resident(const struct model_config *c, struct tensor_spec **ou
 	spec_add(&l, TENSOR_ROLE_EMBED, -1, c->vocab, h, false, "model.embed_tokens.weight");
 	for (int i = 0; i < c->n_layers; i++)
 		specs_layer(&l, c, i);
+	if (c->rows[0].residual == RESIDUAL_HC) {
+		/* DeepseekV4HyperHead: collapses the streams before the final norm. */
+		int64_t hc = c->hc_mult;
+		spec_add(&l, TENSOR_ROLE_ROUTER, -1, hc, hc * h, false, "model.hc_head.hc_fn");
+		spec_add(&l, TENSOR_ROLE_VECTOR, -1, hc, 0, false, "model.hc_head.hc_base");
+		spec_add(&l, TENSOR_ROLE_VECTOR, -1, 1, 0, false, "model.hc_head.hc_scale");
+	}
 	spec_norm(&l, c, -1, h, "model.norm.weight");
 	spec_add(&l, TENSOR_ROLE_DENSE, -1, c->vocab, h, c->tie_embeddings, "lm_head.weight");
 	/* DeepSeek MTP modules: a decoder layer plus its input and output

@@ -14,12 +14,15 @@
 
 /* The role decides the storage type: vectors and routers stay f32,
  * embeddings bf16 (f32 under --quant f32), dense matrices the dense quant,
- * routed experts the expert quant in the expert files. */
+ * routed experts the expert quant in the expert files. An index table
+ * (DeepSeek-V4's tid2eid) holds integers in [0, n_experts) of an integer
+ * dtype in the checkpoint; it is stored f32, which holds them exactly. */
 enum tensor_role {
 	TENSOR_ROLE_EMBED = 0,
 	TENSOR_ROLE_VECTOR,
 	TENSOR_ROLE_ROUTER,
 	TENSOR_ROLE_DENSE,
+	TENSOR_ROLE_INDEX,
 };
 
 enum expert_part { EXPERT_PART_GATE = 0, EXPERT_PART_UP = 1, EXPERT_PART_DOWN = 2 };
