@@ -75,8 +75,11 @@ struct v4_layout {
 	enum v4_attn attn;
 	int64_t stride;                  /* floats per position */
 	struct v4_series comp, ix;       /* comp: CSA, HCA; ix: CSA */
-	int64_t entries;                 /* entries a context holds: ctx / rate */
-	int64_t keep;                    /* entries a query attends to at most */
+	/* Bounds for the scratch, linear in ctx or capped (plan extrapolates
+	 * the forward's bytes from two context sizes, so none may grow faster
+	 * later): a context holds at most ctx / rate <= ctx entries. */
+	int64_t entries;                 /* entries of a context at most: ctx */
+	int64_t keep;                    /* entries a query attends to at most: min(index_topk, ctx) for CSA */
 	int64_t window;                  /* sliding keys a query sees at most */
 };
 
@@ -98,8 +101,8 @@ static void layout_of(const struct model_config *c, int l, int ctx, struct v4_la
 		o->comp.gate = at + sf;
 		o->comp.entry = at + 2 * sf;
 		at += 2 * sf + hd;
-		o->entries = rate > 0 ? ctx / rate : 0;
-		o->keep = o->entries;
+		o->entries = ctx;
+		o->keep = ctx;
 	}
 	if (o->attn == V4_ATTN_CSA) {
 		o->ix = (struct v4_series){ .dim = id, .rate = rate, .overlap = true };
