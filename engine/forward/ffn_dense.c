@@ -1,7 +1,7 @@
 /*
  * ffn_dense — FFN_DENSE: the SwiGLU MLP down(silu(gate(x)) * up(x)) of a
  * dense layer; also the SwiGLU every expert and shared expert runs
- * (ffn_swiglu).
+ * (ffn_swiglu), with DeepSeek-V4's clamp when the model sets swiglu_limit.
  */
 #include "compute/kernels.h"
 #include "engine/forward/forward_internal.h"
@@ -17,6 +17,13 @@ void ffn_swiglu(const struct forward *f, const struct qmatrix *g, const struct q
 {
 	matmul(f->pool, gate, g, in, m);
 	matmul(f->pool, up, u, in, m);
+	/* DeepSeek-V4's clamp: gate <= limit, |up| <= limit, before the SiLU. */
+	float lim = f->m->cfg.swiglu_limit;
+	if (lim > 0)
+		for (int64_t i = 0; i < (int64_t)m * g->rows; i++) {
+			gate[i] = gate[i] > lim ? lim : gate[i];
+			up[i] = up[i] > lim ? lim : up[i] < -lim ? -lim : up[i];
+		}
 	swiglu(gate, gate, up, (int64_t)m * g->rows);
 	matmul(f->pool, out, d, gate, m);
 }

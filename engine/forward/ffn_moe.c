@@ -2,8 +2,10 @@
  * ffn_moe — FFN_MOE and FFN_MOE_SHARED: the token path through the routed
  * experts, and the shared experts every token runs.
  *
- *   route   softmax top-k (OLMoE, Qwen3, Mixtral), or sigmoid scores with a
- *           correction bias and grouped top-k (DeepSeek-V3, GLM), as the
+ *   route   softmax top-k (OLMoE, Qwen3, Mixtral), sigmoid scores with a
+ *           correction bias and grouped top-k (DeepSeek-V3, GLM), or
+ *           sqrt(softplus) scores with a correction bias, or on hash-routed
+ *           layers the experts the token id names (DeepSeek-V4), as the
  *           transformers routers compute them;
  *   union   the experts any token of the chunk chose, once each, ascending;
  *   place   requested from the expert store in rounds of its capacity; the
@@ -18,6 +20,7 @@
  * (shared_gate: Qwen3.5, Qwen3-Next).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
@@ -28,6 +31,7 @@
 struct moe_weights {
 	struct qmatrix router;           /* [n_experts, hidden], f32 */
 	const float *router_bias;        /* [n_experts] e_score_correction_bias, or NULL */
+	const float *tid2eid;            /* [vocab, top_k] experts of each token id (hash-routed layer), or NULL */
 	const struct manifest_expert_layer *experts; /* record layout of the layer's expert file */
 };
 
@@ -102,7 +106,19 @@ static int moe_bind(void *wp, const struct model *m, int i)
 	int rc = model_matrix(m, &w->router, c->n_experts, c->hidden, fmt, i);
 	if (!rc && w->router.type != QUANT_F32)
 		rc = error_set(EINVAL, "%s: layer %d router is not f32", m->dir, i);
-	if (!rc && c->router_bias)
+	if (!rc && c->hash_routed[i]) {
+		struct qmatrix t;
+		rc = model_matrix(m, &t, c->vocab, c->top_k, "model.layers.%d.mlp.gate.tid2eid", i);
+		if (!rc && t.type != QUANT_F32)
+			rc = error_set(EINVAL, "%s: layer %d tid2eid is not f32", m->dir, i);
+		for (int64_t k = 0; !rc && k < (int64_t)c->vocab * c->top_k; k++) {
+			float e = ((const float *)t.data)[k];
+			if (!(e >= 0 && e < c->n_experts && e == (float)(int32_t)e))
+				rc = error_set(EINVAL, "%s: layer %d tid2eid[%" PRId64 "][%" PRId64 "] = %g is not an expert",
+					       m->dir, i, k / c->top_k, k % c->top_k, (double)e);
+		}
+		w->tid2eid = rc ? NULL : t.data;
+	} else if (!rc && c->router_bias)
 		rc = model_vector(m, &w->router_bias, c->n_experts, "model.layers.%d.mlp.gate.e_score_correction_bias", i);
 	/* model_load checked the file and its part shapes. */
 	w->experts = manifest_expert_layer(&m->man, i);
@@ -174,10 +190,44 @@ static void route_grouped(const struct model_config *c, const float *bias, float
 	}
 }
 
+/* torch's softplus (beta 1, threshold 20), then the square root. */
+static float sqrt_softplus(float x)
+{
+	return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+}
+
+/* DeepSeek-V4: sqrt(softplus) scores; the experts are the top-k of the
+ * scores plus the correction bias, or on a hash-routed layer tid2eid's row
+ * of the token; their unbiased scores, renormalised (+1e-20) and scaled,
+ * weight them (DeepseekV4TopKRouter, DeepseekV4HashRouter: always
+ * renormalised, whatever norm_topk_prob says). */
+static void route_v4(const struct model_config *c, const struct moe_weights *w, int32_t token, float *logits,
+		     int32_t *sel, float *wt, float *choice)
+{
+	int E = c->n_experts, K = c->top_k;
+	for (int e = 0; e < E; e++) {
+		logits[e] = sqrt_softplus(logits[e]);
+		choice[e] = logits[e] + (w->router_bias ? w->router_bias[e] : 0.0f);
+	}
+	if (w->tid2eid)
+		for (int k = 0; k < K; k++)
+			sel[k] = (int32_t)w->tid2eid[(size_t)token * K + k];
+	else
+		topk(sel, choice, E, K);
+	float sum = 0;
+	for (int k = 0; k < K; k++) {
+		wt[k] = logits[sel[k]];
+		sum += wt[k];
+	}
+	for (int k = 0; k < K; k++)
+		wt[k] = wt[k] / (sum + 1e-20f) * c->routed_scaling;
+}
+
 /* Softmax over all experts, top-k of the probabilities, optional
  * renormalisation: the order of operations of the HF routers. */
-static void route(const struct model_config *c, const struct moe_weights *w, const struct moe_scratch *s, int n)
+static void route(const struct forward *f, const struct moe_weights *w, const struct moe_scratch *s, int n)
 {
+	const struct model_config *c = &f->m->cfg;
 	int E = c->n_experts, K = c->top_k;
 	for (int t = 0; t < n; t++) {
 		float *p = s->logits + (size_t)t * E;
@@ -185,6 +235,10 @@ static void route(const struct model_config *c, const struct moe_weights *w, con
 		float *wt = s->sel_w + (size_t)t * K;
 		if (c->router == ROUTER_SIGMOID_GROUPED) {
 			route_grouped(c, w->router_bias, p, sel, wt, s->choice);
+			continue;
+		}
+		if (c->router == ROUTER_SQRTSOFTPLUS) {
+			route_v4(c, w, f->row_tok[t], p, sel, wt, s->choice);
 			continue;
 		}
 		softmax(p, E);
@@ -231,8 +285,15 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 	int32_t *mark = f->predicted + (size_t)next * E;
 	memset(mark, 0, (size_t)E * sizeof *mark);
 	for (int t = 0; t < n; t++) {
+		float *pl = s->pred_logits + (size_t)t * E;
+		if (w->tid2eid) /* the token id decides: exact, whatever the stream */
+			for (int k = 0; k < K; k++)
+				pl[(int32_t)w->tid2eid[(size_t)f->row_tok[t] * K + k]] = INFINITY;
+		else if (c->router == ROUTER_SQRTSOFTPLUS && w->router_bias)
+			for (int e = 0; e < E; e++)
+				pl[e] = sqrt_softplus(pl[e]) + w->router_bias[e];
 		/* Softmax is monotone: top-k of the logits is top-k of the probabilities. */
-		topk(s->pred_sel + t * K, s->pred_logits + (size_t)t * E, E, K);
+		topk(s->pred_sel + t * K, pl, E, K);
 		for (int k = 0; k < K; k++)
 			mark[s->pred_sel[t * K + k]] = 1;
 	}
@@ -309,7 +370,7 @@ static int routed_run(struct forward *f, const struct moe_weights *w, const stru
 	int64_t H = c->hidden;
 	int E = c->n_experts, K = c->top_k;
 	matmul(f->pool, s->logits, &w->router, f->xn, n);
-	route(c, w, s, n);
+	route(f, w, s, n);
 
 	/* Union: each expert any token of the chunk needs, once, ascending. */
 	memset(s->wanted, 0, (size_t)E * sizeof(int32_t));
