@@ -184,6 +184,7 @@ Test(batch, mla_dsa_alone_equals_together) { check_alone_vs_together("deepseek_v
 Test(batch, glm5_alone_equals_together) { check_alone_vs_together("glm_moe_dsa"); }
 Test(batch, gdn_alone_equals_together) { check_alone_vs_together("qwen3_5_moe"); }
 Test(batch, gdn_grouped_alone_equals_together) { check_alone_vs_together("qwen3_next"); }
+Test(batch, v4_alone_equals_together) { check_alone_vs_together("deepseek_v4"); }
 
 /* The history of slot 0 after one request, plus three tokens. */
 static int extended(const struct batch *b, int32_t *out)

@@ -11,7 +11,11 @@
  *    model.language_model.*, fused experts, a vision tower and an MTP block
  *    beside them), qwen3_5_moe_text (text-only config, per-expert experts)
  *    and qwen3_next (fused grouped DeltaNet projections, a dense layer):
- *    Gated DeltaNet and gated attention; top-1 equal at every position and
+ *    Gated DeltaNet and gated attention; deepseek_v4 (sliding-window
+ *    shared-KV MQA with sinks, CSA with the Lightning indexer, HCA,
+ *    hyper-connections, hash and sqrt-softplus routing, the SwiGLU clamp;
+ *    the released FP8 + FP4 layout; the legacy config keys): top-1 equal
+ *    at every position and
  *    max |logit - reference| <= 2e-3, teacher-forced;
  *  - int8 and int4 containers: top-1 agreement and KL divergence against the
  *    f32 container, reported and bounded;
@@ -148,6 +152,9 @@ Test(forward, deepseek_v32_fp8_exact) { check_exact("deepseek_v32_fp8", "f32"); 
 Test(forward, glm_moe_dsa_exact) { check_exact("glm_moe_dsa", "f32"); check_exact("glm_moe_dsa", "bf16"); }
 Test(forward, glm_moe_dsa_interleave_exact) { check_exact("glm_moe_dsa_interleave", "bf16"); }
 Test(forward, glm_moe_dsa_yarn_exact) { check_exact("glm_moe_dsa_yarn", "bf16"); }
+Test(forward, deepseek_v4_exact) { check_exact("deepseek_v4", "f32"); check_exact("deepseek_v4", "bf16"); }
+Test(forward, deepseek_v4_fp8_exact) { check_exact("deepseek_v4_fp8", "f32"); }
+Test(forward, deepseek_v4_legacy_exact) { check_exact("deepseek_v4_legacy", "bf16"); }
 
 Test(forward, mixtral_v5_fused_sliding_window)
 {
@@ -422,6 +429,7 @@ Test(forward, bit_identical_dsa) { check_identical("deepseek_v32", "int4"); }
 /* The recurrent state is advanced token by token at any batch size. */
 Test(forward, bit_identical_gdn) { check_identical("qwen3_5_moe", "int4"); }
 Test(forward, bit_identical_gdn_grouped) { check_identical("qwen3_next", "bf16"); }
+Test(forward, bit_identical_v4) { check_identical("deepseek_v4", "int4"); }
 
 /* The embedding table stays on disk (a row read per token) but is still
  * verified at load: a flipped byte in it refuses the container naming the

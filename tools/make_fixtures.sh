@@ -24,7 +24,8 @@ else
 fi
 stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.py" \
              "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" "$here/ref_common.py" \
-             "$here/arch_qwen35.py" "$here/ref_qwen35.py" "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
+             "$here/arch_qwen35.py" "$here/ref_qwen35.py" "$here/arch_deepseek_v4.py" "$here/ref_deepseek_v4.py" \
+             "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
   echo "fixtures: up to date in $out"
   exit 0
@@ -87,6 +88,12 @@ fixture glm_moe_dsa_yarn glm_moe_dsa ", YaRN rope_parameters (mscale_all_dim 1: 
 fixture qwen3_5_moe qwen3_5_moe ", bf16, VLM layout (text_config, model.language_model.*, vision tower, mtp.*), fused experts, layers linear x3 + full"
 fixture qwen3_5_moe_text qwen3_5_moe_text ", bf16, text-only layout, per-expert, full_attention_interval 2"
 fixture qwen3_next qwen3_next ", bf16, in_proj_qkvz / in_proj_ba grouped per key head, layer 2 dense, per-expert, mtp.*"
+# DeepSeek-V4 needs 24 tokens for HCA entries (rate 8) and the indexer's choice to form.
+ntok=24
+fixture deepseek_v4 deepseek_v4 ", bf16, sliding 8 + CSA 4 (indexer top 2) + HCA 8, mHC, hash layers 0-1"
+fixture deepseek_v4_fp8 deepseek_v4 ", FP8 e4m3 ue8m0 128x128 dense + FP4 e2m1 routed experts, as released" --weights-dtype fp8
+fixture deepseek_v4_legacy deepseek_v4 ", bf16, legacy keys (compress_ratios, num_hash_layers, qk_rope_head_dim, rope_scaling)" --v4-config legacy
+ntok=16
 
 rm -rf "$out/hf" "$out/ref" "$out/.stamp"
 mv "$work/hf" "$out/hf"
