@@ -32,6 +32,21 @@ Weight dtypes:
   byte, low nibble first, [out, in / 2], with an F8_E8M0 scale per 32
   inputs [out, in / 32], config expert_dtype "fp4") or FP8 like the dense
   ones (--expert-dtype fp8).
+
+--v4-shape flash writes DeepSeek-V4-Flash's dimensions instead (the
+defaults of transformers' DeepseekV4Config: hidden 4096, 64 heads of 512,
+256 routed experts of 2048 + 1 shared, top-6, vocabulary 129280, the
+default layer_types schedule and 3 hash layers), cut to --layers N, in the
+release's FP8 + FP4 split (--weights-dtype fp8 is implied) and without the
+MTP block (convert skips it; it would add a whole layer of experts).  It is
+streamed shard by shard (one shard per layer, one for the embedding and
+head) through gen_model.write_shape_checkpoint, so memory stays at one
+tensor.  The values are random, not a trained model's: FP4 codes uniform
+over all 16, FP8 codes of N(0, 1) quantiles, BF16 values of N(0, std), with
+power-of-two scales near each tensor's std.  --v4-fill tiled repeats one
+16 MiB block of random bytes per dtype from a per-tensor offset instead of
+drawing every byte (a 2-layer checkpoint in about a minute instead of
+several); the bytes stay deterministic in the seed either way.
 """
 
 import json
@@ -62,7 +77,27 @@ RATIO_OF_TYPE = {"sliding_attention": 0, "compressed_sparse_attention": 4,
 ROUTER_STD = 2.0
 BIAS_STD = 0.3
 
-OPTIONS = ("v4_config", "expert_dtype")
+OPTIONS = ("v4_config", "expert_dtype", "v4_shape", "v4_fill")
+
+# deepseek-ai/DeepSeek-V4-Flash as transformers' DeepseekV4Config defaults
+# describe it (43 layers; YaRN factor 16 over 65536 positions on the
+# compressed layers, as the release's rope_scaling).
+FLASH = dict(hidden=4096, layers=43, heads=64, head_dim=512, rope_dim=64, q_lora_rank=1024,
+             o_groups=8, o_lora_rank=1024, vocab=129280, experts=256, top_k=6, experts_ffn=2048,
+             n_shared=1, routed_scaling_factor=1.5, sliding_window=128, csa_rate=4, hca_rate=128,
+             index_n_heads=64, index_head_dim=128, index_topk=512, hc_mult=4,
+             hc_sinkhorn_iters=20, hc_eps=1e-6, swiglu_limit=10.0, rope_theta=10000.0,
+             compress_rope_theta=160000.0, yarn_factor=16, yarn_original_max=65536,
+             mtp_layers=0, n_hash=3, max_position=1048576)
+SHAPES = {"flash": FLASH}
+
+
+def default_layer_types(n):
+    """DeepseekV4Config's schedule when config.json names none: two HCA
+    layers, then HCA and CSA alternating."""
+    inter = ["compressed_sparse_attention" if i % 2 else "heavily_compressed_attention"
+             for i in range(max(n - 2, 0))]
+    return ["heavily_compressed_attention"] * min(n, 2) + inter
 
 
 def add_arguments(ap):
@@ -72,6 +107,12 @@ def add_arguments(ap):
                         "mlp_layer_types, partial_rotary_factor, rope_parameters; default) or "
                         "legacy (compress_ratios, compress_rate_csa/hca, num_hash_layers, "
                         "qk_rope_head_dim, rope_scaling), which DeepseekV4Config folds in")
+    g.add_argument("--v4-shape", choices=sorted(SHAPES),
+                   help="deepseek_v4: a released model's dimensions (flash: DeepSeek-V4-Flash, "
+                        "GBs per layer), streamed, FP8 + FP4 as released; --layers N keeps N")
+    g.add_argument("--v4-fill", choices=("random", "tiled"),
+                   help="--v4-shape: random (default: every byte drawn) or tiled (one 16 MiB "
+                        "random block per dtype read from a per-tensor offset; fast)")
     g.add_argument("--expert-dtype", choices=("fp4", "fp8"),
                    help="deepseek_v4 with --weights-dtype fp8: routed experts in FP4 (default, "
                         "as released) or FP8")
@@ -85,8 +126,7 @@ def used(args):
 # ---------------------------------------------------------------- config
 
 
-def build_config(args, vocab):
-    t = TINY
+def build_config(args, vocab, t=TINY, types=LAYER_TYPES):
     legacy = args.v4_config == "legacy"
     L = t["layers"]
     cfg = {
@@ -107,7 +147,7 @@ def build_config(args, vocab):
         "index_n_heads": t["index_n_heads"],
         "index_topk": t["index_topk"],
         "initializer_range": 0.02,
-        "max_position_embeddings": t["yarn_factor"] * t["yarn_original_max"],
+        "max_position_embeddings": t.get("max_position", t["yarn_factor"] * t["yarn_original_max"]),
         "moe_intermediate_size": t["experts_ffn"],
         "n_routed_experts": t["experts"],
         "n_shared_experts": t["n_shared"],
@@ -141,15 +181,16 @@ def build_config(args, vocab):
         # DeepseekV4Config maps them through _COMPRESS_RATIO_TO_LAYER_TYPE),
         # the rates of the two compressed types, the hash layer count, the
         # rope dims and a flat YaRN rope_scaling for the compressed layers.
-        cfg.update(compress_ratios=[RATIO_OF_TYPE[x] for x in LAYER_TYPES],
+        cfg.update(compress_ratios=[RATIO_OF_TYPE[x] for x in types],
                    compress_rate_csa=t["csa_rate"], compress_rate_hca=t["hca_rate"],
                    num_hash_layers=t["n_hash"], qk_rope_head_dim=t["rope_dim"],
                    rope_scaling=dict(yarn, type="yarn"))
     else:
-        cfg.update(layer_types=list(LAYER_TYPES),
+        cfg.update(layer_types=list(types),
                    compress_rates={"compressed_sparse_attention": t["csa_rate"],
                                    "heavily_compressed_attention": t["hca_rate"]},
-                   mlp_layer_types=["hash_moe"] * t["n_hash"] + ["moe"] * (L - t["n_hash"]),
+                   mlp_layer_types=(["hash_moe"] * min(L, t["n_hash"])
+                                        + ["moe"] * max(0, L - t["n_hash"])),
                    partial_rotary_factor=t["rope_dim"] / t["head_dim"],
                    rope_parameters=dict(yarn, rope_type="yarn", rope_theta=t["rope_theta"]))
     return cfg
@@ -311,7 +352,12 @@ def build_tensors(cfg, seed, weights_dtype, expert_dtype, g):
 def main(args, ap, g):
     """gen_model's main for deepseek_v4; g is the gen_model module."""
     if args.arch not in ARCHS:
-        ap.error("--v4-config and --expert-dtype apply to --arch deepseek_v4 only")
+        ap.error("--v4-config, --expert-dtype, --v4-shape and --v4-fill apply to --arch "
+                 "deepseek_v4 only")
+    if args.v4_shape:
+        return shape_main(args, ap, g)
+    if args.v4_fill:
+        ap.error("--v4-fill needs --v4-shape")
     for opt, bad in (("--shape", getattr(args, "shape", None)),
                      ("--layers", getattr(args, "layers", None) is not None),
                      ("--tokenizer", args.tokenizer),
@@ -350,4 +396,187 @@ def main(args, ap, g):
         f.write("\n")
     groups = build_tensors(cfg, args.seed, args.weights_dtype, expert_dtype, g)
     g.write_checkpoint(args.out, groups, shards)
+    return 0
+
+
+# ---------------------------------------------------------------- real shapes
+#
+# --v4-shape: the same tensor list (tensor_specs) at a released model's
+# dimensions, as gen_model.ShapeWeights-style writers: (name, dtype, shape,
+# write) with write(f) streaming the raw storage in row chunks.
+
+POOL_BYTES = 16 << 20
+ROW_CHUNK_BYTES = 32 << 20
+# rms of an e2m1 code drawn uniformly from all 16: sqrt(mean of
+# {0, .5, 1, 1.5, 2, 3, 4, 6}^2).
+E2M1_RMS = float(np.sqrt(np.mean(np.square([0, .5, 1, 1.5, 2, 3, 4, 6]))))
+# FP8 codes hold N(0, 1) x FP8_GAIN, so that the scale is std / FP8_GAIN
+# (a power of two) and the codes use most of e4m3's range.
+FP8_GAIN = 64.0
+
+
+def e8m0_code(x):
+    """The ue8m0 code of the power of two nearest x > 0."""
+    return int(np.clip(np.round(np.log2(x)) + 127, 1, 254))
+
+
+class ShapeFill:
+    """Byte sources of one --v4-shape checkpoint.  bytes_of(name, kind, n)
+    gives n bytes of a dtype's codes for tensor `name`: drawn from the
+    tensor's own generator (random) or a window of a per-kind pool at an
+    offset seeded by the name (tiled)."""
+
+    def __init__(self, g, seed, tiled):
+        self.g, self.seed, self.tiled = g, seed, tiled
+        q = g.normal_quantiles()
+        self.bf16_q = st.f32_to_bf16(q.astype(np.float32))                # N(0, 1) as bf16 codes
+        with np.errstate(invalid="ignore"):
+            self.e4m3_q = st.f32_to_e4m3((q * FP8_GAIN).astype(np.float32))  # N(0, 64) as e4m3
+        self.pools = {}
+
+    def _draw(self, rng, kind, n):
+        """n bytes of codes of kind fp4 (uniform bytes), fp8 or bf16 (u16
+        indices into the quantile tables)."""
+        if kind == "fp4":
+            return np.frombuffer(rng.bytes(n), dtype=np.uint8)
+        idx = self.g.rng_u16(rng, n if kind == "fp8" else n // 2)
+        return (self.e4m3_q if kind == "fp8" else self.bf16_q)[idx].view(np.uint8)
+
+    def chunks(self, name, kind, n):
+        """Yields the n bytes of a tensor in pieces of at most ROW_CHUNK_BYTES."""
+        rng = self.g.seeded_rng(self.seed, name)
+        if not self.tiled:
+            done = 0
+            while done < n:
+                k = min(ROW_CHUNK_BYTES, n - done)
+                yield self._draw(rng, kind, k)
+                done += k
+            return
+        if kind not in self.pools:
+            pool = self._draw(self.g.seeded_rng(self.seed, "pool:" + kind), kind, POOL_BYTES)
+            self.pools[kind] = np.concatenate([pool, pool])
+        pool = self.pools[kind]
+        pos = int(rng.integers(POOL_BYTES // 2)) * 2    # even: bf16 values stay aligned
+        done = 0
+        while done < n:
+            k = min(POOL_BYTES - pos, n - done)
+            yield pool[pos:pos + k]
+            done += k
+            pos = 0
+
+
+def shape_groups(cfg, seed, fill, g):
+    """The --v4-shape checkpoint as gen_model.write_shape_checkpoint groups."""
+    E = cfg["n_routed_experts"]
+
+    def stream(name, kind, n):
+        def write(f):
+            for buf in fill.chunks(name, kind, n):
+                f.write(buf.data)
+        return write
+
+    def const(arr):
+        arr = np.ascontiguousarray(arr)
+        return lambda f: f.write(arr.data)
+
+    groups = []
+    for name, shape, kind, std in tensor_specs(cfg):
+        base = name[: -len(".weight")] if name.endswith(".weight") else name
+        n = int(np.prod(shape))
+        if kind == "tid2eid":
+            # k distinct experts per token id: the first k of a random
+            # ranking, chunked so that the ranking of every id is not held.
+            rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+
+            def write_table(f, rng=rng, shape=shape):
+                for a in range(0, shape[0], 8192):
+                    r = rng.random((min(8192, shape[0] - a), E))
+                    top = np.argpartition(r, shape[1], axis=1)[:, :shape[1]]
+                    f.write(np.ascontiguousarray(top, dtype="<i8").data)
+            groups.append([(name, "I64", shape, write_table)])
+        elif kind in ("f32", "hc_scale", "norm"):
+            w = g.master_weight(seed, name, shape, "norm" if kind != "f32" else "f32", std)
+            if kind == "norm":
+                groups.append([(name, "BF16", shape, const(st.f32_to_bf16(w)))])
+            else:
+                groups.append([(name, "F32", shape, const(w.astype("<f4")))])
+        elif kind == "expert":
+            rows, cols = shape
+            sshape = (rows, cols // 32)
+            code = e8m0_code(std / E2M1_RMS)
+            groups.append([(name, "I8", (rows, cols // 2), stream(name, "fp4", n // 2)),
+                           (base + ".scale", "F8_E8M0", sshape,
+                            const(np.full(sshape, code, dtype=np.uint8)))])
+        elif kind == "proj":
+            rows, cols = shape
+            sshape = (-(-rows // 128), -(-cols // 128))
+            code = e8m0_code(std / FP8_GAIN)
+            groups.append([(name, "F8_E4M3", shape, stream(name, "fp8", n)),
+                           (base + ".scale", "F8_E8M0", sshape,
+                            const(np.full(sshape, code, dtype=np.uint8)))])
+        else:
+            # BF16 matrices (embed, head, router, compressors, weights_proj):
+            # N(0, 1) codes; the std is folded in by a power of two, exactly
+            # (bf16 exponent arithmetic), so the fill stays a table lookup.
+            shift = int(np.round(np.log2(std)))
+
+            def write_bf16(f, name=name, n=n, shift=shift):
+                for buf in fill.chunks(name, "bf16", 2 * n):
+                    v = buf.view("<u2").astype(np.int32)
+                    e = (v >> 7) & 0xFF
+                    v = np.where(e > 0, v + (shift << 7), v)   # zero stays zero
+                    f.write(v.astype("<u2").data)
+            groups.append([(name, "BF16", shape, write_bf16)])
+    return groups
+
+
+def shape_main(args, ap, g):
+    t = dict(SHAPES[args.v4_shape])
+    for opt, bad in (("--shape", getattr(args, "shape", None)),
+                     ("--tokenizer", args.tokenizer), ("--vocab-size", args.vocab_size),
+                     ("--clip-qkv", args.clip_qkv is not None),
+                     ("--experts-layout fused", args.experts_layout == "fused"),
+                     ("--size", args.size is not None),
+                     ("--v4-config legacy", args.v4_config == "legacy"),
+                     ("--expert-dtype fp8", args.expert_dtype == "fp8")):
+        if bad:
+            ap.error("%s does not combine with --v4-shape" % opt)
+    if args.layers is not None:
+        if not 1 <= args.layers <= t["layers"]:
+            ap.error("--layers must be in [1, %d] for --v4-shape %s" % (t["layers"], args.v4_shape))
+        t["layers"] = args.layers
+    L = t["layers"]
+    shards = L + 1 if args.shards is None else args.shards
+    if shards < 1:
+        ap.error("--shards must be >= 1")
+    args.weights_dtype = "fp8"
+    cfg = build_config(args, t["vocab"], t, default_layer_types(L))
+    cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
+                                  "quant_method": "fp8", "scale_fmt": "ue8m0",
+                                  "weight_block_size": [128, 128]}
+    cfg["expert_dtype"] = "fp4"
+    fill = ShapeFill(g, args.seed, args.v4_fill == "tiled")
+    groups = shape_groups(cfg, args.seed, fill, g)
+    need = sum(st.DTYPES[x[1]][1] * int(np.prod(x[2])) for grp in groups for x in grp)
+    os.makedirs(args.out, exist_ok=True)
+    for old in os.listdir(args.out):
+        if old.endswith(".safetensors") or old == "model.safetensors.index.json":
+            os.remove(os.path.join(args.out, old))
+    free = g.shutil.disk_usage(args.out).free
+    if need + (1 << 30) > free:
+        raise SystemExit("gen_model: deepseek_v4 %s needs %.1f GB but %s has %.1f GB free "
+                         "(keeping 1 GiB)" % (args.v4_shape, need / 1e9, args.out, free / 1e9))
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    gen = {"bos_token_id": 0, "eos_token_id": 1, "transformers_version": cfg["transformers_version"]}
+    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
+        json.dump(gen, f, indent=2, sort_keys=True)
+        f.write("\n")
+    label = "deepseek-v4-%s (%d layers)" % (args.v4_shape, L)
+    g.sys.stderr.write("gen_model: %s, FP8 + FP4, %.2f GB in %d shard(s), %s fill -> %s\n"
+                       % (label, need / 1e9, shards, args.v4_fill or "random", args.out))
+    t0 = g.time.monotonic()
+    g.write_shape_checkpoint(args.out, groups, shards, label)
+    g.sys.stderr.write("gen_model: %s written in %.0f s\n" % (label, g.time.monotonic() - t0))
     return 0
