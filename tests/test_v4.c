@@ -7,13 +7,17 @@
  *    order: a column pass, then rows and columns iters-1 times), the
  *    collapse and the transposed stream mix;
  *  - the compressors (v4_compress.h): HCA and CSA window pooling (the
- *    overlapping Ca/Cb layout, window 0 without Ca), an entry's kv_norm and
- *    interleaved RoPE at its window's first position written to the row
- *    that closes the window, and the Lightning indexer's scores;
+ *    overlapping Ca/Cb layout, window 0 without Ca, the slots of
+ *    v4_window_slots), an entry's kv_norm and interleaved RoPE at its
+ *    window's first position, and the Lightning indexer's scores;
+ *  - MIXER_V4's sequence state for a DeepSeek-V4-Flash-shaped config
+ *    against what transformers' DeepseekV4HCACache / DeepseekV4CSACache
+ *    keep;
  *  - the inverse RoPE (angle -pos) undoing the rotation.
  * The whole model against its reference runs from the deepseek_v4
  * fixtures (test_forward), which this file does not need.
  */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -21,7 +25,9 @@
 #include <string.h>
 
 #include "compute/kernels.h"
+#include "base/error.h"
 #include "compute/rope_freq.h"
+#include "engine/forward/forward.h"
 #include "engine/forward/hyper_conn.h"
 #include "engine/forward/v4_compress.h"
 
@@ -187,10 +193,10 @@ Test(v4, hc_norm_is_unweighted_rms)
 }
 
 /* Rows of a test state: stride floats per position, the compressor's kv at
- * 0, its gate after. */
+ * kv, its gate at gate (series floats each), something around them. */
 struct rows {
 	float *r;
-	int64_t stride;
+	int64_t stride, kv, gate;
 	struct v4_series s;
 };
 
@@ -198,13 +204,28 @@ static void rows_init(struct rows *t, int64_t dim, int32_t rate, bool overlap, i
 {
 	t->s = (struct v4_series){ .dim = dim, .rate = rate, .overlap = overlap };
 	int64_t sf = v4_series_floats(&t->s);
-	t->s.kv = 3; /* something before, as the roped kv is in the engine */
-	t->s.gate = 3 + sf;
-	t->s.entry = 3 + 2 * sf;
-	t->stride = 3 + 2 * sf + dim + 1;
+	t->kv = 3; /* something before, as the roped kv is in the engine */
+	t->gate = 3 + sf;
+	t->stride = 3 + 2 * sf + 1;
 	t->r = calloc((size_t)(positions * t->stride), sizeof(float));
 	for (int64_t i = 0; i < positions * t->stride; i++)
 		t->r[i] = rnd(2);
+}
+
+/* Entry w's pooling inputs from the test rows, through v4_window_slots:
+ * half h of a row is its floats [h*dim, (h+1)*dim). */
+static int pool_inputs(struct v4_pool_in *in, const struct rows *t, const float *bias, int64_t w)
+{
+	struct v4_slot sl[2 * 128];
+	int64_t D = t->s.dim, SF = v4_series_floats(&t->s);
+	int n = v4_window_slots(sl, &t->s, w);
+	cr_assert_eq(n, t->s.overlap && w > 0 ? 2 * t->s.rate : t->s.rate);
+	for (int j = 0; j < n; j++) {
+		const float *row = t->r + sl[j].pos * t->stride;
+		int64_t col = sl[j].half * D;
+		in[j] = (struct v4_pool_in){ row + t->kv + col, row + t->gate + col, bias + sl[j].bias_row * SF + col };
+	}
+	return n;
 }
 
 /* The pooled entry w as HF builds it: new_kv / new_gate [2*rate, dim] (or
@@ -230,8 +251,8 @@ static void ref_pool(double *out, const struct rows *t, const float *bias, int64
 			} else { /* Cb of window w */
 				p = w * R + (j - R), col = D + d, br = j - R;
 			}
-			g[j] = (double)t->r[p * t->stride + t->s.gate + col] + bias[br * SF + col];
-			v[j] = t->r[p * t->stride + t->s.kv + col];
+			g[j] = (double)t->r[p * t->stride + t->gate + col] + bias[br * SF + col];
+			v[j] = t->r[p * t->stride + t->kv + col];
 		}
 		for (int j = 0; j < slots; j++)
 			m = g[j] > m ? g[j] : m;
@@ -252,10 +273,12 @@ static void check_pool(int64_t dim, int32_t rate, bool overlap)
 	float *bias = malloc((size_t)(rate * SF) * sizeof(float)), *out = malloc((size_t)dim * sizeof(float));
 	float *scratch = malloc((size_t)(2 * dim) * sizeof(float));
 	double *want = malloc((size_t)dim * sizeof(double));
+	struct v4_pool_in in[2 * 128];
 	for (int64_t i = 0; i < rate * SF; i++)
 		bias[i] = rnd(1);
 	for (int64_t w = 0; w < windows; w++) {
-		v4_pool(out, t.r, t.stride, &t.s, w, bias, scratch);
+		int n = pool_inputs(in, &t, bias, w);
+		v4_pool(out, in, n, dim, scratch);
 		ref_pool(want, &t, bias, w);
 		for (int64_t d = 0; d < dim; d++)
 			cr_assert(fabs(out[d] - want[d]) < 1e-5, "dim %ld rate %d overlap %d window %ld channel %ld: %g vs %g",
@@ -283,26 +306,24 @@ Test(v4, csa_pooling_matches_the_formula)
 }
 
 /* An entry is the pooled window, normed with the weights, its last rot_dim
- * floats rotated in pairs (2i, 2i+1) by angle (w*rate)*freq[i], stored at
- * the row that closes the window; the other rows' slots stay as they were. */
-Test(v4, entry_is_normed_roped_and_stored_at_the_closing_row)
+ * floats rotated in pairs (2i, 2i+1) by angle (w*rate)*freq[i]. */
+Test(v4, entry_is_the_window_normed_and_roped)
 {
 	enum { D = 16, RATE = 4, ROT = 8, W = 3 };
 	struct rows t;
 	rows_init(&t, D, RATE, true, (W + 1) * RATE);
 	int64_t SF = v4_series_floats(&t.s);
-	float bias[RATE * 2 * D], norm[D], freq[ROT / 2], scratch[2 * D];
-	float before[(W + 1) * RATE];
+	float bias[RATE * 2 * D], norm[D], freq[ROT / 2], scratch[2 * D], e[D];
+	struct v4_pool_in in[2 * RATE];
 	for (int i = 0; i < RATE * SF; i++)
 		bias[i] = rnd(1);
 	for (int i = 0; i < D; i++)
 		norm[i] = 1 + rnd(0.5f);
 	rope_freq_yarn(freq, ROT, 160000.0, 4.0, 32, 1, 32);
-	for (int p = 0; p < (W + 1) * RATE; p++)
-		before[p] = t.r[p * t.stride + t.s.entry];
 	double pooled[D], ss = 0;
 	ref_pool(pooled, &t, bias, W);
-	v4_compress_entry(t.r, t.stride, &t.s, W, bias, norm, 1e-6f, freq, ROT, scratch);
+	int n = pool_inputs(in, &t, bias, W);
+	v4_compress_entry(e, in, n, D, norm, 1e-6f, freq, ROT, W * RATE, scratch);
 	for (int d = 0; d < D; d++)
 		ss += pooled[d] * pooled[d];
 	double inv = 1 / sqrt(ss / D + 1e-6), want[D];
@@ -315,11 +336,8 @@ Test(v4, entry_is_normed_roped_and_stored_at_the_closing_row)
 		want[x0] = y0;
 		want[x1] = y1;
 	}
-	const float *e = t.r + ((W + 1) * RATE - 1) * t.stride + t.s.entry;
 	for (int d = 0; d < D; d++)
 		cr_assert(fabs(e[d] - want[d]) < 1e-4, "channel %d: %g vs %g", d, e[d], want[d]);
-	for (int p = 0; p < (W + 1) * RATE - 1; p++)
-		cr_assert_eq(t.r[p * t.stride + t.s.entry], before[p], "row %d's slot was written", p);
 	free(t.r);
 }
 
@@ -335,18 +353,18 @@ Test(v4, entries_visible_once_their_window_closes)
 
 Test(v4, index_scores_match_the_formula)
 {
-	enum { D = 8, RATE = 4, HEADS = 3, N = 5 };
-	struct rows t;
-	rows_init(&t, D, RATE, true, N * RATE);
-	float q[HEADS * D], w[HEADS], out[N];
+	enum { D = 8, HEADS = 3, N = 5, STRIDE = 13 };
+	float keys[N * STRIDE], q[HEADS * D], w[HEADS], out[N];
+	for (int i = 0; i < N * STRIDE; i++)
+		keys[i] = rnd(2);
 	for (int i = 0; i < HEADS * D; i++)
 		q[i] = rnd(1);
 	for (int i = 0; i < HEADS; i++)
 		w[i] = rnd(1);
 	float scale = 1.0f / sqrtf((float)D);
-	v4_index_scores(out, q, w, HEADS, t.r, t.stride, &t.s, 1, N, scale);
+	v4_index_scores(out, q, w, HEADS, keys + 2, STRIDE, D, 1, N, scale);
 	for (int e = 1; e < N; e++) {
-		const float *k = t.r + ((e + 1) * RATE - 1) * t.stride + t.s.entry;
+		const float *k = keys + 2 + e * STRIDE;
 		double s = 0;
 		for (int h = 0; h < HEADS; h++) {
 			double d = 0;
@@ -356,7 +374,6 @@ Test(v4, index_scores_match_the_formula)
 		}
 		cr_assert(fabs(out[e] - s) < 1e-5, "entry %d: %g vs %g", e, out[e], s);
 	}
-	free(t.r);
 }
 
 /* The attention output's rope floats are rotated by -pos: after a rotation
@@ -372,4 +389,90 @@ Test(v4, inverse_rope_undoes_the_rotation)
 	rope(y, ROT, -1234, freq, ROPE_GPTJ);
 	for (int i = 0; i < ROT; i++)
 		cr_assert(fabs(x[i] - y[i]) < 1e-5);
+}
+
+static void parse_config(struct model_config *c, const char *json)
+{
+	cJSON *j = cJSON_Parse(json);
+	cr_assert(j);
+	memset(c, 0, sizeof *c);
+	cr_assert_eq(model_config_parse(c, j, "config.json"), 0, "%s", error_message());
+	cJSON_Delete(j);
+}
+
+/* What `plan` shows for the KV cache at ctx: the forward's bytes per
+ * position (sequence state and score rows, from two context sizes as
+ * plan_container.c takes them) times ctx, plus the fixed state. */
+static uint64_t plan_kv_bytes(const struct model_config *c, int ctx, int threads)
+{
+	uint64_t f1 = forward_bytes(c, 1, 64, threads, 1), f2 = forward_bytes(c, 2, 64, threads, 1);
+	return (f2 - f1) * (uint64_t)ctx + forward_state_fixed_bytes(c, 1);
+}
+
+/* DeepSeek-V4-Flash's shape (transformers' DeepseekV4Config defaults: 43
+ * layers, head_dim 512, sliding_window 128, CSA rate 4, HCA rate 128,
+ * index_head_dim 128; two HCA layers, then CSA and HCA in turn). Per
+ * layer the state is what the cache classes keep: the sliding layer's
+ * sliding_window - 1 keys; HCA's buffer_kv / buffer_gate of up to rate
+ * rows of head_dim; CSA's buffer of rate rows of 2 * head_dim (Ca | Cb)
+ * and overlap_kv / overlap_gate (the last window's Ca), for the
+ * compressor and the indexer (index_head_dim); per position only the
+ * compressed entries, an entry per rate positions. The totals go to
+ * stderr next to DeepSeek-V3's MLA cache. */
+Test(v4, flash_state_is_what_the_cache_classes_keep)
+{
+	struct model_config c, v3;
+	parse_config(&c, "{\"model_type\": \"deepseek_v4\"}");
+	int64_t F = sizeof(float), hd = 512, id = 128, sw = 128, rc = 4, rh = 128;
+	cr_assert_eq(c.head_dim, hd);
+	cr_assert_eq(c.index_head_dim, id);
+	cr_assert_eq(c.sliding_window, sw);
+	cr_assert_eq(c.compress_rate_csa, rc);
+	cr_assert_eq(c.compress_rate_hca, rh);
+	uint64_t pos = 0, fixed = 0, before = 0;
+	int n[3] = { 0 };
+	for (int l = 0; l < c.n_layers; l++) {
+		struct block_sizes bs;
+		block_v4.sizes(&c, l, 1, 8192, &bs);
+		int64_t want_pos = 0, want_fixed = (sw - 1) * hd * F, old = hd;
+		if (c.v4_attn[l] == V4_ATTN_HCA) {
+			want_pos = (hd + rh - 1) / rh * F;
+			want_fixed += 2 * rh * hd * F;
+			old += 2 * hd + hd;
+		} else if (c.v4_attn[l] == V4_ATTN_CSA) {
+			want_pos = (hd + id + rc - 1) / rc * F;
+			want_fixed += (2 * rc * 2 * hd + 2 * rc * hd) * F + (2 * rc * 2 * id + 2 * rc * id) * F;
+			old += 2 * 2 * hd + hd + 5 * id;
+		}
+		cr_assert_eq(bs.state_pos_bytes, (size_t)want_pos, "layer %d", l);
+		cr_assert_eq(bs.state_fixed_bytes, (size_t)want_fixed, "layer %d", l);
+		pos += bs.state_pos_bytes;
+		fixed += bs.state_fixed_bytes;
+		before += (uint64_t)(old * F);
+		n[c.v4_attn[l]]++;
+	}
+	cr_assert_eq(pos, (uint64_t)(n[V4_ATTN_CSA] * 640 + n[V4_ATTN_HCA] * 16));
+	parse_config(&v3, "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 7168, \"num_hidden_layers\": 61, "
+			  "\"num_attention_heads\": 128, \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64, "
+			  "\"qk_nope_head_dim\": 128, \"v_head_dim\": 128, \"q_lora_rank\": 1536, "
+			  "\"n_routed_experts\": 256, \"num_experts_per_tok\": 8, \"moe_intermediate_size\": 2048, "
+			  "\"intermediate_size\": 18432, \"first_k_dense_replace\": 3, \"vocab_size\": 129280, "
+			  "\"num_nextn_predict_layers\": 0}");
+	uint64_t v3_pos = 0;
+	for (int l = 0; l < v3.n_layers; l++) {
+		struct block_sizes bs;
+		block_mixer(v3.rows[l].mixer)->sizes(&v3, l, 1, 8192, &bs);
+		v3_pos += bs.state_pos_bytes;
+	}
+	cr_assert_eq(v3_pos, (uint64_t)v3.n_layers * (512 + 64) * F);
+	fprintf(stderr, "DeepSeek-V4-Flash shape: %d sliding, %d CSA, %d HCA layers: state %llu B per position "
+		"(%llu B per position before), %llu B fixed (x3 with snapshot and checkpoint: %llu B); "
+		"DeepSeek-V3 MLA: %llu B per position\n", n[V4_ATTN_SLIDING], n[V4_ATTN_CSA], n[V4_ATTN_HCA],
+		(unsigned long long)pos, (unsigned long long)before, (unsigned long long)fixed,
+		(unsigned long long)forward_state_fixed_bytes(&c, 1), (unsigned long long)v3_pos);
+	for (int ctx = 8192; ctx <= 32768; ctx *= 4)
+		fprintf(stderr, "plan --ctx %d kv cache (16 threads): V4-Flash %.1f MiB (state alone %.1f MiB), "
+			"V3 %.1f MiB (state alone %.1f MiB)\n", ctx, plan_kv_bytes(&c, ctx, 16) / 1048576.0,
+			(pos * (uint64_t)ctx + forward_state_fixed_bytes(&c, 1)) / 1048576.0,
+			plan_kv_bytes(&v3, ctx, 16) / 1048576.0, v3_pos * (uint64_t)ctx / 1048576.0);
 }

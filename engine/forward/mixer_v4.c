@@ -22,13 +22,25 @@
  * index_n_heads^-0.5, the best index_topk (all while no more are closed;
  * ties keep the lower entry, as dsa_indexer.c explains).
  *
- * State per position (floats): the roped kv (head_dim); for compressed
- * layers the compressor's projected kv and gate rows and the entry slot
- * (filled at the rows that close a window); for CSA the indexer's the same
- * at index_head_dim. All of it is per position, so truncation to any
- * position is exact. The slot of a non-closing row is unused (known cost:
- * head_dim floats per position where only one in compress_rate carries an
- * entry).
+ * Sequence state, what transformers' DeepseekV4 cache classes keep:
+ *   fixed: a ring of the last sliding_window - 1 roped kv (position p in
+ *   slot p % (sliding_window - 1); a query's own key comes from the step),
+ *   and for each compressor the projected kv and gate rows of its open
+ *   window (HCA: rate rows; CSA: the open window's Cb halves and the Ca
+ *   halves of it and of the window before, by window parity, since the
+ *   next entry pools the previous window's Ca);
+ *   per position: the compressed entries only, entry w (and for CSA the
+ *   indexer's after it) spread over the rows of its window's rate
+ *   positions, ceil(entry floats / rate) floats each, written when the
+ *   window closes. A sliding layer keeps nothing per position.
+ * The fixed part knows only the latest positions, so going back restores
+ * a snapshot and replays (seq_state.h), as Gated DeltaNet does. Rows of a
+ * step read the positions before the step from the state and the step's
+ * own from its projections (rows of one sequence come in order), and the
+ * state takes the step's rows after its attention. Entry w's rows start
+ * before the position that closes it, so a state cut back inside a window
+ * may hold bytes of an entry pooled before the cut there; they are never
+ * read, and the entry is pooled again when the window closes.
  *
  * Per row the arithmetic never depends on the other rows of the step: the
  * projections are matmuls (row t the same bits as alone), entries are
@@ -70,11 +82,17 @@ struct v4_weights {
 	float freq[V4_ROT_PAIRS_MAX];    /* the layer's RoPE frequencies [rot_dim / 2] */
 };
 
-/* A layer's state row and kind. */
+/* A layer's state and kind. Fixed floats: the key ring [ring, head_dim],
+ * then each compressor's window rows (series_rows_floats); per position:
+ * pos_floats, entry w at w * rate * pos_floats. */
 struct v4_layout {
 	enum v4_attn attn;
-	int64_t stride;                  /* floats per position */
 	struct v4_series comp, ix;       /* comp: CSA, HCA; ix: CSA */
+	int64_t ring;                    /* sliding keys the state keeps: sliding_window - 1 (at least 1) */
+	int64_t comp_rows, ix_rows;      /* fixed-float offsets of the compressors' window rows */
+	int64_t fixed;                   /* fixed floats */
+	int64_t entry_stride;            /* floats from entry w to w+1: rate * pos_floats */
+	int64_t pos_floats;              /* floats per position: ceil((comp dim + ix dim) / rate) */
 	/* Bounds for the scratch, linear in ctx or capped (plan extrapolates
 	 * the forward's bytes from two context sizes, so none may grow faster
 	 * later): a context holds at most ctx / rate <= ctx entries. */
@@ -82,6 +100,21 @@ struct v4_layout {
 	int64_t keep;                    /* entries a query attends to at most: min(index_topk, ctx) for CSA */
 	int64_t window;                  /* sliding keys a query sees at most */
 };
+
+/* A compressor's window rows in the fixed state, 2*dim floats a slot (kv
+ * then gate): the open window's Cb halves (HCA: its rows) in slots
+ * [0, rate); CSA adds the Ca halves of the two latest windows in slots
+ * rate + (window % 2) * rate + j. */
+static int64_t series_rows_floats(const struct v4_series *s)
+{
+	return (s->overlap ? 3 : 1) * (int64_t)s->rate * 2 * s->dim;
+}
+
+static int64_t series_slot(const struct v4_series *s, int64_t pos, int half)
+{
+	int64_t j = pos % s->rate;
+	return (s->overlap && half == 0 ? s->rate + (pos / s->rate) % 2 * s->rate + j : j) * 2 * s->dim;
+}
 
 static enum v4_attn attn_of(const struct model_config *c, int l)
 {
@@ -92,27 +125,30 @@ static void layout_of(const struct model_config *c, int l, int ctx, struct v4_la
 {
 	memset(o, 0, sizeof *o);
 	o->attn = attn_of(c, l);
-	int64_t hd = c->head_dim, id = c->index_head_dim, at = hd;
+	int64_t hd = c->head_dim, id = c->index_head_dim;
 	int32_t rate = o->attn == V4_ATTN_CSA ? c->compress_rate_csa : c->compress_rate_hca;
+	/* A query sees sliding_window keys, its own from the step: the state
+	 * keeps sliding_window - 1, as DynamicSlidingWindowLayer does. */
+	o->ring = c->sliding_window > 1 ? c->sliding_window - 1 : 1;
+	int64_t fixed = o->ring * hd, entry = 0;
 	if (o->attn != V4_ATTN_SLIDING) {
 		o->comp = (struct v4_series){ .dim = hd, .rate = rate, .overlap = o->attn == V4_ATTN_CSA };
-		int64_t sf = v4_series_floats(&o->comp);
-		o->comp.kv = at;
-		o->comp.gate = at + sf;
-		o->comp.entry = at + 2 * sf;
-		at += 2 * sf + hd;
+		o->comp_rows = fixed;
+		fixed += series_rows_floats(&o->comp);
+		entry = hd;
 		o->entries = ctx;
 		o->keep = ctx;
 	}
 	if (o->attn == V4_ATTN_CSA) {
 		o->ix = (struct v4_series){ .dim = id, .rate = rate, .overlap = true };
-		o->ix.kv = at;
-		o->ix.gate = at + 2 * id;
-		o->ix.entry = at + 4 * id;
-		at += 5 * id;
+		o->ix_rows = fixed;
+		fixed += series_rows_floats(&o->ix);
+		entry += id;
 		o->keep = c->index_topk < o->entries ? c->index_topk : o->entries;
 	}
-	o->stride = at;
+	o->fixed = fixed;
+	o->pos_floats = rate > 0 && entry ? (entry + rate - 1) / rate : 0;
+	o->entry_stride = o->pos_floats * rate;
 	o->window = c->sliding_window > 0 && c->sliding_window < ctx ? c->sliding_window : ctx;
 }
 
@@ -120,7 +156,7 @@ static void layout_of(const struct model_config *c, int l, int ctx, struct v4_la
 struct v4_scratch {
 	float *qr;                       /* [batch, q_lora_rank] q_residual */
 	float *q;                        /* [batch, n_heads*head_dim] */
-	float *kv;                       /* [batch, head_dim] */
+	float *kv;                       /* [batch, head_dim] roped */
 	float *ckv, *cgate;              /* [batch, series floats] compressor projections */
 	float *ikv, *igate;              /* [batch, 2*index_head_dim] the indexer's */
 	float *iq;                       /* [batch, index_n_heads*index_head_dim] */
@@ -128,6 +164,11 @@ struct v4_scratch {
 	float *iscores;                  /* [batch, entries] */
 	int32_t *sel;                    /* [batch, keep] entries kept, increasing */
 	int32_t *nsel;                   /* [batch] */
+	int32_t *step0;                  /* [batch] the first position of row t's sequence in the step */
+	int32_t *base;                   /* [batch] where its sequence's rows start in byseq */
+	int32_t *byseq;                  /* [batch] the step's rows by sequence, each in position order */
+	struct v4_slot *slots;           /* [2 * rate] one window's slots */
+	struct v4_pool_in *pool_in;      /* [2 * rate] their floats */
 	float *pool;                     /* [2 * max(head_dim, index_head_dim)] pooling scratch */
 	float *att;                      /* [batch, n_heads*head_dim] */
 	float *gin;                      /* [batch, n_heads*head_dim/o_groups] one group's input */
@@ -139,11 +180,12 @@ struct v4_scratch {
 static void scratch_layout(struct carve *cv, const struct model_config *c, const struct v4_layout *lay, int batch,
 			   struct v4_scratch *s)
 {
-	size_t B = (size_t)batch, F = sizeof(float);
+	size_t B = (size_t)batch, F = sizeof(float), I = sizeof(int32_t);
 	size_t Q = (size_t)c->n_heads * (size_t)c->head_dim, og = c->o_groups > 0 ? (size_t)c->o_groups : 1;
 	size_t comp = lay->attn != V4_ATTN_SLIDING, csa = lay->attn == V4_ATTN_CSA;
 	size_t sf = comp ? (size_t)v4_series_floats(&lay->comp) : 0, id = (size_t)c->index_head_dim;
 	size_t pool = (size_t)(c->head_dim > c->index_head_dim ? c->head_dim : c->index_head_dim);
+	size_t slots = comp ? 2 * (size_t)lay->comp.rate : 0;
 	s->qr = carve(cv, B * (size_t)c->q_lora_rank * F);
 	s->q = carve(cv, B * Q * F);
 	s->kv = carve(cv, B * (size_t)c->head_dim * F);
@@ -154,8 +196,13 @@ static void scratch_layout(struct carve *cv, const struct model_config *c, const
 	s->iq = carve(cv, csa * B * (size_t)c->index_n_heads * id * F);
 	s->iw = carve(cv, csa * B * (size_t)c->index_n_heads * F);
 	s->iscores = carve(cv, csa * B * (size_t)lay->entries * F);
-	s->sel = carve(cv, csa * B * (size_t)lay->keep * sizeof(int32_t));
-	s->nsel = carve(cv, csa * B * sizeof(int32_t));
+	s->sel = carve(cv, csa * B * (size_t)lay->keep * I);
+	s->nsel = carve(cv, csa * B * I);
+	s->step0 = carve(cv, B * I);
+	s->base = carve(cv, B * I);
+	s->byseq = carve(cv, B * I);
+	s->slots = carve(cv, slots * sizeof(struct v4_slot));
+	s->pool_in = carve(cv, slots * sizeof(struct v4_pool_in));
 	s->pool = carve(cv, comp * 2 * pool * F);
 	s->att = carve(cv, B * Q * F);
 	s->gin = carve(cv, B * (Q / og) * F);
@@ -177,7 +224,8 @@ static void v4_sizes(const struct model_config *c, int layer, int batch, int ctx
 	*out = (struct block_sizes){
 		.shared_bytes = cv.used,
 		.thread_bytes = thread * sizeof(float),
-		.state_pos_bytes = (size_t)lay.stride * sizeof(float),
+		.state_pos_bytes = (size_t)lay.pos_floats * sizeof(float),
+		.state_fixed_bytes = (size_t)lay.fixed * sizeof(float),
 	};
 }
 
@@ -287,6 +335,56 @@ static void run_tasks(struct forward *f, void (*task)(void *, int, int), struct 
 			task(job, i, 0);
 }
 
+/* Row t's entries (rows of its sequence's state; NULL for a sliding
+ * layer) and its fixed floats. */
+static float *state_entries(const struct forward *f, int t, int layer)
+{
+	return (float *)forward_state_rows(f, t, layer, 0);
+}
+
+static float *state_fixed(const struct forward *f, int t, int layer)
+{
+	return (float *)seq_state_fixed(&f->seqs[f->row_seq[t]], 2 * layer);
+}
+
+/* The step's row of position pos in row t's sequence, or -1 when pos lies
+ * before the step (in the state). */
+static int step_row(const struct v4_scratch *s, int t, int64_t pos)
+{
+	return pos >= s->step0[t] ? s->byseq[s->base[t] + (pos - s->step0[t])] : -1;
+}
+
+/* Groups the step's rows by sequence (each sequence's rows come in order
+ * and take consecutive positions from its first row's). O(n^2) over the
+ * rows of a step; fine while a step holds at most a few thousand. */
+static void step_map(const struct forward *f, int n, const struct v4_scratch *s)
+{
+	int k = 0;
+	for (int t = 0; t < n; t++) {
+		int head = t;
+		for (int u = 0; u < t && head == t; u++)
+			head = f->row_seq[u] == f->row_seq[t] ? u : t;
+		if (head < t) {
+			s->base[t] = s->base[head];
+			s->step0[t] = s->step0[head];
+			continue;
+		}
+		s->base[t] = k;
+		s->step0[t] = f->row_pos[t];
+		for (int u = t; u < n; u++)
+			if (f->row_seq[u] == f->row_seq[t])
+				s->byseq[k++] = u;
+	}
+}
+
+/* Row t's sliding key at position pos: the step's, or the state's ring. */
+static const float *slide_key(const struct forward *f, const struct v4_job *j, int t, int64_t pos)
+{
+	int64_t hd = f->m->cfg.head_dim;
+	int u = step_row(j->s, t, pos);
+	return u >= 0 ? j->s->kv + (size_t)u * hd : state_fixed(f, t, j->layer) + (pos % j->lay->ring) * hd;
+}
+
 /* Task = (row, block of entries): indexer scores of a row that will drop
  * some of its visible entries. */
 static void score_task(void *ctx, int task, int thread)
@@ -302,9 +400,9 @@ static void score_task(void *ctx, int task, int thread)
 	if (visible <= lay->keep || e0 >= e1)
 		return;
 	int64_t IH = c->index_n_heads, ID = c->index_head_dim;
-	const float *rows = (const float *)forward_state_rows(f, t, j->layer, 0);
+	const float *keys = state_entries(f, t, j->layer) + lay->comp.dim;
 	v4_index_scores(j->s->iscores + (size_t)t * lay->entries, j->s->iq + (size_t)t * IH * ID,
-			j->s->iw + (size_t)t * IH, IH, rows, lay->stride, &lay->ix, e0, e1, 1.0f / sqrtf((float)ID));
+			j->s->iw + (size_t)t * IH, IH, keys, lay->entry_stride, ID, e0, e1, 1.0f / sqrtf((float)ID));
 }
 
 /* Task = row: the entries it keeps. */
@@ -336,7 +434,7 @@ static void attend_task(void *ctx, int task, int thread)
 	const struct model_config *c = &f->m->cfg;
 	const struct v4_layout *lay = j->lay;
 	int t = task / c->n_heads, h = task % c->n_heads;
-	int64_t hd = c->head_dim, Q = (int64_t)c->n_heads * hd, rot = c->rot_dim, stride = lay->stride;
+	int64_t hd = c->head_dim, Q = (int64_t)c->n_heads * hd, rot = c->rot_dim, es = lay->entry_stride;
 	int64_t pos = f->row_pos[t], first = pos + 1 > lay->window ? pos + 1 - lay->window : 0;
 	int64_t n_slide = pos + 1 - first, n_entry = 0;
 	const int32_t *sel = NULL;
@@ -346,18 +444,18 @@ static void attend_task(void *ctx, int task, int thread)
 	} else if (lay->attn == V4_ATTN_HCA) {
 		n_entry = v4_entries_visible(pos, lay->comp.rate);
 	}
-	const float *rows = (const float *)forward_state_rows(f, t, j->layer, 0);
+	const float *entries = state_entries(f, t, j->layer);
 	const float *q = j->s->q + (size_t)t * Q + (size_t)h * hd;
 	struct carve tc = forward_thread(f, thread);
 	float *sc = carve(&tc, (size_t)(n_slide + n_entry + 1) * sizeof(float));
 	float scale = 1.0f / sqrtf((float)hd), sink = j->w->sinks[h], max = sink;
 	for (int64_t i = 0; i < n_slide; i++) {
-		sc[i] = dot_f32(q, rows + (first + i) * stride, hd) * scale;
+		sc[i] = dot_f32(q, slide_key(f, j, t, first + i), hd) * scale;
 		max = sc[i] > max ? sc[i] : max;
 	}
 	for (int64_t i = 0; i < n_entry; i++) {
 		int64_t e = sel ? sel[i] : i;
-		sc[n_slide + i] = dot_f32(q, rows + ((e + 1) * lay->comp.rate - 1) * stride + lay->comp.entry, hd) * scale;
+		sc[n_slide + i] = dot_f32(q, entries + e * es, hd) * scale;
 		max = sc[n_slide + i] > max ? sc[n_slide + i] : max;
 	}
 	float sum = 0.0f;
@@ -369,29 +467,66 @@ static void attend_task(void *ctx, int task, int thread)
 	float *out = j->s->att + (size_t)t * Q + (size_t)h * hd;
 	memset(out, 0, (size_t)hd * sizeof(float));
 	for (int64_t i = 0; i < n_slide; i++)
-		axpy_f32(out, sc[i] / sum, rows + (first + i) * stride, hd);
+		axpy_f32(out, sc[i] / sum, slide_key(f, j, t, first + i), hd);
 	for (int64_t i = 0; i < n_entry; i++) {
 		int64_t e = sel ? sel[i] : i;
-		axpy_f32(out, sc[n_slide + i] / sum, rows + ((e + 1) * lay->comp.rate - 1) * stride + lay->comp.entry, hd);
+		axpy_f32(out, sc[n_slide + i] / sum, entries + e * es, hd);
 	}
 	rope(out + hd - rot, rot, -pos, j->w->freq, ROPE_GPTJ);
 }
 
-/* Projections of the step's rows; each row's roped kv and compressor rows
- * written to its state row. */
+/* Entry e of series `ser` for row t, into out: its window's rows from the
+ * step's projections (kv, gate: [batch, series floats]) or the state's
+ * window rows (fixed floats `win`). */
+static void close_window(const struct forward *f, const struct v4_scratch *s, const struct v4_series *ser,
+			 const struct v4_comp_weights *cw, const float *kv, const float *gate, const float *win, int t,
+			 int64_t e, float *out, const float *freq)
+{
+	const struct model_config *c = &f->m->cfg;
+	int64_t D = ser->dim, SF = v4_series_floats(ser);
+	int n = v4_window_slots(s->slots, ser, e);
+	for (int i = 0; i < n; i++) {
+		const struct v4_slot *sl = &s->slots[i];
+		int u = step_row(s, t, sl->pos);
+		const float *b = cw->bias + (int64_t)sl->bias_row * SF + sl->half * D;
+		if (u >= 0) {
+			s->pool_in[i] = (struct v4_pool_in){ kv + (size_t)u * SF + sl->half * D,
+							     gate + (size_t)u * SF + sl->half * D, b };
+		} else {
+			const float *r = win + series_slot(ser, sl->pos, sl->half);
+			s->pool_in[i] = (struct v4_pool_in){ r, r + D, b };
+		}
+	}
+	v4_compress_entry(out, s->pool_in, n, D, cw->norm, c->rms_eps, freq, c->rot_dim, e * ser->rate, s->pool);
+}
+
+/* The projected row of position pos (kv, gate: series floats) into a
+ * series' window rows. */
+static void keep_row(float *win, const struct v4_series *ser, int64_t pos, const float *kv, const float *gate)
+{
+	int64_t D = ser->dim;
+	for (int half = 0; half < (ser->overlap ? 2 : 1); half++) {
+		float *r = win + series_slot(ser, pos, half);
+		memcpy(r, kv + half * D, (size_t)D * sizeof(float));
+		memcpy(r + D, gate + half * D, (size_t)D * sizeof(float));
+	}
+}
+
+/* Projections of the step's rows, and the entries of the windows they
+ * close (written to their sequence's state). */
 static void project(struct forward *f, const struct v4_weights *w, const struct v4_layout *lay,
 		    const struct v4_scratch *s, int layer, int n)
 {
 	const struct model_config *c = &f->m->cfg;
 	int64_t QL = c->q_lora_rank, hd = c->head_dim, rot = c->rot_dim, Q = (int64_t)c->n_heads * hd;
-	int64_t IH = c->index_n_heads, ID = c->index_head_dim, SF = lay->attn != V4_ATTN_SLIDING ? v4_series_floats(&lay->comp) : 0;
-	bool csa = lay->attn == V4_ATTN_CSA;
+	int64_t IH = c->index_n_heads, ID = c->index_head_dim;
+	bool comp = lay->attn != V4_ATTN_SLIDING, csa = lay->attn == V4_ATTN_CSA;
 	matmul(f->pool, s->qr, &w->q_a, f->xn, n);
 	for (int t = 0; t < n; t++)
 		rmsnorm(s->qr + t * QL, s->qr + t * QL, w->q_a_norm, QL, c->rms_eps);
 	matmul(f->pool, s->q, &w->q_b, s->qr, n);
 	matmul(f->pool, s->kv, &w->kv, f->xn, n);
-	if (SF) {
+	if (comp) {
 		matmul(f->pool, s->ckv, &w->comp.kv, f->xn, n);
 		matmul(f->pool, s->cgate, &w->comp.gate, f->xn, n);
 	}
@@ -404,7 +539,6 @@ static void project(struct forward *f, const struct v4_weights *w, const struct 
 	float wscale = 1.0f / sqrtf((float)IH);
 	for (int t = 0; t < n; t++) {
 		int64_t pos = f->row_pos[t];
-		float *row = (float *)forward_state_rows(f, t, layer, 0) + (size_t)pos * lay->stride;
 		for (int h = 0; h < c->n_heads; h++) {
 			float *qh = s->q + t * Q + h * hd;
 			norm_unweighted(qh, hd, c->rms_eps);
@@ -413,14 +547,7 @@ static void project(struct forward *f, const struct v4_weights *w, const struct 
 		float *kv = s->kv + t * hd;
 		rmsnorm(kv, kv, w->kv_norm, hd, c->rms_eps);
 		rope(kv + hd - rot, rot, pos, w->freq, ROPE_GPTJ);
-		memcpy(row, kv, (size_t)hd * sizeof(float));
-		if (SF) {
-			memcpy(row + lay->comp.kv, s->ckv + t * SF, (size_t)SF * sizeof(float));
-			memcpy(row + lay->comp.gate, s->cgate + t * SF, (size_t)SF * sizeof(float));
-		}
 		if (csa) {
-			memcpy(row + lay->ix.kv, s->ikv + t * 2 * ID, (size_t)(2 * ID) * sizeof(float));
-			memcpy(row + lay->ix.gate, s->igate + t * 2 * ID, (size_t)(2 * ID) * sizeof(float));
 			for (int64_t h = 0; h < IH; h++) {
 				float *qh = s->iq + (t * IH + h) * ID;
 				rope(qh + ID - rot, rot, pos, w->freq, ROPE_GPTJ);
@@ -429,19 +556,39 @@ static void project(struct forward *f, const struct v4_weights *w, const struct 
 				s->iw[t * IH + h] *= wscale;
 		}
 	}
-	/* Entries of the windows the step's rows close, once every row is in:
-	 * a window's rows may come from earlier rows of the same step. */
-	for (int t = 0; SF && t < n; t++) {
+	/* Entries of the windows the step's rows close, once every row is
+	 * projected: a window's rows may come from earlier rows of the step. */
+	for (int t = 0; comp && t < n; t++) {
 		int64_t pos = f->row_pos[t];
 		if ((pos + 1) % lay->comp.rate)
 			continue;
-		float *rows = (float *)forward_state_rows(f, t, layer, 0);
 		int64_t e = (pos + 1) / lay->comp.rate - 1;
-		v4_compress_entry(rows, lay->stride, &lay->comp, e, w->comp.bias, w->comp.norm, c->rms_eps, w->freq, rot,
-				  s->pool);
+		float *entry = state_entries(f, t, layer) + e * lay->entry_stride;
+		const float *fixed = state_fixed(f, t, layer);
+		close_window(f, s, &lay->comp, &w->comp, s->ckv, s->cgate, fixed + lay->comp_rows, t, e, entry, w->freq);
 		if (csa)
-			v4_compress_entry(rows, lay->stride, &lay->ix, e, w->ix.bias, w->ix.norm, c->rms_eps, w->freq, rot,
-					  s->pool);
+			close_window(f, s, &lay->ix, &w->ix, s->ikv, s->igate, fixed + lay->ix_rows, t, e,
+				     entry + lay->comp.dim, w->freq);
+	}
+}
+
+/* The step's rows into their sequences' fixed state, in row order (so
+ * each keeps its latest positions): the roped key into the ring, the
+ * compressor rows into the window rows. After the attention, which reads
+ * the positions before the step there. */
+static void keep_step(struct forward *f, const struct v4_layout *lay, const struct v4_scratch *s, int layer, int n)
+{
+	const struct model_config *c = &f->m->cfg;
+	int64_t hd = c->head_dim, ID = c->index_head_dim;
+	int64_t SF = lay->attn != V4_ATTN_SLIDING ? v4_series_floats(&lay->comp) : 0;
+	for (int t = 0; t < n; t++) {
+		int64_t pos = f->row_pos[t];
+		float *fixed = state_fixed(f, t, layer);
+		memcpy(fixed + (pos % lay->ring) * hd, s->kv + t * hd, (size_t)hd * sizeof(float));
+		if (SF)
+			keep_row(fixed + lay->comp_rows, &lay->comp, pos, s->ckv + t * SF, s->cgate + t * SF);
+		if (lay->attn == V4_ATTN_CSA)
+			keep_row(fixed + lay->ix_rows, &lay->ix, pos, s->ikv + t * 2 * ID, s->igate + t * 2 * ID);
 	}
 }
 
@@ -454,6 +601,7 @@ static int v4_run(struct forward *f, int layer, int n, float *acc)
 	struct carve cv = forward_shared(f);
 	struct v4_scratch s;
 	scratch_layout(&cv, c, &lay, f->batch, &s);
+	step_map(f, n, &s);
 	project(f, w, &lay, &s, layer, n);
 	struct v4_job job = { f, w, &lay, &s, layer, n, 0 };
 	if (lay.attn == V4_ATTN_CSA) {
@@ -468,6 +616,7 @@ static int v4_run(struct forward *f, int layer, int n, float *acc)
 		run_tasks(f, select_task, &job, n);
 	}
 	run_tasks(f, attend_task, &job, n * c->n_heads);
+	keep_step(f, &lay, &s, layer, n);
 	/* Grouped output: group g's heads through rows g*o_lora_rank.. of o_a. */
 	int64_t og = c->o_groups, OL = c->o_lora_rank, Q = (int64_t)c->n_heads * c->head_dim, IG = Q / og;
 	for (int64_t g = 0; g < og; g++) {
@@ -492,5 +641,6 @@ const struct block_kind block_v4 = {
 	.bind = v4_bind,
 	.sizes = v4_sizes,
 	.run = v4_run,
-	.state_what = "V4 shared K=V, compressor rows and compressed entries",
+	.state_what = "V4 compressed entries", /* a sliding layer keeps none; the sliding keys and open
+						    * windows are fixed state */
 };

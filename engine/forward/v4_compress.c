@@ -13,38 +13,24 @@
 
 #include "compute/kernels.h"
 
-/* Slot j of entry w: its row, its column within the series floats, its
- * position_bias row. */
-struct slot {
-	int64_t row, col;
-	int32_t bias_row;
-};
-
-static int slots_of(const struct v4_series *s, int64_t w)
-{
-	return s->overlap && w > 0 ? 2 * s->rate : s->rate;
-}
-
-static struct slot slot_at(const struct v4_series *s, int64_t w, int j)
+int v4_window_slots(struct v4_slot *out, const struct v4_series *s, int64_t w)
 {
 	int32_t r = s->rate;
-	if (s->overlap && w > 0) {
-		if (j < r) /* Ca of window w-1 */
-			return (struct slot){ (w - 1) * r + j, 0, j };
-		return (struct slot){ w * r + (j - r), s->dim, j - r }; /* Cb of window w */
-	}
-	return (struct slot){ w * r + j, s->overlap ? s->dim : 0, j };
+	int n = 0;
+	if (s->overlap && w > 0)
+		for (int j = 0; j < r; j++) /* Ca of window w-1 */
+			out[n++] = (struct v4_slot){ (w - 1) * r + j, 0, j };
+	for (int j = 0; j < r; j++) /* Cb of window w (HCA: its only series) */
+		out[n++] = (struct v4_slot){ w * r + j, s->overlap ? 1 : 0, j };
+	return n;
 }
 
-void v4_pool(float *out, const float *rows, int64_t stride, const struct v4_series *s, int64_t w,
-	     const float *bias, float *scratch)
+void v4_pool(float *out, const struct v4_pool_in *in, int n, int64_t dim, float *scratch)
 {
-	int64_t D = s->dim, SF = v4_series_floats(s);
+	int64_t D = dim;
 	float *max = scratch, *sum = scratch + D;
-	int n = slots_of(s, w);
 	for (int j = 0; j < n; j++) {
-		struct slot sl = slot_at(s, w, j);
-		const float *g = rows + sl.row * stride + s->gate + sl.col, *b = bias + (int64_t)sl.bias_row * SF + sl.col;
+		const float *g = in[j].gate, *b = in[j].bias;
 		for (int64_t d = 0; d < D; d++) {
 			float v = g[d] + b[d];
 			max[d] = j == 0 || v > max[d] ? v : max[d];
@@ -53,39 +39,35 @@ void v4_pool(float *out, const float *rows, int64_t stride, const struct v4_seri
 	for (int64_t d = 0; d < D; d++)
 		sum[d] = 0.0f;
 	for (int j = 0; j < n; j++) {
-		struct slot sl = slot_at(s, w, j);
-		const float *g = rows + sl.row * stride + s->gate + sl.col, *b = bias + (int64_t)sl.bias_row * SF + sl.col;
+		const float *g = in[j].gate, *b = in[j].bias;
 		for (int64_t d = 0; d < D; d++)
 			sum[d] += expf((g[d] + b[d]) - max[d]);
 	}
 	for (int64_t d = 0; d < D; d++)
 		out[d] = 0.0f;
 	for (int j = 0; j < n; j++) {
-		struct slot sl = slot_at(s, w, j);
-		const float *g = rows + sl.row * stride + s->gate + sl.col, *b = bias + (int64_t)sl.bias_row * SF + sl.col;
-		const float *kv = rows + sl.row * stride + s->kv + sl.col;
+		const float *g = in[j].gate, *b = in[j].bias, *kv = in[j].kv;
 		for (int64_t d = 0; d < D; d++)
 			out[d] += kv[d] * (expf((g[d] + b[d]) - max[d]) / sum[d]);
 	}
 }
 
-void v4_compress_entry(float *rows, int64_t stride, const struct v4_series *s, int64_t w, const float *bias,
-		       const float *norm, float eps, const float *freq, int64_t rot_dim, float *scratch)
+void v4_compress_entry(float *out, const struct v4_pool_in *in, int n, int64_t dim, const float *norm, float eps,
+		       const float *freq, int64_t rot_dim, int64_t pos0, float *scratch)
 {
-	float *e = rows + ((w + 1) * s->rate - 1) * stride + s->entry;
-	v4_pool(e, rows, stride, s, w, bias, scratch);
-	rmsnorm(e, e, norm, s->dim, eps);
-	rope(e + s->dim - rot_dim, rot_dim, w * s->rate, freq, ROPE_GPTJ);
+	v4_pool(out, in, n, dim, scratch);
+	rmsnorm(out, out, norm, dim, eps);
+	rope(out + dim - rot_dim, rot_dim, pos0, freq, ROPE_GPTJ);
 }
 
-void v4_index_scores(float *out, const float *q, const float *w, int64_t n_heads, const float *rows, int64_t stride,
-		     const struct v4_series *s, int64_t e0, int64_t e1, float scale)
+void v4_index_scores(float *out, const float *q, const float *w, int64_t n_heads, const float *keys,
+		     int64_t key_stride, int64_t dim, int64_t e0, int64_t e1, float scale)
 {
 	for (int64_t e = e0; e < e1; e++) {
-		const float *k = rows + ((e + 1) * s->rate - 1) * stride + s->entry;
+		const float *k = keys + e * key_stride;
 		float sum = 0.0f;
 		for (int64_t h = 0; h < n_heads; h++) {
-			float d = dot_f32(q + h * s->dim, k, s->dim);
+			float d = dot_f32(q + h * dim, k, dim);
 			sum += ((d > 0 ? d : 0.0f) * scale) * w[h];
 		}
 		out[e] = sum;
