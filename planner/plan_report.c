@@ -86,7 +86,9 @@ static void text_budget(FILE *f, const struct plan *p, const struct plan_inputs 
 	const char *what = in->kv_what ? in->kv_what : "K and V of every layer, attention score rows";
 	if (in->state_fixed_bytes) {
 		char s[32];
-		row(f, "  kv cache", plan_bytes_str(v, p->kv_bytes), "%d positions x %s (%s) + %s of recurrent state (with its snapshot and checkpoint)",
+		row(f, "  kv cache", plan_bytes_str(v, p->kv_bytes),
+		    "%d positions x %s (%s) + %s of fixed state (recurrent, sliding-window keys, open windows; "
+		    "with its snapshot and checkpoint)",
 		    in->ctx, plan_bytes_str(a, in->kv_bytes_per_position), what, plan_bytes_str(s, in->state_fixed_bytes));
 	} else {
 		row(f, "  kv cache", plan_bytes_str(v, p->kv_bytes), "%d positions x %s (%s)", in->ctx,

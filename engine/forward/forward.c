@@ -141,7 +141,12 @@ void forward_state_what(const struct model_config *c, char *buf, size_t len)
 	const char *what = NULL;
 	int with = 0;
 	for (int l = 0; l < c->n_layers; l++) {
-		const char *w = block_mixer(c->rows[l].mixer)->state_what;
+		/* A layer whose kind keeps nothing per position there (V4's
+		 * sliding layers) does not count. */
+		const struct block_kind *k = block_mixer(c->rows[l].mixer);
+		struct block_sizes bs;
+		k->sizes(c, l, 1, 1, &bs);
+		const char *w = bs.state_pos_bytes ? k->state_what : NULL;
 		what = what ? what : w;
 		with += w != NULL;
 	}
