@@ -522,24 +522,14 @@ int st_tensor_read_raw(const struct st_set *set, const struct st_tensor *t,
 int st_tensor_read_f32(const struct st_set *set, const struct st_tensor *t,
 		       int64_t row, int64_t n_rows, float *out)
 {
-	const char *path = st_set_path(set, t);
-	size_t es = st_dtype_size(t->dtype);
 	if (t->dtype != ST_DTYPE_F32 && t->dtype != ST_DTYPE_BF16 &&
 	    t->dtype != ST_DTYPE_F16 && t->dtype != ST_DTYPE_F8_E4M3 && t->dtype != ST_DTYPE_F8_E8M0)
-		return error_set(ENOTSUP, "%s: tensor %s: unsupported dtype %s", path, t->name,
+		return error_set(ENOTSUP, "%s: tensor %s: unsupported dtype %s", st_set_path(set, t), t->name,
 				 t->dtype_name);
-	int64_t cols = st_tensor_cols(t);
-	if (row < 0 || n_rows < 0 || row + n_rows > st_tensor_rows(t))
-		return error_set(EINVAL, "%s: tensor %s: rows %lld..%lld out of range", path,
-				 t->name, (long long)row, (long long)(row + n_rows));
-	uint64_t n = (uint64_t)n_rows * (uint64_t)cols;
-	uint64_t off = t->offset + (uint64_t)row * (uint64_t)cols * es;
-	int rc = read_full(set->files[t->file_index].fd, out, n * es, off);
-	if (rc == -EIO)
-		return error_set(EIO, "%s: tensor %s: file is truncated (needs %llu bytes)", path,
-				 t->name, (unsigned long long)(off + n * es));
+	int rc = st_tensor_read_raw(set, t, row, n_rows, out);
 	if (rc)
-		return error_set(-rc, "%s: tensor %s: read failed: %s", path, t->name, strerror(-rc));
+		return rc;
+	uint64_t n = (uint64_t)n_rows * (uint64_t)st_tensor_cols(t);
 	/* Widen in place from the last element down: writing element i
 	 * overwrites the source bytes of elements >= i only, and those have
 	 * already been converted. */
