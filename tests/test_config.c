@@ -96,26 +96,35 @@ Test(config, json_int_checks)
 	}
 }
 
-/* Parses fixture `name`'s config.json with key set to the JSON text value
- * (NULL: removed). Returns the parse result; *cfg holds the config. */
+/* Parses the config.json text with key (NULL: none) set to the JSON text
+ * value (NULL: removed). Returns the parse result; *cfg holds the config. */
+static int parse_text_with(const char *text, const char *key, const char *value, struct model_config *cfg)
+{
+	cJSON *j = cJSON_Parse(text);
+	cr_assert_not_null(j);
+	if (key) {
+		cJSON_DeleteItemFromObjectCaseSensitive(j, key);
+		if (value) {
+			cJSON *v = cJSON_Parse(value);
+			cr_assert_not_null(v, "bad test value %s", value);
+			cJSON_AddItemToObject(j, key, v);
+		}
+	}
+	error_clear();
+	int rc = model_config_parse(cfg, j, "config.json");
+	cJSON_Delete(j);
+	return rc;
+}
+
+/* parse_text_with on fixture `name`'s config.json. */
 static int parse_with(const char *name, const char *key, const char *value, struct model_config *cfg)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof path, "%s/hf/%s/config.json", tu_fixtures(), name);
 	char *text = tu_read(path, NULL);
 	cr_assert_not_null(text, "%s missing", path);
-	cJSON *j = cJSON_Parse(text);
+	int rc = parse_text_with(text, key, value, cfg);
 	free(text);
-	cr_assert_not_null(j);
-	cJSON_DeleteItemFromObjectCaseSensitive(j, key);
-	if (value) {
-		cJSON *v = cJSON_Parse(value);
-		cr_assert_not_null(v, "bad test value %s", value);
-		cJSON_AddItemToObject(j, key, v);
-	}
-	error_clear();
-	int rc = model_config_parse(cfg, j, "config.json");
-	cJSON_Delete(j);
 	return rc;
 }
 
@@ -331,20 +340,7 @@ static const char v4_config[] =
 
 static int v4_parse_with(const char *key, const char *value, struct model_config *cfg)
 {
-	cJSON *j = cJSON_Parse(v4_config);
-	cr_assert_not_null(j);
-	if (key) {
-		cJSON_DeleteItemFromObjectCaseSensitive(j, key);
-		if (value) {
-			cJSON *v = cJSON_Parse(value);
-			cr_assert_not_null(v, "bad test value %s", value);
-			cJSON_AddItemToObject(j, key, v);
-		}
-	}
-	error_clear();
-	int rc = model_config_parse(cfg, j, "config.json");
-	cJSON_Delete(j);
-	return rc;
+	return parse_text_with(v4_config, key, value, cfg);
 }
 
 static void v4_expect_refused(const char *key, const char *value, const char *what)
