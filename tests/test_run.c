@@ -348,6 +348,41 @@ Test(run, prefetch_reads_only_precise_predictions)
 	free(text[1]);
 }
 
+/* DeepSeek-V4's hash-routed layers take their experts from the token id,
+ * so those are read ahead exactly, whatever the routers' precision: with
+ * the bar out of reach (COLIBRI_PREFETCH_PRECISION=2, no router prediction
+ * is read) prefetch reads still start, every one is used (the budget holds
+ * every expert, so none is evicted unused), and the text is what
+ * --no-prefetch gives. */
+Test(run, hash_layers_prefetch_exactly)
+{
+	char hf[PATH_MAX + 16], path[4400], args[8192];
+	snprintf(hf, sizeof hf, "%s/hf/deepseek_v4", tu_fixtures());
+	snprintf(model, sizeof model, "%s/v4-int4", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet '%s' '%s'", tu_colibri(), hf, model), 0);
+	setenv("COLIBRI_PREFETCH_PRECISION", "2", 1);
+	snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 16 --temp 0 --no-pin "
+		 "--stats-json '%s/v4pf.json'", model, scratch);
+	char *on = run_out("v4pf", args);
+	unsetenv("COLIBRI_PREFETCH_PRECISION");
+	snprintf(path, sizeof path, "%s/v4pf.json", scratch);
+	char *js = tu_read(path, NULL);
+	cJSON *j = cJSON_Parse(js ? js : "");
+	cr_assert_not_null(j);
+	double reads = json_num(j, "prefetch_reads"), used = json_num(j, "prefetch_reads_used");
+	double wasted = json_num(j, "prefetch_reads_wasted");
+	cJSON_Delete(j);
+	free(js);
+	cr_expect_gt(reads, 0, "the hash layers' experts were not read ahead");
+	cr_expect_eq(wasted, 0, "%.0f of %.0f prefetch reads wasted", wasted, reads);
+	cr_expect_eq(used, reads, "%.0f of %.0f prefetch reads used", used, reads);
+	snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 16 --temp 0 --no-pin --no-prefetch", model);
+	char *off = run_out("v4nopf", args);
+	cr_expect_str_eq(on, off, "prefetch changed the text");
+	free(on);
+	free(off);
+}
+
 Test(run, flags_override_the_plan)
 {
 	need_tok_model();

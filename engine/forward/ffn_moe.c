@@ -263,6 +263,44 @@ static int next_moe_layer(const struct model_config *c, int layer)
 	return -1;
 }
 
+/* A hash-routed layer's experts follow from the token ids alone: marks
+ * them as the layer's prediction and starts their reads, whatever the
+ * recent precision (the prediction is exact, so no read is wasted). */
+static void prefetch_hashed(struct forward *f, const struct moe_scratch *s, int layer, int n)
+{
+	const struct model_config *c = &f->m->cfg;
+	const struct moe_weights *w = f->layers[layer].ffn_w;
+	int E = c->n_experts, K = c->top_k;
+	int32_t *mark = f->predicted + (size_t)layer * E;
+	memset(mark, 0, (size_t)E * sizeof *mark);
+	for (int t = 0; t < n; t++)
+		for (int k = 0; k < K; k++)
+			mark[(int32_t)w->tid2eid[(size_t)f->row_tok[t] * K + k]] = 1;
+	int np = 0;
+	for (int e = 0; e < E; e++)
+		if (mark[e])
+			s->pred_sel[np++] = e;
+	f->pf.predicted += (uint64_t)np;
+	f->pf.prefetch_steps++;
+	f->pf.issued_steps++;
+	expert_store_prefetch(f->m->store, layer, s->pred_sel, np);
+}
+
+void ffn_moe_prefetch_first(struct forward *f, int n)
+{
+	const struct model_config *c = &f->m->cfg;
+	int first = next_moe_layer(c, -1);
+	if (!f->prefetch || first < 0)
+		return;
+	const struct moe_weights *w = f->layers[first].ffn_w;
+	if (!w->tid2eid)
+		return;
+	struct carve cv = forward_shared(f); /* no block runs yet: the arena is free */
+	struct moe_scratch s;
+	moe_layout(&cv, c, f->batch, &s);
+	prefetch_hashed(f, &s, first, n);
+}
+
 /* Predicts the experts of the next MoE layer by running its router on this
  * layer's residual stream (normed with its own FFN norm) and, while recent
  * predictions were precise (FORWARD_PREFETCH_PRECISION), starts their reads
@@ -277,6 +315,10 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 		return;
 	const struct layer *ly = &f->layers[next];
 	const struct moe_weights *w = ly->ffn_w;
+	if (w->tid2eid) {
+		prefetch_hashed(f, s, next, n);
+		return;
+	}
 	int64_t H = c->hidden;
 	int E = c->n_experts, K = c->top_k;
 	for (int t = 0; t < n; t++)
@@ -286,10 +328,7 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 	memset(mark, 0, (size_t)E * sizeof *mark);
 	for (int t = 0; t < n; t++) {
 		float *pl = s->pred_logits + (size_t)t * E;
-		if (w->tid2eid) /* the token id decides: exact, whatever the stream */
-			for (int k = 0; k < K; k++)
-				pl[(int32_t)w->tid2eid[(size_t)f->row_tok[t] * K + k]] = INFINITY;
-		else if (c->router == ROUTER_SQRTSOFTPLUS && w->router_bias)
+		if (c->router == ROUTER_SQRTSOFTPLUS && w->router_bias)
 			for (int e = 0; e < E; e++)
 				pl[e] = sqrt_softplus(pl[e]) + w->router_bias[e];
 		/* Softmax is monotone: top-k of the logits is top-k of the probabilities. */
@@ -324,7 +363,10 @@ static void prefetch_score(struct forward *f, const struct moe_scratch *s, int l
 		correct += mark[s->wanted[i]] != 0;
 	f->pf.actual += (uint64_t)n_wanted;
 	f->pf.correct += (uint64_t)correct;
-	f->pf.precision_ema += ((double)correct / marked - f->pf.precision_ema) / 16.0;
+	/* A hash-routed layer's exact prediction says nothing about the routers'. */
+	const struct moe_weights *w = f->layers[layer].ffn_w;
+	if (!w->tid2eid)
+		f->pf.precision_ema += ((double)correct / marked - f->pf.precision_ema) / 16.0;
 }
 
 /* Consumes the store's deliveries of the current request, in delivery

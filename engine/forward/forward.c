@@ -299,6 +299,7 @@ int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, 
 		for (size_t i = 0; i < hc_streams(c); i++) /* every stream starts as the embedding */
 			memcpy(f->hc_x + (t * hc_streams(c) + i) * H, f->x + t * H, (size_t)H * sizeof(float));
 	}
+	ffn_moe_prefetch_first(f, n);
 	for (int l = 0; l < c->n_layers; l++) {
 		int rc = layer_forward(f, l, n);
 		if (rc)

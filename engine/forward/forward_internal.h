@@ -43,6 +43,11 @@ void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interle
 void ffn_swiglu(const struct forward *f, const struct qmatrix *g, const struct qmatrix *u, const struct qmatrix *d,
 		const float *in, int m, float *gate, float *up, float *out);
 
+/* Starts the reads of the first MoE layer's experts when it is hash-routed
+ * (DeepSeek-V4): the step's token ids decide them before any layer runs
+ * (ffn_moe.c; rows' tokens in f->row_tok). Changes no result. */
+void ffn_moe_prefetch_first(struct forward *f, int n);
+
 /* Fills f->layers (and f->mtp) from the model: each row's norms and the
  * weights of its two kinds (layers.c). */
 int forward_layers_bind(struct forward *f);
