@@ -363,6 +363,7 @@ Test(forward, int8_close_to_f32)
 	check_lossy("mixtral", "int8", 0.005, 0.75);
 	check_lossy("qwen3_5_moe", "int8", 0.005, 0.75);
 	check_lossy("qwen3_next", "int8", 0.005, 0.75);
+	check_lossy("deepseek_v4", "int8", 0.005, 0.75);
 }
 
 Test(forward, int4_close_to_f32)
@@ -372,6 +373,7 @@ Test(forward, int4_close_to_f32)
 	check_lossy("mixtral", "int4", 0.05, 0.5);
 	check_lossy("qwen3_5_moe", "int4", 0.05, 0.5);
 	check_lossy("qwen3_next", "int4", 0.05, 0.5);
+	check_lossy("deepseek_v4", "int4", 0.05, 0.5);
 }
 
 /* Every setting that may change speed must leave the bits alone. */
