@@ -53,6 +53,9 @@ void matmul(struct threadpool *pool, float *out, const struct qmatrix *m,
 /* out[n] = x[n] / sqrt(mean(x^2) + eps) * w[n]; out may alias x. */
 void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
 
+/* The same without a weight: out[n] = x[n] / sqrt(mean(x^2) + eps). */
+void rmsnorm_plain(float *out, const float *x, int64_t n, float eps);
+
 /* In-place softmax over x[n], max-subtracted. */
 void softmax(float *x, int64_t n);
 

@@ -16,3 +16,10 @@ void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = (x[i] * inv) * w[i];
 }
+
+void rmsnorm_plain(float *out, const float *x, int64_t n, float eps)
+{
+	float inv = 1.0f / sqrtf(dot_f32(x, x, n) / (float)n + eps);
+	for (int64_t i = 0; i < n; i++)
+		out[i] = x[i] * inv;
+}

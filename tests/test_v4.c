@@ -179,7 +179,7 @@ Test(v4, hc_collapse_and_expand)
 		cr_assert(fabs(streams[i] - want[i]) < 1e-5, "stream float %d: %g vs %g", i, streams[i], want[i]);
 }
 
-Test(v4, hc_norm_is_unweighted_rms)
+Test(v4, rmsnorm_plain_is_unweighted_rms)
 {
 	float x[100], y[100];
 	double ss = 0;
@@ -187,7 +187,7 @@ Test(v4, hc_norm_is_unweighted_rms)
 		x[i] = rnd(3);
 		ss += (double)x[i] * x[i];
 	}
-	hc_norm(y, x, 100, 1e-6f);
+	rmsnorm_plain(y, x, 100, 1e-6f);
 	for (int i = 0; i < 100; i++)
 		cr_assert(fabs(y[i] - x[i] / sqrt(ss / 100 + 1e-6)) < 1e-5);
 }

@@ -48,13 +48,6 @@ int hc_head_bind(struct hc_weights *w, const struct model *m)
 		       "model.hc_head.hc_scale");
 }
 
-void hc_norm(float *out, const float *x, int64_t n, float eps)
-{
-	float inv = 1.0f / sqrtf(dot_f32(x, x, n) / (float)n + eps);
-	for (int64_t i = 0; i < n; i++)
-		out[i] = x[i] * inv;
-}
-
 void hc_weights_of(float *pre, float *post, float *comb, const float *mix, const float *base, const float *scale,
 		   int hc, int iters, float eps)
 {
@@ -123,7 +116,7 @@ static void hc_mix(struct forward *f, const struct hc_weights *w, int n)
 	const struct model_config *c = &f->m->cfg;
 	int64_t HH = (int64_t)c->hc_mult * c->hidden;
 	for (int t = 0; t < n; t++)
-		hc_norm(f->hc_flat + t * HH, f->hc_x + t * HH, HH, c->rms_eps);
+		rmsnorm_plain(f->hc_flat + t * HH, f->hc_x + t * HH, HH, c->rms_eps);
 	matmul(f->pool, f->hc_mix, &w->fn, f->hc_flat, n);
 }
 

@@ -30,9 +30,6 @@
 int hc_bind(struct hc_weights *w, const struct model *m, int layer, const char *site);
 int hc_head_bind(struct hc_weights *w, const struct model *m);
 
-/* out[n] = x / sqrt(mean(x^2) + eps), unweighted; out may alias x. */
-void hc_norm(float *out, const float *x, int64_t n, float eps);
-
 /* pre[hc], post[hc] and comb[hc*hc] (row i: input stream i) from one
  * token's mix [(2+hc)*hc]. */
 void hc_weights_of(float *pre, float *post, float *comb, const float *mix, const float *base, const float *scale,

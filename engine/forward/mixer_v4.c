@@ -310,14 +310,6 @@ static int v4_bind(void *wp, const struct model *m, int i)
 	return rc;
 }
 
-/* x[n] / sqrt(mean(x^2) + eps), in place (q_b_norm). */
-static void norm_unweighted(float *x, int64_t n, float eps)
-{
-	float inv = 1.0f / sqrtf(dot_f32(x, x, n) / (float)n + eps);
-	for (int64_t i = 0; i < n; i++)
-		x[i] = x[i] * inv;
-}
-
 struct v4_job {
 	struct forward *f;
 	const struct v4_weights *w;
@@ -541,7 +533,7 @@ static void project(struct forward *f, const struct v4_weights *w, const struct 
 		int64_t pos = f->row_pos[t];
 		for (int h = 0; h < c->n_heads; h++) {
 			float *qh = s->q + t * Q + h * hd;
-			norm_unweighted(qh, hd, c->rms_eps);
+			rmsnorm_plain(qh, qh, hd, c->rms_eps); /* q_b_norm */
 			rope(qh + hd - rot, rot, pos, w->freq, ROPE_GPTJ);
 		}
 		float *kv = s->kv + t * hd;
