@@ -16,7 +16,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
-#include "tests/test_util.h"
+#include "tests/cli_util.h"
 
 static char scratch[4096];
 static char model[4200];
@@ -247,9 +247,7 @@ Test(run, stats_window_puts_the_startup_apart)
 		free(run_out("win", args));
 	}
 	snprintf(path, sizeof path, "%s/win1.json", scratch);
-	char *js = tu_read(path, NULL);
-	cJSON *j = cJSON_Parse(js ? js : "");
-	cr_assert_not_null(j, "no stats json");
+	cJSON *j = cli_json_read(path);
 	const cJSON *cl = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "frame_classes"), 0);
 	double record = json_num(cl, "frame_bytes");
 	double pins = json_num(j, "startup_pinned_experts");
@@ -261,7 +259,6 @@ Test(run, stats_window_puts_the_startup_apart)
 	cr_expect_leq(json_num(j, "disk_wait_s"), json_num(j, "wall_s"), "waited longer than the run took");
 	cr_expect_geq(json_num(j, "compute_s"), 0);
 	cJSON_Delete(j);
-	free(js);
 	snprintf(path, sizeof path, "%s/win.err", scratch);
 	char *err = tu_read(path, NULL);
 	cr_expect(err && strstr(err, "start-up (before that): resident weights"), "no start-up line: %s", err);
@@ -287,9 +284,7 @@ Test(run, model_in_ram_starts_warm)
 	double used = 0, pins, misses, spare = 0;
 	for (int i = 0; i < 2; i++) {
 		snprintf(path, sizeof path, "%s/warm%d.json", scratch, i);
-		char *js = tu_read(path, NULL);
-		cJSON *j = cJSON_Parse(js ? js : "");
-		cr_assert_not_null(j, "no stats json");
+		cJSON *j = cli_json_read(path);
 		const cJSON *cl = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "frame_classes"), 0);
 		cr_assert_geq(json_num(cl, "frames"), json_num(cl, "layers") * 8, "the budget does not hold every expert");
 		if (i == 0) {
@@ -299,7 +294,6 @@ Test(run, model_in_ram_starts_warm)
 		pins = json_num(j, "startup_pinned_experts");
 		misses = json_num(j, "expert_misses");
 		cJSON_Delete(j);
-		free(js);
 		free(out[i]);
 	}
 	cr_expect_gt(used, 8, "the first run used too few experts to tell");
@@ -326,9 +320,7 @@ Test(run, prefetch_reads_only_precise_predictions)
 			 "--stats-json '%s/pf%d.json'", model, scratch, i);
 		text[i] = run_out("pf", args);
 		snprintf(path, sizeof path, "%s/pf%d.json", scratch, i);
-		char *js = tu_read(path, NULL);
-		cJSON *j = cJSON_Parse(js ? js : "");
-		cr_assert_not_null(j);
+		cJSON *j = cli_json_read(path);
 		reads[i] = json_num(j, "prefetch_reads");
 		bytes[i] = json_num(j, "bytes_read");
 		misses[i] = json_num(j, "expert_misses");
@@ -336,7 +328,6 @@ Test(run, prefetch_reads_only_precise_predictions)
 		if (!i)
 			precision = json_num(j, "prefetch_precision_recent");
 		cJSON_Delete(j);
-		free(js);
 	}
 	unsetenv("COLIBRI_PREFETCH_PRECISION");
 	cr_assert_lt(precision, 0.95, "the fixture's predictions are precise (%.2f): the test proves nothing", precision);
@@ -366,13 +357,10 @@ Test(run, hash_layers_prefetch_exactly)
 	char *on = run_out("v4pf", args);
 	unsetenv("COLIBRI_PREFETCH_PRECISION");
 	snprintf(path, sizeof path, "%s/v4pf.json", scratch);
-	char *js = tu_read(path, NULL);
-	cJSON *j = cJSON_Parse(js ? js : "");
-	cr_assert_not_null(j);
+	cJSON *j = cli_json_read(path);
 	double reads = json_num(j, "prefetch_reads"), used = json_num(j, "prefetch_reads_used");
 	double wasted = json_num(j, "prefetch_reads_wasted");
 	cJSON_Delete(j);
-	free(js);
 	cr_expect_gt(reads, 0, "the hash layers' experts were not read ahead");
 	cr_expect_eq(wasted, 0, "%.0f of %.0f prefetch reads wasted", wasted, reads);
 	cr_expect_eq(used, reads, "%.0f of %.0f prefetch reads used", used, reads);
