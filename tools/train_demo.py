@@ -394,8 +394,8 @@ def build_model(torch):
     return model
 
 
-def hf_tensors(model):
-    """{HF name: float32 numpy} in the released Qwen3-MoE layout (per-expert names)."""
+def hf_views(model):
+    """{HF name: the model's tensor (a view)} in the released Qwen3-MoE layout (per-expert names)."""
     t = {"model.embed_tokens.weight": model.embed.weight, "model.norm.weight": model.norm.weight}
     for L, layer in enumerate(model.layers):
         p = "model.layers.%d." % L
@@ -411,7 +411,7 @@ def hf_tensors(model):
             t[q + "gate_proj.weight"] = layer.w_gate[e]
             t[q + "up_proj.weight"] = layer.w_up[e]
             t[q + "down_proj.weight"] = layer.w_down[e]
-    return {k: v.detach().numpy().astype(np.float32) for k, v in t.items()}
+    return t
 
 
 def hf_config(enc):
@@ -526,28 +526,13 @@ def main():
     log.close()
 
     # Save bf16, then evaluate exactly those weights in float32.
-    tensors = hf_tensors(model)
-    bf = {k: safetensors_np.f32_to_bf16(v) for k, v in tensors.items()}
+    views = hf_views(model)
+    bf = {k: safetensors_np.f32_to_bf16(v.detach().numpy().astype(np.float32)) for k, v in views.items()}
     safetensors_np.write_file(os.path.join(args.out, "model.safetensors"),
                               {k: ("BF16", v) for k, v in bf.items()})
     with torch.no_grad():
-        state = {k: torch.from_numpy(safetensors_np.bf16_to_f32(v)) for k, v in bf.items()}
-        model.embed.weight.copy_(state["model.embed_tokens.weight"])
-        model.norm.weight.copy_(state["model.norm.weight"])
-        for L, layer in enumerate(model.layers):
-            p = "model.layers.%d." % L
-            layer.input_layernorm.weight.copy_(state[p + "input_layernorm.weight"])
-            layer.post_attention_layernorm.weight.copy_(state[p + "post_attention_layernorm.weight"])
-            for n in ("q_proj", "k_proj", "v_proj", "o_proj"):
-                getattr(layer, n).weight.copy_(state[p + "self_attn.%s.weight" % n])
-            layer.q_norm.weight.copy_(state[p + "self_attn.q_norm.weight"])
-            layer.k_norm.weight.copy_(state[p + "self_attn.k_norm.weight"])
-            layer.gate.weight.copy_(state[p + "mlp.gate.weight"])
-            for e in range(MODEL["experts"]):
-                q = p + "mlp.experts.%d." % e
-                layer.w_gate[e].copy_(state[q + "gate_proj.weight"])
-                layer.w_up[e].copy_(state[q + "up_proj.weight"])
-                layer.w_down[e].copy_(state[q + "down_proj.weight"])
+        for k, v in views.items():
+            v.copy_(torch.from_numpy(safetensors_np.bf16_to_f32(bf[k])))
     all_loss = windows_loss(torch, model, heldout, held_starts)
     test_loss = all_loss[:TEST_WINDOWS]
     train_loss = np.mean(windows_loss(torch, model, plain, [int(x) for x in np.linspace(0, len(plain) - SEQ - 1, 64)]))
