@@ -23,7 +23,6 @@ exits 1 when the difference exceeds --tol.
 """
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -32,20 +31,15 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
+import xcheck_deepseek  # noqa: E402
 
 F = np.float32
 NEG = np.finfo(np.float32).min
 
 
-class W:
-    """Released tensors by released name, dequantized to float32."""
-
-    def __init__(self, d):
-        self.t = st.load_dir(d)
-        with open(os.path.join(d, "config.json")) as f:
-            self.c = json.load(f)
-        q = self.c.get("quantization_config") or {}
-        self.block = tuple(q.get("weight_block_size") or (128, 128))
+class W(xcheck_deepseek.W):
+    """Released tensors by released name, dequantized to float32 (the
+    release names a weight's block scales NAME.scale, not NAME_scale_inv)."""
 
     def __getitem__(self, k):
         t = self.t[k]
