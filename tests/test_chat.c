@@ -3,8 +3,8 @@
  * subset and through the built-in renderers, against references that are
  * never our own output:
  *   - released_templates: every template of tests/chat_templates/ (Qwen3,
- *     Qwen1.5-MoE, DeepSeek-V3, DeepSeek-V3.1, our DeepSeek-V3.2 rendering of
- *     its encoding script, OLMoE, Tulu 3, Mixtral current and original,
+ *     Qwen1.5-MoE, DeepSeek-V3, DeepSeek-V3.1, our DeepSeek-V3.2 and
+ *     DeepSeek-V4 renderings of their encoding scripts, OLMoE, Tulu 3, Mixtral current and original,
  *     GLM-4.5 (llama.cpp's copy), GLM-4.6, GLM-4.7, GLM-4.7-Flash, Qwen3.5; sources in
  *     tests/chat_templates/README.md) on the conversations of
  *     tests/chat_templates/expected.json: system and user turns, multi-turn,
@@ -14,8 +14,10 @@
  *     Qwen3.5 content parts (text, images, videos, add_vision_id), explicit
  *     enable_thinking=true and the conversations it refuses; the
  *     expected texts and errors are Jinja2 3.1's under Hugging Face's
- *     settings (tools/jinja_fixtures.py), and for DeepSeek-V3.2 its vendor's
- *     encode_messages();
+ *     settings (tools/jinja_fixtures.py), and for DeepSeek-V3.2 and
+ *     DeepSeek-V4 their vendor's encode_messages(); for DeepSeek-V4 also
+ *     tool results out of call order, latest_reminder, tasks, a prefilled
+ *     turn, response_format, reasoning_effort and the thinking switch;
  *   - the same role-and-content conversations through the npm package
  *     @lenml/tokenizers (tools/tokenizer_ref.js) for DeepSeek-V3 with the
  *     real tokenizer_config.json, OLMoE (Tulu 2), Tulu 3, Mixtral-Instruct
@@ -32,10 +34,12 @@
  *     model_type glm4_moe;
  *   - the choice of renderer: the model's template when the subset parses
  *     it, a built-in one otherwise with a note saying so, the built-in
- *     Jinja texts for deepseek_v32, glm_moe_dsa, qwen3_5_moe(_text) and
- *     qwen3_next (the same bytes as their files, rendering every case of
+ *     Jinja texts for deepseek_v32, deepseek_v4, glm_moe_dsa,
+ *     qwen3_5_moe(_text) and qwen3_next (the same bytes as their files, rendering every case of
  *     those files as Jinja2 does), errors for what fits nothing, the built-in renderers refusing
- *     tools and unknown roles.
+ *     tools and unknown roles;
+ *   - DeepSeek-V4's generation prompt as its script ends it: <｜Assistant｜><think>
+ *     thinking, <｜Assistant｜></think> with thinking off, and reasoning_effort "max".
  */
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
@@ -442,6 +446,7 @@ Test(chat, recognition_and_errors)
 	} by_type[] = { { "qwen3_moe", CHAT_FAMILY_QWEN3 }, { "olmoe", CHAT_FAMILY_TULU },
 			{ "mixtral", CHAT_FAMILY_MISTRAL }, { "deepseek_v3", CHAT_FAMILY_DEEPSEEK_V3 },
 			{ "glm4_moe", CHAT_FAMILY_GLM4 }, { "deepseek_v32", CHAT_FAMILY_JINJA },
+			{ "deepseek_v4", CHAT_FAMILY_JINJA },
 			{ "glm_moe_dsa", CHAT_FAMILY_JINJA }, { "qwen3_5_moe", CHAT_FAMILY_JINJA },
 			{ "qwen3_5_moe_text", CHAT_FAMILY_JINJA }, { "qwen3_next", CHAT_FAMILY_JINJA } };
 	struct chat_template ct;
@@ -555,6 +560,7 @@ Test(chat, builtin_texts)
 		const char *text, *file;
 	} builtin[] = {
 		{ chat_builtin_deepseek_v32, "deepseek-v3.2.jinja" },
+		{ chat_builtin_deepseek_v4, "deepseek-v4.jinja" },
 		{ chat_builtin_glm5, "glm-4.7.jinja" },
 		{ chat_builtin_qwen35, "qwen3.5.jinja" },
 		{ chat_builtin_qwen3, "qwen3.jinja" },
@@ -677,6 +683,7 @@ Test(chat, builtin_templates_by_model_type)
 		const char *type, *file, *what;
 	} by_type[] = {
 		{ "deepseek_v32", "deepseek-v3.2.jinja", "DeepSeek-V3.2" },
+		{ "deepseek_v4", "deepseek-v4.jinja", "DeepSeek-V4" },
 		{ "glm_moe_dsa", "glm-4.7.jinja", "GLM-4.7/GLM-5" },
 		{ "qwen3_5_moe", "qwen3.5.jinja", "Qwen3.5" },
 		{ "qwen3_5_moe_text", "qwen3.5.jinja", "Qwen3.5" },
@@ -704,6 +711,51 @@ Test(chat, builtin_templates_by_model_type)
 		chat_template_free(&ct);
 	}
 	cJSON_Delete(root);
+}
+
+/*
+ * DeepSeek-V4 without a template: the generation prompt ends as encoding_dsv4.py ends it,
+ * <｜Assistant｜><think> in thinking mode (so a server reads the answer as reasoning first)
+ * and <｜Assistant｜></think> in chat mode, whether thinking is turned off by
+ * enable_thinking=false or by the `thinking` variable; reasoning_effort "max" opens the
+ * prompt with the script's request for maximum effort.
+ */
+Test(chat, deepseek_v4_generation_prompt)
+{
+	struct chat_template ct;
+	char err[512];
+	cr_assert_eq(chat_template_init(&ct, NULL, "deepseek_v4", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", err,
+					sizeof err), 0, "%s", err);
+	struct chat_message m[2] = { { "system", "S" }, { "user", "Q" } };
+	cJSON *off = cJSON_Parse("{\"thinking\": false}"), *max = cJSON_Parse("{\"reasoning_effort\": \"max\"}");
+	static const char *const want[] = {
+		"<｜begin▁of▁sentence｜>S<｜User｜>Q<｜Assistant｜><think>",
+		"<｜begin▁of▁sentence｜>S<｜User｜>Q<｜Assistant｜></think>",
+		"<｜begin▁of▁sentence｜>S<｜User｜>Q<｜Assistant｜></think>",
+	};
+	struct chat_options opt[3] = {
+		{ .add_generation_prompt = true },
+		{ .add_generation_prompt = true, .no_thinking = true },
+		{ .add_generation_prompt = true, .kwargs = off },
+	};
+	for (size_t i = 0; i < 3; i++) {
+		char *out = NULL;
+		size_t len;
+		cr_assert_eq(chat_template_render(&ct, m, 2, &opt[i], &out, &len, err, sizeof err), 0, "%s", err);
+		cr_expect_str_eq(out, want[i], "case %zu", i);
+		free(out);
+	}
+	struct chat_options effort = { .add_generation_prompt = true, .kwargs = max };
+	char *out = NULL;
+	size_t len;
+	cr_assert_eq(chat_template_render(&ct, m, 2, &effort, &out, &len, err, sizeof err), 0, "%s", err);
+	cr_expect(strncmp(out, "<｜begin▁of▁sentence｜>Reasoning Effort: Absolute maximum", 50) == 0, "%s", out);
+	cr_expect(len > strlen(want[0]) && strcmp(out + len - strlen(want[0]) + strlen("<｜begin▁of▁sentence｜>"),
+						  want[0] + strlen("<｜begin▁of▁sentence｜>")) == 0, "%s", out);
+	free(out);
+	cJSON_Delete(off);
+	cJSON_Delete(max);
+	chat_template_free(&ct);
 }
 
 /* chat_template.jinja beside tokenizer_config.json is the template, as transformers v5 loads it. */

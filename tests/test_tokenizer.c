@@ -2,10 +2,13 @@
  * test_tokenizer — the BPE tokenizer (engine/tokenizer*.c) against an
  * independent reference, the npm package @lenml/tokenizers run through
  * tools/tokenizer_ref.js:
- *   - the real Qwen3 and DeepSeek-V3 tokenizer.json files on a varied corpus
- *     (prose, CJK, code, emoji with ZWJ, whitespace runs, numbers,
- *     contractions, special tokens inside text, decomposed Unicode for NFC,
- *     long runs of combining marks, a long text): identical ids, identical decoded text, and
+ *   - the real Qwen3, DeepSeek-V3 and DeepSeek-V4 tokenizer.json files on a
+ *     varied corpus (prose, CJK, code, emoji with ZWJ, whitespace runs,
+ *     numbers, contractions, special tokens inside text, decomposed Unicode
+ *     for NFC, long runs of combining marks, a long text; for DeepSeek-V4
+ *     also the added tokens its encoding script writes, <think>, ｜DSML｜,
+ *     <｜latest_reminder｜> and the task tokens, glued to text and next to
+ *     near misses): identical ids, identical decoded text, and
  *     decode(encode(x)) == x where the tokenizer does not normalize x;
  *   - two small synthetic tokenizers for the features those two do not use:
  *     byte fallback, Prepend/Replace normalizers, fuse_unk, Strip decoder
@@ -112,22 +115,43 @@ static void report_diff(size_t item, const char *text, const cJSON *ref, const i
 		k < rn ? (int)cJSON_GetArrayItem(ref, (int)k)->valuedouble : -1);
 }
 
-/* Encodes the corpus with ours and the reference and compares ids and decoded text. */
-static void check_corpus(const char *pkg, bool nfc)
+/*
+ * DeepSeek-V4's added tokens in running text: the thinking tags, the DSML
+ * marker of its tool calls, the latest_reminder role and the task tokens of
+ * its encoding script, glued to words, next to near misses that are not
+ * tokens (a missing bar, a half tag).
+ */
+static const char *const dsv4_corpus[] = {
+	"<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hi<｜Assistant｜><think>plan</think>Hello<｜end▁of▁sentence｜>",
+	"<｜User｜>Q<｜Assistant｜></think>A",
+	"\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" "
+	"string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+	"<｜latest_reminder｜>Today is Monday.<tool_result>{\"temp\": 20}</tool_result>",
+	"<｜action｜><｜query｜><｜authority｜><｜domain｜><｜title｜><｜read_url｜>x",
+	"word<think>glued</think>word ｜DSML｜ bare <dsml:a></dsml:a>",
+	"near misses: <think </ think> ｜DSML| <｜latest_reminder> <|latest_reminder|>",
+};
+
+/* Encodes the corpus and extra[0..n_extra) with ours and the reference and compares ids
+ * and decoded text. */
+static void check_corpus(const char *pkg, bool nfc, const char *const *extra, size_t n_extra)
 {
 	char dir[PATH_MAX];
 	node_ref_require(pkg);
 	node_ref_model_dir(dir, sizeof(dir), pkg);
 	struct tokenizer *t = load_or_die(dir);
 	char *longt = long_text();
-	const char *items[N_CORPUS + 1];
+	const char *items[N_CORPUS + 1 + 16];
 	size_t n_items = 0;
+	cr_assert_leq(n_extra, 16);
 	cJSON *req = cJSON_CreateObject(), *enc = cJSON_AddArrayToObject(req, "encode");
 	cJSON_AddStringToObject(req, "model_dir", dir);
 	cJSON_AddTrueToObject(req, "roundtrip");
 	for (size_t i = 0; i < N_CORPUS; i++)
 		items[n_items++] = corpus[i][0] == NOT_NFC[0] ? corpus[i] + 1 : corpus[i];
 	items[n_items++] = longt;
+	for (size_t i = 0; i < n_extra; i++)
+		items[n_items++] = extra[i];
 	for (size_t i = 0; i < n_items; i++)
 		cJSON_AddItemToArray(enc, cJSON_CreateString(items[i]));
 	cJSON *res = node_ref_run(req);
@@ -174,12 +198,69 @@ static void check_corpus(const char *pkg, bool nfc)
 
 Test(tokenizer, qwen3_corpus_matches_reference)
 {
-	check_corpus("tokenizer-qwen3", true);
+	check_corpus("tokenizer-qwen3", true, NULL, 0);
 }
 
 Test(tokenizer, deepseek_v3_corpus_matches_reference)
 {
-	check_corpus("tokenizer-deepseek_v3", false);
+	check_corpus("tokenizer-deepseek_v3", false, NULL, 0);
+}
+
+/* DeepSeek-V4's tokenizer: V3's vocabulary, merges and pre-tokenizer with more added tokens. */
+Test(tokenizer, deepseek_v4_corpus_matches_reference)
+{
+	check_corpus("tokenizer-deepseek_v4", false, dsv4_corpus, sizeof dsv4_corpus / sizeof dsv4_corpus[0]);
+}
+
+/* Each of DeepSeek-V4's added tokens that its encoding script writes is one token in
+ * running text, the same id as the reference's, and decodes back to itself. */
+Test(tokenizer, deepseek_v4_added_tokens)
+{
+	static const char *const tokens[] = {
+		"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<think>", "</think>",
+		"｜DSML｜", "<｜latest_reminder｜>", "<｜action｜>", "<｜query｜>", "<｜authority｜>", "<｜domain｜>",
+		"<｜title｜>", "<｜read_url｜>",
+	};
+	enum { N = sizeof tokens / sizeof tokens[0] };
+	char dir[PATH_MAX];
+	node_ref_require("tokenizer-deepseek_v4");
+	node_ref_model_dir(dir, sizeof(dir), "tokenizer-deepseek_v4");
+	struct tokenizer *t = load_or_die(dir);
+	cJSON *req = cJSON_CreateObject(), *enc = cJSON_AddArrayToObject(req, "encode");
+	cJSON_AddStringToObject(req, "model_dir", dir);
+	char text[N][96];
+	for (size_t i = 0; i < N; i++) {
+		snprintf(text[i], sizeof text[i], "a%sb", tokens[i]);
+		cJSON_AddItemToArray(enc, cJSON_CreateString(text[i]));
+	}
+	cJSON *res = node_ref_run(req);
+	const cJSON *ref = cJSON_GetObjectItem(res, "encode");
+	for (size_t i = 0; i < N; i++) {
+		int32_t *ids;
+		size_t n;
+		cr_assert_eq(tokenizer_encode(t, text[i], strlen(text[i]), &ids, &n), 0);
+		const cJSON *r = cJSON_GetArrayItem(ref, (int)i);
+		cr_assert_eq(cJSON_GetArraySize(r), 3, "reference: %s is not one token between a and b", tokens[i]);
+		int32_t want = (int32_t)cJSON_GetArrayItem(r, 1)->valuedouble;
+		cr_expect_eq(n, 3, "%s: %zu ids", tokens[i], n);
+		if (n == 3)
+			cr_expect_eq(ids[1], want, "%s: id %d, reference %d", tokens[i], ids[1], want);
+		cr_expect_eq(tokenizer_token_id(t, tokens[i]), want, "%s", tokens[i]);
+		char *back;
+		size_t len;
+		cr_assert_eq(tokenizer_decode(t, &want, 1, &back, &len), 0);
+		cr_expect_str_eq(back, tokens[i]);
+		free(back);
+		free(ids);
+	}
+	cr_expect_eq(tokenizer_bos_id(t), 0);
+	cr_expect_eq(tokenizer_eos_id(t), 1);
+	cr_expect_not(tokenizer_add_bos(t), "tokenizer_config.json has add_bos_token false: the template writes it");
+	cr_expect_str_eq(tokenizer_eos_token(t), "<｜end▁of▁sentence｜>");
+	cr_expect_null(tokenizer_chat_template(t), "DeepSeek-V4 ships no chat template");
+	cJSON_Delete(res);
+	cJSON_Delete(req);
+	tokenizer_free(t);
 }
 
 Test(tokenizer, accessors)

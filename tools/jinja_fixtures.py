@@ -30,9 +30,16 @@ or vLLM's copy vllm/tokenizers/deepseek_v32_encoding.py) the expected texts
 of that template are the script's encode_messages() output, and the script
 stops if Jinja2's rendering of the template differs from it.
 
+DeepSeek-V4 ships none either: tests/chat_templates/deepseek-v4.jinja is our
+rendering of its encoding/encoding_dsv4.py, checked the same way with --dsv4
+PATH (the vendor's encoding_dsv4.py, from huggingface.co/deepseek-ai/
+DeepSeek-V4-Flash) on the common conversations and on V4's own (DSV4_RUNS:
+tool results out of call order, latest_reminder, tasks, a prefilled
+assistant turn, response_format, reasoning_effort, the `thinking` switch).
+
 --builtin regenerates engine/text/chat_builtin.c from the template files.
 
-  python3 tools/jinja_fixtures.py [--dsv32 PATH] [--builtin]
+  python3 tools/jinja_fixtures.py [--dsv32 PATH] [--dsv4 PATH] [--builtin]
 """
 import argparse
 import copy
@@ -160,6 +167,57 @@ EXTRA_CONVERSATIONS = [
                     {"role": "user"}]),
 ]
 
+# Conversations only deepseek-v4.jinja is rendered on: the fields of DeepSeek-V4's
+# encoding script that the common conversations do not use. They follow EXTRA_CONVERSATIONS.
+DSV4_CONVERSATIONS = [
+    ("tool results out of call order, then text", [
+        {"role": "user", "content": "Weather in Paris and Tokyo?"},
+        {"role": "assistant", "content": "", "reasoning_content": "Two calls.", "tool_calls": [
+            call("c1", "get_weather", {"city": "Paris"}, False), call("c2", "get_weather", {"city": "東京"}, False)]},
+        {"role": "tool", "tool_call_id": "c2", "content": "{\"temp\": 25}"},
+        {"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": 20}"},
+        {"role": "user", "content": "And in Fahrenheit?"}]),
+    ("tool results without ids, the last turn", [
+        {"role": "user", "content": "Search twice."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"type": "function", "function": {"name": "search", "arguments": {"query": "a"}}},
+            {"type": "function", "function": {"name": "search", "arguments": {}}}]},
+        {"role": "tool", "content": "first"},
+        {"role": "tool", "content": [{"type": "text", "text": "second"}, {"type": "image", "image": "x.png"},
+                                     {"type": "text", "text": "end"}]}]),
+    ("latest_reminder", [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1", "reasoning_content": "r1"},
+        {"role": "latest_reminder", "content": "Today is Friday."},
+        {"role": "user", "content": "What day is it?"}]),
+    ("latest_reminder after the last user turn", [
+        {"role": "user", "content": "Q"}, {"role": "latest_reminder", "content": "Be brief."}]),
+    ("a developer turn before the last user turn", [
+        {"role": "developer", "content": "Answer in French."}, {"role": "assistant", "content": "D'accord."},
+        {"role": "user", "content": "Hello"}]),
+    ("a task on the last user turn", [
+        {"role": "system", "content": "S"}, {"role": "user", "content": "Book a table.", "task": "action"}]),
+    ("a task answered", [
+        {"role": "user", "content": "Long text about flights", "task": "title"},
+        {"role": "assistant", "content": "Flights", "reasoning_content": "unused"},
+        {"role": "user", "content": "Thanks", "task": "query"}]),
+    ("an invalid task", [{"role": "user", "content": "Q", "task": "poem"}]),
+    ("a prefilled assistant turn", [
+        {"role": "user", "content": "Q"}, {"role": "assistant", "content": "The answer is", "reasoning_content": "r",
+                                           "wo_eos": True}]),
+    ("response_format", [
+        {"role": "system", "content": "Reply in JSON.", "response_format": {
+            "type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}}},
+        {"role": "user", "content": "Q"}]),
+    ("consecutive user turns after a tool result", [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "", "tool_calls": [call("c1", "search", {"query": "q"}, False)]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        {"role": "user", "content": "more"}, {"role": "user", "content": "and more"},
+        {"role": "assistant", "content": "Done.", "reasoning_content": "ok"}]),
+]
+
 # variants of the extra conversations; "kwargs" are more template variables, passed as they are
 EXTRA_VARIANTS = [
     ("", {}),
@@ -167,8 +225,29 @@ EXTRA_VARIANTS = [
     (", enable_thinking=false", {"enable_thinking": False}),
     (", enable_thinking=true", {"kwargs": {"enable_thinking": True}}),
 ]
+DSV4_VARIANTS = [
+    ("", {}),
+    (", tools", {"tools": TOOLS}),
+    (", enable_thinking=false", {"enable_thinking": False}),
+    (", thinking=false", {"kwargs": {"thinking": False}}),
+]
+DSV4_EFFORT = [
+    (", reasoning_effort=max", {"kwargs": {"reasoning_effort": "max"}}),
+    (", reasoning_effort=max, enable_thinking=false", {"enable_thinking": False, "kwargs": {"reasoning_effort": "max"}}),
+    (", reasoning_effort=high", {"kwargs": {"reasoning_effort": "high"}}),
+    (", reasoning_effort=low", {"kwargs": {"reasoning_effort": "low"}}),
+]
+DSV4_RUNS = ([(n, DSV4_VARIANTS) for n, _ in DSV4_CONVERSATIONS]
+             + [(n, DSV4_VARIANTS) for n in ("reasoning inside the content after the last query", "no messages",
+                                              "no user query", "a system message not first", "an unknown role",
+                                              "no content")]
+             + [(n, DSV4_EFFORT) for n in ("system+user", "tool calls with object arguments", "no messages")]
+             + [("tool calls with object arguments", [(", tools, reasoning_effort=max", {
+                 "tools": TOOLS, "kwargs": {"reasoning_effort": "max"}})])])
+
 # template file: [(extra conversation name, the variants it is rendered with)]
 TEMPLATE_EXTRAS = {
+    "deepseek-v4.jinja": DSV4_RUNS,
     "qwen3.5.jinja": [(n, EXTRA_VARIANTS) for n, _ in EXTRA_CONVERSATIONS]
     + [("content parts", [(", add_vision_id", {"kwargs": {"add_vision_id": True}})])],
 }
@@ -180,6 +259,7 @@ TEMPLATES = {
     "deepseek-v3.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "deepseek-v3.1.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "deepseek-v3.2.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "deepseek-v4.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "olmoe.jinja": ("<|endoftext|>", "<|endoftext|>"),
     "tulu3.jinja": ("<|begin_of_text|>", "<|end_of_text|>"),
     "mixtral.jinja": ("<s>", "</s>"),
@@ -222,11 +302,30 @@ def dsv32_reference(enc, messages, tools, extra):
         return ("error", "%s: %s" % (type(e).__name__, e), False)
 
 
+def dsv4_reference(enc, messages, tools, variables):
+    """encode_messages() of encoding_dsv4.py under deepseek-v4.jinja's conventions for a chat
+    request: the tools in a leading system message, thinking unless `thinking` (or else
+    enable_thinking) is false, reasoning_effort passed on."""
+    think = variables.get("thinking", variables.get("enable_thinking", True))
+    msgs = copy.deepcopy(messages)
+    for m in msgs:  # the script wants OpenAI's JSON-string arguments
+        for tc in m.get("tool_calls") or []:
+            if not isinstance(tc["function"]["arguments"], str):
+                tc["function"]["arguments"] = json.dumps(tc["function"]["arguments"], ensure_ascii=False)
+    if tools:
+        msgs.insert(0, {"role": "system", "tools": tools})
+    try:
+        return ("ok", enc.encode_messages(msgs, thinking_mode="thinking" if think else "chat",
+                                          reasoning_effort=variables.get("reasoning_effort")))
+    except Exception as e:
+        return ("error", "%s: %s" % (type(e).__name__, e), False)
+
+
 # conversations rendered with the tool definitions too
 WITH_TOOLS = {"system+user", "user only", "tool calls with object arguments", "tool calls with JSON-string arguments"}
 
 
-def render_case(name, text, bos, eos, ci, cname, messages, vname, extra, gen, enc):
+def render_case(name, text, bos, eos, ci, cname, messages, vname, extra, gen, enc, enc4):
     """One expected.json case: extra holds tools, enable_thinking=false (a flag of the case)
     and kwargs (more template variables, passed as they are)."""
     tools = extra.get("tools")
@@ -240,6 +339,12 @@ def render_case(name, text, bos, eos, ci, cname, messages, vname, extra, gen, en
         if (want[0] == "ok") != (ref[0] == "ok") or (want[0] == "ok" and want[1] != ref[1]):
             sys.exit("deepseek-v3.2.jinja differs from encoding_dsv32.py on %s%s:\n  script: %r\n"
                      "  jinja2: %r" % (cname, vname, want, ref))
+    if name == "deepseek-v4.jinja" and enc4 and not string_args:
+        want = dsv4_reference(enc4, messages, tools, variables)
+        if (want[0] == "ok") != (ref[0] == "ok") or (want[0] == "ok" and want[1] != ref[1]):
+            sys.exit("deepseek-v4.jinja differs from encoding_dsv4.py on %s%s:\n  script: %r\n"
+                     "  jinja2: %r" % (cname, vname, want, ref))
+        CHECKED_DSV4.append(want[0])
     case = {"name": "%s%s%s" % (cname, vname, "" if gen else ", no generation prompt"),
             "conversation": ci, "tools": tools is not None, "add_generation_prompt": gen}
     case.update(kw)
@@ -253,8 +358,11 @@ def render_case(name, text, bos, eos, ci, cname, messages, vname, extra, gen, en
     return case
 
 
-def chat_fixtures(enc):
-    conversations = CONVERSATIONS + EXTRA_CONVERSATIONS
+CHECKED_DSV4 = []  # the outcome of each case checked against encoding_dsv4.py
+
+
+def chat_fixtures(enc, enc4):
+    conversations = CONVERSATIONS + EXTRA_CONVERSATIONS + DSV4_CONVERSATIONS
     out = {"generated_by": "tools/jinja_fixtures.py, Jinja2 %s" % jinja2.__version__, "now": NOW, "tools": TOOLS,
            "conversations": [{"name": n, "messages": m} for n, m in conversations], "templates": {}}
     index = {n: i for i, (n, _) in enumerate(conversations)}
@@ -271,7 +379,7 @@ def chat_fixtures(enc):
             for vname, extra in variants:
                 for gen in (True, False):
                     cases.append(render_case(name, text, bos, eos, ci, cname, conversations[ci][1], vname, extra,
-                                             gen, enc))
+                                             gen, enc, enc4))
         out["templates"][name] = {"bos_token": bos, "eos_token": eos, "cases": cases}
     return out
 
@@ -306,6 +414,7 @@ def c_string(s):
 # engine/text/chat_builtin.c: (C name, template file, model types it serves)
 BUILTINS = [
     ("chat_builtin_deepseek_v32", "deepseek-v3.2.jinja", "DeepSeek-V3.2's encoding/encoding_dsv32.py as a template"),
+    ("chat_builtin_deepseek_v4", "deepseek-v4.jinja", "DeepSeek-V4's encoding/encoding_dsv4.py as a template"),
     ("chat_builtin_glm5", "glm-4.7.jinja", "zai-org's GLM-4.7 template, whose format GLM-5 (glm_moe_dsa) keeps"),
     ("chat_builtin_qwen35", "qwen3.5.jinja", "Qwen3.5's template (qwen3_5_moe, qwen3_5_moe_text)"),
     ("chat_builtin_qwen3", "qwen3.jinja", "Qwen3's template, for Qwen3-Next (qwen3_next)"),
@@ -343,17 +452,25 @@ def dump(obj, path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsv32", help="DeepSeek-V3.2's encoding_dsv32.py, to check deepseek-v3.2.jinja against")
+    ap.add_argument("--dsv4", help="DeepSeek-V4's encoding_dsv4.py, to check deepseek-v4.jinja against")
     ap.add_argument("--builtin", action="store_true", help="regenerate engine/text/chat_builtin.c")
     a = ap.parse_args()
-    enc = None
+    enc = enc4 = None
     if a.dsv32:
         spec = importlib.util.spec_from_file_location("encoding_dsv32", a.dsv32)
         enc = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(enc)
+    if a.dsv4:
+        spec = importlib.util.spec_from_file_location("encoding_dsv4", a.dsv4)
+        enc4 = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(enc4)
     if a.builtin:
         write_builtin()
     dump(unit_fixtures(), os.path.join(repo, "tests", "jinja", "cases.json"))
-    dump(chat_fixtures(enc), os.path.join(repo, "tests", "chat_templates", "expected.json"))
+    dump(chat_fixtures(enc, enc4), os.path.join(repo, "tests", "chat_templates", "expected.json"))
+    if enc4:
+        print("deepseek-v4.jinja: %d cases as encoding_dsv4.py renders them (%d rendered, %d refused by both)"
+              % (len(CHECKED_DSV4), CHECKED_DSV4.count("ok"), CHECKED_DSV4.count("error")))
 
 
 if __name__ == "__main__":

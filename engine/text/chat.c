@@ -118,8 +118,8 @@ static int detect(struct chat_template *ct, const char *t, const char *model_typ
 		  char *err, size_t err_len)
 {
 	if (!t) {
-		/* deepseek_v32, glm_moe_dsa, qwen3_5_moe(_text) and qwen3_next have built-in Jinja
-		 * texts instead (builtin_by_type). */
+		/* deepseek_v32, deepseek_v4, glm_moe_dsa, qwen3_5_moe(_text) and qwen3_next have
+		 * built-in Jinja texts instead (builtin_by_type). */
 		static const struct {
 			const char *type;
 			enum chat_family f;
@@ -211,6 +211,7 @@ static struct builtin_jinja {
 	struct jinja_error err;
 } builtin_jinja[] = {
 	{ chat_builtin_deepseek_v32, "DeepSeek-V3.2", NULL, 0, { 0 } },
+	{ chat_builtin_deepseek_v4, "DeepSeek-V4", NULL, 0, { 0 } },
 	{ chat_builtin_glm5, "GLM-4.7/GLM-5", NULL, 0, { 0 } },
 	{ chat_builtin_qwen35, "Qwen3.5", NULL, 0, { 0 } },
 	{ chat_builtin_qwen3, "Qwen3", NULL, 0, { 0 } },
@@ -221,10 +222,11 @@ static const struct {
 	size_t text;	/* index in builtin_jinja */
 } builtin_by_type[] = {
 	{ "deepseek_v32", 0 },
-	{ "glm_moe_dsa", 1 },
-	{ "qwen3_5_moe", 2 },
-	{ "qwen3_5_moe_text", 2 },
-	{ "qwen3_next", 3 },	/* Qwen3-Next: the Qwen3 template, tools included */
+	{ "deepseek_v4", 1 },
+	{ "glm_moe_dsa", 2 },
+	{ "qwen3_5_moe", 3 },
+	{ "qwen3_5_moe_text", 3 },
+	{ "qwen3_next", 4 },	/* Qwen3-Next: the Qwen3 template, tools included */
 };
 
 static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;

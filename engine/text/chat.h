@@ -8,9 +8,10 @@
  * only when the model has no template or its template is outside the
  * subset; chat_template.note then says so in one line:
  *   - for model types whose checkpoints ship no Jinja template, Jinja texts
- *     of their format: DeepSeek-V3.2 (its encoding_dsv32.py), GLM-4.7 /
- *     GLM-5 (glm_moe_dsa), Qwen3.5 (qwen3_5_moe, qwen3_5_moe_text) and
- *     Qwen3's for Qwen3-Next (qwen3_next);
+ *     of their format: DeepSeek-V3.2 (its encoding_dsv32.py), DeepSeek-V4
+ *     (its encoding_dsv4.py), GLM-4.7 / GLM-5 (glm_moe_dsa), Qwen3.5
+ *     (qwen3_5_moe, qwen3_5_moe_text) and Qwen3's for Qwen3-Next
+ *     (qwen3_next);
  *   - the renderers written in C, chosen by recognising the template text
  *     or by model_type (role and content only, no tools):
  *       QWEN3        Qwen3 ChatML with <think> handling (qwen3, qwen3_moe)

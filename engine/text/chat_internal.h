@@ -31,6 +31,7 @@ void chat_set_err(char *err, size_t err_len, const char *fmt, ...)
 
 /* Built-in Jinja texts (chat_builtin.c). */
 extern const char chat_builtin_deepseek_v32[];
+extern const char chat_builtin_deepseek_v4[];
 extern const char chat_builtin_glm5[];
 extern const char chat_builtin_qwen35[];
 extern const char chat_builtin_qwen3[];
