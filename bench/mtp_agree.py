@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A DeepSeek-V3 or Qwen3.5 checkpoint whose MTP head agrees with the model.
+"""A DeepSeek-V3, DeepSeek-V4 or Qwen3.5 checkpoint whose MTP head agrees with the model.
 
     mtp_agree.py --src HF_DIR --out HF_DIR2 [--alpha A]
 
@@ -22,6 +22,12 @@ otherwise: the DeltaNet's linear_attn.out_proj and the fused
 mlp.experts.down_proj are scaled too, the MTP block's mtp.fc = [I | 0],
 mtp.pre_fc_norm_embedding 0 (its norms are zero-centred: 1 + w = 1) and
 mtp.norm = the model's final norm.
+
+DeepSeek-V4 (tools/gen_model.py --arch deepseek_v4, the released names)
+scales attn.wo_b and the experts' and shared expert's w2; its MTP block
+gets e_proj = I, h_proj = 0, enorm 1, norm = the model's norm and the
+model's hc_head_*: the streams stay close to copies of the embedding (the
+Sinkhorn mixer keeps their sum), so both heads see norm(embed(token)).
 
 So the MTP head predicts, up to the residual contributions A scales down,
 what the model itself will predict one position later: A = 0 agrees
@@ -52,13 +58,14 @@ def main():
     # The MLA families name the tensors this touches alike; Qwen3.5 keeps
     # its text model's fields in text_config.
     qwen = cfg.get("model_type") == "qwen3_5_moe"
+    v4 = cfg.get("model_type") == "deepseek_v4"
     if qwen:
         cfg = cfg.get("text_config", {})
     if not (qwen and cfg.get("mtp_num_hidden_layers")) and (
-            cfg.get("model_type") not in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+            cfg.get("model_type") not in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4")
             or not cfg.get("num_nextn_predict_layers")):
-        sys.exit("mtp_agree: %s is not a deepseek_v3 / deepseek_v32 / glm_moe_dsa / qwen3_5_moe checkpoint with "
-                 "an MTP layer" % a.src)
+        sys.exit("mtp_agree: %s is not a deepseek_v3 / deepseek_v32 / glm_moe_dsa / deepseek_v4 / qwen3_5_moe "
+                 "checkpoint with an MTP layer" % a.src)
     if os.path.exists(os.path.join(a.src, "model.safetensors.index.json")):
         sys.exit("mtp_agree: sharded checkpoints are not handled")
     H = cfg["hidden_size"]
@@ -84,12 +91,20 @@ def main():
     scaled = 0
     for name in t:
         if name.endswith(("self_attn.o_proj.weight", "down_proj.weight", "experts.down_proj",
-                          "linear_attn.out_proj.weight")):
+                          "linear_attn.out_proj.weight")) or (
+                              v4 and name.endswith((".attn.wo_b.weight", ".w2.weight"))):
             put(name, f32(name) * a.alpha)
             scaled += 1
     eh = np.zeros((H, 2 * H), dtype=np.float32)
     eh[:, :H] = np.eye(H, dtype=np.float32)
-    if qwen:
+    if v4:
+        put("mtp.0.e_proj.weight", np.eye(H, dtype=np.float32))
+        put("mtp.0.h_proj.weight", np.zeros((H, H), dtype=np.float32))
+        put("mtp.0.enorm.weight", np.ones(H, dtype=np.float32))
+        put("mtp.0.norm.weight", f32("norm.weight"))
+        for k in ("fn", "base", "scale"):
+            put("mtp.0.hc_head_" + k, f32("hc_head_" + k))
+    elif qwen:
         put("mtp.fc.weight", eh)
         put("mtp.pre_fc_norm_embedding.weight", np.zeros(H, dtype=np.float32))
         put("mtp.norm.weight", f32("model.language_model.norm.weight"))

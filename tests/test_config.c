@@ -371,7 +371,19 @@ Test(config, deepseek_v4_rows)
 		cr_expect_eq(c.v4_attn[l], want[l], "layer %d attention", l);
 		cr_expect_eq(c.hash_routed[l], l < 2, "layer %d hash routing", l);
 	}
-	cr_expect_eq(c.n_mtp_layers, 0, "MTP modules are not instantiated");
+	/* The MTP module is layer 5, as DeepSeek's MTPBlock(n_layers): its
+	 * attention the sixth compress_ratios entry, routed by score. */
+	cr_expect_eq(c.n_mtp_layers, 1, "num_nextn_predict_layers");
+	cr_expect(c.rows[5].mixer == MIXER_V4 && c.rows[5].ffn == FFN_MOE_SHARED && c.rows[5].residual == RESIDUAL_HC,
+		  "MTP layer row");
+	cr_expect(c.v4_attn[5] == V4_ATTN_CSA && !c.hash_routed[5], "MTP layer: CSA, top-k");
+	/* Where compress_ratios lists the decoder layers only, or layer_types
+	 * names them, the MTP layer is a sliding one. */
+	cr_assert_eq(v4_parse_with("compress_ratios", "[0, 4, 128, 4, 0]", &c), 0, "%s", error_message());
+	cr_expect(c.n_mtp_layers == 1 && c.v4_attn[5] == V4_ATTN_SLIDING, "MTP layer without a ratio");
+	cr_assert_eq(v4_parse_with("num_nextn_predict_layers", "0", &c), 0, "%s", error_message());
+	cr_expect_eq(c.n_mtp_layers, 0);
+	cr_assert_eq(v4_parse_with(NULL, NULL, &c), 0, "%s", error_message());
 	cr_expect(c.router == ROUTER_SQRTSOFTPLUS && c.router_bias && c.n_kv_heads == 1);
 	cr_expect(c.compress_rate_csa == 4 && c.compress_rate_hca == 128);
 	cr_expect(c.rot_dim == 8 && c.qk_rope_dim == 8 && c.rope_interleave == 1);

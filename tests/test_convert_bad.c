@@ -681,4 +681,12 @@ Test(convert_bad, deepseek_v4_faults)
 	v4_checkpoint(hf, sizeof hf);
 	edit_checkpoint(hf, EDIT_DROP, "layers.0.ffn.gate.tid2eid");
 	expect_failure(hf, "", "model.layers.0.mlp.gate.tid2eid", NULL);
+	/* An MTP block there in part is refused, naming what it lacks, not
+	 * converted without drafting as a checkpoint without one is. */
+	v4_checkpoint(hf, sizeof hf);
+	edit_checkpoint(hf, EDIT_DROP, "mtp.0.e_proj.weight");
+	expect_failure(hf, "", "model.layers.3.e_proj.weight", "mtp.0");
+	v4_checkpoint(hf, sizeof hf);
+	edit_checkpoint(hf, EDIT_DROP, "mtp.0.ffn.experts.2.w1.weight");
+	expect_failure(hf, "", "model.layers.3.mlp.experts.2.gate_proj.weight", "mtp.0");
 }

@@ -221,6 +221,12 @@ Test(forward, deepseek_v3_mtp_exact) { check_mtp("deepseek_v3"); }
 Test(forward, glm4_moe_mtp_exact) { check_mtp("glm4_moe"); }
 Test(forward, deepseek_v32_mtp_exact) { check_mtp("deepseek_v32"); }
 Test(forward, glm_moe_dsa_mtp_exact) { check_mtp("glm_moe_dsa"); }
+/* DeepSeek-V4's MTPBlock: the hc streams in, its own hc_head out; in the
+ * release's FP8 + FP4; and (legacy compress_ratios listing it) as a CSA
+ * layer with its compressor and indexer. */
+Test(forward, deepseek_v4_mtp_exact) { check_mtp("deepseek_v4"); }
+Test(forward, deepseek_v4_fp8_mtp_exact) { check_mtp("deepseek_v4_fp8"); }
+Test(forward, deepseek_v4_legacy_csa_mtp_exact) { check_mtp("deepseek_v4_legacy"); }
 
 /* Drafting with the MTP head never changes greedy output. With `agree`,
  * the head is rewritten to agree with the model (bench/mtp_agree.py), so
@@ -272,6 +278,9 @@ Test(forward, mtp_drafting_exact_dsa) { check_drafting("glm_moe_dsa", true); }
 /* Qwen3.5's MTP block drafts; the DeltaNet state goes back by snapshot and
  * replay. */
 Test(forward, mtp_drafting_exact_gdn) { check_drafting("qwen3_5_moe", true); }
+/* DeepSeek-V4: the compressed state and the MTP block's go back by
+ * snapshot and replay. */
+Test(forward, mtp_drafting_exact_v4) { check_drafting("deepseek_v4", true); }
 
 /* Mean KL(f32 || quantized) over all positions of `name`'s tokens, the
  * quantized container mq run with the options `extra`; *top1 gets the top-1

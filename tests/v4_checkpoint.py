@@ -2,7 +2,7 @@
 
 Writes OUT/config.json and OUT/model.safetensors with random weights, in the
 layout of the released checkpoints (layers.L.attn.wq_a.weight, ffn.experts.E.w1,
-hc_head_fn, mtp.0.*, FP8 e4m3 weights with `.scale` block scales, FP4 e2m1
+hc_head_fn, a whole MTP block mtp.0.* that the container keeps as layer 3, FP8 e4m3 weights with `.scale` block scales, FP4 e2m1
 experts packed two per I8 byte with ue8m0 scales per 32 inputs) or in
 transformers' names (model.layers.L.self_attn.q_a_proj.weight, fused experts),
 and OUT/expect.json: each container tensor's name with its values as float32
@@ -130,11 +130,13 @@ def main():
         expect[internal] = (FP4[nib] * np.repeat(sv, 32, 1)).astype(np.float32)
 
     def m(i, rel, internal):
-        return f"layers.{i}.{rel}", f"model.layers.{i}.{internal}"
+        # Layer NLAYERS is the MTP block mtp.0 (released layout only).
+        pre = "mtp.0." if i == NLAYERS else f"layers.{i}."
+        return pre + rel, f"model.layers.{i}.{internal}"
 
     bf16("embed.weight", "model.embed_tokens.weight", (V, H))
-    for i in range(NLAYERS):
-        r = RATIOS[i]
+    for i in range(NLAYERS + (1 if released else 0)):
+        r = RATIOS[i] if i < NLAYERS else 0
         f32(*m(i, "attn_norm.weight", "input_layernorm.weight"), (H,))
         f32(*m(i, "ffn_norm.weight", "post_attention_layernorm.weight"), (H,))
         for site, rel in (("attn_hc", "hc_attn"), ("ffn_hc", "hc_ffn")):
@@ -194,7 +196,16 @@ def main():
     f32("norm.weight", "model.norm.weight", (H,))
     bf16("head.weight", "lm_head.weight", (V, H))
     if released:
-        w.add("mtp.0.enorm.weight", "F32", (H,), np.ones(H, dtype=np.float32))
+        # The MTP block's own tensors (its decoder block is layer NLAYERS above).
+        L = NLAYERS
+        fp8(f"mtp.0.e_proj.weight", f"model.layers.{L}.e_proj.weight", (H, H))
+        fp8(f"mtp.0.h_proj.weight", f"model.layers.{L}.h_proj.weight", (H, H))
+        f32("mtp.0.enorm.weight", f"model.layers.{L}.enorm.weight", (H,))
+        f32("mtp.0.hnorm.weight", f"model.layers.{L}.hnorm.weight", (H,))
+        f32("mtp.0.norm.weight", f"model.layers.{L}.shared_head.norm.weight", (H,))
+        f32("mtp.0.hc_head_fn", f"model.layers.{L}.hc_head.hc_fn", (HC, HC * H))
+        f32("mtp.0.hc_head_base", f"model.layers.{L}.hc_head.hc_base", (HC,))
+        f32("mtp.0.hc_head_scale", f"model.layers.{L}.hc_head.hc_scale", (1,))
     w.save(f"{out}/model.safetensors")
     cfg = {
         "model_type": "deepseek_v4", "vocab_size": V, "hidden_size": H, "num_hidden_layers": NLAYERS,

@@ -90,9 +90,11 @@ fixture qwen3_5_moe_text qwen3_5_moe_text ", bf16, text-only layout, per-expert,
 fixture qwen3_next qwen3_next ", bf16, in_proj_qkvz / in_proj_ba grouped per key head, layer 2 dense, per-expert, mtp.*"
 # DeepSeek-V4 needs 24 tokens for HCA entries (rate 8) and the indexer's choice to form.
 ntok=24
-fixture deepseek_v4 deepseek_v4 ", bf16, sliding 8 + CSA 4 (indexer top 2) + HCA 8, mHC, hash layers 0-1"
-fixture deepseek_v4_fp8 deepseek_v4 ", FP8 e4m3 ue8m0 128x128 dense + FP4 e2m1 routed experts, as released" --weights-dtype fp8
-fixture deepseek_v4_legacy deepseek_v4 ", bf16, legacy keys (compress_ratios, num_hash_layers, qk_rope_head_dim, rope_scaling)" --v4-config legacy
+mtp=yes
+fixture deepseek_v4 deepseek_v4 ", bf16, sliding 8 + CSA 4 (indexer top 2) + HCA 8, mHC, hash layers 0-1, MTP layer 4 (sliding)"
+fixture deepseek_v4_fp8 deepseek_v4 ", FP8 e4m3 ue8m0 128x128 dense + FP4 e2m1 routed experts, as released, MTP layer 4" --weights-dtype fp8
+fixture deepseek_v4_legacy deepseek_v4 ", bf16, legacy keys (compress_ratios with the MTP layer's: CSA, num_hash_layers, qk_rope_head_dim, rope_scaling)" --v4-config legacy
+mtp=no
 ntok=16
 
 rm -rf "$out/hf" "$out/ref" "$out/.stamp"

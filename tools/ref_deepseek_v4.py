@@ -19,10 +19,18 @@ blocks (F8_E8M0 or F32, 128x128 tiles from quantization_config) and FP4
 routed experts (I8, two e2m1 per byte, low nibble first, one scale per 32
 inputs), in float32 as transformers' Fp8Dequantize does.
 
-The multi-token-prediction block (mtp.0.*) is not run: transformers does not
-instantiate it (_keys_to_ignore_on_load_unexpected = mtp.*) and DeepSeek's
-own V4 inference code is not available here, so there is no authoritative
-definition of its forward.
+The multi-token-prediction block (mtp.M.*, with --mtp-out) is one more
+hyper-connected decoder layer, index num_hidden_layers + M.  transformers
+does not instantiate it (_keys_to_ignore_on_load_unexpected = mtp.*), so it
+is written from DeepSeek's own inference code (deepseek-ai/DeepSeek-V4-Flash
+inference/model.py, MTPBlock and Transformer, as public copies of the
+release carry it; quoted as "DS:"): the block is a Block(n_layers + M) --
+attention as compress_ratios[n_layers + M] says (sliding when the config
+lists decoder layers only), score-routed MoE (layer_id >= n_hash_layers) --
+with its own enorm, hnorm, e_proj, h_proj, norm and hc_head, and the model's
+embedding and head.  Teacher-forced like ref_deepseek's MTP: row t takes the
+main model's streams at position t (before the final hc_head) and token
+t + 1, at position t, and predicts token t + 2.
 """
 
 import json
@@ -86,12 +94,18 @@ def hf_name(name):
     return name if name == "lm_head.weight" else "model." + name
 
 
-def load(model_dir):
+# DS: MTPBlock's own tensors (the rest of mtp.M.* is a Block's, named as
+# layers.L's).
+MTP_OWN = ("e_proj.weight", "e_proj.scale", "h_proj.weight", "h_proj.scale", "enorm.weight",
+           "hnorm.weight", "norm.weight", "hc_head_fn", "hc_head_base", "hc_head_scale")
+
+
+def load(model_dir, mtp=False):
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     if cfg.get("model_type") not in ARCHS:
         return None
-    return Model(model_dir, cfg)
+    return Model(model_dir, cfg, mtp)
 
 
 def rms_norm(x, weight, eps):
@@ -131,10 +145,12 @@ def rope_tail(x, cos, sin):
 
 
 class Model(ref_common.Weights):
-    def __init__(self, model_dir, cfg):
+    def __init__(self, model_dir, cfg, mtp=False):
         self.cfg = cfg
         self.arch = cfg["model_type"]
-        self.want_mtp = False
+        self.n_mtp = cfg.get("num_nextn_predict_layers", 1) or 0
+        self.want_mtp = bool(mtp) and self.n_mtp > 0
+        self.mtp_logits = None
         self.hidden = cfg["hidden_size"]
         self.n_layers = N = cfg["num_hidden_layers"]
         self.vocab = cfg["vocab_size"]
@@ -176,6 +192,14 @@ class Model(ref_common.Weights):
             nh = 3 if nh is None else nh
             mlp = ["hash_moe"] * min(N, nh) + ["moe"] * max(0, N - nh)
         self.mlp_types = list(mlp[:N])
+        # DS: the MTP layers are Block(n_layers + i): Attention reads
+        # compress_ratios[layer_id] (sliding when only the decoder layers
+        # are listed: layer_types has no entry for them), Gate hashes only
+        # layer_id < n_hash_layers.
+        listed = types if cfg.get("layer_types") is None and cfg.get("compress_ratios") is not None else []
+        for i in range(self.n_mtp):
+            self.layer_types.append(listed[N + i] if N + i < len(listed) else "sliding_attention")
+            self.mlp_types.append("moe")
         prf = cfg.get("partial_rotary_factor")
         if prf is None:
             q = cfg.get("qk_rope_head_dim")
@@ -200,9 +224,20 @@ class Model(ref_common.Weights):
         raw = st.load_dir(model_dir)
         self.tensors = {}
         for name, t in raw.items():
-            if re.match(r"mtp\.", name) or name.endswith(".scale"):
-                continue            # HF: mtp.* ignored on load; scales go with their weight
+            if name.endswith(".scale"):
+                continue            # scales go with their weight
             base = name[: -len(".weight")] if name.endswith(".weight") else name
+            m = re.match(r"mtp\.(\d+)\.(.*)$", name)
+            if m:
+                # HF: mtp.* ignored on load; here the MTP reference reads it.
+                if not self.want_mtp or int(m.group(1)) >= self.n_mtp:
+                    continue
+                if m.group(2) in MTP_OWN:
+                    key = "mtp.%s.%s" % (m.group(1), m.group(2))
+                else:
+                    key = hf_name("layers.%d.%s" % (N + int(m.group(1)), m.group(2)))
+                self.tensors[key] = (t, raw.get(base + ".scale"))
+                continue
             self.tensors[hf_name(name)] = (t, raw.get(base + ".scale"))
         self._cache = {}
 
@@ -310,14 +345,14 @@ class Model(ref_common.Weights):
         # i.e. new_k = post_k * out + sum_j comb[j, k] * h_j.
         return post[:, :, None] * out[:, None, :] + np.einsum("njk,njd->nkd", comb, h)
 
-    def hyper_head(self, h):
+    def hyper_head(self, h, p="model.hc_head.hc_"):
         """HF DeepseekV4HyperHead: pre = sigmoid(flat @ hc_fn^T * hc_scale +
-        hc_base) + eps, sum_j pre_j * h_j."""
+        hc_base) + eps, sum_j pre_j * h_j (DS ParallelHead.hc_head the same,
+        with an MTP block's hc_head_fn / _scale / _base: p = "mtp.M.hc_head_")."""
         n = h.shape[0]
         flat = rms_norm(h.reshape(n, -1), None, self.eps)
-        mixes = flat @ self.w("model.hc_head.hc_fn").T
-        pre = sigmoid(mixes * self.w("model.hc_head.hc_scale")[0]
-                      + self.w("model.hc_head.hc_base")) + self.hc_eps
+        mixes = flat @ self.w(p + "fn").T
+        pre = sigmoid(mixes * self.w(p + "scale")[0] + self.w(p + "base")) + self.hc_eps
         return (pre[:, :, None] * h).sum(axis=1)
 
     # ------------------------------------------------------------ compressors
@@ -509,16 +544,42 @@ class Model(ref_common.Weights):
         hidden = [h.reshape(n, -1).copy()]
         record = []
         for L in range(self.n_layers):
-            p = "model.layers.%d." % L
-            post, comb, col = self.hyper(p + "attn_hc.", h)
-            out = self.attention(L, rms_norm(col, self.w(p + "input_layernorm.weight"), self.eps), record)
-            h = self.residual(post, comb, out, h)
-            post, comb, col = self.hyper(p + "ffn_hc.", h)
-            out = self.moe(L, rms_norm(col, self.w(p + "post_attention_layernorm.weight"), self.eps),
-                           tokens, record)
-            h = self.residual(post, comb, out, h)
+            h = self.block(L, h, tokens, record)
             hidden.append(h.reshape(n, -1).copy())
+        if self.want_mtp:
+            self.mtp_logits = self.mtp(tokens, h, record)
         y = rms_norm(self.hyper_head(h), self.w("model.norm.weight"), self.eps)
         logits = y @ self.w("lm_head.weight").T
         return logits, np.stack(hidden), record
+
+    def block(self, L, h, tokens, record):
+        """HF DeepseekV4DecoderLayer (DS Block.forward) on streams h [n, hc, H]."""
+        p = "model.layers.%d." % L
+        post, comb, col = self.hyper(p + "attn_hc.", h)
+        out = self.attention(L, rms_norm(col, self.w(p + "input_layernorm.weight"), self.eps), record)
+        h = self.residual(post, comb, out, h)
+        post, comb, col = self.hyper(p + "ffn_hc.", h)
+        out = self.moe(L, rms_norm(col, self.w(p + "post_attention_layernorm.weight"), self.eps),
+                       tokens, record)
+        return self.residual(post, comb, out, h)
+
+    def mtp(self, tokens, h, record):
+        """MTP module 0, teacher-forced: [n - 1, vocab] logits, row t from the
+        streams h[t] (the last decoder layer's, before hc_head) and token t + 1.
+        DS MTPBlock.forward:
+            e = self.enorm(self.embed(input_ids)); x = self.hnorm(x)
+            x = self.e_proj(e).unsqueeze(2) + self.h_proj(x)
+            x = super().forward(x, start_pos, input_ids)
+            logits = self.head(x, self.hc_head_fn, self.hc_head_scale, self.hc_head_base, self.norm)
+        (RMSNorm over the last dim: hnorm and h_proj act on each stream.)"""
+        n = len(tokens) - 1
+        if n <= 0:
+            return np.zeros((0, self.vocab))
+        p, nxt = "mtp.0.", list(tokens[1:])
+        e = rms_norm(self.w("model.embed_tokens.weight")[np.asarray(nxt)], self.w(p + "enorm.weight"), self.eps)
+        x = rms_norm(h[:n], self.w(p + "hnorm.weight"), self.eps)
+        x = self.lin(e, p + "e_proj")[:, None, :] + self.lin(x, p + "h_proj")
+        x = self.block(self.n_layers, x, nxt, record)
+        y = rms_norm(self.hyper_head(x, p + "hc_head_"), self.w(p + "norm.weight"), self.eps)
+        return y @ self.w("lm_head.weight").T
 

@@ -310,7 +310,7 @@ def main(argv=None):
                          "--pick-tokens, unchecked otherwise)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--dump-hidden", action="store_true")
-    ap.add_argument("--mtp-out", help="deepseek_v3 / glm4_moe: also write the MTP head's logits "
+    ap.add_argument("--mtp-out", help="deepseek_v3 / glm4_moe / deepseek_v4: also write the MTP head's logits "
                     "[n_tokens - 1, vocab] (row t predicts token t + 2); its routing counts in the margin")
     ap.add_argument("--mtp-hidden", choices=("normed", "raw"), default="normed",
                     help="hidden state fed to the MTP head: after model.norm (default, as vLLM "
@@ -323,12 +323,10 @@ def main(argv=None):
         ap.error("--pick-tokens needs --tokens-out")
 
     m = (ref_deepseek.load(args.model, args.mtp_out is not None, args.mtp_hidden)
-         or ref_deepseek_v4.load(args.model) or ref_qwen35.load(args.model) or Model(args.model))
+         or ref_deepseek_v4.load(args.model, args.mtp_out is not None) or ref_qwen35.load(args.model)
+         or Model(args.model))
     if args.mtp_out and isinstance(m, ref_qwen35.Model):
         ap.error("--mtp-out: no MTP reference for %s (transformers v5.15.0 does not run mtp.*)" % m.arch)
-    if args.mtp_out and isinstance(m, ref_deepseek_v4.Model):
-        ap.error("--mtp-out: no MTP reference for deepseek_v4 (transformers v5.15.0 does not run "
-                 "mtp.*, and no authoritative definition of its forward is available)")
     if args.mtp_out and not getattr(m, "want_mtp", False):
         ap.error("--mtp-out: the model has no MTP layer")
     if args.tokens is not None:

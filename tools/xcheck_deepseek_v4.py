@@ -3,7 +3,8 @@
 transliteration of transformers v5.15.0's modeling_deepseek_v4.py for
 deepseek_v4, compared with the reference's logits.
 
-    xcheck_deepseek_v4.py --model HF_DIR --tokens FILE.tokens --ref FILE.f32 [--tol 1e-5]
+    xcheck_deepseek_v4.py --model HF_DIR --tokens FILE.tokens --ref FILE.f32 [--mtp-ref FILE.mtp.f32]
+                          [--tol 1e-5]
 
 Everything here is float32 and shaped like the torch code: [B, H, S, D]
 tensors with view / transpose / reshape, the half-sized cos / sin expanded by
@@ -19,7 +20,11 @@ expert loop with index_add.  It reads the checkpoint with its own name table
 ref_deepseek_v4.RENAMES) and shares no arithmetic with the float64
 reference.  It prints the largest logit difference relative to the logits'
 largest magnitude and the smallest float32 router and indexer margins, and
-exits 1 when the difference exceeds --tol.
+exits 1 when the difference exceeds --tol.  With --mtp-ref it also runs
+the MTP block mtp.0 (DeepSeek's inference/model.py MTPBlock.forward:
+e_proj(enorm(embed(ids))).unsqueeze(2) + h_proj(hnorm(h)), Block.forward,
+its own hc_head and norm, the shared head; teacher-forced on h of positions
+0..S-2 and ids 1..S-1) and compares it with the reference's MTP logits.
 """
 
 import argparse
@@ -135,12 +140,17 @@ class Net:
         if lt is None:
             lt = [{0: "sliding_attention", 4: "compressed_sparse_attention",
                    128: "heavily_compressed_attention"}[r] for r in c["compress_ratios"]]
-        self.layer_types = lt
         mt = c.get("mlp_layer_types")
         if mt is None:
             k = c.get("num_hash_layers", 3)
             mt = ["hash_moe"] * min(n, k) + ["moe"] * max(0, n - k)
-        self.mlp_types = mt
+        # The MTP block is Block(n): compress_ratios[n] when the legacy list
+        # has it, else sliding; never hash-routed.
+        ratios = c.get("compress_ratios") if c.get("layer_types") is None else None
+        self.layer_types = list(lt[:n]) + [
+            lt[n + i] if ratios is not None and n + i < len(lt) else "sliding_attention"
+            for i in range(c.get("num_nextn_predict_layers", 1) or 0)]
+        self.mlp_types = list(mt[:n]) + ["moe"] * (c.get("num_nextn_predict_layers", 1) or 0)
         prf = c.get("partial_rotary_factor")
         if prf is None:
             prf = c["qk_rope_head_dim"] / c["head_dim"] if "qk_rope_head_dim" in c else 0.125
@@ -235,9 +245,9 @@ class Net:
                 self.index_margins.append(float(v[k - 1] - v[k]))
         return np.where(idx >= thr[None, :, None], -1, idx)
 
-    def attention(self, L, x, pos, mask):
+    def attention(self, L, x, pos, mask, pre):
         c, w = self.c, self.w
-        p = "layers.%d.attn." % L
+        p = pre + "attn."
         ltype = self.layer_types[L]
         B, S, _ = x.shape
         nh, hd = c["num_attention_heads"], c["head_dim"]
@@ -285,9 +295,9 @@ class Net:
         g, u = np.split(gu, 2, axis=-1)
         return (silu(np.minimum(g, lim)) * np.clip(u, -lim, lim)).astype(F)
 
-    def moe(self, L, x, ids):
+    def moe(self, L, x, ids, pre):
         c, w = self.c, self.w
-        p = "layers.%d.ffn." % L
+        p = pre + "ffn."
         B, S, H = x.shape
         flat = x.reshape(-1, H)
         logits = linear(flat, w[p + "gate.weight"])
@@ -328,19 +338,41 @@ class Net:
         i, j = pos[:, None], pos[None, :]
         mask = np.where((j <= i) & (j > i - c["sliding_window"]), F(0), NEG).astype(F)[None, None]
         for L in range(c["num_hidden_layers"]):
-            p = "layers.%d." % L
-            post, comb, col = self.hc(p + "hc_attn", h)
-            a = self.attention(L, rmsnorm(col, w[p + "attn_norm.weight"], self.eps), pos, mask)
-            h = (post[..., None] * a[:, :, None] + np.matmul(comb.transpose(0, 1, 3, 2), h)).astype(F)
-            post, comb, col = self.hc(p + "hc_ffn", h)
-            m = self.moe(L, rmsnorm(col, w[p + "ffn_norm.weight"], self.eps), ids[None])
-            h = (post[..., None] * m[:, :, None] + np.matmul(comb.transpose(0, 1, 3, 2), h)).astype(F)
+            h = self.block(L, "layers.%d." % L, h, ids, pos, mask)
+        self.streams = h
+        return self.head(h, "", w["norm.weight"])
+
+    def block(self, L, p, h, ids, pos, mask):
+        w = self.w
+        post, comb, col = self.hc(p + "hc_attn", h)
+        a = self.attention(L, rmsnorm(col, w[p + "attn_norm.weight"], self.eps), pos, mask, p)
+        h = (post[..., None] * a[:, :, None] + np.matmul(comb.transpose(0, 1, 3, 2), h)).astype(F)
+        post, comb, col = self.hc(p + "hc_ffn", h)
+        m = self.moe(L, rmsnorm(col, w[p + "ffn_norm.weight"], self.eps), ids[None], p)
+        return (post[..., None] * m[:, :, None] + np.matmul(comb.transpose(0, 1, 3, 2), h)).astype(F)
+
+    def head(self, h, p, norm):
+        c, w = self.c, self.w
+        S = h.shape[1]
         flat = rmsnorm(h.reshape(1, S, -1), None, self.eps)
-        mixes = linear(flat, w["hc_head_fn"])
-        pre = (sigmoid(mixes * w["hc_head_scale"] + w["hc_head_base"]) + F(c["hc_eps"])).astype(F)
+        mixes = linear(flat, w[p + "hc_head_fn"])
+        pre = (sigmoid(mixes * w[p + "hc_head_scale"] + w[p + "hc_head_base"]) + F(c["hc_eps"])).astype(F)
         y = (pre[..., None] * h).sum(axis=2, dtype=F)
-        y = rmsnorm(y, w["norm.weight"], self.eps)
-        return linear(y, w["head.weight"])[0]
+        return linear(rmsnorm(y, norm, self.eps), w["head.weight"])[0]
+
+    def mtp(self, ids):
+        """MTP logits [S - 1, vocab] after run(ids)."""
+        c, w = self.c, self.w
+        S = len(ids) - 1
+        nxt = ids[1:]
+        pos = np.arange(S)
+        i, j = pos[:, None], pos[None, :]
+        mask = np.where((j <= i) & (j > i - c["sliding_window"]), F(0), NEG).astype(F)[None, None]
+        e = rmsnorm(w["embed.weight"][nxt][None], w["mtp.0.enorm.weight"], self.eps)
+        x = rmsnorm(self.streams[:, :S], w["mtp.0.hnorm.weight"], self.eps)
+        x = (linear(e, w["mtp.0.e_proj.weight"])[:, :, None] + linear(x, w["mtp.0.h_proj.weight"])).astype(F)
+        x = self.block(c["num_hidden_layers"], "mtp.0.", x, nxt, pos, mask)
+        return self.head(x, "mtp.0.", w["mtp.0.norm.weight"])
 
 
 def main():
@@ -348,6 +380,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--tokens", required=True)
     ap.add_argument("--ref", required=True)
+    ap.add_argument("--mtp-ref", help="the reference's MTP logits (reference.py --mtp-out)")
     ap.add_argument("--tol", type=float, default=1e-5)
     a = ap.parse_args()
     ids = np.array([int(t) for t in open(a.tokens).read().strip().split(",")])
@@ -358,6 +391,13 @@ def main():
     d = float(np.abs(logits.astype(np.float64) - want).max()) / scale
     print("xcheck: logits max |diff| / max |ref| = %.2e (ref max %.3f), top1 %d/%d"
           % (d, scale, int((logits.argmax(-1) == want.argmax(-1)).sum()), len(ids)))
+    if a.mtp_ref:
+        got = net.mtp(ids)
+        want_m = np.fromfile(a.mtp_ref, dtype="<f4").reshape(len(ids) - 1, net.c["vocab_size"])
+        dm = float(np.abs(got.astype(np.float64) - want_m).max()) / float(np.abs(want_m).max())
+        print("xcheck: MTP logits max |diff| / max |ref| = %.2e, top1 %d/%d"
+              % (dm, int((got.argmax(-1) == want_m.argmax(-1)).sum()), len(ids) - 1))
+        d = max(d, dm)
     print("xcheck: float32 router margin %.3g" % min(net.router_margins or [float("inf")]))
     print("xcheck: float32 indexer margin %.3g" % min(net.index_margins or [float("inf")]))
     return 1 if d > a.tol else 0

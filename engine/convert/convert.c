@@ -95,6 +95,7 @@ struct converter {
 	char **v4_names;         /* [v4_n_slots] transformers names of v4_rename (hash table) */
 	size_t v4_n_slots;
 	size_t n_mtp_skipped;    /* DeepSeek-V4 mtp.* tensors, not converted */
+	size_t n_mtp_named;      /* DeepSeek-V4 mtp.* tensors of the modules config.json announces */
 	bool fp4_seen;           /* FP4 experts were dequantized to the container's type */
 	size_t qbuf_bytes;
 	size_t n_visual;         /* vision tower tensors, not converted */
@@ -168,12 +169,17 @@ static bool qwen_alias(const struct converter *c, const char *name, char *buf, s
 }
 
 /* A missing tensor's name for a message: name, and where a Qwen3.5 /
- * Qwen3-Next checkpoint may keep it instead. */
+ * Qwen3-Next checkpoint may keep it instead, or for a DeepSeek-V4 MTP
+ * layer the release's module it belongs to. */
 static const char *missing_name(const struct converter *c, const char *name, char *buf, size_t len)
 {
 	char alias[TENSOR_NAME_MAX + 32];
+	int layer, at = 0;
 	if (qwen_alias(c, name, alias, sizeof alias))
 		snprintf(buf, len, "%s (or %s)", name, alias);
+	else if (c->cfg.arch == MODEL_ARCH_DEEPSEEK_V4 && sscanf(name, "model.layers.%d.%n", &layer, &at) == 1 &&
+		 at > 0 && layer >= c->cfg.n_layers)
+		snprintf(buf, len, "%s (of the MTP block mtp.%d.*)", name, layer - c->cfg.n_layers);
 	else
 		snprintf(buf, len, "%s", name);
 	return buf;
@@ -187,9 +193,14 @@ static const char *missing_name(const struct converter *c, const char *name, cha
  * and prefixes the base model's tensors with "model.". The one change
  * here is that routed experts keep one name per expert (gate_proj, up_proj,
  * down_proj for w1, w3, w2) instead of transformers' fused gate_up_proj.
+ * The MTP modules mtp.M.* (which transformers does not load) become layers
+ * n_layers + M: their block's tensors by the same rules, their own
+ * e_proj, h_proj, enorm, hnorm as they are, norm as shared_head.norm and
+ * hc_head_* as hc_head.* of the layer.
  * Writes the transformers name of a released name into buf; false for a
- * name that is not in the released layout (already "model.", or mtp.*). */
-static bool v4_rename(const char *name, char *buf, size_t len)
+ * name that is not in the released layout (already "model.", or the mtp.*
+ * of a module past n_mtp). */
+static bool v4_rename(const char *name, int n_layers, int n_mtp, char *buf, size_t len)
 {
 	enum { SUB, SUFFIX, WHOLE };
 	static const struct {
@@ -229,16 +240,40 @@ static bool v4_rename(const char *name, char *buf, size_t len)
 		{ SUB, ".shared_experts.w2.", ".shared_experts.down_proj." },
 		{ SUB, ".shared_experts.w3.", ".shared_experts.up_proj." },
 	};
-	if (!strncmp(name, "model.", 6) || !strncmp(name, "lm_head.", 8) || !strncmp(name, "mtp.", 4))
+	if (!strncmp(name, "model.", 6) || !strncmp(name, "lm_head.", 8))
 		return false;
 	char a[TENSOR_NAME_MAX + 64], b[TENSOR_NAME_MAX + 64];
 	size_t n = strlen(name);
 	if (n >= TENSOR_NAME_MAX)
 		return false;
+	if (!strncmp(name, "mtp.", 4)) {
+		char *end;
+		long mod = strtol(name + 4, &end, 10);
+		if (end == name + 4 || *end != '.' || mod < 0 || mod >= n_mtp)
+			return false;
+		static const char *const own[][2] = {
+			{ "norm.weight", "shared_head.norm.weight" }, { "hc_head_fn", "hc_head.hc_fn" },
+			{ "hc_head_base", "hc_head.hc_base" },       { "hc_head_scale", "hc_head.hc_scale" },
+			{ "e_proj.weight", NULL }, { "e_proj.scale", "e_proj.weight_scale_inv" },
+			{ "h_proj.weight", NULL }, { "h_proj.scale", "h_proj.weight_scale_inv" },
+			{ "enorm.weight", NULL },  { "hnorm.weight", NULL },
+		};
+		const char *rest = end + 1;
+		for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+			if (!strcmp(rest, own[i][0])) {
+				int w = snprintf(buf, len, "model.layers.%ld.%s", n_layers + mod, own[i][1] ? own[i][1] : rest);
+				return w > 0 && (size_t)w < len;
+			}
+		snprintf(b, sizeof b, "layers.%ld.%s", n_layers + mod, rest);
+		name = b;
+		n = strlen(name);
+	}
 	if (n > 6 && !strcmp(name + n - 6, ".scale"))
 		snprintf(a, sizeof a, "%.*s.weight_scale_inv", (int)(n - 6), name);
 	else
 		snprintf(a, sizeof a, "%s", name);
+	if (n >= TENSOR_NAME_MAX)
+		return false;
 	for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
 		size_t la = strlen(a), lf = strlen(rules[i].from);
 		const char *at = NULL;
@@ -284,7 +319,8 @@ static uint64_t v4_hash(const char *s)
 
 /* Builds the table of the released names' transformers names (DeepSeek-V4
  * only), so that find_tensor finds a released tensor by the name the
- * container gives it; counts mtp.* tensors, which are not converted.
+ * container gives it; counts the mtp.* tensors of modules config.json does
+ * not announce, which are not converted.
  * Open addressing over twice the tensor count: O(1) per lookup. */
 static int v4_names_build(struct converter *c)
 {
@@ -302,9 +338,12 @@ static int v4_names_build(struct converter *c)
 		for (size_t i = 0; i < c->set.files[f].n_tensors; i++) {
 			struct st_tensor *t = &c->set.files[f].tensors[i];
 			char name[TENSOR_NAME_MAX + 8];
-			c->n_mtp_skipped += !strncmp(t->name, "mtp.", 4);
-			if (!v4_rename(t->name, name, sizeof name))
+			bool mtp = !strncmp(t->name, "mtp.", 4);
+			if (!v4_rename(t->name, c->cfg.n_layers, c->cfg.n_mtp_layers, name, sizeof name)) {
+				c->n_mtp_skipped += mtp;
 				continue;
+			}
+			c->n_mtp_named += mtp;
 			size_t s = v4_hash(name) & (c->v4_n_slots - 1);
 			while (c->v4_slots[s]) {
 				if (!strcmp(c->v4_names[s], name))
@@ -927,8 +966,11 @@ static void skip_absent_parts(struct converter *c)
 		for (size_t i = 0; i < c->set.files[f].n_tensors; i++)
 			c->n_visual += strncmp(c->set.files[f].tensors[i].name, "model.visual.", 13) == 0;
 	char probe[TENSOR_NAME_MAX];
-	snprintf(probe, sizeof probe, "model.layers.%d.eh_proj.weight", c->cfg.n_layers);
-	if (c->cfg.n_mtp_layers > 0 && !find_tensor(c, probe)) {
+	snprintf(probe, sizeof probe, "model.layers.%d.%s", c->cfg.n_layers,
+		 c->cfg.arch == MODEL_ARCH_DEEPSEEK_V4 ? "e_proj.weight" : "eh_proj.weight");
+	/* A DeepSeek-V4 MTP block that is there in part is converted, so that
+	 * what it lacks is named. */
+	if (c->cfg.n_mtp_layers > 0 && !find_tensor(c, probe) && !c->n_mtp_named) {
 		c->mtp_absent = c->cfg.n_mtp_layers;
 		c->cfg.n_mtp_layers = 0;
 	}
@@ -950,8 +992,8 @@ static void skip_notes_show(const struct converter *c)
 		fprintf(stderr, "convert: the checkpoint has an MTP block (mtp.*) that config.json does not announce "
 			"(mtp_num_hidden_layers); converting without it\n");
 	if (c->n_mtp_skipped)
-		fprintf(stderr, "convert: skipping the MTP block (%zu tensors mtp.*); transformers' DeepseekV4 does not "
-			"instantiate it, so the container has no drafting head\n", c->n_mtp_skipped);
+		fprintf(stderr, "convert: skipping %zu mtp.* tensors of MTP modules config.json does not announce "
+			"(num_nextn_predict_layers %d); they do not draft\n", c->n_mtp_skipped, c->cfg.n_mtp_layers);
 	if (c->fp4_seen)
 		fprintf(stderr, "convert: FP4 (e2m1, ue8m0 per 32 inputs) routed experts are dequantized exactly to f32, "
 			"then stored as %s (--quant)\n", quant_type_name(c->opt->quant));

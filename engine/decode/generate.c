@@ -124,9 +124,9 @@ struct dec {
 	float *draft_logits;     /* [vocab] */
 	float *q;                /* [n, vocab] draft distributions */
 	float *p;                /* [vocab] target distribution */
-	float *hid;              /* [n + 1, hidden] */
-	float *mtp_hid;          /* [n, hidden] module output states, for chained drafts */
-	float *h_prev;           /* [hidden] */
+	float *hid;              /* [n + 1, forward_mtp_dim] */
+	float *mtp_hid;          /* [n, forward_mtp_dim] module output states, for chained drafts */
+	float *h_prev;           /* [forward_mtp_dim] */
 	int32_t *toks;           /* [n + 1] cur and the drafts */
 	int32_t cur;
 	bool drafted;            /* toks[1..n] and q hold drafts for cur */
@@ -139,7 +139,7 @@ struct dec {
 static int dec_draft(struct gen *g, struct dec *d)
 {
 	struct forward *f = &g->s->fwd;
-	int64_t H = g->s->model.cfg.hidden, V = g->s->model.cfg.vocab;
+	int64_t H = forward_mtp_dim(f), V = g->s->model.cfg.vocab;
 	int32_t prev = d->cur;
 	const float *h = d->h_prev;
 	for (int k = 0; k < d->n; k++) {
@@ -159,7 +159,7 @@ static int dec_draft(struct gen *g, struct dec *d)
 static int dec_plain(struct gen *g, struct dec *d)
 {
 	struct forward *f = &g->s->fwd;
-	int64_t H = g->s->model.cfg.hidden;
+	int64_t H = forward_mtp_dim(f);
 	gen_emit(g, d->cur);
 	d->drafted = false;
 	if (g->done)
@@ -192,7 +192,7 @@ static bool dec_room(const struct gen *g, const struct dec *d)
 static int dec_spec(struct gen *g, struct dec *d)
 {
 	struct forward *f = &g->s->fwd;
-	int64_t H = g->s->model.cfg.hidden, V = g->s->model.cfg.vocab;
+	int64_t H = forward_mtp_dim(f), V = g->s->model.cfg.vocab;
 	int rc = d->drafted ? 0 : dec_draft(g, d);
 	if (rc)
 		return rc;
@@ -341,7 +341,7 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 	d.mtp = d.n > 0;
 	if (n_prompt <= 0)
 		return error_set(EINVAL, "the prompt is empty: nothing to continue from");
-	int64_t V = c->vocab, H = c->hidden;
+	int64_t V = c->vocab, H = forward_mtp_dim(f);
 	size_t rows = (size_t)(d.n + 1), drafts = (size_t)(d.n > 0 ? d.n : 1);
 	d.rows = malloc(rows * V * sizeof(float));
 	d.draft_logits = malloc(V * sizeof(float));

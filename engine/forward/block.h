@@ -90,11 +90,15 @@ struct layer {
 
 /* A DeepSeek/GLM multi-token-prediction module: the final hidden state of
  * position t and the token at t+1 become logits for t+2 through one more
- * decoder layer (layers[n_layers + i]). */
+ * decoder layer (layers[n_layers + i]). DeepSeek-V4's (RESIDUAL_HC) takes
+ * the hc streams before the final collapse, projects the embedding and
+ * each stream apart (e_proj, h_proj, summed) and ends in its own hc_head. */
 struct mtp_weights {
 	const float *enorm;               /* [hidden] norm of the next token's embedding */
-	const float *hnorm;               /* [hidden] norm of the hidden state */
+	const float *hnorm;               /* [hidden] norm of the hidden state (of each stream) */
 	struct qmatrix eh_proj;           /* [hidden, 2*hidden]: [enorm(e); hnorm(h)] -> hidden */
+	struct qmatrix e_proj, h_proj;    /* RESIDUAL_HC: [hidden, hidden] each, instead of eh_proj */
+	struct hc_weights hc_head;        /* RESIDUAL_HC: the module's own collapse */
 	const float *head_norm;           /* [hidden] shared_head.norm */
 	struct qmatrix head;              /* [vocab, hidden] shared_head.head, or lm_head */
 	struct qmatrix embed;             /* [vocab, hidden] its embed_tokens, or the model's */

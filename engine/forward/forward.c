@@ -76,11 +76,12 @@ static int forward_buffers(struct forward *f, const struct model_config *c, cons
 {
 	size_t B = (size_t)f->batch, H = (size_t)c->hidden, F = sizeof(float);
 	size_t E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
+	size_t HC = hc_streams(c);
 	int n = 0;
 #define FBUF(field, size) (b[n++] = (struct fbuf){ (void **)&f->field, (size) })
 	FBUF(x, B * H * F);
 	FBUF(xn, B * H * F);
-	FBUF(hidden, B * H * F);
+	FBUF(hidden, B * (HC ? HC : 1) * H * F);
 	FBUF(head_in, B * H * F);
 	FBUF(row_seq, B * sizeof(int32_t));
 	FBUF(row_pos, B * sizeof(int32_t));
@@ -88,7 +89,6 @@ static int forward_buffers(struct forward *f, const struct model_config *c, cons
 	FBUF(mtp_in, B * 2 * H * F);
 	FBUF(inv_freq, (size_t)(c->rot_dim / 2 + 1) * F);
 	FBUF(predicted, (size_t)(c->n_layers + c->n_mtp_layers) * E * sizeof(int32_t));
-	size_t HC = hc_streams(c);
 	FBUF(hc_x, B * HC * H * F);
 	FBUF(hc_flat, B * HC * H * F);
 	FBUF(hc_mix, B * (2 + HC) * HC * F);
@@ -305,19 +305,26 @@ int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, 
 		if (rc)
 			return rc;
 	}
-	if (hc_streams(c))
-		hc_head(f, n);
 	for (int t = 0; t < n; t++)
 		f->seqs[rows[t].seq].pos++;
-	/* Every row's final hidden state stays in f->hidden (the MTP input). */
+	/* Every row's MTP input stays in f->hidden: its final-normed hidden
+	 * state, or with hyper-connections its streams before the collapse
+	 * (DeepSeek-V4's MTPBlock reads those). */
+	size_t D = (size_t)forward_mtp_dim(f);
+	if (hc_streams(c)) {
+		memcpy(f->hidden, f->hc_x, (size_t)n * D * sizeof(float));
+		hc_head(f, &f->hc_head, n);
+	}
 	for (int t = 0; t < n; t++)
-		rmsnorm(f->hidden + t * H, f->x + t * H, m->final_norm, H, c->rms_eps);
+		rmsnorm(f->xn + t * H, f->x + t * H, m->final_norm, H, c->rms_eps);
+	if (!hc_streams(c))
+		memcpy(f->hidden, f->xn, (size_t)n * H * sizeof(float));
 	if (!logits || n_out <= 0)
 		return 0;
 	/* The head runs over the rows asked for, gathered (a matmul row is the
 	 * same bits whatever the other rows). */
 	for (int i = 0; i < n_out; i++)
-		memcpy(f->head_in + (size_t)i * H, f->hidden + (size_t)out[i] * H, (size_t)H * sizeof(float));
+		memcpy(f->head_in + (size_t)i * H, f->xn + (size_t)out[i] * H, (size_t)H * sizeof(float));
 	matmul(f->pool, logits, &m->lm_head, f->head_in, n_out);
 	return 0;
 }
@@ -338,22 +345,76 @@ int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits,
 	return forward_step_rows(f, rows, n, out + first, logits ? n - first : 0, logits);
 }
 
+int64_t forward_mtp_dim(const struct forward *f)
+{
+	const struct model_config *c = &f->m->cfg;
+	return (int64_t)(hc_streams(c) ? hc_streams(c) : 1) * c->hidden;
+}
+
+/* DeepSeek-V4's MTPBlock.forward (DeepSeek's inference/model.py; transformers
+ * does not run it): e = enorm(E[next]), each stream s of the hidden state
+ * h_proj(hnorm(h_s)) + e_proj(e), the hyper-connected block, the module's
+ * own hc_head and norm, the shared head. */
+static int forward_mtp_hc(struct forward *f, const struct mtp_weights *w, int layer, const float *hidden,
+			  const int32_t *next, int n, float *logits, float *hidden_out)
+{
+	const struct model *m = f->m;
+	const struct model_config *c = &m->cfg;
+	int64_t H = c->hidden, hc = (int64_t)hc_streams(c), HH = hc * H;
+	for (int t = 0; t < n; t++) {
+		float *e = f->mtp_in + (size_t)t * H;
+		int rc = model_embed_row(m, &w->embed, next[t], e);
+		if (rc)
+			return rc;
+		rmsnorm(e, e, w->enorm, H, c->rms_eps);
+		for (int64_t s = 0; s < hc; s++)
+			rmsnorm(f->hc_flat + t * HH + s * H, hidden + (size_t)t * HH + s * H, w->hnorm, H, c->rms_eps);
+	}
+	matmul(f->pool, f->x, &w->e_proj, f->mtp_in, n);
+	matmul(f->pool, f->hc_x, &w->h_proj, f->hc_flat, n * hc);
+	for (int t = 0; t < n; t++)
+		for (int64_t s = 0; s < hc; s++) {
+			float *st = f->hc_x + t * HH + s * H;
+			const float *e = f->x + t * H;
+			for (int64_t d = 0; d < H; d++)
+				st[d] = e[d] + st[d];
+		}
+	int rc = layer_forward(f, layer, n);
+	if (rc)
+		return rc;
+	if (hidden_out)
+		memcpy(hidden_out, f->hc_x, (size_t)n * HH * sizeof(float));
+	hc_head(f, &w->hc_head, n);
+	for (int t = 0; t < n; t++)
+		rmsnorm(f->xn + t * H, f->x + t * H, w->head_norm, H, c->rms_eps);
+	if (logits)
+		matmul(f->pool, logits, &w->head, f->xn, n);
+	return 0;
+}
+
 int forward_mtp(struct forward *f, int module, const float *hidden, const int32_t *next, int n, int pos0,
 		float *logits, float *hidden_out)
 {
 	const struct model *m = f->m;
 	const struct model_config *c = &m->cfg;
 	int64_t H = c->hidden;
-	if (module < 0 || module >= f->n_mtp || hc_streams(c))
+	if (module < 0 || module >= f->n_mtp)
 		return error_set(EINVAL, "the model has no MTP module %d", module);
 	if (n <= 0 || n > f->batch || pos0 < 0 || pos0 + n > f->ctx)
 		return error_set(EINVAL, "MTP: %d rows at position %d do not fit", n, pos0);
 	const struct mtp_weights *w = &f->mtp[module];
+	for (int t = 0; t < n; t++) {
+		if (next[t] < 0 || next[t] >= c->vocab)
+			return error_set(EINVAL, "token id %d is outside the vocabulary", next[t]);
+		f->row_seq[t] = 0;
+		f->row_pos[t] = pos0 + t;
+		f->row_tok[t] = next[t];
+	}
+	if (hc_streams(c))
+		return forward_mtp_hc(f, w, c->n_layers + module, hidden, next, n, logits, hidden_out);
 	/* u_t = eh_proj([enorm(E[next_t]); hnorm(h_t)]), embedding first. */
 	for (int t = 0; t < n; t++) {
 		float *in = f->mtp_in + (size_t)t * 2 * H;
-		if (next[t] < 0 || next[t] >= c->vocab)
-			return error_set(EINVAL, "token id %d is outside the vocabulary", next[t]);
 		int rc = model_embed_row(m, &w->embed, next[t], in);
 		if (rc)
 			return rc;
@@ -361,11 +422,6 @@ int forward_mtp(struct forward *f, int module, const float *hidden, const int32_
 		rmsnorm(in + H, hidden + (size_t)t * H, w->hnorm, H, c->rms_eps);
 	}
 	matmul(f->pool, f->x, &w->eh_proj, f->mtp_in, n);
-	for (int t = 0; t < n; t++) {
-		f->row_seq[t] = 0;
-		f->row_pos[t] = pos0 + t;
-		f->row_tok[t] = next[t];
-	}
 	int rc = layer_forward(f, c->n_layers + module, n);
 	if (rc)
 		return rc;

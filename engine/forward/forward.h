@@ -59,7 +59,8 @@ struct forward {
 	float *head_in;              /* [batch, hidden] the rows whose logits were asked for */
 	float *x;                    /* [batch, hidden] residual stream */
 	float *xn;                   /* [batch, hidden] normed input of a block */
-	float *hidden;               /* [batch, hidden] final-normed hidden states of the last step */
+	float *hidden;               /* [batch, forward_mtp_dim] the last step's MTP inputs: final-normed
+				      * hidden states, or the hc streams before the collapse */
 	float *mtp_in;               /* [batch, 2 * hidden] MTP module input */
 	float *inv_freq;             /* [rot_dim / 2] */
 	/* RESIDUAL_HC (hyper_conn.h): hc_mult streams per row; x then holds a
@@ -133,12 +134,17 @@ int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, 
  * be NULL. */
 int forward_step(struct forward *f, const int32_t *tokens, int n, float *logits, bool all_logits);
 
+/* Floats per row of an MTP module's hidden-state input (and of f->hidden):
+ * hidden, or hc_mult * hidden with hyper-connections (the streams). */
+int64_t forward_mtp_dim(const struct forward *f);
+
 /* Runs MTP module `module` over n rows: row t combines hidden[t] (a final
- * hidden state, as forward_step leaves in f->hidden) with the token next[t]
- * that followed it, at MTP cache position pos0 + t, and gives logits for
- * the token after next[t] ([n, vocab], may be NULL) and the module's normed
- * output hidden states (may be NULL) for chained drafting. The main
- * sequence's position is untouched. */
+ * hidden state of forward_mtp_dim floats, as forward_step leaves in
+ * f->hidden) with the token next[t] that followed it, at MTP cache position
+ * pos0 + t, and gives logits for the token after next[t] ([n, vocab], may
+ * be NULL) and the module's output hidden states (forward_mtp_dim floats a
+ * row, may be NULL) for chained drafting. The main sequence's position is
+ * untouched. */
 int forward_mtp(struct forward *f, int module, const float *hidden, const int32_t *next, int n, int pos0,
 		float *logits, float *hidden_out);
 

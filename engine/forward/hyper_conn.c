@@ -42,10 +42,13 @@ int hc_bind(struct hc_weights *w, const struct model *m, int layer, const char *
 	return bind_of(w, m, layer, (int64_t)(2 + hc) * hc, 3, fn, base, scale);
 }
 
-int hc_head_bind(struct hc_weights *w, const struct model *m)
+int hc_head_bind(struct hc_weights *w, const struct model *m, int layer)
 {
-	return bind_of(w, m, 0, m->cfg.hc_mult, 1, "model.hc_head.hc_fn", "model.hc_head.hc_base",
-		       "model.hc_head.hc_scale");
+	if (layer < 0)
+		return bind_of(w, m, 0, m->cfg.hc_mult, 1, "model.hc_head.hc_fn", "model.hc_head.hc_base",
+			       "model.hc_head.hc_scale");
+	return bind_of(w, m, layer, m->cfg.hc_mult, 1, "model.layers.%d.hc_head.hc_fn", "model.layers.%d.hc_head.hc_base",
+		       "model.layers.%d.hc_head.hc_scale");
 }
 
 void hc_weights_of(float *pre, float *post, float *comb, const float *mix, const float *base, const float *scale,
@@ -145,10 +148,9 @@ int hc_block(struct forward *f, const struct hc_weights *w, const float *norm, c
 	return 0;
 }
 
-void hc_head(struct forward *f, int n)
+void hc_head(struct forward *f, const struct hc_weights *w, int n)
 {
 	const struct model_config *c = &f->m->cfg;
-	const struct hc_weights *w = &f->hc_head;
 	int hc = c->hc_mult;
 	int64_t H = c->hidden, HH = (int64_t)hc * H;
 	hc_mix(f, w, n);

@@ -26,9 +26,10 @@
 #define HC_MULT_MAX 16
 
 /* Binds "<prefix>.fn", ".base", ".scale" of layer (prefix with %d), or with
- * head the model's hc_head.{hc_fn, hc_base, hc_scale}. */
+ * head the model's hc_head.{hc_fn, hc_base, hc_scale} (layer -1) or an MTP
+ * layer's (layers.L.hc_head.*). */
 int hc_bind(struct hc_weights *w, const struct model *m, int layer, const char *site);
-int hc_head_bind(struct hc_weights *w, const struct model *m);
+int hc_head_bind(struct hc_weights *w, const struct model *m, int layer);
 
 /* pre[hc], post[hc] and comb[hc*hc] (row i: input stream i) from one
  * token's mix [(2+hc)*hc]. */
@@ -42,10 +43,10 @@ void hc_collapse(float *out, const float *streams, const float *pre, int hc, int
 void hc_expand(float *streams, const float *out, const float *post, const float *comb, int hc, int64_t H);
 
 /* The forward's side: the step's n rows through one hyper-connected block
- * (kind k of layer l, norm before it), and the final collapse of the
- * streams into f->x. */
+ * (kind k of layer l, norm before it), and a final collapse of the streams
+ * into f->x by w (the model's hc_head, or an MTP module's). */
 int hc_block(struct forward *f, const struct hc_weights *w, const float *norm, const struct block_kind *k, int l,
 	     int n);
-void hc_head(struct forward *f, int n);
+void hc_head(struct forward *f, const struct hc_weights *w, int n);
 
 #endif

@@ -54,7 +54,13 @@ static int bind_mtp(const struct model *m, int layer, struct mtp_weights *w)
 	int rc = 0;
 	rc = rc ? rc : model_vector(m, &w->enorm, h, "model.layers.%d.enorm.weight", layer);
 	rc = rc ? rc : model_vector(m, &w->hnorm, h, "model.layers.%d.hnorm.weight", layer);
-	rc = rc ? rc : model_matrix(m, &w->eh_proj, h, 2 * h, "model.layers.%d.eh_proj.weight", layer);
+	if (c->rows[layer].residual == RESIDUAL_HC) {
+		rc = rc ? rc : model_matrix(m, &w->e_proj, h, h, "model.layers.%d.e_proj.weight", layer);
+		rc = rc ? rc : model_matrix(m, &w->h_proj, h, h, "model.layers.%d.h_proj.weight", layer);
+		rc = rc ? rc : hc_head_bind(&w->hc_head, m, layer);
+	} else {
+		rc = rc ? rc : model_matrix(m, &w->eh_proj, h, 2 * h, "model.layers.%d.eh_proj.weight", layer);
+	}
 	rc = rc ? rc : model_vector(m, &w->head_norm, h, "model.layers.%d.shared_head.norm.weight", layer);
 	if (rc)
 		return rc;
@@ -93,7 +99,7 @@ int forward_layers_bind(struct forward *f)
 		}
 	}
 	if (!rc && c->n_layers > 0 && c->rows[0].residual == RESIDUAL_HC)
-		rc = hc_head_bind(&f->hc_head, m);
+		rc = hc_head_bind(&f->hc_head, m, -1);
 	for (int i = 0; !rc && i < f->n_mtp; i++)
 		rc = bind_mtp(m, c->n_layers + i, &f->mtp[i]);
 	return rc;

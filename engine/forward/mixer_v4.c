@@ -118,7 +118,7 @@ static int64_t series_slot(const struct v4_series *s, int64_t pos, int half)
 
 static enum v4_attn attn_of(const struct model_config *c, int l)
 {
-	return l < c->n_layers ? c->v4_attn[l] : V4_ATTN_SLIDING;
+	return l < c->n_layers + c->n_mtp_layers ? c->v4_attn[l] : V4_ATTN_SLIDING;
 }
 
 static void layout_of(const struct model_config *c, int l, int ctx, struct v4_layout *o)

@@ -329,7 +329,8 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 	const struct model_config *c = &m->cfg;
 	/* MTP modules load when their tensors are in the container. */
 	char probe[TENSOR_NAME_MAX];
-	snprintf(probe, sizeof probe, "model.layers.%d.eh_proj.weight", c->n_layers);
+	snprintf(probe, sizeof probe, "model.layers.%d.%s", c->n_layers,
+		 c->arch == MODEL_ARCH_DEEPSEEK_V4 ? "e_proj.weight" : "eh_proj.weight");
 	m->n_mtp = c->n_mtp_layers > 0 && manifest_find(&m->man, probe) ? c->n_mtp_layers : 0;
 	for (int l = c->n_layers; !rc && l < c->n_layers + m->n_mtp; l++)
 		rc = model_config_layer_moe(c, l) ? check_expert_layer(m, l) : 0;

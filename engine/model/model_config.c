@@ -568,8 +568,9 @@ static int v4_layer_types(struct model_config *cfg, const cJSON *j, const char *
 	} else if (ratios && !cJSON_IsNull(ratios)) {
 		if (!cJSON_IsArray(ratios) || cJSON_GetArraySize(ratios) < N)
 			return error_set(EINVAL, "%s: compress_ratios must list num_hidden_layers (%d) entries", src, N);
-		/* Every entry maps (a released config lists its MTP layer too);
-		 * the first num_hidden_layers are kept. */
+		/* Every entry maps; a released config lists its MTP layers after
+		 * the decoder layers (DeepSeek's Attention reads
+		 * compress_ratios[layer_id] for them too). */
 		int l = 0;
 		for (const cJSON *e = ratios->child; e && !rc; e = e->next, l++) {
 			char field[32];
@@ -578,7 +579,7 @@ static int v4_layer_types(struct model_config *cfg, const cJSON *j, const char *
 			rc = json_item_int(e, src, field, 0, 128, &r);
 			if (!rc && r != 0 && r != 4 && r != 128)
 				rc = error_set(EINVAL, "%s: %s must be 0, 4 or 128, not %lld", src, field, (long long)r);
-			if (l < N)
+			if (l < MODEL_LAYERS_MAX)
 				types[l] = r == 0 ? V4_ATTN_SLIDING : r == 4 ? V4_ATTN_CSA : V4_ATTN_HCA;
 		}
 	} else {
@@ -587,6 +588,11 @@ static int v4_layer_types(struct model_config *cfg, const cJSON *j, const char *
 	}
 	for (int l = 0; !rc && l < N; l++)
 		cfg->v4_attn[l] = (enum v4_attn)types[l];
+	/* MTP layers: their compress_ratios entry when the list has one, else
+	 * sliding (layer_types covers the decoder layers only). */
+	int listed = ratios && cJSON_IsArray(ratios) && !(lt && !cJSON_IsNull(lt)) ? cJSON_GetArraySize(ratios) : N;
+	for (int l = N; !rc && l < MODEL_LAYERS_MAX; l++)
+		cfg->v4_attn[l] = l < listed ? (enum v4_attn)types[l] : V4_ATTN_SLIDING;
 	return rc;
 }
 
@@ -715,8 +721,10 @@ static int v4_rope(struct model_config *cfg, const cJSON *j, const char *src)
 /* DeepSeek-V4 (DeepseekV4Config, transformers v5.15.0): shared-KV MQA with
  * sliding, CSA and HCA layers, hyper-connections, sqrt-softplus routing
  * with hash-routed first layers, one shared expert, clamped SwiGLU. The
- * MTP modules of num_nextn_predict_layers are read for their range but
- * not instantiated, as transformers does not. */
+ * num_nextn_predict_layers MTP modules (which transformers does not
+ * instantiate) are layers n_layers.. as DeepSeek's inference code builds
+ * them (MTPBlock(n_layers + i)): a hyper-connected block with top-k
+ * routing, attention as compress_ratios lists it, else sliding. */
 static int parse_deepseek_v4(struct model_config *cfg, const cJSON *j, const char *src)
 {
 	int rc = 0;
@@ -817,11 +825,14 @@ static int parse_deepseek_v4(struct model_config *cfg, const cJSON *j, const cha
 	}
 	if (rc)
 		return rc;
-	for (int l = 0; l < cfg->n_layers; l++) {
-		cfg->hash_routed[l] = mlp[l] == 0;
+	if (cfg->n_layers + nextn > MODEL_LAYERS_MAX)
+		return error_set(EINVAL, "%s: %d layers and %d MTP layers exceed %d", src, cfg->n_layers, nextn,
+				 MODEL_LAYERS_MAX);
+	cfg->n_mtp_layers = nextn;
+	for (int l = 0; l < cfg->n_layers + nextn; l++) {
+		cfg->hash_routed[l] = l < cfg->n_layers && mlp[l] == 0;
 		set_moe(cfg, l, true);
 	}
-	cfg->n_mtp_layers = 0;
 	return 0;
 }
 

@@ -247,7 +247,7 @@ static void specs_layer(struct spec_list *l, const struct model_config *c, int i
 int model_tensors_resident(const struct model_config *c, struct tensor_spec **out, size_t *n)
 {
 	int stored = c->n_layers + c->n_mtp_layers;
-	struct spec_list l = { .cap = 8 + (size_t)stored * 40 };
+	struct spec_list l = { .cap = 8 + (size_t)stored * 48 };
 	l.v = calloc(l.cap, sizeof *l.v);
 	if (!l.v)
 		return error_set(ENOMEM, "out of memory");
@@ -268,6 +268,21 @@ int model_tensors_resident(const struct model_config *c, struct tensor_spec **ou
 	 * heads, stored as layers n_layers.. (MTP weights stay >= int8). */
 	for (int i = c->n_layers; i < stored; i++) {
 		specs_layer(&l, c, i);
+		if (c->rows[i].residual == RESIDUAL_HC) {
+			/* DeepSeek-V4's MTPBlock: e_proj and h_proj (the embedding and
+			 * each stream apart), its own final norm and hc_head; it
+			 * shares the model's embedding and head. */
+			int64_t hc = c->hc_mult;
+			spec_norm(&l, c, i, h, "model.layers.%d.enorm.weight", i);
+			spec_norm(&l, c, i, h, "model.layers.%d.hnorm.weight", i);
+			spec_add(&l, TENSOR_ROLE_DENSE, i, h, h, false, "model.layers.%d.e_proj.weight", i);
+			spec_add(&l, TENSOR_ROLE_DENSE, i, h, h, false, "model.layers.%d.h_proj.weight", i);
+			spec_norm(&l, c, i, h, "model.layers.%d.shared_head.norm.weight", i);
+			spec_add(&l, TENSOR_ROLE_ROUTER, i, hc, hc * h, false, "model.layers.%d.hc_head.hc_fn", i);
+			spec_add(&l, TENSOR_ROLE_VECTOR, i, hc, 0, false, "model.layers.%d.hc_head.hc_base", i);
+			spec_add(&l, TENSOR_ROLE_VECTOR, i, 1, 0, false, "model.layers.%d.hc_head.hc_scale", i);
+			continue;
+		}
 		spec_norm(&l, c, i, h, "model.layers.%d.enorm.weight", i);
 		spec_norm(&l, c, i, h, "model.layers.%d.hnorm.weight", i);
 		spec_add(&l, TENSOR_ROLE_DENSE, i, h, 2 * h, false, "model.layers.%d.eh_proj.weight", i);
