@@ -9,7 +9,7 @@
  * as ids 0..255, merges of lower-case letter pairs as ids 256..479, and the
  * special tokens of every family's chat format from id 480. The chat
  * template is the family's released one from tests/chat_templates, or
- * none for DeepSeek-V3.2 and GLM-5, whose checkpoints ship none (colibri's
+ * none for DeepSeek-V3.2, DeepSeek-V4 and GLM-5, whose checkpoints ship none (colibri's
  * built-in template for them is used, as on a real checkpoint).
  *
  * family_model(ws, family, out) converts fixtures/hf/<family> with that
@@ -34,6 +34,7 @@ static const struct family_chat family_chats[] = {
 	{ "mixtral", "mixtral.jinja", "<s>", "</s>" },
 	{ "deepseek_v3", "deepseek-v3.jinja", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>" },
 	{ "deepseek_v32", NULL, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>" },
+	{ "deepseek_v4", NULL, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>" },
 	{ "glm4_moe", "glm-4.6.jinja", NULL, "<|endoftext|>" },
 	{ "glm_moe_dsa", NULL, NULL, "<|endoftext|>" },
 	{ "qwen3_5_moe", "qwen3.5.jinja", NULL, "<|im_end|>" },
@@ -45,7 +46,7 @@ static const char *const family_specials[] = {
 	"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
 	"<tool_response>", "</tool_response>", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>",
 	"<｜Assistant｜>", "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<s>",
-	"</s>", "[INST]", "[/INST]",
+	"</s>", "[INST]", "[/INST]", "｜DSML｜", "<｜latest_reminder｜>",
 };
 
 /* GPT-2's byte-level alphabet: the character byte b stands for, UTF-8. */

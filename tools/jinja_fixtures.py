@@ -46,6 +46,7 @@ import copy
 import importlib.util
 import json
 import os
+import re
 import sys
 
 import jinja2
@@ -302,10 +303,29 @@ def dsv32_reference(enc, messages, tools, extra):
         return ("error", "%s: %s" % (type(e).__name__, e), False)
 
 
-def dsv4_reference(enc, messages, tools, variables):
+# What encode_messages() appends after a last user / developer turn (or a
+# task's): deepseek-v4.jinja leaves it out without add_generation_prompt.
+DSV4_GEN_PROMPT = re.compile("(<｜Assistant｜>(<think>|</think>)(<｜action｜>)?"
+                             "|<｜(query|authority|domain|title|read_url)｜>)$")
+
+
+def dsv4_reference(enc, messages, tools, variables, gen=True):
     """encode_messages() of encoding_dsv4.py under deepseek-v4.jinja's conventions for a chat
     request: the tools in a leading system message, thinking unless `thinking` (or else
-    enable_thinking) is false, reasoning_effort passed on."""
+    enable_thinking) is false, reasoning_effort passed on; without gen, less the generation
+    prompt the script put after the last turn (one that the assistant answers next)."""
+    r = dsv4_encode(enc, messages, tools, variables)
+    last = messages[-1] if messages else {}
+    if r[0] == "ok" and not gen and (last.get("role") in ("user", "developer", "tool")
+                                     or last.get("task") is not None):
+        m = DSV4_GEN_PROMPT.search(r[1])
+        if not m:
+            sys.exit("encoding_dsv4.py: no generation prompt at the end of %r" % r[1][-80:])
+        r = ("ok", r[1][:m.start()])
+    return r
+
+
+def dsv4_encode(enc, messages, tools, variables):
     think = variables.get("thinking", variables.get("enable_thinking", True))
     msgs = copy.deepcopy(messages)
     for m in msgs:  # the script wants OpenAI's JSON-string arguments
@@ -340,7 +360,7 @@ def render_case(name, text, bos, eos, ci, cname, messages, vname, extra, gen, en
             sys.exit("deepseek-v3.2.jinja differs from encoding_dsv32.py on %s%s:\n  script: %r\n"
                      "  jinja2: %r" % (cname, vname, want, ref))
     if name == "deepseek-v4.jinja" and enc4 and not string_args:
-        want = dsv4_reference(enc4, messages, tools, variables)
+        want = dsv4_reference(enc4, messages, tools, variables, gen)
         if (want[0] == "ok") != (ref[0] == "ok") or (want[0] == "ok" and want[1] != ref[1]):
             sys.exit("deepseek-v4.jinja differs from encoding_dsv4.py on %s%s:\n  script: %r\n"
                      "  jinja2: %r" % (cname, vname, want, ref))

@@ -45,7 +45,7 @@ static const unsigned family_bits[] = {
 
 static const char *const roles[] = { "system", "user", "assistant", "tool", "function" };
 static const char *const model_types[] = { "qwen3", "qwen3_moe", "olmoe", "mixtral", "deepseek_v3",
-					   "glm4_moe", "deepseek_v32", "glm_moe_dsa", "llama" };
+					   "glm4_moe", "deepseek_v32", "deepseek_v4", "glm_moe_dsa", "llama" };
 
 static void render_check(const struct chat_template *ct, const struct chat_message *m, size_t n,
 			 const struct chat_options *opt, bool twice)
