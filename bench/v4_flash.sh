@@ -1,5 +1,7 @@
 #!/bin/sh
-# DeepSeek-V4-Flash's shape cut to BENCH_V4_LAYERS layers (2): decode in RAM
+# DeepSeek-V4-Flash's shape cut to the layers of BENCH_V4_TYPES (hca,csa:
+# a hash-routed HCA layer, then a top-k CSA layer with its indexer, so
+# every block kind runs; BENCH_V4_HASH hash layers, 1): decode in RAM
 # and under a cgroup v1 memory cap smaller than the container, with fio on
 # the expert files before each run (decode_runs.py, report.py), and the
 # compressed V4 cache of `colibri plan` at 8k and 32k positions against
@@ -17,7 +19,9 @@ py=/usr/bin/python3
 colibri=${COLIBRI:-$root/colibri}
 work=${BENCH_DIR:-$here/work}
 results=${BENCH_RESULTS:-$here/results}
-layers=${BENCH_V4_LAYERS:-2}
+types=${BENCH_V4_TYPES:-hca,csa}
+n_hash=${BENCH_V4_HASH:-1}
+layers=$(echo "$types" | tr ',' '\n' | grep -c .)
 tokens=${BENCH_TOKENS:-16}
 repeat=${BENCH_REPEAT:-2}
 fio_s=${BENCH_FIO_SECONDS:-3}
@@ -28,7 +32,7 @@ cg_ram=${BENCH_CGROUP_RAM:-1536M}
 budgets=${BENCH_BUDGETS:-100}
 modes=${BENCH_MODES:-cold,warm}
 date=$(date +%F)
-name=v4-flash-${layers}l-int4
+name=v4-flash-$(echo "$types" | tr ',' '-')-int4
 ctr=$work/$name
 say() { echo "v4_flash: $*" >&2; }
 mkdir -p "$work" "$results"
@@ -48,10 +52,10 @@ if [ ! -f "$ctr/manifest.json" ]; then
   fi
   free_gb=$(df -P -BG "$work" | awk 'NR == 2 {print int($4)}')
   if [ "$free_gb" -lt $((need_disk + 4)) ]; then
-    say "needs ${need_disk} GB on $work (+4 spare), has ${free_gb} GB: lower BENCH_V4_LAYERS"
+    say "needs ${need_disk} GB on $work (+4 spare), has ${free_gb} GB: list fewer BENCH_V4_TYPES"
     exit 1
   fi
-  gen="$py $root/tools/gen_model.py --arch deepseek_v4 --v4-shape flash --layers $layers --v4-fill tiled --out $src"
+  gen="$py $root/tools/gen_model.py --arch deepseek_v4 --v4-shape flash --v4-layer-types $types --v4-hash-layers $n_hash --v4-fill tiled --out $src"
   conv="$colibri convert $src $ctr --quant int4 --force"
   trap 'rm -rf "$src"' EXIT INT TERM
   say "$gen"; $gen
@@ -67,15 +71,15 @@ fi
 # cgroup and runs fio right before each run.
 raw=$results/decode-$name-$date.json
 mkdir -p "$work/decode-$name-scratch"
-set -- "$py" "$here/decode_runs.py" --model "$ctr" --out "$raw" --label "deepseek-v4-flash-${layers}l-int4" \
+set -- "$py" "$here/decode_runs.py" --model "$ctr" --out "$raw" --label "deepseek-v4-flash-$types-int4" \
     --colibri "$colibri" --tokens "$tokens" --budgets "$budgets" --modes "$modes" \
     --repeat "$repeat" --fio-seconds "$fio_s" --io-depth "$depth" --threads "$threads" \
     --scratch "$work/decode-$name-scratch" --fio-sweep "${BENCH_FIO_SWEEP:-8,32}"
 [ -n "$cg_limit" ] && set -- "$@" --cgroup-limit "$cg_limit" --cgroup-ram "$cg_ram"
-"$@" --command "BENCH_V4_LAYERS=$layers BENCH_TOKENS=$tokens BENCH_REPEAT=$repeat bench/v4_flash.sh  ->  $*" \
+"$@" --command "BENCH_V4_TYPES=$types BENCH_V4_HASH=$n_hash BENCH_TOKENS=$tokens BENCH_REPEAT=$repeat bench/v4_flash.sh  ->  $*" \
   || say "some runs failed (see $raw)"
 "$py" "$here/report.py" "$raw" --out "$results/decode-$name-$date.md" \
-    --title "colibri decode benchmark: DeepSeek-V4-Flash shape, $layers layers, int4"
+    --title "colibri decode benchmark: DeepSeek-V4-Flash shape, layers $types ($n_hash hash-routed), int4"
 
 # (c) the cache at 8k and 32k positions: plan's KV line (and its JSON bytes
 # per position) against DeepSeek-V3's MLA cache as colibri keeps it,

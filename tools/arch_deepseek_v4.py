@@ -77,7 +77,9 @@ RATIO_OF_TYPE = {"sliding_attention": 0, "compressed_sparse_attention": 4,
 ROUTER_STD = 2.0
 BIAS_STD = 0.3
 
-OPTIONS = ("v4_config", "expert_dtype", "v4_shape", "v4_fill")
+OPTIONS = ("v4_config", "expert_dtype", "v4_shape", "v4_fill", "v4_layer_types", "v4_hash_layers")
+TYPE_SHORT = {"sliding": "sliding_attention", "csa": "compressed_sparse_attention",
+              "hca": "heavily_compressed_attention"}
 
 # deepseek-ai/DeepSeek-V4-Flash as transformers' DeepseekV4Config defaults
 # describe it (43 layers; YaRN factor 16 over 65536 positions on the
@@ -113,6 +115,11 @@ def add_arguments(ap):
     g.add_argument("--v4-fill", choices=("random", "tiled"),
                    help="--v4-shape: random (default: every byte drawn) or tiled (one 16 MiB "
                         "random block per dtype read from a per-tensor offset; fast)")
+    g.add_argument("--v4-layer-types", metavar="T,T,...",
+                   help="--v4-shape: the kept layers' attention instead of the release's "
+                        "schedule, one of sliding / csa / hca per layer (sets --layers)")
+    g.add_argument("--v4-hash-layers", type=int, metavar="N",
+                   help="--v4-shape: hash-routed first layers (default: the release's 3)")
     g.add_argument("--expert-dtype", choices=("fp4", "fp8"),
                    help="deepseek_v4 with --weights-dtype fp8: routed experts in FP4 (default, "
                         "as released) or FP8")
@@ -181,7 +188,11 @@ def build_config(args, vocab, t=TINY, types=LAYER_TYPES):
         # DeepseekV4Config maps them through _COMPRESS_RATIO_TO_LAYER_TYPE),
         # the rates of the two compressed types, the hash layer count, the
         # rope dims and a flat YaRN rope_scaling for the compressed layers.
-        cfg.update(compress_ratios=[RATIO_OF_TYPE[x] for x in types],
+        # The release lists its MTP layers after the decoder layers
+        # (DeepSeek's Attention reads compress_ratios[layer_id] for them; 0
+        # there); here the MTP layer is a CSA layer, so that its compressor
+        # and indexer run too.
+        cfg.update(compress_ratios=[RATIO_OF_TYPE[x] for x in types] + [4] * t["mtp_layers"],
                    compress_rate_csa=t["csa_rate"], compress_rate_hca=t["hca_rate"],
                    num_hash_layers=t["n_hash"], qk_rope_head_dim=t["rope_dim"],
                    rope_scaling=dict(yarn, type="yarn"))
@@ -296,19 +307,21 @@ def tensor_specs(cfg):
     yield "head.weight", (V, H), "lm_head", 1.5 * H ** -0.5
     yield from head_specs(cfg, "")
     for m in range(cfg["num_nextn_predict_layers"]):
-        # The MTP block as the release names it (no authoritative definition
-        # of its forward is available here; the reference does not run it):
-        # e_proj / h_proj on the normed embedding and hidden state, its own
-        # final norm and hc_head, and one sliding-window block with a
-        # top-k-routed MoE.
+        # The MTP block as the release names it (DeepSeek's MTPBlock, see
+        # ref_deepseek_v4.py): e_proj / h_proj on the normed embedding and
+        # each hidden stream, its own final norm and hc_head, and one block
+        # with a top-k-routed MoE, its attention as compress_ratios lists it
+        # (else sliding).
         p = "mtp.%d." % m
+        L = cfg["num_hidden_layers"] + m
+        mtype = types[L] if L < len(types) else "sliding_attention"
         yield p + "e_proj.weight", (H, H), "proj", H ** -0.5
         yield p + "h_proj.weight", (H, H), "proj", H ** -0.5
         yield p + "enorm.weight", (H,), "norm", 0.1
         yield p + "hnorm.weight", (H,), "norm", 0.1
         yield p + "norm.weight", (H,), "norm", 0.1
         yield from head_specs(cfg, p)
-        yield from block_specs(cfg, p, "sliding_attention", False)
+        yield from block_specs(cfg, p, mtype, False)
 
 
 def encode(name, w, kind, weights_dtype, expert_dtype):
@@ -352,12 +365,13 @@ def build_tensors(cfg, seed, weights_dtype, expert_dtype, g):
 def main(args, ap, g):
     """gen_model's main for deepseek_v4; g is the gen_model module."""
     if args.arch not in ARCHS:
-        ap.error("--v4-config, --expert-dtype, --v4-shape and --v4-fill apply to --arch "
-                 "deepseek_v4 only")
+        ap.error("--v4-config, --expert-dtype, --v4-shape, --v4-fill, --v4-layer-types and "
+                 "--v4-hash-layers apply to --arch deepseek_v4 only")
     if args.v4_shape:
         return shape_main(args, ap, g)
-    if args.v4_fill:
-        ap.error("--v4-fill needs --v4-shape")
+    for opt in ("v4_fill", "v4_layer_types", "v4_hash_layers"):
+        if getattr(args, opt) is not None:
+            ap.error("--%s needs --v4-shape" % opt.replace("_", "-"))
     for opt, bad in (("--shape", getattr(args, "shape", None)),
                      ("--layers", getattr(args, "layers", None) is not None),
                      ("--tokenizer", args.tokenizer),
@@ -541,16 +555,29 @@ def shape_main(args, ap, g):
                      ("--expert-dtype fp8", args.expert_dtype == "fp8")):
         if bad:
             ap.error("%s does not combine with --v4-shape" % opt)
+    types = None
+    if args.v4_layer_types:
+        try:
+            types = [TYPE_SHORT[x.strip()] for x in args.v4_layer_types.split(",")]
+        except KeyError as e:
+            ap.error("--v4-layer-types: %s is not sliding, csa or hca" % e)
+        if args.layers is not None and args.layers != len(types):
+            ap.error("--layers %d but --v4-layer-types lists %d" % (args.layers, len(types)))
+        args.layers = len(types)
     if args.layers is not None:
         if not 1 <= args.layers <= t["layers"]:
             ap.error("--layers must be in [1, %d] for --v4-shape %s" % (t["layers"], args.v4_shape))
         t["layers"] = args.layers
+    if args.v4_hash_layers is not None:
+        if args.v4_hash_layers < 0:
+            ap.error("--v4-hash-layers must be >= 0")
+        t["n_hash"] = args.v4_hash_layers
     L = t["layers"]
     shards = L + 1 if args.shards is None else args.shards
     if shards < 1:
         ap.error("--shards must be >= 1")
     args.weights_dtype = "fp8"
-    cfg = build_config(args, t["vocab"], t, default_layer_types(L))
+    cfg = build_config(args, t["vocab"], t, types or default_layer_types(L))
     cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
                                   "quant_method": "fp8", "scale_fmt": "ue8m0",
                                   "weight_block_size": [128, 128]}
