@@ -75,4 +75,72 @@ static inline int gram_class_meets(const struct grammar *g, uint32_t c, uint32_t
 	return 0;
 }
 
+/*
+ * The matcher's workspace (grammar.c). Parse stacks are hash-consed
+ * persistent lists: node (pos, parent) is interned once, so equal stacks
+ * are equal ids and stacks share their tails. A stack set is a sorted,
+ * interned array of node ids (GRAM_ACCEPT stands for the empty stack, a
+ * complete match); set 0 is the empty set. The step cache maps (set, code
+ * point or UTF-8 prefix) to the next set, so a mask walk over the
+ * vocabulary trie mostly does hash look-ups. Everything is dropped at once
+ * (gram_ws_begin) when it grows past its high-water marks.
+ */
+#define GRAM_NONE 0xFFFFFFFFu	/* parent of a bottom frame */
+#define GRAM_ACCEPT 0xFFFFFFFEu	/* the empty stack, inside a set */
+
+struct gram_node {
+	uint32_t pos, parent;	/* element index (never GRAM_END); parent node or GRAM_NONE */
+};
+
+struct gram_set {
+	uint32_t off, n;	/* set_data[off .. off + n) */
+	uint32_t hash;
+};
+
+struct gram_ws {
+	const struct grammar *g;
+	struct gram_node *nodes;
+	uint32_t n_nodes, cap_nodes;
+	uint32_t *node_ht;	/* [node_ht_cap]: node id + 1, 0 empty */
+	uint32_t node_ht_cap;
+	uint32_t *set_data;
+	uint32_t n_set_data, cap_set_data;
+	struct gram_set *sets;
+	uint32_t n_sets, cap_sets;
+	uint32_t *set_ht;	/* [set_ht_cap]: set id + 1, 0 empty */
+	uint32_t set_ht_cap;
+	uint64_t *step_key;	/* [step_cap]: set << 32 | unit, 0 empty (set 0 is never stepped) */
+	uint32_t *step_val;
+	uint32_t step_cap, n_step;
+	uint32_t *tmp;		/* scratch list of node ids */
+	uint32_t n_tmp, cap_tmp;
+	uint64_t (*fix)[2];	/* [cap_fix] per set: ASCII bytes b with step(set, b) == set */
+	uint8_t *fix_known;	/* [cap_fix] whether fix[set] was computed */
+	uint32_t cap_fix;
+	uint32_t work;		/* closure steps in the current step */
+	int err;		/* first error of the current operation (-E2BIG, -ENOMEM) */
+};
+
+/* Partial UTF-8: the bytes of an incomplete code point, packed. */
+struct gram_part {
+	uint8_t b[3];
+	uint8_t n;	/* bytes held, 0..3 */
+};
+
+int gram_ws_begin(struct gram_ws *w, const struct grammar *g);
+void gram_ws_free(struct gram_ws *w);
+/* Next (set, partial) after one byte; returns 0 (the dead set) when rejected. */
+uint32_t gram_ws_byte(struct gram_ws *w, uint32_t set, struct gram_part *p, uint8_t byte);
+/*
+ * The ASCII bytes 1..127 that leave set unchanged (bit b of the 128-bit
+ * mask; bit 0 is never set), computed once per set; NULL on -ENOMEM.
+ */
+const uint64_t *gram_ws_fix(struct gram_ws *w, uint32_t set);
+/* True when set holds the empty stack. */
+int gram_ws_accepts(const struct gram_ws *w, uint32_t set);
+
+/* The state's stacks as a set id in its workspace (creating the workspace). */
+int gram_state_set(struct grammar_state *s, uint32_t *set, struct gram_part *p,
+		   struct gram_ws **w);
+
 #endif

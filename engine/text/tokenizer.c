@@ -253,6 +253,18 @@ int tokenizer_decode(const struct tokenizer *tok, const int32_t *ids, size_t n,
 	return 0;
 }
 
+int tokenizer_token_bytes(const struct tokenizer *tok, int32_t id, const char **bytes,
+			  size_t *len)
+{
+	*bytes = NULL;
+	*len = 0;
+	if (!id_known(tok, id))
+		return -EINVAL;
+	*bytes = tok->dec + tok->tokens[id].dec_off;
+	*len = tok->tokens[id].dec_len;
+	return 0;
+}
+
 int32_t tokenizer_token_id(const struct tokenizer *tok, const char *token_text)
 {
 	size_t n = strlen(token_text);

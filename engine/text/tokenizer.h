@@ -58,6 +58,17 @@ int tokenizer_decode(const struct tokenizer *tok, const int32_t *ids, size_t n,
 /* Id of a token given as its vocabulary string or added-token content; -1 if absent. */
 int32_t tokenizer_token_id(const struct tokenizer *tok, const char *token_text);
 
+/*
+ * The raw bytes id stands for, as the decoder produces them (byte-level
+ * symbols mapped back to bytes, "<0xHH>" byte tokens and the Metaspace
+ * marker resolved, added tokens as their content), before UTF-8 repair and
+ * before the decoder strips a leading space at the start of a text. *bytes
+ * is owned by tok and not NUL-terminated. Returns 0, or -EINVAL for an id
+ * the tokenizer does not know.
+ */
+int tokenizer_token_bytes(const struct tokenizer *tok, int32_t id, const char **bytes,
+			  size_t *len);
+
 /* One past the largest id the tokenizer knows (vocab and added tokens). */
 int tokenizer_vocab_size(const struct tokenizer *tok);
 
