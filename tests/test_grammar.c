@@ -210,6 +210,22 @@ Test(grammar, repetitions_and_escapes)
 	REJECTS(n, "b");
 	grammar_free(n);
 
+	/* An empty class matches nothing: "a" is refused, as nothing can follow it. */
+	struct grammar *d = parse_ok("root ::= \"a\" []\n");
+	struct grammar_state *ds;
+	cr_assert_eq(grammar_state_new(&ds, d), 0);
+	cr_expect(!grammar_state_dead(ds));
+	cr_expect_eq(grammar_state_advance(ds, "a", 1), -EILSEQ);
+	cr_expect(!grammar_state_dead(ds), "a rejected advance leaves the state as it was");
+	grammar_state_free(ds);
+	grammar_free(d);
+	d = parse_ok("root ::= []\n");
+	cr_assert_eq(grammar_state_new(&ds, d), 0);
+	cr_expect(grammar_state_dead(ds));
+	cr_expect(!grammar_state_accepting(ds));
+	grammar_state_free(ds);
+	grammar_free(d);
+
 	/* A root that cannot match anything but the empty string. */
 	struct grammar *e = parse_ok("root ::= \"\"\n");
 	ACCEPTS(e, "");

@@ -74,6 +74,9 @@ static void ws_clear(struct gram_ws *w)
 	w->n_step = 0;
 	if (w->fix_known)
 		memset(w->fix_known, 0, w->cap_fix);
+	if (w->ascii)
+		for (int i = 0; i < 256; i++)
+			w->ascii[i][0] = 0;
 }
 
 int gram_ws_begin(struct gram_ws *w, const struct grammar *g)
@@ -86,7 +89,8 @@ int gram_ws_begin(struct gram_ws *w, const struct grammar *g)
 		w->set_ht = calloc(w->set_ht_cap, sizeof(*w->set_ht));
 		w->step_key = calloc(w->step_cap, sizeof(*w->step_key));
 		w->step_val = calloc(w->step_cap, sizeof(*w->step_val));
-		if (!w->node_ht || !w->set_ht || !w->step_key || !w->step_val ||
+		w->ascii = calloc(256, sizeof(*w->ascii));
+		if (!w->node_ht || !w->set_ht || !w->step_key || !w->step_val || !w->ascii ||
 		    !grow((void **)&w->sets, &w->cap_sets, 1, sizeof(*w->sets)))
 			return -ENOMEM;
 		ws_clear(w);
@@ -111,6 +115,9 @@ void gram_ws_free(struct gram_ws *w)
 	free(w->tmp);
 	free(w->fix);
 	free(w->fix_known);
+	free(w->ascii);
+	free(w->walk_set);
+	free(w->walk_part);
 	free(w);
 }
 
@@ -203,7 +210,8 @@ static void closure(struct gram_ws *w, uint32_t n)
 	struct gram_node nd = w->nodes[n];
 	const struct gram_elem *e = &g->elems[nd.pos];
 	if (e->type == GRAM_CLASS) {
-		emit(w, n);
+		if (g->classes[e->arg].n > 0)	/* an empty class can never match: drop the stack */
+			emit(w, n);
 		return;
 	}
 	uint32_t cont = frame(w, nd.pos + 1, nd.parent);
@@ -374,8 +382,20 @@ uint32_t gram_ws_byte(struct gram_ws *w, uint32_t set, struct gram_part *p, uint
 	if (set == 0)
 		return 0;
 	if (p->n == 0) {
-		if (b < 0x80)
-			return step_cp(w, set, b);
+		if (b < 0x80) {
+			/* The hot path of a mask walk: a direct-mapped table per recent set. */
+			uint32_t *a = w->ascii[set & 255];
+			if (a[0] != set + 1) {
+				memset(a, 0, sizeof(*w->ascii));
+				a[0] = set + 1;
+			}
+			if (a[1 + b])
+				return a[1 + b] - 1;
+			uint32_t next = step_cp(w, set, b);
+			if (!w->err)
+				a[1 + b] = next + 1;
+			return next;
+		}
 		if (!utf8_need(b))
 			return 0;
 	} else {
@@ -453,6 +473,25 @@ const uint64_t *gram_ws_fix(struct gram_ws *w, uint32_t set)
 				m[b / 64] |= 1ull << (b % 64);
 		if (w->err)
 			return NULL;
+		/* Uniform above ASCII: each class holds all of 0x80.. or none. */
+		bool uniform = true;
+		const struct gram_set *st = &w->sets[set];
+		for (uint32_t i = 0; i < st->n && uniform; i++) {
+			uint32_t id = w->set_data[st->off + i];
+			if (id == GRAM_ACCEPT)
+				continue;
+			uint32_t c = w->g->elems[w->nodes[id].pos].arg;
+			const struct gram_range *r = w->g->ranges + w->g->classes[c].off;
+			uint32_t n = w->g->classes[c].n;
+			bool all = n > 0 && r[n - 1].lo <= 0x80 && r[n - 1].hi >= 0x10FFFF;
+			bool none = n == 0 || r[n - 1].hi < 0x80;
+			uniform = all || none;
+		}
+		if (uniform && step_cp(w, set, 0x80) == set)
+			m[0] |= 1;
+		if (w->err)
+			return NULL;
+		st = &w->sets[set];
 		w->fix[set][0] = m[0];
 		w->fix[set][1] = m[1];
 		w->fix_known[set] = 1;

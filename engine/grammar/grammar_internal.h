@@ -114,10 +114,15 @@ struct gram_ws {
 	uint32_t step_cap, n_step;
 	uint32_t *tmp;		/* scratch list of node ids */
 	uint32_t n_tmp, cap_tmp;
-	uint64_t (*fix)[2];	/* [cap_fix] per set: ASCII bytes b with step(set, b) == set */
+	uint64_t (*fix)[2];	/* [cap_fix] per set: ASCII bytes b with step(set, b) == set;
+				   bit 0: every code point >= 0x80 maps set to itself */
 	uint8_t *fix_known;	/* [cap_fix] whether fix[set] was computed */
 	uint32_t cap_fix;
 	uint32_t work;		/* closure steps in the current step */
+	uint32_t *walk_set;	/* [cap_walk] mask walk: set per trie depth */
+	struct gram_part *walk_part;	/* [cap_walk] and partial UTF-8 per depth */
+	uint32_t cap_walk;
+	uint32_t (*ascii)[129];	/* [256] direct-mapped: [0] the set (+1), [1 + b] next set (+1) */
 	int err;		/* first error of the current operation (-E2BIG, -ENOMEM) */
 };
 
@@ -133,7 +138,9 @@ void gram_ws_free(struct gram_ws *w);
 uint32_t gram_ws_byte(struct gram_ws *w, uint32_t set, struct gram_part *p, uint8_t byte);
 /*
  * The ASCII bytes 1..127 that leave set unchanged (bit b of the 128-bit
- * mask; bit 0 is never set), computed once per set; NULL on -ENOMEM.
+ * mask); bit 0 when every code point >= 0x80 does (each stack's class holds
+ * all of them or none, and one of them maps set to itself). Computed once
+ * per set; NULL on error.
  */
 const uint64_t *gram_ws_fix(struct gram_ws *w, uint32_t set);
 /* True when set holds the empty stack. */

@@ -31,7 +31,9 @@ struct grammar_vocab {
 	uint16_t *depth;	/* [n_nodes], 1 for the root's children */
 	uint32_t *skip;		/* [n_nodes] one past the subtree */
 	uint32_t *tok_off;	/* [n_nodes + 1] ids ending at node i: ids[tok_off[i] ..] */
-	uint64_t (*below)[2];	/* [n_nodes] bytes of the strict subtree; bit 0: NUL or non-ASCII */
+	uint64_t (*below)[2];	/* [n_nodes] ASCII bytes of the strict subtree; bit 0: a NUL
+				   byte or a prefix that is not valid UTF-8 */
+	uint8_t *high;		/* [n_nodes] the strict subtree has bytes >= 0x80 */
 	int32_t *ids;
 	uint32_t n_nodes;
 	uint32_t depth_max;
@@ -95,8 +97,9 @@ int grammar_vocab_new(struct grammar_vocab **out, size_t n_ids, const char *cons
 	v->tok_off = calloc(total + 2, sizeof(*v->tok_off));
 	v->ids = malloc((n ? n : 1) * sizeof(*v->ids));
 	v->below = calloc(total + 1, sizeof(*v->below));
+	v->high = calloc(total + 1, 1);
 	uint32_t *open = malloc((DEPTH_LIMIT + 2) * sizeof(*open));	/* node at each depth on the path */
-	if (!v->byte || !v->depth || !v->skip || !v->tok_off || !v->ids || !v->below || !open) {
+	if (!v->byte || !v->depth || !v->skip || !v->tok_off || !v->ids || !v->below || !v->high || !open) {
 		free(open);
 		goto nomem;
 	}
@@ -130,16 +133,51 @@ int grammar_vocab_new(struct grammar_vocab **out, size_t n_ids, const char *cons
 	v->n_nodes = nn;
 	for (uint32_t i = 0; i < nn; i++)
 		v->tok_off[i + 1] += v->tok_off[i];
+	/* UTF-8 validity of each node's prefix, read from the root. */
+	uint8_t *bad = calloc(nn + 1, 1);
+	uint8_t *need = malloc(v->depth_max + 2);	/* continuation bytes still due, per depth */
+	if (!bad || !need) {
+		free(bad);
+		free(need);
+		goto nomem;
+	}
+	need[0] = 0;
+	for (uint32_t i = 0; i < nn; i++) {
+		uint32_t d = v->depth[i];
+		uint8_t b = v->byte[i], due = need[d - 1];
+		if (due == 0xFF) {
+			bad[i] = 1;
+		} else if (due > 0) {
+			bad[i] = (b & 0xC0) != 0x80;
+			due--;
+		} else if (b == 0) {
+			bad[i] = 1;
+		} else if (b >= 0x80) {
+			/*
+			 * Lead bytes whose second byte is restricted (E0, ED, F0, F4)
+			 * count as bad too: bad[] only turns the shortcut off, so a
+			 * coarse check is enough and the matcher decides.
+			 */
+			due = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE1 && b <= 0xEF && b != 0xED ? 2 :
+			      b >= 0xF1 && b <= 0xF3 ? 3 : 0;
+			bad[i] = due == 0;
+		}
+		need[d] = bad[i] ? 0xFF : due;
+	}
+	free(need);
 	/* Children come after their parent, so one backward pass fills below[]. */
 	for (uint32_t i = nn; i-- > 0;) {
 		for (uint32_t j = i + 1; j < v->skip[i]; j = v->skip[j]) {
 			uint8_t b = v->byte[j];
-			unsigned bit = b == 0 || b >= 0x80 ? 0 : b;
+			unsigned bit = b < 0x80 && !bad[j] ? b : 0;
 			v->below[i][0] |= v->below[j][0];
 			v->below[i][1] |= v->below[j][1];
-			v->below[i][bit / 64] |= 1ull << (bit % 64);
+			if (b < 0x80 || bad[j])
+				v->below[i][bit / 64] |= 1ull << (bit % 64);
+			v->high[i] |= v->high[j] | (b >= 0x80);
 		}
 	}
+	free(bad);
 	/* Sorted order puts every id of node i after those of earlier nodes. */
 	for (size_t i = 0; i < n; i++)
 		v->ids[i] = refs[i].id;
@@ -185,6 +223,7 @@ void grammar_vocab_free(struct grammar_vocab *v)
 	free(v->tok_off);
 	free(v->ids);
 	free(v->below);
+	free(v->high);
 	free(v->eos);
 	free(v);
 }
@@ -212,13 +251,18 @@ int grammar_allowed(struct grammar_state *s, const struct grammar_vocab *v, uint
 				count++;
 			}
 		}
-	uint32_t *set = malloc((v->depth_max + 1) * sizeof(*set));
-	struct gram_part *part = malloc((v->depth_max + 1) * sizeof(*part));
-	if (!set || !part) {
-		free(set);
-		free(part);
-		return -ENOMEM;
+	if (w->cap_walk < v->depth_max + 1) {
+		/* Sized once per vocabulary: later masks do not allocate here. */
+		free(w->walk_set);
+		free(w->walk_part);
+		w->walk_set = malloc((v->depth_max + 1) * sizeof(*w->walk_set));
+		w->walk_part = malloc((v->depth_max + 1) * sizeof(*w->walk_part));
+		w->cap_walk = w->walk_set && w->walk_part ? v->depth_max + 1 : 0;
+		if (!w->cap_walk)
+			return -ENOMEM;
 	}
+	uint32_t *set = w->walk_set;
+	struct gram_part *part = w->walk_part;
 	set[0] = set0;
 	part[0] = p0;
 	bool nomem = false;
@@ -239,14 +283,16 @@ int grammar_allowed(struct grammar_state *s, const struct grammar_vocab *v, uint
 			bits[id / 64] |= 1ull << (id % 64);
 			count++;
 		}
-		if (p.n == 0 && v->skip[i] - i >= SUBTREE_MIN && next == set[d - 1]) {
+		if (p.n == 0 && p0.n == 0 && v->skip[i] - i >= SUBTREE_MIN && next == set[d - 1]) {
 			/* Only a set that just mapped to itself is worth testing. */
 			const uint64_t *fix = gram_ws_fix(w, next);
 			if (!fix) {
 				nomem = !w->err;
 				break;
 			}
-			if (!(v->below[i][0] & ~fix[0]) && !(v->below[i][1] & ~fix[1])) {
+			bool whole = !(v->below[i][0] & 1) && !(v->below[i][0] & ~fix[0] & ~1ull) &&
+				     !(v->below[i][1] & ~fix[1]) && (!v->high[i] || (fix[0] & 1));
+			if (whole) {
 				for (uint32_t k = v->tok_off[i + 1]; k < v->tok_off[v->skip[i]]; k++) {
 					int32_t id = v->ids[k];
 					bits[id / 64] |= 1ull << (id % 64);
@@ -258,8 +304,6 @@ int grammar_allowed(struct grammar_state *s, const struct grammar_vocab *v, uint
 		}
 		i++;
 	}
-	free(set);
-	free(part);
 	return w->err ? w->err : nomem ? -ENOMEM : count;
 }
 
