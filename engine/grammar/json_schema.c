@@ -286,6 +286,8 @@ static bool name_taken(const struct gen *g, const char *n)
 /* A fresh rule name made from hint: [A-Za-z0-9-] only, numbered when taken. */
 static const char *name_new(struct gen *g, const char *hint)
 {
+	if (g->rc || !hint)
+		return NULL;
 	struct strbuf b = { 0 };
 	bool dash = true;
 	for (const char *h = hint; *h && b.len < 48; h++) {
@@ -1595,6 +1597,131 @@ static bool required_has(const cJSON *req, const char *key)
 	return false;
 }
 
+/* A trie of the listed member names, for extra-member keys that must differ from them. */
+struct trie {
+	struct trie_node {
+		uint32_t cp;
+		int child, sibling;	/* first child, next sibling; -1: none */
+		bool terminal;		/* a name ends here */
+	} *v;
+	size_t n, cap;
+};
+
+static int trie_insert(struct trie *t, const uint32_t *cp, size_t n)
+{
+	int at = 0;
+	for (size_t i = 0; i < n; i++) {
+		int c = t->v[at].child;
+		while (c >= 0 && t->v[c].cp != cp[i])
+			c = t->v[c].sibling;
+		if (c < 0) {
+			if (array_grow((void **)&t->v, &t->cap, t->n + 1, sizeof *t->v))
+				return -ENOMEM;
+			c = (int)t->n++;
+			t->v[c] = (struct trie_node){ cp[i], -1, t->v[at].child, false };
+			t->v[at].child = c;
+		}
+		at = c;
+	}
+	t->v[at].terminal = true;
+	return 0;
+}
+
+#define KEY_CHAR_ESCAPE "\"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )"
+
+/* String contents (and the closing quote) after the prefix of node i that are no listed name. */
+static const char *trie_gbnf(struct gen *g, const struct trie *t, int i, const char *name, int depth)
+{
+	struct strbuf b = { 0 };
+	int alts = 0;
+	if (!t->v[i].terminal) {
+		strbuf_put(&b, "\"\\\"\"", 4);
+		alts++;
+	}
+	struct cset other = { 0 };
+	cset_add(&other, 0, 0x1f);
+	cset_add(&other, '"', '"');
+	cset_add(&other, '\\', '\\');
+	for (int c = t->v[i].child; c >= 0; c = t->v[c].sibling) {
+		cset_add(&other, t->v[c].cp, t->v[c].cp);
+		const char *e = trie_gbnf(g, t, c, name, depth + 1);
+		if (!e)
+			break;
+		struct strbuf one = { 0 };
+		put_utf8(&one, t->v[c].cp);
+		if (alts++)
+			strbuf_put(&b, " | ", 3);
+		put_literal(&b, one.p, one.len);
+		strbuf_printf(&b, " %s", e);
+		strbuf_free(&one);
+	}
+	cset_negate(&other);
+	strbuf_printf(&b, "%s( ", alts++ ? " | " : "");
+	if (other.n) {
+		strbuf_put(&b, "[", 1);
+		for (size_t k = 0; k < other.n; k++) {
+			put_class_char(&b, other.r[k][0]);
+			if (other.r[k][1] > other.r[k][0]) {
+				strbuf_put(&b, "-", 1);
+				put_class_char(&b, other.r[k][1]);
+			}
+		}
+		strbuf_put(&b, "] | ", 4);
+	}
+	strbuf_printf(&b, KEY_CHAR_ESCAPE " ) %s* \"\\\"\"", prim(g, PRIM_CHAR));
+	free(other.r);
+	if (other.rc)
+		b.rc = -ENOMEM;
+	struct strbuf p = { 0 };
+	strbuf_printf(&p, "( %s )", b.p ? b.p : "");
+	strbuf_free(&b);
+	const char *e = keep(g, &p);
+	if (e && depth % 16 == 15)
+		e = as_rule(g, fmt(g, "%s-%d", name, depth), e);
+	return e;
+}
+
+/*
+ * A JSON string that is none of the names of members m (as written in
+ * canonical form), for the keys of extra members; any string, with a
+ * warning, when a name needs escapes or is very long.
+ */
+static const char *key_other(struct gen *g, const char *const *names, size_t n, const char *name,
+			     const char *path)
+{
+	struct trie t = { 0 };
+	const char *e = NULL;
+	if (array_grow((void **)&t.v, &t.cap, 1, sizeof *t.v)) {
+		fail(g, ENOMEM, "out of memory");
+		return NULL;
+	}
+	t.v[0] = (struct trie_node){ 0, -1, -1, false };
+	t.n = 1;
+	uint32_t cp[256];
+	for (size_t i = 0; i < n; i++) {
+		struct rx x = { g, names[i], names[i] + strlen(names[i]), NULL, 0 };
+		size_t k = 0;
+		while (x.p < x.end && k < sizeof cp / sizeof *cp && rx_utf8(&x, &cp[k]) && cp[k] >= 0x20 &&
+		       cp[k] != '"' && cp[k] != '\\')
+			k++;
+		if (x.p < x.end) {
+			warn(g, "extra members at %s may repeat the listed name \"%s\"", at(path), names[i]);
+			free(t.v);
+			return prim(g, PRIM_STRING);
+		}
+		if (trie_insert(&t, cp, k)) {
+			fail(g, ENOMEM, "out of memory");
+			free(t.v);
+			return NULL;
+		}
+	}
+	const char *body = trie_gbnf(g, &t, 0, name, 0);
+	if (body)
+		e = as_rule(g, name, fmt(g, "\"\\\"\" %s", body));
+	free(t.v);
+	return e;
+}
+
 static const char *visit_object(struct gen *g, const cJSON *s, const char *name, const char *path)
 {
 	const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
@@ -1682,7 +1809,21 @@ static const char *visit_object(struct gen *g, const cJSON *s, const char *name,
 		const char *v = addl && cJSON_IsObject(addl) ?
 			as_rule(g, hint, visit(g, addl, hint, path_child(g, path, "additionalProperties"))) :
 			prim(g, PRIM_VALUE);
-		const char *body = fmt(g, "%s %s \":\" %s %s %s", prim(g, PRIM_STRING), ws, ws, v ? v : "", ws);
+		const char **names = calloc(n + 1, sizeof *names);
+		if (!names) {
+			fail(g, ENOMEM, "out of memory");
+			free(m);
+			return NULL;
+		}
+		size_t k = 0;
+		cJSON_ArrayForEach(p, props)
+			names[k++] = p->string;
+		cJSON_ArrayForEach(r, req)
+			if (!props || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring))
+				names[k++] = r->valuestring;
+		const char *key = k ? key_other(g, names, k, fmt(g, "%s-extra-key", name), path) : prim(g, PRIM_STRING);
+		free(names);
+		const char *body = fmt(g, "%s %s \":\" %s %s %s", key ? key : "", ws, ws, v ? v : "", ws);
 		extra = name_new(g, fmt(g, "%s-kv", hint));
 		rule_add(g, extra, body);
 	}
