@@ -14,6 +14,7 @@
 #include "engine/cli/default_model.h"
 #include "base/files.h"
 #include "engine/decode/generate.h"
+#include "engine/grammar/grammar.h"
 #include "engine/text/prompt.h"
 #include "engine/decode/session.h"
 #include "engine/text/tokenizer.h"
@@ -23,7 +24,7 @@ static void run_usage(FILE *f)
 {
 	fprintf(f, "usage: colibri run [--model DIR] (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]\n"
 		   "                   [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]\n"
-		   "                   [--draft auto|N]%s\n"
+		   "                   [--draft auto|N] [--grammar FILE | --grammar-text GBNF] [--no-forced-batch]%s\n"
 		   "  Generates up to N tokens (default 128) and streams the text to stdout.\n"
 		   "  Without --model: the default model (a toy trained on the King James Bible, models/kjv-moe-hf).\n"
 		   "  --prompt-file reads the prompt from a file (- for stdin), for prompts too long for a\n"
@@ -34,14 +35,34 @@ static void run_usage(FILE *f)
 		   "  drafts when a cost model fed by the measured step times, expert misses and\n"
 		   "  acceptance says it pays, and re-checks rarely when it does not; when sampling\n"
 		   "  (temperature > 0) auto does not draft, so a seeded run's text is reproducible.\n"
+		   "  --grammar / --grammar-text: the output follows a GBNF grammar (llama.cpp's format; root\n"
+		   "  rule \"root\"): each step samples among the tokens it admits, and where it admits one\n"
+		   "  token only, that token is appended without sampling and a run of them goes through one\n"
+		   "  forward (--no-forced-batch: one forward each, the same output).\n"
 		   "  --stats prints prompt and decode tok/s, time to first token and expert statistics to stderr.\n",
 		SESSION_USAGE);
 }
 
 enum {
 	RUN_PROMPT = 2000, RUN_PROMPT_FILE, RUN_TOKENS, RUN_TEMP, RUN_TOP_P, RUN_TOP_K, RUN_SEED, RUN_CHAT,
-	RUN_SYSTEM, RUN_DRAFT
+	RUN_SYSTEM, RUN_DRAFT, RUN_GRAMMAR, RUN_GRAMMAR_TEXT, RUN_NO_FORCED_BATCH
 };
+
+/* Compiles the grammar of --grammar FILE or --grammar-text TEXT; errors
+ * name the file (or the option) with the line and column. */
+static int run_grammar(const char *file, const char *text, struct grammar **out)
+{
+	char *buf = NULL, err[512] = "";
+	size_t len = text ? strlen(text) : 0;
+	int rc = 0;
+	if (file && (rc = file_read_input(file, &buf, &len)))
+		return rc;
+	rc = grammar_parse(out, file ? buf : text, len, NULL, err, sizeof err);
+	free(buf);
+	if (rc)
+		return error_set(-rc, "%s: %s", file ? file : "--grammar-text", err[0] ? err : "cannot compile the grammar");
+	return 0;
+}
 
 int cmd_run(int argc, char **argv)
 {
@@ -49,6 +70,7 @@ int cmd_run(int argc, char **argv)
 	session_options_default(&so);
 	struct generate_options go;
 	const char *prompt = NULL, *prompt_file = NULL, *tokens_arg = NULL, *system = NULL;
+	const char *grammar_file = NULL, *grammar_text = NULL;
 	bool chat = false;
 	static const struct option opts[] = {
 		SESSION_LONG_OPTIONS,
@@ -58,6 +80,8 @@ int cmd_run(int argc, char **argv)
 		{ "top-k", required_argument, 0, RUN_TOP_K },   { "seed", required_argument, 0, RUN_SEED },
 		{ "chat", no_argument, 0, RUN_CHAT },           { "system", required_argument, 0, RUN_SYSTEM },
 		{ "draft", required_argument, 0, RUN_DRAFT },
+		{ "grammar", required_argument, 0, RUN_GRAMMAR }, { "grammar-text", required_argument, 0, RUN_GRAMMAR_TEXT },
+		{ "no-forced-batch", no_argument, 0, RUN_NO_FORCED_BATCH },
 		{ "help", no_argument, 0, 'h' },                { 0, 0, 0, 0 },
 	};
 	/* The model folder decides the sampling defaults: find it first. */
@@ -92,6 +116,9 @@ int cmd_run(int argc, char **argv)
 				rc = error_set(EINVAL, "--draft takes auto or a number of drafts 0..16, not \"%s\"", optarg);
 			}
 			break;
+		case RUN_GRAMMAR: grammar_file = optarg; break;
+		case RUN_GRAMMAR_TEXT: grammar_text = optarg; break;
+		case RUN_NO_FORCED_BATCH: go.forced_batch = false; break;
 		case 'h':
 			run_usage(stdout);
 			return 0;
@@ -104,19 +131,27 @@ int cmd_run(int argc, char **argv)
 	}
 	if (rc)
 		return cmd_fail("bad option");
-	if ((!!prompt + !!prompt_file + !!tokens_arg) != 1 || optind != argc) {
+	if ((!!prompt + !!prompt_file + !!tokens_arg) != 1 || optind != argc || (grammar_file && grammar_text)) {
 		run_usage(stderr);
 		return 2;
 	}
-	if (default_model_use(&so.model_dir))
+	struct grammar *gram = NULL;
+	if ((grammar_file || grammar_text) && run_grammar(grammar_file, grammar_text, &gram))
+		return cmd_fail("bad grammar");
+	go.grammar = gram;
+	if (default_model_use(&so.model_dir)) {
+		grammar_free(gram);
 		return cmd_fail("no model");
+	}
 	struct tokenizer *tok = NULL;
 	int32_t *ids = NULL;
 	int n = 0;
 	char *file_text = NULL;
 	size_t prompt_len = prompt ? strlen(prompt) : 0;
-	if (prompt_file && (rc = file_read_input(prompt_file, &file_text, &prompt_len)))
+	if (prompt_file && (rc = file_read_input(prompt_file, &file_text, &prompt_len))) {
+		grammar_free(gram);
 		return cmd_fail("cannot read the prompt");
+	}
 	if (prompt_file)
 		prompt = file_text;
 	rc = session_check_model(so.model_dir);
@@ -153,5 +188,6 @@ int cmd_run(int argc, char **argv)
 	free(ids);
 	free(file_text);
 	tokenizer_free(tok);
+	grammar_free(gram);
 	return rc ? cmd_fail("run failed") : 0;
 }

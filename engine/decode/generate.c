@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/decode/constrain.h"
 #include "engine/decode/draft_policy.h"
 #include "engine/decode/session.h"
 #include "base/files.h"
@@ -30,6 +31,7 @@ int generate_options_default(struct generate_options *o, const char *model_dir)
 	o->temp = 0;
 	o->top_p = 1;
 	o->seed = (uint64_t)time(NULL);
+	o->forced_batch = true;
 	if (!model_dir)
 		return 0;
 	char path[PATH_MAX];
@@ -85,6 +87,7 @@ struct gen {
 	FILE *out;
 	struct generate_stats *st;
 	struct sampler smp;
+	struct constrain *cs;    /* the grammar, or NULL */
 	struct tokenizer_stream ts;
 	bool have_stream;
 	bool done;               /* EOS seen or n_predict reached */
@@ -113,6 +116,24 @@ static void gen_emit(struct gen *g, int32_t id)
 	g->done = g->st->n_generated >= g->o->n_predict;
 }
 
+/* Masks a row of logits to what the grammar admits next. */
+static int gen_mask(struct gen *g, float *logits)
+{
+	int64_t n = constrain_mask(g->cs, logits);
+	return n > 0 ? 0 : n < 0 ? (int)n : -EILSEQ;
+}
+
+/* The next token from a row of logits (overwritten): among those the
+ * grammar admits, sampled, and taken by the grammar. */
+static int gen_pick(struct gen *g, float *logits, int32_t *id)
+{
+	int rc = g->cs ? gen_mask(g, logits) : 0;
+	if (rc)
+		return rc;
+	*id = sampler_sample(&g->smp, logits);
+	return g->cs ? constrain_accept(g->cs, *id) : 0;
+}
+
 /* Buffers and state of decoding. The invariant between steps: `cur` is the
  * next token, sampled but neither emitted nor in the cache; h_prev is the
  * final hidden state of position f->seqs[0].pos - 1; with an MTP module in use,
@@ -127,7 +148,7 @@ struct dec {
 	float *hid;              /* [n + 1, forward_mtp_dim] */
 	float *mtp_hid;          /* [n, forward_mtp_dim] module output states, for chained drafts */
 	float *h_prev;           /* [forward_mtp_dim] */
-	int32_t *toks;           /* [n + 1] cur and the drafts */
+	int32_t *toks;           /* [max(n + 1, batch)] cur and the drafts, or cur and forced tokens */
 	int32_t cur;
 	bool drafted;            /* toks[1..n] and q hold drafts for cur */
 	int examined;            /* draft positions the last verification decided */
@@ -142,38 +163,76 @@ static int dec_draft(struct gen *g, struct dec *d)
 	int64_t H = forward_mtp_dim(f), V = g->s->model.cfg.vocab;
 	int32_t prev = d->cur;
 	const float *h = d->h_prev;
-	for (int k = 0; k < d->n; k++) {
-		int rc = forward_mtp(f, 0, h, &prev, 1, f->seqs[0].pos - 1 + k, d->draft_logits, d->mtp_hid + k * H);
+	/* Under a grammar the drafts are drawn among the tokens it admits, on
+	 * a copy of its state (verification masks the target rows itself, so
+	 * this only raises acceptance). */
+	struct grammar_state *saved = NULL;
+	bool masking = g->cs != NULL;
+	if (masking && constrain_save(g->cs, &saved))
+		return -ENOMEM;
+	int rc = 0;
+	for (int k = 0; !rc && k < d->n; k++) {
+		rc = forward_mtp(f, 0, h, &prev, 1, f->seqs[0].pos - 1 + k, d->draft_logits, d->mtp_hid + k * H);
 		if (rc)
-			return rc;
+			break;
+		if (masking && constrain_mask(g->cs, d->draft_logits) <= 0) {
+			masking = false; /* a dead end: the rest is drafted freely, and rejected */
+			error_clear();
+		}
 		sampler_probs(&g->smp, d->draft_logits, d->q + (size_t)k * V);
 		prev = sampler_draw(&g->smp, d->q + (size_t)k * V);
 		d->toks[k + 1] = prev;
+		if (masking && constrain_accept(g->cs, prev)) {
+			masking = false;
+			error_clear();
+		}
 		h = d->mtp_hid + k * H;
 	}
-	d->drafted = true;
-	return 0;
+	if (saved)
+		constrain_restore(g->cs, saved);
+	d->drafted = !rc;
+	return rc;
 }
 
-/* One token with one forward; keeps the MTP cache current when asked. */
+/* One token with one forward, and with it the tokens the grammar forces
+ * after it (appended without sampling, as many as a step holds); keeps the
+ * MTP cache current when asked. */
 static int dec_plain(struct gen *g, struct dec *d)
 {
 	struct forward *f = &g->s->fwd;
 	int64_t H = forward_mtp_dim(f);
 	gen_emit(g, d->cur);
 	d->drafted = false;
-	if (g->done)
-		return 0;
+	int n = 1, rc = 0;
+	d->toks[0] = d->cur;
+	while (!rc && !g->done && g->cs && g->o->forced_batch && n < f->batch) {
+		int32_t t = constrain_forced(g->cs);
+		if (t < 0)
+			break;
+		rc = constrain_accept(g->cs, t);
+		d->toks[n++] = t;
+		g->st->forced++;
+		gen_emit(g, t);
+	}
+	if (rc || g->done)
+		return rc;
+	if (n > 1)
+		g->st->forced_forwards++;
 	int32_t P = f->seqs[0].pos;
-	int rc = forward_step(f, &d->cur, 1, d->rows, false);
+	rc = forward_step(f, d->toks, n, d->rows, false);
 	g->st->forwards++;
 	if (!rc && d->mtp)
-		rc = forward_mtp(f, 0, d->h_prev, &d->cur, 1, P - 1, NULL, NULL);
+		rc = forward_mtp(f, 0, d->h_prev, d->toks, 1, P - 1, NULL, NULL);
+	if (!rc && d->mtp && n > 1)
+		rc = forward_mtp(f, 0, f->hidden, d->toks + 1, n - 1, P, NULL, NULL);
 	if (rc)
 		return rc;
-	memcpy(d->h_prev, f->hidden, (size_t)H * sizeof(float));
-	d->cur = sampler_sample(&g->smp, d->rows);
-	return 0;
+	memcpy(d->h_prev, f->hidden + (size_t)(n - 1) * H, (size_t)H * sizeof(float));
+	/* Without forced batching a forced token is still the only one the
+	 * mask leaves, so it is what gen_pick chooses. */
+	if (g->cs && !g->o->forced_batch && constrain_forced(g->cs) >= 0)
+		g->st->forced++;
+	return gen_pick(g, d->rows, &d->cur);
 }
 
 /* Whether a speculative step fits in the context: the verify forward of
@@ -209,6 +268,8 @@ static int dec_spec(struct gen *g, struct dec *d)
 	int j = 0;
 	int32_t next = -1;
 	for (; j < d->n && !g->done; j++) {
+		if (g->cs && (rc = gen_mask(g, d->rows + (size_t)j * V)))
+			return rc;
 		sampler_probs(&g->smp, d->rows + (size_t)j * V, d->p);
 		int32_t t = d->toks[j + 1];
 		const float *q = d->q + (size_t)j * V;
@@ -220,6 +281,8 @@ static int dec_spec(struct gen *g, struct dec *d)
 		}
 		gen_emit(g, t);
 		g->st->accepted++;
+		if (g->cs && (rc = constrain_accept(g->cs, t)))
+			return rc;
 	}
 	d->examined = j + (next >= 0); /* a rejected draft was decided too */
 	/* cur and the j accepted drafts stay; d->hid keeps the verify's hidden
@@ -229,9 +292,13 @@ static int dec_spec(struct gen *g, struct dec *d)
 	if (g->done)
 		return 0;
 	if (next < 0) {
+		if (g->cs && (rc = gen_mask(g, d->rows + (size_t)j * V)))
+			return rc;
 		sampler_probs(&g->smp, d->rows + (size_t)j * V, d->p);
 		next = sampler_draw(&g->smp, d->p);
 	}
+	if (g->cs && (rc = constrain_accept(g->cs, next)))
+		return rc;
 	if (j > 0 && (rc = forward_mtp(f, 0, d->hid, d->toks + 1, j, P, NULL, NULL)))
 		return rc;
 	memcpy(d->h_prev, d->hid + (size_t)j * H, (size_t)H * sizeof(float));
@@ -258,6 +325,10 @@ static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 	while (!rc && !g->done) {
 		/* Near the end of the context there is no room to verify drafts. */
 		bool draft_now = spec && dec_room(g, d);
+		/* Tokens the grammar forces after cur go in a plain step's
+		 * forward; drafting resumes after them. */
+		if (draft_now && g->cs && g->o->forced_batch && constrain_forced(g->cs) >= 0)
+			draft_now = false;
 		/* The first drafts after a plain stretch are made outside the
 		 * measured step: a drafting step in the stream drafts once. */
 		if (draft_now && !d->drafted && (rc = dec_draft(g, d)))
@@ -350,12 +421,28 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 	d.hid = malloc(rows * H * sizeof(float));
 	d.mtp_hid = malloc(drafts * H * sizeof(float));
 	d.h_prev = malloc(H * sizeof(float));
-	d.toks = malloc(rows * sizeof(int32_t));
+	d.toks = malloc((rows > (size_t)f->batch ? rows : (size_t)f->batch) * sizeof(int32_t));
 	int rc = 0;
 	if (!d.rows || !d.draft_logits || !d.q || !d.p || !d.hid || !d.mtp_hid || !d.h_prev || !d.toks)
 		rc = error_set(ENOMEM, "out of memory");
 	if (!rc)
 		rc = sampler_init(&g.smp, c->vocab, o->temp, o->top_k, o->top_p, o->seed);
+	struct constrain cs;
+	bool have_cs = false;
+	if (!rc && o->grammar && !tok)
+		rc = error_set(EINVAL, "a grammar needs the model's tokenizer");
+	if (!rc && o->grammar) {
+		int32_t eos[MODEL_EOS_MAX + 1];
+		int n_eos = 0;
+		for (int i = 0; i < c->n_eos; i++)
+			eos[n_eos++] = c->eos_ids[i];
+		if (tokenizer_eos_id(tok) >= 0)
+			eos[n_eos++] = tokenizer_eos_id(tok);
+		rc = constrain_init(&cs, o->grammar, tok, eos, n_eos, c->vocab);
+		have_cs = true;
+		if (!rc)
+			g.cs = &cs;
+	}
 	if (!rc && tok && !o->print_ids) {
 		if ((rc = tokenizer_stream_init(&g.ts, tok)) != 0)
 			rc = error_set(-rc, "cannot start the text stream");
@@ -376,9 +463,9 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 	st->prefill_s = clock_now_s() - t0;
 	double t1 = clock_now_s();
 	if (!rc && o->n_predict > 0) {
-		d.cur = sampler_sample(&g.smp, d.rows);
+		rc = gen_pick(&g, d.rows, &d.cur);
 		st->first_token_s = clock_now_s() - t0;
-		rc = decode_loop(&g, &d, mode);
+		rc = rc ? rc : decode_loop(&g, &d, mode);
 	}
 	st->decode_s = clock_now_s() - t1;
 	if (g.have_stream) {
@@ -393,6 +480,8 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 		fputc('\n', out);
 	fflush(out);
 	sampler_free(&g.smp);
+	if (have_cs)
+		constrain_free(&cs);
 	free(d.rows);
 	free(d.draft_logits);
 	free(d.q);
@@ -423,6 +512,11 @@ void generate_stats_print(const struct generate_stats *st, FILE *f)
 		fprintf(f, "drafting: %" PRIu64 " of %" PRIu64 " drafts accepted (%.1f%%), %.2f tokens per forward\n",
 			st->accepted, st->drafted, 100.0 * st->accepted / st->drafted,
 			st->forwards ? (double)st->n_generated / st->forwards : 0);
+	if (st->forced)
+		fprintf(f, "grammar: %" PRIu64 " forced tokens, %" PRIu64 " forwards ran them after a sampled one, "
+			   "%" PRIu64 " forwards saved; %.2f tokens per forward\n",
+			st->forced, st->forced_forwards, st->forced_forwards ? st->forced : 0,
+			st->forwards ? (double)st->n_generated / st->forwards : 0);
 	if (!st->draft_auto)
 		return;
 	fprintf(f, "draft auto: %" PRIu64 " of %" PRIu64 " forwards drafted (%d of %d tokens), %d switches",
@@ -452,6 +546,9 @@ void generate_stats_record(const struct generate_stats *st, struct session *s)
 	session_stat(s, "decode_forwards", (double)st->forwards);
 	session_stat(s, "draft_forwards", (double)st->draft_forwards);
 	session_stat(s, "draft_tokens", st->draft_tokens);
+	session_stat(s, "grammar_forced", (double)st->forced);
+	session_stat(s, "grammar_forced_forwards", (double)st->forced_forwards);
+	session_stat(s, "grammar_forwards_saved", (double)(st->forced_forwards ? st->forced : 0));
 	session_stat(s, "draft_auto", st->draft_auto);
 	session_stat(s, "draft_switches", st->draft_switches);
 	if (!st->draft_judged)

@@ -16,6 +16,8 @@
 
 struct tokenizer;
 
+struct grammar;
+
 struct generate_options {
 	int n_predict;       /* tokens to generate at most */
 	float temp;          /* 0 = greedy */
@@ -24,6 +26,11 @@ struct generate_options {
 	uint64_t seed;
 	bool print_ids;      /* print ids instead of text (no tokenizer) */
 	int draft;           /* MTP drafts per step: -1 auto (default), 0 off, N */
+	/* Output constrained to a grammar (NULL: none; needs the tokenizer):
+	 * each step samples among the tokens it admits, and the tokens it
+	 * forces run together in one forward unless forced_batch is false. */
+	const struct grammar *grammar;
+	bool forced_batch;
 };
 
 struct generate_stats {
@@ -35,6 +42,8 @@ struct generate_stats {
 	uint64_t drafted, accepted;
 	uint64_t draft_forwards;   /* forwards that verified drafts */
 	int draft_tokens;          /* tokens those forwards emitted */
+	uint64_t forced;           /* tokens the grammar forced (appended without sampling) */
+	uint64_t forced_forwards;  /* forwards that ran forced tokens after a sampled one */
 	/* --draft auto: what the policy did and its last judgement. */
 	bool draft_auto;
 	int draft_switches;        /* mode changes */
