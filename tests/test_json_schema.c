@@ -382,6 +382,8 @@ Test(json_schema, errors)
 		  "property \"b\" is required but a part forbids it" },
 		{ "{\"required\":\"x\"}", "not an array of strings" },
 		{ "{\"properties\":{\"a\":3}}", "not an object or a boolean" },
+		{ "{\"type\":\"string\",\"const\":1}", "no const value at / is of the schema's type" },
+		{ "{\"type\":\"integer\",\"enum\":[1.5,\"a\"]}", "no enum value" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		struct conv c;
@@ -498,7 +500,7 @@ Test(json_schema, whitespace_bound)
 	cr_expect(accepts_str(c.g, doc), "%s", doc);
 	snprintf(doc, sizeof doc, "{\"a\":\n%*s1}", 20, "");
 	cr_expect(accepts_str(c.g, doc), "%s", doc);
-	snprintf(doc, sizeof doc, "{\"a\":%*s1}", 22, "");
+	snprintf(doc, sizeof doc, "{\"a\":%*s1}", 21, "");
 	cr_expect(!accepts_str(c.g, doc), "%s", doc);
 	cr_expect(!accepts_str(c.g, "{\"a\":\n\n1}"));
 	conv_free(&c);

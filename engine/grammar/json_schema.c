@@ -1366,23 +1366,46 @@ static void put_value(struct gen *g, struct strbuf *b, const cJSON *v, int depth
 	cJSON_free(j);
 }
 
-static const char *visit_enum(struct gen *g, const cJSON *values, bool is_const, const char *path)
+static bool type_has(const cJSON *t, const char *name);
+
+/* The JSON Schema type of a value; an integral number is an "integer". */
+static const char *value_type(const cJSON *v)
 {
+	if (cJSON_IsObject(v))
+		return "object";
+	if (cJSON_IsArray(v))
+		return "array";
+	if (cJSON_IsString(v))
+		return "string";
+	if (cJSON_IsBool(v))
+		return "boolean";
+	if (cJSON_IsNumber(v))
+		return v->valuedouble == floor(v->valuedouble) ? "integer" : "number";
+	return "null";
+}
+
+/* const (is_const) or enum values; those of a type that type (may be NULL) leaves out are dropped. */
+static const char *visit_enum(struct gen *g, const cJSON *values, bool is_const, const cJSON *type,
+			      const char *path)
+{
+	if (!is_const && (!cJSON_IsArray(values) || !values->child)) {
+		fail(g, EINVAL, "\"enum\" at %s is not a non-empty array", at(path));
+		return NULL;
+	}
 	struct strbuf b = { 0 };
 	size_t n = 0;
-	if (is_const) {
-		put_value(g, &b, values, 0);
-		n = 1;
-	} else {
-		if (!cJSON_IsArray(values) || !values->child) {
-			fail(g, EINVAL, "\"enum\" at %s is not a non-empty array", at(path));
-			return NULL;
-		}
-		for (const cJSON *v = values->child; v; v = v->next) {
-			if (n++)
-				strbuf_put(&b, " | ", 3);
-			put_value(g, &b, v, 0);
-		}
+	for (const cJSON *v = is_const ? values : values->child; v; v = is_const ? NULL : v->next) {
+		if (type && !type_has(type, value_type(v)))
+			continue;
+		if (n++)
+			strbuf_put(&b, " | ", 3);
+		put_value(g, &b, v, 0);
+	}
+	if (!n) {
+		fail(g, EINVAL, "no %s value at %s is of the schema's type", is_const ? "const" : "enum",
+		     at(path));
+		strbuf_free(&b);
+		return NULL;
 	}
 	if (n > 1) {
 		struct strbuf p = { 0 };
@@ -2355,13 +2378,13 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 		strbuf_free(&b);
 		return keep(g, &p);
 	}
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(s, "const");
 	if (c)
-		return visit_enum(g, c, true, path);
+		return visit_enum(g, c, true, type, path);
 	const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
 	if (en)
-		return visit_enum(g, en, false, path);
-	const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
+		return visit_enum(g, en, false, type, path);
 	if (!type) {
 		const char *t = type_infer(s);
 		return t ? visit_typed(g, s, t, name, path) : prim(g, PRIM_VALUE);
@@ -2471,7 +2494,7 @@ int json_schema_to_gbnf(const cJSON *schema, const struct json_schema_options *o
 				if (g.opt.ws_max < 0)
 					strbuf_put(&out, "ws ::= \"\"\n", 10);
 				else
-					strbuf_printf(&out, "ws ::= ( [ \\t] | \"\\n\" )? [ \\t]{0,%d}\n",
+					strbuf_printf(&out, "ws ::= \"\\n\"? [ \\t]{0,%d}\n",
 						      g.opt.ws_max);
 			} else {
 				strbuf_printf(&out, "%s ::= %s\n", prim_name[p], prim_body[p]);

@@ -9,7 +9,8 @@
  *   - object members come in the schema's "properties" order, required and
  *     optional interleaved as listed (an optional member may be left out);
  *     extra members (additionalProperties not false) follow the listed ones
- *     and their keys are any string (a listed key is not excluded);
+ *     and their keys are any string but the listed names (as written in
+ *     their shortest JSON form);
  *   - numbers have at most 16 integer digits, 16 fraction digits and a
  *     3-digit exponent; bounded numbers have no exponent; "-0" is not
  *     produced for bounded numbers or integers;
@@ -17,7 +18,9 @@
  *     format, enum or const decides them: only '"', '\' and control
  *     characters are escaped;
  *   - enum / const values are matched structurally (whitespace as above,
- *     members in the value's order, numbers as cJSON prints them);
+ *     members in the value's order, numbers as cJSON prints them); other
+ *     keywords beside them are not applied, except "type", which drops the
+ *     values it leaves out;
  *   - oneOf is treated as anyOf (exclusivity is not checked).
  * Keywords outside the supported set are named in a warning with the JSON
  * pointer of the schema that holds them; the output is then looser than the
