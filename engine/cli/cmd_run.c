@@ -3,6 +3,7 @@
  * [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]
  * [--stats]`: generates text and streams it to stdout.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "base/files.h"
 #include "engine/decode/generate.h"
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/text/prompt.h"
 #include "engine/decode/session.h"
 #include "engine/text/tokenizer.h"
@@ -24,7 +26,8 @@ static void run_usage(FILE *f)
 {
 	fprintf(f, "usage: colibri run [--model DIR] (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]\n"
 		   "                   [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]\n"
-		   "                   [--draft auto|N] [--grammar FILE | --grammar-text GBNF] [--no-forced-batch]%s\n"
+		   "                   [--draft auto|N] [--grammar FILE | --grammar-text GBNF | --json-schema FILE|JSON]\n"
+		   "                   [--no-forced-batch]%s\n"
 		   "  Generates up to N tokens (default 128) and streams the text to stdout.\n"
 		   "  Without --model: the default model (a toy trained on the King James Bible, models/kjv-moe-hf).\n"
 		   "  --prompt-file reads the prompt from a file (- for stdin), for prompts too long for a\n"
@@ -39,14 +42,42 @@ static void run_usage(FILE *f)
 		   "  rule \"root\"): each step samples among the tokens it admits, and where it admits one\n"
 		   "  token only, that token is appended without sampling and a run of them goes through one\n"
 		   "  forward (--no-forced-batch: one forward each, the same output).\n"
+		   "  --json-schema: the output is JSON the schema admits (a file, or the schema itself when the\n"
+		   "  argument starts with '{'); keywords it cannot enforce are named in a warning.\n"
 		   "  --stats prints prompt and decode tok/s, time to first token and expert statistics to stderr.\n",
 		SESSION_USAGE);
 }
 
 enum {
 	RUN_PROMPT = 2000, RUN_PROMPT_FILE, RUN_TOKENS, RUN_TEMP, RUN_TOP_P, RUN_TOP_K, RUN_SEED, RUN_CHAT,
-	RUN_SYSTEM, RUN_DRAFT, RUN_GRAMMAR, RUN_GRAMMAR_TEXT, RUN_NO_FORCED_BATCH
+	RUN_SYSTEM, RUN_DRAFT, RUN_GRAMMAR, RUN_GRAMMAR_TEXT, RUN_NO_FORCED_BATCH, RUN_JSON_SCHEMA
 };
+
+/* The GBNF of --json-schema ARG (a file, or the schema when ARG starts
+ * with '{'), warnings on stderr; errors name the file or the option. */
+static int run_json_schema(const char *arg, char **gbnf)
+{
+	bool inline_schema = arg[0] == '{';
+	const char *what = inline_schema ? "--json-schema" : arg;
+	char *buf = NULL, err[512] = "";
+	size_t len = 0;
+	int rc = 0;
+	if (!inline_schema && (rc = file_read_input(arg, &buf, &len)))
+		return rc;
+	cJSON *j = cJSON_ParseWithLength(inline_schema ? arg : buf, inline_schema ? strlen(arg) : len);
+	free(buf);
+	if (!j)
+		return error_set(EINVAL, "%s: not valid JSON", what);
+	struct json_schema_warnings w = { 0 };
+	rc = json_schema_to_gbnf(j, NULL, gbnf, &w, err, sizeof err);
+	cJSON_Delete(j);
+	for (size_t i = 0; i < w.count; i++)
+		fprintf(stderr, "colibri: warning: %s: %s\n", what, w.msg[i]);
+	json_schema_warnings_free(&w);
+	if (rc)
+		return error_set(-rc, "%s: %s", what, err[0] ? err : "cannot convert the schema");
+	return 0;
+}
 
 /* Compiles the grammar of --grammar FILE or --grammar-text TEXT; errors
  * name the file (or the option) with the line and column. */
@@ -70,7 +101,7 @@ int cmd_run(int argc, char **argv)
 	session_options_default(&so);
 	struct generate_options go;
 	const char *prompt = NULL, *prompt_file = NULL, *tokens_arg = NULL, *system = NULL;
-	const char *grammar_file = NULL, *grammar_text = NULL;
+	const char *grammar_file = NULL, *grammar_text = NULL, *json_schema = NULL;
 	bool chat = false;
 	static const struct option opts[] = {
 		SESSION_LONG_OPTIONS,
@@ -82,6 +113,7 @@ int cmd_run(int argc, char **argv)
 		{ "draft", required_argument, 0, RUN_DRAFT },
 		{ "grammar", required_argument, 0, RUN_GRAMMAR }, { "grammar-text", required_argument, 0, RUN_GRAMMAR_TEXT },
 		{ "no-forced-batch", no_argument, 0, RUN_NO_FORCED_BATCH },
+		{ "json-schema", required_argument, 0, RUN_JSON_SCHEMA },
 		{ "help", no_argument, 0, 'h' },                { 0, 0, 0, 0 },
 	};
 	/* The model folder decides the sampling defaults: find it first. */
@@ -119,6 +151,7 @@ int cmd_run(int argc, char **argv)
 		case RUN_GRAMMAR: grammar_file = optarg; break;
 		case RUN_GRAMMAR_TEXT: grammar_text = optarg; break;
 		case RUN_NO_FORCED_BATCH: go.forced_batch = false; break;
+		case RUN_JSON_SCHEMA: json_schema = optarg; break;
 		case 'h':
 			run_usage(stdout);
 			return 0;
@@ -131,11 +164,24 @@ int cmd_run(int argc, char **argv)
 	}
 	if (rc)
 		return cmd_fail("bad option");
-	if ((!!prompt + !!prompt_file + !!tokens_arg) != 1 || optind != argc || (grammar_file && grammar_text)) {
+	if ((!!prompt + !!prompt_file + !!tokens_arg) != 1 || optind != argc ||
+	    (!!grammar_file + !!grammar_text + !!json_schema) > 1) {
 		run_usage(stderr);
 		return 2;
 	}
 	struct grammar *gram = NULL;
+	char *schema_gbnf = NULL;
+	if (json_schema && run_json_schema(json_schema, &schema_gbnf))
+		return cmd_fail("bad schema");
+	if (schema_gbnf) {
+		char err[512] = "";
+		rc = grammar_parse(&gram, schema_gbnf, strlen(schema_gbnf), NULL, err, sizeof err);
+		free(schema_gbnf);
+		if (rc) {
+			error_set(-rc, "%s: the schema's grammar does not compile: %s", json_schema, err);
+			return cmd_fail("bad schema");
+		}
+	}
 	if ((grammar_file || grammar_text) && run_grammar(grammar_file, grammar_text, &gram))
 		return cmd_fail("bad grammar");
 	go.grammar = gram;
