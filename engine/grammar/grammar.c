@@ -89,8 +89,7 @@ int gram_ws_begin(struct gram_ws *w, const struct grammar *g)
 		w->set_ht = calloc(w->set_ht_cap, sizeof(*w->set_ht));
 		w->step_key = calloc(w->step_cap, sizeof(*w->step_key));
 		w->step_val = calloc(w->step_cap, sizeof(*w->step_val));
-		w->ascii = calloc(256, sizeof(*w->ascii));
-		if (!w->node_ht || !w->set_ht || !w->step_key || !w->step_val || !w->ascii ||
+		if (!w->node_ht || !w->set_ht || !w->step_key || !w->step_val ||
 		    !grow((void **)&w->sets, &w->cap_sets, 1, sizeof(*w->sets)))
 			return -ENOMEM;
 		ws_clear(w);
@@ -233,7 +232,8 @@ static uint32_t set_intern(struct gram_ws *w)
 		return 0;
 	uint32_t n = w->n_tmp, m = 0;
 	uint32_t *t = w->tmp;
-	qsort(t, n, sizeof(*t), cmp_u32);
+	if (n > 1)
+		qsort(t, n, sizeof(*t), cmp_u32);
 	for (uint32_t i = 0; i < n; i++)
 		if (m == 0 || t[i] != t[m - 1])
 			t[m++] = t[i];
@@ -382,7 +382,7 @@ uint32_t gram_ws_byte(struct gram_ws *w, uint32_t set, struct gram_part *p, uint
 	if (set == 0)
 		return 0;
 	if (p->n == 0) {
-		if (b < 0x80) {
+		if (b < 0x80 && w->ascii) {
 			/* The hot path of a mask walk: a direct-mapped table per recent set. */
 			uint32_t *a = w->ascii[set & 255];
 			if (a[0] != set + 1) {
@@ -396,6 +396,8 @@ uint32_t gram_ws_byte(struct gram_ws *w, uint32_t set, struct gram_part *p, uint
 				a[1 + b] = next + 1;
 			return next;
 		}
+		if (b < 0x80)
+			return step_cp(w, set, b);
 		if (!utf8_need(b))
 			return 0;
 	} else {

@@ -122,7 +122,8 @@ struct gram_ws {
 	uint32_t *walk_set;	/* [cap_walk] mask walk: set per trie depth */
 	struct gram_part *walk_part;	/* [cap_walk] and partial UTF-8 per depth */
 	uint32_t cap_walk;
-	uint32_t (*ascii)[129];	/* [256] direct-mapped: [0] the set (+1), [1 + b] next set (+1) */
+	uint32_t (*ascii)[129];	/* [256] direct-mapped: [0] the set (+1), [1 + b] next set (+1);
+				   allocated by the first mask, NULL for states only advanced */
 	int err;		/* first error of the current operation (-E2BIG, -ENOMEM) */
 };
 

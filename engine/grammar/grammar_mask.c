@@ -251,6 +251,11 @@ int grammar_allowed(struct grammar_state *s, const struct grammar_vocab *v, uint
 				count++;
 			}
 		}
+	if (!w->ascii) {
+		w->ascii = calloc(256, sizeof(*w->ascii));
+		if (!w->ascii)
+			return -ENOMEM;
+	}
 	if (w->cap_walk < v->depth_max + 1) {
 		/* Sized once per vocabulary: later masks do not allocate here. */
 		free(w->walk_set);
