@@ -258,3 +258,46 @@ Test(constrain, broken_grammar_is_refused)
 	cr_expect(rc != 0 && err && strstr(err, "--grammar-text: line 1, column"), "%s", err ? err : "");
 	free(err);
 }
+
+/* --json-schema: the output parses, with the schema's members in their
+ * types and ranges, on both vocabularies, greedy and sampled; a schema that
+ * is not JSON is refused naming the option. */
+Test(constrain, json_schema_output_validates)
+{
+	const char *schema = "{\"type\":\"object\",\"properties\":{\"answer\":{\"enum\":[\"yes\",\"no\"]},"
+			     "\"count\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},"
+			     "\"who\":{\"type\":\"string\",\"maxLength\":8}},"
+			     "\"required\":[\"answer\",\"count\",\"who\"],\"additionalProperties\":false}";
+	char path[4400], m[2][4400];
+	put_file("s.json", schema, path, sizeof path);
+	kjv_model(m[0], sizeof m[0]);
+	int models = qwen_model(m[1], sizeof m[1]) ? 2 : 1;
+	const char *sampling[] = { "--temp 0", "--temp 1 --seed 5", "--temp 1.2 --seed 6" };
+	for (int k = 0; k < models; k++)
+		for (size_t i = 0; i < 3; i++) {
+			char args[4800], tag[32];
+			snprintf(args, sizeof args, "--prompt 'Answer as JSON:' -n 256 %s --json-schema '%s'", sampling[i], path);
+			snprintf(tag, sizeof tag, "js%d-%zu", k, i);
+			char *text = gen(m[k], tag, args);
+			cr_log_info("json schema, model %d, %s: %s", k, sampling[i], text);
+			cJSON *j = cJSON_Parse(text);
+			cr_assert(j, "model %d, %s: not JSON: %s", k, sampling[i], text);
+			const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "answer");
+			const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "count");
+			const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "who");
+			cr_expect(cJSON_IsString(a) && (!strcmp(a->valuestring, "yes") || !strcmp(a->valuestring, "no")),
+				  "%s", text);
+			cr_expect(cJSON_IsNumber(c) && c->valuedouble >= 0 && c->valuedouble <= 9 &&
+					  c->valuedouble == (int)c->valuedouble, "%s", text);
+			cr_expect(cJSON_IsString(w) && strlen(w->valuestring) <= 8 * 4, "%s", text);
+			cr_expect_eq(cJSON_GetArraySize(j), 3, "%s", text);
+			cJSON_Delete(j);
+			free(text);
+		}
+	char out[4400];
+	snprintf(out, sizeof out, "%s/badschema", ws);
+	int rc = cli_run(cache, out, "run --model '%s' --prompt x -n 4 --json-schema '{\"type\":'", m[0]);
+	char *err = cli_read_err(out);
+	cr_expect(rc != 0 && err && strstr(err, "--json-schema: not valid JSON"), "%s", err ? err : "");
+	free(err);
+}
