@@ -532,7 +532,7 @@ static void qwen3_check(const char *gbnf, const char *const *prefixes, size_t n_
 	tokenizer_free(t);
 }
 
-Test(grammar, qwen3_mask_matches_brute_force, .timeout = 120)
+Test(grammar, qwen3_mask_matches_brute_force, .timeout = 600)
 {
 	static const char *prefixes[] = {
 		"", "{", "{\"na", "{\"name\": ", "{\"name\": \"J\xC3", "{\"name\": \"Jo\", \"age\": 4",
@@ -541,7 +541,7 @@ Test(grammar, qwen3_mask_matches_brute_force, .timeout = 120)
 	qwen3_check(json_gbnf, prefixes, sizeof(prefixes) / sizeof(prefixes[0]), true);
 }
 
-Test(grammar, qwen3_mask_schema_like, .timeout = 120)
+Test(grammar, qwen3_mask_schema_like, .timeout = 600)
 {
 	static const char *gbnf =
 		"root ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws str ws \",\" ws \"\\\"age\\\"\" ws \":\" ws int ws \"}\"\n"
@@ -552,7 +552,7 @@ Test(grammar, qwen3_mask_schema_like, .timeout = 120)
 	qwen3_check(gbnf, prefixes, sizeof(prefixes) / sizeof(prefixes[0]), true);
 }
 
-Test(grammar, qwen3_allow_everything, .timeout = 60)
+Test(grammar, qwen3_allow_everything, .timeout = 600)
 {
 	struct tokenizer *t = qwen3();
 	struct qvocab q;
