@@ -240,7 +240,8 @@ static uint32_t class_finish(struct gbnf *P, uint32_t first, bool negated)
 {
 	struct gram_range *r = P->ranges + first;
 	uint32_t n = P->n_ranges - first, m = 0;
-	qsort(r, n, sizeof(*r), range_cmp);
+	if (n > 1)
+		qsort(r, n, sizeof(*r), range_cmp);
 	for (uint32_t i = 0; i < n; i++) {
 		if (m > 0 && r[i].lo <= r[m - 1].hi + 1) {
 			if (r[i].hi > r[m - 1].hi)
