@@ -397,7 +397,7 @@ Test(serve, bad_requests)
 		{ "\"tools\":{}", "tools" },                     { "\"tools\":[{\"type\":\"function\"}]", "tools[0].function" },
 		{ "\"tools\":[{\"type\":\"code\",\"function\":{\"name\":\"f\"}}]", "tools[0].type" },
 		{ "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]", "tools[0].function.name" },
-		{ "\"response_format\":{\"type\":\"json_object\"}", "response_format.type" },
+		{ "\"response_format\":{\"type\":\"xml\"}", "response_format.type" },
 		{ "\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}", "chat_template_kwargs.enable_thinking" },
 		{ "\"chat_template_kwargs\":{\"messages\":[]}", "chat_template_kwargs.messages" },
 		{ "\"chat_template_kwargs\":{\"x\":1,\"enable_thinking\":\"no\"}", "chat_template_kwargs.enable_thinking" },

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "compute/kernels.h"
+#include "engine/decode/constrain.h"
 #include "engine/text/tokenizer.h"
 
 #define SESSION_MAGIC "CLBSESS1"
@@ -202,23 +203,45 @@ static void logprobs_of(const struct batch *b, const float *logits, struct batch
 	}
 }
 
-/* Samples slot i's next token from its logits row and reports it. */
+/* Ends slot i after a step whose rows ran (the state holds every token)
+ * because its grammar admits no token. */
+static void grammar_end(struct batch *b, int i)
+{
+	struct batch_slot *s = &b->slots[i];
+	s->n_tokens = seq_of(b, i)->pos;
+	s->state = BATCH_SLOT_FREE;
+	s->finish = BATCH_GRAMMAR;
+	if (b->on_token)
+		b->on_token(b->ctx, i, NULL, BATCH_GRAMMAR);
+}
+
+/* Samples slot i's next token from its logits row and reports it. Under
+ * a grammar the row is masked in b->work (logprobs stay the model's) and
+ * the grammar takes the token; a grammar that admits nothing ends the slot
+ * with BATCH_GRAMMAR and no token. */
 static void sample_slot(struct batch *b, int i, float *row)
 {
 	struct batch_slot *s = &b->slots[i];
 	int32_t V = b->f->m->cfg.vocab;
 	struct batch_token t = { 0 };
-	if (s->p.presence_penalty != 0 || s->p.frequency_penalty != 0) {
-		memcpy(b->work, row, (size_t)V * sizeof *row); /* logprobs stay the model's */
+	bool penalties = s->p.presence_penalty != 0 || s->p.frequency_penalty != 0;
+	float *x = row;
+	if (penalties || s->p.logprobs || s->p.cs) {
+		memcpy(b->work, row, (size_t)V * sizeof *row);
+		x = b->work;
+	}
+	if (penalties)
 		for (int32_t v = 0; v < V; v++)
 			if (s->counts[v])
-				b->work[v] -= s->p.presence_penalty + s->p.frequency_penalty * s->counts[v];
-		t.id = sampler_sample(&s->smp, b->work);
-	} else if (s->p.logprobs) {
-		memcpy(b->work, row, (size_t)V * sizeof *row);
-		t.id = sampler_sample(&s->smp, b->work);
-	} else {
-		t.id = sampler_sample(&s->smp, row);
+				x[v] -= s->p.presence_penalty + s->p.frequency_penalty * s->counts[v];
+	if (s->p.cs && constrain_mask(s->p.cs, x) <= 0) {
+		grammar_end(b, i);
+		return;
+	}
+	t.id = sampler_sample(&s->smp, x);
+	if (s->p.cs && constrain_accept(s->p.cs, t.id) != 0) {
+		grammar_end(b, i);
+		return;
 	}
 	if (s->p.logprobs)
 		logprobs_of(b, row, &t, s->p.top_logprobs);

@@ -14,8 +14,8 @@
  * holds, and each slot samples with its own seeded sampler.
  *
  * A slot finishes at EOS, after n_predict tokens, or when its context is
- * full (the reason is reported), or when the caller finishes it (a stop
- * string, a client gone). Its state and history stay for the next request.
+ * full (the reason is reported), when its grammar admits nothing more, or
+ * when the caller finishes it (a stop string, a client gone). Its state and history stay for the next request.
  *
  * Ownership: the batch borrows the forward, model and tokenizer (which
  * must outlive it) and owns the slots' buffers; batch_free frees them.
@@ -30,6 +30,7 @@
 #include "engine/decode/sampler.h"
 #include "engine/forward/forward.h"
 
+struct constrain;
 struct tokenizer;
 
 #define BATCH_LOGPROBS_MAX 20
@@ -49,6 +50,9 @@ struct batch_params {
 				      * of the conversation's history, before the generation prompt, which
 				      * the next turn's prompt shares (models with a recurrent state go back
 				      * there rather than start over); 0: none */
+	struct constrain *cs;        /* a grammar the output must follow, or NULL: borrowed, it must outlive the
+				      * request and start at its first token; each step masks the slot's logits with
+				      * it before sampling and advances it with the token chosen */
 };
 
 enum batch_finish {
@@ -56,10 +60,12 @@ enum batch_finish {
 	BATCH_EOS,                   /* the model ended (an EOS token, not reported as text) */
 	BATCH_LENGTH,                /* n_predict tokens, or the context is full */
 	BATCH_STOPPED,               /* the caller finished it */
+	BATCH_GRAMMAR,               /* the grammar admitted no token (its message in error_message()) */
 };
 
 /* One generated token. Log probabilities are of the model's distribution
- * (log softmax of the raw logits, before penalties and temperature). */
+ * (log softmax of the raw logits, before penalties, temperature and the
+ * grammar's mask). */
 struct batch_token {
 	int32_t id;
 	bool eos;

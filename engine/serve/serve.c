@@ -22,6 +22,7 @@
 #include "engine/serve/serve_metrics.h"
 #include "engine/serve/serve_prompt.h"
 #include "engine/serve/serve_sched.h"
+#include "engine/text/tokenizer.h"
 
 void serve_options_default(struct serve_options *o)
 {
@@ -119,6 +120,10 @@ int serve_run(struct session *s, const struct tokenizer *tok, const struct serve
 			.lim = { .max_tokens_cap = o->max_tokens, .vocab = s->model.cfg.vocab, .temp = go.temp,
 				 .top_p = go.top_p, .top_k = go.top_k },
 		};
+		for (int i = 0; i < s->model.cfg.n_eos && ho.n_eos < MODEL_EOS_MAX; i++)
+			ho.eos[ho.n_eos++] = s->model.cfg.eos_ids[i];
+		if (tok && tokenizer_eos_id(tok) >= 0)
+			ho.eos[ho.n_eos++] = tokenizer_eos_id(tok);
 		rc = serve_http_start(&http, &ho, &sched, &metrics, &prompt, tok);
 		if (!rc)
 			listen_fd = -1; /* the daemon's now */

@@ -48,8 +48,25 @@ int serve_answer_init(struct serve_answer *a, enum serve_endpoint e, const struc
 	return 0;
 }
 
+static int tools_event(void *ctx, const struct tool_call_event *ev);
+
+int serve_answer_tools(struct serve_answer *a, enum tool_format f, const char *tools_json)
+{
+	if (f == TOOL_FORMAT_NONE)
+		return 0;
+	if (!(a->tools_json = cJSON_Parse(tools_json)))
+		return -ENOMEM;
+	tool_call_parser_init(&a->tp, f, a->tools_json, tools_event, a);
+	a->tools = true;
+	return 0;
+}
+
 void serve_answer_free(struct serve_answer *a)
 {
+	if (a->tools)
+		tool_call_parser_free(&a->tp);
+	cJSON_Delete(a->tools_json);
+	strbuf_free(&a->tp_content);
 	free(a->echo);
 	strbuf_free(&a->content);
 	strbuf_free(&a->reasoning);
@@ -178,7 +195,13 @@ int serve_answer_add(struct serve_answer *a, const struct serve_take *t)
 		const struct serve_event *e = &t->ev[i];
 		strbuf_put(&a->reasoning, t->text + at, e->reasoning_len);
 		at += e->reasoning_len;
-		strbuf_put(&a->content, t->text + at, e->content_len);
+		if (a->tools) {
+			int rc = tool_call_parser_feed(&a->tp, t->text + at, e->content_len);
+			if (rc)
+				return rc;
+		} else {
+			strbuf_put(&a->content, t->text + at, e->content_len);
+		}
 		at += e->content_len;
 	}
 	merge_logprobs(a, logprobs_of(a, t));
@@ -196,9 +219,28 @@ static cJSON *usage_of(const struct serve_take *t)
 	return u;
 }
 
-static const char *finish_name(enum serve_finish f)
+static const char *finish_name(const struct serve_answer *a, enum serve_finish f)
 {
+	if (f == SERVE_FINISH_STOP && a->tools && a->tp.n_calls)
+		return "tool_calls";
 	return f == SERVE_FINISH_LENGTH ? "length" : "stop";
+}
+
+/* message.tool_calls of the parsed calls. */
+static cJSON *tool_calls_of(const struct serve_answer *a)
+{
+	cJSON *arr = cJSON_CreateArray();
+	for (size_t i = 0; arr && i < a->tp.n_calls; i++) {
+		const struct tool_call *c = &a->tp.calls[i];
+		cJSON *o = cJSON_CreateObject(), *fn;
+		cJSON_AddStringToObject(o, "id", c->id);
+		cJSON_AddStringToObject(o, "type", "function");
+		fn = cJSON_AddObjectToObject(o, "function");
+		cJSON_AddStringToObject(fn, "name", c->name);
+		cJSON_AddStringToObject(fn, "arguments", c->arguments);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
 }
 
 static cJSON *head_of(const struct serve_answer *a, const char *object)
@@ -227,7 +269,19 @@ char *serve_answer_json(struct serve_answer *a, const struct serve_take *last)
 	if (chat) {
 		cJSON *m = cJSON_AddObjectToObject(c, "message");
 		cJSON_AddStringToObject(m, "role", "assistant");
-		cJSON_AddStringToObject(m, "content", a->content.p ? a->content.p : "");
+		if (a->tools) {
+			if (tool_call_parser_finish(&a->tp) != 0) {
+				cJSON_Delete(o);
+				return NULL;
+			}
+			strbuf_put(&a->content, a->tp.content.data ? a->tp.content.data : "", a->tp.content.len);
+		}
+		if (a->tools && a->tp.n_calls && !a->content.len)
+			cJSON_AddNullToObject(m, "content");
+		else
+			cJSON_AddStringToObject(m, "content", a->content.p ? a->content.p : "");
+		if (a->tools && a->tp.n_calls)
+			cJSON_AddItemToObject(m, "tool_calls", tool_calls_of(a));
 		if (a->split && a->reasoning.len)
 			cJSON_AddStringToObject(m, "reasoning_content", a->reasoning.p);
 	} else {
@@ -250,7 +304,7 @@ char *serve_answer_json(struct serve_answer *a, const struct serve_take *last)
 	} else {
 		cJSON_AddNullToObject(c, "logprobs");
 	}
-	cJSON_AddStringToObject(c, "finish_reason", finish_name(last->finish));
+	cJSON_AddStringToObject(c, "finish_reason", finish_name(a, last->finish));
 	cJSON_AddItemToArray(choices, c);
 	cJSON_AddItemToObject(o, "usage", usage_of(last));
 	return print_free(o);
@@ -336,6 +390,63 @@ static void chunk_text(const struct serve_answer *a, struct strbuf *out, const c
 	sse_put(out, o);
 }
 
+/* A chunk of one delta.tool_calls entry: the call's start (id, type, name,
+ * empty arguments) or a piece of its arguments. */
+static void chunk_tool(const struct serve_answer *a, struct strbuf *out, const struct tool_call_event *ev)
+{
+	cJSON *c, *o = chunk(a, &c);
+	cJSON *d = cJSON_AddObjectToObject(c, "delta"), *calls = cJSON_AddArrayToObject(d, "tool_calls");
+	cJSON *tc = cJSON_CreateObject(), *fn;
+	cJSON_AddItemToArray(calls, tc);
+	cJSON_AddNumberToObject(tc, "index", (double)ev->index);
+	char *text = malloc(ev->text_len + 1);
+	if (text) {
+		if (ev->text_len)
+			memcpy(text, ev->text, ev->text_len);
+		text[ev->text_len] = 0;
+	}
+	if (ev->kind == TOOL_CALL_EVENT_START) {
+		cJSON_AddStringToObject(tc, "id", ev->id);
+		cJSON_AddStringToObject(tc, "type", "function");
+		fn = cJSON_AddObjectToObject(tc, "function");
+		cJSON_AddStringToObject(fn, "name", ev->name);
+		cJSON_AddStringToObject(fn, "arguments", "");
+	} else {
+		fn = cJSON_AddObjectToObject(tc, "function");
+		cJSON_AddStringToObject(fn, "arguments", text ? text : "");
+	}
+	free(text);
+	cJSON_AddNullToObject(c, "logprobs");
+	cJSON_AddNullToObject(c, "finish_reason");
+	sse_put(out, o);
+}
+
+/* Content the parser released so far in this feed, as its own chunk. */
+static void tools_flush(struct serve_answer *a)
+{
+	if (a->tp_content.len)
+		chunk_text(a, a->tp_out, NULL, 0, a->tp_content.p, a->tp_content.len, NULL, NULL, false);
+	a->tp_content.len = 0;
+}
+
+/* The stream's parser events: content gathers until a call starts. */
+static int tools_event(void *ctx, const struct tool_call_event *ev)
+{
+	struct serve_answer *a = ctx;
+	if (!a->tp_out)
+		return 0; /* not a stream: the results are read at the end */
+	if (ev->kind == TOOL_CALL_EVENT_CONTENT) {
+		strbuf_put(&a->tp_content, ev->text, ev->text_len);
+		return a->tp_content.rc;
+	}
+	if (ev->kind == TOOL_CALL_EVENT_END)
+		return 0;
+	if (ev->kind == TOOL_CALL_EVENT_START)
+		tools_flush(a);
+	chunk_tool(a, a->tp_out, ev);
+	return a->tp_out->rc;
+}
+
 int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct strbuf *out)
 {
 	if (a->finished)
@@ -364,8 +475,16 @@ int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct 
 			s.top_lp = t->top_lp ? t->top_lp + (size_t)i * (size_t)t->n_top : NULL;
 			lp = logprobs_of(a, &s);
 		}
+		if (a->tools && nc) {
+			a->tp_out = out;
+			if (tool_call_parser_feed(&a->tp, c, nc) != 0)
+				out->rc = -ENOMEM;
+			c = a->tp_content.p;
+			nc = a->tp_content.len;
+		}
 		if (nr || nc || lp)
 			chunk_text(a, out, r, nr, c, nc, lp, NULL, false);
+		a->tp_content.len = 0;
 	}
 	if (!t->done)
 		return out->rc;
@@ -376,7 +495,13 @@ int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct 
 		strbuf_put(out, "\n\n", 2);
 		free(e);
 	} else {
-		chunk_text(a, out, NULL, 0, NULL, 0, NULL, finish_name(t->finish), false);
+		if (a->tools) {
+			a->tp_out = out;
+			if (tool_call_parser_finish(&a->tp) != 0)
+				out->rc = -ENOMEM;
+			tools_flush(a);
+		}
+		chunk_text(a, out, NULL, 0, NULL, 0, NULL, finish_name(a, t->finish), false);
 		if (a->include_usage) {
 			cJSON *o = head_of(a, a->endpoint == SERVE_CHAT ? "chat.completion.chunk" : "text_completion");
 			cJSON_AddArrayToObject(o, "choices");

@@ -18,6 +18,7 @@
 #include "base/strbuf.h"
 #include "engine/serve/serve_job.h"
 #include "engine/serve/serve_request.h"
+#include "engine/text/tool_calls.h"
 
 struct cJSON;
 struct tokenizer;
@@ -35,6 +36,12 @@ struct serve_answer {
 	struct strbuf content, reasoning;
 	struct cJSON *lp;            /* chat: [entries]; completions: {tokens, token_logprobs, ...} */
 	size_t text_offset;          /* completions logprobs: bytes of text so far */
+	/* Tool calls (serve_answer_tools): the content goes through the parser. */
+	bool tools;
+	struct cJSON *tools_json;    /* the request's tools, read for parameter types */
+	struct tool_call_parser tp;
+	struct strbuf tp_content;    /* stream: content the parser released in the current feed */
+	struct strbuf *tp_out;       /* stream: where the current feed's chunks go */
 };
 
 /* id is made unique from a counter and the clock. echo (may be NULL) is
@@ -42,6 +49,12 @@ struct serve_answer {
 int serve_answer_init(struct serve_answer *a, enum serve_endpoint e, const struct tokenizer *tok, const char *model,
 		      bool logprobs, bool include_usage, bool split, const char *echo);
 void serve_answer_free(struct serve_answer *a);
+
+/* Chat: tool calls written in format f are parsed out of the content into
+ * message.tool_calls (stream: delta.tool_calls), finish_reason
+ * "tool_calls" when there are some. tools_json is the request's tools
+ * (copied). Returns 0 or -ENOMEM. */
+int serve_answer_tools(struct serve_answer *a, enum tool_format f, const char *tools_json);
 
 /* Non-streamed: takes in one serve_job_take's output. */
 int serve_answer_add(struct serve_answer *a, const struct serve_take *t);

@@ -38,6 +38,7 @@ struct http_req {
 	bool ans_ready;
 	struct serve_take take;
 	struct strbuf sse;        /* formatted events not yet handed to MHD */
+	char warning[512];        /* what the request's grammar does not enforce: the X-Colibri-Warning header */
 	size_t sse_sent;
 };
 
@@ -51,6 +52,8 @@ static enum MHD_Result respond(struct http_req *r, int status, const char *type,
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (r->warning[0])
+		MHD_add_response_header(resp, "X-Colibri-Warning", r->warning);
 	if (status == 401)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	if (status == 405)
@@ -199,6 +202,7 @@ static enum MHD_Result completion(struct http_req *r)
 		return respond_error(r, &e);
 	enum MHD_Result res;
 	struct serve_prompt_ids ids = { 0 };
+	struct serve_constraint con = { 0 };
 	if (q.model && strcmp(q.model, h->o.model_id) != 0) {
 		serve_error_set(&e, 404, "model", "model_not_found", "the model '%.200s' does not exist", q.model);
 		res = respond_error(r, &e);
@@ -223,6 +227,22 @@ static enum MHD_Result completion(struct http_req *r)
 		res = respond_error(r, &e);
 		goto out;
 	}
+	bool constrained = ep == SERVE_CHAT && serve_constraint_wanted(&q);
+	if (constrained) {
+		if (serve_constraint_build(&con, &q, h->prompt->tool_format, h->prompt->dsml_tool_calls, h->tok, h->o.eos,
+					   h->o.n_eos, h->o.lim.vocab, &e) != 0) {
+			res = respond_error(r, &e);
+			goto out;
+		}
+		if (con.warnings) {
+			/* Not strict: the answer is looser than the schema where it says. */
+			snprintf(r->warning, sizeof r->warning, "response_format.json_schema: %s", con.warnings);
+			for (char *c = r->warning; *c; c++)
+				if (*c == '\n' || *c == '\r')
+					*c = ' ';
+			fprintf(stderr, "colibri serve: warning: %s\n", r->warning);
+		}
+	}
 	struct batch_params p = q.p;
 	p.checkpoint_at = ids.history;
 	p.n_predict = q.max_tokens > 0 ? q.max_tokens : h->o.ctx - ids.n;
@@ -231,11 +251,14 @@ static enum MHD_Result completion(struct http_req *r)
 	if (!q.seed_given)
 		p.seed = fresh_seed();
 	char *echo = ep == SERVE_COMPLETION && q.echo ? echo_text(h, &q) : NULL;
-	bool stream = q.stream, usage = q.include_usage, split = ep == SERVE_CHAT && h->prompt->think_tags;
+	bool stream = q.stream, usage = q.include_usage;
+	bool split = ep == SERVE_CHAT && h->prompt->think_tags && !constrained;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	int rc = serve_answer_init(&r->ans, ep, h->tok, h->o.model_id, p.logprobs, usage, split, echo);
 	free(echo);
 	r->ans_ready = true;
+	if (!rc && ep == SERVE_CHAT && q.tools_json && q.tool_choice != SERVE_TOOLS_NONE)
+		rc = serve_answer_tools(&r->ans, h->prompt->tool_format, q.tools_json);
 	struct serve_job *j = rc ? NULL
 				 : serve_job_new(&q, ids.ids, ids.n, &p, split, ids.reasoning_open, h->tok, h->o.timeout_s,
 						 ci ? ci->connect_fd : -1);
@@ -244,6 +267,7 @@ static enum MHD_Result completion(struct http_req *r)
 		goto out;
 	}
 	ids.ids = NULL; /* the job's now */
+	serve_job_constrain(j, &con);
 	serve_job_set_wake(j, conn_wake, r);
 	rc = serve_sched_submit(h->sched, j);
 	if (rc) {
@@ -272,6 +296,7 @@ static enum MHD_Result completion(struct http_req *r)
 	serve_metrics_request(h->metrics, r->route, 200);
 out:
 	free(ids.ids);
+	serve_constraint_free(&con);
 	serve_request_free(&q);
 	return res;
 }

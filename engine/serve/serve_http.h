@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "engine/model/model_config.h"
 #include "engine/serve/serve_metrics.h"
 #include "engine/serve/serve_prompt.h"
 #include "engine/serve/serve_request.h"
@@ -42,6 +43,8 @@ struct serve_http_options {
 	unsigned idle_timeout_s;     /* a connection that sends nothing is closed */
 	int threads;                 /* HTTP threads */
 	struct serve_limits lim;
+	int32_t eos[MODEL_EOS_MAX + 1]; /* ids that end an output: a grammar admits them only when complete */
+	int n_eos;
 };
 
 struct serve_http {

@@ -17,6 +17,7 @@
 static void job_free(struct serve_job *j)
 {
 	serve_request_free(&j->req);
+	serve_constraint_free(&j->con);
 	free(j->prompt);
 	free(j->ev);
 	free(j->top_id);
@@ -86,6 +87,13 @@ void serve_job_unref(struct serve_job *j)
 	pthread_mutex_unlock(&j->mu);
 	if (left == 0)
 		job_free(j);
+}
+
+void serve_job_constrain(struct serve_job *j, struct serve_constraint *c)
+{
+	j->con = *c;
+	memset(c, 0, sizeof *c);
+	j->p.cs = j->con.have_cs ? &j->con.cs : NULL;
 }
 
 void serve_job_set_wake(struct serve_job *j, void (*wake)(void *), void *arg)

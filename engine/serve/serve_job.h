@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "engine/decode/batch.h"
+#include "engine/serve/serve_constraint.h"
 #include "engine/serve/serve_request.h"
 #include "engine/serve/serve_text.h"
 #include "engine/text/tokenizer.h"
@@ -68,7 +69,8 @@ struct serve_job {
 	struct serve_request req;    /* owns the stop strings the text pipeline borrows */
 	int32_t *prompt;             /* [n_prompt] */
 	int n_prompt;
-	struct batch_params p;       /* n_predict set */
+	struct batch_params p;       /* n_predict set; p.cs points into con when constrained */
+	struct serve_constraint con; /* the output's grammar (serve_job_constrain), freed with the job */
 	bool split;                  /* reasoning apart from content */
 	bool reasoning_open;
 	double t_admit;              /* clock_now_s() at admission */
@@ -102,6 +104,7 @@ struct serve_job {
 	bool first_token_seen;
 	bool stop_hit;
 	enum serve_finish pending;   /* how the current step ended it */
+	struct serve_error failed;   /* why, when the grammar admitted no token (status 0: it did not) */
 	struct tokenizer_stream ts;
 	struct serve_text tx;
 };
@@ -112,6 +115,10 @@ struct serve_job *serve_job_new(struct serve_request *req, int32_t *prompt, int 
 				const struct batch_params *p, bool split, bool reasoning_open,
 				const struct tokenizer *tok, double timeout_s, int fd);
 void serve_job_unref(struct serve_job *j);
+
+/* Before submission: the job takes over *c (emptied) and its sampling
+ * follows c's grammar. */
+void serve_job_constrain(struct serve_job *j, struct serve_constraint *c);
 
 /* HTTP side: sets how the scheduler wakes the reader (called with mu held). */
 void serve_job_set_wake(struct serve_job *j, void (*wake)(void *), void *arg);

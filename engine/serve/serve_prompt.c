@@ -9,12 +9,15 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/serve/serve_constraint.h"
 #include "engine/text/tokenizer.h"
 
 int serve_prompt_init(struct serve_prompt *sp, const struct tokenizer *tok, const char *model_type)
 {
 	memset(sp, 0, sizeof *sp);
 	sp->tok = tok;
+	sp->tool_format = tool_format_detect(tokenizer_chat_template(tok), model_type);
+	sp->dsml_tool_calls = model_type && strcmp(model_type, "deepseek_v4") == 0;
 	sp->think_tags = tokenizer_token_id(tok, "<think>") >= 0 && tokenizer_token_id(tok, "</think>") >= 0;
 	int rc = chat_template_init(&sp->ct, tokenizer_chat_template(tok), model_type, tokenizer_bos_token(tok),
 				    tokenizer_eos_token(tok), sp->template_error, sizeof sp->template_error);
@@ -140,9 +143,9 @@ static int build_chat(const struct serve_prompt *sp, const struct serve_request 
 			return serve_error_set(err, 400, param, NULL, "tool_calls are not supported by the built-in %s chat template",
 					       chat_family_name(sp->ct.family));
 		}
-	bool no_thinking = r->enable_thinking == 0;
+	bool no_thinking = r->enable_thinking == 0 || serve_constraint_wanted(r);
 	int rc = render(sp, r, no_thinking, text, len, err);
-	if (rc || !no_thinking)
+	if (rc || r->enable_thinking != 0)
 		return rc;
 	/* A template without the switch renders the same either way. */
 	char *plain = NULL;
@@ -171,7 +174,7 @@ static int history_ids(const struct serve_prompt *sp, const struct serve_request
 	size_t len = 0, nv = 0;
 	int32_t *h = NULL;
 	int k = 0;
-	if (render(sp, &without, r->enable_thinking == 0, &text, &len, &e) == 0 &&
+	if (render(sp, &without, r->enable_thinking == 0 || serve_constraint_wanted(r), &text, &len, &e) == 0 &&
 	    tokenizer_encode(sp->tok, text, len, &h, &nv) == 0)
 		while (k < n && (size_t)k < nv && h[k] == ids[k])
 			k++;
@@ -197,7 +200,7 @@ int serve_prompt_build(const struct serve_prompt *sp, const struct serve_request
 	if (r->endpoint == SERVE_CHAT) {
 		if ((rc = build_chat(sp, r, &text, &len, err)))
 			return rc;
-		out->reasoning_open = sp->think_tags && ends_open_think(text, len);
+		out->reasoning_open = sp->think_tags && !serve_constraint_wanted(r) && ends_open_think(text, len);
 	}
 	const char *src = text ? text : r->prompt;
 	size_t src_len = text ? len : strlen(r->prompt);

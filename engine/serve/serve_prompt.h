@@ -15,7 +15,10 @@
  * built-in C renderer (no usable template) the rest is refused with a 400
  * naming the field: tools, assistant tool_calls, template variables, a
  * role the family lacks, and enable_thinking=false for a template without
- * the switch.
+ * the switch. A constrained request (response_format, or a tool_choice
+ * that forces a call) is rendered without thinking where the template has
+ * the switch, and its output is all content: the grammar holds from the
+ * first token.
  */
 #ifndef COLIBRI_ENGINE_SERVE_PROMPT_H
 #define COLIBRI_ENGINE_SERVE_PROMPT_H
@@ -25,6 +28,7 @@
 
 #include "engine/serve/serve_request.h"
 #include "engine/text/chat.h"
+#include "engine/text/tool_calls.h"
 
 struct tokenizer;
 
@@ -34,6 +38,8 @@ struct serve_prompt {
 	bool have_template;
 	char template_error[256];    /* why there is none */
 	bool think_tags;             /* the vocabulary has <think> and </think> */
+	enum tool_format tool_format; /* how the template writes tool calls */
+	bool dsml_tool_calls;        /* DSML in V4's <｜DSML｜tool_calls> block (else V3.2's function_calls) */
 	bool history;                /* find each chat prompt's history (serve_prompt_ids.history): the model's
 				      * sequence state has fixed parts, which only a checkpoint takes back */
 };

@@ -351,6 +351,108 @@ static int parse_messages(struct serve_request *r, const cJSON *o, struct serve_
 	return messages_json(r, v, err);
 }
 
+/* tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": N}}
+ * naming one of tools (the request's array, or NULL). */
+static int parse_tool_choice(struct serve_request *r, const cJSON *o, const cJSON *tools, struct serve_error *err)
+{
+	bool have_tools = cJSON_IsArray(tools) && tools->child;
+	r->tool_choice = have_tools ? SERVE_TOOLS_AUTO : SERVE_TOOLS_NONE;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "tool_choice");
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (cJSON_IsString(v)) {
+		if (!strcmp(v->valuestring, "none"))
+			r->tool_choice = SERVE_TOOLS_NONE;
+		else if (!strcmp(v->valuestring, "auto"))
+			r->tool_choice = have_tools ? SERVE_TOOLS_AUTO : SERVE_TOOLS_NONE;
+		else if (!strcmp(v->valuestring, "required"))
+			r->tool_choice = SERVE_TOOLS_REQUIRED;
+		else
+			return serve_error_set(err, 400, "tool_choice", NULL,
+					       "'tool_choice' must be \"none\", \"auto\", \"required\" or a function object");
+	} else if (cJSON_IsObject(v)) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type");
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(v, "function"), "name");
+		if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0)
+			return serve_error_set(err, 400, "tool_choice.type", NULL, "'tool_choice.type' must be \"function\"");
+		if (!cJSON_IsString(name) || !name->valuestring[0])
+			return serve_error_set(err, 400, "tool_choice.function.name", NULL,
+					       "'tool_choice.function.name' must be a non-empty string");
+		const cJSON *t = have_tools ? tools->child : NULL;
+		for (; t; t = t->next) {
+			const cJSON *tn = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+			if (cJSON_IsString(tn) && !strcmp(tn->valuestring, name->valuestring))
+				break;
+		}
+		if (!t)
+			return serve_error_set(err, 400, "tool_choice.function.name", NULL,
+					       "'tool_choice.function.name' names '%.60s', which is not one of 'tools'",
+					       name->valuestring);
+		r->tool_choice = SERVE_TOOLS_NAMED;
+		int rc = take_string(name, "tool_choice.function.name", &r->tool_name, err);
+		if (rc)
+			return rc;
+	} else {
+		return serve_error_set(err, 400, "tool_choice", NULL, "'tool_choice' must be a string or an object");
+	}
+	if (r->tool_choice == SERVE_TOOLS_REQUIRED && !have_tools)
+		return serve_error_set(err, 400, "tool_choice", NULL, "'tool_choice' \"required\" needs 'tools'");
+	return 0;
+}
+
+/* response_format: {"type": "text"}, {"type": "json_object"}, or {"type":
+ * "json_schema", "json_schema": {"name": N, "schema": S, "strict": B}}; the
+ * schema is also taken from response_format.schema (llama.cpp's and vLLM's
+ * spelling). Whether the schema converts is the caller's check. */
+static int parse_response_format(struct serve_request *r, const cJSON *o, struct serve_error *err)
+{
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "response_format");
+	if (!fmt || cJSON_IsNull(fmt))
+		return 0;
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(fmt, "type");
+	if (!cJSON_IsObject(fmt) || !cJSON_IsString(t))
+		return serve_error_set(err, 400, "response_format", NULL, "'response_format' must be an object with a type");
+	if (!strcmp(t->valuestring, "text"))
+		return 0;
+	const cJSON *js = cJSON_GetObjectItemCaseSensitive(fmt, "json_schema");
+	const cJSON *schema = cJSON_GetObjectItemCaseSensitive(fmt, "schema");
+	if (!strcmp(t->valuestring, "json_object")) {
+		r->format = SERVE_FORMAT_JSON_OBJECT;
+		if (!schema || cJSON_IsNull(schema))
+			return 0;
+	} else if (!strcmp(t->valuestring, "json_schema")) {
+		r->format = SERVE_FORMAT_JSON_SCHEMA;
+		if (js && !cJSON_IsNull(js) && !cJSON_IsObject(js))
+			return serve_error_set(err, 400, "response_format.json_schema", NULL,
+					       "'response_format.json_schema' must be an object");
+		const cJSON *in = cJSON_GetObjectItemCaseSensitive(js, "schema");
+		if (in)
+			schema = in;
+		const cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
+		if (strict && !cJSON_IsNull(strict) && !cJSON_IsBool(strict))
+			return serve_error_set(err, 400, "response_format.json_schema.strict", NULL,
+					       "'response_format.json_schema.strict' must be a boolean");
+		r->schema_strict = cJSON_IsTrue(strict);
+		if (!schema || cJSON_IsNull(schema))
+			return serve_error_set(err, 400, "response_format.json_schema.schema", NULL,
+					       "'response_format.json_schema.schema' is required");
+	} else {
+		return serve_error_set(err, 400, "response_format.type", NULL,
+				       "response_format '%.40s' is not supported (text, json_object or json_schema)",
+				       t->valuestring);
+	}
+	if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+		return serve_error_set(err, 400, "response_format.json_schema.schema", NULL,
+				       "'response_format.json_schema.schema' must be a JSON Schema (an object or a boolean)");
+	r->format = SERVE_FORMAT_JSON_SCHEMA;
+	if (!(r->schema_json = cJSON_PrintUnformatted(schema)))
+		return serve_error_set(err, 500, NULL, NULL, "out of memory");
+	if (!serve_utf8_valid(r->schema_json, strlen(r->schema_json)))
+		return serve_error_set(err, 400, "response_format.json_schema.schema", NULL,
+				       "'response_format.json_schema.schema' is not valid UTF-8");
+	return 0;
+}
+
 static int parse_chat(struct serve_request *r, const cJSON *o, struct serve_error *err)
 {
 	int rc = parse_messages(r, o, err);
@@ -419,15 +521,11 @@ static int parse_chat(struct serve_request *r, const cJSON *o, struct serve_erro
 		if (r->tools_json && !serve_utf8_valid(r->tools_json, strlen(r->tools_json)))
 			return serve_error_set(err, 400, "tools", NULL, "'tools' is not valid UTF-8");
 	}
-	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "response_format");
-	if (fmt && !cJSON_IsNull(fmt)) {
-		const cJSON *t = cJSON_GetObjectItemCaseSensitive(fmt, "type");
-		if (!cJSON_IsObject(fmt) || !cJSON_IsString(t))
-			return serve_error_set(err, 400, "response_format", NULL, "'response_format' must be an object with a type");
-		if (strcmp(t->valuestring, "text") != 0)
-			return serve_error_set(err, 400, "response_format.type", NULL,
-					       "response_format '%.40s' is not supported (only 'text')", t->valuestring);
-	}
+	if ((rc = parse_tool_choice(r, o, tools, err)) || (rc = parse_response_format(r, o, err)))
+		return rc;
+	if (r->format != SERVE_FORMAT_TEXT && (r->tool_choice == SERVE_TOOLS_REQUIRED || r->tool_choice == SERVE_TOOLS_NAMED))
+		return serve_error_set(err, 400, "response_format", NULL,
+				       "'response_format' cannot be combined with a tool_choice that forces a call");
 	bool lp = false;
 	int64_t top = 0;
 	if ((rc = get_bool(o, "logprobs", &lp, err)) || (rc = get_int(o, "top_logprobs", 0, BATCH_LOGPROBS_MAX, &top, err)))
@@ -578,6 +676,8 @@ void serve_request_free(struct serve_request *r)
 	free(r->model);
 	free(r->tools_json);
 	free(r->template_kwargs_json);
+	free(r->tool_name);
+	free(r->schema_json);
 	free(r->prompt);
 	free(r->prompt_ids);
 	for (int i = 0; i < r->n_stop; i++)

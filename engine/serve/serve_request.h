@@ -5,7 +5,7 @@
  * Fields follow OpenAI's API. Unknown fields are ignored; a known field of
  * the wrong type or out of range is refused with a serve_error naming it
  * (400, invalid_request_error). Features the engine lacks (n > 1, logit_bias,
- * response_format other than text, several prompts, echo with logprobs) are
+ * several prompts, echo with logprobs) are
  * refused the same way rather than silently ignored. Whether the model's chat
  * template can render what was asked (tools, roles, template variables) is
  * serve_prompt's decision, not the parser's: the parser keeps them as JSON text.
@@ -50,6 +50,21 @@ struct serve_message {
 	bool has_tool_calls;         /* an assistant turn carrying tool_calls */
 };
 
+/* response_format. */
+enum serve_format {
+	SERVE_FORMAT_TEXT = 0,
+	SERVE_FORMAT_JSON_OBJECT,    /* any JSON object */
+	SERVE_FORMAT_JSON_SCHEMA,    /* JSON text the schema admits */
+};
+
+/* tool_choice: the default is auto with tools, none without. */
+enum serve_tool_choice {
+	SERVE_TOOLS_AUTO = 0,        /* calls in the output are parsed into tool_calls */
+	SERVE_TOOLS_NONE,            /* tools are rendered; the output is all content */
+	SERVE_TOOLS_REQUIRED,        /* the output is one call of some tool (grammar-forced) */
+	SERVE_TOOLS_NAMED,           /* the output is one call of tool_name (grammar-forced) */
+};
+
 struct serve_limits {
 	int max_tokens_cap;          /* largest max_tokens a request may ask for */
 	int32_t vocab;               /* token ids of a prompt must be below it */
@@ -68,6 +83,11 @@ struct serve_request {
 	int enable_thinking;         /* chat_template_kwargs.enable_thinking: -1 not given, 0, 1 */
 	char *tools_json;            /* tools as compact JSON, NULL when absent or empty */
 	char *template_kwargs_json;  /* chat_template_kwargs other than the two above, a compact JSON object, or NULL */
+	enum serve_tool_choice tool_choice;
+	char *tool_name;             /* SERVE_TOOLS_NAMED: the function, one of tools */
+	enum serve_format format;    /* response_format.type */
+	char *schema_json;           /* SERVE_FORMAT_JSON_SCHEMA: the schema (an object or a boolean), compact JSON */
+	bool schema_strict;          /* response_format.json_schema.strict */
 	/* completions */
 	char *prompt;                /* text prompt, or NULL when prompt_ids is set */
 	int32_t *prompt_ids;         /* [n_prompt_ids] a prompt given as token ids */

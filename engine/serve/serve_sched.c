@@ -60,6 +60,12 @@ static void on_token(void *ctx, int slot, const struct batch_token *t, enum batc
 			   : fin == BATCH_LENGTH ? SERVE_FINISH_LENGTH : SERVE_FINISH_ERROR;
 	if (fin == BATCH_STOPPED && !t)
 		sc->step_failed = true;
+	if (fin == BATCH_GRAMMAR) {
+		serve_error_set(&j->failed, 500, NULL, "grammar_dead_end", "the output's grammar admits no token: %s",
+				error_message()[0] ? error_message() : "no token continues it");
+		error_clear();
+		j->pending = SERVE_FINISH_ERROR;
+	}
 }
 
 int serve_sched_init(struct serve_sched *sc, struct session *s, const struct tokenizer *tok,
@@ -224,8 +230,8 @@ static void finish_jobs(struct serve_sched *sc, int step_rc)
 		struct serve_job *j = sc->slot_job[i];
 		if (!j || !j->pending)
 			continue;
-		struct serve_error e, *ep = NULL;
-		if (j->pending == SERVE_FINISH_ERROR && step_rc < 0) {
+		struct serve_error e, *ep = j->failed.status ? &j->failed : NULL;
+		if (!ep && j->pending == SERVE_FINISH_ERROR && step_rc < 0) {
 			serve_error_set(&e, 500, NULL, "engine_error", "the model failed: %s",
 					error_message()[0] ? error_message() : strerror(-step_rc));
 			ep = &e;

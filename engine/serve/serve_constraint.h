@@ -1,0 +1,71 @@
+/*
+ * serve_constraint — the grammar a chat request's output must follow, made
+ * at admission on the HTTP thread: response_format json_object /
+ * json_schema (engine/grammar/json_schema.h), or a tool call that
+ * tool_choice "required" or a named function forces, written in the tool
+ * format of the model's chat template (engine/text/tool_calls.h) with its
+ * arguments constrained by the function's parameters schema.
+ *
+ * The tool-call grammar is one call (parallel calls are not forced):
+ *   HERMES    <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call>
+ *   DEEPSEEK  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N
+ *             \n```json\nARGS\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+ *   QWEN_XML, GLM, DSML: the function's properties in schema order, the
+ *             required ones present, the others optional; a value is JSON
+ *             of the property's schema, or, for a property of type
+ *             "string", raw text without '<' (its enum, minLength and
+ *             maxLength kept, other string keywords not).
+ * ARGS is the parameters schema through json_schema_to_gbnf (strict when
+ * the function says "strict": true), or {} for a function without one.
+ *
+ * The constrain (engine/decode/constrain.h) is made here too, so that the
+ * scheduler only masks and advances it. Ownership: the constraint owns its
+ * grammar and constrain; tok must outlive it.
+ */
+#ifndef COLIBRI_ENGINE_SERVE_CONSTRAINT_H
+#define COLIBRI_ENGINE_SERVE_CONSTRAINT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/decode/constrain.h"
+#include "engine/serve/serve_request.h"
+#include "engine/text/tool_calls.h"
+
+struct grammar;
+struct tokenizer;
+
+struct serve_constraint {
+	struct grammar *g;
+	struct constrain cs;
+	bool have_cs;
+	char *warnings;              /* what the grammar does not enforce, "; "-joined (malloc'd), or NULL */
+};
+
+/* Whether r's output is constrained (response_format, or a forced call). */
+bool serve_constraint_wanted(const struct serve_request *r);
+
+/*
+ * Builds c for r (serve_constraint_wanted(r) must hold). format is the
+ * model's tool format; dsml_tool_calls picks V4's <｜DSML｜tool_calls>
+ * block over V3.2's function_calls. eos[n_eos] end the output. Returns 0;
+ * -EINVAL with err: 400 naming response_format.json_schema for a schema
+ * that does not convert (or, with strict, uses keywords the grammar cannot
+ * enforce), 400 naming tool_choice when the model has no tool format or a
+ * function's parameters do not convert, 500 when out of memory. Free with
+ * serve_constraint_free, also after a failure.
+ */
+int serve_constraint_build(struct serve_constraint *c, const struct serve_request *r, enum tool_format format,
+			   bool dsml_tool_calls, const struct tokenizer *tok, const int32_t *eos, int n_eos,
+			   int32_t n_vocab, struct serve_error *err);
+void serve_constraint_free(struct serve_constraint *c);
+
+/*
+ * The GBNF text (root rule "root", malloc'd into *out) of one call in
+ * format f of the function named only (NULL: any of tools). Returns 0, or
+ * -EINVAL with a sentence in err, -ENOMEM.
+ */
+int serve_tool_call_gbnf(enum tool_format f, bool dsml_tool_calls, const cJSON *tools, const char *only, char **out,
+			 char *err, size_t err_len);
+
+#endif

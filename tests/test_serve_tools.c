@@ -1,0 +1,276 @@
+/*
+ * test_serve_tools — structured output and tool calls in `colibri serve`,
+ * on tiny models with random weights, so that the grammar is what makes
+ * the output valid:
+ *  - response_format json_object: every finished answer parses as a JSON
+ *    object; json_schema: every answer validates against the schema (a
+ *    validator for the one schema used, written here), and the streamed
+ *    deltas concatenate to the non-streamed answer;
+ *  - tool_choice "required" and a named function on every family with a
+ *    tool format in its template (tests/family_model.h): the answer is a
+ *    tool_calls message whose arguments parse and match the parameters'
+ *    types and ranges, finish_reason "tool_calls", streamed as
+ *    delta.tool_calls whose pieces concatenate to the same call;
+ *  - what is refused with a 400 naming the field: a schema that does not
+ *    convert, a strict schema with keywords the grammar cannot enforce, an
+ *    unknown response_format type, a tool_choice naming no tool or forcing
+ *    a call without tools.
+ */
+#include "base/strbuf.h"
+#include "tests/serve_util.h"
+
+#define SCHEMA                                                                                                  \
+	"{\"type\":\"object\",\"properties\":{"                                                                  \
+	"\"name\":{\"type\":\"string\",\"maxLength\":6},"                                                        \
+	"\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":120},"                                          \
+	"\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"red\",\"green\"]},\"maxItems\":3},"                 \
+	"\"ok\":{\"type\":\"boolean\"}},"                                                                        \
+	"\"required\":[\"name\",\"age\",\"tags\",\"ok\"],\"additionalProperties\":false}"
+
+/* The validator of SCHEMA: every member present, of its type and range, no other. */
+static void expect_schema(const char *text, const char *what)
+{
+	cJSON *j = cJSON_Parse(text);
+	cr_assert(cJSON_IsObject(j), "%s: not a JSON object: %s", what, text);
+	const cJSON *name = at(j, "name"), *age = at(j, "age"), *tags = at(j, "tags"), *ok = at(j, "ok");
+	cr_expect(cJSON_IsString(name) && strlen(name->valuestring) <= 6 * 4, "%s: name: %s", what, text);
+	cr_expect(cJSON_IsNumber(age) && age->valuedouble == (double)(int)age->valuedouble && age->valuedouble >= 0 &&
+			  age->valuedouble <= 120,
+		  "%s: age: %s", what, text);
+	cr_expect(cJSON_IsArray(tags) && cJSON_GetArraySize(tags) <= 3, "%s: tags: %s", what, text);
+	const cJSON *t;
+	cJSON_ArrayForEach(t, tags)
+		cr_expect(cJSON_IsString(t) && (!strcmp(t->valuestring, "red") || !strcmp(t->valuestring, "green")),
+			  "%s: a tag: %s", what, text);
+	cr_expect(cJSON_IsBool(ok), "%s: ok: %s", what, text);
+	cr_expect_eq(cJSON_GetArraySize(j), 4, "%s: other members: %s", what, text);
+	cJSON_Delete(j);
+}
+
+/* Content and finish_reason of a streamed chat answer, concatenated. */
+static char *stream_content(const struct srv *s, const char *body, char *finish, size_t n)
+{
+	char *resp = NULL;
+	cr_assert_eq(http(s, "POST", "/v1/chat/completions", body, NULL, &resp), 200, "%s", resp ? resp : "");
+	cJSON *ev = sse_events(resp);
+	struct strbuf b = { 0 };
+	strbuf_put(&b, "", 0);
+	const cJSON *e;
+	cJSON_ArrayForEach(e, ev) {
+		const cJSON *c = at(e, "choices.0.delta.content"), *f = at(e, "choices.0.finish_reason");
+		if (cJSON_IsString(c))
+			strbuf_put(&b, c->valuestring, strlen(c->valuestring));
+		if (cJSON_IsString(f))
+			snprintf(finish, n, "%s", f->valuestring);
+	}
+	cJSON_Delete(ev);
+	free(resp);
+	return b.p;
+}
+
+Test(serve, json_object_and_schema_always_parse)
+{
+	NEED_FIXTURE();
+	struct srv s;
+	srv_start(&s, "%s", "");
+	int stopped = 0;
+	for (int seed = 1; seed <= 6; seed++) {
+		char body[2048];
+		snprintf(body, sizeof body,
+			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Give JSON\"}],\"max_tokens\":120,"
+			 "\"temperature\":1,\"seed\":%d,\"response_format\":{\"type\":\"json_object\"}}",
+			 seed);
+		cJSON *j = http_json(&s, "POST", "/v1/chat/completions", body, 200);
+		const char *text = str_at(j, "choices.0.message.content"), *fin = str_at(j, "choices.0.finish_reason");
+		if (!strcmp(fin, "stop")) {
+			cJSON *o = cJSON_Parse(text);
+			cr_expect(cJSON_IsObject(o), "json_object seed %d: %s", seed, text);
+			cJSON_Delete(o);
+			stopped++;
+		}
+		cJSON_Delete(j);
+		/* The schema: bounded, so it always finishes. */
+		snprintf(body, sizeof body,
+			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Give JSON\"}],\"max_tokens\":200,"
+			 "\"temperature\":1,\"seed\":%d,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+			 "{\"name\":\"person\",\"strict\":true,\"schema\":" SCHEMA "}}%s}",
+			 seed, "");
+		j = http_json(&s, "POST", "/v1/chat/completions", body, 200);
+		char what[32];
+		snprintf(what, sizeof what, "schema seed %d", seed);
+		cr_expect_str_eq(str_at(j, "choices.0.finish_reason"), "stop", "%s", what);
+		char *whole = strdup(str_at(j, "choices.0.message.content"));
+		expect_schema(whole, what);
+		cJSON_Delete(j);
+		/* Streamed: the same text. */
+		body[strlen(body) - 1] = 0;
+		strcat(body, ",\"stream\":true}");
+		char fin2[32] = "";
+		char *streamed = stream_content(&s, body, fin2, sizeof fin2);
+		cr_expect_str_eq(streamed, whole, "%s streamed", what);
+		cr_expect_str_eq(fin2, "stop");
+		free(streamed);
+		free(whole);
+	}
+	cr_expect_gt(stopped, 0, "no json_object answer finished within max_tokens");
+	cr_expect_eq(srv_stop(&s), 0);
+}
+
+Test(serve, constraint_refusals)
+{
+	NEED_FIXTURE();
+	struct srv s;
+	srv_start(&s, "%s", "");
+	const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":4";
+	char body[2048];
+	snprintf(body, sizeof body,
+		 "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":"
+		 "{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/nope\"}}}}}}",
+		 m);
+	expect_error(&s, "POST", "/v1/chat/completions", body, NULL, 400, "response_format.json_schema");
+	snprintf(body, sizeof body,
+		 "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"strict\":true,"
+		 "\"schema\":{\"type\":\"object\",\"frobnicate\":1}}}}",
+		 m);
+	expect_error(&s, "POST", "/v1/chat/completions", body, NULL, 400, "response_format.json_schema");
+	/* Not strict: accepted, the warning in a header. */
+	snprintf(body, sizeof body,
+		 "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+		 "\"schema\":{\"type\":\"object\",\"frobnicate\":1}}}}",
+		 m);
+	char hdr[PATH_MAX + 16], extra[PATH_MAX + 32];
+	snprintf(hdr, sizeof hdr, "%s/headers", ws);
+	snprintf(extra, sizeof extra, "-D '%s'", hdr);
+	cr_expect_eq(http(&s, "POST", "/v1/chat/completions", body, extra, NULL), 200);
+	char *resp = tu_read(hdr, NULL);
+	cr_expect(resp && strcasestr(resp, "X-Colibri-Warning:") && strstr(resp, "frobnicate"), "%s", resp ? resp : "");
+	free(resp);
+	snprintf(body, sizeof body, "{%s,\"response_format\":{\"type\":\"xml\"}}", m);
+	expect_error(&s, "POST", "/v1/chat/completions", body, NULL, 400, "response_format.type");
+	snprintf(body, sizeof body, "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\"}}}", m);
+	expect_error(&s, "POST", "/v1/chat/completions", body, NULL, 400, "response_format.json_schema.schema");
+	snprintf(body, sizeof body, "{%s,\"tool_choice\":\"required\"}", m);
+	expect_error(&s, "POST", "/v1/chat/completions", body, NULL, 400, "tool_choice");
+	snprintf(body, sizeof body,
+		 "{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+		 "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+		 m);
+	expect_error(&s, "POST", "/v1/chat/completions", body, NULL, 400, "tool_choice.function.name");
+	snprintf(body, sizeof body, "{%s,\"tool_choice\":\"sometimes\"}", m);
+	expect_error(&s, "POST", "/v1/chat/completions", body, NULL, 400, "tool_choice");
+	cr_expect_eq(srv_stop(&s), 0);
+}
+
+#define TOOLS                                                                                                     \
+	"[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","      \
+	"\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12},\"days\":{\"type\":\"integer\","          \
+	"\"minimum\":1,\"maximum\":7},\"metric\":{\"type\":\"boolean\"}},\"required\":[\"city\",\"days\"],"        \
+	"\"additionalProperties\":false}}},"                                                                     \
+	"{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\","               \
+	"\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":999},\"b\":{\"type\":\"integer\","  \
+	"\"minimum\":0,\"maximum\":999}},\"required\":[\"a\",\"b\"],\"additionalProperties\":false}}}]"
+
+/* Checks a call's name and arguments against TOOLS. */
+static void expect_call(const char *name, const char *args, const char *want_name, const char *what)
+{
+	if (want_name)
+		cr_expect_str_eq(name, want_name, "%s", what);
+	cJSON *a = cJSON_Parse(args);
+	cr_assert(cJSON_IsObject(a), "%s: arguments are not a JSON object: %s", what, args);
+	if (!strcmp(name, "get_weather")) {
+		const cJSON *city = at(a, "city"), *days = at(a, "days"), *metric = at(a, "metric");
+		cr_expect(cJSON_IsString(city), "%s: city: %s", what, args);
+		cr_expect(cJSON_IsNumber(days) && days->valuedouble >= 1 && days->valuedouble <= 7, "%s: days: %s", what,
+			  args);
+		cr_expect(!metric || cJSON_IsBool(metric), "%s: metric: %s", what, args);
+		cr_expect_leq(cJSON_GetArraySize(a), 3, "%s: %s", what, args);
+	} else {
+		cr_expect_str_eq(name, "add", "%s", what);
+		const cJSON *x = at(a, "a"), *y = at(a, "b");
+		cr_expect(cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 999, "%s: a: %s", what, args);
+		cr_expect(cJSON_IsNumber(y) && y->valuedouble >= 0 && y->valuedouble <= 999, "%s: b: %s", what, args);
+		cr_expect_eq(cJSON_GetArraySize(a), 2, "%s: %s", what, args);
+	}
+	cJSON_Delete(a);
+}
+
+/* Forced calls on one family: required and named, plain and streamed. */
+static void forced_calls(const char *family)
+{
+	const struct family_chat *fc = NULL;
+	for (size_t i = 0; i < FAMILY_CHATS; i++)
+		if (!strcmp(family_chats[i].family, family))
+			fc = &family_chats[i];
+	cr_assert(fc);
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s/hf/%s", tu_fixtures(), family);
+	if (access(p, F_OK) != 0)
+		cr_skip_test("fixture %s is missing", p);
+	char dir[PATH_MAX];
+	family_model(ws, fc, dir, sizeof dir);
+	struct srv s;
+	srv_start_dir(&s, dir, "%s", "--ctx 4096"); /* the tiny tokenizer spells the tools' prompt in letters */
+	static const char *const choices[] = { "\"required\"",
+					       "{\"type\":\"function\",\"function\":{\"name\":\"add\"}}" };
+	for (int c = 0; c < 2; c++)
+		for (int seed = 1; seed <= 3; seed++) {
+			char body[4096], what[96];
+			snprintf(what, sizeof what, "%s %s seed %d", family, c ? "named" : "required", seed);
+			snprintf(body, sizeof body,
+				 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}],\"max_tokens\":700,"
+				 "\"temperature\":1,\"seed\":%d,\"tools\":" TOOLS ",\"tool_choice\":%s}",
+				 seed, choices[c]);
+			cJSON *j = http_json(&s, "POST", "/v1/chat/completions", body, 200);
+			char *printed = cJSON_PrintUnformatted(j);
+			cr_expect_str_eq(str_at(j, "choices.0.finish_reason"), "tool_calls", "%s: %s", what, printed);
+			const cJSON *calls = at(j, "choices.0.message.tool_calls");
+			cr_assert(cJSON_IsArray(calls) && cJSON_GetArraySize(calls) == 1, "%s: %s", what, printed);
+			cr_expect_str_eq(str_at(j, "choices.0.message.tool_calls.0.type"), "function", "%s", what);
+			cr_expect_str_eq(str_at(j, "choices.0.message.tool_calls.0.id"), "call_0", "%s", what);
+			const char *name = str_at(j, "choices.0.message.tool_calls.0.function.name");
+			const char *args = str_at(j, "choices.0.message.tool_calls.0.function.arguments");
+			expect_call(name, args, c ? "add" : NULL, what);
+			/* Streamed: the deltas make the same call. */
+			body[strlen(body) - 1] = 0;
+			strcat(body, ",\"stream\":true}");
+			char *resp = NULL;
+			cr_assert_eq(http(&s, "POST", "/v1/chat/completions", body, NULL, &resp), 200);
+			cJSON *ev = sse_events(resp);
+			struct strbuf sa = { 0 }, sn = { 0 };
+			strbuf_put(&sa, "", 0);
+			strbuf_put(&sn, "", 0);
+			const char *fin = "";
+			const cJSON *e;
+			cJSON_ArrayForEach(e, ev) {
+				const cJSON *tc = at(e, "choices.0.delta.tool_calls.0"), *f = at(e, "choices.0.finish_reason");
+				if (cJSON_IsString(f))
+					fin = f->valuestring;
+				if (!tc)
+					continue;
+				cr_expect_eq(num_at(tc, "index"), 0, "%s", what);
+				const cJSON *n = at(tc, "function.name"), *a = at(tc, "function.arguments");
+				if (cJSON_IsString(n))
+					strbuf_put(&sn, n->valuestring, strlen(n->valuestring));
+				if (cJSON_IsString(a))
+					strbuf_put(&sa, a->valuestring, strlen(a->valuestring));
+			}
+			cr_expect_str_eq(fin, "tool_calls", "%s streamed", what);
+			cr_expect_str_eq(sn.p, name, "%s streamed name", what);
+			cr_expect_str_eq(sa.p, args, "%s streamed arguments", what);
+			strbuf_free(&sa);
+			strbuf_free(&sn);
+			cJSON_Delete(ev);
+			free(resp);
+			free(printed);
+			cJSON_Delete(j);
+		}
+	cr_expect_eq(srv_stop(&s), 0);
+}
+
+Test(serve, forced_tool_calls_qwen3) { forced_calls("qwen3_next"); }
+Test(serve, forced_tool_calls_qwen3_5) { forced_calls("qwen3_5_moe"); }
+Test(serve, forced_tool_calls_deepseek_v3) { forced_calls("deepseek_v3"); }
+Test(serve, forced_tool_calls_deepseek_v32) { forced_calls("deepseek_v32"); }
+Test(serve, forced_tool_calls_deepseek_v4) { forced_calls("deepseek_v4"); }
+Test(serve, forced_tool_calls_glm4_moe) { forced_calls("glm4_moe"); }
+Test(serve, forced_tool_calls_glm_moe_dsa) { forced_calls("glm_moe_dsa"); }
