@@ -519,6 +519,8 @@ Test(serve, openai_node_client)
 	char *log = tu_read(out, NULL);
 	cr_expect_eq(rc, 0, "openai client:\n%s", log ? log : "");
 	cr_expect(log && strstr(log, "all checks passed"), "%s", log ? log : "");
+	cr_expect(log && strstr(log, "ok response_format json_schema") && strstr(log, "ok tool_choice required"),
+		  "structured output and tool calls through the client: %s", log ? log : "");
 	free(log);
 	cr_expect_eq(srv_stop(&s), 0);
 }

@@ -1,6 +1,7 @@
 // openai_client — drives a running `colibri serve` with the official openai
 // npm client (tools/node_modules/openai), as a user's script would: models,
-// chat, a streamed chat, completions, and an error. Run by tests/test_serve.c:
+// chat, a streamed chat, completions, structured output (response_format
+// json_schema), a forced tool call (tools + tool_choice required), and errors. Run by tests/test_serve.c:
 //   node tests/serve/openai_client.mjs BASE_URL MODEL_ID API_KEY
 // Prints one line per check and exits non-zero at the first failure.
 import { createRequire } from 'node:module';
@@ -49,6 +50,30 @@ check(usage && usage.completion_tokens === 12 && finish === 'length', 'stream us
 
 const comp = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 8, temperature: 0 });
 check(typeof comp.choices[0].text === 'string' && comp.usage.completion_tokens === 8, 'completions.create');
+
+const schema = {
+  type: 'object',
+  properties: { city: { type: 'string', maxLength: 8 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  required: ['city', 'days'],
+  additionalProperties: false,
+};
+const structured = await client.chat.completions.create({
+  model, messages, max_tokens: 200, temperature: 1, seed: 7,
+  response_format: { type: 'json_schema', json_schema: { name: 'trip', strict: true, schema } },
+});
+const obj = JSON.parse(structured.choices[0].message.content);
+check(typeof obj.city === 'string' && obj.city.length <= 8 && Number.isInteger(obj.days) && obj.days >= 1 &&
+      obj.days <= 7 && Object.keys(obj).length === 2, 'response_format json_schema gives JSON of the schema');
+
+const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city', parameters: schema } }];
+const called = await client.chat.completions.create({
+  model, messages, max_tokens: 200, temperature: 1, seed: 7, tools, tool_choice: 'required',
+});
+const call = called.choices[0].message.tool_calls?.[0];
+const args = call ? JSON.parse(call.function.arguments) : null;
+check(called.choices[0].finish_reason === 'tool_calls' && call.type === 'function' &&
+      call.function.name === 'get_weather' && typeof args.city === 'string' && Number.isInteger(args.days),
+      'tool_choice required gives a tool call with arguments of the schema');
 
 try {
   await client.chat.completions.create({ model, messages, temperature: 'hot' });
