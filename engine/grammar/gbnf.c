@@ -61,21 +61,6 @@ struct gbnf {
 	uint32_t n_classes, cap_classes;
 };
 
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size)
-{
-	if (need <= *cap)
-		return true;
-	uint32_t c = *cap ? *cap : 8;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, (size_t)c * size);
-	if (!q)
-		return false;
-	*p = q;
-	*cap = c;
-	return true;
-}
-
 /* Writes "line L, column C: ..." for byte offset at; the first error wins. */
 static void fail_at(struct gbnf *P, size_t at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -177,7 +162,7 @@ static bool is_name_char(int c)
 
 static uint32_t rule_new(struct gbnf *P, const char *name, size_t name_len)
 {
-	if (!grow((void **)&P->rules, &P->cap_rules, P->n_rules + 1, sizeof(*P->rules))) {
+	if (!gram_grow((void **)&P->rules, &P->cap_rules, P->n_rules + 1, sizeof(*P->rules), 8)) {
 		fail_nomem(P);
 		return 0;
 	}
@@ -205,7 +190,7 @@ static uint32_t rule_lookup(struct gbnf *P, const char *name, size_t name_len, s
 static struct evec *alt_new(struct gbnf *P, uint32_t rule)
 {
 	struct brule *r = &P->rules[rule];
-	if (!grow((void **)&r->alts, &r->cap_alts, r->n_alts + 1, sizeof(*r->alts))) {
+	if (!gram_grow((void **)&r->alts, &r->cap_alts, r->n_alts + 1, sizeof(*r->alts), 8)) {
 		fail_nomem(P);
 		return NULL;
 	}
@@ -222,7 +207,7 @@ static void push(struct gbnf *P, struct evec *a, uint32_t type, uint32_t arg)
 		fail_at(P, P->pos, "grammar too large (more than %u elements)", GRAMMAR_ELEMS_MAX);
 		return;
 	}
-	if (!grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v))) {
+	if (!gram_grow((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v), 8)) {
 		fail_nomem(P);
 		return;
 	}
@@ -266,7 +251,7 @@ static uint32_t class_finish(struct gbnf *P, uint32_t first, bool negated)
 		if (next <= CP_MAX)
 			tmp[k++] = (struct gram_range){ next, CP_MAX };
 		P->n_ranges = first;
-		if (!grow((void **)&P->ranges, &P->cap_ranges, first + k, sizeof(*P->ranges))) {
+		if (!gram_grow((void **)&P->ranges, &P->cap_ranges, first + k, sizeof(*P->ranges), 8)) {
 			free(tmp);
 			fail_nomem(P);
 			return 0;
@@ -276,7 +261,7 @@ static uint32_t class_finish(struct gbnf *P, uint32_t first, bool negated)
 		m = k;
 	}
 	P->n_ranges = first + m;
-	if (!grow((void **)&P->classes, &P->cap_classes, P->n_classes + 1, sizeof(*P->classes))) {
+	if (!gram_grow((void **)&P->classes, &P->cap_classes, P->n_classes + 1, sizeof(*P->classes), 8)) {
 		fail_nomem(P);
 		return 0;
 	}
@@ -286,7 +271,7 @@ static uint32_t class_finish(struct gbnf *P, uint32_t first, bool negated)
 
 static void range_add(struct gbnf *P, uint32_t lo, uint32_t hi)
 {
-	if (!grow((void **)&P->ranges, &P->cap_ranges, P->n_ranges + 1, sizeof(*P->ranges))) {
+	if (!gram_grow((void **)&P->ranges, &P->cap_ranges, P->n_ranges + 1, sizeof(*P->ranges), 8)) {
 		fail_nomem(P);
 		return;
 	}

@@ -47,21 +47,6 @@ static uint32_t mix(uint64_t x)
 	return (uint32_t)x;
 }
 
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size)
-{
-	if (need <= *cap)
-		return true;
-	uint32_t c = *cap ? *cap : 64;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, (size_t)c * size);
-	if (!q)
-		return false;
-	*p = q;
-	*cap = c;
-	return true;
-}
-
 static void ws_clear(struct gram_ws *w)
 {
 	w->n_nodes = 0;
@@ -90,7 +75,7 @@ int gram_ws_begin(struct gram_ws *w, const struct grammar *g)
 		w->step_key = calloc(w->step_cap, sizeof(*w->step_key));
 		w->step_val = calloc(w->step_cap, sizeof(*w->step_val));
 		if (!w->node_ht || !w->set_ht || !w->step_key || !w->step_val ||
-		    !grow((void **)&w->sets, &w->cap_sets, 1, sizeof(*w->sets)))
+		    !gram_grow((void **)&w->sets, &w->cap_sets, 1, sizeof(*w->sets), 64))
 			return -ENOMEM;
 		ws_clear(w);
 	} else if (w->n_nodes > WS_NODES_HIGH || w->n_step > WS_STEPS_HIGH ||
@@ -162,7 +147,7 @@ static uint32_t node_get(struct gram_ws *w, uint32_t pos, uint32_t parent)
 	for (uint32_t j = mix((uint64_t)pos << 32 | parent) & mask;; j = (j + 1) & mask) {
 		uint32_t v = w->node_ht[j];
 		if (!v) {
-			if (!grow((void **)&w->nodes, &w->cap_nodes, w->n_nodes + 1, sizeof(*w->nodes))) {
+			if (!gram_grow((void **)&w->nodes, &w->cap_nodes, w->n_nodes + 1, sizeof(*w->nodes), 64)) {
 				set_err(w, -ENOMEM);
 				return GRAM_NONE;
 			}
@@ -185,7 +170,7 @@ static uint32_t frame(struct gram_ws *w, uint32_t pos, uint32_t parent)
 
 static void emit(struct gram_ws *w, uint32_t id)
 {
-	if (!grow((void **)&w->tmp, &w->cap_tmp, w->n_tmp + 1, sizeof(*w->tmp))) {
+	if (!gram_grow((void **)&w->tmp, &w->cap_tmp, w->n_tmp + 1, sizeof(*w->tmp), 64)) {
 		set_err(w, -ENOMEM);
 		return;
 	}
@@ -255,9 +240,9 @@ static uint32_t set_intern(struct gram_ws *w)
 	for (uint32_t j = h & mask;; j = (j + 1) & mask) {
 		uint32_t v = w->set_ht[j];
 		if (!v) {
-			if (!grow((void **)&w->sets, &w->cap_sets, w->n_sets + 1, sizeof(*w->sets)) ||
-			    !grow((void **)&w->set_data, &w->cap_set_data, w->n_set_data + m,
-				  sizeof(*w->set_data))) {
+			if (!gram_grow((void **)&w->sets, &w->cap_sets, w->n_sets + 1, sizeof(*w->sets), 64) ||
+			    !gram_grow((void **)&w->set_data, &w->cap_set_data, w->n_set_data + m,
+				  sizeof(*w->set_data), 64)) {
 				set_err(w, -ENOMEM);
 				return 0;
 			}

@@ -12,6 +12,7 @@
 #define COLIBRI_GRAMMAR_INTERNAL_H
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "engine/grammar/grammar.h"
 
@@ -146,6 +147,23 @@ uint32_t gram_ws_byte(struct gram_ws *w, uint32_t set, struct gram_part *p, uint
 const uint64_t *gram_ws_fix(struct gram_ws *w, uint32_t set);
 /* True when set holds the empty stack. */
 int gram_ws_accepts(const struct gram_ws *w, uint32_t set);
+
+/* Grows the array *p of *cap elements of size bytes to hold need (doubling,
+ * from first); false when out of memory (*p and *cap unchanged). */
+static inline bool gram_grow(void **p, uint32_t *cap, uint32_t need, size_t size, uint32_t first)
+{
+	if (need <= *cap)
+		return true;
+	uint32_t c = *cap ? *cap : first;
+	while (c < need)
+		c *= 2;
+	void *q = realloc(*p, (size_t)c * size);
+	if (!q)
+		return false;
+	*p = q;
+	*cap = c;
+	return true;
+}
 
 /* The state's stacks as a set id in its workspace (creating the workspace). */
 int gram_state_set(struct grammar_state *s, uint32_t *set, struct gram_part *p,
