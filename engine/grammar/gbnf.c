@@ -256,7 +256,8 @@ static uint32_t class_finish(struct gbnf *P, uint32_t first, bool negated)
 			fail_nomem(P);
 			return 0;
 		}
-		memcpy(P->ranges + first, tmp, k * sizeof(*tmp));
+		if (k) /* a class of every code point negated is empty */
+			memcpy(P->ranges + first, tmp, k * sizeof(*tmp));
 		free(tmp);
 		m = k;
 	}
@@ -732,7 +733,8 @@ static void flatten(struct gbnf *P, struct grammar *g)
 			const struct evec *a = &P->rules[r].alts[k];
 			g->alts[ai++] = e;
 			if (a->n)
-				memcpy(g->elems + e, a->v, a->n * sizeof(*a->v));
+				if (a->n)
+					memcpy(g->elems + e, a->v, a->n * sizeof(*a->v));
 			e += a->n;
 			g->elems[e++] = (struct gram_elem){ GRAM_END, 0 };
 		}

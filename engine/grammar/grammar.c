@@ -246,7 +246,8 @@ static uint32_t set_intern(struct gram_ws *w)
 				set_err(w, -ENOMEM);
 				return 0;
 			}
-			memcpy(w->set_data + w->n_set_data, t, m * sizeof(*t));
+			if (m)
+				memcpy(w->set_data + w->n_set_data, t, m * sizeof(*t));
 			w->sets[w->n_sets] = (struct gram_set){ w->n_set_data, m, h };
 			w->n_set_data += m;
 			w->set_ht[j] = ++w->n_sets;
@@ -597,7 +598,8 @@ int grammar_state_clone(struct grammar_state **out, const struct grammar_state *
 		free(c);
 		return -ENOMEM;
 	}
-	memcpy(c->flat, s->flat, s->n_flat * sizeof(*c->flat));
+	if (s->n_flat)
+		memcpy(c->flat, s->flat, s->n_flat * sizeof(*c->flat));
 	c->cap_flat = s->n_flat ? s->n_flat : 1;
 	*out = c;
 	return 0;

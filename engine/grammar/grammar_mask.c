@@ -74,7 +74,8 @@ int grammar_vocab_new(struct grammar_vocab **out, size_t n_ids, const char *cons
 	v->eos = malloc((n_eos ? n_eos : 1) * sizeof(*v->eos));
 	if (!v->eos)
 		goto nomem;
-	memcpy(v->eos, eos, n_eos * sizeof(*eos));
+	if (n_eos)
+		memcpy(v->eos, eos, n_eos * sizeof(*eos));
 	v->n_eos = n_eos;
 	size_t n = 0, total = 0;
 	for (size_t i = 0; i < n_ids; i++) {
