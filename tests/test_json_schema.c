@@ -19,10 +19,18 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <time.h>
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 #include "tests/test_util.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 
@@ -440,6 +448,13 @@ Test(json_schema, hostile)
 	cr_expect_eq(c.rc, -EINVAL, "%s", c.err);
 	conv_free(&c);
 	free(schema);
+	/* Recursion through allOf merging (not memoised) stops at the depth limit, quickly. */
+	double t0 = now_s();
+	conv_text(&c, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":\"integer\"}},"
+		      "\"additionalProperties\":{\"allOf\":[{\"$ref\":\"#\"},{\"minProperties\":0}]}}", NULL);
+	cr_expect_eq(c.rc, -EINVAL, "%s", c.err);
+	conv_free(&c);
+	cr_expect_lt(now_s() - t0, 2.0);
 	/* A huge enum: refused for size, quickly. */
 	cJSON *e = cJSON_CreateObject(), *vals = cJSON_AddArrayToObject(e, "enum");
 	char item[80];
@@ -537,4 +552,113 @@ Test(json_schema, gbnf_text)
 	cr_expect(accepts_str(c.g, "[[], [[]], [[[]]]]"));
 	cr_expect(!accepts_str(c.g, "[1]"));
 	conv_free(&c);
+	/* pydantic's {"allOf": [{"$ref"}], "description"} stays a recursive rule. */
+	conv_text(&c, "{\"$defs\":{\"Node\":{\"type\":\"object\",\"properties\":{\"next\":{\"anyOf\":["
+		      "{\"allOf\":[{\"$ref\":\"#/$defs/Node\"}],\"description\":\"d\"},{\"type\":\"null\"}]}},"
+		      "\"required\":[\"next\"],\"additionalProperties\":false}},\"allOf\":[{\"$ref\":\"#/$defs/Node\"}]}", NULL);
+	cr_assert_eq(c.rc, 0, "%s", c.err);
+	cr_expect_eq(c.w.count, 0);
+	cr_expect(accepts_str(c.g, "{\"next\": {\"next\": {\"next\": null}}}"));
+	cr_expect(!accepts_str(c.g, "{\"next\": {}}"));
+	conv_free(&c);
+}
+
+/* Small deterministic generator for the mutation test. */
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static cJSON *random_value(uint64_t *r)
+{
+	static const char *const pool[] = {
+		"{}", "[]", "true", "false", "null", "0", "-1", "3.5", "1e300", "\"\"", "\"string\"",
+		"\"object\"", "\"#\"", "\"#/$defs/x\"", "\"^a(b|c)*$\"", "\"(?=x)\"", "[\"string\",\"null\"]",
+		"{\"$ref\":\"#\"}", "{\"type\":\"array\",\"items\":{\"$ref\":\"#\"}}", "{\"allOf\":[{\"$ref\":\"#\"}]}",
+		"{\"anyOf\":[{\"$ref\":\"#\"},{}]}", "{\"enum\":[1,\"a\",null]}", "{\"minimum\":5,\"maximum\":2}",
+		"[{}]", "[1,2]", "{\"properties\":{\"a\":false},\"required\":[\"a\"]}", "\"date-time\"", "4096", "5000",
+	};
+	return cJSON_Parse(pool[rng_next(r) % (sizeof pool / sizeof *pool)]);
+}
+
+/* Replaces or adds one random node of v (an object or array tree). */
+static void mutate(cJSON *v, uint64_t *r)
+{
+	static const char *const keys[] = {
+		"type", "properties", "required", "additionalProperties", "items", "prefixItems", "anyOf",
+		"oneOf", "allOf", "$ref", "enum", "const", "minimum", "maximum", "exclusiveMinimum",
+		"minItems", "maxItems", "minLength", "maxLength", "pattern", "format", "nullable", "not",
+	};
+	for (int depth = 0; depth < 12; depth++) {
+		int n = cJSON_GetArraySize(v);
+		bool descend = n && rng_next(r) % 3 != 0;
+		if (descend) {
+			cJSON *c = cJSON_GetArrayItem(v, (int)(rng_next(r) % (uint64_t)n));
+			if (cJSON_IsObject(c) || cJSON_IsArray(c)) {
+				v = c;
+				continue;
+			}
+			cJSON *nv = random_value(r);
+			if (cJSON_IsObject(v))
+				cJSON_ReplaceItemInObjectCaseSensitive(v, c->string, nv);
+			else
+				cJSON_ReplaceItemViaPointer(v, c, nv);
+			return;
+		}
+		cJSON *nv = random_value(r);
+		if (cJSON_IsObject(v)) {
+			const char *k = keys[rng_next(r) % (sizeof keys / sizeof *keys)];
+			cJSON_DeleteItemFromObjectCaseSensitive(v, k);
+			cJSON_AddItemToObject(v, k, nv);
+		} else {
+			cJSON_AddItemToArray(v, nv);
+		}
+		return;
+	}
+}
+
+Test(json_schema, mutations_never_crash)
+{
+	/* Random edits of corpus schemas: each converts or fails with a message; what converts compiles. */
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s/tests/schemas", tu_repo());
+	DIR *dp = opendir(dir);
+	cr_assert(dp);
+	uint64_t r = 0x9e3779b97f4a7c15ull;
+	size_t ok = 0, refused = 0;
+	struct dirent *e;
+	while ((e = readdir(dp))) {
+		size_t len = strlen(e->d_name);
+		if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
+			continue;
+		char path[PATH_MAX * 2];
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		size_t n;
+		char *text = tu_read(path, &n);
+		cJSON *root = cJSON_Parse(text);
+		for (int round = 0; round < 40; round++) {
+			cJSON *s = cJSON_Duplicate(cJSON_GetObjectItem(root, "schema"), true);
+			int edits = 1 + (int)(rng_next(&r) % 4);
+			for (int i = 0; i < edits; i++)
+				mutate(s, &r);
+			struct conv c;
+			conv_run(&c, s, NULL);
+			if (c.rc == 0) {
+				ok++;
+			} else {
+				cr_expect(c.rc == -EINVAL || c.rc == -E2BIG, "rc %d", c.rc);
+				cr_expect(c.err[0], "no message for a refused schema");
+				refused++;
+			}
+			conv_free(&c);
+			cJSON_Delete(s);
+		}
+		cJSON_Delete(root);
+		free(text);
+	}
+	closedir(dp);
+	fprintf(stderr, "json_schema mutations: %zu converted and compiled, %zu refused\n", ok, refused);
 }

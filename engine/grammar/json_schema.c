@@ -35,6 +35,8 @@
 #define INT_MAG_MAX 9999999999999999LL	/* the largest 16-digit integer */
 #define MEMBERS_INLINE_MAX 8		/* beyond this, object tails become rules */
 #define REF_CHAIN_MAX 64
+#define MERGES_MAX 2048		/* allOf merges per conversion */
+#define VISITS_MAX 200000	/* subschemas visited per conversion */
 
 enum prim {
 	PRIM_WS, PRIM_VALUE, PRIM_OBJECT, PRIM_ARRAY, PRIM_STRING, PRIM_CHAR, PRIM_NUMBER,
@@ -122,14 +124,18 @@ struct gen {
 	size_t n_strs, cap_strs, str_bytes;
 	struct rule *rules;
 	size_t n_rules, cap_rules;
-	const char **names;		/* rule names taken, shared ones included */
-	size_t n_names, cap_names;
+	struct name_slot {
+		const char *name;	/* NULL: empty */
+		int next;		/* next number to try for this base name */
+	} *names;			/* hash set of the rule names taken, shared ones included */
+	size_t n_names, cap_names;	/* cap_names: 0 or a power of two */
 	struct ref *refs;
 	size_t n_refs, cap_refs;
 	cJSON **owned;			/* merged schemas */
 	size_t n_owned, cap_owned;
 	unsigned prims;			/* bit per enum prim used */
 	int depth;			/* subschema nesting */
+	size_t merges, visits;		/* work done, against MERGES_MAX / VISITS_MAX */
 	int consume;			/* '{' / '[' entered on the current path */
 	int rc;
 	char *err;
@@ -275,12 +281,47 @@ static const char *prim(struct gen *g, enum prim p)
 	return prim_name[p];
 }
 
+static uint64_t name_hash(const char *n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; *n; n++)
+		h = (h ^ (unsigned char)*n) * 0x100000001b3ull;
+	return h;
+}
+
+/* The slot holding n, or the empty slot where it would go (cap_names > 0). */
+static struct name_slot *name_slot(const struct gen *g, const char *n)
+{
+	size_t mask = g->cap_names - 1;
+	for (size_t i = (size_t)name_hash(n) & mask;; i = (i + 1) & mask)
+		if (!g->names[i].name || !strcmp(g->names[i].name, n))
+			return &g->names[i];
+}
+
 static bool name_taken(const struct gen *g, const char *n)
 {
-	for (size_t i = 0; i < g->n_names; i++)
-		if (!strcmp(g->names[i], n))
-			return true;
-	return false;
+	return g->cap_names && name_slot(g, n)->name;
+}
+
+/* Adds n (not taken) to the set, growing it to stay at most half full. */
+static int name_put(struct gen *g, const char *n)
+{
+	if ((g->n_names + 1) * 2 > g->cap_names) {
+		struct gen t = *g;
+		t.cap_names = g->cap_names ? g->cap_names * 2 : 64;
+		t.names = calloc(t.cap_names, sizeof *t.names);
+		if (!t.names)
+			return -ENOMEM;
+		for (size_t i = 0; i < g->cap_names; i++)
+			if (g->names[i].name)
+				*name_slot(&t, g->names[i].name) = g->names[i];
+		free(g->names);
+		g->names = t.names;
+		g->cap_names = t.cap_names;
+	}
+	*name_slot(g, n) = (struct name_slot){ n, 2 };
+	g->n_names++;
+	return 0;
 }
 
 /* A fresh rule name made from hint: [A-Za-z0-9-] only, numbered when taken. */
@@ -309,16 +350,19 @@ static const char *name_new(struct gen *g, const char *hint)
 	if (!base)
 		return NULL;
 	const char *n = base;
-	for (int i = 2; name_taken(g, n); i++) {
-		n = fmt(g, "%s-%d", base, i);
-		if (!n)
-			return NULL;
+	if (name_taken(g, base)) {
+		int i = name_slot(g, base)->next;
+		do {
+			n = fmt(g, "%s-%d", base, i++);
+			if (!n)
+				return NULL;
+		} while (name_taken(g, n));
+		name_slot(g, base)->next = i;
 	}
-	if (array_grow((void **)&g->names, &g->cap_names, g->n_names + 1, sizeof *g->names)) {
+	if (name_put(g, n)) {
 		fail(g, ENOMEM, "out of memory");
 		return NULL;
 	}
-	g->names[g->n_names++] = n;
 	return n;
 }
 
@@ -1614,6 +1658,8 @@ struct member {
 static bool required_has(const cJSON *req, const char *key)
 {
 	const cJSON *r;
+	if (!key || !cJSON_IsArray(req))
+		return false;
 	cJSON_ArrayForEach(r, req)
 		if (cJSON_IsString(r) && !strcmp(r->valuestring, key))
 			return true;
@@ -2175,6 +2221,10 @@ static cJSON *merge(struct gen *g, const cJSON *a, const cJSON *b, const char *p
 		fail(g, EINVAL, "allOf at %s nests deeper than %d", at(path), g->opt.depth_max);
 		return NULL;
 	}
+	if (++g->merges > MERGES_MAX) {
+		fail(g, E2BIG, "allOf at %s needs more than %d merges", at(path), MERGES_MAX);
+		return NULL;
+	}
 	a = deref(g, a, path);
 	b = b ? deref(g, b, path) : NULL;
 	if (!a || (b == NULL && g->rc))
@@ -2225,6 +2275,10 @@ static cJSON *merge(struct gen *g, const cJSON *a, const cJSON *b, const char *p
 	}
 	cJSON *props = cJSON_GetObjectItemCaseSensitive(out, "properties");
 	const cJSON *req = cJSON_GetObjectItemCaseSensitive(out, "required");
+	if (!cJSON_IsObject(props))
+		props = NULL;
+	if (!cJSON_IsArray(req))
+		req = NULL;
 	for (size_t i = 0; i < n_closed && !g->rc; i++) {
 		if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(closed[i], "additionalProperties")))
 			continue;
@@ -2334,7 +2388,16 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 		const char *e = visit_inner(g, c, name, path);
 		return e ? fmt(g, "( %s | %s )", e, prim(g, PRIM_NULL)) : NULL;
 	}
-	if (cJSON_GetObjectItemCaseSensitive(s, "allOf")) {
+	const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+	if (all) {
+		/* {"allOf": [X]} beside annotations only (pydantic's way to describe a $ref) is X itself,
+		 * so a $ref in it stays a memoised, possibly recursive rule. */
+		bool alone = cJSON_GetArraySize(all) == 1;
+		const cJSON *k;
+		cJSON_ArrayForEach(k, s)
+			alone = alone && (!strcmp(k->string, "allOf") || in_list(kw_annotation, k->string));
+		if (alone && cJSON_IsArray(all))
+			return visit(g, all->child, name, path_index(g, path, "allOf", 0));
 		cJSON *m = merge(g, s, NULL, path, 0);
 		return m ? visit_inner(g, m, name, path) : NULL;
 	}
@@ -2427,6 +2490,10 @@ static const char *visit(struct gen *g, const cJSON *s, const char *name, const 
 		fail(g, EINVAL, "the schema nests deeper than %d at %s", g->opt.depth_max, at(path));
 		return NULL;
 	}
+	if (++g->visits > VISITS_MAX) {
+		fail(g, E2BIG, "the schema expands to more than %d subschemas", VISITS_MAX);
+		return NULL;
+	}
 	g->depth++;
 	const char *e = visit_inner(g, s, name, path);
 	g->depth--;
@@ -2466,11 +2533,10 @@ int json_schema_to_gbnf(const cJSON *schema, const struct json_schema_options *o
 		return g.rc;
 	}
 	for (int p = 0; p < PRIM_COUNT; p++) {
-		if (array_grow((void **)&g.names, &g.cap_names, g.n_names + 1, sizeof *g.names)) {
+		if (name_put(&g, prim_name[p])) {
 			gen_free(&g);
 			return -ENOMEM;
 		}
-		g.names[g.n_names++] = prim_name[p];
 	}
 	const char *root = name_new(&g, "root");
 	const char *e = visit(&g, schema, root, "");
