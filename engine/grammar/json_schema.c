@@ -12,9 +12,15 @@
  * branch. Strings, expressions and merged schemas live until the end of the
  * conversion in lists the generator frees at once.
  *
+ * Extra members' keys come from a trie of the listed names, so that a listed
+ * name cannot be written a second time as an "extra" with any value.
+ *
  * Limits: nesting depth (depth_max), grammar size (JSON_SCHEMA_GBNF_BYTES_MAX),
- * repetition bounds (JSON_SCHEMA_REPEAT_MAX). Objects with many properties
- * cost O(n) rules; enums O(total size of the values).
+ * repetition bounds (JSON_SCHEMA_REPEAT_MAX), MERGES_MAX allOf merges and
+ * VISITS_MAX subschema visits (allOf copies are not memoised, so a schema
+ * recursing through allOf is cut off there). Objects with n properties cost
+ * O(n) rules (tails become rules past MEMBERS_INLINE_MAX), enums O(total size
+ * of the values), rule names O(1) each (a hash set).
  */
 #include "engine/grammar/json_schema.h"
 
