@@ -1988,7 +1988,7 @@ static const cJSON *ref_resolve(const cJSON *root, const char *ref)
 		if (cJSON_IsArray(cur)) {
 			char *endp;
 			long i = strtol(seg, &endp, 10);
-			cur = *seg && !*endp && i >= 0 ? cJSON_GetArrayItem(cur, (int)i) : NULL;
+			cur = *seg && !*endp && i >= 0 && i < INT32_MAX ? cJSON_GetArrayItem(cur, (int)i) : NULL;
 		} else if (cJSON_IsObject(cur)) {
 			cur = cJSON_GetObjectItemCaseSensitive(cur, seg);
 		} else {
