@@ -12,8 +12,14 @@
 #include "engine/grammar/grammar.h"
 #include "engine/text/tokenizer.h"
 
+int constrain_vocab(struct grammar_vocab **out, const struct tokenizer *tok, const int32_t *eos, int n_eos)
+{
+	int rc = grammar_vocab_from_tokenizer(out, tok, eos, (size_t)(n_eos > 0 ? n_eos : 0));
+	return rc ? error_set(-rc, "grammar: cannot index the vocabulary for masks") : 0;
+}
+
 int constrain_init(struct constrain *c, const struct grammar *g, const struct tokenizer *tok,
-		   const int32_t *eos, int n_eos, int32_t n_vocab)
+		   const struct grammar_vocab *vocab, const int32_t *eos, int n_eos, int32_t n_vocab)
 {
 	memset(c, 0, sizeof *c);
 	c->tok = tok;
@@ -21,9 +27,10 @@ int constrain_init(struct constrain *c, const struct grammar *g, const struct to
 	c->n_allowed = -1;
 	for (int i = 0; i < n_eos && c->n_eos < (int)(sizeof c->eos / sizeof c->eos[0]); i++)
 		c->eos[c->n_eos++] = eos[i];
-	int rc = grammar_vocab_from_tokenizer(&c->vocab, tok, eos, (size_t)(n_eos > 0 ? n_eos : 0));
-	if (rc)
-		return error_set(-rc, "grammar: cannot index the vocabulary for masks");
+	int rc = 0;
+	if (!vocab && (rc = constrain_vocab(&c->own_vocab, tok, eos, n_eos)))
+		return rc;
+	c->vocab = vocab ? vocab : c->own_vocab;
 	size_t words = ((size_t)n_vocab + grammar_vocab_size(c->vocab) + 63) / 64;
 	c->bits = calloc(words, sizeof *c->bits);
 	if (!c->bits)
@@ -37,7 +44,7 @@ int constrain_init(struct constrain *c, const struct grammar *g, const struct to
 void constrain_free(struct constrain *c)
 {
 	grammar_state_free(c->state);
-	grammar_vocab_free(c->vocab);
+	grammar_vocab_free(c->own_vocab);
 	free(c->bits);
 	memset(c, 0, sizeof *c);
 }

@@ -25,7 +25,8 @@ struct tokenizer;
 
 struct constrain {
 	const struct tokenizer *tok;
-	struct grammar_vocab *vocab;  /* the tokenizer's tokens as bytes */
+	const struct grammar_vocab *vocab; /* the tokenizer's tokens as bytes */
+	struct grammar_vocab *own_vocab;   /* vocab when built here, else NULL */
 	struct grammar_state *state;  /* after the tokens accepted so far */
 	int32_t n_vocab;              /* the model's logits per row */
 	uint64_t *bits;               /* the allowed ids at the current position */
@@ -36,10 +37,18 @@ struct constrain {
 	uint64_t forced_forwards;     /* forwards that ran them */
 };
 
-/* Prepares the vocabulary and a state at the start of g (which must outlive
- * c); eos[n_eos] end a generation. Returns 0, -ENOMEM, or an error set. */
+/* The vocabulary a constrain masks over: tok's tokens as bytes, eos[n_eos]
+ * (the ids that end a generation) admitted only where the grammar's
+ * sentence is complete. Immutable: one serves every constrain of a server.
+ * Free with grammar_vocab_free. */
+int constrain_vocab(struct grammar_vocab **out, const struct tokenizer *tok, const int32_t *eos, int n_eos);
+
+/* A state at the start of g (which must outlive c) over vocab (built with
+ * constrain_vocab from the same tok and eos, and outliving c), or, with
+ * vocab NULL, over one built here (about 0.2 s on a 151k vocabulary).
+ * Returns 0, -ENOMEM, or an error set. */
 int constrain_init(struct constrain *c, const struct grammar *g, const struct tokenizer *tok,
-		   const int32_t *eos, int n_eos, int32_t n_vocab);
+		   const struct grammar_vocab *vocab, const int32_t *eos, int n_eos, int32_t n_vocab);
 void constrain_free(struct constrain *c);
 
 /* Sets logits[id] to -inf for every id the grammar does not admit next.

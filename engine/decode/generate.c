@@ -438,7 +438,7 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 			eos[n_eos++] = c->eos_ids[i];
 		if (tokenizer_eos_id(tok) >= 0)
 			eos[n_eos++] = tokenizer_eos_id(tok);
-		rc = constrain_init(&cs, o->grammar, tok, eos, n_eos, c->vocab);
+		rc = constrain_init(&cs, o->grammar, tok, NULL, eos, n_eos, c->vocab);
 		have_cs = true;
 		if (!rc)
 			g.cs = &cs;

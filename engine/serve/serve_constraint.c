@@ -356,8 +356,8 @@ static int format_gbnf(const struct serve_request *r, char **gbnf, char **warn, 
 }
 
 int serve_constraint_build(struct serve_constraint *c, const struct serve_request *r, enum tool_format format,
-			   bool dsml_tool_calls, const struct tokenizer *tok, const int32_t *eos, int n_eos,
-			   int32_t n_vocab, struct serve_error *err)
+			   bool dsml_tool_calls, const struct tokenizer *tok, const struct grammar_vocab *vocab,
+			   const int32_t *eos, int n_eos, int32_t n_vocab, struct serve_error *err)
 {
 	memset(c, 0, sizeof *c);
 	char *gbnf = NULL;
@@ -387,7 +387,7 @@ int serve_constraint_build(struct serve_constraint *c, const struct serve_reques
 	if (rc)
 		return serve_error_set(err, 400, param, NULL, "'%s' gives a grammar colibri cannot run: %s", param, why);
 	c->have_cs = true;
-	rc = constrain_init(&c->cs, c->g, tok, eos, n_eos, n_vocab);
+	rc = constrain_init(&c->cs, c->g, tok, vocab, eos, n_eos, n_vocab);
 	if (rc) {
 		int status = rc == -ENOMEM ? 500 : 400;
 		serve_error_set(err, status, status == 400 ? param : NULL, NULL, "%s",

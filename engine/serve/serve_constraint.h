@@ -48,7 +48,8 @@ bool serve_constraint_wanted(const struct serve_request *r);
 /*
  * Builds c for r (serve_constraint_wanted(r) must hold). format is the
  * model's tool format; dsml_tool_calls picks V4's <｜DSML｜tool_calls>
- * block over V3.2's function_calls. eos[n_eos] end the output. Returns 0;
+ * block over V3.2's function_calls. eos[n_eos] end the output; vocab is
+ * the server's constrain_vocab of tok and eos (NULL: built for the request). Returns 0;
  * -EINVAL with err: 400 naming response_format.json_schema for a schema
  * that does not convert (or, with strict, uses keywords the grammar cannot
  * enforce), 400 naming tool_choice when the model has no tool format or a
@@ -56,8 +57,8 @@ bool serve_constraint_wanted(const struct serve_request *r);
  * serve_constraint_free, also after a failure.
  */
 int serve_constraint_build(struct serve_constraint *c, const struct serve_request *r, enum tool_format format,
-			   bool dsml_tool_calls, const struct tokenizer *tok, const int32_t *eos, int n_eos,
-			   int32_t n_vocab, struct serve_error *err);
+			   bool dsml_tool_calls, const struct tokenizer *tok, const struct grammar_vocab *vocab,
+			   const int32_t *eos, int n_eos, int32_t n_vocab, struct serve_error *err);
 void serve_constraint_free(struct serve_constraint *c);
 
 /*

@@ -47,6 +47,8 @@ struct serve_http_options {
 	int n_eos;
 };
 
+struct grammar_vocab;
+
 struct serve_http {
 	struct MHD_Daemon *d;
 	struct serve_http_options o;
@@ -54,6 +56,7 @@ struct serve_http {
 	struct serve_metrics *metrics;
 	const struct serve_prompt *prompt;
 	const struct tokenizer *tok;
+	struct grammar_vocab *vocab; /* tok's tokens for the masks of constrained requests */
 	atomic_bool stopping;
 	atomic_int jobs_open;        /* requests holding a job (answers not yet sent) */
 };
