@@ -35,7 +35,7 @@ static void serve_usage(FILE *f)
 		"usage: colibri serve [--model DIR] [--host H] [--port P] [--api-key KEY | --api-key-file F]\n"
 		"                     [--insecure-no-key] [--model-id NAME] [--parallel N] [--queue N]\n"
 		"                     [--max-tokens N] [--max-body SIZE] [--timeout S] [--idle-timeout S]\n"
-		"                     [--grace S] [--http-threads N] [--sessions DIR]%s\n"
+		"                     [--grace S] [--http-threads N] [--sessions DIR] [--no-forced-batch]%s\n"
 		"  Serves the OpenAI API (/v1/chat/completions, /v1/completions, /v1/models) with /health and\n"
 		"  /metrics (Prometheus). Defaults: --host 127.0.0.1, --port 8080 (0: a free port, printed),\n"
 		"  --parallel %d requests decoded together, --ctx min(%d, the model's) positions per request,\n"
@@ -44,6 +44,8 @@ static void serve_usage(FILE *f)
 		"  Without a key only loopback addresses may be bound, unless --insecure-no-key.\n"
 		"  Without --model: the default model (a toy trained on the King James Bible).\n"
 		"  --sessions DIR keeps each slot's history and state across restarts (saved at shutdown).\n"
+		"  response_format / tool_choice constrain the output to a grammar; the tokens it forces run\n"
+		"  in the next step's forward with the sampled one (--no-forced-batch: one step each).\n"
 		"  SIGINT/SIGTERM: stop admitting, let requests finish within --grace, save, exit 0.\n",
 		SESSION_USAGE, SERVE_PARALLEL_DEFAULT, SERVE_CTX_DEFAULT);
 }
@@ -51,7 +53,7 @@ static void serve_usage(FILE *f)
 enum {
 	SERVE_HOST = 3000, SERVE_PORT, SERVE_KEY, SERVE_KEY_FILE, SERVE_NO_KEY, SERVE_MODEL_ID, SERVE_PARALLEL,
 	SERVE_QUEUE, SERVE_MAX_TOKENS, SERVE_MAX_BODY, SERVE_TIMEOUT, SERVE_IDLE, SERVE_GRACE, SERVE_HTTP_THREADS,
-	SERVE_SESSIONS,
+	SERVE_SESSIONS, SERVE_NO_FORCED_BATCH,
 };
 
 /* The folder's last name: the default --model-id. */
@@ -102,6 +104,7 @@ int cmd_serve(int argc, char **argv)
 		{ "grace", required_argument, 0, SERVE_GRACE },
 		{ "http-threads", required_argument, 0, SERVE_HTTP_THREADS },
 		{ "sessions", required_argument, 0, SERVE_SESSIONS },
+		{ "no-forced-batch", no_argument, 0, SERVE_NO_FORCED_BATCH },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -138,6 +141,7 @@ int cmd_serve(int argc, char **argv)
 			break;
 		case SERVE_HTTP_THREADS: rc = session_parse_int("http-threads", optarg, 1, 64, &o.http_threads); break;
 		case SERVE_SESSIONS: o.sessions_dir = optarg; break;
+		case SERVE_NO_FORCED_BATCH: o.no_forced_batch = true; break;
 		case 'h':
 			serve_usage(stdout);
 			return 0;

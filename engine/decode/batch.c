@@ -37,6 +37,7 @@ int batch_init(struct batch *b, struct forward *f, const struct tokenizer *tok, 
 	b->tok = tok;
 	b->on_token = on_token;
 	b->ctx = ctx;
+	b->forced_batch = true;
 	b->n_slots = f->n_seqs;
 	size_t V = (size_t)f->m->cfg.vocab, S = (size_t)b->n_slots;
 	b->slots = calloc(S, sizeof *b->slots);
@@ -215,6 +216,8 @@ static void grammar_end(struct batch *b, int i)
 		b->on_token(b->ctx, i, NULL, BATCH_GRAMMAR);
 }
 
+static enum batch_finish report_token(struct batch *b, int i, const struct batch_token *tp);
+
 /* Samples slot i's next token from its logits row and reports it. Under
  * a grammar the row is masked in b->work (logprobs stay the model's) and
  * the grammar takes the token; a grammar that admits nothing ends the slot
@@ -246,6 +249,35 @@ static void sample_slot(struct batch *b, int i, float *row)
 	if (s->p.logprobs)
 		logprobs_of(b, row, &t, s->p.top_logprobs);
 	t.eos = is_eos(b, t.id);
+	s->state = BATCH_SLOT_DECODE;
+	enum batch_finish fin = report_token(b, i, &t);
+	if (fin != BATCH_RUNNING || !s->p.cs || !b->forced_batch || s->p.logprobs)
+		return;
+	/* The tokens the grammar forces after it are appended now, without
+	 * sampling, and the next step runs them with the sampled one as a
+	 * prompt's rows (its last row samples): one forward for all of them.
+	 * Without logprobs only: a forced token has no row of logits. */
+	int32_t f;
+	while (s->n_tokens < s->cap && (f = constrain_forced(s->p.cs)) >= 0) {
+		if (constrain_accept(s->p.cs, f) != 0) {
+			error_clear();
+			break;
+		}
+		struct batch_token ft = { .id = f };
+		b->forced++;
+		s->state = BATCH_SLOT_PREFILL;
+		if (report_token(b, i, &ft) != BATCH_RUNNING)
+			return;
+	}
+}
+
+/* Appends a chosen token to slot i's history and reports it; the slot
+ * decodes on (BATCH_RUNNING, its `next` not yet in the state) or ends
+ * here (EOS, n_predict, the context). */
+static enum batch_finish report_token(struct batch *b, int i, const struct batch_token *tp)
+{
+	struct batch_slot *s = &b->slots[i];
+	struct batch_token t = *tp;
 	enum batch_finish fin = BATCH_RUNNING;
 	if (t.eos) {
 		fin = BATCH_EOS;
@@ -258,16 +290,18 @@ static void sample_slot(struct batch *b, int i, float *row)
 		if (s->n_generated >= s->p.n_predict || s->n_tokens > b->f->ctx)
 			fin = BATCH_LENGTH;
 	}
-	s->next = t.id;
-	s->state = BATCH_SLOT_DECODE;
+	s->next = t.id; /* DECODE; forced tokens are pending rows of a PREFILL slot */
 	s->finish = fin;
 	if (fin != BATCH_RUNNING) {
 		if (!t.eos)
 			s->n_tokens--; /* this token never runs */
+		if (s->state == BATCH_SLOT_PREFILL)
+			s->n_tokens = seq_of(b, i)->pos; /* nor do the forced ones before it */
 		s->state = BATCH_SLOT_FREE;
 	}
 	if (b->on_token)
 		b->on_token(b->ctx, i, &t, fin);
+	return fin;
 }
 
 /* A request of n_predict 0 ends before its first token. */

@@ -103,7 +103,8 @@ int serve_run(struct session *s, const struct tokenizer *tok, const struct serve
 	bool prompt_ready = rc == 0, sched_ready = false;
 	prompt.history = s->fwd.seqs[0].has_fixed; /* a second render per chat request, only where it pays */
 	if (!rc && (rc = generate_options_default(&go, s->opt.model_dir)) == 0) {
-		struct serve_sched_options so = { .queue_max = o->queue, .sessions_dir = o->sessions_dir };
+		struct serve_sched_options so = { .queue_max = o->queue, .sessions_dir = o->sessions_dir,
+						  .no_forced_batch = o->no_forced_batch };
 		rc = serve_sched_init(&sched, s, tok, &metrics, &so);
 		sched_ready = true;
 	}

@@ -28,6 +28,7 @@ struct serve_options {
 	double grace_s;              /* shutdown: running requests may finish within it */
 	int http_threads;
 	const char *sessions_dir;    /* NULL: none */
+	bool no_forced_batch;        /* a grammar's forced tokens one step each (for comparison) */
 };
 
 void serve_options_default(struct serve_options *o);

@@ -82,6 +82,7 @@ int serve_sched_init(struct serve_sched *sc, struct session *s, const struct tok
 	if (rc)
 		return rc;
 	sc->batch_ready = true;
+	sc->b.forced_batch = !o->no_forced_batch;
 	sc->q_cap = sc->b.n_slots + o->queue_max;
 	sc->queue = calloc((size_t)sc->q_cap, sizeof *sc->queue);
 	sc->slot_job = calloc((size_t)sc->b.n_slots, sizeof *sc->slot_job);

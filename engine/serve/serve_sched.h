@@ -33,6 +33,7 @@ struct tokenizer;
 struct serve_sched_options {
 	int queue_max;               /* jobs waiting beyond the slots */
 	const char *sessions_dir;    /* NULL: no sessions kept */
+	bool no_forced_batch;        /* a grammar's forced tokens one step each */
 };
 
 struct serve_sched {
