@@ -12,14 +12,16 @@
 #
 #   bench/grammar.sh     # about 15 minutes the first time (generate + convert the shape)
 #
-# Environment: BENCH_TOKENS [160], BENCH_REPEAT [2], BENCH_FIO_SECONDS [2],
+# Environment: BENCH_TOKENS [256], BENCH_REPEAT [2], BENCH_FIO_SECONDS [2], BENCH_JSON_WS
+# [none: compact JSON, run --json-ws],
 # BENCH_IO_DEPTH [32], BENCH_CGROUP_LIMIT [2G], BENCH_CGROUP_RAM [1536M].
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/model_lib.sh"
 bench_init grammar
-tokens=${BENCH_TOKENS:-160}
+tokens=${BENCH_TOKENS:-256}
+json_ws=${BENCH_JSON_WS:-none}
 repeat=${BENCH_REPEAT:-2}
 fio_s=${BENCH_FIO_SECONDS:-2}
 depth=${BENCH_IO_DEPTH:-32}
@@ -36,8 +38,8 @@ if [ ! -f "$tokctr/tokenizer.json" ]; then
   cp -al "$ctr" "$tokctr"
   cp "$root/models/kjv-moe-hf/tokenizer.json" "$root/models/kjv-moe-hf/tokenizer_config.json" "$tokctr/"
 fi
-cmd="BENCH_TOKENS=$tokens BENCH_REPEAT=$repeat bench/grammar.sh"
+cmd="BENCH_TOKENS=$tokens BENCH_REPEAT=$repeat BENCH_JSON_WS=$json_ws bench/grammar.sh"
 "$py" "$here/grammar_runs.py" --model "$tokctr" --schema "$here/schemas/extraction.json" \
     --out "$results/grammar-$date.json" --md "$results/grammar-$date.md" --colibri "$colibri" \
     --cgroup-limit "$cg_limit" --ram "$cg_ram" --tokens "$tokens" --repeat "$repeat" \
-    --fio-seconds "$fio_s" --io-depth "$depth" --scratch "$work/runs-$date" --command "$cmd"
+    --fio-seconds "$fio_s" --io-depth "$depth" --json-ws "$json_ws" --scratch "$work/runs-$date" --command "$cmd"

@@ -42,7 +42,7 @@ def run_one(args, ctr, prompt, batched, tag, scratch):
     out = os.path.join(scratch, tag + ".out")
     argv = [args.colibri, "run", "--model", args.model, "--prompt", prompt, "-n", str(args.tokens),
             "--temp", "0", "--ram", args.ram, "--io-depth", str(args.io_depth), "--json-schema", args.schema,
-            "--stats-json", stats]
+            "--json-ws", args.json_ws, "--stats-json", stats]
     if not batched:
         argv.append("--no-forced-batch")
     for f in (stats,):
@@ -82,9 +82,9 @@ def report(args, runs, meta):
     L = ["# Constrained decoding with forced-token batching — %s" % meta["date"][:10], ""]
     L.append("    %s" % (args.command or "bench/grammar.sh"))
     L.append("")
-    L.append("- Model: `%s` (%s). Schema: `%s`. Greedy, %d tokens at most, `--ram %s`%s, `--io-depth %d`; "
+    L.append("- Model: `%s` (%s). Schema: `%s` (`--json-ws %s`). Greedy, %d tokens at most, `--ram %s`%s, `--io-depth %d`; "
              "fio %d s before each run; page cache dropped before each run; modes A B A B, %d repeat(s) of %d "
-             "prompts." % (args.model, meta["model_type"], os.path.basename(args.schema), args.tokens, args.ram,
+             "prompts." % (args.model, meta["model_type"], os.path.basename(args.schema), args.json_ws, args.tokens, args.ram,
                             " in a %s cgroup" % args.cgroup_limit if args.cgroup_limit else "", args.io_depth,
                             args.fio_seconds, args.repeat, len(PROMPTS)))
     L.append("- Machine: %s; colibri %s." % (meta["machine"], meta["rev"]))
@@ -120,7 +120,7 @@ def report(args, runs, meta):
         L.append("| %s | %d | %d | %d | %.2f | %.2f | %s | `%s` |" % (
             r["tag"], r["generated"], r["forced"], r["forwards"], r["decode_tok_s"], r["fio"]["gbps"],
             "%.2f GB / %d" % (m.get("memcg_max_usage_in_bytes", 0) / 1e9, m.get("memcg_failcnt", 0)) if m else "–",
-            r["text"][:90].replace("|", "\\|")))
+            r["text"][:90].replace("|", "\\|").replace("\n", "\\n").replace("\t", "\\t")))
     L.append("")
     L.append("<details><summary>Commands</summary>")
     L.append("")
@@ -148,6 +148,7 @@ def main():
     ap.add_argument("--fio-seconds", type=int, default=2)
     ap.add_argument("--io-depth", type=int, default=32)
     ap.add_argument("--scratch", required=True)
+    ap.add_argument("--json-ws", default="none", help="--json-ws of the runs (none: compact JSON)")
     ap.add_argument("--command", default="")
     args = ap.parse_args()
     ctr = decode_runs.Container(args.model)

@@ -27,7 +27,7 @@ static void run_usage(FILE *f)
 	fprintf(f, "usage: colibri run [--model DIR] (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]\n"
 		   "                   [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]\n"
 		   "                   [--draft auto|N] [--grammar FILE | --grammar-text GBNF | --json-schema FILE|JSON]\n"
-		   "                   [--no-forced-batch]%s\n"
+		   "                   [--json-ws N|none] [--no-forced-batch]%s\n"
 		   "  Generates up to N tokens (default 128) and streams the text to stdout.\n"
 		   "  Without --model: the default model (a toy trained on the King James Bible, models/kjv-moe-hf).\n"
 		   "  --prompt-file reads the prompt from a file (- for stdin), for prompts too long for a\n"
@@ -43,19 +43,21 @@ static void run_usage(FILE *f)
 		   "  token only, that token is appended without sampling and a run of them goes through one\n"
 		   "  forward (--no-forced-batch: one forward each, the same output).\n"
 		   "  --json-schema: the output is JSON the schema admits (a file, or the schema itself when the\n"
-		   "  argument starts with '{'); keywords it cannot enforce are named in a warning.\n"
+		   "  argument starts with '{'); keywords it cannot enforce are named in a warning. --json-ws N:\n"
+		   "  whitespace between JSON tokens, one optional newline then up to N spaces or tabs (default\n"
+		   "  20; none: compact JSON, which leaves the model fewer choices and forces more tokens).\n"
 		   "  --stats prints prompt and decode tok/s, time to first token and expert statistics to stderr.\n",
 		SESSION_USAGE);
 }
 
 enum {
 	RUN_PROMPT = 2000, RUN_PROMPT_FILE, RUN_TOKENS, RUN_TEMP, RUN_TOP_P, RUN_TOP_K, RUN_SEED, RUN_CHAT,
-	RUN_SYSTEM, RUN_DRAFT, RUN_GRAMMAR, RUN_GRAMMAR_TEXT, RUN_NO_FORCED_BATCH, RUN_JSON_SCHEMA
+	RUN_SYSTEM, RUN_DRAFT, RUN_GRAMMAR, RUN_GRAMMAR_TEXT, RUN_NO_FORCED_BATCH, RUN_JSON_SCHEMA, RUN_JSON_WS
 };
 
 /* The GBNF of --json-schema ARG (a file, or the schema when ARG starts
  * with '{'), warnings on stderr; errors name the file or the option. */
-static int run_json_schema(const char *arg, char **gbnf)
+static int run_json_schema(const char *arg, int ws, char **gbnf)
 {
 	bool inline_schema = arg[0] == '{';
 	const char *what = inline_schema ? "--json-schema" : arg;
@@ -69,7 +71,8 @@ static int run_json_schema(const char *arg, char **gbnf)
 	if (!j)
 		return error_set(EINVAL, "%s: not valid JSON", what);
 	struct json_schema_warnings w = { 0 };
-	rc = json_schema_to_gbnf(j, NULL, gbnf, &w, err, sizeof err);
+	struct json_schema_options opt = { .ws_max = ws };
+	rc = json_schema_to_gbnf(j, &opt, gbnf, &w, err, sizeof err);
 	cJSON_Delete(j);
 	for (size_t i = 0; i < w.count; i++)
 		fprintf(stderr, "colibri: warning: %s: %s\n", what, w.msg[i]);
@@ -102,6 +105,7 @@ int cmd_run(int argc, char **argv)
 	struct generate_options go;
 	const char *prompt = NULL, *prompt_file = NULL, *tokens_arg = NULL, *system = NULL;
 	const char *grammar_file = NULL, *grammar_text = NULL, *json_schema = NULL;
+	int json_ws = 0;
 	bool chat = false;
 	static const struct option opts[] = {
 		SESSION_LONG_OPTIONS,
@@ -114,6 +118,7 @@ int cmd_run(int argc, char **argv)
 		{ "grammar", required_argument, 0, RUN_GRAMMAR }, { "grammar-text", required_argument, 0, RUN_GRAMMAR_TEXT },
 		{ "no-forced-batch", no_argument, 0, RUN_NO_FORCED_BATCH },
 		{ "json-schema", required_argument, 0, RUN_JSON_SCHEMA },
+		{ "json-ws", required_argument, 0, RUN_JSON_WS },
 		{ "help", no_argument, 0, 'h' },                { 0, 0, 0, 0 },
 	};
 	/* The model folder decides the sampling defaults: find it first. */
@@ -152,6 +157,14 @@ int cmd_run(int argc, char **argv)
 		case RUN_GRAMMAR_TEXT: grammar_text = optarg; break;
 		case RUN_NO_FORCED_BATCH: go.forced_batch = false; break;
 		case RUN_JSON_SCHEMA: json_schema = optarg; break;
+		case RUN_JSON_WS:
+			if (!strcmp(optarg, "none"))
+				json_ws = -1;
+			else if (session_parse_int("json-ws", optarg, 1, 4096, &json_ws)) {
+				error_clear();
+				rc = error_set(EINVAL, "--json-ws takes none or 1..4096, not \"%s\"", optarg);
+			}
+			break;
 		case 'h':
 			run_usage(stdout);
 			return 0;
@@ -171,7 +184,7 @@ int cmd_run(int argc, char **argv)
 	}
 	struct grammar *gram = NULL;
 	char *schema_gbnf = NULL;
-	if (json_schema && run_json_schema(json_schema, &schema_gbnf))
+	if (json_schema && run_json_schema(json_schema, json_ws, &schema_gbnf))
 		return cmd_fail("bad schema");
 	if (schema_gbnf) {
 		char err[512] = "";
