@@ -106,26 +106,6 @@ static int schema_rules(struct strbuf *b, const cJSON *s, bool strict, const cha
 	return 0;
 }
 
-/* Whether a parameter's schema makes its value a raw string in the XML
- * formats (tool_calls.c reads it as one: type "string", or a type list of
- * "string" and "null"). */
-static bool raw_string(const cJSON *ps)
-{
-	const cJSON *type = cJSON_GetObjectItemCaseSensitive(ps, "type"), *x;
-	if (cJSON_IsString(type))
-		return strcmp(type->valuestring, "string") == 0;
-	bool str = false;
-	cJSON_ArrayForEach(x, type) {
-		if (!cJSON_IsString(x))
-			return false;
-		if (strcmp(x->valuestring, "string") == 0)
-			str = true;
-		else if (strcmp(x->valuestring, "null") != 0)
-			return false;
-	}
-	return str;
-}
-
 static int length_of(const cJSON *ps, const char *key, int dflt)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(ps, key);
@@ -180,7 +160,7 @@ static int xml_params(struct strbuf *b, enum tool_format f, const cJSON *params,
 	cJSON_ArrayForEach(p, props) {
 		char vp[64], v[80];
 		snprintf(vp, sizeof vp, "%sp%d-", pre, j);
-		bool raw = raw_string(p);
+		bool raw = tool_param_is_string(p);
 		if (raw) {
 			snprintf(v, sizeof v, "%sp%d-raw", pre, j);
 			raw_rule(b, v, p);

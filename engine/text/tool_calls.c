@@ -247,7 +247,24 @@ static bool name_ok(const char *s, size_t n)
 	return true;
 }
 
-/* The tool schema says parameter pname of fname is a string (type "string", or only "string" and "null"). */
+bool tool_param_is_string(const cJSON *param)
+{
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(param, "type"), *x;
+	if (cJSON_IsString(type))
+		return strcmp(type->valuestring, "string") == 0;
+	bool str = false;
+	cJSON_ArrayForEach(x, type) {
+		if (!cJSON_IsString(x))
+			return false;
+		if (strcmp(x->valuestring, "string") == 0)
+			str = true;
+		else if (strcmp(x->valuestring, "null") != 0)
+			return false;
+	}
+	return str;
+}
+
+/* The tool schema says parameter pname of fname is a string (tool_param_is_string). */
 static bool schema_string(const cJSON *tools, const char *fname, const char *pname)
 {
 	const cJSON *t;
@@ -260,21 +277,7 @@ static bool schema_string(const cJSON *tools, const char *fname, const char *pna
 			continue;
 		const cJSON *props = cJSON_GetObjectItemCaseSensitive(
 			cJSON_GetObjectItemCaseSensitive(fn, "parameters"), "properties");
-		const cJSON *type = cJSON_GetObjectItemCaseSensitive(
-			cJSON_GetObjectItemCaseSensitive(props, pname), "type");
-		if (cJSON_IsString(type))
-			return strcmp(type->valuestring, "string") == 0;
-		bool str = false;
-		const cJSON *x;
-		cJSON_ArrayForEach(x, type) {
-			if (!cJSON_IsString(x))
-				return false;
-			if (strcmp(x->valuestring, "string") == 0)
-				str = true;
-			else if (strcmp(x->valuestring, "null") != 0)
-				return false;
-		}
-		return str;
+		return tool_param_is_string(cJSON_GetObjectItemCaseSensitive(props, pname));
 	}
 	return false;
 }

@@ -126,6 +126,10 @@ struct tool_call_parser {
  * events in order. Free with tool_call_parser_free, which frees the
  * results too.
  */
+/* Whether a parameter's schema types it as a string: type "string", or a
+ * list of "string" and "null" only (such a value is kept as text). */
+bool tool_param_is_string(const cJSON *param);
+
 void tool_call_parser_init(struct tool_call_parser *p, enum tool_format format, const cJSON *tools,
 			   tool_call_event_fn emit, void *ctx);
 void tool_call_parser_free(struct tool_call_parser *p);
