@@ -120,7 +120,7 @@ def report(args, runs, meta):
         L.append("| %s | %d | %d | %d | %.2f | %.2f | %s | `%s` |" % (
             r["tag"], r["generated"], r["forced"], r["forwards"], r["decode_tok_s"], r["fio"]["gbps"],
             "%.2f GB / %d" % (m.get("memcg_max_usage_in_bytes", 0) / 1e9, m.get("memcg_failcnt", 0)) if m else "–",
-            r["text"][:90].replace("|", "\\|").replace("\n", "\\n").replace("\t", "\\t")))
+            r["text"][:90].replace("|", "\\|").replace("\n", "\\n").replace("\t", "\\t").replace("`", "'")))
     L.append("")
     L.append("<details><summary>Commands</summary>")
     L.append("")
