@@ -2360,6 +2360,18 @@ static const char *type_infer(const cJSON *s)
 	return NULL;
 }
 
+/* The n alternatives joined in b (" | " between them) as one element:
+ * itself when n is 1, else in parentheses; b is consumed. */
+static const char *alternatives(struct gen *g, struct strbuf *b, int n)
+{
+	if (n == 1)
+		return keep(g, b);
+	struct strbuf p = { 0 };
+	strbuf_printf(&p, "( %s )", b->p);
+	strbuf_free(b);
+	return keep(g, &p);
+}
+
 static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, const char *path)
 {
 	if (cJSON_IsTrue(s))
@@ -2440,12 +2452,7 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 			}
 			strbuf_printf(&b, "%s%s", i++ ? " | " : "", e);
 		}
-		if (i == 1)
-			return keep(g, &b);
-		struct strbuf p = { 0 };
-		strbuf_printf(&p, "( %s )", b.p);
-		strbuf_free(&b);
-		return keep(g, &p);
+		return alternatives(g, &b, i);
 	}
 	const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(s, "const");
@@ -2480,12 +2487,7 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 		}
 		strbuf_printf(&b, "%s%s", i++ ? " | " : "", e);
 	}
-	if (i == 1)
-		return keep(g, &b);
-	struct strbuf p = { 0 };
-	strbuf_printf(&p, "( %s )", b.p);
-	strbuf_free(&b);
-	return keep(g, &p);
+	return alternatives(g, &b, i);
 }
 
 static const char *visit(struct gen *g, const cJSON *s, const char *name, const char *path)
