@@ -47,6 +47,7 @@
 #include <limits.h>
 
 #include "tests/node_ref.h"
+#include "tests/cli_util.h"
 #include "tests/test_util.h"
 #include "engine/text/chat.h"
 #include "engine/text/chat_internal.h"
@@ -641,14 +642,8 @@ static void expect_cases(const struct chat_template *ct, const char *what, const
 static cJSON *expected_json(void)
 {
 	char path[PATH_MAX];
-	size_t n;
 	snprintf(path, sizeof path, "%s/tests/chat_templates/expected.json", tu_repo());
-	char *text = tu_read(path, &n);
-	cr_assert(text, "%s is missing", path);
-	cJSON *root = cJSON_Parse(text);
-	cr_assert(root);
-	free(text);
-	return root;
+	return cli_json_read(path);
 }
 
 /* Every released template on every conversation of expected.json (expect_cases). */

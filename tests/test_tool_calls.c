@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "tests/cli_util.h"
 #include "tests/test_util.h"
 #include "engine/text/chat.h"
 #include "engine/text/tool_calls.h"
@@ -180,14 +181,8 @@ static void expect_json(const char *got, const char *want)
 static cJSON *load_expected(void)
 {
 	char path[PATH_MAX];
-	size_t n;
 	snprintf(path, sizeof path, "%s/tests/chat_templates/expected.json", tu_repo());
-	char *text = tu_read(path, &n);
-	cr_assert(text, "%s is missing", path);
-	cJSON *root = cJSON_Parse(text);
-	cr_assert(root);
-	free(text);
-	return root;
+	return cli_json_read(path);
 }
 
 static char *read_template(const char *file)
