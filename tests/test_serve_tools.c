@@ -305,3 +305,42 @@ Test(serve, forced_tokens_batched_same_answers)
 	cr_expect_eq(srv_stop(&a), 0);
 	cr_expect_eq(srv_stop(&b), 0);
 }
+
+/* A stop string inside the forced part of an answer ends the request there
+ * (the slot is finished while its forced tokens are reported), and the
+ * slots serve the next requests as usual. */
+Test(serve, stop_string_inside_forced_tokens)
+{
+	NEED_FIXTURE();
+	struct srv s;
+	srv_start(&s, "%s", "");
+	for (int k = 0; k < 6; k++) {
+		char body[2048];
+		snprintf(body, sizeof body,
+			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Person %d\"}],\"max_tokens\":200,"
+			 "\"temperature\":0,\"stop\":[\"ag\"],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+			 "{\"name\":\"person\",\"strict\":true,\"schema\":" SCHEMA "}}}", k);
+		cJSON *j = http_json(&s, "POST", "/v1/chat/completions", body, 200);
+		const char *text = str_at(j, "choices.0.message.content");
+		cr_expect_str_eq(str_at(j, "choices.0.finish_reason"), "stop", "request %d: %s", k, text);
+		cr_expect(!strstr(text, "ag") && strstr(text, "\"name\""), "request %d: %s", k, text);
+		cJSON_Delete(j);
+		/* Then a whole answer from the same slots. */
+		snprintf(body, sizeof body,
+			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Person %d\"}],\"max_tokens\":200,"
+			 "\"temperature\":0,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+			 "{\"name\":\"person\",\"strict\":true,\"schema\":" SCHEMA "}}}", k);
+		j = http_json(&s, "POST", "/v1/chat/completions", body, 200);
+		cr_expect_str_eq(str_at(j, "choices.0.finish_reason"), "stop");
+		expect_schema(str_at(j, "choices.0.message.content"), "after a stop string");
+		cJSON_Delete(j);
+	}
+	/* Every request answered, nothing decodes on: no step runs while idle. */
+	double s0 = metric(&s, "colibri_steps_total");
+	struct timespec ts = { 1, 500 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	double s1 = metric(&s, "colibri_steps_total");
+	cr_expect_eq(s1, s0, "%.0f steps ran on an idle server: a finished slot went on decoding", s1 - s0);
+	cr_expect_eq(metric(&s, "colibri_active_slots"), 0);
+	cr_expect_eq(srv_stop(&s), 0);
+}

@@ -251,7 +251,8 @@ static void sample_slot(struct batch *b, int i, float *row)
 	t.eos = is_eos(b, t.id);
 	s->state = BATCH_SLOT_DECODE;
 	enum batch_finish fin = report_token(b, i, &t);
-	if (fin != BATCH_RUNNING || !s->p.cs || !b->forced_batch || s->p.logprobs)
+	/* on_token may have finished the slot (a stop string): then it is free. */
+	if (fin != BATCH_RUNNING || s->state == BATCH_SLOT_FREE || !s->p.cs || !b->forced_batch || s->p.logprobs)
 		return;
 	/* The tokens the grammar forces after it are appended now, without
 	 * sampling, and the next step runs them with the sampled one as a
@@ -266,7 +267,7 @@ static void sample_slot(struct batch *b, int i, float *row)
 		struct batch_token ft = { .id = f };
 		b->forced++;
 		s->state = BATCH_SLOT_PREFILL;
-		if (report_token(b, i, &ft) != BATCH_RUNNING)
+		if (report_token(b, i, &ft) != BATCH_RUNNING || s->state == BATCH_SLOT_FREE)
 			return;
 	}
 }
