@@ -25,12 +25,12 @@ What is specific to these families (see tools/README.md for the full list):
   eh_proj, shared_head.norm, shared_head.head, plus a full decoder layer).
 """
 
-import json
 import os
 
 import numpy as np
 
 import arch_glm
+import hf_dir
 
 ARCHS = ("deepseek_v3", "glm4_moe", "deepseek_v32", "glm_moe_dsa")
 DSA = ("deepseek_v32", "glm_moe_dsa")
@@ -387,17 +387,10 @@ def main(args, ap, g):
     if args.weights_dtype == "fp8":
         cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
                                       "quant_method": "fp8", "weight_block_size": [128, 128]}
-    os.makedirs(args.out, exist_ok=True)
-    for old in os.listdir(args.out):
-        if old.endswith(".safetensors") or old == "model.safetensors.index.json":
-            os.remove(os.path.join(args.out, old))
-    with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-        f.write("\n")
+    hf_dir.clear_weights(args.out)
+    hf_dir.write_json(os.path.join(args.out, "config.json"), cfg)
     gen = dict(gen, transformers_version=cfg["transformers_version"])
-    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
-        json.dump(gen, f, indent=2, sort_keys=True)
-        f.write("\n")
+    hf_dir.write_json(os.path.join(args.out, "generation_config.json"), gen)
     groups = build_tensors(cfg, args.seed, args.experts_layout, args.weights_dtype, g)
     g.write_checkpoint(args.out, groups, shards)
     return 0

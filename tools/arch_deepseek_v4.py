@@ -49,12 +49,12 @@ drawing every byte (a 2-layer checkpoint in about a minute instead of
 several); the bytes stay deterministic in the seed either way.
 """
 
-import json
 import os
 import zlib
 
 import numpy as np
 
+import hf_dir
 import safetensors_np as st
 
 ARCHS = ("deepseek_v4",)
@@ -397,17 +397,10 @@ def main(args, ap, g):
                                       "weight_block_size": [128, 128]}
         if expert_dtype == "fp4":
             cfg["expert_dtype"] = "fp4"
-    os.makedirs(args.out, exist_ok=True)
-    for old in os.listdir(args.out):
-        if old.endswith(".safetensors") or old == "model.safetensors.index.json":
-            os.remove(os.path.join(args.out, old))
-    with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-        f.write("\n")
+    hf_dir.clear_weights(args.out)
+    hf_dir.write_json(os.path.join(args.out, "config.json"), cfg)
     gen = {"bos_token_id": 0, "eos_token_id": 1, "transformers_version": cfg["transformers_version"]}
-    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
-        json.dump(gen, f, indent=2, sort_keys=True)
-        f.write("\n")
+    hf_dir.write_json(os.path.join(args.out, "generation_config.json"), gen)
     groups = build_tensors(cfg, args.seed, args.weights_dtype, expert_dtype, g)
     g.write_checkpoint(args.out, groups, shards)
     return 0
@@ -585,21 +578,14 @@ def shape_main(args, ap, g):
     fill = ShapeFill(g, args.seed, args.v4_fill == "tiled")
     groups = shape_groups(cfg, args.seed, fill, g)
     need = sum(st.DTYPES[x[1]][1] * int(np.prod(x[2])) for grp in groups for x in grp)
-    os.makedirs(args.out, exist_ok=True)
-    for old in os.listdir(args.out):
-        if old.endswith(".safetensors") or old == "model.safetensors.index.json":
-            os.remove(os.path.join(args.out, old))
+    hf_dir.clear_weights(args.out)
     free = g.shutil.disk_usage(args.out).free
     if need + (1 << 30) > free:
         raise SystemExit("gen_model: deepseek_v4 %s needs %.1f GB but %s has %.1f GB free "
                          "(keeping 1 GiB)" % (args.v4_shape, need / 1e9, args.out, free / 1e9))
-    with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-        f.write("\n")
+    hf_dir.write_json(os.path.join(args.out, "config.json"), cfg)
     gen = {"bos_token_id": 0, "eos_token_id": 1, "transformers_version": cfg["transformers_version"]}
-    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
-        json.dump(gen, f, indent=2, sort_keys=True)
-        f.write("\n")
+    hf_dir.write_json(os.path.join(args.out, "generation_config.json"), gen)
     label = "deepseek-v4-%s (%d layers)" % (args.v4_shape, L)
     g.sys.stderr.write("gen_model: %s, FP8 + FP4, %.2f GB in %d shard(s), %s fill -> %s\n"
                        % (label, need / 1e9, shards, args.v4_fill or "random", args.out))

@@ -35,11 +35,12 @@ separate ones (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a), so a layout
 is only a different storage of the same master weights.
 """
 
-import json
 import os
 import zlib
 
 import numpy as np
+
+import hf_dir
 
 ARCHS = ("qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next")
 
@@ -539,15 +540,15 @@ def shape_main(args, ap, g):
     cfg = build_config("qwen3_5_moe", d, d["ids"], dict(d["vision"]))
     groups = shape_plan(g, cfg, args.seed, args.vision_tower)
     need = sum(g.st.DTYPES[t[1]][1] * int(np.prod(t[2])) for grp in groups for t in grp)
-    clear_weights(args.out)
+    hf_dir.clear_weights(args.out)
     free = shutil.disk_usage(args.out).free
     if need + (1 << 30) > free:
         raise SystemExit("gen_model: %s needs %.1f GB but %s has %.1f GB free (keeping 1 GiB)"
                          % (args.shape, need / 1e9, args.out, free / 1e9))
-    write_json(os.path.join(args.out, "config.json"), cfg)
+    hf_dir.write_json(os.path.join(args.out, "config.json"), cfg)
     gen = generation_config("qwen3_5_moe", d["ids"], cfg["transformers_version"])
     gen["eos_token_id"] = d["gen_eos"]
-    write_json(os.path.join(args.out, "generation_config.json"), gen)
+    hf_dir.write_json(os.path.join(args.out, "generation_config.json"), gen)
     label = args.shape + (" (%d layers)" % args.layers if args.layers else "")
     n_params = sum(int(np.prod(t[2])) for grp in groups for t in grp)
     sys.stderr.write("gen_model: %s, %.2f B parameters, bf16, %.2f GB in %d shard(s) -> %s\n"
@@ -563,19 +564,6 @@ def shape_main(args, ap, g):
 
 def used(args):
     return getattr(args, "arch", None) in ARCHS or getattr(args, "shape", None) in SHAPES
-
-
-def write_json(path, obj):
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-        f.write("\n")
-
-
-def clear_weights(out):
-    os.makedirs(out, exist_ok=True)
-    for old in os.listdir(out):
-        if old.endswith(".safetensors") or old == "model.safetensors.index.json":
-            os.remove(os.path.join(out, old))
 
 
 def main(args, ap, g):
@@ -609,9 +597,9 @@ def main(args, ap, g):
             ap.error("%s token id %d is outside the vocabulary of %d" % (k, v, d["vocab"]))
     vision = dict(TINY_VISION) if args.arch == "qwen3_5_moe" else None
     cfg = build_config(args.arch, d, ids, vision)
-    clear_weights(args.out)
-    write_json(os.path.join(args.out, "config.json"), cfg)
-    write_json(os.path.join(args.out, "generation_config.json"),
+    hf_dir.clear_weights(args.out)
+    hf_dir.write_json(os.path.join(args.out, "config.json"), cfg)
+    hf_dir.write_json(os.path.join(args.out, "generation_config.json"),
                generation_config(args.arch, ids, cfg["transformers_version"]))
     groups = build_tensors(cfg, args.seed, layout, g)
     g.write_checkpoint(args.out, groups, shards)

@@ -45,6 +45,7 @@ import zlib
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_dir  # noqa: E402
 import safetensors_np as st  # noqa: E402
 import arch_deepseek  # noqa: E402  (deepseek_v3, glm4_moe)
 import arch_qwen35  # noqa: E402  (qwen3_5_moe, qwen3_5_moe_text, qwen3_next)
@@ -737,10 +738,7 @@ def main(argv=None):
     if args.weights_dtype == "fp8":
         cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
                                       "quant_method": "fp8", "weight_block_size": [128, 128]}
-    os.makedirs(args.out, exist_ok=True)
-    for old in os.listdir(args.out):
-        if old.endswith(".safetensors") or old == "model.safetensors.index.json":
-            os.remove(os.path.join(args.out, old))
+    hf_dir.clear_weights(args.out)
     if args.shape:
         shape_weights = ShapeWeights(cfg, args.seed, args.weights_dtype)
         groups = shape_weights.plan()
@@ -749,16 +747,12 @@ def main(argv=None):
         if need + (1 << 30) > free:
             raise SystemExit("gen_model: %s needs %.1f GB but %s has %.1f GB free (keeping 1 GiB)"
                              % (args.shape, need / 1e9, args.out, free / 1e9))
-    with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-        f.write("\n")
+    hf_dir.write_json(os.path.join(args.out, "config.json"), cfg)
     gen = {"bos_token_id": ids["bos"], "eos_token_id": gen_eos,
            "transformers_version": cfg["transformers_version"]}
     if ids["pad"] is not None:
         gen["pad_token_id"] = ids["pad"]
-    with open(os.path.join(args.out, "generation_config.json"), "w") as f:
-        json.dump(gen, f, indent=2, sort_keys=True)
-        f.write("\n")
+    hf_dir.write_json(os.path.join(args.out, "generation_config.json"), gen)
     if args.tokenizer:
         for fname in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copyfile(os.path.join(args.tokenizer, fname), os.path.join(args.out, fname))
