@@ -1392,7 +1392,7 @@ static const char *type_infer(const cJSON *s)
 
 /* The n alternatives joined in b (" | " between them) as one element:
  * itself when n is 1, else in parentheses; b is consumed. */
-static const char *alternatives(struct gen *g, struct strbuf *b, int n)
+const char *js_alternatives(struct gen *g, struct strbuf *b, int n)
 {
 	if (n == 1)
 		return js_keep(g, b);
@@ -1482,7 +1482,7 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 			}
 			strbuf_printf(&b, "%s%s", i++ ? " | " : "", e);
 		}
-		return alternatives(g, &b, i);
+		return js_alternatives(g, &b, i);
 	}
 	const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(s, "const");
@@ -1517,7 +1517,7 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 		}
 		strbuf_printf(&b, "%s%s", i++ ? " | " : "", e);
 	}
-	return alternatives(g, &b, i);
+	return js_alternatives(g, &b, i);
 }
 
 static const char *visit(struct gen *g, const cJSON *s, const char *name, const char *path)

@@ -73,6 +73,9 @@ void js_warn(struct gen *g, const char *f, ...) __attribute__((format(printf, 2,
 const char *js_at(const char *path);
 /* The rule name of a shared primitive (ws, string, number, ...), marked used. */
 const char *js_prim(struct gen *g, enum prim p);
+/* The n alternatives joined in b (" | " between them) as one element:
+ * itself when n is 1, else in parentheses; b is consumed. */
+const char *js_alternatives(struct gen *g, struct strbuf *b, int n);
 /* n bytes of s as a GBNF string literal. */
 void js_put_literal(struct strbuf *b, const char *s, size_t n);
 

@@ -107,13 +107,7 @@ static const char *int_range(struct gen *g, int64_t lo, int64_t hi)
 		snprintf(sz, sizeof sz, "%lld", (long long)z);
 		digits_range(&b, sa, sz, k);
 	}
-	if (alts > 1) {
-		struct strbuf p = { 0 };
-		strbuf_printf(&p, "( %s )", b.p);
-		strbuf_free(&b);
-		return js_keep(g, &p);
-	}
-	return js_keep(g, &b);
+	return js_alternatives(g, &b, alts);
 }
 
 #define FRAC_ANY "( \".\" [0-9]{1,16} )?"
@@ -264,13 +258,7 @@ const char *js_visit_number(struct gen *g, const cJSON *s, bool integer, const c
 		js_fail(g, EINVAL, "no %s satisfies the bounds at %s", integer ? "integer" : "number", js_at(path));
 		return NULL;
 	}
-	if (alts > 1) {
-		struct strbuf p = { 0 };
-		strbuf_printf(&p, "( %s )", b.p);
-		strbuf_free(&b);
-		return js_keep(g, &p);
-	}
-	return js_keep(g, &b);
+	return js_alternatives(g, &b, alts);
 }
 
 /* ---- the walk ---- */

@@ -204,13 +204,7 @@ static const char *cset_gbnf(struct gen *g, struct cset *s)
 		strbuf_free(&b);
 		return NULL;
 	}
-	if (alts > 1) {
-		struct strbuf p = { 0 };
-		strbuf_printf(&p, "( %s )", b.p ? b.p : "");
-		strbuf_free(&b);
-		return js_keep(g, &p);
-	}
-	return js_keep(g, &b);
+	return js_alternatives(g, &b, alts);
 }
 
 /* ---- regular expressions (string "pattern") ---- */
