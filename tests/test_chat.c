@@ -47,6 +47,7 @@
 #include <limits.h>
 
 #include "tests/node_ref.h"
+#include "tests/chat_fixtures.h"
 #include "tests/cli_util.h"
 #include "tests/test_util.h"
 #include "engine/text/chat.h"
@@ -224,17 +225,6 @@ Test(chat, deepseek_v3)
 	compare(&f, extra, sizeof(extra) / sizeof(extra[0]));
 }
 
-/* The text of tests/chat_templates/FILE, malloc'd. */
-static char *read_template(const char *file)
-{
-	char path[PATH_MAX];
-	size_t n;
-	snprintf(path, sizeof path, "%s/tests/chat_templates/%s", tu_repo(), file);
-	char *t = tu_read(path, &n);
-	cr_assert(t, "%s is missing", path);
-	return t;
-}
-
 /* Renders each conversation with ct and checks it against cv[i].expected. */
 static void expect_renders(const struct chat_template *ct, const struct conv *cv, size_t n_conv)
 {
@@ -325,7 +315,7 @@ Test(chat, glm4)
 	} files[] = { { "glm-4.6.jinja", glm46, sizeof(glm46) / sizeof(glm46[0]) },
 		      { "glm-4.5-llama.cpp.jinja", glm45_llama, sizeof(glm45_llama) / sizeof(glm45_llama[0]) } };
 	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-		char *tmpl = read_template(files[i].file), *fallback = malloc(strlen(tmpl) + 32);
+		char *tmpl = chat_fixture_template(files[i].file), *fallback = malloc(strlen(tmpl) + 32);
 		sprintf(fallback, "%s{%% import 'x' as y %%}", tmpl);
 		cr_assert_eq(chat_template_init(&ct, tmpl, NULL, NULL, "<|endoftext|>", err, sizeof(err)), 0, "%s", err);
 		cr_expect_eq(ct.family, CHAT_FAMILY_JINJA);
@@ -567,7 +557,7 @@ Test(chat, builtin_texts)
 		{ chat_builtin_qwen3, "qwen3.jinja" },
 	};
 	for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
-		char *text = read_template(builtin[i].file);
+		char *text = chat_fixture_template(builtin[i].file);
 		cr_expect_str_eq(builtin[i].text, text, "engine/text/chat_builtin.c is stale for %s: tools/jinja_fixtures.py "
 				 "--builtin", builtin[i].file);
 		free(text);
@@ -639,21 +629,14 @@ static void expect_cases(const struct chat_template *ct, const char *what, const
 	}
 }
 
-static cJSON *expected_json(void)
-{
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/tests/chat_templates/expected.json", tu_repo());
-	return cli_json_read(path);
-}
-
 /* Every released template on every conversation of expected.json (expect_cases). */
 Test(chat, released_templates)
 {
-	cJSON *root = expected_json();
+	cJSON *root = chat_fixture_expected();
 	size_t total = 0, same = 0, failed = 0, templates = 0;
 	const cJSON *t;
 	cJSON_ArrayForEach(t, cJSON_GetObjectItem(root, "templates")) {
-		char *tmpl = read_template(t->string), err[512];
+		char *tmpl = chat_fixture_template(t->string), err[512];
 		struct chat_template ct;
 		cr_assert_eq(chat_template_init(&ct, tmpl, NULL, cJSON_GetStringValue(cJSON_GetObjectItem(t, "bos_token")),
 						cJSON_GetStringValue(cJSON_GetObjectItem(t, "eos_token")), err, sizeof err), 0,
@@ -684,7 +667,7 @@ Test(chat, builtin_templates_by_model_type)
 		{ "qwen3_5_moe_text", "qwen3.5.jinja", "Qwen3.5" },
 		{ "qwen3_next", "qwen3.jinja", "Qwen3" },
 	};
-	cJSON *root = expected_json();
+	cJSON *root = chat_fixture_expected();
 	const cJSON *templates = cJSON_GetObjectItem(root, "templates");
 	for (size_t i = 0; i < sizeof by_type / sizeof by_type[0]; i++) {
 		const cJSON *t = cJSON_GetObjectItem(templates, by_type[i].file);

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <limits.h>
 
+#include "tests/chat_fixtures.h"
 #include "tests/cli_util.h"
 #include "tests/test_util.h"
 #include "engine/text/chat.h"
@@ -178,23 +179,6 @@ static void expect_json(const char *got, const char *want)
 
 /* ---- released templates ---- */
 
-static cJSON *load_expected(void)
-{
-	char path[PATH_MAX];
-	snprintf(path, sizeof path, "%s/tests/chat_templates/expected.json", tu_repo());
-	return cli_json_read(path);
-}
-
-static char *read_template(const char *file)
-{
-	char path[PATH_MAX];
-	size_t n;
-	snprintf(path, sizeof path, "%s/tests/chat_templates/%s", tu_repo(), file);
-	char *t = tu_read(path, &n);
-	cr_assert(t, "%s is missing", path);
-	return t;
-}
-
 static const struct {
 	const char *file;
 	enum tool_format format;
@@ -240,14 +224,14 @@ static void expect_calls(const struct tool_call_parser *p, const cJSON *tool_cal
 
 Test(tool_calls, released_templates)
 {
-	cJSON *root = load_expected();
+	cJSON *root = chat_fixture_expected();
 	const cJSON *convs = cJSON_GetObjectItem(root, "conversations"), *tools = cJSON_GetObjectItem(root, "tools");
 	time_t now = (time_t)cJSON_GetObjectItem(root, "now")->valuedouble;
 	size_t total = 0;
 	for (size_t t = 0; t < sizeof tool_templates / sizeof tool_templates[0]; t++) {
 		const cJSON *tj = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "templates"), tool_templates[t].file);
 		cr_assert(tj, "%s", tool_templates[t].file);
-		char *tmpl = read_template(tool_templates[t].file), err[512];
+		char *tmpl = chat_fixture_template(tool_templates[t].file), err[512];
 		cr_expect_eq(tool_format_detect(tmpl, NULL), tool_templates[t].format, "%s detected as %s",
 			     tool_templates[t].file, tool_format_name(tool_format_detect(tmpl, NULL)));
 		struct chat_template ct;
@@ -325,7 +309,7 @@ Test(tool_calls, formats_without_tools)
 	static const char *const none[] = { "mixtral.jinja", "mixtral-v0.1-original.jinja", "olmoe.jinja", "tulu3.jinja",
 					    "qwen1.5-moe.jinja" };
 	for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
-		char *t = read_template(none[i]);
+		char *t = chat_fixture_template(none[i]);
 		cr_expect_eq(tool_format_detect(t, NULL), TOOL_FORMAT_NONE, "%s", none[i]);
 		free(t);
 	}
