@@ -265,7 +265,6 @@ static void sample_slot(struct batch *b, int i, float *row)
 			break;
 		}
 		struct batch_token ft = { .id = f };
-		b->forced++;
 		s->state = BATCH_SLOT_PREFILL;
 		if (report_token(b, i, &ft) != BATCH_RUNNING || s->state == BATCH_SLOT_FREE)
 			return;

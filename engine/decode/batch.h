@@ -111,7 +111,6 @@ struct batch {
 	void *ctx;
 	bool forced_batch;           /* run a grammar's forced tokens in the next step's rows (default true) */
 	uint64_t steps, rows_run;    /* counters */
-	uint64_t forced;             /* tokens grammars forced, appended without sampling */
 };
 
 /* One slot per sequence of f (f->n_seqs). tok (may be NULL) adds its EOS

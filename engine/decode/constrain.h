@@ -33,8 +33,6 @@ struct constrain {
 	int64_t n_allowed;            /* their count; -1: not computed yet */
 	int32_t eos[16];              /* ids that end the output (no bytes of it) */
 	int n_eos;
-	uint64_t forced;              /* tokens appended without sampling */
-	uint64_t forced_forwards;     /* forwards that ran them */
 };
 
 /* The vocabulary a constrain masks over: tok's tokens as bytes, eos[n_eos]
