@@ -253,6 +253,12 @@ static void request_count(struct expert_store *s, struct store_layer *l, int lay
 		l->usage[e]++;
 }
 
+static void ram_hit_count(struct store_layer *l, int32_t e)
+{
+	if (l->ram_hits[e] < UINT32_MAX)
+		l->ram_hits[e]++;
+}
+
 /* Pass 1 for an id whose frame f is mapped: pin it; ready, or joined. */
 static void request_mapped(struct expert_store *s, struct store_layer *l, int layer, int32_t e, int32_t f)
 {
@@ -266,6 +272,7 @@ static void request_mapped(struct expert_store *s, struct store_layer *l, int la
 		evictor_count(ev, layer, e);
 		s->stats.pinned_hits++;
 		cst->pinned_hits++;
+		ram_hit_count(l, e);
 		if (layer < EXPERT_STATS_LAYERS_MAX)
 			s->stats.layer_pinned_hits[layer]++;
 		ready_push(s, f);
@@ -278,6 +285,7 @@ static void request_mapped(struct expert_store *s, struct store_layer *l, int la
 	bool prefetched = store_prefetch_used(s, f);
 	if (fr->state == FRAME_RESIDENT) {
 		s->stats.hits++;
+		ram_hit_count(l, e);
 		s->stats.prefetch_hits += prefetched;
 		cst->hits++;
 		if (layer < EXPERT_STATS_LAYERS_MAX)
@@ -484,4 +492,27 @@ int expert_store_layer_class(const struct expert_store *s, int layer)
 const uint32_t *expert_store_usage(const struct expert_store *s, int layer)
 {
 	return store_layer_has_experts(s, layer) ? s->layers[layer].usage : NULL;
+}
+
+const uint32_t *expert_store_ram_hits(const struct expert_store *s, int layer)
+{
+	return store_layer_has_experts(s, layer) ? s->layers[layer].ram_hits : NULL;
+}
+
+int expert_store_where(const struct expert_store *s, int layer, uint8_t *out)
+{
+	if (!store_layer_has_experts(s, layer))
+		return 0;
+	const struct store_layer *l = &s->layers[layer];
+	for (int32_t e = 0; e < l->n_experts; e++) {
+		int32_t f = buffer_pool_lookup(&s->pool, layer, e);
+		const struct frame *fr = f >= 0 ? &s->pool.frames[f] : NULL;
+		if (!fr || fr->state == FRAME_EVICTING)
+			out[e] = EXPERT_ON_DISK;
+		else if (fr->state == FRAME_LOADING)
+			out[e] = EXPERT_LOADING;
+		else
+			out[e] = fr->perm ? EXPERT_PINNED : EXPERT_CACHED;
+	}
+	return l->n_experts;
 }

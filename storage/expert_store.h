@@ -275,6 +275,24 @@ const struct expert_store_stats *expert_store_stats(const struct expert_store *s
  * by the store, read-only, updated in place. */
 const uint32_t *expert_store_usage(const struct expert_store *s, int layer);
 
+/* Of those requests, how many found the expert resident (cached or
+ * pinned, not joined to a read in flight), [n_experts]; NULL for a layer
+ * without experts. Owned by the store, updated in place. */
+const uint32_t *expert_store_ram_hits(const struct expert_store *s, int layer);
+
+/* Where an expert lives now. */
+enum expert_where {
+	EXPERT_ON_DISK = 0,          /* no frame (or its frame is being given up) */
+	EXPERT_LOADING,              /* a read into its frame is in flight */
+	EXPERT_CACHED,               /* resident in an ordinary frame */
+	EXPERT_PINNED,               /* resident in the pinned set */
+};
+
+/* Writes each expert of layer's enum expert_where into out[0..n_experts)
+ * and returns n_experts (0 for a layer without experts). Reads the page
+ * table: call it from the store's thread, between requests. O(n_experts). */
+int expert_store_where(const struct expert_store *s, int layer, uint8_t *out);
+
 /* How many experts one request of layer may pin at once: the frames of the
  * layer's class less its pinned set; 0 for a layer without experts. A
  * caller with a larger union splits it into requests of at most this many. */

@@ -41,6 +41,7 @@ struct store_layer {
 	const uint64_t *checksums;   /* [n_experts], owned by the caller */
 	uint64_t checksum_seed;      /* record e is hashed with checksum_seed + e */
 	uint32_t *usage;             /* [n_experts] request counts */
+	uint32_t *ram_hits;          /* [n_experts] of those, served from a resident frame */
 	uint32_t *mark;              /* [n_experts] serial of the last list naming it */
 	struct stripe_credit credit; /* round robin over its copies */
 };

@@ -164,8 +164,9 @@ static int layer_open(struct expert_store *s, int i, const struct expert_layer_d
 	l->checksums = d->checksums;
 	l->checksum_seed = d->checksum_seed;
 	l->usage = calloc((size_t)d->n_experts, sizeof *l->usage);
+	l->ram_hits = calloc((size_t)d->n_experts, sizeof *l->ram_hits);
 	l->mark = calloc((size_t)d->n_experts, sizeof *l->mark);
-	if (!l->usage || !l->mark)
+	if (!l->usage || !l->ram_hits || !l->mark)
 		return error_set(ENOMEM, "out of memory");
 	uint64_t want = (uint64_t)d->n_experts * d->record_bytes;
 	char why[512], why_primary[512] = "";
@@ -494,6 +495,7 @@ void expert_store_close(struct expert_store *s)
 		for (int c = 0; c < COPIES_MAX; c++)
 			copy_file_close(&l->copy[c]);
 		free(l->usage);
+		free(l->ram_hits);
 		free(l->mark);
 	}
 	free(s->layers);

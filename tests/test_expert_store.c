@@ -674,6 +674,41 @@ Test(expert_store, usage_counters)
 	store_fixture_free(&fx);
 }
 
+/* expert_store_where follows each expert through its states, and
+ * ram_hits counts the requests a resident frame served. */
+Test(expert_store, where_and_ram_hits)
+{
+	struct store_fixture fx;
+	fixture_make(&fx);
+	struct expert_store *s = store_open(&fx, 20, 4, false, EXPERT_EVICT_DEFAULT, 0);
+	uint8_t where[FX_EXPERTS];
+	cr_assert_eq(expert_store_where(s, 0, where), FX_EXPERTS);
+	for (int e = 0; e < FX_EXPERTS; e++)
+		cr_assert_eq(where[e], EXPERT_ON_DISK, "expert %d before any request", e);
+	step_check(s, &fx, 0, (int32_t[]){1, 2, 3}, 3, false);
+	step_check(s, &fx, 0, (int32_t[]){3, 4}, 2, false);
+	cr_assert_eq(expert_store_pin_set(s, (struct expert_pin[]){{0, 7}}, 1), 0);
+	step_check(s, &fx, 0, (int32_t[]){7}, 1, false);
+	cr_assert_eq(expert_store_prefetch(s, 0, (int32_t[]){9}, 1), 1);
+	cr_assert_eq(expert_store_where(s, 0, where), FX_EXPERTS);
+	for (int e = 0; e < FX_EXPERTS; e++) {
+		int want = e == 7 ? EXPERT_PINNED : e >= 1 && e <= 4 ? EXPERT_CACHED : EXPERT_ON_DISK;
+		if (e == 9)
+			cr_assert(where[e] == EXPERT_LOADING || where[e] == EXPERT_CACHED, "prefetched: %d", where[e]);
+		else
+			cr_assert_eq(where[e], want, "expert %d: %d, not %d", e, where[e], want);
+	}
+	const uint32_t *h = expert_store_ram_hits(s, 0), *u = expert_store_usage(s, 0);
+	cr_assert_not_null(h);
+	cr_assert_null(expert_store_ram_hits(s, 1));
+	cr_assert_eq(expert_store_where(s, 1, where), 0, "a layer without experts");
+	for (int e = 0; e < FX_EXPERTS; e++)
+		cr_assert_eq(h[e], e == 3 || e == 7 ? 1u : 0u, "expert %d: %u RAM hits", e, h[e]);
+	cr_assert_eq(u[7], 1);
+	expert_store_close(s);
+	store_fixture_free(&fx);
+}
+
 Test(expert_store, bad_arguments)
 {
 	struct store_fixture fx;
