@@ -100,11 +100,8 @@
 			el.appendChild(h('div', 'text', m.content));
 			return el;
 		}
-		const think = h('details', 'thinking');
-		think.appendChild(h('summary', '', 'thinking'));
-		think.appendChild(h('div', 'think-text', m.reasoning || ''));
-		think.hidden = !m.reasoning;
-		el.appendChild(think);
+		if (m.reasoning)
+			thinkEl(el).querySelector('.think-text').textContent = m.reasoning;
 		const ans = h('div', 'answer');
 		ans.appendChild(document.createTextNode(m.content || ''));
 		el.appendChild(ans);
@@ -113,12 +110,25 @@
 		return el;
 	}
 
+	/* The folded thinking of an answer, made when the first reasoning
+	 * arrives (an answer without thinking has no .thinking). */
+	function thinkEl(el) {
+		let th = el.querySelector('.thinking');
+		if (!th) {
+			th = h('details', 'thinking');
+			th.appendChild(h('summary', '', 'thinking'));
+			th.appendChild(h('div', 'think-text'));
+			el.insertBefore(th, el.querySelector('.answer'));
+		}
+		return th;
+	}
+
 	/* What an ended answer shows besides its text: the error, the timings,
 	 * the thinking summary and data-done. */
 	function paintEnd(el, m) {
 		const ans = el.querySelector('.answer');
 		const think = el.querySelector('.thinking');
-		if (m.reasoning)
+		if (think)
 			think.querySelector('summary').textContent = m.pending ? 'thinking…' : 'thought (' + m.reasoning.length + ' chars)';
 		if (m.pending)
 			return;
@@ -128,7 +138,7 @@
 		if (m.error)
 			ans.appendChild(h('div', 'err', 'error: ' + m.error));
 		else if (!m.content && !m.stopped)
-			ans.appendChild(h('div', 'err empty', '(empty answer)'));
+			ans.appendChild(h('div', 'err empty', m.finish === 'length' ? '(max tokens reached before the answer)' : '(empty answer)'));
 		const tm = el.querySelector('.timings');
 		tm.textContent = '';
 		const t = m.timings;
@@ -262,8 +272,7 @@
 			if (key === 'content') {
 				el.querySelector('.answer').firstChild.appendData(s);
 			} else {
-				const th = el.querySelector('.thinking');
-				th.hidden = false;
+				const th = thinkEl(el);
 				th.querySelector('.think-text').textContent = m.reasoning;
 				th.querySelector('summary').textContent = 'thinking…';
 			}

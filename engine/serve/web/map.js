@@ -142,8 +142,13 @@
 		}
 	}
 
+	/* Theme colours, read once (getComputedStyle in every frame costs more
+	 * than the whole grid). */
+	const theme = {};
 	function css(name, dflt) {
-		return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || dflt;
+		if (!(name in theme))
+			theme[name] = getComputedStyle(document.documentElement).getPropertyValue(name).trim() || dflt;
+		return theme[name];
 	}
 
 	function draw() {

@@ -132,10 +132,17 @@
 		dbig.appendChild(num('colibri_disk_recent_gigabytes_per_second', fixed(2), 'hero'));
 		dbig.appendChild(h('span', 'unit', 'GB/s now'));
 		c.appendChild(dbig);
-		bar(c, [['c-disk', 'recent GB/s (of the profile)', m('colibri_disk_recent_gigabytes_per_second')]],
-			(ms) => Math.max(m('colibri_disk_profile_gigabytes_per_second')(ms), m('colibri_disk_recent_gigabytes_per_second')(ms), 1e-9));
+		/* against the saved profile; a disk never profiled (0) is shown
+		 * against the fastest rate seen instead */
+		let seen = 0;
+		bar(c, [['c-disk', 'recent GB/s (of the profile)', m('colibri_disk_recent_gigabytes_per_second')]], (ms) => {
+			const now = m('colibri_disk_recent_gigabytes_per_second')(ms);
+			seen = Math.max(seen, now, m('colibri_disk_gigabytes_per_second')(ms));
+			const prof = m('colibri_disk_profile_gigabytes_per_second')(ms);
+			return Math.max(prof > 0 ? prof : seen, now, 1e-9);
+		});
 		row(c, 'since start', 'colibri_disk_gigabytes_per_second', gbs);
-		const prof = row(c, 'disk profile', 'colibri_disk_profile_gigabytes_per_second', gbs);
+		const prof = row(c, 'disk profile', 'colibri_disk_profile_gigabytes_per_second', (v) => (v > 0 ? gbs(v) : 'not profiled'));
 		prof.classList.add('profile');
 		row(c, 'expert bytes read', 'colibri_expert_read_bytes_total', bytes);
 
