@@ -499,6 +499,11 @@ const uint32_t *expert_store_ram_hits(const struct expert_store *s, int layer)
 	return store_layer_has_experts(s, layer) ? s->layers[layer].ram_hits : NULL;
 }
 
+int32_t expert_store_n_experts(const struct expert_store *s, int layer)
+{
+	return store_layer_has_experts(s, layer) ? s->layers[layer].n_experts : 0;
+}
+
 int expert_store_where(const struct expert_store *s, int layer, uint8_t *out)
 {
 	if (!store_layer_has_experts(s, layer))

@@ -280,6 +280,9 @@ const uint32_t *expert_store_usage(const struct expert_store *s, int layer);
  * without experts. Owned by the store, updated in place. */
 const uint32_t *expert_store_ram_hits(const struct expert_store *s, int layer);
 
+/* The experts of layer; 0 for a layer without experts (or out of range). */
+int32_t expert_store_n_experts(const struct expert_store *s, int layer);
+
 /* Where an expert lives now. */
 enum expert_where {
 	EXPERT_ON_DISK = 0,          /* no frame (or its frame is being given up) */

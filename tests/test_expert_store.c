@@ -702,6 +702,9 @@ Test(expert_store, where_and_ram_hits)
 	cr_assert_not_null(h);
 	cr_assert_null(expert_store_ram_hits(s, 1));
 	cr_assert_eq(expert_store_where(s, 1, where), 0, "a layer without experts");
+	cr_assert_eq(expert_store_n_experts(s, 0), FX_EXPERTS);
+	cr_assert_eq(expert_store_n_experts(s, 1), 0);
+	cr_assert_eq(expert_store_n_experts(s, 99), 0);
 	for (int e = 0; e < FX_EXPERTS; e++)
 		cr_assert_eq(h[e], e == 3 || e == 7 ? 1u : 0u, "expert %d: %u RAM hits", e, h[e]);
 	cr_assert_eq(u[7], 1);
