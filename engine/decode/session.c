@@ -196,10 +196,7 @@ int session_parse_tokens(const char *s, int32_t **ids, int *n)
 	return session_parse_list(s, "--tokens", false, INT32_MAX, ids, n);
 }
 
-/* A memory line of /proc/self/status ("VmRSS", "VmHWM") in bytes; 0 if
- * unknown. VmRSS is what is already spent (binary, libraries, a loaded
- * tokenizer) before the model loads; VmHWM the peak, for the report. */
-static uint64_t proc_status_bytes(const char *key)
+uint64_t proc_status_bytes(const char *key)
 {
 	FILE *f = fopen("/proc/self/status", "r");
 	char line[256];
@@ -277,7 +274,11 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 			fprintf(stderr, "colibri: warning: available memory is below the model's minimum of %.0f MiB; "
 					"running at the minimum\n", plan.min_bytes / 1048576.0);
 		plan_print_overrides(&plan, stderr);
-		s->plan_budget = plan.budget_bytes;
+		s->plan = (struct session_plan){
+			.budget_bytes = plan.budget_bytes, .resident_bytes = plan.resident_bytes,
+			.kv_bytes = plan.kv_bytes, .scratch_bytes = plan.scratch_bytes,
+			.expert_cache_bytes = plan.expert_cache_bytes, .disk_gbps = plan.disk_known ? plan.disk_gbps : 0,
+		};
 	}
 	struct model_options mo = { .buffered = o->buffered };
 	if (!rc) {
@@ -439,8 +440,8 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 	else
 		fprintf(out, "prefetch: off\n");
 	fprintf(out, "memory: peak resident set %.1f MiB", proc_status_bytes("VmHWM") / 1048576.0);
-	if (s->plan_budget)
-		fprintf(out, " of a %.1f MiB budget (+%llu MiB slack)", s->plan_budget / 1048576.0,
+	if (s->plan.budget_bytes)
+		fprintf(out, " of a %.1f MiB budget (+%llu MiB slack)", s->plan.budget_bytes / 1048576.0,
 			SESSION_RAM_SLACK >> 20);
 	fprintf(out, "\n");
 }
@@ -489,7 +490,7 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 				pf->prefetch_steps ? (double)pf->issued_steps / pf->prefetch_steps : 0);
 	cJSON_AddNumberToObject(j, "prefetch_recall", pf->actual ? (double)pf->correct / pf->actual : 0);
 	cJSON_AddNumberToObject(j, "peak_rss_bytes", (double)proc_status_bytes("VmHWM"));
-	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->plan_budget);
+	cJSON_AddNumberToObject(j, "ram_budget_bytes", (double)s->plan.budget_bytes);
 #ifdef __SANITIZE_ADDRESS__
 	cJSON_AddBoolToObject(j, "sanitizers", true); /* shadow memory inflates the resident set */
 #else
@@ -536,6 +537,17 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 		cJSON_AddBoolToObject(o, "in_rotation", st->copy_in_rotation[k]);
 		cJSON_AddNumberToObject(o, "readmissions", st->copy_readmissions[k]);
 		cJSON_AddItemToArray(copies, o);
+	}
+	/* Times each expert was routed to, per layer as layer_hit_rate (null
+	 * for a layer without routed experts): the dashboard's map counts the
+	 * same. */
+	cJSON *usage = cJSON_AddArrayToObject(j, "expert_usage");
+	for (int l = 0; l < s->model.cfg.n_layers + s->model.cfg.n_mtp_layers; l++) {
+		const uint32_t *u = s->model.store ? expert_store_usage(s->model.store, l) : NULL;
+		cJSON *row = u ? cJSON_CreateArray() : cJSON_CreateNull();
+		for (int e = 0; u && e < s->model.cfg.n_experts; e++)
+			cJSON_AddItemToArray(row, cJSON_CreateNumber(u[e]));
+		cJSON_AddItemToArray(usage, row);
 	}
 	for (size_t i = 0; i < s->n_extra; i++)
 		cJSON_AddNumberToObject(j, s->extra[i].name, s->extra[i].value);

@@ -81,6 +81,17 @@ struct session_stat {
 	double value;
 };
 
+/* The plan's RAM split (planner/plan.h; the parts sum to about budget_bytes)
+ * and the saved disk profile's bandwidth for the store's reads. */
+struct session_plan {
+	uint64_t budget_bytes;
+	uint64_t resident_bytes;     /* dense weights */
+	uint64_t kv_bytes;           /* sequence state */
+	uint64_t scratch_bytes;
+	uint64_t expert_cache_bytes; /* the frames */
+	double disk_gbps;            /* random reads of a frame at the IO depth; 0: not profiled */
+};
+
 struct session {
 	struct session_options opt;
 	struct model model;
@@ -95,7 +106,7 @@ struct session {
 	struct expert_store_stats at_open; /* the store's counters at t_open: the start-up's reads, which
 				  * the report puts apart from the run's */
 	int pins_at_open;        /* experts the start-up pinned */
-	uint64_t plan_budget;    /* the RAM budget the plan settled on */
+	struct session_plan plan; /* what the plan settled on */
 	struct session_stat extra[SESSION_EXTRA_MAX];
 	size_t n_extra;
 };
@@ -139,6 +150,11 @@ void session_close(struct session *s);
 
 /* A safe point between steps: applies --repin. */
 void session_safe_point(struct session *s);
+
+/* A memory line of /proc/self/status ("VmRSS", "VmHWM") in bytes; 0 if
+ * unknown. VmRSS is what is already spent (binary, libraries, a loaded
+ * tokenizer) before the model loads; VmHWM the peak, for the report. */
+uint64_t proc_status_bytes(const char *key);
 
 /* Adds a number to the --stats-json report (e.g. decode_tok_s). */
 void session_stat(struct session *s, const char *name, double value);
