@@ -20,7 +20,10 @@ LIBS     = -luring -lnuma -lhwloc -lcjson -lpcre2-8 -lxxhash -lmicrohttpd -ledit
 
 LIB_SRC  = $(sort $(wildcard base/*.c storage/*.c compute/*.c planner/*.c engine/*/*.c))
 LIB_SRC := $(filter-out engine/cli/main.c,$(LIB_SRC))
-LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/engine/serve/web_files.o
+# The dashboard's files, compiled into the binary (engine/serve/serve_ui.c).
+WEB_FILES = $(sort $(wildcard engine/serve/web/*.html engine/serve/web/*.css engine/serve/web/*.js \
+                              engine/serve/web/*.svg engine/serve/web/*.png))
 TEST_SRC = $(sort $(wildcard tests/test_*.c))
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 FUZZ_SRC = $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -54,6 +57,13 @@ $(BUILD)/%_avx512.o: %_avx512.c
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+$(BUILD)/engine/serve/web_files.S: $(WEB_FILES) tools/web_embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/web_embed.sh $(WEB_FILES) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/engine/serve/web_files.o: $(BUILD)/engine/serve/web_files.S
+	$(CC) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libcolibri.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)

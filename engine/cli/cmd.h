@@ -19,6 +19,7 @@ int cmd_plan(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_mirror(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_web(int argc, char **argv);
 
 /* Prints "colibri: <message>" for the pending error (or `what` if none) to
  * stderr and returns the exit status 1. */

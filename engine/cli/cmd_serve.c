@@ -1,7 +1,8 @@
 /*
  * cmd_serve — `colibri serve --model DIR [--host H] [--port P] [--api-key KEY |
  * --api-key-file F] [--parallel N] ...`: the OpenAI-compatible HTTP server
- * (engine/serve/).
+ * (engine/serve/) with its web dashboard; `colibri web` is the same server
+ * with the dashboard on, opened in a browser.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -29,15 +30,19 @@
 #define SERVE_PARALLEL_DEFAULT 4
 #define SERVE_CTX_DEFAULT 4096
 
-static void serve_usage(FILE *f)
+static void serve_usage(FILE *f, bool web)
 {
 	fprintf(f,
-		"usage: colibri serve [--model DIR] [--host H] [--port P] [--api-key KEY | --api-key-file F]\n"
+		"usage: colibri %s [--model DIR] [--host H] [--port P] [--api-key KEY | --api-key-file F]\n"
 		"                     [--insecure-no-key] [--model-id NAME] [--parallel N] [--queue N]\n"
 		"                     [--max-tokens N] [--max-body SIZE] [--timeout S] [--idle-timeout S]\n"
-		"                     [--grace S] [--http-threads N] [--sessions DIR] [--no-forced-batch]%s\n"
+		"                     [--grace S] [--http-threads N] [--sessions DIR] [--no-forced-batch]\n"
+		"                     [--ui | --no-ui] [--ui-dir DIR]%s%s\n"
 		"  Serves the OpenAI API (/v1/chat/completions, /v1/completions, /v1/models) with /health and\n"
-		"  /metrics (Prometheus). Defaults: --host 127.0.0.1, --port 8080 (0: a free port, printed),\n"
+		"  /metrics (Prometheus), and the web dashboard at / (chat, runtime panel, expert map; on by\n"
+		"  default for a loopback host, --ui elsewhere; docs/DASHBOARD.md). `colibri web` is serve\n"
+		"  with the dashboard on, opened in the desktop's browser (--no-open: only printed).\n"
+		"  Defaults: --host 127.0.0.1, --port 8080 (0: a free port, printed),\n"
 		"  --parallel %d requests decoded together, --ctx min(%d, the model's) positions per request,\n"
 		"  --queue 16 requests waiting beyond them (then 429), --max-tokens the context,\n"
 		"  --max-body 4M, --timeout 600 s per request, --idle-timeout 30 s, --grace 10 s at shutdown.\n"
@@ -47,13 +52,14 @@ static void serve_usage(FILE *f)
 		"  response_format / tool_choice constrain the output to a grammar; the tokens it forces run\n"
 		"  in the next step's forward with the sampled one (--no-forced-batch: one step each).\n"
 		"  SIGINT/SIGTERM: stop admitting, let requests finish within --grace, save, exit 0.\n",
-		SESSION_USAGE, SERVE_PARALLEL_DEFAULT, SERVE_CTX_DEFAULT);
+		web ? "web  " : "serve", web ? " [--no-open]" : "", SESSION_USAGE, SERVE_PARALLEL_DEFAULT,
+		SERVE_CTX_DEFAULT);
 }
 
 enum {
 	SERVE_HOST = 3000, SERVE_PORT, SERVE_KEY, SERVE_KEY_FILE, SERVE_NO_KEY, SERVE_MODEL_ID, SERVE_PARALLEL,
 	SERVE_QUEUE, SERVE_MAX_TOKENS, SERVE_MAX_BODY, SERVE_TIMEOUT, SERVE_IDLE, SERVE_GRACE, SERVE_HTTP_THREADS,
-	SERVE_SESSIONS, SERVE_NO_FORCED_BATCH,
+	SERVE_SESSIONS, SERVE_NO_FORCED_BATCH, SERVE_UI, SERVE_NO_UI, SERVE_UI_DIR, SERVE_NO_OPEN,
 };
 
 /* The folder's last name: the default --model-id. */
@@ -79,13 +85,14 @@ static int check_model_id(const char *id)
 	return ok ? 0 : error_set(EINVAL, "--model-id \"%s\" must be 1 to 128 letters, digits or ._-:/+@", id);
 }
 
-int cmd_serve(int argc, char **argv)
+static int serve_main(int argc, char **argv, bool web)
 {
 	struct session_options so;
 	session_options_default(&so);
 	struct serve_options o;
 	serve_options_default(&o);
 	const char *key_file = NULL;
+	bool no_open = false;
 	int parallel = SERVE_PARALLEL_DEFAULT, max_tokens = 0, secs = 0;
 	static const struct option opts[] = {
 		SESSION_LONG_OPTIONS,
@@ -105,6 +112,10 @@ int cmd_serve(int argc, char **argv)
 		{ "http-threads", required_argument, 0, SERVE_HTTP_THREADS },
 		{ "sessions", required_argument, 0, SERVE_SESSIONS },
 		{ "no-forced-batch", no_argument, 0, SERVE_NO_FORCED_BATCH },
+		{ "ui", no_argument, 0, SERVE_UI },
+		{ "no-ui", no_argument, 0, SERVE_NO_UI },
+		{ "ui-dir", required_argument, 0, SERVE_UI_DIR },
+		{ "no-open", no_argument, 0, SERVE_NO_OPEN },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -142,20 +153,36 @@ int cmd_serve(int argc, char **argv)
 		case SERVE_HTTP_THREADS: rc = session_parse_int("http-threads", optarg, 1, 64, &o.http_threads); break;
 		case SERVE_SESSIONS: o.sessions_dir = optarg; break;
 		case SERVE_NO_FORCED_BATCH: o.no_forced_batch = true; break;
+		case SERVE_UI: o.ui = 1; break;
+		case SERVE_NO_UI: o.ui = 0; break;
+		case SERVE_UI_DIR: o.ui_dir = optarg; break;
+		case SERVE_NO_OPEN: no_open = true; break;
 		case 'h':
-			serve_usage(stdout);
+			serve_usage(stdout, web);
 			return 0;
 		default:
 			if (ch == '?' || (rc = session_option(&so, ch, optarg)) == -ENOENT) {
-				serve_usage(stderr);
+				serve_usage(stderr, web);
 				return 2;
 			}
 		}
 	}
 	if (rc)
 		return cmd_fail("bad option");
-	if (optind != argc) {
-		serve_usage(stderr);
+	if (optind != argc || (no_open && !web)) {
+		serve_usage(stderr, web);
+		return 2;
+	}
+	if (web && o.ui == 0) {
+		fprintf(stderr, "colibri: web is the dashboard: --no-ui does not go with it (use serve --no-ui)\n");
+		return 2;
+	}
+	if (web) {
+		o.ui = 1;
+		o.open_browser = !no_open;
+	}
+	if (o.ui_dir && access(o.ui_dir, R_OK | X_OK) != 0) {
+		fprintf(stderr, "colibri: --ui-dir %s: %s\n", o.ui_dir, strerror(errno));
 		return 2;
 	}
 	if (default_model_use(&so.model_dir))
@@ -221,4 +248,14 @@ int cmd_serve(int argc, char **argv)
 	tokenizer_free(tok);
 	free(file_key);
 	return rc ? cmd_fail("serve failed") : 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	return serve_main(argc, argv, false);
+}
+
+int cmd_web(int argc, char **argv)
+{
+	return serve_main(argc, argv, true);
 }

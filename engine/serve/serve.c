@@ -11,14 +11,17 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/session.h"
 #include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_http.h"
+#include "engine/serve/serve_live.h"
 #include "engine/serve/serve_metrics.h"
 #include "engine/serve/serve_prompt.h"
 #include "engine/serve/serve_sched.h"
@@ -35,6 +38,33 @@ void serve_options_default(struct serve_options *o)
 	o->idle_timeout_s = 30;
 	o->grace_s = 10;
 	o->http_threads = 4;
+	o->ui = -1;
+}
+
+/* Opens url in the desktop's browser when there is one (xdg-open, with a
+ * display); else says to open it. Never waits for the browser. */
+static void browser_open(const char *url)
+{
+	bool display = getenv("DISPLAY") || getenv("WAYLAND_DISPLAY");
+	if (display && access("/usr/bin/xdg-open", X_OK) == 0) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			int null = open("/dev/null", O_RDWR);
+			if (null >= 0) {
+				dup2(null, 1);
+				dup2(null, 2);
+			}
+			/* A grandchild, so that nothing is left to reap. */
+			if (fork() == 0)
+				execl("/usr/bin/xdg-open", "xdg-open", url, (char *)NULL);
+			_exit(0);
+		}
+		if (pid > 0) {
+			waitpid(pid, NULL, 0);
+			return;
+		}
+	}
+	fprintf(stderr, "colibri web: open %s in a browser\n", url);
 }
 
 int serve_listen(const struct serve_options *o, int *fd, int *port)
@@ -96,15 +126,24 @@ int serve_run(struct session *s, const struct tokenizer *tok, const struct serve
 	struct serve_prompt prompt;
 	struct serve_sched sched;
 	struct serve_http http;
+	struct serve_live live;
 	struct generate_options go;
 	memset(&http, 0, sizeof http);
+	memset(&live, 0, sizeof live);
 	serve_metrics_init(&metrics, s->opt.parallel);
+	bool ui = o->ui > 0 || (o->ui < 0 && serve_host_is_loopback(o->host));
 	int rc = serve_prompt_init(&prompt, tok, s->model.cfg.model_type);
-	bool prompt_ready = rc == 0, sched_ready = false;
+	bool prompt_ready = rc == 0, sched_ready = false, live_ready = false;
+	if (!rc && ui) {
+		/* The first numbers before any step: the plan's split, the pinned set. */
+		serve_metrics_step(&metrics, 0, 0, 0, false, 0, s, clock_now_s());
+		rc = serve_live_init(&live, s, &metrics, o->model_id);
+		live_ready = true;
+	}
 	prompt.history = s->fwd.seqs[0].has_fixed; /* a second render per chat request, only where it pays */
 	if (!rc && (rc = generate_options_default(&go, s->opt.model_dir)) == 0) {
 		struct serve_sched_options so = { .queue_max = o->queue, .sessions_dir = o->sessions_dir,
-						  .no_forced_batch = o->no_forced_batch };
+						  .no_forced_batch = o->no_forced_batch, .live = ui ? &live : NULL };
 		rc = serve_sched_init(&sched, s, tok, &metrics, &so);
 		sched_ready = true;
 	}
@@ -120,6 +159,7 @@ int serve_run(struct session *s, const struct tokenizer *tok, const struct serve
 			.timeout_s = o->timeout_s, .idle_timeout_s = o->idle_timeout_s, .threads = o->http_threads,
 			.lim = { .max_tokens_cap = o->max_tokens, .vocab = s->model.cfg.vocab, .temp = go.temp,
 				 .top_p = go.top_p, .top_k = go.top_k },
+			.live = ui ? &live : NULL, .ui_dir = o->ui_dir,
 		};
 		for (int i = 0; i < s->model.cfg.n_eos && ho.n_eos < MODEL_EOS_MAX; i++)
 			ho.eos[ho.n_eos++] = s->model.cfg.eos_ids[i];
@@ -133,6 +173,15 @@ int serve_run(struct session *s, const struct tokenizer *tok, const struct serve
 		printf("colibri serve: listening on http://%s%s%s:%d (model %s, %d slots, context %d)\n",
 		       strchr(o->host, ':') ? "[" : "", o->host, strchr(o->host, ':') ? "]" : "", port, o->model_id,
 		       s->opt.parallel, s->fwd.ctx);
+		if (ui) {
+			char url[512];
+			snprintf(url, sizeof url, "http://%s%s%s:%d/", strchr(o->host, ':') ? "[" : "",
+				 strcmp(o->host, "0.0.0.0") ? o->host : "127.0.0.1", strchr(o->host, ':') ? "]" : "", port);
+			printf("colibri serve: dashboard on %s\n", url);
+			fflush(stdout);
+			if (o->open_browser)
+				browser_open(url);
+		}
 		fflush(stdout);
 		int sig = 0;
 		sigwait(signals, &sig);
@@ -157,7 +206,11 @@ int serve_run(struct session *s, const struct tokenizer *tok, const struct serve
 		int save = serve_sched_join(&sched);
 		rc = rc ? rc : save;
 	}
+	if (live_ready)
+		serve_live_close(&live); /* its streams end: no connection stays suspended */
 	serve_http_stop(&http, 5);
+	if (live_ready)
+		serve_live_free(&live);
 	if (sched_ready)
 		serve_sched_free(&sched);
 	if (prompt_ready)

@@ -29,6 +29,9 @@ struct serve_options {
 	int http_threads;
 	const char *sessions_dir;    /* NULL: none */
 	bool no_forced_batch;        /* a grammar's forced tokens one step each (for comparison) */
+	int ui;                      /* the dashboard: 1 on, 0 off, -1 (default) on for a loopback host */
+	const char *ui_dir;          /* its files from this folder; NULL: those compiled in */
+	bool open_browser;           /* once listening, open the dashboard (xdg-open) */
 };
 
 void serve_options_default(struct serve_options *o);
@@ -41,7 +44,8 @@ int serve_listen(const struct serve_options *o, int *fd, int *port);
 /* Serves the session's model until a signal of `signals` (blocked in every
  * thread by the caller before any thread started) arrives, then shuts down.
  * Prints "colibri serve: listening on http://HOST:PORT" on stdout once
- * ready. 0 after an orderly shutdown. */
+ * ready (and "colibri serve: dashboard on http://HOST:PORT/" with the
+ * dashboard on). 0 after an orderly shutdown. */
 int serve_run(struct session *s, const struct tokenizer *tok, const struct serve_options *o, int listen_fd,
 	      int port, const sigset_t *signals);
 

@@ -25,6 +25,8 @@
 #include "engine/serve/serve_answer.h"
 #include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_job.h"
+#include "engine/serve/serve_live.h"
+#include "engine/serve/serve_ui.h"
 #include "engine/text/tokenizer.h"
 
 struct http_req {
@@ -42,6 +44,9 @@ struct http_req {
 	struct strbuf sse;        /* formatted events not yet handed to MHD */
 	char warning[512];        /* what the request's grammar does not enforce: the X-Colibri-Warning header */
 	size_t sse_sent;
+	const char *ui_name;      /* SERVE_ROUTE_UI: the file asked for */
+	struct serve_live_sub sub; /* SERVE_ROUTE_LIVE */
+	bool subscribed;
 };
 
 static enum MHD_Result respond(struct http_req *r, int status, const char *type, char *body, size_t len)
@@ -101,11 +106,20 @@ static void conn_wake(void *arg)
 	MHD_resume_connection(((struct http_req *)arg)->conn);
 }
 
-/* The route of url, and whether its method is the right one. */
-static enum serve_route route_of(const char *url, bool *post, const char **model_arg)
+/* The route of url, and whether its method is the right one. The
+ * dashboard's routes exist only with the dashboard on. */
+static enum serve_route route_of(const struct serve_http *h, const char *url, bool *post, const char **model_arg)
 {
 	*post = false;
 	*model_arg = NULL;
+	if (h->o.live && (!strcmp(url, "/") || !strncmp(url, "/ui/", 4))) {
+		*model_arg = url[1] ? url + 4 : "index.html";
+		return SERVE_ROUTE_UI;
+	}
+	if (h->o.live && !strcmp(url, "/api/live"))
+		return SERVE_ROUTE_LIVE;
+	if (h->o.live && !strcmp(url, "/api/state"))
+		return SERVE_ROUTE_STATE;
 	if (!strcmp(url, "/v1/chat/completions")) {
 		*post = true;
 		return SERVE_ROUTE_CHAT;
@@ -127,9 +141,106 @@ static enum serve_route route_of(const char *url, bool *post, const char **model
 	return SERVE_ROUTE_OTHER;
 }
 
+static ssize_t live_read(void *cls, uint64_t pos, char *buf, size_t max);
+
+/* A static file of the dashboard, embedded or from --ui-dir. */
+static enum MHD_Result ui_file(struct http_req *r, const char *name)
+{
+	struct serve_http *h = r->h;
+	struct MHD_Response *resp = NULL;
+	if (!serve_ui_name_ok(name))
+		return fail(r, 404, NULL, "not_found", "no such file");
+	if (h->o.ui_dir) {
+		char *data = NULL;
+		size_t len = 0;
+		int rc = serve_ui_read(h->o.ui_dir, name, &data, &len);
+		if (rc == -ENOENT || rc == -EINVAL)
+			return fail(r, 404, NULL, "not_found", "no such file");
+		if (rc) {
+			fprintf(stderr, "colibri serve: %s/%s: %s\n", h->o.ui_dir, name, strerror(-rc));
+			return fail(r, 500, NULL, NULL, "the dashboard's file cannot be read");
+		}
+		resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+		if (!resp)
+			free(data);
+	} else {
+		const struct serve_ui_file *f = serve_ui_find(name);
+		if (!f)
+			return fail(r, 404, NULL, "not_found", "no such file");
+		resp = MHD_create_response_from_buffer(f->size, (void *)f->data, MHD_RESPMEM_PERSISTENT);
+	}
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, serve_ui_type(name));
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(resp, "Content-Security-Policy",
+				"default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+				"frame-ancestors 'none'");
+	enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
+	MHD_destroy_response(resp);
+	r->answered = true;
+	serve_metrics_request(h->metrics, r->route, 200);
+	return rc;
+}
+
+/* GET /api/live: an event stream of the dashboard's state. */
+static enum MHD_Result live_stream(struct http_req *r)
+{
+	r->sub = (struct serve_live_sub){ .wake = conn_wake, .arg = r };
+	if (serve_live_subscribe(r->h->o.live, &r->sub) != 0)
+		return fail(r, 503, NULL, "too_many_dashboards", "too many dashboards are connected");
+	r->subscribed = true;
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, live_read, r, NULL);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
+	MHD_destroy_response(resp);
+	r->answered = true;
+	serve_metrics_request(r->h->metrics, r->route, 200);
+	return rc;
+}
+
+/* MHD's content reader of /api/live: the next state event, or suspend. */
+static ssize_t live_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct http_req *r = cls;
+	for (;;) {
+		if (r->sse_sent < r->sse.len) {
+			size_t n = r->sse.len - r->sse_sent < max ? r->sse.len - r->sse_sent : max;
+			memcpy(buf, r->sse.p + r->sse_sent, n);
+			r->sse_sent += n;
+			return (ssize_t)n;
+		}
+		r->sse.len = 0;
+		r->sse_sent = 0;
+		int n = serve_live_next(r->h->o.live, &r->sub, &r->sse, conn_sleep, r);
+		if (n == -1)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (n < 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		if (n == 0)
+			return 0; /* suspended until the ticker wakes it */
+	}
+}
+
 static enum MHD_Result get_route(struct http_req *r, const char *model_arg)
 {
 	struct serve_http *h = r->h;
+	if (r->route == SERVE_ROUTE_UI)
+		return ui_file(r, model_arg);
+	if (r->route == SERVE_ROUTE_LIVE)
+		return live_stream(r);
+	if (r->route == SERVE_ROUTE_STATE) {
+		struct strbuf t = { 0 };
+		if (serve_live_state(h->o.live, &t) != 0) {
+			strbuf_free(&t);
+			return fail(r, 500, NULL, NULL, "out of memory");
+		}
+		return respond(r, 200, "application/json", t.p, t.len);
+	}
 	if (r->route == SERVE_ROUTE_HEALTH)
 		return respond_json(r, 200, strdup("{\"status\":\"ok\"}"));
 	if (r->route == SERVE_ROUTE_METRICS) {
@@ -343,7 +454,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->conn = conn;
 		*con_cls = r;
 		const char *model_arg;
-		r->route = route_of(url, &r->post, &model_arg);
+		r->route = route_of(h, url, &r->post, &model_arg);
 		if (atomic_load(&h->stopping))
 			return fail(r, 503, NULL, "shutting_down", "the server is shutting down");
 		if (r->route == SERVE_ROUTE_OTHER)
@@ -351,7 +462,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		bool is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
 		if (r->post ? strcmp(method, "POST") != 0 : !is_get)
 			return fail(r, 405, NULL, "method_not_allowed", r->post ? "use POST" : "use GET");
-		if (h->o.api_key && r->route != SERVE_ROUTE_HEALTH &&
+		if (h->o.api_key && r->route != SERVE_ROUTE_HEALTH && r->route != SERVE_ROUTE_UI &&
 		    !serve_auth_ok(h->o.api_key,
 				   MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
 			return fail(r, 401, NULL, "invalid_api_key", "a valid API key is needed (Authorization: Bearer KEY)");
@@ -388,6 +499,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	struct http_req *r = *con_cls;
 	if (!r)
 		return;
+	if (r->subscribed)
+		serve_live_unsubscribe(r->h->o.live, &r->sub);
 	if (r->job) {
 		serve_job_http_gone(r->job);
 		serve_job_unref(r->job);

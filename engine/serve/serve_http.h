@@ -3,7 +3,9 @@
  * of threads polling with epoll, one request at a time per connection.
  *
  * Routes: GET /health (no key needed), GET /metrics, GET /v1/models,
- * GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions.
+ * GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions;
+ * with the dashboard on (docs/DASHBOARD.md), GET / and /ui/NAME (its static
+ * files, no key needed), GET /api/state and the event stream GET /api/live.
  * Errors answer in OpenAI's shape: 400 bad field, 401 bad key, 404 unknown
  * path or model, 405 wrong method, 413 body too large, 429 queue full (with
  * Retry-After), 500 engine failure, 503 shutting down, 504 timeout.
@@ -45,6 +47,8 @@ struct serve_http_options {
 	struct serve_limits lim;
 	int32_t eos[MODEL_EOS_MAX + 1]; /* ids that end an output: a grammar admits them only when complete */
 	int n_eos;
+	struct serve_live *live;     /* the dashboard's state; NULL: no dashboard */
+	const char *ui_dir;          /* its files from this folder instead of the binary; NULL: embedded */
 };
 
 struct grammar_vocab;

@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/decode/session.h"
+#include "engine/serve/serve_live.h"
 
 static void session_path(const struct serve_sched *sc, int i, char *out, size_t n)
 {
@@ -169,6 +170,7 @@ static void admit(struct serve_sched *sc)
 		sc->n_busy++;
 		pthread_mutex_lock(&j->mu);
 		j->n_cached = cached;
+		j->t_slot = clock_now_s();
 		pthread_mutex_unlock(&j->mu);
 		serve_metrics_prompt(sc->metrics, j->n_prompt - cached, cached);
 	}
@@ -271,15 +273,20 @@ static void *sched_main(void *arg)
 		check_jobs(sc, cancel_all);
 		sc->step_tokens = 0;
 		sc->step_failed = false;
-		int rc = batch_active(&sc->b) ? batch_step(&sc->b) : 0;
+		double t0 = clock_now_s();
+		bool stepped = batch_active(&sc->b);
+		int rc = stepped ? batch_step(&sc->b) : 0;
+		double t1 = clock_now_s();
 		finish_jobs(sc, rc);
 		if (rc < 0) {
 			fprintf(stderr, "colibri serve: a step failed: %s\n", error_message()[0] ? error_message() : strerror(-rc));
 			error_clear();
 		}
 		serve_metrics_step(sc->metrics, sc->step_tokens, batch_active(&sc->b), queued, rc < 0,
-				   expert_store_stats(sc->s->model.store), clock_now_s());
+				   stepped ? t1 - t0 : 0, sc->s, t1);
 		session_safe_point(sc->s);
+		if (sc->o.live)
+			serve_live_step(sc->o.live, sc->s, stepped);
 	}
 	return NULL;
 }

@@ -34,7 +34,10 @@ struct serve_sched_options {
 	int queue_max;               /* jobs waiting beyond the slots */
 	const char *sessions_dir;    /* NULL: no sessions kept */
 	bool no_forced_batch;        /* a grammar's forced tokens one step each */
+	struct serve_live *live;     /* the dashboard's state, updated after each step; may be NULL */
 };
+
+struct serve_live;
 
 struct serve_sched {
 	struct session *s;
