@@ -219,6 +219,21 @@ static cJSON *usage_of(const struct serve_take *t)
 	return u;
 }
 
+/* colibri's own: where the request's time went (docs/DASHBOARD.md). */
+static cJSON *timings_of(const struct serve_take *t)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "queue_s", t->queue_s);
+	cJSON_AddNumberToObject(o, "ttft_s", t->ttft_s);
+	cJSON_AddNumberToObject(o, "decode_s", t->decode_s);
+	cJSON_AddNumberToObject(o, "tokens_per_second",
+				t->n_generated > 1 && t->decode_s > 0 ? (t->n_generated - 1) / t->decode_s : 0);
+	cJSON_AddNumberToObject(o, "prompt_tokens", t->n_prompt);
+	cJSON_AddNumberToObject(o, "cached_tokens", t->n_cached);
+	cJSON_AddNumberToObject(o, "completion_tokens", t->n_generated);
+	return o;
+}
+
 static const char *finish_name(const struct serve_answer *a, enum serve_finish f)
 {
 	if (f == SERVE_FINISH_STOP && a->tools && a->tp.n_calls)
@@ -307,6 +322,7 @@ char *serve_answer_json(struct serve_answer *a, const struct serve_take *last)
 	cJSON_AddStringToObject(c, "finish_reason", finish_name(a, last->finish));
 	cJSON_AddItemToArray(choices, c);
 	cJSON_AddItemToObject(o, "usage", usage_of(last));
+	cJSON_AddItemToObject(o, "timings", timings_of(last));
 	return print_free(o);
 }
 
@@ -338,7 +354,7 @@ static cJSON *chunk(const struct serve_answer *a, cJSON **choice)
 }
 
 static void chunk_text(const struct serve_answer *a, struct strbuf *out, const char *reasoning, size_t nr,
-		       const char *content, size_t nc, cJSON *lp, const char *finish, bool role)
+		       const char *content, size_t nc, cJSON *lp, const struct serve_take *last, bool role)
 {
 	cJSON *c, *o = chunk(a, &c);
 	if (a->endpoint == SERVE_CHAT) {
@@ -383,10 +399,12 @@ static void chunk_text(const struct serve_answer *a, struct strbuf *out, const c
 		else
 			cJSON_AddNullToObject(c, "logprobs");
 	}
-	if (finish)
-		cJSON_AddStringToObject(c, "finish_reason", finish);
-	else
+	if (last) {
+		cJSON_AddStringToObject(c, "finish_reason", finish_name(a, last->finish));
+		cJSON_AddItemToObject(o, "timings", timings_of(last));
+	} else {
 		cJSON_AddNullToObject(c, "finish_reason");
+	}
 	sse_put(out, o);
 }
 
@@ -501,7 +519,7 @@ int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct 
 				out->rc = -ENOMEM;
 			tools_flush(a);
 		}
-		chunk_text(a, out, NULL, 0, NULL, 0, NULL, finish_name(a, t->finish), false);
+		chunk_text(a, out, NULL, 0, NULL, 0, NULL, t, false);
 		if (a->include_usage) {
 			cJSON *o = head_of(a, a->endpoint == SERVE_CHAT ? "chat.completion.chunk" : "text_completion");
 			cJSON_AddArrayToObject(o, "choices");

@@ -165,6 +165,9 @@ int serve_job_take(struct serve_job *j, struct serve_take *t, void (*sleep)(void
 	t->n_prompt = j->n_prompt;
 	t->n_cached = j->n_cached;
 	t->n_generated = j->n_generated;
+	t->queue_s = (j->t_slot ? j->t_slot : clock_now_s()) - j->t_admit;
+	t->ttft_s = j->t_first ? j->t_first - j->t_admit : 0;
+	t->decode_s = j->t_first ? j->t_last - j->t_first : 0;
 	if (n == 0 && !j->done && sleep) {
 		j->waiting = true;
 		sleep(arg);
@@ -217,6 +220,9 @@ void serve_job_commit(struct serve_job *j, const struct batch_token *t)
 		e.logprob = t->logprob;
 		e.n_top = t->n_top < j->n_top_max ? t->n_top : j->n_top_max;
 		j->n_generated++;
+		j->t_last = clock_now_s();
+		if (!j->t_first)
+			j->t_first = j->t_last;
 	}
 	if (t || e.reasoning_len || e.content_len) {
 		if (j->ev_n == j->ev_cap) {

@@ -63,6 +63,9 @@ struct serve_take {
 	enum serve_finish finish;
 	struct serve_error error;
 	int n_prompt, n_cached, n_generated;
+	double queue_s;              /* admission to a slot (so far, while queued) */
+	double ttft_s;               /* admission to the first token; 0 before it */
+	double decode_s;             /* the first token to the last */
 };
 
 struct serve_job {
@@ -95,6 +98,8 @@ struct serve_job {
 	enum serve_finish finish;
 	struct serve_error error;
 	int n_cached, n_generated;
+	double t_slot;               /* when it got a slot; 0 while queued */
+	double t_first, t_last;      /* its first and its latest token; 0 before */
 	bool waiting;                /* the HTTP side sleeps until wake */
 	void (*wake)(void *arg);     /* called with mu held */
 	void *wake_arg;
