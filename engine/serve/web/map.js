@@ -153,7 +153,9 @@
 
 	function draw() {
 		queued = false;
-		if (!data || !layout())
+		/* a hidden pane (another tab on a narrow screen) is drawn when its
+		 * tab shows it: the tabs send a resize */
+		if (!data || !canvas.offsetParent || !layout())
 			return;
 		const { cw, ch, gx, gy, dpr } = lay;
 		const L = data.layers, E = data.experts;
