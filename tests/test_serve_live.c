@@ -240,7 +240,9 @@ Test(serve, dashboard_state_matches_metrics_and_stats)
 	cr_assert_eq(srv_stop(&s), 0);
 
 	/* --stats-json counts the same routing, layer by layer. */
-	cJSON *js = cJSON_Parse(tu_read(stats, NULL));
+	char *report = tu_read(stats, NULL);
+	cJSON *js = cJSON_Parse(report ? report : "");
+	free(report);
 	cr_assert(js, "no --stats-json report");
 	const cJSON *usage = cJSON_GetObjectItemCaseSensitive(js, "expert_usage");
 	cr_assert(cJSON_IsArray(usage));
