@@ -164,7 +164,7 @@
 		}
 		if (m.stopped)
 			tm.appendChild(h('span', 'stopped', 'stopped'));
-		const done = m.stopped ? 'stopped' : '1';
+		const done = m.stopped ? 'stopped' : m.error ? 'error' : '1';
 		el.dataset.done = done;
 		ans.dataset.done = done;
 	}
