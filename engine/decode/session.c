@@ -196,7 +196,10 @@ int session_parse_tokens(const char *s, int32_t **ids, int *n)
 	return session_parse_list(s, "--tokens", false, INT32_MAX, ids, n);
 }
 
-uint64_t proc_status_bytes(const char *key)
+/* A memory line of /proc/self/status ("VmRSS", "VmHWM") in bytes; 0 if
+ * unknown. VmRSS is what is already spent (binary, libraries, a loaded
+ * tokenizer) before the model loads; VmHWM the peak, for the report. */
+static uint64_t proc_status_bytes(const char *key)
 {
 	FILE *f = fopen("/proc/self/status", "r");
 	char line[256];

@@ -151,11 +151,6 @@ void session_close(struct session *s);
 /* A safe point between steps: applies --repin. */
 void session_safe_point(struct session *s);
 
-/* A memory line of /proc/self/status ("VmRSS", "VmHWM") in bytes; 0 if
- * unknown. VmRSS is what is already spent (binary, libraries, a loaded
- * tokenizer) before the model loads; VmHWM the peak, for the report. */
-uint64_t proc_status_bytes(const char *key);
-
 /* Adds a number to the --stats-json report (e.g. decode_tok_s). */
 void session_stat(struct session *s, const char *name, double value);
 
