@@ -143,6 +143,36 @@ static enum serve_route route_of(const struct serve_http *h, const char *url, bo
 
 static ssize_t live_read(void *cls, uint64_t pos, char *buf, size_t max);
 
+/* Answers 200 with an event stream whose bytes reader gives. */
+static enum MHD_Result stream_respond(struct http_req *r, MHD_ContentReaderCallback reader)
+{
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, reader, r, NULL);
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
+	MHD_destroy_response(resp);
+	r->answered = true;
+	serve_metrics_request(r->h->metrics, r->route, 200);
+	return rc;
+}
+
+/* Copies formatted bytes not yet handed to MHD into buf; 0 once there are
+ * none left (the buffer is then emptied for the next events). */
+static size_t sse_pending(struct http_req *r, char *buf, size_t max)
+{
+	if (r->sse_sent < r->sse.len) {
+		size_t n = r->sse.len - r->sse_sent < max ? r->sse.len - r->sse_sent : max;
+		memcpy(buf, r->sse.p + r->sse_sent, n);
+		r->sse_sent += n;
+		return n;
+	}
+	r->sse.len = 0;
+	r->sse_sent = 0;
+	return 0;
+}
+
 /* A static file of the dashboard, embedded or from --ui-dir. */
 static enum MHD_Result ui_file(struct http_req *r, const char *name)
 {
@@ -191,16 +221,7 @@ static enum MHD_Result live_stream(struct http_req *r)
 	if (serve_live_subscribe(r->h->o.live, &r->sub) != 0)
 		return fail(r, 503, NULL, "too_many_dashboards", "too many dashboards are connected");
 	r->subscribed = true;
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, live_read, r, NULL);
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-	enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
-	MHD_destroy_response(resp);
-	r->answered = true;
-	serve_metrics_request(r->h->metrics, r->route, 200);
-	return rc;
+	return stream_respond(r, live_read);
 }
 
 /* MHD's content reader of /api/live: the next state event, or suspend. */
@@ -208,14 +229,9 @@ static ssize_t live_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct http_req *r = cls;
 	for (;;) {
-		if (r->sse_sent < r->sse.len) {
-			size_t n = r->sse.len - r->sse_sent < max ? r->sse.len - r->sse_sent : max;
-			memcpy(buf, r->sse.p + r->sse_sent, n);
-			r->sse_sent += n;
-			return (ssize_t)n;
-		}
-		r->sse.len = 0;
-		r->sse_sent = 0;
+		size_t sent = sse_pending(r, buf, max);
+		if (sent)
+			return (ssize_t)sent;
 		int n = serve_live_next(r->h->o.live, &r->sub, &r->sse, conn_sleep, r);
 		if (n == -1)
 			return MHD_CONTENT_READER_END_OF_STREAM;
@@ -396,17 +412,7 @@ static enum MHD_Result completion(struct http_req *r)
 		res = drain(r);
 		goto out;
 	}
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, r, NULL);
-	if (!resp) {
-		res = MHD_NO;
-		goto out;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-	res = MHD_queue_response(r->conn, 200, resp);
-	MHD_destroy_response(resp);
-	r->answered = true;
-	serve_metrics_request(h->metrics, r->route, 200);
+	res = stream_respond(r, sse_read);
 out:
 	free(ids.ids);
 	serve_constraint_free(&con);
@@ -419,14 +425,9 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct http_req *r = cls;
 	for (;;) {
-		if (r->sse_sent < r->sse.len) {
-			size_t n = r->sse.len - r->sse_sent < max ? r->sse.len - r->sse_sent : max;
-			memcpy(buf, r->sse.p + r->sse_sent, n);
-			r->sse_sent += n;
-			return (ssize_t)n;
-		}
-		r->sse.len = 0;
-		r->sse_sent = 0;
+		size_t sent = sse_pending(r, buf, max);
+		if (sent)
+			return (ssize_t)sent;
 		if (r->ans.finished)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		if (!r->ans.started) {

@@ -5,12 +5,11 @@
 #include "engine/serve/serve_ui.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
+
+#include "base/files.h"
 
 extern const struct serve_ui_file serve_ui_files[];
 
@@ -57,38 +56,12 @@ int serve_ui_read(const char *dir, const char *name, char **out, size_t *len)
 	char path[4096];
 	if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
 		return -ENAMETOOLONG;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	struct stat st;
-	int rc = 0;
-	char *buf = NULL;
-	if (fstat(fd, &st) != 0)
-		rc = -errno;
-	else if (!S_ISREG(st.st_mode))
-		rc = -ENOENT;
-	else if ((uint64_t)st.st_size > SERVE_UI_FILE_MAX)
-		rc = -EFBIG;
-	else if (!(buf = malloc((size_t)st.st_size + 1)))
-		rc = -ENOMEM;
-	size_t got = 0;
-	while (!rc && got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -EIO;
-			break;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	if (rc) {
-		free(buf);
-		return rc;
-	}
-	buf[got] = 0;
-	*out = buf;
-	*len = got;
-	return 0;
+	if (stat(path, &st) != 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENOENT;
+	if ((uint64_t)st.st_size > SERVE_UI_FILE_MAX)
+		return -EFBIG;
+	return file_read_all(path, out, len);
 }

@@ -33,7 +33,8 @@ const char *serve_ui_type(const char *name);
 
 /* Reads dir/name (name checked by serve_ui_name_ok) into a malloc'd
  * buffer. 0; -ENOENT when absent or not a regular file; -EFBIG past
- * SERVE_UI_FILE_MAX; -EINVAL for a bad name; another -errno else. */
+ * SERVE_UI_FILE_MAX; -EINVAL for a bad name; another -errno (with
+ * error_set's message) else. */
 int serve_ui_read(const char *dir, const char *name, char **out, size_t *len);
 
 #endif

@@ -21,7 +21,8 @@
 		onState(fn) { listeners.push(fn); },
 		ready(fn) { readies.push(fn); },
 		api,
-		sse: sseParser,
+		readEvents,
+		el,
 	};
 	window.colibri = colibri;
 
@@ -79,6 +80,34 @@
 	/* A server-sent events parser: feed() it decoded text as it arrives; it
 	 * calls onEvent(name, data) per complete event ("message" when the event
 	 * has no event: line). Comments and ids are ignored. */
+	/* A new element: tag, class names, text. */
+	function el(tag, cls, text) {
+		const e = document.createElement(tag);
+		if (cls)
+			e.className = cls;
+		if (text !== undefined)
+			e.textContent = text;
+		return e;
+	}
+
+	/* Reads a Response body of server-sent events to its end: onEvent(name,
+	 * data) per event, onChunk() after each chunk that arrived (may be
+	 * undefined). Rejects as the body's reader does (abort, network). */
+	async function readEvents(res, onEvent, onChunk) {
+		const parser = sseParser(onEvent);
+		const reader = res.body.getReader();
+		const dec = new TextDecoder();
+		for (;;) {
+			const r = await reader.read();
+			if (r.done)
+				break;
+			if (onChunk)
+				onChunk();
+			parser.feed(dec.decode(r.value, { stream: true }));
+		}
+		parser.end();
+	}
+
 	function sseParser(onEvent) {
 		let buf = '', name = '', data = [];
 		return {
@@ -142,23 +171,14 @@
 				}
 				set('on', 'live');
 				arm();
-				const parser = sseParser((name, data) => {
+				await readEvents(res, (name, data) => {
 					if (name !== 'state')
 						return;
 					let s;
 					try { s = JSON.parse(data); } catch (e) { return; }
 					backoff = 500;
 					publish(s);
-				});
-				const reader = res.body.getReader();
-				const dec = new TextDecoder();
-				for (;;) {
-					const r = await reader.read();
-					if (r.done)
-						break;
-					arm();
-					parser.feed(dec.decode(r.value, { stream: true }));
-				}
+				}, arm);
 			} catch (e) {
 				/* dropped, refused or timed out: reconnect below */
 			} finally {

@@ -64,14 +64,7 @@
 	}
 
 	/* ---- rendering ---- */
-	function h(tag, cls, text) {
-		const e = document.createElement(tag);
-		if (cls)
-			e.className = cls;
-		if (text !== undefined)
-			e.textContent = text;
-		return e;
-	}
+	const h = C.el;
 
 	function renderList() {
 		$.list.textContent = '';
@@ -326,7 +319,7 @@
 
 	async function readStream(res, m, append) {
 		let ended = false;
-		const parser = C.sse((name, data) => {
+		await C.readEvents(res, (name, data) => {
 			if (ended)
 				return;
 			if (data === '[DONE]') {
@@ -352,15 +345,6 @@
 			if (o.timings)
 				m.timings = o.timings;
 		});
-		const reader = res.body.getReader();
-		const dec = new TextDecoder();
-		for (;;) {
-			const r = await reader.read();
-			if (r.done)
-				break;
-			parser.feed(dec.decode(r.value, { stream: true }));
-		}
-		parser.end();
 	}
 
 	/* Follow the end of the log unless the reader scrolled up. */

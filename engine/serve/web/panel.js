@@ -31,14 +31,7 @@
 	const gbs = (v) => v.toFixed(2) + ' GB/s';
 
 	/* ---- building blocks ---- */
-	function h(tag, cls, text) {
-		const e = document.createElement(tag);
-		if (cls)
-			e.className = cls;
-		if (text !== undefined)
-			e.textContent = text;
-		return e;
-	}
+	const h = C.el;
 
 	function num(name, fmt, cls) {
 		const e = h('span', 'num' + (cls ? ' ' + cls : ''), '—');
