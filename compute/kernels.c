@@ -56,7 +56,8 @@ const struct kernels_ops *kernels_ops_get(void)
 	return kernels_ops_for(cpu_simd_level());
 }
 
-/* What the int8 weights (low byte) and the int4 weights (high byte) meet. */
+/* What the int8 weights (low byte) and the int4 and mxfp4 weights (high
+ * byte) meet. */
 enum { ACT_F32 = 0, ACT_Q8 = 1, ACT_Q16 = 2 };
 #define ACT_MODE(int8, int4) ((unsigned)(int8) | (unsigned)(int4) << 8)
 static atomic_uint act_mode = ACT_MODE(ACT_Q16, ACT_Q8);
@@ -64,7 +65,7 @@ static atomic_uint act_mode = ACT_MODE(ACT_Q16, ACT_Q8);
 static unsigned act_of(enum quant_type t)
 {
 	unsigned m = atomic_load(&act_mode);
-	return t == QUANT_INT8 ? (m & 0xff) : t == QUANT_INT4 ? m >> 8 : ACT_F32;
+	return t == QUANT_INT8 ? (m & 0xff) : t == QUANT_INT4 || t == QUANT_MXFP4 ? m >> 8 : ACT_F32;
 }
 
 int kernels_set_activations(const char *name)

@@ -3,7 +3,7 @@
  *
  * Every kernel has a plain scalar version (the reference) and, where it pays,
  * AVX2 and AVX-512 versions chosen once at run time from CPUID (see cpu.h).
- * Activations are f32, except that int4 and int8 weights meet them
+ * Activations are f32, except that int4, mxfp4 and int8 weights meet them
  * quantized to int8 / int16 (kernels_set_activations). Two rules keep results
  * reproducible:
  *  - each output element is reduced by one thread in a fixed order, so the
@@ -19,8 +19,11 @@
 
 struct threadpool;
 
-/* How int8 and int4 weights meet their activations, for the whole process
- * (set before the first forward pass; f32 and bf16 weights always take f32).
+/* How int8, int4 and mxfp4 weights meet their activations, for the whole
+ * process (set before the first forward pass; f32 and bf16 weights always
+ * take f32). mxfp4 goes as int4 does: its weights are exact small integers
+ * (2 * e2m1 in [-12, 12]) times a power of two, so against int8 activations
+ * only the activations are rounded.
  * A weight either is dequantized, w = q * scale, and multiplied with the f32
  * activations, or meets the token's activations quantized per run of 32
  * inputs (scale max|x| / 127 for int8, / 32767 for int16, rounded to
@@ -28,11 +31,11 @@ struct threadpool;
  * scaled by the two scales: the way llama.cpp's Q4_0 / Q8_0 kernels work,
  * several times less arithmetic per weight, and the same bits at every SIMD
  * level.
- *   "auto"  int4 weights meet int8 activations, int8 weights int16 (the
+ *   "auto"  int4 / mxfp4 weights meet int8 activations, int8 weights int16 (the
  *           default: within 1.1x of the f32 path's KL to the f32 model on
  *           every fixture family; test_forward);
- *   "int8"  both meet int8 activations (on int8 weights 2-12x their KL);
- *   "f32"   neither is quantized.
+ *   "int8"  all meet int8 activations (on int8 weights 2-12x their KL);
+ *   "f32"   none is quantized.
  * All are deterministic and independent of threads and batch;
  * kernels_set_activations returns -EINVAL for any other name. */
 int kernels_set_activations(const char *name);

@@ -63,7 +63,10 @@ static inline int64_t act_q8_lane(int64_t c)
  * eight inputs, d[l] = scale_w(group of the lane's run) * the lane's d, and
  * acc[l] = fmaf(d[l], (float)p[l], acc[l]) (acc starts at 0); then the result
  * is ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). Integer sums are
- * exact, so every level writes the same bits. */
+ * exact, so every level writes the same bits. An MXFP4 weight enters as
+ * the integer 2 * e2m1 (in [-12, 12]) with scale_w = 2^(e - 128) of its
+ * block (quant_e8m0_to_f32(e, 1)): the same weight exactly, and the same
+ * sequence. */
 typedef void (*kernel_rows_q8_fn)(float *out, int64_t out_stride, const struct qmatrix *m,
 				  const struct act_q8 *x, int64_t n, int64_t row_begin,
 				  int64_t row_end);
@@ -122,8 +125,8 @@ void act_q16_quantize(const struct kernels_ops *ops, struct act_q16 *a, int16_t 
 
 struct kernels_ops {
 	const char *name;
-	kernel_rows_fn rows[4]; /* indexed by enum quant_type */
-	kernel_rows_q8_fn rows_q8[4]; /* QUANT_INT8 and QUANT_INT4 only */
+	kernel_rows_fn rows[QUANT_TYPE_COUNT]; /* indexed by enum quant_type */
+	kernel_rows_q8_fn rows_q8[QUANT_TYPE_COUNT]; /* QUANT_INT8, QUANT_INT4, QUANT_MXFP4 */
 	act_q8_run_fn act_q8_run;
 	kernel_rows_q16_fn rows_q16;   /* QUANT_INT8 */
 	act_q16_run_fn act_q16_run;
@@ -141,6 +144,8 @@ void avx2_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const st
 		       int64_t n, int64_t row_begin, int64_t row_end);
 void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
 		       int64_t n, int64_t row_begin, int64_t row_end);
+void avx2_rows_q8_mxfp4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			int64_t n, int64_t row_begin, int64_t row_end);
 float avx2_act_q8_run(int8_t *lo, int8_t *hi, const float *x);
 void avx2_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x,
 			int64_t n, int64_t row_begin, int64_t row_end);

@@ -141,6 +141,56 @@ AVX2_INLINE void avx2_row_grouped(float *out, int64_t os, const uint8_t *q, cons
 	avx2_finish(out, os, acc, nt);
 }
 
+/* 2 * e2m1 of each code, the integers the weights are made of. */
+AVX2_INLINE __m128i avx2_e2m1_lut(void)
+{
+	return _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+}
+
+/* One row of mxfp4 weights against nt tokens, a block of 32 inputs per
+ * step, in the order of avx2_row_grouped. A weight is (float)(2 * e2m1) *
+ * 2^(e - 128): the dequantized value exactly (a zero comes out +0 where the
+ * code says -0, which no sum starting at +0 can tell apart). */
+AVX2_INLINE void avx2_row_mxfp4(float *out, int64_t os, const uint8_t *q, const float *x,
+				int64_t cols, const int nt)
+{
+	const __m128i mask = _mm_set1_epi8(0x0f);
+	const __m128i lut = avx2_e2m1_lut();
+	const uint8_t *e = q + cols / 2;
+	__m256 acc[AVX2_NT][4];
+#pragma GCC unroll 8
+	for (int t = 0; t < nt; t++)
+		for (int j = 0; j < 4; j++)
+			acc[t][j] = _mm256_setzero_ps();
+	for (int64_t k = 0; k < cols / 32; k++) {
+		__m256 sc = _mm256_set1_ps(quant_e8m0_to_f32(e[k], 1));
+		__m128i b = _mm_loadu_si128((const __m128i *)(q + 16 * k));
+		__m128i b0 = _mm_shuffle_epi8(lut, _mm_and_si128(b, mask));
+		__m128i b1 = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(b, 4), mask));
+		__m256 w[4];
+		w[0] = avx2_deq8(b0, sc);
+		w[1] = avx2_deq8(_mm_srli_si128(b0, 8), sc);
+		w[2] = avx2_deq8(b1, sc);
+		w[3] = avx2_deq8(_mm_srli_si128(b1, 8), sc);
+		avx2_fma4(acc, w, x, cols, 32 * k, nt);
+	}
+	avx2_finish(out, os, acc, nt);
+}
+
+static void avx2_rows_mxfp4(float *out, int64_t os, const struct qmatrix *m, const float *x,
+			    int64_t n, int64_t row_begin, int64_t row_end)
+{
+	int64_t cols = m->cols, row_bytes = cols / 2 + cols / 32;
+	for (int64_t r = row_begin; r < row_end; r++) {
+		const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
+		int64_t t = 0;
+		for (; t + 2 <= n; t += 2)
+			avx2_row_mxfp4(out + t * os + r, os, q, x + t * cols, cols, 2);
+		if (t < n)
+			avx2_row_mxfp4(out + t * os + r, os, q, x + t * cols, cols, 1);
+	}
+}
+
 static void avx2_rows_f32(float *out, int64_t os, const struct qmatrix *m, const float *x,
 			  int64_t n, int64_t row_begin, int64_t row_end)
 {
@@ -334,6 +384,69 @@ void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const st
 	avx2_rows_q8(out, os, m, x, n, row_begin, row_end, 1);
 }
 
+/* Row r of an mxfp4 matrix against tokens t .. t + nt - 1 (nt <= 4), in the
+ * sequence kernels_internal.h fixes: a pair's 32 code bytes become the
+ * integers w = 2 * e2m1 through a lookup, already in the activations'
+ * order, and meet them as |w| times x with w's sign; a lane's products
+ * stay below 2^15 in int16 (8 * 12 * 127). Each run has its own scale
+ * 2^(e - 128); a lone last run's missing half meets zero activations. */
+AVX2_INLINE void avx2_q8_row_mxfp4(float *out, int64_t os, const struct qmatrix *m, int64_t r,
+				   const struct act_q8 *x, int64_t t, const int nt)
+{
+	int64_t cols = m->cols, runs = cols / 32, pairs = x->pairs, row_bytes = cols / 2 + cols / 32;
+	const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
+	const uint8_t *e = q + cols / 2;
+	const int8_t *xq = x->q + t * pairs * 64;
+	const float *xd = x->d + t * pairs * 8;
+	const __m256i mask = _mm256_set1_epi8(0x0f);
+	const __m256i lut = _mm256_broadcastsi128_si256(avx2_e2m1_lut());
+	const __m256i ones = _mm256_set1_epi16(1);
+	__m256 acc[4];
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		acc[j] = _mm256_setzero_ps();
+	for (int64_t p = 0; p < pairs; p++) {
+		int last = 2 * p + 1 == runs;
+		if (!(p & 1))
+			_mm_prefetch((const char *)(q + row_bytes + 32 * p), _MM_HINT_T0);
+		__m256i v = last ? _mm256_inserti128_si256(_mm256_setzero_si256(),
+							   _mm_loadu_si128((const __m128i *)(q + 32 * p)), 0)
+				 : _mm256_loadu_si256((const __m256i *)(q + 32 * p));
+		__m256i slo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, mask));
+		__m256i shi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
+		__m256i alo = _mm256_abs_epi8(slo), ahi = _mm256_abs_epi8(shi);
+		float s0 = quant_e8m0_to_f32(e[2 * p], 1);
+		float s1 = last ? s0 : quant_e8m0_to_f32(e[2 * p + 1], 1);
+		__m256 sw = _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++) {
+			int64_t o = j * pairs;
+			__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p)));
+			__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p) + 32));
+			__m256 dx = _mm256_loadu_ps(xd + 8 * (o + p));
+			__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(alo, _mm256_sign_epi8(xlo, slo)),
+						       _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xhi, shi)));
+			__m256i lanes = _mm256_madd_epi16(s16, ones);
+			acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(sw, dx), _mm256_cvtepi32_ps(lanes), acc[j]);
+		}
+	}
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		out[j * os] = avx2_hsum(acc[j]);
+}
+
+void avx2_rows_q8_mxfp4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			int64_t n, int64_t row_begin, int64_t row_end)
+{
+	for (int64_t r = row_begin; r < row_end; r++) {
+		int64_t t = 0;
+		for (; t + 4 <= n; t += 4)
+			avx2_q8_row_mxfp4(out + t * os + r, os, m, r, x, t, 4);
+		for (; t < n; t++)
+			avx2_q8_row_mxfp4(out + t * os + r, os, m, r, x, t, 1);
+	}
+}
+
 /* Loads a run of 32 inputs into v and returns the bits of max|x| (as
  * integers, the order of non-negative floats; 0x7f800000 and above: an
  * infinity or a NaN). */
@@ -518,10 +631,12 @@ const struct kernels_ops kernels_ops_avx2 = {
 		[QUANT_BF16] = avx2_rows_bf16,
 		[QUANT_INT8] = avx2_rows_int8,
 		[QUANT_INT4] = avx2_rows_int4,
+		[QUANT_MXFP4] = avx2_rows_mxfp4,
 	},
 	.rows_q8 = {
 		[QUANT_INT8] = avx2_rows_q8_int8,
 		[QUANT_INT4] = avx2_rows_q8_int4,
+		[QUANT_MXFP4] = avx2_rows_q8_mxfp4,
 	},
 	.act_q8_run = avx2_act_q8_run,
 	.rows_q16 = avx2_rows_q16_int8,

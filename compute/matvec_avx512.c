@@ -14,7 +14,8 @@
  * 32 inputs and need no tail.
  *
  * Grouped weights are dequantized exactly like the scalar reference,
- * w = fl(q * scale), then multiplied-added in f32.
+ * w = fl(q * scale) (mxfp4: e2m1 * 2^(e - 127)), then multiplied-added in
+ * f32.
  */
 #include <immintrin.h>
 
@@ -184,6 +185,35 @@ AVX512_INLINE void avx512_block_grouped(float *out, int64_t os, const struct qma
 	avx512_finish(out, os, acc, nr, nt);
 }
 
+/* Rows r .. r+nr-1 of an mxfp4 matrix against nt tokens. Each block of 32
+ * inputs goes through a lookup of its own, tab = e2m1 * 2^(e - 127) (exact,
+ * the dequantized weights with their -0), as avx512_int4_run reads it;
+ * block 2k feeds accumulators 0, 1 and block 2k + 1 accumulators 2, 3, so
+ * inputs 64k + 16j .. + 15 go to accumulator j as for the other types, and
+ * a lone last block feeds 0, 1. */
+AVX512_INLINE void avx512_block_mxfp4(float *out, int64_t os, const struct qmatrix *m, int64_t r,
+				      const float *x, const int nr, const int nt)
+{
+	const __m512 levels = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+					     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+	int64_t cols = m->cols, row_bytes = cols / 2 + cols / 32, blocks = cols / 32;
+	const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
+	__m512 acc[NR_MAX][NT_MAX][4];
+	avx512_zero(acc, nr, nt);
+	for (int64_t k = 0; k < blocks; k++) {
+		const int j0 = (int)(k & 1) * 2;
+#pragma GCC unroll 2
+		for (int i = 0; i < nr; i++) {
+			const uint8_t *qi = q + i * row_bytes;
+			__m512 tab = _mm512_mul_ps(levels, _mm512_set1_ps(quant_e8m0_to_f32(qi[cols / 2 + k], 0)));
+			__m512 w[2];
+			avx512_int4_run(w, qi + 16 * k, tab);
+			avx512_fma(acc, i, w, j0, 2, x, cols, 32 * k, nt);
+		}
+	}
+	avx512_finish(out, os, acc, nr, nt);
+}
+
 /* Walks rows [row_begin, row_end) and tokens [0, n); BLOCK(nr, nt) computes
  * the block at (r, t). A single token goes row by row, which streams one
  * weight row at a time and measured faster from DRAM; several tokens go in
@@ -205,6 +235,7 @@ AVX512_INLINE void avx512_block_grouped(float *out, int64_t os, const struct qma
 	}
 
 #define DENSE(nr, nt) avx512_block_dense(out + t * os + r, os, m, r, x + t * m->cols, nr, nt, IS_BF16)
+#define MXFP4(nr, nt) avx512_block_mxfp4(out + t * os + r, os, m, r, x + t * m->cols, nr, nt)
 #define GROUPED(nr, nt) avx512_block_grouped(out + t * os + r, os, m, r, x + t * m->cols, GROUP, \
 					    nr, nt, IS_INT4)
 
@@ -258,6 +289,12 @@ static void avx512_rows_int4(float *out, int64_t os, const struct qmatrix *m, co
 #undef IS_INT4
 }
 
+static void avx512_rows_mxfp4(float *out, int64_t os, const struct qmatrix *m, const float *x,
+			      int64_t n, int64_t row_begin, int64_t row_end)
+{
+	AVX512_BLOCKS(MXFP4)
+}
+
 static float avx512_dot_f32(const float *a, const float *b, int64_t n)
 {
 	struct qmatrix m = { .type = QUANT_F32, .rows = 1, .cols = n, .data = a };
@@ -283,10 +320,12 @@ const struct kernels_ops kernels_ops_avx512 = {
 		[QUANT_BF16] = avx512_rows_bf16,
 		[QUANT_INT8] = avx512_rows_int8,
 		[QUANT_INT4] = avx512_rows_int4,
+		[QUANT_MXFP4] = avx512_rows_mxfp4,
 	},
 	.rows_q8 = {
 		[QUANT_INT8] = avx2_rows_q8_int8,
 		[QUANT_INT4] = avx2_rows_q8_int4,
+		[QUANT_MXFP4] = avx2_rows_q8_mxfp4,
 	},
 	.act_q8_run = avx2_act_q8_run,
 	.rows_q16 = avx2_rows_q16_int8,

@@ -4,7 +4,8 @@
  *
  * Every type is "dequantize, then dot": the weight of a grouped format is
  * w = (float)q * scale[g], rounded to f32 exactly as quant_row_dequantize
- * does, and acc += w * x[c] runs over c in order. The SIMD versions compute
+ * does (for mxfp4 w = e2m1 * 2^(e - 127), exact), and acc += w * x[c] runs
+ * over c in order. The SIMD versions compute
  * the same w and differ only in how the products are summed. The build uses
  * -ffp-contract=off, so no multiply-add is fused behind our back and the
  * order written here is the order executed.
@@ -90,24 +91,51 @@ static void scalar_rows_int4(float *out, int64_t out_stride, const struct qmatri
 	}
 }
 
-/* Weight of input c of an int8 (is_int4 = 0) or int4 row, as q in [-127, 127]. */
-static int scalar_q(const uint8_t *q, int64_t c, int is_int4)
+static void scalar_rows_mxfp4(float *out, int64_t out_stride, const struct qmatrix *m,
+			      const float *x, int64_t n, int64_t row_begin, int64_t row_end)
 {
-	if (!is_int4)
+	int64_t cols = m->cols;
+	for (int64_t r = row_begin; r < row_end; r++) {
+		const uint8_t *q = (const uint8_t *)m->data + r * (cols / 2 + cols / 32);
+		const uint8_t *e = q + cols / 2;
+		for (int64_t t = 0; t < n; t++) {
+			const float *xt = x + t * cols;
+			float acc = 0.0f;
+			for (int64_t c = 0; c < cols; c++) {
+				uint8_t b = q[(c / 32) * 16 + (c % 16)];
+				unsigned nib = (c % 32) < 16 ? (b & 0xfu) : (b >> 4);
+				acc += (quant_e2m1_to_f32(nib) * quant_e8m0_to_f32(e[c / 32], 0)) * xt[c];
+			}
+			out[t * out_stride + r] = acc;
+		}
+	}
+}
+
+/* Weight of input c of an int8, int4 or mxfp4 row, as the integer q the
+ * int8 dot products take: [-127, 127], [-8, 7], 2 * e2m1 in [-12, 12]. */
+static int scalar_q(const uint8_t *q, int64_t c, enum quant_type type)
+{
+	if (type == QUANT_INT8)
 		return (int8_t)q[c];
 	uint8_t b = q[(c / 32) * 16 + (c % 16)];
-	return ((c % 32) < 16 ? (b & 0xf) : (b >> 4)) - 8;
+	unsigned nib = (c % 32) < 16 ? (b & 0xfu) : (b >> 4);
+	if (type == QUANT_INT4)
+		return (int)nib - 8;
+	return (int)(2.0f * quant_e2m1_to_f32(nib));
 }
 
 /* The sequence kernels_internal.h fixes for kernel_rows_q8_fn, spelled out. */
 static void scalar_rows_q8(float *out, int64_t out_stride, const struct qmatrix *m,
 			   const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end,
-			   int is_int4)
+			   enum quant_type type)
 {
 	int64_t cols = m->cols, group = m->group, n_groups = cols / group;
+	int is_mxfp4 = type == QUANT_MXFP4;
+	int64_t row_bytes = type == QUANT_INT8 ? cols : is_mxfp4 ? cols / 2 + cols / 32 : cols / 2;
 	for (int64_t r = row_begin; r < row_end; r++) {
-		const uint8_t *q = (const uint8_t *)m->data + r * (is_int4 ? cols / 2 : cols);
-		const float *s = m->scales + r * n_groups;
+		const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
+		const float *s = is_mxfp4 ? NULL : m->scales + r * n_groups;
+		const uint8_t *e = q + cols / 2;
 		for (int64_t t = 0; t < n; t++) {
 			const int8_t *xq = x->q + t * x->pairs * 64;
 			const float *xd = x->d + t * x->pairs * 8;
@@ -115,10 +143,11 @@ static void scalar_rows_q8(float *out, int64_t out_stride, const struct qmatrix 
 			for (int64_t p = 0; p < x->pairs; p++) {
 				int32_t lane[8] = { 0 };
 				for (int64_t c = 64 * p; c < 64 * p + 64 && c < cols; c++)
-					lane[act_q8_lane(c) % 8] += scalar_q(q, c, is_int4) * xq[act_q8_pos(c)];
+					lane[act_q8_lane(c) % 8] += scalar_q(q, c, type) * xq[act_q8_pos(c)];
 				for (int l = 0; l < 8; l++) {
 					int64_t c = 64 * p + 32 * (l / 4);
-					float sw = c < cols ? s[c / group] : 0.0f;
+					float sw = c >= cols ? 0.0f
+						   : is_mxfp4 ? quant_e8m0_to_f32(e[c / 32], 1) : s[c / group];
 					acc[l] = fmaf(sw * xd[8 * p + l], (float)lane[l], acc[l]);
 				}
 			}
@@ -131,13 +160,19 @@ static void scalar_rows_q8(float *out, int64_t out_stride, const struct qmatrix 
 static void scalar_rows_q8_int8(float *out, int64_t out_stride, const struct qmatrix *m,
 				const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end)
 {
-	scalar_rows_q8(out, out_stride, m, x, n, row_begin, row_end, 0);
+	scalar_rows_q8(out, out_stride, m, x, n, row_begin, row_end, QUANT_INT8);
 }
 
 static void scalar_rows_q8_int4(float *out, int64_t out_stride, const struct qmatrix *m,
 				const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end)
 {
-	scalar_rows_q8(out, out_stride, m, x, n, row_begin, row_end, 1);
+	scalar_rows_q8(out, out_stride, m, x, n, row_begin, row_end, QUANT_INT4);
+}
+
+static void scalar_rows_q8_mxfp4(float *out, int64_t out_stride, const struct qmatrix *m,
+				 const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end)
+{
+	scalar_rows_q8(out, out_stride, m, x, n, row_begin, row_end, QUANT_MXFP4);
 }
 
 /* The bits of max|x| over a run of 32 inputs, as integers (the order of
@@ -223,10 +258,12 @@ const struct kernels_ops kernels_ops_scalar = {
 		[QUANT_BF16] = scalar_rows_bf16,
 		[QUANT_INT8] = scalar_rows_int8,
 		[QUANT_INT4] = scalar_rows_int4,
+		[QUANT_MXFP4] = scalar_rows_mxfp4,
 	},
 	.rows_q8 = {
 		[QUANT_INT8] = scalar_rows_q8_int8,
 		[QUANT_INT4] = scalar_rows_q8_int4,
+		[QUANT_MXFP4] = scalar_rows_q8_mxfp4,
 	},
 	.act_q8_run = scalar_act_q8_run,
 	.rows_q16 = scalar_rows_q16_int8,

@@ -18,7 +18,9 @@ static const char *const quant_names[] = {
 	[QUANT_BF16] = "bf16",
 	[QUANT_INT8] = "int8",
 	[QUANT_INT4] = "int4",
+	[QUANT_MXFP4] = "mxfp4",
 };
+_Static_assert(sizeof quant_names / sizeof quant_names[0] == QUANT_TYPE_COUNT, "a name per type");
 
 const char *quant_type_name(enum quant_type type)
 {
@@ -48,19 +50,28 @@ static int quant_is_grouped(enum quant_type type)
 /* The group size is ignored for F32/BF16 so that a caller may pass its
  * default group for every type. Sizes are capped at 2^40 elements so that
  * byte counts can never overflow 64 bits. */
+const char *quant_shape_error(enum quant_type type, int64_t rows, int64_t cols, int32_t group)
+{
+	if ((unsigned)type >= QUANT_TYPE_COUNT)
+		return "unknown quantization type";
+	if (rows <= 0 || cols <= 0)
+		return "rows and cols must be positive";
+	if (rows > ((int64_t)1 << 40) / cols)
+		return "more than 2^40 elements";
+	if (type == QUANT_MXFP4 && cols % QUANT_MXFP4_BLOCK != 0)
+		return "mxfp4 needs the inputs (cols) in whole blocks of 32";
+	if (!quant_is_grouped(type))
+		return NULL;
+	if (group <= 0 || group % 32 != 0)
+		return "the group size must be a positive multiple of 32";
+	if (cols % group != 0)
+		return "the inputs (cols) must be a multiple of the group size";
+	return NULL;
+}
+
 int quant_check_shape(enum quant_type type, int64_t rows, int64_t cols, int32_t group)
 {
-	if (type != QUANT_F32 && type != QUANT_BF16 && !quant_is_grouped(type))
-		return -EINVAL;
-	if (rows <= 0 || cols <= 0)
-		return -EINVAL;
-	if (rows > ((int64_t)1 << 40) / cols)
-		return -EINVAL;
-	if (!quant_is_grouped(type))
-		return 0;
-	if (group <= 0 || group % 32 != 0 || cols % group != 0)
-		return -EINVAL;
-	return 0;
+	return quant_shape_error(type, rows, cols, group) ? -EINVAL : 0;
 }
 
 uint64_t quant_data_bytes(enum quant_type type, int64_t rows, int64_t cols)
@@ -75,6 +86,8 @@ uint64_t quant_data_bytes(enum quant_type type, int64_t rows, int64_t cols)
 		return n;
 	case QUANT_INT4:
 		return n / 2;
+	case QUANT_MXFP4:
+		return n / 2 + n / QUANT_MXFP4_BLOCK;
 	}
 	return 0;
 }
@@ -143,6 +156,77 @@ static void quant_row_quantize_int4(uint8_t *q, float *scales, const float *w,
 	}
 }
 
+/* One block of 32 weights as downcast_to_mxfp_torch quantizes it (quant.h):
+ * codes into b[16] in INT4's order; returns the scale byte. */
+static uint8_t quant_block_quantize_mxfp4(uint8_t *b, const float *w)
+{
+	float amax = 0.0f;
+	for (int i = 0; i < 32; i++)
+		amax = fabsf(w[i]) > amax ? fabsf(w[i]) : amax;
+	float ds = amax / 6.0f;
+	uint32_t bits;
+	memcpy(&bits, &ds, 4);
+	bits = (bits + 0x007fffffu) & 0x7f800000u;
+	if (bits > 0x7f000000u) /* an infinite block: the largest scale */
+		bits = 0x7f000000u;
+	float s, inv = 0.0f;
+	memcpy(&s, &bits, 4);
+	if (bits)
+		inv = 1.0f / s;
+	uint8_t code[32];
+	for (int i = 0; i < 32; i++) {
+		float v = w[i] == w[i] ? w[i] * inv : 0.0f;
+		uint32_t u;
+		memcpy(&u, &v, 4);
+		uint32_t sign = u >> 31, exp = (u >> 23) & 0xff, man = u & 0x7fffffu;
+		if (exp < 127) { /* below 1: into e2m1's subnormal range */
+			uint32_t shift = 126 - exp;
+			man = shift < 32 ? (0x400000u | (man >> 1)) >> shift : 0;
+		}
+		exp = exp > 126 ? exp - 126 : 0;
+		uint32_t mag = (((exp << 2) | (man >> 21)) + 1) >> 1;
+		code[i] = (uint8_t)(sign << 3 | (mag < 7 ? mag : 7));
+	}
+	for (int i = 0; i < 16; i++)
+		b[i] = (uint8_t)(code[i] | code[16 + i] << 4);
+	return (uint8_t)(bits >> 23);
+}
+
+static void quant_row_quantize_mxfp4(uint8_t *row, const float *w, int64_t cols)
+{
+	uint8_t *e = row + cols / 2;
+	for (int64_t k = 0; k < cols / 32; k++)
+		e[k] = quant_block_quantize_mxfp4(row + 16 * k, w + 32 * k);
+}
+
+int quant_mxfp4_from_packed(void *dst, const uint8_t *blocks, const uint8_t *scales,
+			    int64_t rows, int64_t cols)
+{
+	if (quant_check_shape(QUANT_MXFP4, rows, cols, 0) != 0)
+		return -EINVAL;
+	int64_t n_blocks = rows * (cols / 32);
+	for (int64_t k = 0; k < n_blocks; k++)
+		if (scales[k] == 0xff)
+			return -EINVAL;
+	uint8_t *out = dst;
+	int64_t stride = cols / 2 + cols / 32;
+	for (int64_t r = 0; r < rows; r++) {
+		uint8_t *row = out + r * stride;
+		for (int64_t k = 0; k < cols / 32; k++) {
+			const uint8_t *src = blocks + (r * (cols / 32) + k) * 16;
+			uint8_t *b = row + 16 * k;
+			/* Input i of the block: byte i / 2, low nibble when i is even. */
+			for (int i = 0; i < 16; i++) {
+				int lo = (src[i / 2] >> (4 * (i % 2))) & 0xf;
+				int hi = (src[8 + i / 2] >> (4 * (i % 2))) & 0xf;
+				b[i] = (uint8_t)(lo | hi << 4);
+			}
+		}
+		memcpy(row + cols / 2, scales + r * (cols / 32), (size_t)(cols / 32));
+	}
+	return 0;
+}
+
 void quant_matrix_quantize(void *dst, const float *src, enum quant_type type,
 			   int64_t rows, int64_t cols, int32_t group)
 {
@@ -170,6 +254,9 @@ void quant_matrix_quantize(void *dst, const float *src, enum quant_type type,
 			quant_row_quantize_int4(out + r * cols / 2, scales + r * (cols / group),
 						w, cols, group);
 			break;
+		case QUANT_MXFP4:
+			quant_row_quantize_mxfp4(out + r * (cols / 2 + cols / 32), w, cols);
+			break;
 		}
 	}
 }
@@ -185,7 +272,7 @@ void quant_matrix_view(struct qmatrix *m, const void *base, enum quant_type type
 		m->group = group;
 		m->scales = (const float *)((const uint8_t *)base + quant_data_bytes(type, rows, cols));
 	} else {
-		m->group = 0;
+		m->group = type == QUANT_MXFP4 ? QUANT_MXFP4_BLOCK : 0;
 		m->scales = NULL;
 	}
 }
@@ -226,6 +313,16 @@ void quant_row_dequantize(float *dst, const struct qmatrix *m, int64_t row)
 			uint8_t b = q[(c / 32) * 16 + (c % 16)];
 			int n = (c % 32) < 16 ? (b & 0xf) : (b >> 4);
 			dst[c] = (float)(n - 8) * s[c / m->group];
+		}
+		return;
+	}
+	case QUANT_MXFP4: {
+		const uint8_t *q = (const uint8_t *)m->data + row * (cols / 2 + cols / 32);
+		const uint8_t *e = q + cols / 2;
+		for (int64_t c = 0; c < cols; c++) {
+			uint8_t b = q[(c / 32) * 16 + (c % 16)];
+			unsigned n = (c % 32) < 16 ? (b & 0xfu) : (b >> 4);
+			dst[c] = quant_e2m1_to_f32(n) * quant_e8m0_to_f32(e[c / 32], 0);
 		}
 		return;
 	}

@@ -17,9 +17,35 @@
  *               (the quantizer only writes -7..7).
  *               w[r][c] = q[r][c] * scale[r][c / group].
  *
+ *   QUANT_MXFP4 OCP MX FP4 (how gpt-oss releases its experts), blocks of 32
+ *               inputs, each with its own power-of-two scale; the group is
+ *               fixed at 32 (the group argument is ignored, as for F32/BF16,
+ *               and qmatrix.group reads 32) and scales is NULL: each row
+ *               carries its own. Row r is 17 * cols / 32 bytes:
+ *                 codes  cols / 2 bytes: block k (c = 32k .. 32k+31) is 16
+ *                        bytes b[0..15] in INT4's order: input 32k+i in the
+ *                        low nibble of b[i], 32k+16+i in the high nibble;
+ *                 e8m0   cols / 32 bytes right after, byte k the scale
+ *                        exponent e of block k.
+ *               A code n is e2m1: sign bit 3, magnitude
+ *               {0, 0.5, 1, 1.5, 2, 3, 4, 6}[n & 7] (n = 8 is -0).
+ *               w[r][c] = e2m1(n) * 2^(e - 127), exact in f32 (a magnitude
+ *               of at most two significant bits times a power of two from
+ *               2^-127 to 2^127; e = 254 with |e2m1| >= 2 is +-inf, as in
+ *               transformers). e = 255 (NaN in the spec) is never written.
+ *
  * Grouped formats need cols % group == 0 and group % 32 == 0. The scale of a
  * group is max|w| / 127 (int8) or max|w| / 7 (int4); an all-zero group has
  * scale 0. Rounding is to nearest, ties away from zero (roundf).
+ *
+ * MXFP4 from f32 follows triton_kernels' downcast_to_mxfp_torch (what
+ * transformers v5.15.0 quantize_to_mxfp4 calls), bit for bit on f32 input:
+ * per block, s = max|w| / 6 rounded up to a power of two (on the f32 bits:
+ * (bits(s) + 0x7fffff) & 0x7f800000; an all-zero block gets e = 0), each
+ * w * (1 / s) rounded to the nearest e2m1 value, ties away from zero,
+ * saturating at 6, and the sign kept (so -0 stays -0). NaN weights (which
+ * the converter refuses before quantizing) count as 0; an infinite block
+ * gets e = 254 and saturates.
  */
 #ifndef COLIBRI_COMPUTE_QUANT_H
 #define COLIBRI_COMPUTE_QUANT_H
@@ -32,7 +58,11 @@ enum quant_type {
 	QUANT_BF16 = 1,
 	QUANT_INT8 = 2,
 	QUANT_INT4 = 3,
+	QUANT_MXFP4 = 4,
 };
+
+#define QUANT_TYPE_COUNT 5
+#define QUANT_MXFP4_BLOCK 32
 
 #define QUANT_GROUP_DEFAULT 64
 
@@ -40,20 +70,25 @@ enum quant_type {
  * (the resident arena or an expert frame); never freed through this struct. */
 struct qmatrix {
 	enum quant_type type;
-	int32_t group;        /* inputs per scale; 0 for F32/BF16 */
+	int32_t group;        /* inputs per scale; 0 for F32/BF16, 32 for MXFP4 */
 	int64_t rows;         /* outputs */
 	int64_t cols;         /* inputs */
 	const void *data;     /* [rows, cols] in the format above */
-	const float *scales;  /* [rows, cols / group], NULL for F32/BF16 */
+	const float *scales;  /* [rows, cols / group], NULL for F32/BF16/MXFP4 */
 };
 
 /* Name as used on the command line and in the manifest: "f32", "bf16",
- * "int8", "int4". quant_type_parse returns -EINVAL for anything else. */
+ * "int8", "int4", "mxfp4". quant_type_parse returns -EINVAL for anything
+ * else. */
 const char *quant_type_name(enum quant_type type);
 int quant_type_parse(const char *name, enum quant_type *out);
 
 /* 0 if (type, rows, cols, group) is a valid layout, else -EINVAL. */
 int quant_check_shape(enum quant_type type, int64_t rows, int64_t cols, int32_t group);
+
+/* Why quant_check_shape refuses (type, rows, cols, group), as a sentence
+ * fragment for an error message (static storage); NULL when it accepts. */
+const char *quant_shape_error(enum quant_type type, int64_t rows, int64_t cols, int32_t group);
 
 /* Bytes of the whole stored matrix (data plus scales). */
 uint64_t quant_matrix_bytes(enum quant_type type, int64_t rows, int64_t cols, int32_t group);
@@ -65,6 +100,16 @@ uint64_t quant_data_bytes(enum quant_type type, int64_t rows, int64_t cols);
  * shape must pass quant_check_shape. */
 void quant_matrix_quantize(void *dst, const float *src, enum quant_type type,
 			   int64_t rows, int64_t cols, int32_t group);
+
+/* MXFP4 from released tensors, no float round trip: blocks [rows, cols / 32,
+ * 16] and scales [rows, cols / 32] bytes as a checkpoint's `*_blocks` /
+ * `*_scales` hold them (transformers' _convert_moe_packed_tensors: byte j of
+ * a block holds input 2j in its low nibble and 2j + 1 in its high nibble;
+ * scale byte e means 2^(e - 127)). Writes quant_matrix_bytes(QUANT_MXFP4)
+ * bytes to dst. -EINVAL, dst untouched, when the shape fails
+ * quant_check_shape or a scale byte is 255 (NaN). */
+int quant_mxfp4_from_packed(void *dst, const uint8_t *blocks, const uint8_t *scales,
+			    int64_t rows, int64_t cols);
 
 /* Builds a qmatrix view over a stored matrix block starting at `base`. */
 void quant_matrix_view(struct qmatrix *m, const void *base, enum quant_type type,
@@ -84,6 +129,25 @@ static inline float bf16_to_f32(uint16_t h)
 	return v.f;
 }
 uint16_t f32_to_bf16(float f);
+
+/* The value of e2m1 code n (low four bits): +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}. */
+static inline float quant_e2m1_to_f32(unsigned n)
+{
+	static const float v[16] = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+				     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f };
+	return v[n & 15];
+}
+
+/* 2^(e - 127 - shift) exactly, for shift 0 (the e8m0 scale) or 1 (the scale
+ * of 2 * e2m1, an integer in [-12, 12], as the int8 dot products use it);
+ * the smallest are subnormal; e = 255 gives +inf at shift 0 (2^128). */
+static inline float quant_e8m0_to_f32(unsigned e, unsigned shift)
+{
+	int b = (int)(e & 255) - (int)shift;
+	union { uint32_t u; float f; } v;
+	v.u = b >= 1 ? (uint32_t)b << 23 : 0x00400000u >> -b;
+	return v.f;
+}
 float f16_to_f32(uint16_t h);
 /* FP8 E4M3 (finite-only "fn" variant used by DeepSeek/GLM): 1 sign, 4 exponent
  * (bias 7), 3 mantissa bits; 0x7f/0xff are NaN; no infinities. */

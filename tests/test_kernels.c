@@ -10,6 +10,8 @@
  *  - matmul row t bit-identical to matvec on token t, per level;
  *  - public matvec/matmul bit-identical with no pool and pools of 1, 2, 3,
  *    with f32 and with int8 activations;
+ *  - mxfp4: thread counts and batch sizes bit-identical with either
+ *    activations, and against an f32 matvec of its dequantized matrix;
  *  - int16 activations for int8 weights: every level bit-identical to
  *    scalar and within the activations' rounding;
  *  - int8 activations: the quantizer's rounding bound, the scalar q8 dot
@@ -58,8 +60,33 @@ static double ref_weight(const struct qmatrix *m, int64_t r, int64_t c)
 		int q = (i < 16 ? (b & 15) : (b >> 4)) - 8;
 		return q * (double)m->scales[r * (m->cols / m->group) + c / m->group];
 	}
+	case QUANT_MXFP4: {
+		static const double mag[8] = { 0, 0.5, 1, 1.5, 2, 3, 4, 6 };
+		const uint8_t *row = (const uint8_t *)m->data + r * (m->cols / 2 + m->cols / 32);
+		int64_t run = c / 32, i = c % 32;
+		uint8_t b = row[run * 16 + i % 16];
+		int n = i < 16 ? (b & 15) : (b >> 4);
+		double v = (n & 8) ? -mag[n & 7] : mag[n & 7];
+		return ldexp(v, (int)row[m->cols / 2 + run] - 127);
+	}
 	}
 	return NAN;
+}
+
+/* The scale the int8 dot products take for weight (r, c): the group's
+ * float, or 2^(e - 128) of an mxfp4 block (its weights then 2 * e2m1). */
+static double ref_wscale(const struct qmatrix *m, int64_t r, int64_t c)
+{
+	if (m->type == QUANT_MXFP4) {
+		const uint8_t *row = (const uint8_t *)m->data + r * (m->cols / 2 + m->cols / 32);
+		return ldexp(1.0, (int)row[m->cols / 2 + c / 32] - 128);
+	}
+	return m->scales[r * (m->cols / m->group) + c / m->group];
+}
+
+static int is_q8_type(enum quant_type t)
+{
+	return t == QUANT_INT8 || t == QUANT_INT4 || t == QUANT_MXFP4;
 }
 
 static void tmat_make(struct tmat *t, enum quant_type type, int64_t rows, int64_t cols,
@@ -116,7 +143,9 @@ static const struct shape shapes[] = {
 	{ QUANT_INT8, 7, 96, 32 },   { QUANT_INT8, 17, 192, 64 },  { QUANT_INT8, 9, 320, 64 },
 	{ QUANT_INT8, 5, 384, 128 }, { QUANT_INT4, 1, 32, 32 },    { QUANT_INT4, 7, 96, 32 },
 	{ QUANT_INT4, 17, 192, 64 }, { QUANT_INT4, 33, 960, 64 },  { QUANT_INT4, 5, 384, 128 },
-	{ QUANT_INT4, 3, 320, 160 },
+	{ QUANT_INT4, 3, 320, 160 },  { QUANT_MXFP4, 1, 32, 32 },   { QUANT_MXFP4, 7, 96, 32 },
+	{ QUANT_MXFP4, 17, 192, 32 }, { QUANT_MXFP4, 33, 960, 32 }, { QUANT_MXFP4, 5, 352, 32 },
+	{ QUANT_MXFP4, 3, 2880, 32 }, { QUANT_MXFP4, 19, 160, 32 },
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -231,9 +260,9 @@ Test(kernels, thread_count_and_matmul_bit_identical)
 	struct threadpool *pools[4] = { NULL };
 	for (int i = 1; i < 4; i++)
 		cr_assert_eq(threadpool_init(&pools[i], i), 0);
-	for (int pass = 0; pass < 8; pass++) {
-		int type = pass % 4;
-		cr_assert_eq(kernels_set_activations(pass < 4 ? "f32" : "int8"), 0);
+	for (int pass = 0; pass < 2 * QUANT_TYPE_COUNT; pass++) {
+		int type = pass % QUANT_TYPE_COUNT;
+		cr_assert_eq(kernels_set_activations(pass < QUANT_TYPE_COUNT ? "f32" : "int8"), 0);
 		int64_t rows = 301, cols = type >= QUANT_INT8 ? 320 : 333;
 		int64_t n = 7;
 		struct tmat t;
@@ -259,6 +288,70 @@ Test(kernels, thread_count_and_matmul_bit_identical)
 		free(x);
 		free(base);
 		free(got);
+		tmat_free(&t);
+	}
+	for (int i = 1; i < 4; i++)
+		threadpool_free(pools[i]);
+	kernels_set_activations("int8");
+}
+
+/* mxfp4 through the public matvec/matmul, both activation kinds: the same
+ * bits with no pool and pools of 1..3 threads, for 1..5 tokens, on ragged
+ * row counts and inputs with and without a lone last run; and with f32
+ * activations within float rounding of an f32 matvec of the dequantized
+ * matrix (quant_row_dequantize). */
+Test(kernels, mxfp4_threads_batches_and_dequantized)
+{
+	struct threadpool *pools[4] = { NULL };
+	for (int i = 1; i < 4; i++)
+		cr_assert_eq(threadpool_init(&pools[i], i), 0);
+	const int64_t rows_of[] = { 67, 13, 130 }, cols_of[] = { 96, 352, 2880 };
+	const int64_t n = 5;
+	for (int sc = 0; sc < 3; sc++) {
+		int64_t rows = rows_of[sc], cols = cols_of[sc];
+		struct tmat t;
+		tmat_make(&t, QUANT_MXFP4, rows, cols, 32, 1200 + sc);
+		float *deq = malloc(sizeof(float) * rows * cols);
+		for (int64_t r = 0; r < rows; r++)
+			quant_row_dequantize(deq + r * cols, &t.m, r);
+		struct qmatrix f;
+		quant_matrix_view(&f, deq, QUANT_F32, rows, cols, 0);
+		float *x = rand_vec(n * cols, 1300 + sc);
+		float *base = malloc(sizeof(float) * n * rows), *got = malloc(sizeof(float) * n * rows);
+		for (int act = 0; act < 2; act++) {
+			cr_assert_eq(kernels_set_activations(act ? "int8" : "f32"), 0);
+			for (int64_t tok = 0; tok < n; tok++)
+				matvec(NULL, base + tok * rows, &t.m, x + tok * cols);
+			for (int p = 1; p < 4; p++)
+				for (int64_t k = 1; k <= n; k++) {
+					memset(got, 0xff, sizeof(float) * n * rows);
+					if (k == 1)
+						for (int64_t tok = 0; tok < n; tok++)
+							matvec(pools[p], got + tok * rows, &t.m, x + tok * cols);
+					else
+						matmul(pools[p], got, &t.m, x, k);
+					cr_assert_eq(memcmp(got, base, sizeof(float) * (k == 1 ? n : k) * rows), 0,
+						     "mxfp4 %ldx%ld n=%ld, %d threads, %s activations", (long)rows,
+						     (long)cols, (long)k, p, kernels_activations_name());
+				}
+			if (act)
+				continue;
+			matmul(NULL, got, &f, x, n);
+			for (int64_t tok = 0; tok < n; tok++)
+				for (int64_t r = 0; r < rows; r++) {
+					double tol = 1e-5 * row_abs(&t, r, x + tok * cols) + 1e-30;
+					cr_assert_leq(fabs(base[tok * rows + r] - got[tok * rows + r]), tol,
+						      "mxfp4 %ldx%ld tok %ld row %ld: %.9g vs f32 %.9g", (long)rows,
+						      (long)cols, (long)tok, (long)r, base[tok * rows + r],
+						      got[tok * rows + r]);
+					for (int64_t c = 0; c < cols; c++)
+						cr_assert_eq(deq[r * cols + c], (float)t.deq[r * cols + c]);
+				}
+		}
+		free(x);
+		free(base);
+		free(got);
+		free(deq);
 		tmat_free(&t);
 	}
 	for (int i = 1; i < 4; i++)
@@ -300,10 +393,11 @@ static void tact_free(struct tact *t)
 	free(t->sum8);
 }
 
-/* The stored q of weight (r, c) of an int8 / int4 matrix (this file's decoder). */
+/* The stored q of weight (r, c) of an int8 / int4 / mxfp4 matrix (this
+ * file's decoder). */
 static int ref_q(const struct qmatrix *m, int64_t r, int64_t c)
 {
-	return (int)lround(ref_weight(m, r, c) / m->scales[r * (m->cols / m->group) + c / m->group]);
+	return (int)lround(ref_weight(m, r, c) / ref_wscale(m, r, c));
 }
 
 Test(kernels, act_q8_rounding)
@@ -353,7 +447,7 @@ Test(kernels, q8_scalar_matches_integer_reference)
 {
 	for (unsigned s = 0; s < N_SHAPES; s++) {
 		const struct shape *sh = &shapes[s];
-		if (sh->type != QUANT_INT8 && sh->type != QUANT_INT4)
+		if (!is_q8_type(sh->type))
 			continue;
 		struct tmat t;
 		tmat_make(&t, sh->type, sh->rows, sh->cols, sh->group, 500 + s);
@@ -368,7 +462,7 @@ Test(kernels, q8_scalar_matches_integer_reference)
 				long isum = 0;
 				for (int i = 0; i < 32; i++)
 					isum += (long)ref_q(&t.m, r, 32 * k + i) * tact_q(&a, 0, 32 * k + i);
-				double sc = (double)t.m.scales[r * (sh->cols / sh->group) + 32 * k / sh->group];
+				double sc = ref_wscale(&t.m, r, 32 * k);
 				want += sc * tact_d(&a, 0, 32 * k) * (double)isum;
 				mag += fabs(sc * tact_d(&a, 0, 32 * k) * (double)isum);
 			}
@@ -414,7 +508,7 @@ Test(kernels, q8_levels_bit_identical_and_bounded)
 		const struct kernels_ops *ops = kernels_ops_for(level);
 		for (unsigned s = 0; s < N_SHAPES; s++) {
 			const struct shape *sh = &shapes[s];
-			if (sh->type != QUANT_INT8 && sh->type != QUANT_INT4)
+			if (!is_q8_type(sh->type))
 				continue;
 			struct tmat t;
 			tmat_make(&t, sh->type, sh->rows, sh->cols, sh->group, 700 + s);
