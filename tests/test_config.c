@@ -495,3 +495,50 @@ Test(config, deepseek_v4_bad_values_refused)
 	v4_expect_refused("rope_scaling", "{\"main\": {\"rope_type\": \"yarn\", \"factor\": 2}, \"compress\": {}}", "main");
 	v4_expect_refused("compress_rope_theta", "1", "compress_rope_theta");
 }
+
+/* MiniMaxM2Config as transformers v5.15.0 reads it, and the rotary dims of
+ * the released config.json: whole-projection q/k norms, Mixtral's names, a
+ * sigmoid router with the correction bias in one group, every layer MoE;
+ * partial_rotary_factor wins, rotary_dim (what MiniMax releases, which
+ * transformers ignores) stands in for it when it is absent, and the two
+ * must agree when both are given. */
+Test(config, minimax_m2_rows)
+{
+	struct model_config cfg;
+	cr_assert_eq(parse_with("minimax_m2", NULL, NULL, &cfg), 0, "%s", error_message());
+	cr_expect_eq(cfg.arch, MODEL_ARCH_MINIMAX_M2);
+	cr_expect_eq(cfg.head_dim, 24, "head_dim is the config's, not hidden / heads (32)");
+	cr_expect_eq(cfg.rot_dim, 12);
+	cr_expect_eq(cfg.qk_norm, QK_NORM_FULL);
+	cr_expect_eq(cfg.expert_naming, EXPERT_NAMING_MIXTRAL);
+	cr_expect_eq(cfg.router, ROUTER_SIGMOID_GROUPED);
+	cr_expect(cfg.router_bias && cfg.norm_topk_prob);
+	cr_expect_eq(cfg.n_group, 1);
+	cr_expect_eq(cfg.topk_group, 1);
+	cr_expect_eq(cfg.routed_scaling, 1.0f);
+	cr_expect_eq(cfg.n_shared_experts, 0);
+	for (int l = 0; l < cfg.n_layers; l++)
+		cr_expect(model_config_layer_moe(&cfg, l), "layer %d", l);
+	cr_assert_eq(parse_with("minimax_m2", "partial_rotary_factor", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_eq(cfg.rot_dim, 12, "rotary_dim alone, as released");
+	cr_assert_eq(parse_with("minimax_m2", "rotary_dim", NULL, &cfg), 0, "%s", error_message());
+	cr_expect_eq(cfg.rot_dim, 12, "partial_rotary_factor alone, as transformers reads it");
+	cr_assert_eq(parse_with("minimax_m2", "partial_rotary_factor", "1.0", &cfg), -EINVAL);
+	expect_refused("minimax_m2", "partial_rotary_factor", "0.25", "rotary_dim 12 disagrees");
+	expect_refused("minimax_m2", "intermediate_size", NULL, "intermediate_size");
+	expect_refused("minimax_m2", "num_experts_per_tok", "9", "num_experts_per_tok");
+	/* rotary_dim alone must name whole pairs. */
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/hf/minimax_m2/config.json", tu_fixtures());
+	char *text = tu_read(path, NULL);
+	cr_assert_not_null(text);
+	cJSON *j = cJSON_Parse(text);
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "partial_rotary_factor");
+	cJSON_ReplaceItemInObjectCaseSensitive(j, "rotary_dim", cJSON_CreateNumber(11));
+	char *odd = cJSON_PrintUnformatted(j);
+	cr_expect_eq(parse_text_with(odd, NULL, NULL, &cfg), -EINVAL, "rotary_dim 11 accepted");
+	cr_expect(strstr(error_message(), "11 rotary dims"), "%s", error_message());
+	free(odd);
+	cJSON_Delete(j);
+	free(text);
+}

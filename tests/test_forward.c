@@ -14,7 +14,10 @@
  *    Gated DeltaNet and gated attention; deepseek_v4 (sliding-window
  *    shared-KV MQA with sinks, CSA with the Lightning indexer, HCA,
  *    hyper-connections, hash and sqrt-softplus routing, the SwiGLU clamp;
- *    the released FP8 + FP4 layout; the legacy config keys): top-1 equal
+ *    the released FP8 + FP4 layout; the legacy config keys); minimax_m2
+ *    (the released layout, bf16 and FP8: q/k norms over the whole
+ *    projection, partial rotate-half RoPE, sigmoid routing with the
+ *    correction bias for the choice only): top-1 equal
  *    at every position and
  *    max |logit - reference| <= 2e-3, teacher-forced;
  *  - int8 and int4 containers: top-1 agreement and KL divergence against the
@@ -155,6 +158,8 @@ Test(forward, glm_moe_dsa_yarn_exact) { check_exact("glm_moe_dsa_yarn", "bf16");
 Test(forward, deepseek_v4_exact) { check_exact("deepseek_v4", "f32"); check_exact("deepseek_v4", "bf16"); }
 Test(forward, deepseek_v4_fp8_exact) { check_exact("deepseek_v4_fp8", "f32"); }
 Test(forward, deepseek_v4_legacy_exact) { check_exact("deepseek_v4_legacy", "bf16"); }
+Test(forward, minimax_m2_exact) { check_exact("minimax_m2", "f32"); check_exact("minimax_m2", "bf16"); }
+Test(forward, minimax_m2_fp8_exact) { check_exact("minimax_m2_fp8", "f32"); }
 
 Test(forward, mixtral_v5_fused_sliding_window)
 {
@@ -373,6 +378,7 @@ Test(forward, int8_close_to_f32)
 	check_lossy("qwen3_5_moe", "int8", 0.005, 0.75);
 	check_lossy("qwen3_next", "int8", 0.005, 0.75);
 	check_lossy("deepseek_v4", "int8", 0.005, 0.75);
+	check_lossy("minimax_m2", "int8", 0.005, 0.75);
 }
 
 Test(forward, int4_close_to_f32)
@@ -441,6 +447,7 @@ Test(forward, bit_identical_dsa) { check_identical("deepseek_v32", "int4"); }
 Test(forward, bit_identical_gdn) { check_identical("qwen3_5_moe", "int4"); }
 Test(forward, bit_identical_gdn_grouped) { check_identical("qwen3_next", "bf16"); }
 Test(forward, bit_identical_v4) { check_identical("deepseek_v4", "int4"); }
+Test(forward, bit_identical_minimax_m2) { check_identical("minimax_m2", "int4"); }
 
 /* The embedding table stays on disk (a row read per token) but is still
  * verified at load: a flipped byte in it refuses the container naming the

@@ -15,6 +15,8 @@
     gen_model.py --arch deepseek_v4 --out DIR [--seed N] [--weights-dtype {bf16,fp8}]
                  [--expert-dtype {fp4,fp8}] [--v4-config {current,legacy}] [--shards N]
                  (arch_deepseek_v4.py: the released DeepSeek-V4 layout)
+    gen_model.py --arch minimax_m2 --out DIR [--seed N] [--weights-dtype {bf16,fp8}] [--shards N]
+                 (arch_minimax_m2.py: the released MiniMax-M2 layout)
 
 The directory gets config.json and generation_config.json with the field
 names, model_type and architectures of the real models, and safetensors
@@ -50,8 +52,10 @@ import safetensors_np as st  # noqa: E402
 import arch_deepseek  # noqa: E402  (deepseek_v3, glm4_moe)
 import arch_qwen35  # noqa: E402  (qwen3_5_moe, qwen3_5_moe_text, qwen3_next)
 import arch_deepseek_v4  # noqa: E402  (deepseek_v4)
+import arch_minimax_m2  # noqa: E402  (minimax_m2)
 
-ARCHS = ("olmoe", "qwen3_moe", "mixtral") + arch_deepseek.ARCHS + arch_qwen35.ARCHS + arch_deepseek_v4.ARCHS
+ARCHS = (("olmoe", "qwen3_moe", "mixtral") + arch_deepseek.ARCHS + arch_qwen35.ARCHS + arch_deepseek_v4.ARCHS
+         + arch_minimax_m2.ARCHS)
 
 # Shapes per size.  olmoe is MHA (kv heads == heads) and its head_dim is
 # hidden / heads; qwen3_moe sets head_dim explicitly so heads * head_dim
@@ -687,6 +691,8 @@ def main(argv=None):
         return arch_deepseek_v4.main(args, ap, sys.modules[__name__])
     if arch_deepseek.used(args):
         return arch_deepseek.main(args, ap, sys.modules[__name__])
+    if arch_minimax_m2.used(args):
+        return arch_minimax_m2.main(args, ap, sys.modules[__name__])
 
     if args.shape:
         shape = SHAPES[args.shape]

@@ -165,6 +165,7 @@ FAMILIES = {
     "qwen3_5_moe_text": ("qwen3_5_moe", "Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM"),
     "qwen3_next": ("qwen3_next", "Qwen3NextConfig", "Qwen3NextForCausalLM"),
     "deepseek_v4": ("deepseek_v4", "DeepseekV4Config", "DeepseekV4ForCausalLM"),
+    "minimax_m2": ("minimax_m2", "MiniMaxM2Config", "MiniMaxM2ForCausalLM"),
 }
 
 DEFAULT_NAMES = ("olmoe,qwen3_moe,mixtral,qwen3_moe_fused,qwen3_moe_fp8,deepseek_v3,"

@@ -88,6 +88,8 @@ fixture glm_moe_dsa_yarn glm_moe_dsa ", YaRN rope_parameters (mscale_all_dim 1: 
 fixture qwen3_5_moe qwen3_5_moe ", bf16, VLM layout (text_config, model.language_model.*, vision tower, mtp.*), fused experts, layers linear x3 + full"
 fixture qwen3_5_moe_text qwen3_5_moe_text ", bf16, text-only layout, per-expert, full_attention_interval 2"
 fixture qwen3_next qwen3_next ", bf16, in_proj_qkvz / in_proj_ba grouped per key head, layer 2 dense, per-expert, mtp.*"
+fixture minimax_m2 minimax_m2 ", bf16, released layout (block_sparse_moe, F32 e_score_correction_bias), q/k norm over the whole projection, rotary 12 of head_dim 24, sigmoid routing"
+fixture minimax_m2_fp8 minimax_m2 ", fp8 e4m3 128x128 weight_scale_inv blocks, as released" --weights-dtype fp8
 # DeepSeek-V4 needs 24 tokens for HCA entries (rate 8) and the indexer's choice to form.
 ntok=24
 mtp=yes

@@ -260,7 +260,7 @@ static const struct st_tensor *v4_find(const struct ckpt_names *c, const char *n
 
 /* Looks a tensor up by its name, or by the name transformers v5 gives it
  * (Mixtral's block_sparse_moe became mlp; DeepSeek-V4's released names),
- * or where a Qwen3.5/Qwen3-Next checkpoint keeps it. */
+ * or where a Qwen3.5/Qwen3-Next or MiniMax-M2 checkpoint keeps it. */
 const struct st_tensor *ckpt_names_find(const struct ckpt_names *c, const char *name)
 {
 	const struct st_tensor *t = st_set_find(c->set, name);
@@ -271,6 +271,18 @@ const struct st_tensor *ckpt_names_find(const struct ckpt_names *c, const char *
 	char alias[TENSOR_NAME_MAX + 32];
 	if (qwen_alias(c->cfg, name, alias, sizeof alias))
 		return st_set_find(c->set, alias);
+	/* MiniMax-M2 keeps the correction bias beside the router, not in it
+	 * (released: block_sparse_moe.e_score_correction_bias; transformers v5
+	 * saves it as mlp.e_score_correction_bias). */
+	const char *bias = strstr(name, ".mlp.gate.e_score_correction_bias");
+	if (bias && !bias[strlen(".mlp.gate.e_score_correction_bias")]) {
+		const char *const homes[] = { "block_sparse_moe", "mlp" };
+		for (int k = 0; k < 2; k++) {
+			snprintf(alias, sizeof alias, "%.*s.%s.e_score_correction_bias", (int)(bias - name), name, homes[k]);
+			if ((t = st_set_find(c->set, alias)))
+				return t;
+		}
+	}
 	const char *old = strstr(name, ".block_sparse_moe.");
 	if (!old)
 		return NULL;

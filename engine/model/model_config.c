@@ -70,7 +70,8 @@ static int cfg_eos(struct model_config *cfg, const cJSON *j, const char *src)
 
 /* What transformers v5.15.0's config classes default to when config.json
  * leaves a field out (OlmoeConfig, Qwen3MoeConfig, MixtralConfig,
- * DeepseekV3Config, Glm4MoeConfig, DeepseekV32Config, GlmMoeDsaConfig). */
+ * DeepseekV3Config, Glm4MoeConfig, DeepseekV32Config, GlmMoeDsaConfig,
+ * MiniMaxM2Config). */
 struct family_defaults {
 	double rms_eps, rope_theta, routed_scaling;
 	int32_t max_positions, bos_id, eos_id; /* -1: none */
@@ -78,7 +79,7 @@ struct family_defaults {
 	int32_t head_dim;                      /* 0: hidden_size / num_attention_heads */
 };
 
-static const struct family_defaults family_defaults[MODEL_ARCH_DEEPSEEK_V4 + 1] = {
+static const struct family_defaults family_defaults[MODEL_ARCH_MINIMAX_M2 + 1] = {
 	[MODEL_ARCH_OLMOE] = { 1e-5, 10000.0, 1.0, 4096, -1, 50279, 1, 1, 0, 0 },
 	[MODEL_ARCH_QWEN3_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 0 },
 	[MODEL_ARCH_MIXTRAL] = { 1e-5, 1000000.0, 1.0, 4096 * 32, 1, 2, 1, 1, 0, 0 },
@@ -89,6 +90,7 @@ static const struct family_defaults family_defaults[MODEL_ARCH_DEEPSEEK_V4 + 1] 
 	[MODEL_ARCH_QWEN3_5_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 256 },
 	[MODEL_ARCH_QWEN3_NEXT] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 256 },
 	[MODEL_ARCH_DEEPSEEK_V4] = { 1e-6, 10000.0, 1.5, 1048576, 0, 1, 1, 1, 0, 512 },
+	[MODEL_ARCH_MINIMAX_M2] = { 1e-6, 5000000.0, 1.0, 196608, 200034, 200020, 1, 1, 0, 128 },
 };
 
 /* DeepseekV4Config gives the sizes the other classes require a default
@@ -351,6 +353,61 @@ static int parse_glm4_moe(struct model_config *cfg, const cJSON *j, const char *
 		return error_set(EINVAL, "%s: too many layers", src);
 	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++)
 		set_moe(cfg, l, l >= first_dense);
+	return 0;
+}
+
+/* MiniMax-M2 as transformers v5.15.0 defines it (MiniMaxM2Config,
+ * modeling_minimax_m2.py): GQA with head_dim from the config and q_norm /
+ * k_norm over the whole projected q / k (the model has them whatever
+ * use_qk_norm / qk_norm_type say), rotate-half RoPE over part of each head,
+ * an MoE on every layer in Mixtral's names: sigmoid scores, the top-k of
+ * scores + e_score_correction_bias choose, the chosen scores renormalised
+ * weight them (scoring_func is not read: sigmoid always), no scaling
+ * factor, no shared expert. The rotary dims: transformers reads
+ * partial_rotary_factor (rope_parameters, else the top level; default 1)
+ * and ignores rotary_dim, the key MiniMax's released config.json gives
+ * (64 of head_dim 128, without partial_rotary_factor); there rotary_dim
+ * is what the model was trained with, so it is used when the factor is
+ * absent, and a config giving both must agree. The release's MTP modules
+ * (use_mtp) are not part of transformers' model: converted without them. */
+static int parse_minimax_m2(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int rc = 0;
+	cfg->qk_norm = QK_NORM_FULL;
+	cfg->expert_naming = EXPERT_NAMING_MIXTRAL;
+	cfg->router = ROUTER_SIGMOID_GROUPED;
+	cfg->router_bias = true;
+	cfg->norm_topk_prob = true;
+	cfg->n_group = 1;
+	cfg->topk_group = 1;
+	cfg->routed_scaling = 1.0f;
+	rc = rc ? rc : cfg_int(j, src, "intermediate_size", CFG_REQUIRED, 1, 1 << 24, &cfg->moe_intermediate);
+	rc = rc ? rc : cfg_int(j, src, "num_local_experts", CFG_REQUIRED, 1, 65536, &cfg->n_experts);
+	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", CFG_REQUIRED, 1, cfg->n_experts, &cfg->top_k);
+	if (rc)
+		return rc;
+	const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "rope_parameters");
+	const cJSON *in = cJSON_IsObject(params) && cJSON_GetObjectItemCaseSensitive(params, "partial_rotary_factor")
+				  ? params
+				  : j;
+	bool have_factor = cJSON_GetObjectItemCaseSensitive(in, "partial_rotary_factor") != NULL;
+	float partial;
+	int32_t rotary_dim;
+	rc = rc ? rc : cfg_float(in, src, "partial_rotary_factor", 1.0, 0.0, 1.0, true, &partial);
+	rc = rc ? rc : cfg_int(j, src, "rotary_dim", 0, 0, cfg->head_dim, &rotary_dim);
+	if (rc)
+		return rc;
+	int32_t from_factor = (int32_t)(cfg->head_dim * partial);
+	if (have_factor && rotary_dim && rotary_dim != from_factor)
+		return error_set(EINVAL, "%s: rotary_dim %d disagrees with partial_rotary_factor %g (%d of head_dim %d)",
+				 src, rotary_dim, (double)partial, from_factor, cfg->head_dim);
+	cfg->rot_dim = have_factor || !rotary_dim ? from_factor : rotary_dim;
+	if (cfg->rot_dim < 2 || cfg->rot_dim % 2)
+		return error_set(EINVAL, "%s: %d rotary dims of head_dim %d: must be even and at least 2", src,
+				 cfg->rot_dim, cfg->head_dim);
+	cfg->rope_interleave = 0;
+	for (int l = 0; l < cfg->n_layers; l++)
+		set_moe(cfg, l, true);
 	return 0;
 }
 
@@ -874,10 +931,12 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 		cfg->arch = MODEL_ARCH_QWEN3_NEXT;
 	else if (strcmp(mt->valuestring, "deepseek_v4") == 0)
 		cfg->arch = MODEL_ARCH_DEEPSEEK_V4;
+	else if (strcmp(mt->valuestring, "minimax_m2") == 0)
+		cfg->arch = MODEL_ARCH_MINIMAX_M2;
 	else
 		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
 				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa, qwen3_5_moe, qwen3_5_moe_text, "
-				 "qwen3_next, deepseek_v4)", src, mt->valuestring);
+				 "qwen3_next, deepseek_v4, minimax_m2)", src, mt->valuestring);
 	/* Qwen3_5MoeConfig: the text model's fields are in text_config. */
 	if (strcmp(mt->valuestring, "qwen3_5_moe") == 0) {
 		j = cJSON_GetObjectItemCaseSensitive(top, "text_config");
@@ -952,6 +1011,9 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	case MODEL_ARCH_GLM4_MOE:
 		rc = parse_grouped_moe(cfg, j, src);
 		rc = rc ? rc : parse_glm4_moe(cfg, j, src);
+		break;
+	case MODEL_ARCH_MINIMAX_M2:
+		rc = parse_minimax_m2(cfg, j, src);
 		break;
 	case MODEL_ARCH_OLMOE:
 		cfg->qk_norm = QK_NORM_FULL;

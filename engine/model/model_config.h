@@ -27,6 +27,7 @@ enum model_arch {
 	MODEL_ARCH_QWEN3_5_MOE,      /* Qwen3.5 / Qwen3.6 MoE: Gated DeltaNet + gated attention */
 	MODEL_ARCH_QWEN3_NEXT,       /* Qwen3-Next: the same blocks, fused grouped DeltaNet projections */
 	MODEL_ARCH_DEEPSEEK_V4,      /* DeepSeek-V4: shared-KV MQA with CSA/HCA compression, hyper-connections */
+	MODEL_ARCH_MINIMAX_M2,       /* MiniMax-M2: GQA with whole-projection q/k norms, sigmoid-routed MoE (the last) */
 };
 
 /* A layer is a row of block kinds (struct layer_row); the forward pass
