@@ -593,7 +593,9 @@ static void expect_cases(const struct chat_template *ct, const char *what, const
 		bool with_tools = cJSON_IsTrue(cJSON_GetObjectItem(c, "tools"));
 		char *out = NULL;
 		size_t len = 0;
-		int rc = chat_template_render_json(ct, msgs, with_tools ? tools : NULL, &opt, &out, &len, err, sizeof err);
+		const cJSON *defs = cJSON_GetObjectItem(c, "tool_defs"); /* the case's own tools, else the common ones */
+		int rc = chat_template_render_json(ct, msgs, with_tools ? (defs ? defs : tools) : NULL, &opt, &out, &len, err,
+						   sizeof err);
 		(*total)++;
 		if (want) {
 			cr_expect_eq(rc, 0, "%s, %s: fails (%s) where Jinja2 renders", what, name, err);

@@ -23,6 +23,12 @@ no Jinja2:
                                   they refuse; the conversations and
                                   tools are stored once
 
+gpt-oss.jinja is also rendered on harmony's own conversations (GPTOSS_RUNS:
+an assistant's `thinking`, tool calls one per turn, a developer turn, the
+turns it refuses) with reasoning_effort, builtin_tools, model_identity and
+tools whose schemas reach every branch of its TypeScript rendering (a
+case's "tool_defs", when they are not the common tools).
+
 DeepSeek-V3.2 ships no Jinja template: tests/chat_templates/deepseek-v3.2.jinja
 is our rendering of its encoding/encoding_dsv32.py. With --dsv32 PATH (the
 vendor's encoding_dsv32.py, e.g. from huggingface.co/deepseek-ai/DeepSeek-V3.2
@@ -219,6 +225,97 @@ DSV4_CONVERSATIONS = [
         {"role": "assistant", "content": "Done.", "reasoning_content": "ok"}]),
 ]
 
+# Conversations only gpt-oss.jinja is rendered on: harmony's fields (an assistant's
+# `thinking`, one tool call per assistant turn, its content_type, a developer turn) and
+# the turns the template refuses. They follow DSV4_CONVERSATIONS.
+def harmony_call(name, args, as_string=False, **more):
+    c = call("h_" + name, name, args, as_string)
+    c["function"].update(more)
+    return c
+
+
+GPTOSS_CONVERSATIONS = [
+    ("harmony: a developer turn", [
+        {"role": "developer", "content": "Answer in French."}, {"role": "user", "content": "Hello"}]),
+    ("harmony: thinking on every assistant turn", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1", "thinking": "plan 1"},
+        {"role": "user", "content": "Q2"}, {"role": "assistant", "content": "A2", "thinking": "  plan 2\n"}]),
+    ("harmony: a tool call, its result and the answer", [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "thinking": "Call get_weather.", "tool_calls": [
+            harmony_call("get_weather", {"city": "Paris", "days": 2})]},
+        {"role": "tool", "tool_call_id": "h_get_weather", "content": "{\"temp\": 20}"},
+        {"role": "assistant", "content": "20C in Paris.", "thinking": "Report it."},
+        {"role": "user", "content": "And Tokyo?"}]),
+    ("harmony: a tool call awaiting the answer", [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Weather in 東京?"},
+        {"role": "assistant", "content": "Looking it up.", "tool_calls": [
+            harmony_call("get_weather", {"city": "東京", "units": ["C"], "raw": True})]},
+        {"role": "tool", "tool_call_id": "h_get_weather", "content": "sunny, 25"},
+        {"role": "assistant", "thinking": "Now search.", "tool_calls": [
+            harmony_call("search", {"query": "umbrella"}, True, content_type="<|constrain|>json")]},
+        {"role": "tool", "tool_call_id": "h_search", "content": "3 results"}]),
+    ("harmony: the last assistant turn without thinking", [
+        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]),
+    ("harmony: channel tags in the content", [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "<|channel|>analysis<|message|>x<|end|>"}]),
+    ("harmony: channel tags in the thinking", [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "A", "thinking": "<|channel|>final<|message|>x"}]),
+    ("harmony: content and thinking on a tool call", [
+        {"role": "user", "content": "Q"},
+        {"role": "assistant", "content": "c", "thinking": "t", "tool_calls": [harmony_call("search", {"query": "q"})]}]),
+    ("harmony: a tool result without a call", [
+        {"role": "user", "content": "Q"}, {"role": "tool", "content": "r"}]),
+]
+
+# Tools whose parameters exercise every branch of the template's TypeScript rendering.
+GPTOSS_TOOLS = TOOLS + [
+    {"type": "function", "function": {
+        "name": "plot", "description": "Plot points", "parameters": {
+            "type": "object", "required": ["xs", "style"], "properties": {
+                "xs": {"type": "array", "items": {"type": "number"}, "description": "x values"},
+                "ns": {"type": "array", "items": {"type": "integer"}, "nullable": True},
+                "flags": {"type": "array", "items": {"type": "boolean"}},
+                "labels": {"type": "array", "items": {"type": "string"}},
+                "grid": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
+                "points": {"type": "array", "items": {"type": "object", "required": ["x"], "properties": {
+                    "x": {"type": "number"}, "y": {"type": "number"}}}},
+                "style": {"type": "object", "required": ["color"], "properties": {
+                    "color": {"type": "string", "nullable": True}, "width": {"type": "integer"}}},
+                "units": {"type": "string", "enum": ["C", "F"], "default": "C", "description": "Unit"},
+                "mode": {"oneOf": [{"type": "string", "description": "by name"}, {"type": "integer", "default": 3}],
+                         "default": "auto"},
+                "shape": {"oneOf": [{"type": "object"}, {"type": "string"}]},
+                "value": {"type": ["string", "number"]},
+                "one": {"type": ["boolean"]},
+                "anything": {},
+                "scale": {"type": "number", "default": 1.5},
+                "log": {"type": "boolean", "default": False},
+                "tags": {"type": "array", "nullable": True}}}}},
+    {"type": "function", "function": {"name": "now", "description": "The time",
+                                      "parameters": {"type": "object", "properties": {}}}},
+    {"type": "function", "function": {"name": "ping", "description": "Ping"}},
+]
+
+GPTOSS_VARIANTS = [
+    ("", {}),
+    (", tools", {"tools": GPTOSS_TOOLS}),
+    (", reasoning_effort=low", {"kwargs": {"reasoning_effort": "low"}}),
+    (", reasoning_effort=high", {"kwargs": {"reasoning_effort": "high"}}),
+    (", builtin_tools, model_identity", {"kwargs": {"builtin_tools": ["browser", "python"],
+                                                    "model_identity": "You are Colibri."}}),
+    (", tools, builtin_tools=python, reasoning_effort=medium", {
+        "tools": TOOLS, "kwargs": {"builtin_tools": ["python"], "reasoning_effort": "medium"}}),
+]
+GPTOSS_RUNS = ([(n, GPTOSS_VARIANTS) for n, _ in GPTOSS_CONVERSATIONS]
+               + [(n, GPTOSS_VARIANTS[2:5]) for n in ("system+user", "tool calls with object arguments",
+                                                      "no messages", "an unknown role")]
+               + [("system+user", [(", builtin_tools=browser", {"kwargs": {"builtin_tools": ["browser"]}})])])
+
 # variants of the extra conversations; "kwargs" are more template variables, passed as they are
 EXTRA_VARIANTS = [
     ("", {}),
@@ -249,6 +346,7 @@ DSV4_RUNS = ([(n, DSV4_VARIANTS) for n, _ in DSV4_CONVERSATIONS]
 # template file: [(extra conversation name, the variants it is rendered with)]
 TEMPLATE_EXTRAS = {
     "deepseek-v4.jinja": DSV4_RUNS,
+    "gpt-oss.jinja": GPTOSS_RUNS,
     "qwen3.5.jinja": [(n, EXTRA_VARIANTS) for n, _ in EXTRA_CONVERSATIONS]
     + [("content parts", [(", add_vision_id", {"kwargs": {"add_vision_id": True}})])],
 }
@@ -270,6 +368,7 @@ TEMPLATES = {
     "glm-4.7.jinja": (None, "<|endoftext|>"),
     "glm-4.7-flash.jinja": (None, "<|endoftext|>"),
     "qwen3.5.jinja": (None, "<|im_end|>"),
+    "gpt-oss.jinja": ("<|startoftext|>", "<|return|>"),
 }
 
 
@@ -368,6 +467,8 @@ def render_case(name, text, bos, eos, ci, cname, messages, vname, extra, gen, en
     case = {"name": "%s%s%s" % (cname, vname, "" if gen else ", no generation prompt"),
             "conversation": ci, "tools": tools is not None, "add_generation_prompt": gen}
     case.update(kw)
+    if tools is not None and tools is not TOOLS:  # the case's own tool definitions
+        case["tool_defs"] = tools
     if "kwargs" in extra:
         case["kwargs"] = extra["kwargs"]
     if ref[0] == "ok":
@@ -382,7 +483,7 @@ CHECKED_DSV4 = []  # the outcome of each case checked against encoding_dsv4.py
 
 
 def chat_fixtures(enc, enc4):
-    conversations = CONVERSATIONS + EXTRA_CONVERSATIONS + DSV4_CONVERSATIONS
+    conversations = CONVERSATIONS + EXTRA_CONVERSATIONS + DSV4_CONVERSATIONS + GPTOSS_CONVERSATIONS
     out = {"generated_by": "tools/jinja_fixtures.py, Jinja2 %s" % jinja2.__version__, "now": NOW, "tools": TOOLS,
            "conversations": [{"name": n, "messages": m} for n, m in conversations], "templates": {}}
     index = {n: i for i, (n, _) in enumerate(conversations)}
