@@ -31,8 +31,9 @@
  *               {0, 0.5, 1, 1.5, 2, 3, 4, 6}[n & 7] (n = 8 is -0).
  *               w[r][c] = e2m1(n) * 2^(e - 127), exact in f32 (a magnitude
  *               of at most two significant bits times a power of two from
- *               2^-127 to 2^127; e = 254 with |e2m1| >= 2 is +-inf, as in
- *               transformers). e = 255 (NaN in the spec) is never written.
+ *               2^-127 to 2^127), except that it overflows to +-inf for
+ *               e = 253 with |e2m1| >= 4 and e = 254 with |e2m1| >= 2, as
+ *               in transformers. e = 255 (NaN in the spec) is never written.
  *
  * Grouped formats need cols % group == 0 and group % 32 == 0. The scale of a
  * group is max|w| / 127 (int8) or max|w| / 7 (int4); an all-zero group has

@@ -4,6 +4,13 @@
  * straightforward quantizer written here, and against error bounds), the
  * exact int4 nibble layout on a handcrafted matrix, and the bf16 / f16 /
  * fp8-e4m3 conversions on known values.
+ *
+ * mxfp4: released blocks/scales (transformers' byte and nibble order) built
+ * by hand and dequantized against hand-computed values (-0, 6 * 2^k, the
+ * scale extremes, e = 255 refused); representable values round-trip
+ * exactly through the quantizer; the quantizer's scale and rounding rule on
+ * hand-computed cases and against a brute-force nearest-value quantizer
+ * written here; bad shapes refused.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -28,9 +35,9 @@ static uint32_t f32_bits(float f)
 
 Test(quant, type_names_round_trip)
 {
-	enum quant_type all[] = { QUANT_F32, QUANT_BF16, QUANT_INT8, QUANT_INT4 };
-	const char *names[] = { "f32", "bf16", "int8", "int4" };
-	for (int i = 0; i < 4; i++) {
+	enum quant_type all[] = { QUANT_F32, QUANT_BF16, QUANT_INT8, QUANT_INT4, QUANT_MXFP4 };
+	const char *names[] = { "f32", "bf16", "int8", "int4", "mxfp4" };
+	for (int i = 0; i < 5; i++) {
 		enum quant_type t;
 		cr_assert_str_eq(quant_type_name(all[i]), names[i]);
 		cr_assert_eq(quant_type_parse(names[i], &t), 0);
@@ -59,6 +66,15 @@ Test(quant, check_shape)
 	cr_assert_eq(quant_check_shape(QUANT_INT8, 4, 128, -64), -EINVAL);
 	cr_assert_eq(quant_check_shape((enum quant_type)9, 4, 128, 64), -EINVAL);
 	cr_assert_eq(quant_check_shape(QUANT_F32, INT64_MAX, INT64_MAX, 0), -EINVAL);
+	cr_assert_eq(quant_check_shape(QUANT_MXFP4, 3, 32, 0), 0);
+	cr_assert_eq(quant_check_shape(QUANT_MXFP4, 3, 2880, 64), 0, "mxfp4 ignores the group");
+	cr_assert_eq(quant_check_shape(QUANT_MXFP4, 3, 48, 0), -EINVAL);
+	cr_assert_eq(quant_check_shape(QUANT_MXFP4, 3, 16, 16), -EINVAL);
+	cr_assert_eq(quant_check_shape(QUANT_MXFP4, 0, 32, 0), -EINVAL);
+	cr_assert_null(quant_shape_error(QUANT_MXFP4, 3, 64, 0));
+	const char *why = quant_shape_error(QUANT_MXFP4, 3, 100, 0);
+	cr_assert(why && strstr(why, "mxfp4") && strstr(why, "32"), "%s", why ? why : "(null)");
+	cr_assert_not_null(quant_shape_error(QUANT_INT4, 4, 96, 64));
 }
 
 Test(quant, byte_counts)
@@ -71,6 +87,9 @@ Test(quant, byte_counts)
 	cr_assert_eq(quant_matrix_bytes(QUANT_INT4, 4, 128, 64), 256 + 4 * 2 * 4);
 	cr_assert_eq(quant_matrix_bytes(QUANT_INT4, 4096, 7168, 64),
 		     (uint64_t)4096 * 7168 / 2 + (uint64_t)4096 * 112 * 4);
+	cr_assert_eq(quant_matrix_bytes(QUANT_MXFP4, 4, 128, 0), 4 * (64 + 4));
+	cr_assert_eq(quant_data_bytes(QUANT_MXFP4, 4, 128), 4 * (64 + 4));
+	cr_assert_eq(quant_matrix_bytes(QUANT_MXFP4, 2880, 2880, 64), (uint64_t)2880 * (1440 + 90));
 }
 
 /* The reference quantizer: one group at a time, written without sharing
@@ -300,4 +319,216 @@ Test(quant, fp8_e4m3_values)
 		cr_assert_eq((double)f, ref_fp8((uint8_t)v), "code 0x%02x", v);
 		cr_assert_eq(signbit(f) != 0, (v >> 7) != 0);
 	}
+}
+
+/* The e2m1 magnitudes, written out for the mxfp4 tests. */
+static const float e2m1_mag[8] = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f };
+
+static float e2m1_value(int n)
+{
+	return (n & 8) ? -e2m1_mag[n & 7] : e2m1_mag[n & 7];
+}
+
+/* Released tensors for one row of two blocks, built by hand in
+ * transformers' order (input 2j in the low nibble of byte j, 2j + 1 in the
+ * high), dequantized against values computed here: -0, +-6 * 2^k, the
+ * smallest scale (e = 0: 0.5 * 2^-127 = 2^-128, subnormal) and the largest
+ * (e = 254: 1.5 * 2^127 finite, 2 * 2^127 = +inf). */
+Test(quant, mxfp4_from_packed_hand_values)
+{
+	uint8_t blocks[2 * 16], scales[2] = { 127 + 3, 0 };
+	int code[64];
+	for (int i = 0; i < 64; i++)
+		code[i] = (i * 7 + 3) % 16;
+	code[0] = 0x8;  /* -0 */
+	code[1] = 0x7;  /* 6 */
+	code[2] = 0xf;  /* -6 */
+	code[3] = 0x1;  /* 0.5 */
+	code[32] = 0x1; /* 0.5 * 2^-127 */
+	code[33] = 0xf; /* -6 * 2^-127 */
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 16; j++)
+			blocks[16 * k + j] = (uint8_t)(code[32 * k + 2 * j] | code[32 * k + 2 * j + 1] << 4);
+	cr_assert_eq(blocks[0], 0x78);
+	uint8_t blob[2 * 16 + 2];
+	cr_assert_eq(quant_matrix_bytes(QUANT_MXFP4, 1, 64, 0), sizeof blob);
+	cr_assert_eq(quant_mxfp4_from_packed(blob, blocks, scales, 1, 64), 0);
+	struct qmatrix m;
+	quant_matrix_view(&m, blob, QUANT_MXFP4, 1, 64, 0);
+	cr_assert_eq(m.group, 32);
+	cr_assert_null(m.scales);
+	float got[64];
+	quant_row_dequantize(got, &m, 0);
+	cr_assert_eq(f32_bits(got[0]), 0x80000000u, "-0 stays -0: %g", got[0]);
+	cr_assert_eq(got[1], 48.0f);
+	cr_assert_eq(got[2], -48.0f);
+	cr_assert_eq(got[3], 4.0f);
+	cr_assert_eq(got[32], 0x1p-128f);
+	cr_assert_eq(got[33], -0x3p-126f);
+	for (int i = 0; i < 64; i++) {
+		float want = ldexpf(e2m1_value(code[i]), (int)scales[i / 32] - 127);
+		cr_assert_eq(f32_bits(got[i]), f32_bits(want), "input %d: %g vs %g", i, got[i], want);
+	}
+	/* Stored in the kernels' order: input i of block k in the low nibble of
+	 * byte 16k + i (i < 16), 16 + i in its high nibble; scales after. */
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 16; i++)
+			cr_assert_eq(blob[16 * k + i], code[32 * k + i] | code[32 * k + 16 + i] << 4);
+	cr_assert_eq(blob[32], scales[0]);
+	cr_assert_eq(blob[33], scales[1]);
+
+	/* The largest scale. */
+	uint8_t big[16] = { 0x43 }, e254 = 254; /* input 0: 1.5, input 1: 2 */
+	cr_assert_eq(quant_mxfp4_from_packed(blob, big, &e254, 1, 32), 0);
+	quant_matrix_view(&m, blob, QUANT_MXFP4, 1, 32, 0);
+	quant_row_dequantize(got, &m, 0);
+	cr_assert_eq(got[0], 0x3p126f);
+	cr_assert(isinf(got[1]) && got[1] > 0);
+	cr_assert_eq(f32_bits(got[2]), 0);
+
+	/* e = 255 is NaN in the spec: refused, dst untouched; so are shapes off
+	 * the block size. */
+	uint8_t e255[2] = { 127, 255 };
+	memset(blob, 0xa5, sizeof blob);
+	cr_assert_eq(quant_mxfp4_from_packed(blob, blocks, e255, 1, 64), -EINVAL);
+	cr_assert_eq(blob[0], 0xa5);
+	cr_assert_eq(quant_mxfp4_from_packed(blob, blocks, scales, 1, 48), -EINVAL);
+	cr_assert_eq(quant_mxfp4_from_packed(blob, blocks, scales, 0, 64), -EINVAL);
+}
+
+/* Representable values, e2m1 * 2^(e - 127) with a +-6 in each block, for
+ * every e from 1 to 252 (the scales the rule can choose for such a block
+ * whose 6 * 2^(e - 127) is finite),
+ * quantize to exactly those codes and scales and dequantize to the same
+ * bits, -0 included. */
+Test(quant, mxfp4_round_trip_exact)
+{
+	const int64_t rows = 11, cols = 23 * 32, blocks = rows * cols / 32;
+	float *w = malloc(sizeof(float) * rows * cols), *back = malloc(sizeof(float) * cols);
+	uint8_t *codes = malloc((size_t)(rows * cols)), *es = malloc((size_t)blocks);
+	uint64_t seed = 5;
+	for (int64_t k = 0; k < blocks; k++) {
+		es[k] = (uint8_t)(1 + k % 252);
+		for (int i = 0; i < 32; i++) {
+			int n = (int)((seed = seed * 6364136223846793005ull + 1442695040888963407ull) >> 60);
+			if (i == (int)(k % 32))
+				n = k % 2 ? 0xf : 0x7;
+			codes[32 * k + i] = (uint8_t)n;
+			w[32 * k + i] = ldexpf(e2m1_value(n), es[k] - 127);
+		}
+	}
+	uint8_t *blob = malloc(quant_matrix_bytes(QUANT_MXFP4, rows, cols, 0));
+	quant_matrix_quantize(blob, w, QUANT_MXFP4, rows, cols, 0);
+	struct qmatrix m;
+	quant_matrix_view(&m, blob, QUANT_MXFP4, rows, cols, 0);
+	for (int64_t r = 0; r < rows; r++) {
+		const uint8_t *row = blob + r * (cols / 2 + cols / 32);
+		for (int64_t b = 0; b < cols / 32; b++) {
+			int64_t k = r * (cols / 32) + b;
+			cr_assert_eq(row[cols / 2 + b], es[k], "block %ld: scale %d vs %d", (long)k,
+				     row[cols / 2 + b], es[k]);
+			for (int i = 0; i < 16; i++)
+				cr_assert_eq(row[16 * b + i], codes[32 * k + i] | codes[32 * k + 16 + i] << 4,
+					     "block %ld byte %d", (long)k, i);
+		}
+		quant_row_dequantize(back, &m, r);
+		for (int64_t c = 0; c < cols; c++)
+			cr_assert_eq(f32_bits(back[c]), f32_bits(w[r * cols + c]), "(%ld, %ld): %g vs %g",
+				     (long)r, (long)c, back[c], w[r * cols + c]);
+	}
+	free(w);
+	free(back);
+	free(codes);
+	free(es);
+	free(blob);
+}
+
+/* The scale rule and the rounding on values worked out by hand. */
+Test(quant, mxfp4_quantize_hand_cases)
+{
+	float w[96] = { 0 };
+	/* Block 0: max 5, 5 / 6 rounds up to the scale 1 (e = 127). */
+	w[0] = 5.0f;    /* tie between 4 and 6: away, 6 */
+	w[1] = 4.9f;    /* 4 */
+	w[2] = 0.25f;   /* tie between 0 and 0.5: 0.5 */
+	w[3] = 0.24f;   /* 0 */
+	w[4] = 0.75f;   /* tie: 1 */
+	w[5] = -2.5f;   /* tie: -3 */
+	w[6] = -1.25f;  /* tie: -1.5 */
+	w[7] = -0.0f;   /* -0 */
+	w[8] = 1.74f;   /* 1.5 */
+	w[9] = -3.6f;   /* -4 */
+	/* Block 1: max 7, 7 / 6 rounds up to 2 (e = 128); 7 / 2 = 3.5 -> 4. */
+	w[32] = 7.0f;
+	w[33] = -0.5f;  /* 0.25 -> 0.5, so -1 */
+	w[34] = 0.4f;   /* 0.2 -> 0 */
+	/* Block 2: all zero: e = 0, codes 0. */
+	uint8_t blob[3 * 16 + 3];
+	quant_matrix_quantize(blob, w, QUANT_MXFP4, 1, 96, 0);
+	cr_assert_eq(blob[48], 127);
+	cr_assert_eq(blob[49], 128);
+	cr_assert_eq(blob[50], 0);
+	float got[96];
+	struct qmatrix m;
+	quant_matrix_view(&m, blob, QUANT_MXFP4, 1, 96, 0);
+	quant_row_dequantize(got, &m, 0);
+	const float want[10] = { 6, 4, 0.5f, 0, 1, -3, -1.5f, -0.0f, 1.5f, -4 };
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(f32_bits(got[i]), f32_bits(want[i]), "input %d: %g vs %g", i, got[i], want[i]);
+	cr_assert_eq(got[32], 8.0f);
+	cr_assert_eq(got[33], -1.0f);
+	cr_assert_eq(f32_bits(got[34]), 0);
+	for (int i = 64; i < 96; i++)
+		cr_assert_eq(f32_bits(got[i]), 0);
+	/* An infinite block takes the largest scale and saturates; NaN is 0. */
+	float inf[32] = { INFINITY, -1.0f, NAN };
+	uint8_t b1[17];
+	quant_matrix_quantize(b1, inf, QUANT_MXFP4, 1, 32, 0);
+	cr_assert_eq(b1[16], 254);
+	cr_assert_eq(b1[0] & 0xf, 0x7);
+	cr_assert_eq(b1[1] & 0xf, 0x8, "-1 * 2^-127 rounds to -0");
+	cr_assert_eq(b1[2] & 0xf, 0x0);
+}
+
+/* Against a brute-force quantizer written here: scale 2^ceil(log2(max/6))
+ * from frexp, each w / scale to the nearest e2m1 magnitude by search, ties
+ * to the larger, saturating at 6; on blocks of magnitudes 2^-20 .. 2^20. */
+Test(quant, mxfp4_quantize_matches_brute_force)
+{
+	const int64_t rows = 9, cols = 41 * 32;
+	float *w = malloc(sizeof(float) * rows * cols), *got = malloc(sizeof(float) * cols);
+	uint64_t seed = 17;
+	for (int64_t k = 0; k < rows * cols / 32; k++) {
+		float mag = ldexpf(1.0f, (int)(k % 41) - 20);
+		for (int i = 0; i < 32; i++)
+			w[32 * k + i] = tu_randf(&seed) * mag;
+	}
+	uint8_t *blob = malloc(quant_matrix_bytes(QUANT_MXFP4, rows, cols, 0));
+	quant_matrix_quantize(blob, w, QUANT_MXFP4, rows, cols, 0);
+	struct qmatrix m;
+	quant_matrix_view(&m, blob, QUANT_MXFP4, rows, cols, 0);
+	for (int64_t r = 0; r < rows; r++) {
+		quant_row_dequantize(got, &m, r);
+		for (int64_t b = 0; b < cols / 32; b++) {
+			const float *wb = w + r * cols + 32 * b;
+			double amax = 0;
+			for (int i = 0; i < 32; i++)
+				amax = fmax(amax, fabs((double)wb[i]));
+			int ex;
+			double fr = frexp((double)(float)(amax / 6.0), &ex); /* amax/6 = fr * 2^ex */
+			double scale = ldexp(1.0, fr == 0.5 ? ex - 1 : ex);
+			for (int i = 0; i < 32; i++) {
+				double v = fabs(wb[i]) / scale, best = 0;
+				for (int j = 0; j < 8; j++)
+					if (fabs(v - e2m1_mag[j]) <= fabs(v - best))
+						best = e2m1_mag[j];
+				double want = copysign(best * scale, wb[i]);
+				cr_assert_eq((double)got[32 * b + i], want, "(%ld, %ld): %g vs %g (w %g)", (long)r,
+					     (long)(32 * b + i), got[32 * b + i], want, wb[i]);
+			}
+		}
+	}
+	free(w);
+	free(got);
+	free(blob);
 }
