@@ -40,7 +40,7 @@ static void pipe_check(const char *text, char **stop, int n_stop, bool split, bo
 	for (uint64_t seed = 1; seed <= 64; seed++) {
 		struct serve_text *t = malloc(sizeof *t);
 		struct sink out = { "", "" };
-		serve_text_init(t, stop, n_stop, split, open, sink_emit, &out);
+		serve_text_init(t, stop, n_stop, split, open, false, sink_emit, &out);
 		uint64_t r = seed * 0x9e3779b97f4a7c15ull;
 		size_t n = strlen(text), at = 0;
 		bool stopped = false;

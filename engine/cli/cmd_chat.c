@@ -28,6 +28,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/cli/chat_input.h"
+#include "engine/text/harmony.h"
 #include "engine/cli/cmd.h"
 #include "engine/cli/default_model.h"
 #include "engine/decode/batch.h"
@@ -105,6 +106,8 @@ struct chat {
 	enum think_mode think;
 	bool tty, color;
 	int32_t think_open, think_close;   /* token ids, -1 when the tokenizer has none */
+	bool harmony;                      /* gpt-oss: analysis is reasoning, the answer is the final channel */
+	struct harmony_stream hs;
 	bool dirty;                        /* changed since the last save */
 	/* The answer being decoded. */
 	struct tokenizer_stream ts;
@@ -194,6 +197,10 @@ static void on_token(void *ctx, int slot, const struct batch_token *t, enum batc
 	size_t len;
 	if (tokenizer_stream_put(&c->ts, t->id, &text, &len) != 0)
 		len = 0;
+	if (c->harmony) {
+		harmony_stream_put(&c->hs, text, len);
+		return;
+	}
 	bool was = c->in_think;
 	if (t->id == c->think_open)
 		c->in_think = true;
@@ -203,12 +210,27 @@ static void on_token(void *ctx, int slot, const struct batch_token *t, enum batc
 	show(c, text, len, was || c->in_think);
 }
 
+/* Harmony's channels of an answer: analysis shown as reasoning; the final
+ * channel (and a tool call, in the template's form) is the answer kept in
+ * the conversation, without headers, which the template writes itself. */
+static void harmony_shown(void *ctx, enum harmony_kind kind, const char *p, size_t n)
+{
+	struct chat *c = ctx;
+	if (kind != HARMONY_REASONING)
+		answer_put(c, p, n);
+	show(c, p, n, kind == HARMONY_REASONING);
+}
+
 /* Ends the stream of an answer: what it held back comes out. */
 static void answer_end(struct chat *c)
 {
 	const char *text;
 	size_t len;
-	if (tokenizer_stream_flush(&c->ts, &text, &len) == 0 && len) {
+	if (c->harmony) {
+		if (tokenizer_stream_flush(&c->ts, &text, &len) == 0 && len)
+			harmony_stream_put(&c->hs, text, len);
+		harmony_stream_flush(&c->hs);
+	} else if (tokenizer_stream_flush(&c->ts, &text, &len) == 0 && len) {
 		answer_put(c, text, len);
 		show(c, text, len, c->in_think);
 	}
@@ -247,6 +269,8 @@ static int decode_answer(struct chat *c, const int32_t *ids, int n, bool thinkin
 		c->answer[0] = 0;
 	c->n_answer = 0;
 	c->in_think = thinking;
+	if (c->harmony)
+		harmony_stream_init(&c->hs, harmony_shown, c);
 	c->shown = false;
 	c->finish = BATCH_RUNNING;
 	c->oom = 0;
@@ -693,6 +717,11 @@ int cmd_chat(int argc, char **argv)
 		c->think_close = tokenizer_token_id(c->tok, "</think>");
 		if (c->think_open < 0 || c->think_close < 0)
 			c->think_open = c->think_close = -1;
+		c->harmony = harmony_template(tokenizer_chat_template(c->tok));
+		if (c->harmony && c->think == THINK_OFF) { /* gpt-oss always reasons: its template has no switch */
+			fprintf(stderr, "colibri: the harmony template cannot turn reasoning off; --think off hides it\n");
+			c->think = THINK_HIDE;
+		}
 	}
 	/* Only this thread takes SIGINT: the compute and IO threads that
 	 * session_open starts inherit a mask that blocks it. */

@@ -254,6 +254,10 @@ int serve_tool_call_gbnf(enum tool_format f, bool dsml_tool_calls, const cJSON *
 		snprintf(err, err_len, "the model's chat template has no tool-call format");
 		return -EINVAL;
 	}
+	if (f == TOOL_FORMAT_HARMONY) { /* known limit: no forced-call grammar for harmony yet */
+		snprintf(err, err_len, "a forced tool call is not supported for the harmony (gpt-oss) format");
+		return -EINVAL;
+	}
 	struct strbuf b = { 0 }, alts = { 0 };
 	int i = 0, rc = 0;
 	const cJSON *t;

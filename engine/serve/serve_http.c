@@ -381,7 +381,7 @@ static enum MHD_Result completion(struct http_req *r)
 		p.seed = fresh_seed();
 	char *echo = ep == SERVE_COMPLETION && q.echo ? echo_text(h, &q) : NULL;
 	bool stream = q.stream, usage = q.include_usage;
-	bool split = ep == SERVE_CHAT && h->prompt->think_tags && !constrained;
+	bool split = ep == SERVE_CHAT && (h->prompt->think_tags || h->prompt->harmony) && !constrained;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	int rc = serve_answer_init(&r->ans, ep, h->tok, h->o.model_id, p.logprobs, usage, split, echo);
 	free(echo);
@@ -389,7 +389,7 @@ static enum MHD_Result completion(struct http_req *r)
 	if (!rc && ep == SERVE_CHAT && q.tools_json && q.tool_choice != SERVE_TOOLS_NONE)
 		rc = serve_answer_tools(&r->ans, h->prompt->tool_format, q.tools_json);
 	struct serve_job *j = rc ? NULL
-				 : serve_job_new(&q, ids.ids, ids.n, &p, split, ids.reasoning_open, h->tok, h->o.timeout_s,
+				 : serve_job_new(&q, ids.ids, ids.n, &p, split, ids.reasoning_open, h->prompt->harmony, h->tok, h->o.timeout_s,
 						 ci ? ci->connect_fd : -1);
 	if (!j) {
 		res = fail(r, 500, NULL, NULL, "out of memory");

@@ -34,7 +34,7 @@ static void emit(void *ctx, enum serve_text_kind kind, const char *p, size_t n)
 }
 
 struct serve_job *serve_job_new(struct serve_request *req, int32_t *prompt, int n_prompt,
-				const struct batch_params *p, bool split, bool reasoning_open,
+				const struct batch_params *p, bool split, bool reasoning_open, bool harmony,
 				const struct tokenizer *tok, double timeout_s, int fd)
 {
 	struct serve_job *j = calloc(1, sizeof *j);
@@ -73,7 +73,7 @@ struct serve_job *serve_job_new(struct serve_request *req, int32_t *prompt, int 
 	memset(req, 0, sizeof *req);
 	j->prompt = prompt;
 	j->n_prompt = n_prompt;
-	serve_text_init(&j->tx, j->req.stop, j->req.n_stop, split, reasoning_open, emit, j);
+	serve_text_init(&j->tx, j->req.stop, j->req.n_stop, split, reasoning_open, harmony, emit, j);
 	j->cur.id = -1;
 	return j;
 }

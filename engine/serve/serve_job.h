@@ -115,9 +115,10 @@ struct serve_job {
 };
 
 /* Makes a job of refs 2 for a parsed request (moved into the job: *req is
- * emptied) and its prompt ids (moved too). NULL when out of memory. */
+ * emptied) and its prompt ids (moved too); split, reasoning_open and harmony
+ * go to its serve_text. NULL when out of memory. */
 struct serve_job *serve_job_new(struct serve_request *req, int32_t *prompt, int n_prompt,
-				const struct batch_params *p, bool split, bool reasoning_open,
+				const struct batch_params *p, bool split, bool reasoning_open, bool harmony,
 				const struct tokenizer *tok, double timeout_s, int fd);
 void serve_job_unref(struct serve_job *j);
 

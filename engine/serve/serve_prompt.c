@@ -19,6 +19,7 @@ int serve_prompt_init(struct serve_prompt *sp, const struct tokenizer *tok, cons
 	sp->tool_format = tool_format_detect(tokenizer_chat_template(tok), model_type);
 	sp->dsml_tool_calls = model_type && strcmp(model_type, "deepseek_v4") == 0;
 	sp->think_tags = tokenizer_token_id(tok, "<think>") >= 0 && tokenizer_token_id(tok, "</think>") >= 0;
+	sp->harmony = sp->tool_format == TOOL_FORMAT_HARMONY;
 	int rc = chat_template_init(&sp->ct, tokenizer_chat_template(tok), model_type, tokenizer_bos_token(tok),
 				    tokenizer_eos_token(tok), sp->template_error, sizeof sp->template_error);
 	if (rc == -ENOMEM)
@@ -62,6 +63,22 @@ static bool set_arguments(cJSON *msgs, const cJSON *orig, bool as_objects)
 	return changed;
 }
 
+/* gpt-oss's template reads an assistant's reasoning from `thinking` and
+ * fails on a null content (`... in message.content`): an OpenAI client's
+ * reasoning_content becomes thinking and a null content is left out, as
+ * llama.cpp does for this template. */
+static void harmony_messages(cJSON *msgs)
+{
+	cJSON *m;
+	cJSON_ArrayForEach(m, msgs) {
+		const cJSON *rc = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content");
+		if (cJSON_IsString(rc) && !cJSON_HasObjectItem(m, "thinking"))
+			cJSON_AddItemToObject(m, "thinking", cJSON_CreateString(rc->valuestring));
+		if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(m, "content")))
+			cJSON_DeleteItemFromObjectCaseSensitive(m, "content");
+	}
+}
+
 /* The model's own (or a built-in) Jinja template: every field a template
  * reads, tools included. Tool call arguments go in as objects, as vLLM
  * passes them and transformers documents them; a template that fails on
@@ -77,6 +94,8 @@ static int render_jinja(const struct serve_prompt *sp, const struct serve_reques
 	o.kwargs = kwargs;
 	int rc = -ENOMEM;
 	if (orig && msgs && (tools || !r->tools_json) && (kwargs || !r->template_kwargs_json)) {
+		if (sp->harmony)
+			harmony_messages(msgs);
 		bool objects = set_arguments(msgs, orig, true);
 		rc = chat_template_render_json(&sp->ct, msgs, tools, &o, text, len, why, why_len);
 		if (rc == -EINVAL && objects && set_arguments(msgs, orig, false))

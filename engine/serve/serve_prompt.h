@@ -38,6 +38,8 @@ struct serve_prompt {
 	bool have_template;
 	char template_error[256];    /* why there is none */
 	bool think_tags;             /* the vocabulary has <think> and </think> */
+	bool harmony;                /* the template writes gpt-oss's harmony: its channels are split, a call ends the
+				      * output (serve_text), reasoning_content goes to the template as `thinking` */
 	enum tool_format tool_format; /* how the template writes tool calls */
 	bool dsml_tool_calls;        /* DSML in V4's <｜DSML｜tool_calls> block (else V3.2's function_calls) */
 	bool history;                /* find each chat prompt's history (serve_prompt_ids.history): the model's

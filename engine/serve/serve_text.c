@@ -11,8 +11,14 @@
 #define OPEN_TAG "<think>"
 #define CLOSE_TAG "</think>"
 
+static void harmony_out(void *ctx, enum harmony_kind kind, const char *p, size_t n)
+{
+	struct serve_text *t = ctx;
+	t->emit(t->ctx, kind == HARMONY_REASONING ? SERVE_TEXT_REASONING : SERVE_TEXT_CONTENT, p, n);
+}
+
 void serve_text_init(struct serve_text *t, char *const *stop, int n_stop, bool split, bool reasoning_open,
-		     serve_text_fn emit, void *ctx)
+		     bool harmony, serve_text_fn emit, void *ctx)
 {
 	memset(t, 0, sizeof *t);
 	t->stop = stop;
@@ -22,6 +28,9 @@ void serve_text_init(struct serve_text *t, char *const *stop, int n_stop, bool s
 	t->skip_nl = t->think == SERVE_THINK_IN;
 	t->emit = emit;
 	t->ctx = ctx;
+	t->harmony = split && harmony;
+	if (t->harmony)
+		harmony_stream_init(&t->hs, harmony_out, t);
 }
 
 /* Longest k < tag length with p[n-k..n) == tag[0..k). */
@@ -48,6 +57,11 @@ static void emit_content(struct serve_text *t, const char *p, size_t n)
 /* The splitter over released text p[0..n) (n <= SERVE_TEXT_HOLD). */
 static void split_put(struct serve_text *t, const char *p, size_t n)
 {
+	if (t->harmony) { /* a tool call's <|call|> ends the turn, as a stop string would */
+		harmony_stream_put(&t->hs, p, n);
+		t->stopped = t->stopped || t->hs.called;
+		return;
+	}
 	if (!t->split || t->think == SERVE_THINK_OUT) {
 		emit_content(t, p, n);
 		return;
@@ -149,6 +163,8 @@ void serve_text_flush(struct serve_text *t)
 	if (t->n_held)
 		split_put(t, t->held, t->n_held);
 	t->n_held = 0;
+	if (t->harmony)
+		harmony_stream_flush(&t->hs);
 	if (t->n_tag) {
 		if (t->think == SERVE_THINK_IN)
 			t->emit(t->ctx, SERVE_TEXT_REASONING, t->tag, t->n_tag);

@@ -12,7 +12,10 @@
  * reasoning and the rest as content (blanks right after </think> dropped).
  * Output starts inside the block when the prompt opened it, else a block
  * counts only at the very start of the output (after blanks). The tags may
- * arrive split across pieces.
+ * arrive split across pieces. gpt-oss writes harmony instead (harmony.h):
+ * with harmony on, the analysis channel is reasoning, the final channel
+ * content, a tool call content in the template's form (for the tool-call
+ * parser), and no header or end marker reaches the client.
  *
  * All buffers are inside the struct: nothing allocates after init, so it
  * runs in the scheduler's token callback.
@@ -24,6 +27,7 @@
 #include <stddef.h>
 
 #include "engine/serve/serve_request.h"
+#include "engine/text/harmony.h"
 
 enum serve_text_kind { SERVE_TEXT_CONTENT = 0, SERVE_TEXT_REASONING };
 
@@ -47,13 +51,16 @@ struct serve_text {
 	bool skip_nl;                /* drop newlines at the start of the reasoning */
 	char tag[SERVE_TEXT_HOLD + 16]; /* the splitter's held bytes and scratch */
 	size_t n_tag;
+	bool harmony;                /* split harmony's channels instead of <think> */
+	struct harmony_stream hs;
 	serve_text_fn emit;
 	void *ctx;
 };
 
-/* reasoning_open: the prompt ended inside <think> (serve_prompt_ids). */
+/* reasoning_open: the prompt ended inside <think> (serve_prompt_ids).
+ * harmony: the split reads harmony's channels (with split on). */
 void serve_text_init(struct serve_text *t, char *const *stop, int n_stop, bool split, bool reasoning_open,
-		     serve_text_fn emit, void *ctx);
+		     bool harmony, serve_text_fn emit, void *ctx);
 
 /* Feeds decoded text; true once a stop string was found (later input is
  * ignored). */

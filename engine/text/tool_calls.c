@@ -39,11 +39,14 @@ static const struct tool_markers markers[] = {
 	[TOOL_FORMAT_DSML] = { { "<｜DSML｜function_calls>", "<｜DSML｜tool_calls>" },
 			       { "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>" },
 			       "<｜DSML｜invoke", "</｜DSML｜invoke>" },
+	[TOOL_FORMAT_HARMONY] = { { NULL, NULL }, { NULL, NULL }, "<|start|>assistant to=", "<|call|>" },
 };
 
 enum tool_format tool_format_detect(const char *template_text, const char *model_type)
 {
 	if (template_text) {
+		if (strstr(template_text, "<|call|>") && strstr(template_text, "<|channel|>"))
+			return TOOL_FORMAT_HARMONY;
 		if (strstr(template_text, "｜DSML｜"))
 			return TOOL_FORMAT_DSML;
 		if (strstr(template_text, "<function=") && strstr(template_text, "<parameter="))
@@ -64,6 +67,7 @@ enum tool_format tool_format_detect(const char *template_text, const char *model
 		{ "qwen3_5_moe_text", TOOL_FORMAT_QWEN_XML }, { "glm4_moe", TOOL_FORMAT_GLM },
 		{ "glm_moe_dsa", TOOL_FORMAT_GLM },	  { "deepseek_v3", TOOL_FORMAT_DEEPSEEK },
 		{ "deepseek_v32", TOOL_FORMAT_DSML },	  { "deepseek_v4", TOOL_FORMAT_DSML },
+		{ "gpt_oss", TOOL_FORMAT_HARMONY },
 	};
 	for (size_t i = 0; model_type && i < sizeof by_type / sizeof by_type[0]; i++)
 		if (strcmp(model_type, by_type[i].type) == 0)
@@ -73,7 +77,7 @@ enum tool_format tool_format_detect(const char *template_text, const char *model
 
 const char *tool_format_name(enum tool_format f)
 {
-	static const char *const names[] = { "none", "hermes", "qwen_xml", "glm", "deepseek", "dsml" };
+	static const char *const names[] = { "none", "hermes", "qwen_xml", "glm", "deepseek", "dsml", "harmony" };
 	return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "?";
 }
 
@@ -387,6 +391,43 @@ done:
 	cJSON_Delete(obj);
 }
 
+/* functions.N<|channel|>commentary json<|message|>{...}: the recipient, then the
+ * arguments, a JSON object (or the JSON text of one, as the template writes
+ * arguments given as a string). */
+static void read_harmony(const struct tool_call_parser *p, struct call_read *r, const char *s, size_t n)
+{
+	(void)p;
+	long ch = find(s, n, "<|channel|>"), msg = find(s, n, "<|message|>");
+	if (msg < 0) {
+		r->why = "no <|message|> in the call";
+		return;
+	}
+	size_t name_n = (size_t)(ch >= 0 && ch < msg ? ch : msg);
+	while (name_n && s[name_n - 1] == ' ')
+		name_n--;
+	const char *name = s;
+	if (name_n > 10 && memcmp(name, "functions.", 10) == 0)
+		name += 10, name_n -= 10;
+	if (!set_name(r, name, name_n))
+		return;
+	const char *a = s + msg + strlen("<|message|>");
+	size_t an = n - (size_t)msg - strlen("<|message|>");
+	trim(&a, &an);
+	cJSON *v = json_exact(a, an);
+	if (cJSON_IsString(v)) {
+		cJSON *inner = json_exact(v->valuestring, strlen(v->valuestring));
+		cJSON_Delete(v);
+		v = inner;
+	}
+	if (!cJSON_IsObject(v)) {
+		cJSON_Delete(v);
+		r->why = "arguments are not a JSON object";
+		return;
+	}
+	cJSON_Delete(r->args);
+	r->args = v;
+}
+
 /* <function=N> (<parameter=P>\nV\n</parameter>)* </function> */
 static void read_qwen_xml(const struct tool_call_parser *p, struct call_read *r, const char *s, size_t n)
 {
@@ -570,6 +611,7 @@ static int call_finish(struct tool_call_parser *p, const char *s, size_t n)
 	case TOOL_FORMAT_GLM: read_glm(p, &r, s, n); break;
 	case TOOL_FORMAT_DEEPSEEK: read_deepseek(p, &r, s, n); break;
 	case TOOL_FORMAT_DSML: read_dsml(p, &r, s, n); break;
+	case TOOL_FORMAT_HARMONY: read_harmony(p, &r, s, n); break;
 	case TOOL_FORMAT_NONE: r.why = "no tool format"; break;
 	}
 	if (r.oom) {

@@ -15,6 +15,10 @@
  *   DSML      DeepSeek-V3.2 (<｜DSML｜function_calls>) and V4 (<｜DSML｜tool_calls>):
  *             <｜DSML｜invoke name="N"><｜DSML｜parameter name="P" string="true|false">V
  *             </｜DSML｜parameter></｜DSML｜invoke>
+ *   HARMONY   gpt-oss: <|start|>assistant to=functions.N<|channel|>commentary json
+ *             <|message|>{...}<|call|>, as the template renders a call and as
+ *             harmony.h re-emits one the model wrote (the recipient may also
+ *             follow the channel there; <|call|> may be the stop token)
  *   NONE      Mixtral, OLMoE / Tulu, Qwen1.5-MoE: their templates have no tool
  *             format; everything is content.
  *
@@ -52,13 +56,14 @@ enum tool_format {
 	TOOL_FORMAT_GLM,
 	TOOL_FORMAT_DEEPSEEK,
 	TOOL_FORMAT_DSML,
+	TOOL_FORMAT_HARMONY,
 };
 
 /*
  * The tool format of a chat template: recognised from template_text (the
  * Jinja source, may be NULL), else from model_type (may be NULL; qwen3*,
  * qwen3_5_moe*, glm4_moe, glm_moe_dsa, deepseek_v3, deepseek_v32,
- * deepseek_v4). TOOL_FORMAT_NONE when neither names one.
+ * deepseek_v4, gpt_oss). TOOL_FORMAT_NONE when neither names one.
  */
 enum tool_format tool_format_detect(const char *template_text, const char *model_type);
 

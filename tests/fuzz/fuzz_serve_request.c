@@ -52,7 +52,7 @@ static void check_text(const struct serve_request *r, const char *text)
 		return;
 	static struct serve_text t;
 	struct out o = { .n = 0 };
-	serve_text_init(&t, (char *const *)r->stop, r->n_stop, false, false, emit, &o);
+	serve_text_init(&t, (char *const *)r->stop, r->n_stop, false, false, false, emit, &o);
 	bool stopped = false;
 	for (size_t at = 0; at < len && !stopped; at += 3)
 		stopped = serve_text_put(&t, text + at, len - at < 3 ? len - at : 3);
