@@ -4,7 +4,7 @@
  *
  *   make bench-kernels && build/bench/kernels [--seconds S] [--mib M]
  *
- * For each format (f32, bf16, int8, int4) it quantizes a set of matrices of
+ * For each format (f32, bf16, int8, int4, mxfp4) it quantizes a set of matrices of
  * the OLMoE / Qwen3 expert shapes (rows x cols = 1024 x 2048 and 2048 x 1024)
  * whose stored bytes total M MiB (256 by default, far above any L3), then runs
  * matvec over them in turn, at 1 thread and at all threads, for about S
@@ -12,7 +12,7 @@
  * (the compute rate alone). GB/s counts the stored bytes (data and scales) read per
  * second; the ratio is that over the bandwidth measured with the same thread
  * count just before. With activation quantization on (`--activations int8`,
- * the default of kernels_activations) int8 and int4 matrices take the int8
+ * the default of kernels_activations) int8, int4 and mxfp4 matrices take the int8
  * dot-product path; `--activations f32` measures the f32 path.
  */
 #include <errno.h>
@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 		return 1;
 	for (int i = 0; i < 2048; i++)
 		x[i] = rng_float();
-	static const enum quant_type types[] = { QUANT_F32, QUANT_BF16, QUANT_INT8, QUANT_INT4 };
+	static const enum quant_type types[] = { QUANT_F32, QUANT_BF16, QUANT_INT8, QUANT_INT4, QUANT_MXFP4 };
 	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
 		if (only && strcmp(only, quant_type_name(types[ti])))
 			continue;
