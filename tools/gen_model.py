@@ -17,6 +17,8 @@
                  (arch_deepseek_v4.py: the released DeepSeek-V4 layout)
     gen_model.py --arch minimax_m2 --out DIR [--seed N] [--weights-dtype {bf16,fp8}] [--shards N]
                  (arch_minimax_m2.py: the released MiniMax-M2 layout)
+    gen_model.py --arch gpt_oss --out DIR [--seed N] [--experts-dtype {mxfp4,bf16}] [--shards N]
+                 (arch_gpt_oss.py: the released gpt-oss layouts, MXFP4 or BF16 experts)
 
 The directory gets config.json and generation_config.json with the field
 names, model_type and architectures of the real models, and safetensors
@@ -53,9 +55,10 @@ import arch_deepseek  # noqa: E402  (deepseek_v3, glm4_moe)
 import arch_qwen35  # noqa: E402  (qwen3_5_moe, qwen3_5_moe_text, qwen3_next)
 import arch_deepseek_v4  # noqa: E402  (deepseek_v4)
 import arch_minimax_m2  # noqa: E402  (minimax_m2)
+import arch_gpt_oss  # noqa: E402  (gpt_oss)
 
 ARCHS = (("olmoe", "qwen3_moe", "mixtral") + arch_deepseek.ARCHS + arch_qwen35.ARCHS + arch_deepseek_v4.ARCHS
-         + arch_minimax_m2.ARCHS)
+         + arch_minimax_m2.ARCHS + arch_gpt_oss.ARCHS)
 
 # Shapes per size.  olmoe is MHA (kv heads == heads) and its head_dim is
 # hidden / heads; qwen3_moe sets head_dim explicitly so heads * head_dim
@@ -680,6 +683,7 @@ def main(argv=None):
     arch_deepseek.add_arguments(ap)
     arch_qwen35.add_arguments(ap)
     arch_deepseek_v4.add_arguments(ap)
+    arch_gpt_oss.add_arguments(ap)
     args = ap.parse_args(argv)
     if arch_qwen35.used(args):
         return arch_qwen35.main(args, ap, sys.modules[__name__])
@@ -693,6 +697,10 @@ def main(argv=None):
         return arch_deepseek.main(args, ap, sys.modules[__name__])
     if arch_minimax_m2.used(args):
         return arch_minimax_m2.main(args, ap, sys.modules[__name__])
+    if arch_gpt_oss.used(args):
+        return arch_gpt_oss.main(args, ap, sys.modules[__name__])
+    if args.experts_dtype is not None:
+        ap.error("--experts-dtype applies to --arch gpt_oss only")
 
     if args.shape:
         shape = SHAPES[args.shape]

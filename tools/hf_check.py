@@ -102,6 +102,16 @@ num_hidden_layers) and keys matching _keys_to_ignore_on_load_unexpected are
 dropped, as from_pretrained leaves them unloaded; any other unexpected or
 missing key, or a shape mismatch, is an error.
 
+gpt-oss MXFP4 experts (*_blocks / *_scales, U8) are dequantized before the
+mapping by transformers' own integrations/mxfp4.convert_moe_packed_tensors,
+which is what its MXFP4 quantizer runs on a CPU without the triton kernels
+(it sets dequantize, and Mxfp4Dequantize calls that function, to bf16,
+exactly); integrations/mxfp4.py sees a torch whose torch.int is int64 (torch
+1.13 indexes with int64 only; the same table entries are read) and that
+has torch.OutOfMemoryError; distributed.utils' _is_torch_distributed_initialized
+is false.  Each such tensor is also compared with ref_gpt_oss's own
+dequantization, and a difference fails the fixture.
+
 FP8 e4m3 weights are dequantized before the mapping, w = fp8 * scale_inv in
 float32.  Without a GPU transformers' FineGrainedFP8 quantizer dequantizes
 with integrations/finegrained_fp8.Fp8Dequantize, whose _dequantize_one takes
@@ -166,6 +176,7 @@ FAMILIES = {
     "qwen3_next": ("qwen3_next", "Qwen3NextConfig", "Qwen3NextForCausalLM"),
     "deepseek_v4": ("deepseek_v4", "DeepseekV4Config", "DeepseekV4ForCausalLM"),
     "minimax_m2": ("minimax_m2", "MiniMaxM2Config", "MiniMaxM2ForCausalLM"),
+    "gpt_oss": ("gpt_oss", "GptOssConfig", "GptOssForCausalLM"),
 }
 
 DEFAULT_NAMES = ("olmoe,qwen3_moe,mixtral,qwen3_moe_fused,qwen3_moe_fp8,deepseek_v3,"
@@ -418,7 +429,8 @@ def install_shim(src, any_version=False):
     _module("transformers.distributed", path=os.path.join(pkg_dir, "distributed"))
     _module("transformers.distributed.sharding_utils", DtensorShardOperation=_Inert,
             _dtensor_from_local_like=_inert_function("_dtensor_from_local_like"))
-    _module("transformers.distributed.utils", is_dtensor=lambda t: False)
+    _module("transformers.distributed.utils", is_dtensor=lambda t: False,
+            _is_torch_distributed_initialized=lambda: False)
     # force_accelerate_hooks fires a child's accelerate hook before the
     # parent's forward (Qwen3.5 / Qwen3-Next DeltaNet on conv1d); no module
     # has a hook here, so the decorator returns the forward unchanged.
@@ -613,7 +625,38 @@ def _quantized(t):
     return t.dtype == "F8_E4M3" or t.dtype == "I8"
 
 
-def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, block):
+def _mxfp4_dequantize(blocks, scales):
+    """gpt-oss MXFP4 experts (*_blocks U8 [E, out, in/32, 16], *_scales U8)
+    -> float32 [E, in, out], by transformers' own convert_moe_packed_tensors
+    (integrations/mxfp4.py), which Mxfp4Dequantize runs when the quantizer
+    dequantizes, as it does on a CPU without the triton kernels: bf16 output
+    (exact: e2m1 values times powers of two), widened here."""
+    import torch
+    import transformers.integrations.mxfp4 as mxfp4
+    if not isinstance(mxfp4.torch, _TorchIndexInt64):
+        mxfp4.torch = _TorchIndexInt64(torch)
+    b = torch.from_numpy(np.asarray(blocks).view(np.uint8).copy())
+    s = torch.from_numpy(np.asarray(scales).view(np.uint8).copy())
+    return mxfp4.convert_moe_packed_tensors(b, s, dtype=torch.bfloat16).float()
+
+
+class _TorchIndexInt64(types.ModuleType):
+    """torch as integrations/mxfp4.py sees it under torch 1.13: the nibbles
+    it turns into lookup indices with .to(torch.int) become int64 (torch
+    1.13 indexes with int64 only; the values looked up are the same), and
+    torch.OutOfMemoryError (torch >= 2.1) is torch.cuda's."""
+
+    def __init__(self, torch):
+        super().__init__("torch")
+        self._torch = torch
+        self.int = torch.int64
+        self.OutOfMemoryError = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+
+    def __getattr__(self, name):
+        return getattr(self._torch, name)
+
+
+def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, block, notes=None):
     """Checkpoint tensors as float32 torch tensors (fp8 dequantized, by
     fp8_mode "config" = fixed `block` tiles or "grid" = transformers' CPU
     Fp8Dequantize; FP4 (I8) unpacked and scaled per scale-grid block, as
@@ -631,6 +674,15 @@ def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, blo
             dropped.append(name)
             continue
         if name in scale_names:
+            continue
+        if t.dtype == "U8" and name.endswith("_blocks") and name[:-7] + "_scales" in raw:
+            out[name[:-7]] = w = _mxfp4_dequantize(t.raw, raw[name[:-7] + "_scales"].raw)
+            if notes is not None:
+                import ref_gpt_oss
+                own = ref_gpt_oss.mxfp4_dequantize(t.raw, raw[name[:-7] + "_scales"].raw)
+                notes.append((name[:-7], bool(np.array_equal(w.double().numpy(), own))))
+            continue
+        if t.dtype == "U8" and name.endswith("_scales") and name[:-7] + "_blocks" in raw:
             continue
         if _quantized(t):
             sname = _scale_name(name, raw)
@@ -735,8 +787,9 @@ def build_model(model_dir, dtype_name, fp8_mode="config"):
     ignore = list(getattr(lm_cls, "_keys_to_ignore_on_load_unexpected", None) or [])
     qc = cfg_dict.get("quantization_config") or {}
     block = tuple(qc.get("weight_block_size") or (128, 128))
+    mxfp4 = []
     tensors, dropped, fp8_differ = read_checkpoint(model_dir, config.num_hidden_layers, ignore,
-                                                   fp8_mode, block)
+                                                   fp8_mode, block, mxfp4)
     state, used = convert_state_dict(tensors, model, model_type, add_prefix=model_type == "deepseek_v4")
     model.load_state_dict(state, strict=True)
     dtype = getattr(torch, dtype_name)
@@ -755,6 +808,7 @@ def build_model(model_dir, dtype_name, fp8_mode="config"):
                     if rx.search(mod_name + "." + bname):
                         mod._buffers[bname] = b.float()
     model.eval()
+    model.mxfp4_notes = mxfp4
     return model, config, dropped, used, fp8_differ
 
 
@@ -790,6 +844,7 @@ def run_fixture(fixtures, name, dtype_name, fp8_mode="config", hidden=False):
         "max_abs": float(diff.max()), "rel": float(diff.max() / np.abs(ref).max()),
         "top1": int((logits.argmax(-1) == ref.argmax(-1)).sum()), "n": len(tokens),
         "dropped": len(dropped), "mapping": used, "fp8_differ": fp8_differ,
+        "mxfp4": model.mxfp4_notes,
     }
     if hidden:
         res["hidden"] = layer_out
@@ -884,6 +939,13 @@ def main(argv=None):
             print("%-24s note: transformers' Fp8Dequantize (block = shape / scale grid) differs from the "
                   "fixed-block reading on %d tensors, e.g. %s (--fp8 %s used)"
                   % ("", len(r["fp8_differ"]), r["fp8_differ"][0], args.fp8))
+        if r["mxfp4"]:
+            same = sum(1 for _, eq in r["mxfp4"] if eq)
+            print("%-24s note: %d MXFP4 expert tensors dequantized by transformers' convert_moe_packed_tensors; "
+                  "ref_gpt_oss.mxfp4_dequantize gives identical values on %d of them"
+                  % ("", len(r["mxfp4"]), same))
+            if same != len(r["mxfp4"]):
+                ok = False
         if not ok:
             failed += 1
             if args.layers:
