@@ -372,20 +372,10 @@ def main(args, ap, g):
     for opt in ("v4_fill", "v4_layer_types", "v4_hash_layers"):
         if getattr(args, opt) is not None:
             ap.error("--%s needs --v4-shape" % opt.replace("_", "-"))
-    for opt, bad in (("--shape", getattr(args, "shape", None)),
-                     ("--layers", getattr(args, "layers", None) is not None),
-                     ("--tokenizer", args.tokenizer),
-                     ("--clip-qkv", args.clip_qkv is not None),
-                     ("--experts-layout fused", args.experts_layout == "fused"),
-                     ("--size small", args.size not in (None, "tiny"))):
-        if bad:
-            ap.error("%s is not available for --arch deepseek_v4" % opt)
+    shards = hf_dir.tiny_only(args, ap, "deepseek_v4")
     if args.expert_dtype is not None and args.weights_dtype != "fp8":
         ap.error("--expert-dtype needs --weights-dtype fp8")
     expert_dtype = args.expert_dtype or "fp4"
-    shards = 1 if args.shards is None else args.shards
-    if shards < 1:
-        ap.error("--shards must be >= 1")
     vocab = args.vocab_size or TINY["vocab"]
     if vocab < 2:
         ap.error("--vocab-size must be >= 2")

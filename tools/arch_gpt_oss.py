@@ -160,18 +160,7 @@ def build_groups(cfg, seed, experts_dtype, g):
 
 def main(args, ap, g):
     """gen_model's main for gpt-oss; g is the gen_model module."""
-    for opt, bad in (("--shape", getattr(args, "shape", None)),
-                     ("--layers", getattr(args, "layers", None) is not None),
-                     ("--tokenizer", args.tokenizer),
-                     ("--clip-qkv", args.clip_qkv is not None),
-                     ("--experts-layout fused", args.experts_layout == "fused"),
-                     ("--weights-dtype fp8", args.weights_dtype == "fp8"),
-                     ("--size small", args.size not in (None, "tiny"))):
-        if bad:
-            ap.error("%s is not available for --arch %s" % (opt, args.arch))
-    shards = 1 if args.shards is None else args.shards
-    if shards < 1:
-        ap.error("--shards must be >= 1")
+    shards = hf_dir.tiny_only(args, ap, args.arch, (("--weights-dtype fp8", args.weights_dtype == "fp8"),))
     experts_dtype = args.experts_dtype or "mxfp4"
     cfg = build_config(args.vocab_size or TINY["vocab"], experts_dtype)
     hf_dir.clear_weights(args.out)

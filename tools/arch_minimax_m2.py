@@ -100,17 +100,7 @@ def tensor_specs(cfg):
 
 def main(args, ap, g):
     """gen_model's main for MiniMax-M2; g is the gen_model module."""
-    for opt, bad in (("--shape", getattr(args, "shape", None)),
-                     ("--layers", getattr(args, "layers", None) is not None),
-                     ("--tokenizer", args.tokenizer),
-                     ("--clip-qkv", args.clip_qkv is not None),
-                     ("--experts-layout fused", args.experts_layout == "fused"),
-                     ("--size small", args.size not in (None, "tiny"))):
-        if bad:
-            ap.error("%s is not available for --arch %s" % (opt, args.arch))
-    shards = 1 if args.shards is None else args.shards
-    if shards < 1:
-        ap.error("--shards must be >= 1")
+    shards = hf_dir.tiny_only(args, ap, args.arch)
     cfg = build_config(args.vocab_size or TINY["vocab"])
     if args.weights_dtype == "fp8":
         cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "float8_e4m3fn",

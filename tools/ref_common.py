@@ -44,6 +44,34 @@ class Weights:
         return y
 
 
+def rms_norm(x, weight, eps):
+    """HF *RMSNorm: weight * (x * rsqrt(mean(x^2) + eps)) over the last axis."""
+    var = np.mean(x * x, axis=-1, keepdims=True)
+    return weight * (x / np.sqrt(var + eps))
+
+
+def prenorm_decoder(m, tokens, cos, sin):
+    """The decoder loop the pre-norm families share (ref_minimax_m2.py,
+    ref_gpt_oss.py): embeddings, then per layer x += attention(norm(x)) and
+    x += moe(norm(x)), the final norm and the head (the embedding when tied
+    and no lm_head is stored; untied, lm_head must be there).  m gives n_layers, eps, tensors, w(), has(),
+    attention(layer, h, cos, sin), moe(layer, h, routing) and may set tie.
+    Returns (logits [n, vocab], hidden [L+1, n, H], routing records)."""
+    emb = m.tensors["model.embed_tokens.weight"]
+    n = len(tokens)
+    x = st.to_f32(st.Tensor(emb.dtype, (n, emb.shape[1]), emb.raw[np.asarray(tokens)])).astype(np.float64)
+    hidden, routing = [x.copy()], []
+    for layer in range(m.n_layers):
+        p = "model.layers.%d." % layer
+        x = x + m.attention(layer, rms_norm(x, m.w(p + "input_layernorm.weight"), m.eps), cos, sin)
+        x = x + m.moe(layer, rms_norm(x, m.w(p + "post_attention_layernorm.weight"), m.eps), routing)
+        hidden.append(x.copy())
+    x = rms_norm(x, m.w("model.norm.weight"), m.eps)
+    tie = getattr(m, "tie", False)
+    head = "lm_head.weight" if m.has("lm_head.weight") or not tie else "model.embed_tokens.weight"
+    return x @ m.w(head).T, np.stack(hidden), routing
+
+
 def softmax_topk(logits, top_k, norm):
     """(top [T, k] expert ids, weights [T, k], margins [T]) of router logits [T, E]."""
     z = logits - logits.max(axis=-1, keepdims=True)

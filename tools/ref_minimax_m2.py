@@ -37,9 +37,7 @@ def load(model_dir):
     return Model(model_dir, cfg) if cfg.get("model_type") == "minimax_m2" else None
 
 
-def rms_norm(x, weight, eps):
-    var = np.mean(x * x, axis=-1, keepdims=True)
-    return weight * (x / np.sqrt(var + eps))
+rms_norm = ref_common.rms_norm
 
 
 def sigmoid(x):
@@ -131,16 +129,4 @@ class Model(ref_common.Weights):
         return out
 
     def forward(self, tokens):
-        n = len(tokens)
-        emb = self.tensors["model.embed_tokens.weight"]
-        x = st.to_f32(st.Tensor(emb.dtype, (n, emb.shape[1]), emb.raw[np.asarray(tokens)])).astype(np.float64)
-        cos, sin = self.rope(n)
-        hidden, routing = [x.copy()], []
-        for layer in range(self.n_layers):
-            p = "model.layers.%d." % layer
-            x = x + self.attention(layer, rms_norm(x, self.w(p + "input_layernorm.weight"), self.eps), cos, sin)
-            x = x + self.moe(layer, rms_norm(x, self.w(p + "post_attention_layernorm.weight"), self.eps), routing)
-            hidden.append(x.copy())
-        x = rms_norm(x, self.w("model.norm.weight"), self.eps)
-        head = "lm_head.weight" if self.has("lm_head.weight") else "model.embed_tokens.weight"
-        return x @ self.w(head).T, np.stack(hidden), routing
+        return ref_common.prenorm_decoder(self, tokens, *self.rope(len(tokens)))
