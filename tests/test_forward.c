@@ -157,6 +157,9 @@ Test(forward, glm_moe_dsa_interleave_exact) { check_exact("glm_moe_dsa_interleav
 Test(forward, glm_moe_dsa_yarn_exact) { check_exact("glm_moe_dsa_yarn", "bf16"); }
 Test(forward, deepseek_v4_exact) { check_exact("deepseek_v4", "f32"); check_exact("deepseek_v4", "bf16"); }
 Test(forward, deepseek_v4_fp8_exact) { check_exact("deepseek_v4_fp8", "f32"); }
+/* The released FP4 experts (e2m1, a power-of-two scale per 32 inputs) are
+ * MXFP4: stored as mxfp4 they keep their exact values. */
+Test(forward, deepseek_v4_fp8_mxfp4_exact) { check_exact("deepseek_v4_fp8", "mxfp4 --dense-quant f32 --activations f32"); }
 Test(forward, deepseek_v4_legacy_exact) { check_exact("deepseek_v4_legacy", "bf16"); }
 Test(forward, minimax_m2_exact) { check_exact("minimax_m2", "f32"); check_exact("minimax_m2", "bf16"); }
 Test(forward, minimax_m2_fp8_exact) { check_exact("minimax_m2_fp8", "f32"); }
@@ -391,6 +394,15 @@ Test(forward, int4_close_to_f32)
 	check_lossy("deepseek_v4", "int4", 0.05, 0.5);
 }
 
+/* mxfp4 quantized from bf16 weights (gpt-oss and DeepSeek-V4 ship it;
+ * here it is made from floats) keeps about int4's quality. */
+Test(forward, mxfp4_close_to_f32)
+{
+	check_lossy("qwen3_moe", "mxfp4", 0.05, 0.5);
+	check_lossy("mixtral", "mxfp4", 0.05, 0.5);
+	check_lossy("minimax_m2", "mxfp4", 0.05, 0.5);
+}
+
 /* Every setting that may change speed must leave the bits alone. */
 static void check_identical(const char *name, const char *quant)
 {
@@ -448,6 +460,7 @@ Test(forward, bit_identical_gdn) { check_identical("qwen3_5_moe", "int4"); }
 Test(forward, bit_identical_gdn_grouped) { check_identical("qwen3_next", "bf16"); }
 Test(forward, bit_identical_v4) { check_identical("deepseek_v4", "int4"); }
 Test(forward, bit_identical_minimax_m2) { check_identical("minimax_m2", "int4"); }
+Test(forward, bit_identical_mxfp4) { check_identical("mixtral", "mxfp4"); }
 
 /* The embedding table stays on disk (a row read per token) but is still
  * verified at load: a flipped byte in it refuses the container naming the

@@ -14,13 +14,16 @@
 static void convert_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: colibri convert HF_DIR OUT_DIR [--quant int4|int8|bf16|f32] [--dense-quant int4|int8|bf16|f32]\n"
+		"usage: colibri convert HF_DIR OUT_DIR [--quant int4|mxfp4|int8|bf16|f32]\n"
+		"                       [--dense-quant int4|mxfp4|int8|bf16|f32]\n"
 		"                       [--activations auto|int8|f32] [--group-size 64] [--force] [--quiet]\n"
 		"  Converts a Hugging Face checkpoint into a colibri container.\n"
-		"  --quant       routed-expert weights (default int4); norms and routers stay f32\n"
+		"  --quant       routed-expert weights (default int4; mxfp4: e2m1 values with a\n"
+		"                power-of-two scale per 32 inputs, the released format of gpt-oss\n"
+		"                and DeepSeek-V4's FP4 experts, kept exactly); norms and routers stay f32\n"
 		"  --dense-quant dense weights (attention, shared experts, lm_head); default: as\n"
-		"                --quant except int4 -> int8; MTP layers keep int8 or better\n"
-		"  --activations what int4 / int8 weights multiply: auto (default) quantizes each\n"
+		"                --quant except int4 and mxfp4 -> int8; MTP layers keep int8 or better\n"
+		"  --activations what int4 / mxfp4 / int8 weights multiply: auto (default) quantizes each\n"
 		"                token's activations per 32 inputs, to int8 for int4 weights and\n"
 		"                to int16 for int8 weights, summed exactly in integers (KL within\n"
 		"                1.1x of f32 activations'); int8 uses int8 for both (lossier);\n"

@@ -116,9 +116,16 @@ static void progress_show(struct progress *p, bool final)
 	fflush(stderr);
 }
 
+/* The 4-bit types: MTP layers keep int8 or better, and dense weights
+ * default to int8, beside them. */
+static bool four_bit(enum quant_type q)
+{
+	return q == QUANT_INT4 || q == QUANT_MXFP4;
+}
+
 enum quant_type convert_dense_quant(enum quant_type q)
 {
-	return q == QUANT_INT4 ? QUANT_INT8 : q;
+	return four_bit(q) ? QUANT_INT8 : q;
 }
 
 void convert_options_default(struct convert_options *o)
@@ -492,7 +499,7 @@ static enum quant_type resident_type(const struct converter *c, const struct ten
 	}
 	enum quant_type d = c->dense_quant;
 	/* MTP modules keep int8 or better, as their experts do. */
-	if (s->layer >= c->cfg.n_layers && d == QUANT_INT4)
+	if (s->layer >= c->cfg.n_layers && four_bit(d))
 		d = QUANT_INT8;
 	if (quant_check_shape(d, s->shape[0], s->shape[1], c->opt->group) != 0)
 		return QUANT_BF16;
@@ -583,7 +590,7 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 	l->file = strdup(rel);
 	/* MTP modules (layers past n_layers) keep int8 or better. */
 	enum quant_type q = c->opt->quant;
-	if (layer >= c->cfg.n_layers && q == QUANT_INT4)
+	if (layer >= c->cfg.n_layers && four_bit(q))
 		q = QUANT_INT8;
 	expert_layout(c, q, l);
 	int E = c->cfg.n_experts;
@@ -750,14 +757,16 @@ static int convert_plan(struct converter *c)
 	if (rc)
 		return rc;
 	int32_t g = c->opt->group;
-	if (c->opt->quant == QUANT_INT8 || c->opt->quant == QUANT_INT4) {
+	if (c->opt->quant == QUANT_INT8 || four_bit(c->opt->quant)) {
+		bool mx = c->opt->quant == QUANT_MXFP4;
 		for (int p = 0; p < EXPERT_PARTS; p++) {
 			int64_t rows, cols;
 			model_expert_shape(&c->cfg, (enum expert_part)p, &rows, &cols);
 			if (quant_check_shape(c->opt->quant, rows, cols, g) != 0)
-				return error_set(EINVAL, "%s: expert %s_proj has %" PRId64
-						 " inputs, not a multiple of --group-size %d (which must be a multiple of 32)",
-						 c->opt->hf_dir, expert_part_name((enum expert_part)p), cols, g);
+				return error_set(EINVAL, "%s: expert %s_proj has %" PRId64 " inputs, not a multiple of %s",
+						 c->opt->hf_dir, expert_part_name((enum expert_part)p), cols,
+						 mx ? "32 (mxfp4 blocks)"
+						    : "--group-size (which must be a multiple of 32)");
 		}
 	}
 	for (size_t i = 0; i < c->n_specs; i++) {
@@ -896,7 +905,7 @@ int convert_run(const struct convert_options *o)
 	if ((size_t)c.cfg.hidden > c.f32_floats)
 		c.f32_floats = (size_t)c.cfg.hidden;
 	struct manifest_expert_layer probe = { 0 };
-	expert_layout(&c, o->quant == QUANT_INT4 && c.cfg.n_mtp_layers ? QUANT_INT8 : o->quant, &probe);
+	expert_layout(&c, four_bit(o->quant) && c.cfg.n_mtp_layers ? QUANT_INT8 : o->quant, &probe);
 	for (int p = 0; p < EXPERT_PARTS; p++)
 		free(probe.parts[p].name);
 	c.f32 = malloc(c.f32_floats * sizeof(float));
