@@ -762,11 +762,15 @@ static int convert_plan(struct converter *c)
 		for (int p = 0; p < EXPERT_PARTS; p++) {
 			int64_t rows, cols;
 			model_expert_shape(&c->cfg, (enum expert_part)p, &rows, &cols);
-			if (quant_check_shape(c->opt->quant, rows, cols, g) != 0)
-				return error_set(EINVAL, "%s: expert %s_proj has %" PRId64 " inputs, not a multiple of %s",
-						 c->opt->hf_dir, expert_part_name((enum expert_part)p), cols,
-						 mx ? "32 (mxfp4 blocks)"
-						    : "--group-size (which must be a multiple of 32)");
+			if (quant_check_shape(c->opt->quant, rows, cols, g) == 0)
+				continue;
+			if (mx)
+				return error_set(EINVAL, "%s: expert %s_proj has %" PRId64
+						 " inputs, not a multiple of 32 (mxfp4 blocks)",
+						 c->opt->hf_dir, expert_part_name((enum expert_part)p), cols);
+			return error_set(EINVAL, "%s: expert %s_proj has %" PRId64
+					 " inputs, not a multiple of --group-size %d (which must be a multiple of 32)",
+					 c->opt->hf_dir, expert_part_name((enum expert_part)p), cols, g);
 		}
 	}
 	for (size_t i = 0; i < c->n_specs; i++) {
