@@ -8,7 +8,7 @@
  * once (memoised by its pointer text); a $ref reached again while its rule is
  * still being built, with no '{' or '[' consumed since, is a cycle that
  * consumes no input (left recursion) and is refused. allOf is merged into one
- * schema before the walk goes on; anyOf / oneOf siblings are merged into each
+ * schema (json_schema_merge.c) before the walk goes on; anyOf / oneOf siblings are merged into each
  * branch. Strings, expressions and merged schemas live until the end of the
  * conversion in lists the generator frees at once.
  *
@@ -16,7 +16,7 @@
  * name cannot be written a second time as an "extra" with any value.
  *
  * Limits: nesting depth (depth_max), grammar size (JSON_SCHEMA_GBNF_BYTES_MAX),
- * repetition bounds (JSON_SCHEMA_REPEAT_MAX), MERGES_MAX allOf merges and
+ * repetition bounds (JSON_SCHEMA_REPEAT_MAX), MERGES_MAX allOf merges (json_schema_merge.c) and
  * VISITS_MAX subschema visits (allOf copies are not memoised, so a schema
  * recursing through allOf is cut off there). Objects with n properties cost
  * O(n) rules (tails become rules past MEMBERS_INLINE_MAX), enums O(total size
@@ -39,8 +39,6 @@
 #define WS_MAX_DEFAULT 20
 #define DEPTH_MAX_DEFAULT 64
 #define MEMBERS_INLINE_MAX 8		/* beyond this, object tails become rules */
-#define REF_CHAIN_MAX 64
-#define MERGES_MAX 2048		/* allOf merges per conversion */
 #define VISITS_MAX 200000	/* subschemas visited per conversion */
 
 
@@ -246,6 +244,11 @@ static bool in_list(const char *const *list, const char *s)
 	return false;
 }
 
+bool js_is_annotation(const char *key)
+{
+	return in_list(kw_annotation, key);
+}
+
 const char *js_prim(struct gen *g, enum prim p)
 {
 	g->prims |= 1u << p;
@@ -446,7 +449,6 @@ static void put_value(struct gen *g, struct strbuf *b, const cJSON *v, int depth
 	cJSON_free(j);
 }
 
-static bool type_has(const cJSON *t, const char *name);
 
 /* The JSON Schema type of a value; an integral number is an "integer". */
 static const char *value_type(const cJSON *v)
@@ -475,7 +477,7 @@ static const char *visit_enum(struct gen *g, const cJSON *values, bool is_const,
 	struct strbuf b = { 0 };
 	size_t n = 0;
 	for (const cJSON *v = is_const ? values : values->child; v; v = is_const ? NULL : v->next) {
-		if (type && !type_has(type, value_type(v)))
+		if (type && !js_type_has(type, value_type(v)))
 			continue;
 		if (n++)
 			strbuf_put(&b, " | ", 3);
@@ -691,7 +693,7 @@ struct member {
 	bool required;
 };
 
-static bool required_has(const cJSON *req, const char *key)
+bool js_required_has(const cJSON *req, const char *key)
 {
 	const cJSON *r;
 	if (!key || !cJSON_IsArray(req))
@@ -864,7 +866,7 @@ static const char *visit_object(struct gen *g, const cJSON *s, const char *name,
 	cJSON_ArrayForEach(p, props) {
 		if (g->rc)
 			break;
-		bool required = required_has(req, p->string);
+		bool required = js_required_has(req, p->string);
 		if (cJSON_IsFalse(p)) {
 			if (required)
 				js_fail(g, EINVAL, "property \"%s\" at %s is required but its schema is false",
@@ -989,45 +991,6 @@ static const char *visit_object(struct gen *g, const cJSON *s, const char *name,
 	return js_keep(g, &b);
 }
 
-/* Resolves a local $ref ("#", "#/a/b", ~0 ~1 and %XX decoded); NULL when absent. */
-static const cJSON *ref_resolve(const cJSON *root, const char *ref)
-{
-	if (ref[0] != '#')
-		return NULL;
-	const cJSON *cur = root;
-	const char *p = ref + 1;
-	if (*p && *p != '/')
-		return NULL;
-	while (*p == '/' && cur) {
-		p++;
-		char seg[256];
-		size_t k = 0;
-		while (*p && *p != '/' && k + 1 < sizeof seg) {
-			char c = *p++;
-			if (c == '~' && (*p == '0' || *p == '1'))
-				c = *p++ == '0' ? '~' : '/';
-			else if (c == '%' && js_hexval(p[0]) >= 0 && js_hexval(p[1]) >= 0) {
-				c = (char)(js_hexval(p[0]) << 4 | js_hexval(p[1]));
-				p += 2;
-			}
-			seg[k++] = c;
-		}
-		if (*p && *p != '/')
-			return NULL;
-		seg[k] = 0;
-		if (cJSON_IsArray(cur)) {
-			char *endp;
-			long i = strtol(seg, &endp, 10);
-			cur = *seg && !*endp && i >= 0 && i < INT32_MAX ? cJSON_GetArrayItem(cur, (int)i) : NULL;
-		} else if (cJSON_IsObject(cur)) {
-			cur = cJSON_GetObjectItemCaseSensitive(cur, seg);
-		} else {
-			cur = NULL;
-		}
-	}
-	return cur;
-}
-
 static const char *visit_ref(struct gen *g, const char *ref, const char *path)
 {
 	for (size_t i = 0; i < g->n_refs; i++) {
@@ -1043,7 +1006,7 @@ static const char *visit_ref(struct gen *g, const char *ref, const char *path)
 		js_warn(g, "$ref \"%s\" at %s is outside the schema; not enforced (any value)", ref, js_at(path));
 		return js_prim(g, PRIM_VALUE);
 	}
-	const cJSON *t = ref_resolve(g->root, ref);
+	const cJSON *t = js_ref_resolve(g->root, ref);
 	if (!t) {
 		js_fail(g, EINVAL, "$ref \"%s\" at %s does not resolve within the schema", ref, js_at(path));
 		return NULL;
@@ -1085,260 +1048,6 @@ static void keywords_check(struct gen *g, const cJSON *s, const char *path)
 		else
 			js_warn(g, "unknown keyword \"%s\" at %s", key, js_at(path));
 	}
-}
-
-static cJSON *owned(struct gen *g, cJSON *s)
-{
-	if (!s) {
-		js_fail(g, ENOMEM, "out of memory");
-		return NULL;
-	}
-	if (array_grow((void **)&g->owned, &g->cap_owned, g->n_owned + 1, sizeof *g->owned)) {
-		cJSON_Delete(s);
-		js_fail(g, ENOMEM, "out of memory");
-		return NULL;
-	}
-	g->owned[g->n_owned++] = s;
-	return s;
-}
-
-/* Follows $ref chains of s; NULL (error set) when one does not resolve or loops. */
-static const cJSON *deref(struct gen *g, const cJSON *s, const char *path)
-{
-	for (int i = 0; i < REF_CHAIN_MAX; i++) {
-		const cJSON *r = cJSON_GetObjectItemCaseSensitive(s, "$ref");
-		if (!cJSON_IsString(r))
-			return s;
-		const cJSON *t = ref_resolve(g->root, r->valuestring);
-		if (!t) {
-			js_fail(g, EINVAL, "$ref \"%s\" at %s does not resolve within the schema", r->valuestring,
-			     js_at(path));
-			return NULL;
-		}
-		s = t;
-	}
-	js_fail(g, EINVAL, "$ref chain at %s is longer than %d (a cycle?)", js_at(path), REF_CHAIN_MAX);
-	return NULL;
-}
-
-static cJSON *merge(struct gen *g, const cJSON *a, const cJSON *b, const char *path, int depth);
-
-/* Whether the "type" value t admits instances of type name (integer is a number). */
-static bool type_has(const cJSON *t, const char *name)
-{
-	if (cJSON_IsString(t))
-		return !strcmp(t->valuestring, name) ||
-		       (!strcmp(name, "integer") && !strcmp(t->valuestring, "number"));
-	const cJSON *e;
-	cJSON_ArrayForEach(e, t)
-		if (type_has(e, name))
-			return true;
-	return false;
-}
-
-/* Intersection of two "type" values (an empty array when none). */
-static cJSON *types_meet(const cJSON *a, const cJSON *b)
-{
-	cJSON *out = cJSON_CreateArray();
-	const char *all[] = { "object", "array", "string", "number", "integer", "boolean", "null" };
-	for (size_t i = 0; out && i < sizeof all / sizeof *all; i++)
-		if (type_has(a, all[i]) && type_has(b, all[i]))
-			cJSON_AddItemToArray(out, cJSON_CreateString(all[i]));
-	/* number and integer both in: number alone says it. */
-	int i = 0, integer = -1;
-	bool num = false;
-	const cJSON *t;
-	cJSON_ArrayForEach(t, out) {
-		num = num || !strcmp(t->valuestring, "number");
-		if (!strcmp(t->valuestring, "integer"))
-			integer = i;
-		i++;
-	}
-	if (num && integer >= 0)
-		cJSON_DeleteItemFromArray(out, integer);
-	return out;
-}
-
-/* Merges b into the copy a (both objects); keyword by keyword. */
-static void merge_into(struct gen *g, cJSON *a, const cJSON *b, const char *path, int depth)
-{
-	const cJSON *k;
-	cJSON_ArrayForEach(k, b) {
-		if (g->rc)
-			return;
-		const char *key = k->string;
-		cJSON *old = cJSON_GetObjectItemCaseSensitive(a, key);
-		if (!strcmp(key, "$defs") || !strcmp(key, "definitions"))
-			continue;
-		if (!old) {
-			cJSON_AddItemToObject(a, key, cJSON_Duplicate(k, true));
-			continue;
-		}
-		if (in_list(kw_annotation, key) || cJSON_Compare(old, k, true))
-			continue;
-		cJSON *nv = NULL;
-		if (!strcmp(key, "type")) {
-			nv = types_meet(old, k);
-			if (nv && !cJSON_GetArraySize(nv)) {
-				cJSON_Delete(nv);
-				js_fail(g, EINVAL, "allOf at %s: the types do not intersect", js_at(path));
-				return;
-			}
-		} else if (!strcmp(key, "properties") && cJSON_IsObject(old) && cJSON_IsObject(k)) {
-			const cJSON *p;
-			cJSON_ArrayForEach(p, k) {
-				cJSON *op = cJSON_GetObjectItemCaseSensitive(old, p->string);
-				if (!op) {
-					cJSON_AddItemToObject(old, p->string, cJSON_Duplicate(p, true));
-				} else {
-					cJSON *mp = merge(g, op, p, path, depth + 1);
-					if (!mp)
-						return;
-					cJSON_ReplaceItemInObjectCaseSensitive(old, p->string, cJSON_Duplicate(mp, true));
-				}
-			}
-			continue;
-		} else if (!strcmp(key, "required") && cJSON_IsArray(old) && cJSON_IsArray(k)) {
-			const cJSON *r;
-			cJSON_ArrayForEach(r, k)
-				if (cJSON_IsString(r) && !required_has(old, r->valuestring))
-					cJSON_AddItemToArray(old, cJSON_CreateString(r->valuestring));
-			continue;
-		} else if (!strcmp(key, "additionalProperties") || !strcmp(key, "items")) {
-			if (cJSON_IsFalse(old) || cJSON_IsTrue(k))
-				continue;
-			if (cJSON_IsFalse(k) || cJSON_IsTrue(old)) {
-				nv = cJSON_Duplicate(k, true);
-			} else if (cJSON_IsObject(old) && cJSON_IsObject(k)) {
-				cJSON *mv = merge(g, old, k, path, depth + 1);
-				if (!mv)
-					return;
-				nv = cJSON_Duplicate(mv, true);
-			}
-		} else if (cJSON_IsNumber(old) && cJSON_IsNumber(k) &&
-			   (!strcmp(key, "minimum") || !strcmp(key, "exclusiveMinimum") ||
-			    !strcmp(key, "minLength") || !strcmp(key, "minItems"))) {
-			nv = cJSON_CreateNumber(fmax(old->valuedouble, k->valuedouble));
-		} else if (cJSON_IsNumber(old) && cJSON_IsNumber(k) &&
-			   (!strcmp(key, "maximum") || !strcmp(key, "exclusiveMaximum") ||
-			    !strcmp(key, "maxLength") || !strcmp(key, "maxItems"))) {
-			nv = cJSON_CreateNumber(fmin(old->valuedouble, k->valuedouble));
-		} else if (!strcmp(key, "enum") && cJSON_IsArray(old) && cJSON_IsArray(k)) {
-			nv = cJSON_CreateArray();
-			const cJSON *v, *w;
-			cJSON_ArrayForEach(v, old) {
-				bool both = false;
-				cJSON_ArrayForEach(w, k)
-					both = both || cJSON_Compare(v, w, true);
-				if (both)
-					cJSON_AddItemToArray(nv, cJSON_Duplicate(v, true));
-			}
-			if (nv && !cJSON_GetArraySize(nv)) {
-				cJSON_Delete(nv);
-				js_fail(g, EINVAL, "allOf at %s: the enums have no value in common", js_at(path));
-				return;
-			}
-		} else if (!strcmp(key, "const")) {
-			js_fail(g, EINVAL, "allOf at %s: the consts differ", js_at(path));
-			return;
-		}
-		if (nv) {
-			cJSON_ReplaceItemInObjectCaseSensitive(a, key, nv);
-		} else {
-			js_warn(g, "allOf at %s: \"%s\" differs between the parts; the first is kept", js_at(path), key);
-		}
-	}
-}
-
-/* The merge of schemas a and b (objects or booleans, $refs followed, allOf flattened). */
-static cJSON *merge(struct gen *g, const cJSON *a, const cJSON *b, const char *path, int depth)
-{
-	if (depth > g->opt.depth_max) {
-		js_fail(g, EINVAL, "allOf at %s nests deeper than %d", js_at(path), g->opt.depth_max);
-		return NULL;
-	}
-	if (++g->merges > MERGES_MAX) {
-		js_fail(g, E2BIG, "allOf at %s needs more than %d merges", js_at(path), MERGES_MAX);
-		return NULL;
-	}
-	a = deref(g, a, path);
-	b = b ? deref(g, b, path) : NULL;
-	if (!a || (b == NULL && g->rc))
-		return NULL;
-	if (cJSON_IsFalse(a) || cJSON_IsFalse(b)) {
-		js_fail(g, EINVAL, "allOf at %s includes the schema false", js_at(path));
-		return NULL;
-	}
-	if ((!cJSON_IsObject(a) && !cJSON_IsTrue(a)) || (b && !cJSON_IsObject(b) && !cJSON_IsTrue(b))) {
-		js_fail(g, EINVAL, "allOf at %s has a part that is not a schema", js_at(path));
-		return NULL;
-	}
-	cJSON *out = owned(g, cJSON_CreateObject());
-	if (!out)
-		return NULL;
-	/* Parts with additionalProperties false admit only their own property names. */
-	const cJSON **closed = NULL;
-	size_t n_closed = 0, cap_closed = 0;
-	const cJSON *parts[2] = { a, b };
-	for (int i = 0; i < 2 && !g->rc; i++) {
-		if (!parts[i] || cJSON_IsTrue(parts[i]))
-			continue;
-		const cJSON *all = cJSON_GetObjectItemCaseSensitive(parts[i], "allOf");
-		cJSON *own = owned(g, cJSON_Duplicate(parts[i], true));
-		if (!own)
-			break;
-		cJSON_DeleteItemFromObjectCaseSensitive(own, "allOf");
-		cJSON_DeleteItemFromObjectCaseSensitive(own, "$ref");
-		merge_into(g, out, own, path, depth);
-		if (all && !cJSON_IsArray(all)) {
-			js_fail(g, EINVAL, "\"allOf\" at %s is not an array", js_at(path));
-			break;
-		}
-		size_t subs = (size_t)cJSON_GetArraySize(all);
-		if (array_grow((void **)&closed, &cap_closed, n_closed + subs + 1, sizeof *closed)) {
-			js_fail(g, ENOMEM, "out of memory");
-			break;
-		}
-		closed[n_closed++] = own;
-		const cJSON *sub;
-		cJSON_ArrayForEach(sub, all) {
-			cJSON *m = merge(g, sub, NULL, path, depth + 1);
-			if (!m)
-				break;
-			merge_into(g, out, m, path, depth);
-			closed[n_closed++] = m;
-		}
-	}
-	cJSON *props = cJSON_GetObjectItemCaseSensitive(out, "properties");
-	const cJSON *req = cJSON_GetObjectItemCaseSensitive(out, "required");
-	if (!cJSON_IsObject(props))
-		props = NULL;
-	if (!cJSON_IsArray(req))
-		req = NULL;
-	for (size_t i = 0; i < n_closed && !g->rc; i++) {
-		if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(closed[i], "additionalProperties")))
-			continue;
-		const cJSON *own = cJSON_GetObjectItemCaseSensitive(closed[i], "properties");
-		for (cJSON *p = props ? props->child : NULL, *next; p; p = next) {
-			next = p->next;
-			if (own && cJSON_GetObjectItemCaseSensitive(own, p->string))
-				continue;
-			if (required_has(req, p->string)) {
-				js_fail(g, EINVAL, "allOf at %s: property \"%s\" is required but a part forbids it",
-				     js_at(path), p->string);
-				break;
-			}
-			cJSON_DeleteItemFromObjectCaseSensitive(props, p->string);
-		}
-		const cJSON *r;
-		cJSON_ArrayForEach(r, req) {
-			if (!g->rc && cJSON_IsString(r) && !(own && cJSON_GetObjectItemCaseSensitive(own, r->valuestring)))
-				js_fail(g, EINVAL, "allOf at %s: property \"%s\" is required but a part forbids it",
-				     js_at(path), r->valuestring);
-		}
-	}
-	free(closed);
-	return g->rc ? NULL : out;
 }
 
 /* Keywords that constrain the instance (not annotations, not anyOf/oneOf themselves). */
@@ -1429,7 +1138,7 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 	keywords_check(g, s, path);
 	const cJSON *nullable = cJSON_GetObjectItemCaseSensitive(s, "nullable");
 	if (cJSON_IsTrue(nullable)) {
-		cJSON *c = owned(g, cJSON_Duplicate(s, true));
+		cJSON *c = js_owned(g, cJSON_Duplicate(s, true));
 		if (!c)
 			return NULL;
 		cJSON_DeleteItemFromObjectCaseSensitive(c, "nullable");
@@ -1446,7 +1155,7 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 			alone = alone && (!strcmp(k->string, "allOf") || in_list(kw_annotation, k->string));
 		if (alone && cJSON_IsArray(all))
 			return visit(g, all->child, name, path_index(g, path, "allOf", 0));
-		cJSON *m = merge(g, s, NULL, path, 0);
+		cJSON *m = js_merge(g, s, NULL, path, 0);
 		return m ? visit_inner(g, m, name, path) : NULL;
 	}
 	const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
@@ -1463,7 +1172,7 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 		/* Sibling keywords apply to every branch: merge them in. */
 		cJSON *sib = NULL;
 		if (has_assertions(s)) {
-			sib = owned(g, cJSON_Duplicate(s, true));
+			sib = js_owned(g, cJSON_Duplicate(s, true));
 			if (!sib)
 				return NULL;
 			cJSON_DeleteItemFromObjectCaseSensitive(sib, "anyOf");
@@ -1474,7 +1183,7 @@ static const char *visit_inner(struct gen *g, const cJSON *s, const char *name, 
 		const cJSON *br;
 		cJSON_ArrayForEach(br, branches) {
 			const char *bp = path_index(g, path, key, i);
-			const cJSON *bs = sib ? merge(g, sib, br, bp, 0) : br;
+			const cJSON *bs = sib ? js_merge(g, sib, br, bp, 0) : br;
 			const char *e = bs ? visit(g, bs, name, bp) : NULL;
 			if (!e) {
 				strbuf_free(&b);

@@ -103,4 +103,21 @@ bool js_rx_utf8(struct rx *x, uint32_t *cp);
 /* GBNF of the string contents pattern admits; NULL with *why when refused. */
 const char *js_pattern_gbnf(struct gen *g, const char *pattern, const char **why);
 
+/* A keyword that annotates (title, description, $defs, ...) and constrains nothing. */
+bool js_is_annotation(const char *key);
+/* Whether the "required" array req lists key. */
+bool js_required_has(const cJSON *req, const char *key);
+
+/* ---- json_schema_merge.c ---- */
+
+/* Resolves a local $ref ("#", "#/a/b", ~0 ~1 and %XX decoded) in root; NULL when absent. */
+const cJSON *js_ref_resolve(const cJSON *root, const char *ref);
+/* Keeps s until the conversion ends; NULL (error set, s freed) when out of memory or s is NULL. */
+cJSON *js_owned(struct gen *g, cJSON *s);
+/* Whether the "type" value t admits instances of type name (integer is a number). */
+bool js_type_has(const cJSON *t, const char *name);
+/* The merge of schemas a and b (b may be NULL: a with its allOf flattened);
+ * $refs followed; owned by g. NULL with g's error set on failure. */
+cJSON *js_merge(struct gen *g, const cJSON *a, const cJSON *b, const char *path, int depth);
+
 #endif
