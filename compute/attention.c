@@ -6,6 +6,8 @@
  * position order, so the result is fixed for a given SIMD level and does
  * not depend on how heads are spread over threads.
  */
+#include <math.h>
+
 #include "compute/kernels.h"
 
 void attention_head_keys(float *out, const float *q, const float *k, int64_t k_stride,
@@ -32,4 +34,24 @@ void attention_head(float *out, const float *q, const float *k, int64_t k_stride
 		out[i] = 0.0f;
 	for (int64_t t = 0; t < n_ctx; t++)
 		axpy_f32(out, scratch[t], v + t * v_stride, v_dim);
+}
+
+void attention_head_sink(float *out, const float *q, const float *k, int64_t k_stride,
+			 const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
+			 int64_t v_dim, float scale, float sink, float *scratch)
+{
+	float max = sink, sum = 0.0f;
+	for (int64_t t = 0; t < n_ctx; t++) {
+		scratch[t] = scale * dot_f32(q, k + t * k_stride, k_dim);
+		max = scratch[t] > max ? scratch[t] : max;
+	}
+	for (int64_t t = 0; t < n_ctx; t++) {
+		scratch[t] = expf(scratch[t] - max);
+		sum += scratch[t];
+	}
+	sum += expf(sink - max);
+	for (int64_t i = 0; i < v_dim; i++)
+		out[i] = 0.0f;
+	for (int64_t t = 0; t < n_ctx; t++)
+		axpy_f32(out, scratch[t] / sum, v + t * v_stride, v_dim);
 }

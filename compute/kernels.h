@@ -89,6 +89,13 @@ void attention_head(float *out, const float *q, const float *k, int64_t k_stride
 		    const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
 		    int64_t v_dim, float scale, float *scratch);
 
+/* attention_head with a sink: one more logit, `sink`, joins the softmax
+ * (its maximum included) and takes no value, so the weights of the keys
+ * sum to less than 1 (gpt-oss's self_attn.sinks). */
+void attention_head_sink(float *out, const float *q, const float *k, int64_t k_stride,
+			 const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
+			 int64_t v_dim, float scale, float sink, float *scratch);
+
 /* attention_head over the positions keys[n_keys] only (increasing), as
  * sparse attention selects them. */
 void attention_head_keys(float *out, const float *q, const float *k, int64_t k_stride,

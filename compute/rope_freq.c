@@ -1,7 +1,7 @@
 /*
  * rope_freq — see rope_freq.h. YaRN follows transformers'
  * _compute_yarn_parameters: correction dims from beta_fast/beta_slow
- * (floor/ceil, clamped to [0, dim-1]), a linear ramp over the pair index,
+ * (floor/ceil unless truncate is off, clamped to [0, dim-1]), a linear ramp over the pair index,
  * and inv_freq = interp * (1 - extrap_factor) + extrap * extrap_factor with
  * extrap_factor = 1 - ramp.
  */
@@ -21,10 +21,14 @@ static double yarn_correction_dim(double rotations, int64_t dim, double theta, i
 }
 
 void rope_freq_yarn(float *inv_freq, int64_t rot_dim, double theta, double factor,
-		    double beta_fast, double beta_slow, int64_t original_max)
+		    double beta_fast, double beta_slow, int64_t original_max, bool truncate)
 {
-	double low = floor(yarn_correction_dim(beta_fast, rot_dim, theta, original_max));
-	double high = ceil(yarn_correction_dim(beta_slow, rot_dim, theta, original_max));
+	double low = yarn_correction_dim(beta_fast, rot_dim, theta, original_max);
+	double high = yarn_correction_dim(beta_slow, rot_dim, theta, original_max);
+	if (truncate) {
+		low = floor(low);
+		high = ceil(high);
+	}
 	if (low < 0)
 		low = 0;
 	if (high > (double)(rot_dim - 1))

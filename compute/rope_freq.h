@@ -7,6 +7,7 @@
 #ifndef COLIBRI_COMPUTE_ROPE_FREQ_H
 #define COLIBRI_COMPUTE_ROPE_FREQ_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* inv_freq[i] = theta^(-2i / rot_dim), i < rot_dim / 2. */
@@ -14,8 +15,9 @@ void rope_freq_default(float *inv_freq, int64_t rot_dim, double theta);
 
 /* YaRN: frequencies below the beta_slow..beta_fast correction range are
  * divided by factor, those above kept, with a linear ramp between;
- * original_max is the pre-training context. */
+ * original_max is the pre-training context; truncate floors / ceils the
+ * range's ends (transformers' default; gpt-oss sets it false). */
 void rope_freq_yarn(float *inv_freq, int64_t rot_dim, double theta, double factor,
-		    double beta_fast, double beta_slow, int64_t original_max);
+		    double beta_fast, double beta_slow, int64_t original_max, bool truncate);
 
 #endif

@@ -542,3 +542,56 @@ Test(config, minimax_m2_rows)
 	cJSON_Delete(j);
 	free(text);
 }
+
+/* gpt-oss: sinks, biases on q/k/v/o, sliding / full layers, YaRN without
+ * truncation, the biased top-k router and the clamped GLU, with
+ * GptOssConfig's defaults where config.json is silent. */
+Test(config, gpt_oss_rows)
+{
+	struct model_config cfg;
+	cr_assert_eq(parse_with("gpt_oss_mxfp4", NULL, NULL, &cfg), 0, "%s", error_message());
+	cr_expect_eq(cfg.arch, MODEL_ARCH_GPT_OSS);
+	cr_expect_eq(cfg.head_dim, 64, "head_dim is the config's, not hidden / heads (32)");
+	cr_expect_eq(cfg.rot_dim, 64);
+	cr_expect_eq(cfg.rope_interleave, 0);
+	cr_expect(cfg.attn_bias && cfg.attn_o_bias && cfg.attn_sinks && cfg.expert_bias);
+	cr_expect_eq(cfg.router, ROUTER_TOPK_SOFTMAX);
+	cr_expect_eq(cfg.expert_naming, EXPERT_NAMING_GPT_OSS);
+	cr_expect_eq(cfg.swiglu_limit, 7.0f);
+	cr_expect_eq(cfg.glu_alpha, 1.702f);
+	cr_expect_eq(cfg.sliding_window, 8);
+	for (int l = 0; l < cfg.n_layers; l++) {
+		cr_expect_eq(cfg.full_attention[l], l % 2 == 1, "layer %d", l);
+		cr_expect(model_config_layer_moe(&cfg, l), "layer %d", l);
+	}
+	cr_expect(cfg.yarn && !cfg.yarn_truncate);
+	cr_expect_eq(cfg.yarn_factor, 32.0f);
+	cr_expect_eq(cfg.yarn_original_max, 4096);
+	cr_expect_float_eq(cfg.rope_attn_factor, 0.1f * logf(32.0f) + 1.0f, 1e-6f);
+	cr_expect_float_eq(cfg.attn_scale, 0.125f, 1e-7f);
+	cr_expect_eq(cfg.rope_theta, 150000.0f);
+	/* GptOssConfig's defaults: the released YaRN, sliding on even layers. */
+	struct model_config d;
+	cr_assert_eq(parse_with("gpt_oss_mxfp4", "rope_scaling", NULL, &d), 0, "%s", error_message());
+	cr_expect(d.yarn && !d.yarn_truncate && d.yarn_factor == 32.0f && d.yarn_original_max == 4096);
+	cr_assert_eq(parse_with("gpt_oss_mxfp4", "layer_types", NULL, &d), 0, "%s", error_message());
+	cr_expect(!d.full_attention[0] && d.full_attention[1] && !d.full_attention[2] && d.full_attention[3]);
+	cr_assert_eq(parse_with("gpt_oss_mxfp4", "head_dim", "null", &d), 0, "%s", error_message());
+	cr_expect_eq(d.head_dim, 32, "null head_dim: hidden / heads");
+	cr_assert_eq(parse_with("gpt_oss_mxfp4", "layer_types",
+				"[\"full_attention\", \"full_attention\", \"full_attention\", \"full_attention\"]", &d), 0,
+		     "%s", error_message());
+	cr_expect(d.full_attention[0] && d.full_attention[2]);
+	cr_assert_eq(parse_with("gpt_oss_mxfp4", "rope_scaling",
+				"{\"rope_type\": \"yarn\", \"factor\": 32.0, \"original_max_position_embeddings\": 4096}",
+				&d), 0, "%s", error_message());
+	cr_expect(d.yarn_truncate, "truncate defaults to true when the set does not say");
+	expect_refused("gpt_oss_mxfp4", "swiglu_limit", "8.0", "hard-codes 7");
+	expect_refused("gpt_oss_mxfp4", "experts_per_token", "3", "disagrees");
+	expect_refused("gpt_oss_mxfp4", "sliding_window", "null", "sliding_window is null");
+	expect_refused("gpt_oss_mxfp4", "layer_types", "[\"sliding_attention\"]", "layer_types");
+	expect_refused("gpt_oss_mxfp4", "layer_types",
+		       "[\"sliding_attention\", \"linear_attention\", \"full_attention\", \"full_attention\"]",
+		       "layer_types[1]");
+	expect_refused("gpt_oss_mxfp4", "partial_rotary_factor", "0.5", "partial_rotary_factor");
+}

@@ -766,6 +766,48 @@ Test(kernels, topk_reference)
 	}
 }
 
+/* The sink joins the softmax (its max too) and takes no value: with a sink
+ * far above the scores the output shrinks toward 0, far below it equals
+ * plain attention's. */
+Test(kernels, attention_head_sink_reference)
+{
+	int64_t n_ctx = 13, k_dim = 32, v_dim = 24, ks = 40, vs = 30;
+	float *q = rand_vec(k_dim, 4), *k = rand_vec(n_ctx * ks, 5), *v = rand_vec(n_ctx * vs, 6);
+	float *out = malloc(sizeof(float) * v_dim), *plain = malloc(sizeof(float) * v_dim);
+	float *scratch = malloc(sizeof(float) * n_ctx), scale = 0.7f;
+	const float sinks[] = { -50.0f, -0.3f, 0.0f, 1.7f, 40.0f };
+	for (size_t c = 0; c < sizeof sinks / sizeof sinks[0]; c++) {
+		double p[13], max = sinks[c], sum = 0;
+		for (int64_t t = 0; t < n_ctx; t++) {
+			double d = 0;
+			for (int64_t i = 0; i < k_dim; i++)
+				d += (double)q[i] * k[t * ks + i];
+			p[t] = scale * d;
+			max = fmax(max, p[t]);
+		}
+		for (int64_t t = 0; t < n_ctx; t++)
+			sum += p[t] = exp(p[t] - max);
+		sum += exp(sinks[c] - max);
+		attention_head_sink(out, q, k, ks, v, vs, n_ctx, k_dim, v_dim, scale, sinks[c], scratch);
+		for (int64_t i = 0; i < v_dim; i++) {
+			double want = 0;
+			for (int64_t t = 0; t < n_ctx; t++)
+				want += p[t] / sum * v[t * vs + i];
+			cr_assert_float_eq(out[i], want, 1e-5, "sink %g, dim %ld", (double)sinks[c], (long)i);
+		}
+	}
+	attention_head(plain, q, k, ks, v, vs, n_ctx, k_dim, v_dim, scale, scratch);
+	attention_head_sink(out, q, k, ks, v, vs, n_ctx, k_dim, v_dim, scale, -INFINITY, scratch);
+	for (int64_t i = 0; i < v_dim; i++)
+		cr_expect_float_eq(out[i], plain[i], 1e-6, "a -inf sink is no sink: dim %ld", (long)i);
+	free(q);
+	free(k);
+	free(v);
+	free(out);
+	free(plain);
+	free(scratch);
+}
+
 Test(kernels, attention_head_reference)
 {
 	int64_t n_ctx = 19, k_dim = 48, v_dim = 40, ks = 64, vs = 56;

@@ -319,7 +319,7 @@ Test(v4, entry_is_the_window_normed_and_roped)
 		bias[i] = rnd(1);
 	for (int i = 0; i < D; i++)
 		norm[i] = 1 + rnd(0.5f);
-	rope_freq_yarn(freq, ROT, 160000.0, 4.0, 32, 1, 32);
+	rope_freq_yarn(freq, ROT, 160000.0, 4.0, 32, 1, 32, true);
 	double pooled[D], ss = 0;
 	ref_pool(pooled, &t, bias, W);
 	int n = pool_inputs(in, &t, bias, W);

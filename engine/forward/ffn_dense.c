@@ -1,8 +1,11 @@
 /*
  * ffn_dense — FFN_DENSE: the SwiGLU MLP down(silu(gate(x)) * up(x)) of a
  * dense layer; also the SwiGLU every expert and shared expert runs
- * (ffn_swiglu), with DeepSeek-V4's clamp when the model sets swiglu_limit.
+ * (ffn_swiglu), with DeepSeek-V4's and gpt-oss's clamp when the model sets
+ * swiglu_limit, and gpt-oss's biased GLU (GptOssExperts._apply_gate).
  */
+#include <math.h>
+
 #include "compute/kernels.h"
 #include "engine/forward/forward_internal.h"
 
@@ -13,19 +16,33 @@ struct dense_weights {
 };
 
 void ffn_swiglu(const struct forward *f, const struct qmatrix *g, const struct qmatrix *u, const struct qmatrix *d,
-		const float *in, int m, float *gate, float *up, float *out)
+		const struct glu_bias *b, const float *in, int m, float *gate, float *up, float *out)
 {
+	int64_t I = g->rows, n = (int64_t)m * I;
 	matmul(f->pool, gate, g, in, m);
 	matmul(f->pool, up, u, in, m);
-	/* DeepSeek-V4's clamp: gate <= limit, |up| <= limit, before the SiLU. */
-	float lim = f->m->cfg.swiglu_limit;
+	if (b)
+		for (int64_t i = 0; i < n; i++) {
+			gate[i] += b->gate_up[2 * (i % I)];
+			up[i] += b->gate_up[2 * (i % I) + 1];
+		}
+	/* The clamp (DeepSeek-V4, gpt-oss): gate <= limit, |up| <= limit,
+	 * before the activation. */
+	float lim = f->m->cfg.swiglu_limit, alpha = f->m->cfg.glu_alpha;
 	if (lim > 0)
-		for (int64_t i = 0; i < (int64_t)m * g->rows; i++) {
+		for (int64_t i = 0; i < n; i++) {
 			gate[i] = gate[i] > lim ? lim : gate[i];
 			up[i] = up[i] > lim ? lim : up[i] < -lim ? -lim : up[i];
 		}
-	swiglu(gate, gate, up, (int64_t)m * g->rows);
+	if (alpha > 0)
+		for (int64_t i = 0; i < n; i++)
+			gate[i] = (up[i] + 1.0f) * (gate[i] / (1.0f + expf(-alpha * gate[i])));
+	else
+		swiglu(gate, gate, up, n);
 	matmul(f->pool, out, d, gate, m);
+	if (b)
+		for (int64_t i = 0; i < (int64_t)m * d->rows; i++)
+			out[i] += b->down[i % d->rows];
 }
 
 /* The step's buffers in the shared arena: gate, up [batch, intermediate],
@@ -63,7 +80,7 @@ static int dense_run(struct forward *f, int layer, int n, float *acc)
 	struct carve cv = forward_shared(f);
 	float *gate, *up, *out;
 	dense_layout(&cv, &f->m->cfg, f->batch, &gate, &up, &out);
-	ffn_swiglu(f, &w->gate, &w->up, &w->down, f->xn, n, gate, up, out);
+	ffn_swiglu(f, &w->gate, &w->up, &w->down, NULL, f->xn, n, gate, up, out);
 	for (int64_t i = 0; i < n * (int64_t)f->m->cfg.hidden; i++)
 		acc[i] += out[i];
 	return 0;

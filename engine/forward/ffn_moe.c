@@ -5,7 +5,8 @@
  *   route   softmax top-k (OLMoE, Qwen3, Mixtral), sigmoid scores with a
  *           correction bias and grouped top-k (DeepSeek-V3, GLM), or
  *           sqrt(softplus) scores with a correction bias, or on hash-routed
- *           layers the experts the token id names (DeepSeek-V4), as the
+ *           layers the experts the token id names (DeepSeek-V4), or the
+ *           top-k of biased logits softmaxed (gpt-oss), as the
  *           transformers routers compute them;
  *   union   the experts any token of the chunk chose, once each, ascending;
  *   place   requested from the expert store in rounds of its capacity; the
@@ -31,6 +32,9 @@
 struct moe_weights {
 	struct qmatrix router;           /* [n_experts, hidden], f32 */
 	const float *router_bias;        /* [n_experts] e_score_correction_bias, or NULL */
+	const float *logit_bias;         /* [n_experts] mlp.router.bias added to the logits (gpt-oss), or NULL */
+	const float *gate_up_bias;       /* [n_experts, 2 * moe_intermediate] (expert_bias), or NULL */
+	const float *down_bias;          /* [n_experts, hidden] */
 	const float *tid2eid;            /* [vocab, top_k] experts of each token id (hash-routed layer), or NULL */
 	const struct manifest_expert_layer *experts; /* record layout of the layer's expert file */
 };
@@ -102,10 +106,23 @@ static int moe_bind(void *wp, const struct model *m, int i)
 	struct moe_weights *w = wp;
 	const struct model_config *c = &m->cfg;
 	const char *fmt = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "model.layers.%d.block_sparse_moe.gate.weight"
+			  : c->expert_naming == EXPERT_NAMING_GPT_OSS ? "model.layers.%d.mlp.router.weight"
 								      : "model.layers.%d.mlp.gate.weight";
 	int rc = model_matrix(m, &w->router, c->n_experts, c->hidden, fmt, i);
 	if (!rc && w->router.type != QUANT_F32)
 		rc = error_set(EINVAL, "%s: layer %d router is not f32", m->dir, i);
+	if (!rc && c->expert_naming == EXPERT_NAMING_GPT_OSS)
+		rc = model_vector(m, &w->logit_bias, c->n_experts, "model.layers.%d.mlp.router.bias", i);
+	if (!rc && c->expert_bias) {
+		struct qmatrix gu, dn;
+		rc = model_matrix(m, &gu, c->n_experts, 2 * (int64_t)c->moe_intermediate,
+				  "model.layers.%d.mlp.experts.gate_up_proj_bias", i);
+		rc = rc ? rc : model_matrix(m, &dn, c->n_experts, c->hidden, "model.layers.%d.mlp.experts.down_proj_bias", i);
+		if (!rc && (gu.type != QUANT_F32 || dn.type != QUANT_F32))
+			rc = error_set(EINVAL, "%s: layer %d expert biases are not f32", m->dir, i);
+		w->gate_up_bias = rc ? NULL : gu.data;
+		w->down_bias = rc ? NULL : dn.data;
+	}
 	if (!rc && c->hash_routed[i]) {
 		struct qmatrix t;
 		rc = model_matrix(m, &t, c->vocab, c->top_k, "model.layers.%d.mlp.gate.tid2eid", i);
@@ -223,6 +240,17 @@ static void route_v4(const struct model_config *c, const struct moe_weights *w, 
 		wt[k] = wt[k] / (sum + 1e-20f) * c->routed_scaling;
 }
 
+/* gpt-oss (GptOssTopKRouter): the top-k of the (biased) logits choose,
+ * a softmax over those k weights them. */
+static void route_topk_softmax(const struct model_config *c, const float *logits, int32_t *sel, float *w)
+{
+	int K = c->top_k;
+	topk(sel, logits, c->n_experts, K);
+	for (int k = 0; k < K; k++)
+		w[k] = logits[sel[k]];
+	softmax(w, K);
+}
+
 /* Softmax over all experts, top-k of the probabilities, optional
  * renormalisation: the order of operations of the HF routers. */
 static void route(const struct forward *f, const struct moe_weights *w, const struct moe_scratch *s, int n)
@@ -239,6 +267,10 @@ static void route(const struct forward *f, const struct moe_weights *w, const st
 		}
 		if (c->router == ROUTER_SQRTSOFTPLUS) {
 			route_v4(c, w, f->row_tok[t], p, sel, wt, s->choice);
+			continue;
+		}
+		if (c->router == ROUTER_TOPK_SOFTMAX) {
+			route_topk_softmax(c, p, sel, wt);
 			continue;
 		}
 		softmax(p, E);
@@ -331,6 +363,9 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 		if (c->router == ROUTER_SQRTSOFTPLUS && w->router_bias)
 			for (int e = 0; e < E; e++)
 				pl[e] = sqrt_softplus(pl[e]) + w->router_bias[e];
+		if (w->logit_bias)
+			for (int e = 0; e < E; e++)
+				pl[e] += w->logit_bias[e];
 		/* Softmax is monotone: top-k of the logits is top-k of the probabilities. */
 		topk(s->pred_sel + t * K, pl, E, K);
 		for (int k = 0; k < K; k++)
@@ -394,7 +429,11 @@ static int experts_run(struct forward *f, const struct moe_weights *w, const str
 		model_expert_part(&g, w->experts, rec, EXPERT_PART_GATE);
 		model_expert_part(&u, w->experts, rec, EXPERT_PART_UP);
 		model_expert_part(&d, w->experts, rec, EXPERT_PART_DOWN);
-		ffn_swiglu(f, &g, &u, &d, s->e_in, m, s->gate, s->up, s->e_down);
+		struct glu_bias b = { 0 };
+		if (w->gate_up_bias)
+			b = (struct glu_bias){ w->gate_up_bias + (size_t)e * 2 * c->moe_intermediate,
+					       w->down_bias + (size_t)e * H };
+		ffn_swiglu(f, &g, &u, &d, w->gate_up_bias ? &b : NULL, s->e_in, m, s->gate, s->up, s->e_down);
 		expert_store_release(store, layer, e);
 		for (int j = 0; j < m; j++)
 			memcpy(s->expert_out + ((size_t)s->e_tok[j] * K + s->e_slot[j]) * H, s->e_down + j * H,
@@ -412,6 +451,9 @@ static int routed_run(struct forward *f, const struct moe_weights *w, const stru
 	int64_t H = c->hidden;
 	int E = c->n_experts, K = c->top_k;
 	matmul(f->pool, s->logits, &w->router, f->xn, n);
+	for (int t = 0; w->logit_bias && t < n; t++)
+		for (int e = 0; e < E; e++)
+			s->logits[(size_t)t * E + e] += w->logit_bias[e];
 	route(f, w, s, n);
 
 	/* Union: each expert any token of the chunk needs, once, ascending. */
@@ -466,7 +508,7 @@ static int moe_shared_run(struct forward *f, int layer, int n, float *acc)
 	if (rc)
 		return rc;
 	int64_t H = f->m->cfg.hidden;
-	ffn_swiglu(f, &w->gate, &w->up, &w->down, f->xn, n, s.gate, s.up, s.out);
+	ffn_swiglu(f, &w->gate, &w->up, &w->down, NULL, f->xn, n, s.gate, s.up, s.out);
 	if (f->m->cfg.shared_gate) {
 		matmul(f->pool, s.share, &w->share, f->xn, n);
 		for (int t = 0; t < n; t++) {

@@ -206,7 +206,7 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	}
 	if (c->yarn)
 		rope_freq_yarn(f->inv_freq, c->rot_dim, c->rope_theta, c->yarn_factor, c->yarn_beta_fast,
-			       c->yarn_beta_slow, c->yarn_original_max);
+			       c->yarn_beta_slow, c->yarn_original_max, c->yarn_truncate);
 	else
 		rope_freq_default(f->inv_freq, c->rot_dim, c->rope_theta);
 	return 0;

@@ -38,10 +38,20 @@ void forward_rope(const struct forward *f, float *x, int64_t pos);
 /* The same with the pairing given: interleave 1 pairs (2i, 2i+1). */
 void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interleave);
 
+/* One expert's biases (gpt-oss): gate_up [2 * rows of g], gate j's at 2j
+ * and up j's at 2j + 1; down [rows of d]. */
+struct glu_bias {
+	const float *gate_up;
+	const float *down;
+};
+
 /* SwiGLU down(silu(gate(in)) * up(in)) over m rows into out, through the
- * buffers gate and up [m, g->rows] (ffn_dense.c). */
+ * buffers gate and up [m, g->rows] (ffn_dense.c); with the model's clamp
+ * (swiglu_limit) and, when glu_alpha > 0, gpt-oss's (up + 1) * gate *
+ * sigmoid(alpha * gate) in place of silu(gate) * up; b (or NULL) adds
+ * biases to gate, up and the output. */
 void ffn_swiglu(const struct forward *f, const struct qmatrix *g, const struct qmatrix *u, const struct qmatrix *d,
-		const float *in, int m, float *gate, float *up, float *out);
+		const struct glu_bias *b, const float *in, int m, float *gate, float *up, float *out);
 
 /* Starts the reads of the first MoE layer's experts when it is hash-routed
  * (DeepSeek-V4): the step's token ids decide them before any layer runs

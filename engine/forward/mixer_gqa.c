@@ -27,6 +27,8 @@ struct gqa_weights {
 	struct qmatrix wv;               /* [n_kv_heads*head_dim, hidden] */
 	struct qmatrix wo;               /* [hidden, n_heads*head_dim] */
 	const float *bq, *bk, *bv;       /* q/k/v biases (attn_bias), else NULL */
+	const float *bo;                 /* o_proj bias (attn_o_bias), else NULL */
+	const float *sinks;              /* [n_heads] (attn_sinks), else NULL */
 	const float *q_norm;             /* [head_dim] or [n_heads*head_dim]; NULL if none */
 	const float *k_norm;             /* [head_dim] or [n_kv_heads*head_dim] */
 };
@@ -90,6 +92,10 @@ static int gqa_bind(void *wp, const struct model *m, int i)
 		rc = rc ? rc : model_vector(m, &w->bk, kv, "model.layers.%d.self_attn.k_proj.bias", i);
 		rc = rc ? rc : model_vector(m, &w->bv, kv, "model.layers.%d.self_attn.v_proj.bias", i);
 	}
+	if (!rc && c->attn_o_bias)
+		rc = model_vector(m, &w->bo, h, "model.layers.%d.self_attn.o_proj.bias", i);
+	if (!rc && c->attn_sinks)
+		rc = model_vector(m, &w->sinks, c->n_heads, "model.layers.%d.self_attn.sinks", i);
 	if (!rc && c->qk_norm != QK_NORM_NONE) {
 		bool full = c->qk_norm == QK_NORM_FULL;
 		rc = model_vector(m, &w->q_norm, full ? q : c->head_dim, "model.layers.%d.self_attn.q_norm.weight", i);
@@ -119,12 +125,19 @@ static void gqa_task(void *ctx, int task, int thread)
 	const float *kc = rows + kvh * hd, *vc = rows + KV + kvh * hd;
 	/* Keys 0..pos are visible, or the last sliding_window of them. */
 	int64_t pos = f->row_pos[t], first = 0;
-	if (c->sliding_window > 0 && pos + 1 > c->sliding_window)
+	if (c->sliding_window > 0 && !c->full_attention[j->layer] && pos + 1 > c->sliding_window)
 		first = pos + 1 - c->sliding_window;
 	struct carve tc = forward_thread(f, thread);
 	float *scores = carve(&tc, (size_t)f->ctx * sizeof(float));
-	attention_head(j->s->att + (size_t)t * Q + h * hd, j->s->q + (size_t)t * Q + h * hd, kc + first * stride,
-		       stride, vc + first * stride, stride, pos + 1 - first, hd, hd, c->attn_scale, scores);
+	float *out = j->s->att + (size_t)t * Q + h * hd;
+	const float *q = j->s->q + (size_t)t * Q + h * hd;
+	const float *sinks = ((const struct gqa_weights *)f->layers[j->layer].mixer_w)->sinks;
+	if (sinks)
+		attention_head_sink(out, q, kc + first * stride, stride, vc + first * stride, stride, pos + 1 - first, hd,
+				    hd, c->attn_scale, sinks[h], scores);
+	else
+		attention_head(out, q, kc + first * stride, stride, vc + first * stride, stride, pos + 1 - first, hd, hd,
+			       c->attn_scale, scores);
 }
 
 static void clip(float *x, int64_t n, float c)
@@ -198,6 +211,8 @@ static int gqa_run(struct forward *f, int layer, int n, float *acc)
 		for (int64_t i = 0; i < n * Q; i++)
 			s.att[i] *= 1.0f / (1.0f + expf(-s.gate[i]));
 	matmul(f->pool, s.out, &w->wo, s.att, n);
+	for (int t = 0; t < n; t++)
+		add_bias(s.out + t * H, w->bo, H);
 	for (int64_t i = 0; i < n * H; i++)
 		acc[i] += s.out[i];
 	return 0;

@@ -304,7 +304,7 @@ static int v4_bind(void *wp, const struct model *m, int i)
 		rope_freq_default(w->freq, rot, c->rope_theta);
 	else if (c->yarn)
 		rope_freq_yarn(w->freq, rot, c->compress_rope_theta, c->yarn_factor, c->yarn_beta_fast, c->yarn_beta_slow,
-			       c->yarn_original_max);
+			       c->yarn_original_max, c->yarn_truncate);
 	else
 		rope_freq_default(w->freq, rot, c->compress_rope_theta);
 	return rc;

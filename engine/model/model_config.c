@@ -71,7 +71,7 @@ static int cfg_eos(struct model_config *cfg, const cJSON *j, const char *src)
 /* What transformers v5.15.0's config classes default to when config.json
  * leaves a field out (OlmoeConfig, Qwen3MoeConfig, MixtralConfig,
  * DeepseekV3Config, Glm4MoeConfig, DeepseekV32Config, GlmMoeDsaConfig,
- * MiniMaxM2Config). */
+ * MiniMaxM2Config, GptOssConfig). */
 struct family_defaults {
 	double rms_eps, rope_theta, routed_scaling;
 	int32_t max_positions, bos_id, eos_id; /* -1: none */
@@ -79,7 +79,7 @@ struct family_defaults {
 	int32_t head_dim;                      /* 0: hidden_size / num_attention_heads */
 };
 
-static const struct family_defaults family_defaults[MODEL_ARCH_MINIMAX_M2 + 1] = {
+static const struct family_defaults family_defaults[MODEL_ARCH_GPT_OSS + 1] = {
 	[MODEL_ARCH_OLMOE] = { 1e-5, 10000.0, 1.0, 4096, -1, 50279, 1, 1, 0, 0 },
 	[MODEL_ARCH_QWEN3_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 0 },
 	[MODEL_ARCH_MIXTRAL] = { 1e-5, 1000000.0, 1.0, 4096 * 32, 1, 2, 1, 1, 0, 0 },
@@ -91,16 +91,19 @@ static const struct family_defaults family_defaults[MODEL_ARCH_MINIMAX_M2 + 1] =
 	[MODEL_ARCH_QWEN3_NEXT] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 256 },
 	[MODEL_ARCH_DEEPSEEK_V4] = { 1e-6, 10000.0, 1.5, 1048576, 0, 1, 1, 1, 0, 512 },
 	[MODEL_ARCH_MINIMAX_M2] = { 1e-6, 5000000.0, 1.0, 196608, 200034, 200020, 1, 1, 0, 128 },
+	[MODEL_ARCH_GPT_OSS] = { 1e-5, 150000.0, 1.0, 131072, -1, -1, 1, 1, 0, 64 },
 };
 
-/* DeepseekV4Config gives the sizes the other classes require a default
- * too (0 in the other families: the field must be present). */
+/* DeepseekV4Config and GptOssConfig give the sizes the other classes
+ * require a default too (0 in the other families: the field must be
+ * present). */
 struct family_sizes {
 	int32_t n_layers, hidden, n_heads, n_kv_heads, vocab; /* n_kv_heads 0: num_attention_heads */
 };
 
 static const struct family_sizes family_sizes[] = {
 	[MODEL_ARCH_DEEPSEEK_V4] = { 43, 4096, 64, 1, 129280 },
+	[MODEL_ARCH_GPT_OSS] = { 36, 2880, 64, 8, 201088 },
 };
 
 static int64_t size_default(int32_t v)
@@ -146,14 +149,26 @@ static void set_rows(struct model_config *cfg)
 }
 
 /* rope_theta, or rope_parameters.rope_theta as the newest transformers
- * write it; YaRN scaling (DeepSeek-V3) is read here, other scaled RoPE
- * variants are refused rather than run wrongly. */
+ * write it; YaRN scaling (DeepSeek-V3, gpt-oss) is read here, other scaled
+ * RoPE variants are refused rather than run wrongly. gpt-oss without any
+ * rope set gets GptOssConfig's YaRN (factor 32, beta 32 / 1, truncate
+ * false, original 4096). */
 static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
 {
 	const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "rope_parameters");
 	const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
 	const cJSON *sets[2] = { params, scaling };
 	cfg->rope_attn_factor = 1.0f;
+	cfg->yarn_truncate = true;
+	bool none = (!params || cJSON_IsNull(params)) && (!scaling || cJSON_IsNull(scaling));
+	if (cfg->arch == MODEL_ARCH_GPT_OSS && none) {
+		cfg->yarn = true;
+		cfg->yarn_factor = 32.0f;
+		cfg->yarn_beta_fast = 32.0f;
+		cfg->yarn_beta_slow = 1.0f;
+		cfg->yarn_truncate = false;
+		cfg->yarn_original_max = 4096;
+	}
 	for (int i = 0; i < 2; i++) {
 		if (!sets[i] || cJSON_IsNull(sets[i]))
 			continue;
@@ -167,7 +182,7 @@ static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
 		/* The MLA families: YaRN frequencies and yarn_apply_mscale. */
 		bool mla = cfg->arch == MODEL_ARCH_DEEPSEEK_V3 || cfg->arch == MODEL_ARCH_DEEPSEEK_V32 ||
 			   cfg->arch == MODEL_ARCH_GLM_MOE_DSA;
-		if (strcmp(t->valuestring, "yarn") != 0 || !mla)
+		if (strcmp(t->valuestring, "yarn") != 0 || !(mla || cfg->arch == MODEL_ARCH_GPT_OSS))
 			return error_set(ENOTSUP, "%s: rope type \"%s\" is not supported for %s", src,
 					 t->valuestring, cfg->model_type);
 		const cJSON *y = sets[i];
@@ -180,6 +195,7 @@ static int cfg_rope(struct model_config *cfg, const cJSON *j, const char *src)
 		rc = rc ? rc : cfg_float(y, src, "mscale_all_dim", 0.0, 0.0, 1e3, false, &cfg->yarn_mscale_all_dim);
 		rc = rc ? rc : cfg_int(y, src, "original_max_position_embeddings", cfg->max_positions, 1,
 				       INT32_MAX, &cfg->yarn_original_max);
+		rc = rc ? rc : cfg_bool(y, src, "truncate", true, &cfg->yarn_truncate);
 		if (rc)
 			return rc;
 		if (cJSON_GetObjectItemCaseSensitive(y, "attention_factor"))
@@ -408,6 +424,73 @@ static int parse_minimax_m2(struct model_config *cfg, const cJSON *j, const char
 	cfg->rope_interleave = 0;
 	for (int l = 0; l < cfg->n_layers; l++)
 		set_moe(cfg, l, true);
+	return 0;
+}
+
+/* gpt-oss as transformers v5.15.0 defines it (GptOssConfig,
+ * modeling_gpt_oss.py): GQA with head_dim from the config (64 by default),
+ * biases on q/k/v/o (attention_bias), a sink logit per head, layer_types
+ * choosing per layer a sliding window (sliding_window keys) or full
+ * attention (by default sliding on even layers), rotate-half YaRN RoPE over
+ * the whole head; an MoE on every layer: router logits with a bias, their
+ * top-k choose and a softmax over those k weights them; experts with
+ * biases and the clamped GLU (gate <= 7, |up| <= 7, (up + 1) * gate *
+ * sigmoid(1.702 gate)), which transformers hard-codes: a swiglu_limit
+ * other than 7 is refused rather than silently ignored. */
+static int parse_gpt_oss(struct model_config *cfg, const cJSON *j, const char *src)
+{
+	int rc = 0;
+	cfg->qk_norm = QK_NORM_NONE;
+	cfg->expert_naming = EXPERT_NAMING_GPT_OSS;
+	cfg->router = ROUTER_TOPK_SOFTMAX;
+	cfg->attn_sinks = true;
+	cfg->expert_bias = true;
+	cfg->swiglu_limit = 7.0f;
+	cfg->glu_alpha = 1.702f;
+	cfg->rope_interleave = 0;
+	float limit;
+	int32_t per_token;
+	rc = rc ? rc : cfg_int(j, src, "intermediate_size", 2880, 1, 1 << 24, &cfg->moe_intermediate);
+	rc = rc ? rc : cfg_int(j, src, "num_local_experts", 128, 1, 65536, &cfg->n_experts);
+	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", 4, 1, cfg->n_experts, &cfg->top_k);
+	rc = rc ? rc : cfg_int(j, src, "experts_per_token", cfg->top_k, 1, cfg->n_experts, &per_token);
+	rc = rc ? rc : cfg_bool(j, src, "attention_bias", true, &cfg->attn_bias);
+	rc = rc ? rc : cfg_float(j, src, "swiglu_limit", 7.0, 0.0, 1e6, false, &limit);
+	if (rc)
+		return rc;
+	cfg->attn_o_bias = cfg->attn_bias;
+	if (per_token != cfg->top_k)
+		return error_set(EINVAL, "%s: experts_per_token %d disagrees with num_experts_per_tok %d (transformers "
+				 "reads the latter)", src, per_token, cfg->top_k);
+	if (limit != 7.0f)
+		return error_set(ENOTSUP, "%s: swiglu_limit %g: transformers v5.15.0 hard-codes 7 for gpt_oss", src,
+				 (double)limit);
+	const cJSON *prf = cJSON_GetObjectItemCaseSensitive(j, "partial_rotary_factor");
+	if (cJSON_IsNumber(prf) && prf->valuedouble != 1.0)
+		return error_set(ENOTSUP, "%s: partial_rotary_factor %g is not supported for gpt_oss", src, prf->valuedouble);
+	const cJSON *sw = cJSON_GetObjectItemCaseSensitive(j, "sliding_window");
+	if (!sw || !cJSON_IsNull(sw))
+		rc = cfg_int(j, src, "sliding_window", 128, 1, INT32_MAX, &cfg->sliding_window);
+	if (rc)
+		return rc;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "layer_types");
+	if (a && !cJSON_IsNull(a) && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != cfg->n_layers))
+		return error_set(EINVAL, "%s: layer_types must list num_hidden_layers (%d) entries", src, cfg->n_layers);
+	const cJSON *e = cJSON_IsArray(a) ? a->child : NULL;
+	for (int l = 0; l < cfg->n_layers; l++, e = e ? e->next : NULL) {
+		bool sliding = (l + 1) % 2 != 0;
+		if (e) {
+			const char *t = cJSON_IsString(e) ? e->valuestring : "";
+			if (strcmp(t, "sliding_attention") && strcmp(t, "full_attention"))
+				return error_set(EINVAL, "%s: layer_types[%d] must be \"sliding_attention\" or "
+						 "\"full_attention\"", src, l);
+			sliding = !strcmp(t, "sliding_attention");
+		}
+		if (sliding && cfg->sliding_window <= 0)
+			return error_set(EINVAL, "%s: layer %d is sliding_attention but sliding_window is null", src, l);
+		cfg->full_attention[l] = !sliding;
+		set_moe(cfg, l, true);
+	}
 	return 0;
 }
 
@@ -713,6 +796,7 @@ static int v4_yarn(struct model_config *cfg, const cJSON *y, const char *src, bo
 	rc = rc ? rc : cfg_float(y, src, "mscale_all_dim", 0.0, 0.0, 1e3, false, &cfg->yarn_mscale_all_dim);
 	rc = rc ? rc : cfg_int(y, src, "original_max_position_embeddings", cfg->max_positions, 1, INT32_MAX,
 			       &cfg->yarn_original_max);
+	rc = rc ? rc : cfg_bool(y, src, "truncate", true, &cfg->yarn_truncate);
 	float af = 1.0f;
 	if (!rc && cJSON_GetObjectItemCaseSensitive(y, "attention_factor"))
 		rc = cfg_float(y, src, "attention_factor", 1.0, 0.0, 1e3, true, &af);
@@ -933,10 +1017,12 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 		cfg->arch = MODEL_ARCH_DEEPSEEK_V4;
 	else if (strcmp(mt->valuestring, "minimax_m2") == 0)
 		cfg->arch = MODEL_ARCH_MINIMAX_M2;
+	else if (strcmp(mt->valuestring, "gpt_oss") == 0)
+		cfg->arch = MODEL_ARCH_GPT_OSS;
 	else
 		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
 				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa, qwen3_5_moe, qwen3_5_moe_text, "
-				 "qwen3_next, deepseek_v4, minimax_m2)", src, mt->valuestring);
+				 "qwen3_next, deepseek_v4, minimax_m2, gpt_oss)", src, mt->valuestring);
 	/* Qwen3_5MoeConfig: the text model's fields are in text_config. */
 	if (strcmp(mt->valuestring, "qwen3_5_moe") == 0) {
 		j = cJSON_GetObjectItemCaseSensitive(top, "text_config");
@@ -946,7 +1032,8 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
 
 	int rc = 0;
-	const struct family_sizes *z = &family_sizes[cfg->arch == MODEL_ARCH_DEEPSEEK_V4 ? cfg->arch : 0];
+	bool sized = cfg->arch == MODEL_ARCH_DEEPSEEK_V4 || cfg->arch == MODEL_ARCH_GPT_OSS;
+	const struct family_sizes *z = &family_sizes[sized ? cfg->arch : 0];
 	rc = rc ? rc : cfg_int(j, src, "num_hidden_layers", size_default(z->n_layers), 1, MODEL_LAYERS_MAX,
 			       &cfg->n_layers);
 	rc = rc ? rc : cfg_int(j, src, "hidden_size", size_default(z->hidden), 1, 1 << 20, &cfg->hidden);
@@ -982,6 +1069,9 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	/* transformers: head_dim defaults to hidden_size // num_attention_heads,
 	 * which must then make a head of at least 2 dims. */
 	int32_t hd_default = d->head_dim ? d->head_dim : cfg->hidden / cfg->n_heads;
+	/* GptOssConfig: an explicit null head_dim means hidden / heads. */
+	if (cfg->arch == MODEL_ARCH_GPT_OSS && cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "head_dim")))
+		hd_default = cfg->hidden / cfg->n_heads;
 	rc = cfg_int(j, src, "head_dim", hd_default, 2, 65536, &cfg->head_dim);
 	if (rc)
 		return rc;
@@ -1014,6 +1104,9 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 		break;
 	case MODEL_ARCH_MINIMAX_M2:
 		rc = parse_minimax_m2(cfg, j, src);
+		break;
+	case MODEL_ARCH_GPT_OSS:
+		rc = parse_gpt_oss(cfg, j, src);
 		break;
 	case MODEL_ARCH_OLMOE:
 		cfg->qk_norm = QK_NORM_FULL;

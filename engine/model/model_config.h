@@ -27,7 +27,8 @@ enum model_arch {
 	MODEL_ARCH_QWEN3_5_MOE,      /* Qwen3.5 / Qwen3.6 MoE: Gated DeltaNet + gated attention */
 	MODEL_ARCH_QWEN3_NEXT,       /* Qwen3-Next: the same blocks, fused grouped DeltaNet projections */
 	MODEL_ARCH_DEEPSEEK_V4,      /* DeepSeek-V4: shared-KV MQA with CSA/HCA compression, hyper-connections */
-	MODEL_ARCH_MINIMAX_M2,       /* MiniMax-M2: GQA with whole-projection q/k norms, sigmoid-routed MoE (the last) */
+	MODEL_ARCH_MINIMAX_M2,       /* MiniMax-M2: GQA with whole-projection q/k norms, sigmoid-routed MoE */
+	MODEL_ARCH_GPT_OSS,          /* gpt-oss: GQA with sinks, sliding / full layers, biased experts (the last) */
 };
 
 /* A layer is a row of block kinds (struct layer_row); the forward pass
@@ -71,8 +72,9 @@ struct layer_row {
 /* Router: softmax over all experts then top-k (OLMoE, Qwen3, Mixtral),
  * sigmoid scores with a correction bias and grouped top-k (DeepSeek-V3,
  * GLM), or sqrt(softplus) scores with a correction bias and plain top-k, or
- * on hash_routed layers the token's row of tid2eid (DeepSeek-V4). */
-enum router_kind { ROUTER_SOFTMAX = 0, ROUTER_SIGMOID_GROUPED, ROUTER_SQRTSOFTPLUS };
+ * on hash_routed layers the token's row of tid2eid (DeepSeek-V4); or the
+ * top-k of the biased logits, then softmax over the chosen k (gpt-oss). */
+enum router_kind { ROUTER_SOFTMAX = 0, ROUTER_SIGMOID_GROUPED, ROUTER_SQRTSOFTPLUS, ROUTER_TOPK_SOFTMAX };
 
 /* Where q/k RMSNorm applies: not at all, per head (Qwen3), or over the
  * whole projected q and k vectors (OLMoE). */
@@ -82,6 +84,9 @@ enum qk_norm_kind { QK_NORM_NONE = 0, QK_NORM_HEAD, QK_NORM_FULL };
 enum expert_naming {
 	EXPERT_NAMING_MLP = 0,   /* mlp.experts.E.{gate,up,down}_proj */
 	EXPERT_NAMING_MIXTRAL,   /* block_sparse_moe.experts.E.{w1,w3,w2} */
+	EXPERT_NAMING_GPT_OSS,   /* mlp.router.{weight,bias}; mlp.experts.gate_up_proj [E, H, 2I], gate and up
+				  * interleaved on the last dim, down_proj [E, I, H] (both transposed), or
+				  * their MXFP4 *_blocks / *_scales in nn.Linear order; *_bias [E, 2I], [E, H] */
 };
 
 #define MODEL_LAYERS_MAX 256
@@ -107,12 +112,17 @@ struct model_config {
 	int32_t max_positions;
 	bool tie_embeddings;
 	float clip_qkv;              /* 0 = off (OLMoE option) */
-	int32_t sliding_window;      /* keys within this many positions; 0 = off (Mixtral) */
+	int32_t sliding_window;      /* keys within this many positions; 0 = off (Mixtral, gpt-oss) */
+	bool full_attention[MODEL_LAYERS_MAX]; /* the layer sees every key whatever sliding_window says
+					  * (gpt-oss's "full_attention" layer_types) */
 	enum qk_norm_kind qk_norm;
 	enum expert_naming expert_naming;
 	/* The decoder layers, then the MTP layers: [n_layers + n_mtp_layers]. */
 	struct layer_row rows[MODEL_LAYERS_MAX];
-	bool attn_bias;              /* q/k/v projections carry biases (GLM) */
+	bool attn_bias;              /* q/k/v projections carry biases (GLM, gpt-oss) */
+	bool attn_o_bias;            /* so does o_proj (gpt-oss) */
+	bool attn_sinks;             /* self_attn.sinks: one more logit per head in the softmax, which
+				      * takes no value (gpt-oss) */
 	/* MLA (MIXER_MLA and MIXER_MLA_DSA rows) */
 	int32_t q_lora_rank;         /* 0: q_proj directly */
 	int32_t kv_lora_rank;
@@ -132,6 +142,7 @@ struct model_config {
 	int rope_interleave;         /* 1: pairs (2i, 2i+1); 0: (i, i + rot_dim/2) */
 	bool yarn;                   /* YaRN scaled frequencies */
 	float yarn_factor, yarn_beta_fast, yarn_beta_slow, yarn_mscale, yarn_mscale_all_dim;
+	bool yarn_truncate;          /* correction range floored / ceiled (transformers' default; gpt-oss: false) */
 	int32_t yarn_original_max;
 	float rope_attn_factor;      /* multiplies cos and sin (YaRN attention_factor) */
 	float attn_scale;            /* softmax scale of q.k */
@@ -172,7 +183,11 @@ struct model_config {
 	float hc_eps;
 	bool hash_routed[MODEL_LAYERS_MAX]; /* experts chosen by the token id (mlp.gate.tid2eid) */
 	float swiglu_limit;                 /* gate <= limit, |up| <= limit in every SwiGLU (routed and
-					     * shared experts); 0: no clamp (> 0 in every deepseek_v4) */
+					     * shared experts); 0: no clamp (> 0 in every deepseek_v4, 7 in gpt-oss) */
+	float glu_alpha;                    /* > 0: the experts' GLU is gpt-oss's (up + 1) * gate *
+					     * sigmoid(alpha * gate) after the clamp; 0: silu(gate) * up */
+	bool expert_bias;                   /* experts add biases: gate_up_proj_bias [E, 2I] (gate at even
+					     * columns) and down_proj_bias [E, H], resident (gpt-oss) */
 	int32_t n_mtp_layers;        /* DeepSeek MTP modules stored after the decoder layers */
 	int32_t bos_id;              /* -1 if unknown */
 	int32_t eos_ids[MODEL_EOS_MAX];

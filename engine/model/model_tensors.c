@@ -80,7 +80,8 @@ static void specs_mla(struct spec_list *l, const struct model_config *c, int i, 
 	spec_add(l, TENSOR_ROLE_ROUTER, i, ih, h, opt, "model.layers.%d.self_attn.indexer.weights_proj.weight", i);
 }
 
-/* MIXER_GQA: q/k/v/o, optional biases and q/k norms. */
+/* MIXER_GQA: q/k/v/o, optional biases (o_proj's too: gpt-oss), q/k norms
+ * and per-head sinks (gpt-oss, f32 as transformers keeps them). */
 static void specs_gqa(struct spec_list *l, const struct model_config *c, int i)
 {
 	int64_t h = c->hidden, q = (int64_t)c->n_heads * c->head_dim;
@@ -96,6 +97,10 @@ static void specs_gqa(struct spec_list *l, const struct model_config *c, int i)
 		spec_add(l, TENSOR_ROLE_VECTOR, i, kv, 0, false, "model.layers.%d.self_attn.k_proj.bias", i);
 		spec_add(l, TENSOR_ROLE_VECTOR, i, kv, 0, false, "model.layers.%d.self_attn.v_proj.bias", i);
 	}
+	if (c->attn_o_bias)
+		spec_add(l, TENSOR_ROLE_VECTOR, i, h, 0, false, "model.layers.%d.self_attn.o_proj.bias", i);
+	if (c->attn_sinks)
+		spec_add(l, TENSOR_ROLE_VECTOR, i, c->n_heads, 0, false, "model.layers.%d.self_attn.sinks", i);
 	if (c->qk_norm != QK_NORM_NONE) {
 		int64_t qn = c->qk_norm == QK_NORM_FULL ? q : c->head_dim;
 		int64_t kn = c->qk_norm == QK_NORM_FULL ? kv : c->head_dim;
@@ -106,10 +111,19 @@ static void specs_gqa(struct spec_list *l, const struct model_config *c, int i)
 
 /* FFN_MOE and FFN_MOE_SHARED: the router (and its correction bias, or on
  * a hash-routed layer its token -> experts table), the shared experts; the
- * routed experts live in the expert files. */
+ * routed experts live in the expert files. gpt-oss: mlp.router with its
+ * bias, and the experts' biases (small: kept resident, f32). */
 static void specs_moe(struct spec_list *l, const struct model_config *c, int i, bool shared)
 {
 	int64_t h = c->hidden;
+	if (c->expert_naming == EXPERT_NAMING_GPT_OSS) {
+		int64_t E = c->n_experts, I = c->moe_intermediate;
+		spec_add(l, TENSOR_ROLE_ROUTER, i, E, h, false, "model.layers.%d.mlp.router.weight", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, E, 0, false, "model.layers.%d.mlp.router.bias", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, E, 2 * I, false, "model.layers.%d.mlp.experts.gate_up_proj_bias", i);
+		spec_add(l, TENSOR_ROLE_VECTOR, i, E, h, false, "model.layers.%d.mlp.experts.down_proj_bias", i);
+		return;
+	}
 	const char *moe = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "block_sparse_moe" : "mlp";
 	spec_add(l, TENSOR_ROLE_ROUTER, i, c->n_experts, h, false, "model.layers.%d.%s.gate.weight", i, moe);
 	if (c->hash_routed[i])
