@@ -163,6 +163,14 @@ Test(forward, deepseek_v4_fp8_mxfp4_exact) { check_exact("deepseek_v4_fp8", "mxf
 Test(forward, deepseek_v4_legacy_exact) { check_exact("deepseek_v4_legacy", "bf16"); }
 Test(forward, minimax_m2_exact) { check_exact("minimax_m2", "f32"); check_exact("minimax_m2", "bf16"); }
 Test(forward, minimax_m2_fp8_exact) { check_exact("minimax_m2_fp8", "f32"); }
+/* gpt-oss from its released MXFP4 experts: dequantized to f32, or kept as
+ * mxfp4 (codes and scales copied); and from the BF16 dequantized layout. */
+Test(forward, gpt_oss_mxfp4_exact)
+{
+	check_exact("gpt_oss_mxfp4", "f32");
+	check_exact("gpt_oss_mxfp4", "mxfp4 --dense-quant f32 --activations f32");
+}
+Test(forward, gpt_oss_bf16_exact) { check_exact("gpt_oss_bf16", "f32"); check_exact("gpt_oss_bf16", "bf16"); }
 
 Test(forward, mixtral_v5_fused_sliding_window)
 {
@@ -461,6 +469,28 @@ Test(forward, bit_identical_gdn_grouped) { check_identical("qwen3_next", "bf16")
 Test(forward, bit_identical_v4) { check_identical("deepseek_v4", "int4"); }
 Test(forward, bit_identical_minimax_m2) { check_identical("minimax_m2", "int4"); }
 Test(forward, bit_identical_mxfp4) { check_identical("mixtral", "mxfp4"); }
+/* Sinks, the per-layer window, biased experts: at the released precision. */
+Test(forward, bit_identical_gpt_oss) { check_identical("gpt_oss_mxfp4", "mxfp4"); }
+
+/* The two gpt-oss fixtures are one model: the released MXFP4 experts
+ * copied into an mxfp4 container and their BF16 dequantized values
+ * quantized to mxfp4 hold the same values (a block's scale may differ by
+ * a power of two, its codes making up for it), so the logits agree to the
+ * bit, with int8 activations (the default) too. */
+Test(forward, gpt_oss_mxfp4_copied_equals_quantized)
+{
+	char a[4200], b[4200];
+	convert("gpt_oss_mxfp4", "mxfp4", a, sizeof a);
+	convert("gpt_oss_bf16", "mxfp4", b, sizeof b);
+	char *tokens = read_tokens("gpt_oss_mxfp4");
+	size_t na, nb;
+	float *la = logits(a, tokens, "", &na), *lb = logits(b, tokens, "", &nb);
+	cr_assert_eq(na, nb);
+	cr_expect_eq(memcmp(la, lb, na * sizeof(float)), 0, "copied and requantized mxfp4 experts give other logits");
+	free(la);
+	free(lb);
+	free(tokens);
+}
 
 /* The embedding table stays on disk (a row read per token) but is still
  * verified at load: a flipped byte in it refuses the container naming the

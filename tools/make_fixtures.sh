@@ -25,7 +25,8 @@ fi
 stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.py" \
              "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" "$here/ref_common.py" \
              "$here/arch_qwen35.py" "$here/ref_qwen35.py" "$here/arch_deepseek_v4.py" "$here/ref_deepseek_v4.py" \
-             "$here/arch_minimax_m2.py" "$here/ref_minimax_m2.py" "$here/hf_dir.py" "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
+             "$here/arch_minimax_m2.py" "$here/ref_minimax_m2.py" "$here/arch_gpt_oss.py" "$here/ref_gpt_oss.py" \
+             "$here/hf_dir.py" "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
   echo "fixtures: up to date in $out"
   exit 0
@@ -97,6 +98,9 @@ fixture deepseek_v4 deepseek_v4 ", bf16, sliding 8 + CSA 4 (indexer top 2) + HCA
 fixture deepseek_v4_fp8 deepseek_v4 ", FP8 e4m3 ue8m0 128x128 dense + FP4 e2m1 routed experts, as released, MTP layer 4" --weights-dtype fp8
 fixture deepseek_v4_legacy deepseek_v4 ", bf16, legacy keys (compress_ratios with the MTP layer's: CSA, num_hash_layers, qk_rope_head_dim, rope_scaling)" --v4-config legacy
 mtp=no
+# gpt-oss: 24 tokens so the sliding window (8) drops keys on layers 0 and 2.
+fixture gpt_oss_mxfp4 gpt_oss ", MXFP4 experts (*_blocks / *_scales) as released, sinks, sliding 8 / full, YaRN truncate false, clamped GLU"
+fixture gpt_oss_bf16 gpt_oss ", the same model with BF16 dequantized experts ([E, H, 2I] interleaved, [E, I, H])" --experts-dtype bf16
 ntok=16
 
 rm -rf "$out/hf" "$out/ref" "$out/.stamp"

@@ -18,7 +18,8 @@ static void convert_usage(FILE *f)
 		"                       [--dense-quant int4|mxfp4|int8|bf16|f32]\n"
 		"                       [--activations auto|int8|f32] [--group-size 64] [--force] [--quiet]\n"
 		"  Converts a Hugging Face checkpoint into a colibri container.\n"
-		"  --quant       routed-expert weights (default int4; mxfp4: e2m1 values with a\n"
+		"  --quant       routed-expert weights (default int4, or mxfp4 for experts released in\n"
+		"                MXFP4 (gpt-oss), copied as they are; mxfp4: e2m1 values with a\n"
 		"                power-of-two scale per 32 inputs, the released format of gpt-oss\n"
 		"                and DeepSeek-V4's FP4 experts, kept exactly); norms and routers stay f32\n"
 		"  --dense-quant dense weights (attention, shared experts, lm_head); default: as\n"
@@ -58,7 +59,7 @@ int cmd_convert(int argc, char **argv)
 			break;
 		case 'd':
 			if (quant_type_parse(optarg, &o.dense_quant) != 0) {
-				fprintf(stderr, "colibri convert: --dense-quant must be int4, int8, bf16 or f32, not \"%s\"\n",
+				fprintf(stderr, "colibri convert: --dense-quant must be int4, mxfp4, int8, bf16 or f32, not \"%s\"\n",
 					optarg);
 				return 2;
 			}
@@ -66,9 +67,11 @@ int cmd_convert(int argc, char **argv)
 			break;
 		case 'q':
 			if (quant_type_parse(optarg, &o.quant) != 0) {
-				fprintf(stderr, "colibri convert: --quant must be int4, int8, bf16 or f32, not \"%s\"\n", optarg);
+				fprintf(stderr, "colibri convert: --quant must be int4, mxfp4, int8, bf16 or f32, not \"%s\"\n",
+					optarg);
 				return 2;
 			}
+			o.quant_set = true;
 			break;
 		case 'g': {
 			char *end;

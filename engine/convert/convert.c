@@ -69,6 +69,14 @@ struct matrix_src {
 	int64_t block_rows, block_cols;
 	bool fp4;
 	int32_t index_max;
+	/* gpt-oss's experts (resolve_expert_oss): row r of the matrix is
+	 * source row row0 + first + r * step of an MXFP4 pair (t the *_blocks
+	 * [E, out, cols / 32, 16], mx_scales its *_scales), or with transposed
+	 * column first + r * step of the source rows row0 .. row0 + cols - 1
+	 * (t [E, cols, out], as transformers holds them). step 0: neither. */
+	const struct st_tensor *mx_scales;
+	bool transposed;
+	int64_t first, step;
 };
 
 struct progress {
@@ -79,7 +87,7 @@ struct progress {
 };
 
 struct converter {
-	const struct convert_options *opt;
+	const struct convert_options *opt; /* the caller's, with the expert quant resolved (released_mxfp4) */
 	struct model_config cfg;
 	struct st_set set;
 	struct tensor_spec *specs;
@@ -94,6 +102,9 @@ struct converter {
 	const struct st_tensor *scale_of;
 	struct ckpt_names names; /* the checkpoint's tensors by the names the container gives them */
 	bool fp4_seen;           /* FP4 experts were dequantized to the container's type */
+	bool mx_seen;            /* MXFP4 experts (gpt-oss's *_blocks / *_scales) were read */
+	uint8_t *packed;         /* a gpt-oss expert's source bytes (expert_src_read) */
+	size_t packed_bytes;
 	size_t qbuf_bytes;
 	size_t n_visual;         /* vision tower tensors, not converted */
 	int32_t mtp_absent;      /* MTP modules config.json announces that the checkpoint lacks */
@@ -236,12 +247,64 @@ static int check_shape(struct converter *c, const struct st_tensor *t, int ndim,
 			 st_set_path(&c->set, t), t->name, got, want);
 }
 
+/* A gpt-oss expert matrix (EXPERT_NAMING_GPT_OSS): the rows of gate
+ * (even) or up (odd) in mlp.experts.gate_up_proj, or down_proj, either as
+ * released in MXFP4 (NAME_blocks U8 [E, out, in / 32, 16], NAME_scales U8
+ * [E, out, in / 32], nn.Linear's row order) or dequantized in
+ * transformers' transposed layout (NAME [E, in, out]). */
+static int resolve_expert_oss(struct converter *c, int layer, int e, enum expert_part p, struct matrix_src *s)
+{
+	bool gate_up = p != EXPERT_PART_DOWN;
+	int64_t E = c->cfg.n_experts, out = gate_up ? 2 * s->rows : s->rows, in = s->cols;
+	char base[TENSOR_NAME_MAX], name[TENSOR_NAME_MAX + 16];
+	model_expert_fused_name(&c->cfg, layer, gate_up, base, sizeof base);
+	s->step = gate_up ? 2 : 1;
+	s->first = p == EXPERT_PART_UP ? 1 : 0;
+	snprintf(name, sizeof name, "%s_blocks", base);
+	s->t = st_set_find(&c->set, name);
+	if (s->t) {
+		snprintf(name, sizeof name, "%s_scales", base);
+		s->mx_scales = st_set_find(&c->set, name);
+		if (!s->mx_scales)
+			return error_set(EINVAL, "%s: tensor %s_blocks is MXFP4 but %s is missing",
+					 st_set_path(&c->set, s->t), base, name);
+		if (in % 32)
+			return error_set(EINVAL, "%s: tensor %s_blocks: MXFP4 needs a multiple of 32 inputs, not %" PRId64,
+					 st_set_path(&c->set, s->t), base, in);
+		int64_t bshape[4] = { E, out, in / 32, 16 }, sshape[3] = { E, out, in / 32 };
+		int rc = check_shape(c, s->t, 4, bshape, false);
+		rc = rc ? rc : check_shape(c, s->mx_scales, 3, sshape, false);
+		if (!rc && (s->t->dtype != ST_DTYPE_U8 || s->mx_scales->dtype != ST_DTYPE_U8))
+			rc = error_set(EINVAL, "%s: tensors %s_blocks / _scales must be U8 (MXFP4 codes and e8m0 "
+				       "exponents), not %s / %s", st_set_path(&c->set, s->t), base, s->t->dtype_name,
+				       s->mx_scales->dtype_name);
+		s->row0 = e * out;
+		c->mx_seen = true;
+		return rc;
+	}
+	s->t = st_set_find(&c->set, base);
+	if (!s->t)
+		return error_set(EINVAL, "%s: missing tensor %s_blocks (MXFP4, with %s_scales) or %s (dequantized)",
+				 c->opt->hf_dir, base, base, base);
+	int64_t shape[3] = { E, in, out };
+	int rc = check_shape(c, s->t, 3, shape, false);
+	if (!rc && (!dtype_convertible(s->t->dtype) || s->t->dtype == ST_DTYPE_F8_E4M3))
+		rc = error_set(ENOTSUP, "%s: tensor %s: dtype %s is not supported for gpt-oss experts",
+			       st_set_path(&c->set, s->t), base, s->t->dtype_name);
+	s->transposed = true;
+	s->row0 = e * in;
+	return rc;
+}
+
 /* Finds one expert matrix in either layout. */
 static int resolve_expert(struct converter *c, int layer, int e, enum expert_part p,
 			  struct matrix_src *s)
 {
 	char name[TENSOR_NAME_MAX];
+	*s = (struct matrix_src){ 0 };
 	model_expert_shape(&c->cfg, p, &s->rows, &s->cols);
+	if (c->cfg.expert_naming == EXPERT_NAMING_GPT_OSS)
+		return resolve_expert_oss(c, layer, e, p, s);
 	model_expert_name(&c->cfg, layer, e, p, name, sizeof name);
 	s->t = ckpt_names_find(&c->names, name);
 	s->row0 = 0;
@@ -387,12 +450,88 @@ static int index_read(struct converter *c, const struct matrix_src *s, int64_t r
 	return 0;
 }
 
+/* c->packed holding at least bytes. */
+static int packed_reserve(struct converter *c, size_t bytes)
+{
+	if (bytes <= c->packed_bytes)
+		return 0;
+	uint8_t *p = realloc(c->packed, bytes);
+	if (!p)
+		return error_set(ENOMEM, "out of memory");
+	c->packed = p;
+	c->packed_bytes = bytes;
+	return 0;
+}
+
+/* The MXFP4 bytes of rows [r, r + n) of s (s->t its *_blocks) gathered
+ * into *blocks [n, cols / 32, 16] and *scales [n, cols / 32], in c->packed:
+ * the source rows between them are read too (gate and up alternate) and
+ * skipped. */
+static int mx_gather(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n, uint8_t **blocks,
+		     uint8_t **scales)
+{
+	int64_t G = s->cols / 32, span = (n - 1) * s->step + 1, src = s->row0 + s->first + r * s->step;
+	size_t bb = (size_t)G * 16, need = (size_t)span * (bb + (size_t)G) + (size_t)n * (bb + (size_t)G);
+	int rc = packed_reserve(c, need);
+	if (rc)
+		return rc;
+	uint8_t *raw_b = c->packed, *raw_s = raw_b + (size_t)span * bb;
+	*blocks = raw_s + (size_t)span * G;
+	*scales = *blocks + (size_t)n * bb;
+	rc = st_tensor_read_raw(&c->set, s->t, src * G, span * G, raw_b);
+	rc = rc ? rc : st_tensor_read_raw(&c->set, s->mx_scales, src, span, raw_s);
+	if (rc)
+		return rc;
+	c->prog.bytes_read += (uint64_t)span * (bb + (uint64_t)G);
+	for (int64_t i = 0; i < n; i++) {
+		memcpy(*blocks + (size_t)i * bb, raw_b + (size_t)(i * s->step) * bb, bb);
+		memcpy(*scales + (size_t)i * G, raw_s + (size_t)(i * s->step) * G, (size_t)G);
+	}
+	return 0;
+}
+
+/* Rows [r, r + n) of a gpt-oss expert matrix as f32: MXFP4 decoded
+ * exactly (byte b of a block holds input 2b in its low nibble and 2b + 1
+ * in its high one, times 2^(scale - 127)), or the columns of the
+ * transposed source, read in chunks of its rows. */
+static int expert_src_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n, float *out)
+{
+	int64_t cols = s->cols;
+	if (!s->transposed) {
+		uint8_t *blocks, *scales;
+		int rc = mx_gather(c, s, r, n, &blocks, &scales);
+		for (int64_t i = 0; !rc && i < n * cols; i++) {
+			unsigned byte = blocks[i / 2];
+			out[i] = quant_e2m1_to_f32(i % 2 ? byte >> 4 : byte) * quant_e8m0_to_f32(scales[i / 32], 0);
+		}
+		return rc;
+	}
+	int64_t width = st_tensor_cols(s->t);
+	int64_t chunk = (int64_t)((16u << 20) / ((size_t)width * sizeof(float)));
+	chunk = chunk < 1 ? 1 : chunk;
+	int rc = packed_reserve(c, (size_t)chunk * (size_t)width * sizeof(float));
+	for (int64_t k0 = 0; !rc && k0 < cols; k0 += chunk) {
+		int64_t m = cols - k0 < chunk ? cols - k0 : chunk;
+		float *src = (float *)c->packed;
+		rc = st_tensor_read_f32(&c->set, s->t, s->row0 + k0, m, src);
+		c->prog.bytes_read += (uint64_t)m * (uint64_t)width * st_dtype_size(s->t->dtype);
+		for (int64_t k = 0; !rc && k < m; k++)
+			for (int64_t i = 0; i < n; i++)
+				out[i * cols + k0 + k] = src[k * width + s->first + (r + i) * s->step];
+	}
+	return rc;
+}
+
 /* Reads rows [r, r + n) of the matrix as f32, applying FP8 or FP4 block
  * scales; a value that is not finite (in the source, or after scaling)
  * fails. */
 static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n,
 		       float *out)
 {
+	if (s->step) {
+		int rc = expert_src_read(c, s, r, n, out);
+		return rc ? rc : check_finite(c, s->t, out, s->row0 + s->first + r * s->step, n, s->cols, "the value");
+	}
 	if (s->index_max > 0) {
 		c->prog.bytes_read += (uint64_t)n * (uint64_t)s->cols * st_dtype_size(s->t->dtype);
 		return index_read(c, s, r, n, out, c->qbuf, c->qbuf_bytes);
@@ -581,6 +720,26 @@ static void expert_layout(const struct converter *c, enum quant_type q,
 	l->record_bytes = manifest_align_up(off, MANIFEST_ALIGN);
 }
 
+/* An MXFP4 source matrix into an mxfp4 record part as it is: the codes
+ * and scales move, no value is recomputed. */
+static int mx_copy(struct converter *c, const struct matrix_src *s, uint8_t *dst)
+{
+	uint8_t *blocks, *scales;
+	int rc = mx_gather(c, s, 0, s->rows, &blocks, &scales);
+	if (rc)
+		return rc;
+	if (quant_mxfp4_from_packed(dst, blocks, scales, s->rows, s->cols) != 0) {
+		int64_t k = 0;
+		while (k < s->rows * (s->cols / 32) && scales[k] != 0xff)
+			k++;
+		int64_t at = s->row0 + s->first + k / (s->cols / 32) * s->step, out = s->rows * s->step;
+		return error_set(EINVAL, "%s: tensor %s: the scale of expert %" PRId64 ", row %" PRId64 ", block %" PRId64
+				 " is 255 (NaN in e8m0)", st_set_path(&c->set, s->mx_scales), s->mx_scales->name,
+				 at / out, at % out, k % (s->cols / 32));
+	}
+	return 0;
+}
+
 static int write_expert_layer(struct converter *c, int layer, struct manifest_expert_layer *l)
 {
 	char rel[64], path[PATH_MAX];
@@ -606,7 +765,9 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 		for (int p = 0; p < EXPERT_PARTS && !rc; p++) {
 			struct matrix_src src;
 			rc = resolve_expert(c, layer, e, (enum expert_part)p, &src);
-			if (!rc)
+			if (!rc && src.mx_scales && l->parts[p].type == QUANT_MXFP4)
+				rc = mx_copy(c, &src, c->record + l->parts[p].offset);
+			else if (!rc)
 				rc = matrix_write(c, &src, l->parts[p].type, l->parts[p].group, emit_mem,
 						  c->record, l->parts[p].offset);
 			c->prog.tensors_done++;
@@ -739,9 +900,28 @@ static void skip_notes_show(const struct converter *c)
 	if (c->fp4_seen)
 		fprintf(stderr, "convert: FP4 (e2m1, ue8m0 per 32 inputs) routed experts are dequantized exactly to f32, "
 			"then stored as %s (--quant)\n", quant_type_name(c->opt->quant));
+	if (c->mx_seen && c->opt->quant == QUANT_MXFP4)
+		fprintf(stderr, "convert: MXFP4 routed experts are copied as they are (codes and scales, no rounding)\n");
+	else if (c->mx_seen)
+		fprintf(stderr, "convert: MXFP4 routed experts are dequantized exactly to f32, then stored as %s (--quant; "
+			"--quant mxfp4 keeps them as released)\n", quant_type_name(c->opt->quant));
 }
 
-static int convert_plan(struct converter *c)
+/* Whether the checkpoint's routed experts are released in MXFP4
+ * (gpt-oss's *_blocks of the first MoE layer). */
+static bool released_mxfp4(const struct converter *c)
+{
+	for (int l = 0; l < c->cfg.n_layers; l++) {
+		if (!model_config_layer_moe(&c->cfg, l))
+			continue;
+		char name[TENSOR_NAME_MAX];
+		snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_blocks", l);
+		return c->cfg.expert_naming == EXPERT_NAMING_GPT_OSS && st_set_find(&c->set, name);
+	}
+	return false;
+}
+
+static int convert_plan(struct converter *c, struct convert_options *resolved)
 {
 	int rc = out_check(c);
 	if (!rc)
@@ -756,6 +936,12 @@ static int convert_plan(struct converter *c)
 		rc = model_tensors_resident(&c->cfg, &c->specs, &c->n_specs);
 	if (rc)
 		return rc;
+	/* Experts released in 4 bits stay as they are unless --quant says otherwise. */
+	if (!resolved->quant_set && released_mxfp4(c)) {
+		resolved->quant = QUANT_MXFP4;
+		if (!resolved->dense_quant_set)
+			c->dense_quant = convert_dense_quant(QUANT_MXFP4);
+	}
 	int32_t g = c->opt->group;
 	if (c->opt->quant == QUANT_INT8 || four_bit(c->opt->quant)) {
 		bool mx = c->opt->quant == QUANT_MXFP4;
@@ -880,8 +1066,9 @@ static int publish(struct converter *c)
 	return 0;
 }
 
-int convert_run(const struct convert_options *o)
+int convert_run(const struct convert_options *given)
 {
+	struct convert_options resolved = *given, *o = &resolved;
 	struct converter c = { .opt = o };
 	struct manifest m = { 0 };
 	struct sigaction old_int, old_term, old_hup;
@@ -897,7 +1084,7 @@ int convert_run(const struct convert_options *o)
 	c.prog.t0 = c.prog.last = clock_now_s();
 	c.dense_quant = o->dense_quant_set ? o->dense_quant : convert_dense_quant(o->quant);
 
-	if ((rc = convert_plan(&c)))
+	if ((rc = convert_plan(&c, o)))
 		goto fail;
 	skip_notes_show(&c);
 	/* Staging must hold one expert matrix whole (it is quantized into the
@@ -973,6 +1160,7 @@ fail:
 	free(c.qbuf);
 	free(c.record);
 	free(c.scale_buf);
+	free(c.packed);
 	free(c.specs);
 	ckpt_names_free(&c.names);
 	st_set_close(&c.set);

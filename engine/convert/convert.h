@@ -20,6 +20,7 @@ struct convert_options {
 	const char *hf_dir;
 	const char *out_dir;
 	enum quant_type quant;   /* routed experts; default QUANT_INT4 */
+	bool quant_set;          /* quant was chosen; else experts released in MXFP4 (gpt-oss) stay QUANT_MXFP4 */
 	bool dense_quant_set;    /* dense matrices take dense_quant, else convert_dense_quant(quant) */
 	enum quant_type dense_quant;
 	const char *activations;  /* "auto" (default), "int8" or "f32": the manifest's quant.activations */
