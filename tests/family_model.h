@@ -39,6 +39,7 @@ static const struct family_chat family_chats[] = {
 	{ "glm_moe_dsa", NULL, NULL, "<|endoftext|>" },
 	{ "qwen3_5_moe", "qwen3.5.jinja", NULL, "<|im_end|>" },
 	{ "qwen3_next", "qwen3.jinja", NULL, "<|im_end|>" },
+	{ "gpt_oss_mxfp4", "gpt-oss.jinja", NULL, "<|return|>" },
 };
 #define FAMILY_CHATS (sizeof family_chats / sizeof family_chats[0])
 
@@ -46,7 +47,8 @@ static const char *const family_specials[] = {
 	"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
 	"<tool_response>", "</tool_response>", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>",
 	"<｜Assistant｜>", "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<s>",
-	"</s>", "[INST]", "[/INST]", "｜DSML｜", "<｜latest_reminder｜>",
+	"</s>", "[INST]", "[/INST]", "｜DSML｜", "<｜latest_reminder｜>", "<|start|>", "<|channel|>", "<|message|>",
+	"<|end|>", "<|return|>", "<|call|>", "<|constrain|>",
 };
 
 /* GPT-2's byte-level alphabet: the character byte b stands for, UTF-8. */

@@ -161,12 +161,14 @@ Test(serve, constraint_refusals)
 	cr_expect_eq(srv_stop(&s), 0);
 }
 
+/* Each with a description: the released gpt-oss template requires one
+ * ("// " + tool.description fails in Jinja2 without it). */
 #define TOOLS                                                                                                     \
-	"[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","      \
+	"[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather.\",\"parameters\":{\"type\":\"object\","      \
 	"\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12},\"days\":{\"type\":\"integer\","          \
 	"\"minimum\":1,\"maximum\":7},\"metric\":{\"type\":\"boolean\"}},\"required\":[\"city\",\"days\"],"        \
 	"\"additionalProperties\":false}}},"                                                                     \
-	"{\"type\":\"function\",\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\","               \
+	"{\"type\":\"function\",\"function\":{\"name\":\"add\",\"description\":\"Adds.\",\"parameters\":{\"type\":\"object\","               \
 	"\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":999},\"b\":{\"type\":\"integer\","  \
 	"\"minimum\":0,\"maximum\":999}},\"required\":[\"a\",\"b\"],\"additionalProperties\":false}}}]"
 
@@ -274,6 +276,8 @@ Test(serve, forced_tool_calls_deepseek_v32) { forced_calls("deepseek_v32"); }
 Test(serve, forced_tool_calls_deepseek_v4) { forced_calls("deepseek_v4"); }
 Test(serve, forced_tool_calls_glm4_moe) { forced_calls("glm4_moe"); }
 Test(serve, forced_tool_calls_glm_moe_dsa) { forced_calls("glm_moe_dsa"); }
+/* harmony: a commentary message to functions.NAME, JSON, ended by <|call|>. */
+Test(serve, forced_tool_calls_gpt_oss) { forced_calls("gpt_oss_mxfp4"); }
 
 /* The tokens a schema forces (its keys, its punctuation) run in the step
  * of the sampled token before them: the same greedy answers as a server

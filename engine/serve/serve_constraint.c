@@ -207,7 +207,7 @@ static int call_rule(struct strbuf *b, enum tool_format f, const cJSON *fn, int 
 	char pre[32];
 	snprintf(pre, sizeof pre, "t%d-", i);
 	int rc;
-	if (f == TOOL_FORMAT_HERMES || f == TOOL_FORMAT_DEEPSEEK) {
+	if (f == TOOL_FORMAT_HERMES || f == TOOL_FORMAT_DEEPSEEK || f == TOOL_FORMAT_HARMONY) {
 		rc = schema_rules(b, params, strict, pre, err, err_len);
 	} else {
 		rc = xml_params(b, f, params, strict, pre, err, err_len);
@@ -234,6 +234,12 @@ static int call_rule(struct strbuf *b, enum tool_format f, const cJSON *fn, int 
 		strbuf_printf(b, "\"<tool_call>\\n<function=\" ");
 		lit(b, name);
 		strbuf_printf(b, " \">\\n\" %sargs \"</function>\\n</tool_call>\"\n", pre);
+	} else if (f == TOOL_FORMAT_HARMONY) {
+		/* The reply starts after the generation prompt's <|start|>assistant:
+		 * a commentary message to the function, JSON, ended by <|call|>. */
+		strbuf_printf(b, "\"<|channel|>commentary to=functions.\" ");
+		lit(b, name);
+		strbuf_printf(b, " \" <|constrain|>json<|message|>\" %sroot \"<|call|>\"\n", pre);
 	} else if (f == TOOL_FORMAT_GLM) {
 		strbuf_printf(b, "\"<tool_call>\" ");
 		lit(b, name);
@@ -252,10 +258,6 @@ int serve_tool_call_gbnf(enum tool_format f, bool dsml_tool_calls, const cJSON *
 	*out = NULL;
 	if (f == TOOL_FORMAT_NONE) {
 		snprintf(err, err_len, "the model's chat template has no tool-call format");
-		return -EINVAL;
-	}
-	if (f == TOOL_FORMAT_HARMONY) { /* known limit: no forced-call grammar for harmony yet */
-		snprintf(err, err_len, "a forced tool call is not supported for the harmony (gpt-oss) format");
 		return -EINVAL;
 	}
 	struct strbuf b = { 0 }, alts = { 0 };

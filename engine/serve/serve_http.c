@@ -381,7 +381,11 @@ static enum MHD_Result completion(struct http_req *r)
 		p.seed = fresh_seed();
 	char *echo = ep == SERVE_COMPLETION && q.echo ? echo_text(h, &q) : NULL;
 	bool stream = q.stream, usage = q.include_usage;
-	bool split = ep == SERVE_CHAT && (h->prompt->think_tags || h->prompt->harmony) && !constrained;
+	/* A forced call in harmony is a harmony message (its header names the
+	 * function): the reader turns it into the call the parser takes. */
+	bool forced_call = q.tool_choice == SERVE_TOOLS_REQUIRED || q.tool_choice == SERVE_TOOLS_NAMED;
+	bool split = ep == SERVE_CHAT && (h->prompt->think_tags || h->prompt->harmony) &&
+		     (!constrained || (h->prompt->harmony && forced_call));
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	int rc = serve_answer_init(&r->ans, ep, h->tok, h->o.model_id, p.logprobs, usage, split, echo);
 	free(echo);
