@@ -7,6 +7,10 @@ scale 2^(code - 127); everything else BF16), or the BF16 dequantized one
 BF16 conversions store it and transformers holds it).
 
     gen_model.py --arch gpt_oss --out DIR [--seed N] [--experts-dtype {mxfp4,bf16}] [--shards N]
+    gen_model.py --shape gpt-oss-120b --out DIR [--seed N] [--shards N] [--layers N]
+
+(--shape: openai/gpt-oss-120b's dimensions in the MXFP4 layout, streamed,
+for benchmarks; see "real shape" below.)
 
 The expert weights are drawn first as MXFP4 codes and scales (a normal
 master weight, scaled per 32-input block by x0.55 .. x1.8, quantized), and
@@ -40,7 +44,7 @@ MODULES_NOT_CONVERTED = ["model.layers.*.self_attn", "model.layers.*.mlp.router"
 
 
 def used(args):
-    return getattr(args, "arch", None) in ARCHS
+    return getattr(args, "arch", None) in ARCHS or getattr(args, "shape", None) in SHAPES
 
 
 def add_arguments(ap):
@@ -48,13 +52,13 @@ def add_arguments(ap):
                     help="gpt_oss: MXFP4 *_blocks/*_scales as released (default), or the BF16 dequantized layout")
 
 
-def build_config(vocab, experts_dtype):
-    t = TINY
+def build_config(vocab, experts_dtype, t=TINY, eos=2, pad=1):
+    """config.json for dims t (TINY or a SHAPES entry, layers already cut)."""
     cfg = {
         "architectures": ["GptOssForCausalLM"],
         "attention_bias": True,
         "attention_dropout": 0.0,
-        "eos_token_id": 2,
+        "eos_token_id": eos,
         "experts_per_token": t["top_k"],
         "head_dim": t["head_dim"],
         "hidden_act": "silu",
@@ -71,7 +75,7 @@ def build_config(vocab, experts_dtype):
         "num_key_value_heads": t["kv_heads"],
         "num_local_experts": t["experts"],
         "output_router_logits": False,
-        "pad_token_id": 1,
+        "pad_token_id": pad,
         "rms_norm_eps": 1e-05,
         "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
                          "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
@@ -158,8 +162,192 @@ def build_groups(cfg, seed, experts_dtype, g):
     return groups
 
 
+# ---------------------------------------------------------------- real shape
+#
+# --shape gpt-oss-120b writes openai/gpt-oss-120b's dimensions and config.json
+# in the released MXFP4 layout above, streamed tensor by tensor through
+# gen_model's write_shape_checkpoint (headers first, bounded memory), for
+# benchmarks: 1.70 GB of experts per layer, 2.3 GB of embed_tokens + lm_head
+# (65.2 GB in all, as released).
+#
+# The dense tensors come from gen_model's ShapeWeights writers (table-drawn
+# normals, the shared embedding direction, q/k/v rows orthogonal to it,
+# lm_head orthogonal to it); norms are the "norm" masters ShapeWeights aims
+# by.  The experts are random bytes through lookup tables, so a layer costs
+# about as much as writing it:
+#
+# - blocks: each byte is two e2m1 codes, each nibble of a random byte
+#   mapped to the code nearest BLOCK_CODE_STD times one of 16 equiprobable
+#   N(0, 1) quantiles (values 0 .. +-6, rms 2.93);
+# - scales: 2^(base - 127) times 2^-1, 1, 1, 2 by the top two bits of a
+#   random byte (rms factor 1.25): base 121 for gate_up (weights of rms
+#   0.057, pre-activations of std ~3 on a normed input, so the clamp at 7
+#   bites as in the tiny fixture) and 116 for down (an expert adds ~0.6 rms
+#   to the residual stream);
+# - routing is skewed and token-dependent: router row e is
+#   ROUTER_SCALE * m_e * r_e with r_e a random unit vector orthogonal to the
+#   shared direction and m_e = exp(NORM_SIGMA N(0, 1)), and router.bias is
+#   ROUTER_SCALE * b_e with b_e = -ROUTER_ZIPF * log(rank_e), centred, for a
+#   random ranking.  Measured on layer 0 of the generated model (256 random
+#   tokens, attention skipped): router logits of std 2.2 per token, the
+#   hottest expert in the top 4 of 18% of the tokens, the median one of 1.6%
+#   (uniform: 3.1%), the hottest quarter of the experts 69% of the picks;
+#   gate_up pre-activations of std 3.1, 1.3% of the gates above 7; expert
+#   outputs of rms 0.66.
+
+SHAPES = {
+    # openai/gpt-oss-120b: 116.8 B parameters (65.2 GB), 5.1 B active; 15 safetensors files.
+    "gpt-oss-120b": dict(hidden=2880, layers=36, heads=64, kv_heads=8, head_dim=64, experts=128,
+                         experts_ffn=2880, top_k=4, vocab=201088, sliding_window=128, shards=15,
+                         eos=200002, pad=199999, bos=199998, gen_eos=[200002, 199999, 200012]),
+}
+
+BLOCK_CODE_STD = 3.0
+SCALE_BASE = {"gate_up_proj": 121, "down_proj": 116}
+ROUTER_ZIPF = 0.2
+EXPERT_CHUNK_BYTES = 64 << 20
+
+
+def block_lut(g):
+    """256 bytes: random byte -> two e2m1 codes (low nibble, high nibble)."""
+    q = g.normal_quantiles(16)
+    nib = st.f32_to_e2m1(q * BLOCK_CODE_STD)
+    b = np.arange(256)
+    return (nib[b & 15] | (nib[b >> 4] << 4)).astype(np.uint8)
+
+
+def scale_lut(base):
+    """256 bytes: random byte -> scale code base - 1, base, base, base + 1."""
+    return (base + np.array([-1, 0, 0, 1])[np.arange(256) >> 6]).astype(np.uint8)
+
+
+def random_bytes_writer(seed, name, n_bytes, lut):
+    """Writes n_bytes of lut[random byte], two bytes per 16 random bits (a
+    65536-entry table: about 2.5 s of CPU a GB)."""
+    lut16 = (lut[np.arange(65536) & 255].astype(np.uint16)
+             | (lut[np.arange(65536) >> 8].astype(np.uint16) << 8)).astype("<u2")
+
+    def write(f):
+        bits = rng_for(seed, name).bit_generator
+        left = n_bytes
+        while left:
+            n = min(left, EXPERT_CHUNK_BYTES)
+            raw = bits.random_raw(-(-n // 8)).astype("<u8", copy=False).view("<u2")
+            f.write(lut16[raw].view(np.uint8)[:n].data)
+            left -= n
+    return write
+
+
+def router_rows(g, sw, seed, name, E):
+    """(weight [E, H], bias [E]) float32 of one router (see above)."""
+    layer = int(name.split(".")[2])
+    u = sw.shared_dir("model.layers.%d.post_attention_layernorm.weight" % layer)
+    rng = rng_for(seed, name)
+    r = rng.standard_normal((E, sw.H))
+    r -= np.outer(r @ u, u)
+    r /= np.linalg.norm(r, axis=1, keepdims=True)
+    m = np.exp(g.NORM_SIGMA * rng.standard_normal(E))
+    b = -ROUTER_ZIPF * np.log(rng.permutation(E) + 1.0)
+    b -= b.mean()
+    return ((g.ROUTER_SCALE * m)[:, None] * r).astype(np.float32), (g.ROUTER_SCALE * b).astype(np.float32)
+
+
+def shape_plan(g, cfg, seed):
+    """(name, dtype, shape, write) groups of the --shape checkpoint, in
+    checkpoint order; a tensor's blocks and scales share a group."""
+    sw = g.ShapeWeights(cfg, seed, "bf16")
+    H, nh, nkv, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    E, F, V = cfg["num_local_experts"], cfg["intermediate_size"], cfg["vocab_size"]
+    blut = block_lut(g)
+
+    def arr(name, w):
+        return [(name, "BF16", w.shape, sw.array_writer(st.f32_to_bf16(np.asarray(w, dtype=np.float32))))]
+
+    def norm(name):
+        return arr(name, g.master_weight(seed, name, (H,), "norm", 0.1))
+
+    def vec(name, shape, std, mean=0.0):
+        return arr(name, mean + std * rng_for(seed, name).standard_normal(shape))
+
+    groups = [[("model.embed_tokens.weight", "BF16", (V, H), sw.embed_writer("model.embed_tokens.weight", (V, H)))]]
+    for L in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % L
+        groups.append(norm(p + "input_layernorm.weight"))
+        for proj, rows in (("q_proj", nh * hd), ("k_proj", nkv * hd), ("v_proj", nkv * hd)):
+            name = p + "self_attn.%s.weight" % proj
+            groups.append([(name, "BF16", (rows, H), sw.qkv_writer(name, (rows, H), H ** -0.5, None))])
+            groups.append(vec(p + "self_attn.%s.bias" % proj, (rows,), 0.2))
+        name = p + "self_attn.o_proj.weight"
+        groups.append([(name, "BF16", (H, nh * hd), sw.proj_bf16_writer(name, (H, nh * hd), 0.7 * (nh * hd) ** -0.5))])
+        groups.append(vec(p + "self_attn.o_proj.bias", (H,), 0.2))
+        groups.append(vec(p + "self_attn.sinks", (nh,), 1.5, mean=0.5))
+        groups.append(norm(p + "post_attention_layernorm.weight"))
+        m = p + "mlp."
+        w, b = router_rows(g, sw, seed, m + "router.weight", E)
+        groups.append(arr(m + "router.weight", w))
+        groups.append(arr(m + "router.bias", b))
+        for proj, out_dim, in_dim in (("gate_up_proj", 2 * F, H), ("down_proj", H, F)):
+            name = m + "experts." + proj
+            nb = in_dim // 32
+            groups.append([(name + "_blocks", "U8", (E, out_dim, nb, 16),
+                            random_bytes_writer(seed, name + "_blocks", E * out_dim * nb * 16, blut)),
+                           (name + "_scales", "U8", (E, out_dim, nb),
+                            random_bytes_writer(seed, name + "_scales", E * out_dim * nb,
+                                                scale_lut(SCALE_BASE[proj])))])
+            groups.append(vec(name + "_bias", (E, out_dim), 0.5 if proj == "gate_up_proj" else 0.1))
+    groups.append(norm("model.norm.weight"))
+    groups.append([("lm_head.weight", "BF16", (V, H), sw.lm_head_writer("lm_head.weight", (V, H), 1.5 * H ** -0.5))])
+    return groups
+
+
+def shape_main(args, ap, g):
+    """gen_model --shape gpt-oss-120b."""
+    import shutil
+    import sys
+    import time
+    for opt, bad in (("--arch", args.arch), ("--size", args.size), ("--tokenizer", args.tokenizer),
+                     ("--vocab-size", args.vocab_size), ("--clip-qkv", args.clip_qkv is not None),
+                     ("--experts-layout fused", args.experts_layout == "fused"),
+                     ("--weights-dtype fp8", args.weights_dtype == "fp8"),
+                     ("--experts-dtype bf16", args.experts_dtype == "bf16")):
+        if bad:
+            ap.error("%s does not combine with --shape %s" % (opt, args.shape))
+    d = dict(SHAPES[args.shape])
+    if args.layers is not None:
+        if not 1 <= args.layers <= d["layers"]:
+            ap.error("--layers must be in [1, %d] for %s" % (d["layers"], args.shape))
+        d["layers"] = args.layers
+    shards = d["shards"] if args.shards is None else args.shards
+    if shards < 1:
+        ap.error("--shards must be >= 1")
+    cfg = build_config(d["vocab"], "mxfp4", d, eos=d["eos"], pad=d["pad"])
+    groups = shape_plan(g, cfg, args.seed)
+    need = sum(st.DTYPES[t[1]][1] * int(np.prod(t[2])) for grp in groups for t in grp)
+    hf_dir.clear_weights(args.out)
+    free = shutil.disk_usage(args.out).free
+    if need + (1 << 30) > free:
+        raise SystemExit("gen_model: %s needs %.1f GB but %s has %.1f GB free (keeping 1 GiB)"
+                         % (args.shape, need / 1e9, args.out, free / 1e9))
+    hf_dir.write_json(os.path.join(args.out, "config.json"), cfg)
+    hf_dir.write_json(os.path.join(args.out, "generation_config.json"),
+                      {"bos_token_id": d["bos"], "do_sample": True, "eos_token_id": d["gen_eos"],
+                       "pad_token_id": d["pad"], "transformers_version": cfg["transformers_version"]})
+    label = args.shape + (" (%d layers)" % args.layers if args.layers else "")
+    # Parameters as released count two per MXFP4 byte and none for the scales.
+    n_params = sum(int(np.prod(t[2])) * (2 if t[0].endswith("_blocks") else 1)
+                   for grp in groups for t in grp if not t[0].endswith("_scales"))
+    sys.stderr.write("gen_model: %s, %.2f B parameters, mxfp4 experts, %.2f GB in %d shard(s) -> %s\n"
+                     % (label, n_params / 1e9, need / 1e9, shards, args.out))
+    t0 = time.monotonic()
+    g.write_shape_checkpoint(args.out, groups, shards, label)
+    sys.stderr.write("gen_model: %s written in %.0f s\n" % (label, time.monotonic() - t0))
+    return 0
+
+
 def main(args, ap, g):
     """gen_model's main for gpt-oss; g is the gen_model module."""
+    if args.shape in SHAPES:
+        return shape_main(args, ap, g)
     shards = hf_dir.tiny_only(args, ap, args.arch, (("--weights-dtype fp8", args.weights_dtype == "fp8"),))
     experts_dtype = args.experts_dtype or "mxfp4"
     cfg = build_config(args.vocab_size or TINY["vocab"], experts_dtype)

@@ -19,6 +19,8 @@
                  (arch_minimax_m2.py: the released MiniMax-M2 layout)
     gen_model.py --arch gpt_oss --out DIR [--seed N] [--experts-dtype {mxfp4,bf16}] [--shards N]
                  (arch_gpt_oss.py: the released gpt-oss layouts, MXFP4 or BF16 experts)
+    gen_model.py --shape gpt-oss-120b --out DIR [--seed N] [--shards N] [--layers N]
+                 (arch_gpt_oss.py: openai/gpt-oss-120b's shape, MXFP4 experts)
 
 The directory gets config.json and generation_config.json with the field
 names, model_type and architectures of the real models, and safetensors
@@ -677,7 +679,8 @@ def main(argv=None):
     ap.add_argument("--vocab-size", type=int, help="override vocab_size")
     ap.add_argument("--size", choices=sorted(SIZES), help="default tiny")
     ap.add_argument("--clip-qkv", type=float, default=None, help="olmoe only: clip_qkv value")
-    ap.add_argument("--shape", choices=sorted(SHAPES) + sorted(arch_qwen35.SHAPES),
+    ap.add_argument("--shape",
+                    choices=sorted(SHAPES) + sorted(arch_qwen35.SHAPES) + sorted(arch_gpt_oss.SHAPES),
                     help="a real model's dimensions, streamed to disk (GBs; see tools/README.md)")
     ap.add_argument("--layers", type=int, help="--shape only: keep the first N layers")
     arch_deepseek.add_arguments(ap)
