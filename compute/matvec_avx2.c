@@ -386,10 +386,13 @@ void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const st
 
 /* Row r of an mxfp4 matrix against tokens t .. t + nt - 1 (nt <= 4), in the
  * sequence kernels_internal.h fixes: a pair's 32 code bytes become the
- * integers w = 2 * e2m1 through a lookup, already in the activations'
- * order, and meet them as |w| times x with w's sign; a lane's products
- * stay below 2^15 in int16 (8 * 12 * 127). Each run has its own scale
- * 2^(e - 128); a lone last run's missing half meets zero activations. */
+ * unsigned integers u = 2 * e2m1 + 12 in [0, 24] through a lookup, already
+ * in the activations' order; u times x (maddubs: a lane pair's products
+ * stay below 2^15 in int16, 2 * 24 * 127, two of them summed too) less 12
+ * times the lane's activation sum (sum8 * 3 / 2, exact: sum8 is 8 times
+ * it) is w = 2 * e2m1 times x exactly, as int4's offset of 8 is taken off,
+ * with no per-token sign work. Each run has its own scale 2^(e - 128); a
+ * lone last run's missing half meets zero activations (q and sum8 0). */
 AVX2_INLINE void avx2_q8_row_mxfp4(float *out, int64_t os, const struct qmatrix *m, int64_t r,
 				   const struct act_q8 *x, int64_t t, const int nt)
 {
@@ -398,8 +401,10 @@ AVX2_INLINE void avx2_q8_row_mxfp4(float *out, int64_t os, const struct qmatrix 
 	const uint8_t *e = q + cols / 2;
 	const int8_t *xq = x->q + t * pairs * 64;
 	const float *xd = x->d + t * pairs * 8;
+	const int32_t *xs = x->sum8 + t * pairs * 8;
 	const __m256i mask = _mm256_set1_epi8(0x0f);
-	const __m256i lut = _mm256_broadcastsi128_si256(avx2_e2m1_lut());
+	const __m256i lut = _mm256_broadcastsi128_si256(
+		_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256 acc[4];
 #pragma GCC unroll 4
@@ -412,9 +417,8 @@ AVX2_INLINE void avx2_q8_row_mxfp4(float *out, int64_t os, const struct qmatrix 
 		__m256i v = last ? _mm256_inserti128_si256(_mm256_setzero_si256(),
 							   _mm_loadu_si128((const __m128i *)(q + 32 * p)), 0)
 				 : _mm256_loadu_si256((const __m256i *)(q + 32 * p));
-		__m256i slo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, mask));
-		__m256i shi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
-		__m256i alo = _mm256_abs_epi8(slo), ahi = _mm256_abs_epi8(shi);
+		__m256i ulo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, mask));
+		__m256i uhi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
 		float s0 = quant_e8m0_to_f32(e[2 * p], 1);
 		float s1 = last ? s0 : quant_e8m0_to_f32(e[2 * p + 1], 1);
 		__m256 sw = _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
@@ -424,9 +428,10 @@ AVX2_INLINE void avx2_q8_row_mxfp4(float *out, int64_t os, const struct qmatrix 
 			__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p)));
 			__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p) + 32));
 			__m256 dx = _mm256_loadu_ps(xd + 8 * (o + p));
-			__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(alo, _mm256_sign_epi8(xlo, slo)),
-						       _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xhi, shi)));
-			__m256i lanes = _mm256_madd_epi16(s16, ones);
+			__m256i x8 = _mm256_loadu_si256((const __m256i *)(xs + 8 * (o + p)));
+			__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(ulo, xlo), _mm256_maddubs_epi16(uhi, xhi));
+			__m256i lanes = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones),
+							 _mm256_add_epi32(x8, _mm256_srai_epi32(x8, 1)));
 			acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(sw, dx), _mm256_cvtepi32_ps(lanes), acc[j]);
 		}
 	}
