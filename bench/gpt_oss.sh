@@ -25,7 +25,7 @@
 # embed_tokens and lm_head in the source (1.8 GB resident in the container:
 # the embedding stays bf16, lm_head int8). Both exist at once during the
 # conversion: about 3.5 GB per layer plus 4.3 GB; the script asks for
-# 3.5 N + 9 GB free (37 GB at the default 8 layers) and keeps the 15.4 GB
+# 3.5 N + 9 GB free (37 GB at the default 8 layers) and keeps the 15.6 GB
 # container in bench/work/gpt-oss/ for reruns (delete it to regenerate).
 # Generation and conversion take about 3 minutes at 8 layers on this host
 # (85 s and 110 s), the runs about 6 minutes per repeat.
