@@ -384,6 +384,24 @@ void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const st
 	avx2_rows_q8(out, os, m, x, n, row_begin, row_end, 1);
 }
 
+/* sc[i] = 2^(e[i] - 128) for i < n, exactly quant_e8m0_to_f32(e[i], 1):
+ * eight at a time, e >= 2 as the exponent field e - 1, e = 1 and 0 as the
+ * subnormals 2^-127 and 2^-128. */
+AVX2_INLINE void avx2_e8m0_half(float *sc, const uint8_t *e, int64_t n)
+{
+	const __m256i one = _mm256_set1_epi32(1), sub1 = _mm256_set1_epi32(0x00400000);
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e + i)));
+		__m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, one), 23);
+		__m256i tiny = _mm256_srlv_epi32(sub1, _mm256_sub_epi32(one, v));
+		__m256i bits = _mm256_blendv_epi8(tiny, normal, _mm256_cmpgt_epi32(v, one));
+		_mm256_storeu_ps(sc + i, _mm256_castsi256_ps(bits));
+	}
+	for (; i < n; i++)
+		sc[i] = quant_e8m0_to_f32(e[i], 1);
+}
+
 /* Row r of an mxfp4 matrix against tokens t .. t + nt - 1 (nt <= 4), in the
  * sequence kernels_internal.h fixes: a pair's 32 code bytes become the
  * unsigned integers u = 2 * e2m1 + 12 in [0, 24] through a lookup, already
@@ -391,8 +409,9 @@ void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const st
  * stay below 2^15 in int16, 2 * 24 * 127, two of them summed too) less 12
  * times the lane's activation sum (sum8 * 3 / 2, exact: sum8 is 8 times
  * it) is w = 2 * e2m1 times x exactly, as int4's offset of 8 is taken off,
- * with no per-token sign work. Each run has its own scale 2^(e - 128); a
- * lone last run's missing half meets zero activations (q and sum8 0). */
+ * with no per-token sign work. Each run has its own scale 2^(e - 128),
+ * made eight at a time (avx2_e8m0_half) for up to 64 pairs ahead; a lone
+ * last run's missing half meets zero activations (q and sum8 0). */
 AVX2_INLINE void avx2_q8_row_mxfp4(float *out, int64_t os, const struct qmatrix *m, int64_t r,
 				   const struct act_q8 *x, int64_t t, const int nt)
 {
@@ -405,13 +424,20 @@ AVX2_INLINE void avx2_q8_row_mxfp4(float *out, int64_t os, const struct qmatrix 
 	const __m256i mask = _mm256_set1_epi8(0x0f);
 	const __m256i lut = _mm256_broadcastsi128_si256(
 		_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-	const __m256i ones = _mm256_set1_epi16(1);
+	const __m256i ones = _mm256_set1_epi16(1), halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+	float sc[128];
 	__m256 acc[4];
 #pragma GCC unroll 4
 	for (int j = 0; j < nt; j++)
 		acc[j] = _mm256_setzero_ps();
 	for (int64_t p = 0; p < pairs; p++) {
 		int last = 2 * p + 1 == runs;
+		if (!(p & 63)) {
+			int64_t n = runs - 2 * p < 128 ? runs - 2 * p : 128;
+			avx2_e8m0_half(sc, e + 2 * p, n);
+			if (n & 1)
+				sc[n] = sc[n - 1]; /* the lone last run's missing half */
+		}
 		if (!(p & 1))
 			_mm_prefetch((const char *)(q + row_bytes + 32 * p), _MM_HINT_T0);
 		__m256i v = last ? _mm256_inserti128_si256(_mm256_setzero_si256(),
@@ -419,9 +445,8 @@ AVX2_INLINE void avx2_q8_row_mxfp4(float *out, int64_t os, const struct qmatrix 
 				 : _mm256_loadu_si256((const __m256i *)(q + 32 * p));
 		__m256i ulo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, mask));
 		__m256i uhi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
-		float s0 = quant_e8m0_to_f32(e[2 * p], 1);
-		float s1 = last ? s0 : quant_e8m0_to_f32(e[2 * p + 1], 1);
-		__m256 sw = _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
+		__m128 two = _mm_castpd_ps(_mm_load_sd((const double *)(sc + 2 * (p & 63))));
+		__m256 sw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), halves);
 #pragma GCC unroll 4
 		for (int j = 0; j < nt; j++) {
 			int64_t o = j * pairs;

@@ -500,6 +500,51 @@ static void check_rounding_bound(const char *level, const struct tmat *t, const 
 		}
 }
 
+/* mxfp4 with every scale byte from 0 (2^-127, a subnormal) to 130: each
+ * level's int8-activation rows write the scalar bits; rows
+ * long enough (129 and 256 runs) for the scales to be made in more than
+ * one batch, the first with a lone last run. */
+Test(kernels, mxfp4_scale_bytes_bit_identical)
+{
+	static const int64_t col_counts[] = { 4128, 8192 };
+	for (size_t c = 0; c < sizeof col_counts / sizeof col_counts[0]; c++) {
+		int64_t rows = 3, cols = col_counts[c], runs = cols / 32, n = 2;
+		size_t row_bytes = (size_t)(cols / 2 + runs);
+		uint8_t *blob = malloc(row_bytes * (size_t)rows);
+		uint64_t seed = 91 + c;
+		for (int64_t r = 0; r < rows; r++) {
+			uint8_t *row = blob + (size_t)r * row_bytes;
+			for (int64_t i = 0; i < cols / 2; i++)
+				row[i] = (uint8_t)(tu_randf(&seed) * 127.0f + 128.0f);
+			for (int64_t k = 0; k < runs; k++)
+				/* Row 0 all subnormal-scale or near (0 .. 3), so its sum is made of
+				 * them alone; row 1 0 .. 130; row 2 ordinary (125 .. 130). */
+				row[cols / 2 + k] = (uint8_t)(r == 0 ? k % 4 : r == 1 ? k % 131 : 125 + k % 6);
+		}
+		struct qmatrix m;
+		quant_matrix_view(&m, blob, QUANT_MXFP4, rows, cols, 32);
+		float *x = rand_vec(n * cols, 17 + c);
+		struct tact a;
+		tact_make(&a, x, n, cols);
+		float *got = malloc(sizeof(float) * n * rows), *want = malloc(sizeof(float) * n * rows);
+		for (enum cpu_simd level = CPU_SIMD_SCALAR; level <= cpu_simd_supported(); level++) {
+			const struct kernels_ops *ops = kernels_ops_for(level);
+			ops->rows_q8[QUANT_MXFP4](got, rows, &m, &a.a, n, 0, rows);
+			kernels_ops_scalar.rows_q8[QUANT_MXFP4](want, rows, &m, &a.a, n, 0, rows);
+			cr_expect_eq(memcmp(got, want, sizeof(float) * n * rows), 0, "%s q8 mxfp4 x%ld differs from scalar",
+				     ops->name, (long)cols);
+			for (int64_t i = 0; i < n * rows; i++)
+				cr_expect(isfinite(got[i]) && got[i] != 0.0f, "%s x%ld: output %ld is %g", ops->name,
+					  (long)cols, (long)i, (double)got[i]);
+		}
+		free(got);
+		free(want);
+		tact_free(&a);
+		free(x);
+		free(blob);
+	}
+}
+
 /* Every level's q8 rows write the scalar bits, for ragged row counts and 1..7
  * tokens, and the whole path stays within the activations' rounding. */
 Test(kernels, q8_levels_bit_identical_and_bounded)
