@@ -105,6 +105,8 @@ struct converter {
 	bool mx_seen;            /* MXFP4 experts (gpt-oss's *_blocks / *_scales) were read */
 	uint8_t *packed;         /* a gpt-oss expert's source bytes (expert_src_read) */
 	size_t packed_bytes;
+	const struct st_tensor *packed_of; /* mx_gather's raw rows [packed_row, + packed_span) of this *_blocks */
+	int64_t packed_row, packed_span;
 	size_t qbuf_bytes;
 	size_t n_visual;         /* vision tower tensors, not converted */
 	int32_t mtp_absent;      /* MTP modules config.json announces that the checkpoint lacks */
@@ -464,28 +466,35 @@ static int packed_reserve(struct converter *c, size_t bytes)
 }
 
 /* The MXFP4 bytes of rows [r, r + n) of s (s->t its *_blocks) gathered
- * into *blocks [n, cols / 32, 16] and *scales [n, cols / 32], in c->packed:
- * the source rows between them are read too (gate and up alternate) and
- * skipped. */
+ * into *blocks [n, cols / 32, 16] and *scales [n, cols / 32], in c->packed.
+ * The source rows of the step are read whole (gate and up alternate) and
+ * kept: the up part of an expert finds the rows its gate part read. */
 static int mx_gather(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n, uint8_t **blocks,
 		     uint8_t **scales)
 {
-	int64_t G = s->cols / 32, span = (n - 1) * s->step + 1, src = s->row0 + s->first + r * s->step;
+	int64_t G = s->cols / 32, span = n * s->step, base = s->row0 + r * s->step;
 	size_t bb = (size_t)G * 16, need = (size_t)span * (bb + (size_t)G) + (size_t)n * (bb + (size_t)G);
-	int rc = packed_reserve(c, need);
+	bool kept = c->packed_of == s->t && c->packed_row == base && c->packed_span == span;
+	int rc = kept ? 0 : packed_reserve(c, need);
 	if (rc)
 		return rc;
 	uint8_t *raw_b = c->packed, *raw_s = raw_b + (size_t)span * bb;
 	*blocks = raw_s + (size_t)span * G;
 	*scales = *blocks + (size_t)n * bb;
-	rc = st_tensor_read_raw(&c->set, s->t, src * G, span * G, raw_b);
-	rc = rc ? rc : st_tensor_read_raw(&c->set, s->mx_scales, src, span, raw_s);
-	if (rc)
-		return rc;
-	c->prog.bytes_read += (uint64_t)span * (bb + (uint64_t)G);
+	if (!kept) {
+		c->packed_of = NULL;
+		rc = st_tensor_read_raw(&c->set, s->t, base * G, span * G, raw_b);
+		rc = rc ? rc : st_tensor_read_raw(&c->set, s->mx_scales, base, span, raw_s);
+		if (rc)
+			return rc;
+		c->prog.bytes_read += (uint64_t)span * (bb + (uint64_t)G);
+		c->packed_of = s->t;
+		c->packed_row = base;
+		c->packed_span = span;
+	}
 	for (int64_t i = 0; i < n; i++) {
-		memcpy(*blocks + (size_t)i * bb, raw_b + (size_t)(i * s->step) * bb, bb);
-		memcpy(*scales + (size_t)i * G, raw_s + (size_t)(i * s->step) * G, (size_t)G);
+		memcpy(*blocks + (size_t)i * bb, raw_b + (size_t)(i * s->step + s->first) * bb, bb);
+		memcpy(*scales + (size_t)i * G, raw_s + (size_t)(i * s->step + s->first) * G, (size_t)G);
 	}
 	return 0;
 }
@@ -509,6 +518,7 @@ static int expert_src_read(struct converter *c, const struct matrix_src *s, int6
 	int64_t width = st_tensor_cols(s->t);
 	int64_t chunk = (int64_t)((16u << 20) / ((size_t)width * sizeof(float)));
 	chunk = chunk < 1 ? 1 : chunk;
+	c->packed_of = NULL; /* c->packed now holds these rows, not mx_gather's */
 	int rc = packed_reserve(c, (size_t)chunk * (size_t)width * sizeof(float));
 	for (int64_t k0 = 0; !rc && k0 < cols; k0 += chunk) {
 		int64_t m = cols - k0 < chunk ? cols - k0 : chunk;
