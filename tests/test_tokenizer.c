@@ -137,6 +137,46 @@ static const char *const dsv4_corpus[] = {
 	"near misses: <think </ think> ｜DSML| <｜latest_reminder> <|latest_reminder|>",
 };
 
+/* Encodes items[0..n_items) with ours and compares the ids with ref_ids,
+ * the decoded text with ref_text, and the round trip with the item (except
+ * the corpus's NOT_NFC items when the tokenizer normalizes, nfc). Counts
+ * mismatches and asserts once: details go to stderr. */
+static void compare_items(const char *what, struct tokenizer *t, const char *const *items, size_t n_items,
+			  const cJSON *ref_ids, const cJSON *ref_text, bool nfc)
+{
+	size_t same = 0, text_same = 0, roundtrip_bad = 0;
+	for (size_t i = 0; i < n_items; i++) {
+		int32_t *ids;
+		size_t n;
+		char *text;
+		size_t len;
+		cr_assert_eq(tokenizer_encode(t, items[i], strlen(items[i]), &ids, &n), 0);
+		const cJSON *ref = cJSON_GetArrayItem(ref_ids, (int)i);
+		bool equal = n == (size_t)cJSON_GetArraySize(ref);
+		for (size_t k = 0; equal && k < n; k++)
+			equal = ids[k] == (int32_t)cJSON_GetArrayItem(ref, (int)k)->valuedouble;
+		if (!equal)
+			report_diff(i, items[i], ref, ids, n);
+		same += equal;
+		cr_assert_eq(tokenizer_decode(t, ids, n, &text, &len), 0);
+		bool text_equal = strcmp(text, cJSON_GetArrayItem(ref_text, (int)i)->valuestring) == 0;
+		text_same += text_equal;
+		if (!text_equal)
+			fprintf(stderr, "%s item %zu: decoded text differs from the reference\n", what, i);
+		bool normalized = nfc && i < N_CORPUS && corpus[i][0] == NOT_NFC[0];
+		if (!normalized && !(len == strlen(items[i]) && memcmp(text, items[i], len) == 0)) {
+			fprintf(stderr, "%s item %zu: decode(encode(x)) != x\n", what, i);
+			roundtrip_bad++;
+		}
+		free(ids);
+		free(text);
+	}
+	fprintf(stderr, "%s: %zu/%zu corpus items encode identically to the reference\n", what, same, n_items);
+	cr_expect_eq(same, n_items, "%s: %zu of %zu corpus items encode differently", what, n_items - same, n_items);
+	cr_expect_eq(text_same, n_items, "%s: %zu decoded texts differ", what, n_items - text_same);
+	cr_expect_eq(roundtrip_bad, 0, "%s: %zu items do not round-trip", what, roundtrip_bad);
+}
+
 /* Encodes the corpus and extra[0..n_extra) with ours and the reference and compares ids
  * and decoded text. */
 static void check_corpus(const char *pkg, bool nfc, const char *const *extra, size_t n_extra)
@@ -163,38 +203,7 @@ static void check_corpus(const char *pkg, bool nfc, const char *const *extra, si
 	const cJSON *ref_ids = cJSON_GetObjectItem(res, "encode"), *ref_text = cJSON_GetObjectItem(res, "roundtrip");
 	cr_assert_eq((size_t)cJSON_GetArraySize(ref_ids), n_items);
 
-	/* Count mismatches and assert once: details go to stderr. */
-	size_t same = 0, text_same = 0, roundtrip_bad = 0;
-	for (size_t i = 0; i < n_items; i++) {
-		int32_t *ids;
-		size_t n;
-		char *text;
-		size_t len;
-		cr_assert_eq(tokenizer_encode(t, items[i], strlen(items[i]), &ids, &n), 0);
-		const cJSON *ref = cJSON_GetArrayItem(ref_ids, (int)i);
-		bool equal = n == (size_t)cJSON_GetArraySize(ref);
-		for (size_t k = 0; equal && k < n; k++)
-			equal = ids[k] == (int32_t)cJSON_GetArrayItem(ref, (int)k)->valuedouble;
-		if (!equal)
-			report_diff(i, items[i], ref, ids, n);
-		same += equal;
-		cr_assert_eq(tokenizer_decode(t, ids, n, &text, &len), 0);
-		bool text_equal = strcmp(text, cJSON_GetArrayItem(ref_text, (int)i)->valuestring) == 0;
-		text_same += text_equal;
-		if (!text_equal)
-			fprintf(stderr, "%s item %zu: decoded text differs from the reference\n", pkg, i);
-		bool normalized = nfc && i < N_CORPUS && corpus[i][0] == NOT_NFC[0];
-		if (!normalized && !(len == strlen(items[i]) && memcmp(text, items[i], len) == 0)) {
-			fprintf(stderr, "%s item %zu: decode(encode(x)) != x\n", pkg, i);
-			roundtrip_bad++;
-		}
-		free(ids);
-		free(text);
-	}
-	fprintf(stderr, "%s: %zu/%zu corpus items encode identically to the reference\n", pkg, same, n_items);
-	cr_expect_eq(same, n_items, "%s: %zu of %zu corpus items encode differently", pkg, n_items - same, n_items);
-	cr_expect_eq(text_same, n_items, "%s: %zu decoded texts differ", pkg, n_items - text_same);
-	cr_expect_eq(roundtrip_bad, 0, "%s: %zu items do not round-trip", pkg, roundtrip_bad);
+	compare_items(pkg, t, items, n_items, ref_ids, ref_text, nfc);
 	cJSON_Delete(res);
 	cJSON_Delete(req);
 	free(longt);
@@ -834,35 +843,7 @@ Test(tokenizer, gpt_oss_matches_gpt_tokenizer, .timeout = 120)
 	const cJSON *ref_ids = cJSON_GetObjectItem(res, "encode"), *ref_text = cJSON_GetObjectItem(res, "roundtrip");
 	cr_assert_eq((size_t)cJSON_GetArraySize(ref_ids), n_items);
 
-	size_t same = 0, text_same = 0, roundtrip_bad = 0;
-	for (size_t i = 0; i < n_items; i++) {
-		int32_t *ids;
-		size_t n, len;
-		char *text;
-		cr_assert_eq(tokenizer_encode(t, items[i], strlen(items[i]), &ids, &n), 0);
-		const cJSON *ref = cJSON_GetArrayItem(ref_ids, (int)i);
-		bool equal = n == (size_t)cJSON_GetArraySize(ref);
-		for (size_t k = 0; equal && k < n; k++)
-			equal = ids[k] == (int32_t)cJSON_GetArrayItem(ref, (int)k)->valuedouble;
-		if (!equal)
-			report_diff(i, items[i], ref, ids, n);
-		same += equal;
-		cr_assert_eq(tokenizer_decode(t, ids, n, &text, &len), 0);
-		bool text_equal = strcmp(text, cJSON_GetArrayItem(ref_text, (int)i)->valuestring) == 0;
-		text_same += text_equal;
-		if (!text_equal)
-			fprintf(stderr, "gpt-oss item %zu: decoded text differs from the reference\n", i);
-		if (!(len == strlen(items[i]) && memcmp(text, items[i], len) == 0)) {
-			fprintf(stderr, "gpt-oss item %zu: decode(encode(x)) != x\n", i);
-			roundtrip_bad++;
-		}
-		free(ids);
-		free(text);
-	}
-	fprintf(stderr, "gpt-oss: %zu/%zu corpus items encode identically to gpt-tokenizer\n", same, n_items);
-	cr_expect_eq(same, n_items, "gpt-oss: %zu of %zu corpus items encode differently", n_items - same, n_items);
-	cr_expect_eq(text_same, n_items, "gpt-oss: %zu decoded texts differ", n_items - text_same);
-	cr_expect_eq(roundtrip_bad, 0, "gpt-oss: %zu items do not round-trip", roundtrip_bad);
+	compare_items("gpt-oss", t, items, n_items, ref_ids, ref_text, false);
 
 	/* The command line gives the same ids for the harmony conversation. */
 	char file[PATH_MAX + 16];

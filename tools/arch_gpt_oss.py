@@ -305,21 +305,8 @@ def shape_main(args, ap, g):
     import shutil
     import sys
     import time
-    for opt, bad in (("--arch", args.arch), ("--size", args.size), ("--tokenizer", args.tokenizer),
-                     ("--vocab-size", args.vocab_size), ("--clip-qkv", args.clip_qkv is not None),
-                     ("--experts-layout fused", args.experts_layout == "fused"),
-                     ("--weights-dtype fp8", args.weights_dtype == "fp8"),
-                     ("--experts-dtype bf16", args.experts_dtype == "bf16")):
-        if bad:
-            ap.error("%s does not combine with --shape %s" % (opt, args.shape))
-    d = dict(SHAPES[args.shape])
-    if args.layers is not None:
-        if not 1 <= args.layers <= d["layers"]:
-            ap.error("--layers must be in [1, %d] for %s" % (d["layers"], args.shape))
-        d["layers"] = args.layers
-    shards = d["shards"] if args.shards is None else args.shards
-    if shards < 1:
-        ap.error("--shards must be >= 1")
+    d, shards = hf_dir.shape_dims(args, ap, SHAPES, (("--experts-layout fused", args.experts_layout == "fused"),
+                                                    ("--experts-dtype bf16", args.experts_dtype == "bf16")))
     cfg = build_config(d["vocab"], "mxfp4", d, eos=d["eos"], pad=d["pad"])
     groups = shape_plan(g, cfg, args.seed)
     need = sum(st.DTYPES[t[1]][1] * int(np.prod(t[2])) for grp in groups for t in grp)

@@ -16,7 +16,7 @@ byte). Writes OUT_DIR/tokenizer.json; offline, standard library only.
 The procedure is the one OpenAI and Hugging Face use to turn a tiktoken
 encoding into a tokenizer.json (transformers' TikTokenConverter):
   - vocab: each token's bytes spelt in GPT-2's byte-to-unicode alphabet
-    (bytes_to_unicode below), id = rank;
+    (hf_dir.bytes_to_unicode), id = rank;
   - merges: for each token of two or more bytes, run tiktoken's BPE on its
     bytes using only the ranks below its own; that stops one merge short,
     at two parts, and those two parts are the token's merge. Merges are
@@ -45,6 +45,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_dir  # noqa: E402
+
 O200K_PATTERN = "|".join([
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
@@ -68,20 +71,6 @@ HARMONY_NAMED = {
     200018: "<|endofprompt|>",
 }
 HARMONY_RESERVED = range(200000, 201088)
-
-
-def bytes_to_unicode():
-    """GPT-2's map of the 256 byte values to printable characters."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
 
 
 def read_ranks(path):
@@ -122,7 +111,7 @@ def added_tokens():
 
 
 def build(ranks):
-    b2u = bytes_to_unicode()
+    b2u = hf_dir.bytes_to_unicode()
     spell = lambda bs: "".join(b2u[b] for b in bs)
     vocab, merges, orphans = {}, [], []
     for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):

@@ -58,6 +58,7 @@ import numpy as np
 import regex
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_dir  # noqa: E402
 import safetensors_np  # noqa: E402
 
 SEED = 20261201
@@ -115,20 +116,7 @@ def split_corpus(verses):
 # ------------------------------------------------------------------ BPE
 
 
-def bytes_to_unicode():
-    """GPT-2's map of the 256 bytes to printable characters."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
-BYTE_MAP = bytes_to_unicode()
+BYTE_MAP = hf_dir.bytes_to_unicode()
 PRETOK = regex.compile(GPT2_PATTERN)
 
 
