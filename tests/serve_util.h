@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -127,9 +128,14 @@ __attribute__((format(printf, 3, 4))) static inline void srv_start_dir(struct sr
 		 "COLIBRI_CACHE_DIR='%s/cache' exec '%s' serve --model '%s' --port 0 --no-pin --threads 1 --ctx 512 %s "
 		 ">'%s' 2>'%s'",
 		 ws, tu_colibri(), dir, args, s->out, s->err);
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
+		/* A test that fails by an assertion exits without srv_stop: the
+		 * server goes with it instead of running on, orphaned. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(127);
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
