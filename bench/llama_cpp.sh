@@ -5,10 +5,14 @@
 # "hexagon: new vtcm layouts ...", build number 9928). Its source comes from
 # the fetched mirror, whose HEAD carries extra fork commits, so take exactly
 # that commit (the mirror lacks the blobs of the models/ggml-vocab-*.gguf
-# test vocabularies; they are not needed):
+# test vocabularies; they are not needed, and an exclude pathspec does not
+# keep git archive from failing on them, so take every top-level entry but
+# models/):
 #
-#   git -C /work/.mirror/kainlan+llama.cpp-intel-optimizations/repo archive 81ff7abe5 \
-#       -- . ':(exclude)models/ggml-vocab-*.gguf' | tar -x -C /work/llama.cpp-81ff7abe5
+#   r=/work/.mirror/kainlan+llama.cpp-intel-optimizations/repo
+#   mkdir -p /work/llama.cpp-81ff7abe5
+#   git -C $r archive 81ff7abe5 $(git -C $r ls-tree --name-only 81ff7abe5 | grep -vx models) |
+#       tar -x -C /work/llama.cpp-81ff7abe5
 #
 # and build it CPU-only, the instruction sets named explicitly (no
 # -march=native: a host reporting AMX may fault on its instructions), with
