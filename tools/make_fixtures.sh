@@ -4,6 +4,8 @@
 #   hf/<name>/          checkpoint (config.json, generation_config.json, safetensors)
 #   ref/<name>.tokens   one line of comma-separated token ids
 #   ref/<name>.f32      reference logits, float32 LE [n_tokens, vocab]
+#   ggml_blocks/<type>.bin, <type>.f32   GGML blocks of a 4 x 512 matrix and
+#                       their reference dequantization (tools/ggml_blocks.py)
 # Idempotent: does nothing when OUTDIR/.stamp matches a hash of the tools'
 # sources (and whether the Qwen3 tokenizer is present).  Builds into a
 # scratch folder and moves it into place, so an interrupted run leaves no
@@ -26,7 +28,7 @@ stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.p
              "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" "$here/ref_common.py" \
              "$here/arch_qwen35.py" "$here/ref_qwen35.py" "$here/arch_deepseek_v4.py" "$here/ref_deepseek_v4.py" \
              "$here/arch_minimax_m2.py" "$here/ref_minimax_m2.py" "$here/arch_gpt_oss.py" "$here/ref_gpt_oss.py" \
-             "$here/hf_dir.py" "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
+             "$here/hf_dir.py" "$here/ggml_blocks.py" "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
   echo "fixtures: up to date in $out"
   exit 0
@@ -103,7 +105,11 @@ fixture gpt_oss_mxfp4 gpt_oss ", MXFP4 experts (*_blocks / *_scales) as released
 fixture gpt_oss_bf16 gpt_oss ", the same model with BF16 dequantized experts ([E, H, 2I] interleaved, [E, I, H])" --experts-dtype bf16
 ntok=16
 
-rm -rf "$out/hf" "$out/ref" "$out/.stamp"
+"$py" "$here/ggml_blocks.py" --out "$work/ggml_blocks"
+echo "fixture ggml_blocks: f16 bf16 q8_0 q4_0 q4_k q5_k q6_k mxfp4 (.bin raw blocks, .f32 dequantized, 4 x 512)"
+
+rm -rf "$out/hf" "$out/ref" "$out/ggml_blocks" "$out/.stamp"
 mv "$work/hf" "$out/hf"
 mv "$work/ref" "$out/ref"
+mv "$work/ggml_blocks" "$out/ggml_blocks"
 echo "$stamp" > "$out/.stamp"
