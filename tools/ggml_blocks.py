@@ -24,8 +24,8 @@ every type on random blocks (random bytes, finite random scales), this module
 against ggml's own to-float functions loaded via ctypes from llama.cpp's
 libggml-base.so (dequantize_row_q8_0, ..._q4_0, ..._q4_K, ..._q5_K, ..._q6_K,
 ..._mxfp4, ggml_fp16_to_fp32_row, ggml_bf16_to_fp32_row), bit for bit.  Pass
-the library with --lib PATH (default: /work/llama.cpp-81ff7abe5/build/bin/
-libggml-base.so); without it, the check runs against a slow scalar
+the library with --lib PATH (default: $LLAMA_CPP_DIR/build/bin/libggml-base.so,
+$LLAMA_CPP_DIR defaulting to /work/llama.cpp-81ff7abe5 as in bench/llama_cpp.sh); without it, the check runs against a slow scalar
 transliteration of the C loops kept in this file (_scalar_dequantize).
 
 CLI:
@@ -39,6 +39,9 @@ import os
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_np import bf16_to_f32  # noqa: E402
 
 F32 = np.float32
 
@@ -131,7 +134,7 @@ def dequantize(type_name, raw, rows, cols):
     elif t == "f16":
         y = b.reshape(-1).view("<f2").astype(F32)
     elif t == "bf16":
-        y = (b.reshape(-1).view("<u2").astype(np.uint32) << 16).view(F32)
+        y = bf16_to_f32(b.reshape(-1).view("<u2"))
     elif t == "q8_0":
         d = _f16(b, 0)
         y = b[:, 2:].view(np.int8).astype(F32) * d
@@ -359,7 +362,9 @@ def main():
     ap.add_argument("--out", help="write <type>.bin / <type>.f32 fixtures (4 x 512) here")
     ap.add_argument("--self-check", action="store_true",
                     help="compare against ggml's library (or the scalar loops without it)")
-    ap.add_argument("--lib", default="/work/llama.cpp-81ff7abe5/build/bin/libggml-base.so")
+    ap.add_argument("--lib", default=os.path.join(os.environ.get("LLAMA_CPP_DIR", "/work/llama.cpp-81ff7abe5"),
+                                                 "build/bin/libggml-base.so"),
+                    help="libggml-base.so of a llama.cpp build (default: $LLAMA_CPP_DIR/build/bin, as bench/llama_cpp.sh)")
     ap.add_argument("--scalar", action="store_true",
                     help="self-check against the scalar transliteration even if --lib exists")
     a = ap.parse_args()

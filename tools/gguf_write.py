@@ -82,20 +82,16 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
+import ggml_blocks as gb  # noqa: E402
 
 ALIGNMENT = 32
 QUANTIZATION_VERSION = 2      # GGML_QNT_VERSION
 CHUNK_ELEMS = 1 << 22         # source values converted at once
 
-# ggml_type: (id, values per block, bytes per block)
+# ggml_type: (id, values per block, bytes per block), from ggml_blocks' table
 GGML_F32, GGML_BF16, GGML_Q4_0, GGML_Q8_0, GGML_Q6_K = "F32", "BF16", "Q4_0", "Q8_0", "Q6_K"
-GGML_TYPES = {
-    GGML_F32: (0, 1, 4),
-    GGML_Q4_0: (2, 32, 18),
-    GGML_Q8_0: (8, 32, 34),
-    GGML_Q6_K: (14, 256, 210),
-    GGML_BF16: (30, 1, 2),
-}
+GGML_TYPES = {t: (gb.GGML_TYPE[t.lower()],) + gb.BLOCK[t.lower()]
+              for t in (GGML_F32, GGML_Q4_0, GGML_Q8_0, GGML_Q6_K, GGML_BF16)}
 # --type: (type of the big matrices, general.file_type)
 FILE_TYPES = {"f32": (GGML_F32, 0), "bf16": (GGML_BF16, 32), "q8_0": (GGML_Q8_0, 7),
               "q4_0": (GGML_Q4_0, 2)}
