@@ -9,6 +9,7 @@
  */
 #include "compute/quant.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -19,6 +20,12 @@ static const char *const quant_names[] = {
 	[QUANT_INT8] = "int8",
 	[QUANT_INT4] = "int4",
 	[QUANT_MXFP4] = "mxfp4",
+	[QUANT_F16] = "f16",
+	[QUANT_Q8_0] = "q8_0",
+	[QUANT_Q4_0] = "q4_0",
+	[QUANT_Q4_K] = "q4_k",
+	[QUANT_Q5_K] = "q5_k",
+	[QUANT_Q6_K] = "q6_k",
 };
 _Static_assert(sizeof quant_names / sizeof quant_names[0] == QUANT_TYPE_COUNT, "a name per type");
 
@@ -47,6 +54,80 @@ static int quant_is_grouped(enum quant_type type)
 	return type == QUANT_INT8 || type == QUANT_INT4;
 }
 
+bool quant_type_quantizable(enum quant_type type)
+{
+	return type == QUANT_F32 || type == QUANT_BF16 || type == QUANT_INT8 || type == QUANT_INT4 ||
+	       type == QUANT_MXFP4 || type == QUANT_F16;
+}
+
+/* Elements and bytes of a GGML block type's block; 0 for the others. */
+static int64_t quant_block_elems(enum quant_type type)
+{
+	switch (type) {
+	case QUANT_Q8_0:
+	case QUANT_Q4_0:
+		return 32;
+	case QUANT_Q4_K:
+	case QUANT_Q5_K:
+	case QUANT_Q6_K:
+		return QUANT_K_BLOCK;
+	default:
+		return 0;
+	}
+}
+
+static int64_t quant_block_bytes(enum quant_type type)
+{
+	switch (type) {
+	case QUANT_Q8_0:
+		return QUANT_Q8_0_BYTES;
+	case QUANT_Q4_0:
+		return QUANT_Q4_0_BYTES;
+	case QUANT_Q4_K:
+		return QUANT_Q4_K_BYTES;
+	case QUANT_Q5_K:
+		return QUANT_Q5_K_BYTES;
+	case QUANT_Q6_K:
+		return QUANT_Q6_K_BYTES;
+	default:
+		return 0;
+	}
+}
+
+int quant_from_ggml_type(uint32_t ggml_type, enum quant_type *out)
+{
+	switch (ggml_type) {
+	case 0:
+		*out = QUANT_F32;
+		return 0;
+	case 1:
+		*out = QUANT_F16;
+		return 0;
+	case 2:
+		*out = QUANT_Q4_0;
+		return 0;
+	case 8:
+		*out = QUANT_Q8_0;
+		return 0;
+	case 12:
+		*out = QUANT_Q4_K;
+		return 0;
+	case 13:
+		*out = QUANT_Q5_K;
+		return 0;
+	case 14:
+		*out = QUANT_Q6_K;
+		return 0;
+	case 30:
+		*out = QUANT_BF16;
+		return 0;
+	case 39:
+		*out = QUANT_MXFP4;
+		return 0;
+	}
+	return -ENOTSUP;
+}
+
 /* The group size is ignored for F32/BF16 so that a caller may pass its
  * default group for every type. Sizes are capped at 2^40 elements so that
  * byte counts can never overflow 64 bits. */
@@ -60,6 +141,10 @@ const char *quant_shape_error(enum quant_type type, int64_t rows, int64_t cols, 
 		return "more than 2^40 elements";
 	if (type == QUANT_MXFP4 && cols % QUANT_MXFP4_BLOCK != 0)
 		return "mxfp4 needs the inputs (cols) in whole blocks of 32";
+	if (quant_block_elems(type) == 32 && cols % 32 != 0)
+		return "q8_0 and q4_0 need the inputs (cols) in whole blocks of 32";
+	if (quant_block_elems(type) == QUANT_K_BLOCK && cols % QUANT_K_BLOCK != 0)
+		return "q4_k, q5_k and q6_k need the inputs (cols) in whole blocks of 256";
 	if (!quant_is_grouped(type))
 		return NULL;
 	if (group <= 0 || group % 32 != 0)
@@ -88,6 +173,14 @@ uint64_t quant_data_bytes(enum quant_type type, int64_t rows, int64_t cols)
 		return n / 2;
 	case QUANT_MXFP4:
 		return n / 2 + n / QUANT_MXFP4_BLOCK;
+	case QUANT_F16:
+		return n * 2;
+	case QUANT_Q8_0:
+	case QUANT_Q4_0:
+	case QUANT_Q4_K:
+	case QUANT_Q5_K:
+	case QUANT_Q6_K:
+		return n / (uint64_t)quant_block_elems(type) * (uint64_t)quant_block_bytes(type);
 	}
 	return 0;
 }
@@ -227,9 +320,35 @@ int quant_mxfp4_from_packed(void *dst, const uint8_t *blocks, const uint8_t *sca
 	return 0;
 }
 
+int quant_mxfp4_from_ggml(void *dst, const void *blocks, int64_t rows, int64_t cols)
+{
+	if (quant_check_shape(QUANT_MXFP4, rows, cols, 0) != 0)
+		return -EINVAL;
+	const uint8_t *src = blocks;
+	int64_t n_blocks = rows * (cols / 32);
+	for (int64_t k = 0; k < n_blocks; k++)
+		if (src[17 * k] == 0xff)
+			return -EINVAL;
+	/* ggml's qs already is INT4's nibble order (element j low, j + 16 high)
+	 * and its kvalues are 2 * e2m1 of the same codes against half the
+	 * scale, so the codes and e move as they are. */
+	uint8_t *out = dst;
+	int64_t stride = cols / 2 + cols / 32;
+	for (int64_t r = 0; r < rows; r++) {
+		uint8_t *row = out + r * stride;
+		for (int64_t k = 0; k < cols / 32; k++) {
+			const uint8_t *b = src + 17 * (r * (cols / 32) + k);
+			memcpy(row + 16 * k, b + 1, 16);
+			row[cols / 2 + k] = b[0];
+		}
+	}
+	return 0;
+}
+
 void quant_matrix_quantize(void *dst, const float *src, enum quant_type type,
 			   int64_t rows, int64_t cols, int32_t group)
 {
+	assert(quant_type_quantizable(type));
 	uint8_t *out = dst;
 	float *scales = NULL;
 	if (quant_is_grouped(type))
@@ -257,6 +376,18 @@ void quant_matrix_quantize(void *dst, const float *src, enum quant_type type,
 		case QUANT_MXFP4:
 			quant_row_quantize_mxfp4(out + r * (cols / 2 + cols / 32), w, cols);
 			break;
+		case QUANT_F16: {
+			uint16_t *h = (uint16_t *)(out + r * cols * 2);
+			for (int64_t c = 0; c < cols; c++)
+				h[c] = f32_to_f16(w[c]);
+			break;
+		}
+		case QUANT_Q8_0:
+		case QUANT_Q4_0:
+		case QUANT_Q4_K:
+		case QUANT_Q5_K:
+		case QUANT_Q6_K:
+			break; /* not quantizable: asserted above */
 		}
 	}
 }
@@ -272,7 +403,7 @@ void quant_matrix_view(struct qmatrix *m, const void *base, enum quant_type type
 		m->group = group;
 		m->scales = (const float *)((const uint8_t *)base + quant_data_bytes(type, rows, cols));
 	} else {
-		m->group = type == QUANT_MXFP4 ? QUANT_MXFP4_BLOCK : 0;
+		m->group = type == QUANT_MXFP4 ? QUANT_MXFP4_BLOCK : (int32_t)quant_block_elems(type);
 		m->scales = NULL;
 	}
 }
@@ -284,6 +415,107 @@ void quant_matrix_rows(struct qmatrix *out, const struct qmatrix *m, int64_t row
 	out->data = (const uint8_t *)m->data + quant_data_bytes(m->type, row, m->cols);
 	if (m->scales)
 		out->scales = m->scales + row * (m->cols / m->group);
+}
+
+/* The little-endian half at p. */
+static float quant_half(const uint8_t *p)
+{
+	return f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
+
+static void quant_q8_0_block_dequantize(float *y, const uint8_t *b)
+{
+	float d = quant_half(b);
+	for (int j = 0; j < 32; j++)
+		y[j] = (float)(int8_t)b[2 + j] * d;
+}
+
+static void quant_q4_0_block_dequantize(float *y, const uint8_t *b)
+{
+	float d = quant_half(b);
+	for (int j = 0; j < 16; j++) {
+		y[j] = (float)((b[2 + j] & 15) - 8) * d;
+		y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+	}
+}
+
+static void quant_k_scale_min(uint8_t sc[8], uint8_t mn[8], const uint8_t *s)
+{
+	for (int i = 0; i < 4; i++) {
+		sc[i] = s[i] & 63;
+		mn[i] = s[i + 4] & 63;
+		sc[i + 4] = (uint8_t)((s[i + 8] & 15) | (s[i] >> 6) << 4);
+		mn[i + 4] = (uint8_t)((s[i + 8] >> 4) | (s[i + 4] >> 6) << 4);
+	}
+}
+
+/* Q4_K (qh NULL) and Q5_K share all but the fifth bit. */
+static void quant_q45_k_block_dequantize(float *y, const uint8_t *b, const uint8_t *qh,
+					 const uint8_t *qs)
+{
+	float d = quant_half(b), dmin = quant_half(b + 2);
+	uint8_t sc[8], mn[8];
+	quant_k_scale_min(sc, mn, b + 4);
+	for (int k = 0; k < 4; k++) {
+		for (int h = 0; h < 2; h++) {
+			float d1 = d * (float)sc[2 * k + h], m1 = dmin * (float)mn[2 * k + h];
+			for (int l = 0; l < 32; l++) {
+				int q = h ? qs[32 * k + l] >> 4 : qs[32 * k + l] & 15;
+				if (qh)
+					q |= ((qh[l] >> (2 * k + h)) & 1) << 4;
+				y[64 * k + 32 * h + l] = d1 * (float)q - m1;
+			}
+		}
+	}
+}
+
+static void quant_q4_k_block_dequantize(float *y, const uint8_t *b)
+{
+	quant_q45_k_block_dequantize(y, b, NULL, b + 16);
+}
+
+static void quant_q5_k_block_dequantize(float *y, const uint8_t *b)
+{
+	quant_q45_k_block_dequantize(y, b, b + 16, b + 48);
+}
+
+static void quant_q6_k_block_dequantize(float *y, const uint8_t *b)
+{
+	float d = quant_half(b + 208);
+	const int8_t *scales = (const int8_t *)(b + 192);
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+		for (int k = 0; k < 4; k++)
+			for (int l = 0; l < 32; l++) {
+				int lo = ql[l + 32 * (k & 1)] >> (4 * (k >> 1)) & 15;
+				int q = (lo | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
+				float s = d * (float)scales[8 * h + 2 * k + l / 16];
+				y[128 * h + 32 * k + l] = s * (float)q;
+			}
+	}
+}
+
+void quant_block_dequantize(float *dst, enum quant_type type, const void *block)
+{
+	switch (type) {
+	case QUANT_Q8_0:
+		quant_q8_0_block_dequantize(dst, block);
+		return;
+	case QUANT_Q4_0:
+		quant_q4_0_block_dequantize(dst, block);
+		return;
+	case QUANT_Q4_K:
+		quant_q4_k_block_dequantize(dst, block);
+		return;
+	case QUANT_Q5_K:
+		quant_q5_k_block_dequantize(dst, block);
+		return;
+	case QUANT_Q6_K:
+		quant_q6_k_block_dequantize(dst, block);
+		return;
+	default:
+		assert(!"quant_block_dequantize: not a GGML block type");
+	}
 }
 
 void quant_row_dequantize(float *dst, const struct qmatrix *m, int64_t row)
@@ -326,6 +558,23 @@ void quant_row_dequantize(float *dst, const struct qmatrix *m, int64_t row)
 		}
 		return;
 	}
+	case QUANT_F16: {
+		const uint16_t *h = (const uint16_t *)m->data + row * cols;
+		for (int64_t c = 0; c < cols; c++)
+			dst[c] = f16_to_f32(h[c]);
+		return;
+	}
+	case QUANT_Q8_0:
+	case QUANT_Q4_0:
+	case QUANT_Q4_K:
+	case QUANT_Q5_K:
+	case QUANT_Q6_K: {
+		int64_t qk = quant_block_elems(m->type), bs = quant_block_bytes(m->type);
+		const uint8_t *b = (const uint8_t *)m->data + row * (cols / qk) * bs;
+		for (int64_t k = 0; k < cols / qk; k++)
+			quant_block_dequantize(dst + k * qk, m->type, b + k * bs);
+		return;
+	}
 	}
 }
 
@@ -363,6 +612,31 @@ float f16_to_f32(uint16_t h)
 	float f;
 	memcpy(&f, &u, sizeof f);
 	return f;
+}
+
+uint16_t f32_to_f16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	uint16_t sign = (uint16_t)(u >> 16 & 0x8000u);
+	uint32_t a = u & 0x7fffffffu;
+	if (a > 0x7f800000u) /* NaN: quiet, the top of the payload kept */
+		return (uint16_t)(sign | 0x7e00u | (a >> 13 & 0x3ffu));
+	if (a >= 0x477ff000u) /* at or above 65520, halfway past the largest: inf */
+		return (uint16_t)(sign | 0x7c00u);
+	if (a >= 0x38800000u) { /* normal in f16 (2^-14 and up) */
+		/* Rebias the exponent, then round away the 13 low bits to nearest
+		 * even; a carry out of the mantissa bumps the exponent, as it
+		 * should. */
+		uint32_t v = a - 0x38000000u;
+		v += 0xfffu + (v >> 13 & 1u);
+		return (uint16_t)(sign | v >> 13);
+	}
+	/* Subnormal or zero: f * 2^24 is the integer count of 2^-24 steps,
+	 * which rintf rounds to nearest even exactly (the product is exact). */
+	float mag;
+	memcpy(&mag, &a, sizeof mag);
+	return (uint16_t)(sign | (uint16_t)rintf(mag * 0x1p24f));
 }
 
 float fp8_e4m3_to_f32(uint8_t v)

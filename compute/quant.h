@@ -35,6 +35,46 @@
  *               e = 253 with |e2m1| >= 4 and e = 254 with |e2m1| >= 2, as
  *               in transformers. e = 255 (NaN in the spec) is never written.
  *
+ *   QUANT_F16   rows * cols uint16, IEEE binary16 (a GGUF's F16 tensors).
+ *               The only one of the GGML-born types that quant_matrix_quantize
+ *               makes: round to nearest even, as numpy's astype(float16) and
+ *               ggml's FP32_TO_FP16; overflow to +-inf, NaN stays NaN.
+ *
+ * GGML block formats, stored exactly as a GGUF holds them (ggml-common.h)
+ * so that a converted container keeps the file's bits: rows of blocks, rows
+ * consecutive, no scales array (scales NULL), qmatrix.group the elements
+ * per block, cols % block == 0. A half d below is IEEE binary16, little-
+ * endian, converted exactly to f32; every formula is f32 arithmetic in the
+ * order written (ggml's dequantize_row_*, which the kernels reproduce):
+ *
+ *   QUANT_Q8_0  32 inputs in 34 bytes: { half d; int8 q[32]; }
+ *               w[j] = (float)q[j] * d.
+ *   QUANT_Q4_0  32 inputs in 18 bytes: { half d; uint8 qs[16]; }
+ *               w[j] = (float)((qs[j] & 15) - 8) * d,
+ *               w[j + 16] = (float)((qs[j] >> 4) - 8) * d, j < 16.
+ *   QUANT_Q4_K  256 inputs in 144 bytes:
+ *               { half d, dmin; uint8 scales[12]; uint8 qs[128]; }
+ *               eight sub-blocks of 32, sub-block i with a 6-bit scale sc_i
+ *               and min m_i packed in scales (i < 4: sc = scales[i] & 63,
+ *               m = scales[i + 4] & 63; i >= 4: sc = (scales[i + 4] & 15) |
+ *               (scales[i - 4] >> 6) << 4, m = (scales[i + 4] >> 4) |
+ *               (scales[i] >> 6) << 4). Inputs 64k .. 64k + 31 are the low
+ *               nibbles of qs[32k .. 32k + 31] (sub-block 2k), 64k + 32 ..
+ *               64k + 63 their high nibbles (sub-block 2k + 1):
+ *               d1 = d * sc_i, m1 = dmin * m_i, w = d1 * (float)q - m1.
+ *   QUANT_Q5_K  256 inputs in 176 bytes:
+ *               { half d, dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]; }
+ *               as Q4_K, q gaining a fifth bit 16: input 64k + l (l < 32)
+ *               takes bit 2k of qh[l], input 64k + 32 + l bit 2k + 1.
+ *   QUANT_Q6_K  256 inputs in 210 bytes:
+ *               { uint8 ql[128]; uint8 qh[64]; int8 scales[16]; half d; }
+ *               two halves of 128, half h with ql + 64h, qh + 32h, scales +
+ *               8h; within a half, input 32k + l (k < 4, l < 32) is
+ *               q = (low | high << 4) - 32, low the nibble k >> 1 of
+ *               ql[l + 32 (k & 1)] (low nibble first), high bits 2k, 2k + 1
+ *               of qh[l], its scale s = scales[2k + l / 16]:
+ *               w = (d * (float)s) * (float)q.
+ *
  * Grouped formats need cols % group == 0 and group % 32 == 0. The scale of a
  * group is max|w| / 127 (int8) or max|w| / 7 (int4); an all-zero group has
  * scale 0. Rounding is to nearest, ties away from zero (roundf).
@@ -51,6 +91,7 @@
 #ifndef COLIBRI_COMPUTE_QUANT_H
 #define COLIBRI_COMPUTE_QUANT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,10 +101,26 @@ enum quant_type {
 	QUANT_INT8 = 2,
 	QUANT_INT4 = 3,
 	QUANT_MXFP4 = 4,
+	QUANT_F16 = 5,
+	QUANT_Q8_0 = 6,
+	QUANT_Q4_0 = 7,
+	QUANT_Q4_K = 8,
+	QUANT_Q5_K = 9,
+	QUANT_Q6_K = 10,
 };
 
-#define QUANT_TYPE_COUNT 5
+#define QUANT_TYPE_COUNT 11
 #define QUANT_MXFP4_BLOCK 32
+
+/* Elements and bytes of one GGML block (quant.h's block formats). */
+#define QUANT_Q8_0_BLOCK 32
+#define QUANT_Q8_0_BYTES 34
+#define QUANT_Q4_0_BLOCK 32
+#define QUANT_Q4_0_BYTES 18
+#define QUANT_K_BLOCK 256
+#define QUANT_Q4_K_BYTES 144
+#define QUANT_Q5_K_BYTES 176
+#define QUANT_Q6_K_BYTES 210
 
 #define QUANT_GROUP_DEFAULT 64
 
@@ -71,18 +128,30 @@ enum quant_type {
  * (the resident arena or an expert frame); never freed through this struct. */
 struct qmatrix {
 	enum quant_type type;
-	int32_t group;        /* inputs per scale; 0 for F32/BF16, 32 for MXFP4 */
+	int32_t group;        /* inputs per scale; 0 for F32/BF16/F16, 32 for MXFP4,
+			       * the block size (32 or 256) for the GGML blocks */
 	int64_t rows;         /* outputs */
 	int64_t cols;         /* inputs */
 	const void *data;     /* [rows, cols] in the format above */
-	const float *scales;  /* [rows, cols / group], NULL for F32/BF16/MXFP4 */
+	const float *scales;  /* [rows, cols / group], NULL but for INT8/INT4 */
 };
 
 /* Name as used on the command line and in the manifest: "f32", "bf16",
- * "int8", "int4", "mxfp4". quant_type_parse returns -EINVAL for anything
- * else. */
+ * "int8", "int4", "mxfp4", "f16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k".
+ * quant_type_parse returns -EINVAL for anything else. */
 const char *quant_type_name(enum quant_type type);
 int quant_type_parse(const char *name, enum quant_type *out);
+
+/* Whether quant_matrix_quantize can make `type` from f32: f32, bf16, int8,
+ * int4, mxfp4 and f16. The GGML block types only come from a GGUF, as
+ * they are. */
+bool quant_type_quantizable(enum quant_type type);
+
+/* The colibri type that holds ggml type number ggml_type (ggml.h: F32 0,
+ * F16 1, Q4_0 2, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14, BF16 30, MXFP4 39),
+ * into *out; -ENOTSUP for any other. MXFP4's bytes are not the container's
+ * as they stand: they go through quant_mxfp4_from_ggml. */
+int quant_from_ggml_type(uint32_t ggml_type, enum quant_type *out);
 
 /* 0 if (type, rows, cols, group) is a valid layout, else -EINVAL. */
 int quant_check_shape(enum quant_type type, int64_t rows, int64_t cols, int32_t group);
@@ -98,7 +167,8 @@ uint64_t quant_matrix_bytes(enum quant_type type, int64_t rows, int64_t cols, in
 uint64_t quant_data_bytes(enum quant_type type, int64_t rows, int64_t cols);
 
 /* Quantizes f32 src [rows, cols] into dst (quant_matrix_bytes long). The
- * shape must pass quant_check_shape. */
+ * shape must pass quant_check_shape and the type quant_type_quantizable
+ * (asserted: callers taking a type from the user check it first). */
 void quant_matrix_quantize(void *dst, const float *src, enum quant_type type,
 			   int64_t rows, int64_t cols, int32_t group);
 
@@ -112,6 +182,15 @@ void quant_matrix_quantize(void *dst, const float *src, enum quant_type type,
 int quant_mxfp4_from_packed(void *dst, const uint8_t *blocks, const uint8_t *scales,
 			    int64_t rows, int64_t cols);
 
+/* MXFP4 from a GGUF's GGML blocks [rows, cols / 32] of 17 bytes { uint8 e;
+ * uint8 qs[16]; } (qs[j] low nibble element j, high nibble element j + 16;
+ * value kvalues[n] * 2^(e - 128) with kvalues 2 * e2m1) into dst in
+ * QUANT_MXFP4's row layout, quant_matrix_bytes(QUANT_MXFP4) bytes: codes
+ * and scale bytes move, none is recomputed (ggml's code 8 reads +0, ours
+ * -0: the same value). -EINVAL, dst untouched, when the shape fails
+ * quant_check_shape or an e is 255. */
+int quant_mxfp4_from_ggml(void *dst, const void *blocks, int64_t rows, int64_t cols);
+
 /* Builds a qmatrix view over a stored matrix block starting at `base`. */
 void quant_matrix_view(struct qmatrix *m, const void *base, enum quant_type type,
 		       int64_t rows, int64_t cols, int32_t group);
@@ -122,6 +201,10 @@ void quant_matrix_rows(struct qmatrix *out, const struct qmatrix *m, int64_t row
 
 /* Dequantizes row `row` of m into dst[cols]. */
 void quant_row_dequantize(float *dst, const struct qmatrix *m, int64_t row);
+
+/* Dequantizes one block of a GGML block type (q8_0, q4_0, q4_k, q5_k,
+ * q6_k) into dst[32 or 256], the values quant_row_dequantize gives. */
+void quant_block_dequantize(float *dst, enum quant_type type, const void *block);
 
 /* bf16 <-> f32. bf16 from f32 rounds to nearest even; NaN stays NaN. */
 static inline float bf16_to_f32(uint16_t h)
@@ -150,6 +233,9 @@ static inline float quant_e8m0_to_f32(unsigned e, unsigned shift)
 	return v.f;
 }
 float f16_to_f32(uint16_t h);
+/* f16 from f32, rounding to nearest even (subnormals included); overflow
+ * gives +-inf, a NaN stays a NaN (quiet, its top payload bits kept). */
+uint16_t f32_to_f16(float f);
 /* FP8 E4M3 (finite-only "fn" variant used by DeepSeek/GLM): 1 sign, 4 exponent
  * (bias 7), 3 mantissa bits; 0x7f/0xff are NaN; no infinities. */
 float fp8_e4m3_to_f32(uint8_t v);

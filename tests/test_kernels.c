@@ -69,6 +69,25 @@ static double ref_weight(const struct qmatrix *m, int64_t r, int64_t c)
 		double v = (n & 8) ? -mag[n & 7] : mag[n & 7];
 		return ldexp(v, (int)row[m->cols / 2 + run] - 127);
 	}
+	case QUANT_F16: {
+		uint16_t h = ((const uint16_t *)m->data)[r * m->cols + c];
+		int e = (h >> 10) & 31, man = h & 1023;
+		double v = e == 0 ? ldexp(man, -24) : e == 31 ? (man ? NAN : INFINITY) : ldexp(1024 + man, e - 25);
+		return (h & 0x8000) ? -v : v;
+	}
+	case QUANT_Q8_0:
+	case QUANT_Q4_0:
+	case QUANT_Q4_K:
+	case QUANT_Q5_K:
+	case QUANT_Q6_K: {
+		/* The block formats' decoder is quant.c's, checked bit for bit
+		 * against tools/ggml_blocks.py in test_quant. */
+		float blk[256];
+		uint64_t bb = quant_data_bytes(m->type, 1, m->group);
+		const uint8_t *row = (const uint8_t *)m->data + r * quant_data_bytes(m->type, 1, m->cols);
+		quant_block_dequantize(blk, m->type, row + (c / m->group) * bb);
+		return blk[c % m->group];
+	}
 	}
 	return NAN;
 }

@@ -11,6 +11,13 @@
  * exactly through the quantizer; the quantizer's scale and rounding rule on
  * hand-computed cases and against a brute-force nearest-value quantizer
  * written here; bad shapes refused.
+ *
+ * GGML block formats (f16, q8_0, q4_0, q4_k, q5_k, q6_k): quant_row_dequantize
+ * bit for bit against tools/ggml_blocks.py's numpy reference on its fixtures
+ * ($COLIBRI_FIXTURES/ggml_blocks), mxfp4 through quant_mxfp4_from_ggml; the
+ * ggml type numbers, shapes, byte counts and which types quantize; f16 from
+ * f32 rounding to nearest even on hand-picked edges and against an
+ * exhaustive check of every f16 value and every midpoint between two.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -35,9 +42,13 @@ static uint32_t f32_bits(float f)
 
 Test(quant, type_names_round_trip)
 {
-	enum quant_type all[] = { QUANT_F32, QUANT_BF16, QUANT_INT8, QUANT_INT4, QUANT_MXFP4 };
-	const char *names[] = { "f32", "bf16", "int8", "int4", "mxfp4" };
-	for (int i = 0; i < 5; i++) {
+	enum quant_type all[] = { QUANT_F32, QUANT_BF16, QUANT_INT8, QUANT_INT4, QUANT_MXFP4, QUANT_F16,
+				  QUANT_Q8_0, QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
+	const char *names[] = { "f32", "bf16", "int8", "int4", "mxfp4", "f16",
+				"q8_0", "q4_0", "q4_k", "q5_k", "q6_k" };
+	cr_assert_eq(sizeof all / sizeof all[0], QUANT_TYPE_COUNT);
+	for (int i = 0; i < QUANT_TYPE_COUNT; i++) {
+		cr_assert_eq((int)all[i], i, "%s is %d", names[i], i);
 		enum quant_type t;
 		cr_assert_str_eq(quant_type_name(all[i]), names[i]);
 		cr_assert_eq(quant_type_parse(names[i], &t), 0);
@@ -64,7 +75,7 @@ Test(quant, check_shape)
 	cr_assert_eq(quant_check_shape(QUANT_INT4, 4, 128, 48), -EINVAL);
 	cr_assert_eq(quant_check_shape(QUANT_INT8, 4, 128, 0), -EINVAL);
 	cr_assert_eq(quant_check_shape(QUANT_INT8, 4, 128, -64), -EINVAL);
-	cr_assert_eq(quant_check_shape((enum quant_type)9, 4, 128, 64), -EINVAL);
+	cr_assert_eq(quant_check_shape((enum quant_type)QUANT_TYPE_COUNT, 4, 128, 64), -EINVAL);
 	cr_assert_eq(quant_check_shape(QUANT_F32, INT64_MAX, INT64_MAX, 0), -EINVAL);
 	cr_assert_eq(quant_check_shape(QUANT_MXFP4, 3, 32, 0), 0);
 	cr_assert_eq(quant_check_shape(QUANT_MXFP4, 3, 2880, 64), 0, "mxfp4 ignores the group");
@@ -531,4 +542,219 @@ Test(quant, mxfp4_quantize_matches_brute_force)
 	free(w);
 	free(got);
 	free(blob);
+}
+
+Test(quant, ggml_type_numbers)
+{
+	static const struct {
+		uint32_t ggml;
+		enum quant_type t;
+	} map[] = {
+		{ 0, QUANT_F32 },   { 1, QUANT_F16 },   { 2, QUANT_Q4_0 },  { 8, QUANT_Q8_0 },  { 12, QUANT_Q4_K },
+		{ 13, QUANT_Q5_K }, { 14, QUANT_Q6_K }, { 30, QUANT_BF16 }, { 39, QUANT_MXFP4 },
+	};
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+		enum quant_type t = QUANT_INT8;
+		cr_assert_eq(quant_from_ggml_type(map[i].ggml, &t), 0, "ggml type %u", map[i].ggml);
+		cr_assert_eq(t, map[i].t, "ggml type %u", map[i].ggml);
+	}
+	/* Q4_1, Q5_0, Q5_1, Q8_1, Q2_K, Q3_K, Q8_K, IQ2_XXS, ..., I8, F64, TQ1_0 */
+	static const uint32_t refused[] = { 3, 4, 5, 6, 7, 9, 10, 11, 15, 16, 20, 24, 28, 34, 40, 1000 };
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		enum quant_type t = QUANT_INT8;
+		cr_assert_eq(quant_from_ggml_type(refused[i], &t), -ENOTSUP, "ggml type %u", refused[i]);
+		cr_assert_eq(t, QUANT_INT8);
+	}
+}
+
+Test(quant, ggml_shapes_bytes_and_quantizable)
+{
+	cr_assert_eq(quant_check_shape(QUANT_F16, 3, 5, 0), 0);
+	cr_assert_eq(quant_check_shape(QUANT_Q8_0, 3, 96, 0), 0);
+	cr_assert_eq(quant_check_shape(QUANT_Q4_0, 3, 32, 64), 0, "the group argument is ignored");
+	cr_assert_eq(quant_check_shape(QUANT_Q8_0, 3, 48, 0), -EINVAL);
+	cr_assert_eq(quant_check_shape(QUANT_Q4_0, 3, 16, 0), -EINVAL);
+	for (int t = QUANT_Q4_K; t <= QUANT_Q6_K; t++) {
+		cr_assert_eq(quant_check_shape((enum quant_type)t, 2, 512, 0), 0);
+		cr_assert_eq(quant_check_shape((enum quant_type)t, 2, 384, 0), -EINVAL);
+		const char *why = quant_shape_error((enum quant_type)t, 2, 128, 0);
+		cr_assert(why && strstr(why, quant_type_name((enum quant_type)t)) && strstr(why, "256"), "%s",
+			  why ? why : "(null)");
+	}
+	const char *why = quant_shape_error(QUANT_Q8_0, 2, 40, 0);
+	cr_assert(why && strstr(why, "q8_0") && strstr(why, "32"), "%s", why ? why : "(null)");
+	cr_assert_eq(quant_matrix_bytes(QUANT_F16, 3, 5, 0), 30);
+	cr_assert_eq(quant_matrix_bytes(QUANT_Q8_0, 4, 512, 64), 4 * 16 * 34);
+	cr_assert_eq(quant_matrix_bytes(QUANT_Q4_0, 4, 512, 0), 4 * 16 * 18);
+	cr_assert_eq(quant_matrix_bytes(QUANT_Q4_K, 4, 512, 0), 4 * 2 * 144);
+	cr_assert_eq(quant_matrix_bytes(QUANT_Q5_K, 4, 512, 0), 4 * 2 * 176);
+	cr_assert_eq(quant_data_bytes(QUANT_Q6_K, 4, 512), 4 * 2 * 210);
+	cr_assert_eq(quant_matrix_bytes(QUANT_Q4_K, 4096, 7168, 0), (uint64_t)4096 * 28 * 144);
+	static const bool can[QUANT_TYPE_COUNT] = {
+		[QUANT_F32] = true, [QUANT_BF16] = true, [QUANT_INT8] = true,
+		[QUANT_INT4] = true, [QUANT_MXFP4] = true, [QUANT_F16] = true,
+	};
+	for (int t = 0; t < QUANT_TYPE_COUNT; t++)
+		cr_assert_eq(quant_type_quantizable((enum quant_type)t), can[t], "%s",
+			     quant_type_name((enum quant_type)t));
+	/* The view: block size as the group, no scales; a slice of rows starts
+	 * at whole rows of blocks. */
+	static uint8_t blob[4 * 2 * 210];
+	struct qmatrix m, sub;
+	quant_matrix_view(&m, blob, QUANT_Q6_K, 4, 512, 64);
+	cr_assert_eq(m.group, 256);
+	cr_assert_null(m.scales);
+	quant_matrix_rows(&sub, &m, 3, 1);
+	cr_assert_eq((const uint8_t *)sub.data - blob, 3 * 2 * 210);
+	quant_matrix_view(&m, blob, QUANT_Q8_0, 4, 128, 64);
+	cr_assert_eq(m.group, 32);
+	quant_matrix_view(&m, blob, QUANT_F16, 4, 128, 64);
+	cr_assert_eq(m.group, 0);
+	cr_assert_null(m.scales);
+}
+
+/* Reads $COLIBRI_FIXTURES/ggml_blocks/<name><ext> whole; its size into *len. */
+static void *read_fixture(const char *name, const char *ext, size_t *len)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/ggml_blocks/%s%s", tu_fixtures(), name, ext);
+	FILE *f = fopen(path, "rb");
+	cr_assert_not_null(f, "%s: %s (run tools/make_fixtures.sh)", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	void *p = malloc((size_t)n + 1);
+	cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n, "%s: short read", path);
+	fclose(f);
+	*len = (size_t)n;
+	return p;
+}
+
+/* got[i] and want[i] the same bits, or both zeros where signed_zero lets
+ * the sign differ. */
+static void assert_same_bits(const float *got, const float *want, int64_t n, const char *what,
+			     bool signed_zero)
+{
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t g = f32_bits(got[i]), w = f32_bits(want[i]);
+		if (signed_zero && got[i] == 0.0f && want[i] == 0.0f)
+			continue;
+		cr_assert_eq(g, w, "%s: value %ld (row %ld, col %ld): %.9g (0x%08x) vs numpy %.9g (0x%08x)", what,
+			     (long)i, (long)(i / 512), (long)(i % 512), got[i], g, want[i], w);
+	}
+}
+
+Test(quant, ggml_blocks_dequantize_like_numpy)
+{
+	static const enum quant_type types[] = { QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_0,
+						 QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
+	const int64_t rows = 4, cols = 512;
+	float *got = malloc(sizeof(float) * rows * cols);
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+		enum quant_type t = types[i];
+		const char *name = quant_type_name(t);
+		size_t nb, nf;
+		void *blocks = read_fixture(name, ".bin", &nb);
+		float *want = read_fixture(name, ".f32", &nf);
+		cr_assert_eq(nb, quant_matrix_bytes(t, rows, cols, 0), "%s.bin: %zu bytes", name, nb);
+		cr_assert_eq(nf, sizeof(float) * rows * cols, "%s.f32: %zu bytes", name, nf);
+		struct qmatrix m;
+		quant_matrix_view(&m, blocks, t, rows, cols, 0);
+		memset(got, 0xff, sizeof(float) * rows * cols);
+		for (int64_t r = 0; r < rows; r++)
+			quant_row_dequantize(got + r * cols, &m, r);
+		assert_same_bits(got, want, rows * cols, name, false);
+		/* The one-block entry point gives the same values. */
+		if (m.group > 0) {
+			float blk[256];
+			uint64_t bb = quant_data_bytes(t, 1, m.group);
+			for (int64_t k = 0; k < rows * cols / m.group; k++) {
+				quant_block_dequantize(blk, t, (const uint8_t *)blocks + k * bb);
+				assert_same_bits(blk, want + k * m.group, m.group, name, false);
+			}
+		}
+		free(blocks);
+		free(want);
+	}
+	free(got);
+}
+
+Test(quant, ggml_mxfp4_repacked_dequantizes_like_numpy)
+{
+	const int64_t rows = 4, cols = 512;
+	size_t nb, nf;
+	uint8_t *blocks = read_fixture("mxfp4", ".bin", &nb);
+	float *want = read_fixture("mxfp4", ".f32", &nf);
+	cr_assert_eq(nb, (size_t)(rows * cols / 32 * 17));
+	cr_assert_eq(nf, sizeof(float) * rows * cols);
+	uint64_t bytes = quant_matrix_bytes(QUANT_MXFP4, rows, cols, 0);
+	uint8_t *dst = malloc(bytes);
+	cr_assert_eq(quant_mxfp4_from_ggml(dst, blocks, rows, cols), 0);
+	/* Moved, not recomputed: each block's 16 code bytes and its e. */
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t k = 0; k < cols / 32; k++) {
+			const uint8_t *b = blocks + 17 * (r * (cols / 32) + k);
+			const uint8_t *row = dst + r * (cols / 2 + cols / 32);
+			cr_assert_eq(memcmp(row + 16 * k, b + 1, 16), 0);
+			cr_assert_eq(row[cols / 2 + k], b[0]);
+		}
+	struct qmatrix m;
+	quant_matrix_view(&m, dst, QUANT_MXFP4, rows, cols, 0);
+	float *got = malloc(sizeof(float) * rows * cols);
+	for (int64_t r = 0; r < rows; r++)
+		quant_row_dequantize(got + r * cols, &m, r);
+	/* ggml's code 8 is +0 (kvalues[8] = 0), ours -0: the same value. */
+	assert_same_bits(got, want, rows * cols, "mxfp4", true);
+	/* e = 255 (NaN) and a bad shape are refused, dst untouched. */
+	memset(dst, 0xab, bytes);
+	blocks[17 * 37] = 0xff;
+	cr_assert_eq(quant_mxfp4_from_ggml(dst, blocks, rows, cols), -EINVAL);
+	cr_assert_eq(quant_mxfp4_from_ggml(dst, blocks, rows, 48), -EINVAL);
+	for (uint64_t i = 0; i < bytes; i++)
+		cr_assert_eq(dst[i], 0xab);
+	free(got);
+	free(dst);
+	free(blocks);
+	free(want);
+}
+
+/* f16 -> f32 -> f16 is the identity on every non-NaN half; halfway between
+ * two neighbours rounds to the even one, a hair above to the upper one. */
+Test(quant, f16_from_f32_rounds_to_nearest_even)
+{
+	for (uint32_t h = 0; h < 0x10000; h++) {
+		if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff))
+			continue;
+		cr_assert_eq(f32_to_f16(f16_to_f32((uint16_t)h)), h, "half 0x%04x", h);
+	}
+	for (uint32_t h = 0; h < 0x7bff; h++) {
+		/* Neighbours a < b, both finite and positive: the midpoint is exact
+		 * in f32 (one bit more than the half). */
+		double a = f16_to_f32((uint16_t)h), b = f16_to_f32((uint16_t)(h + 1));
+		float mid = (float)((a + b) / 2);
+		uint16_t even = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
+		cr_assert_eq(f32_to_f16(mid), even, "midpoint above half 0x%04x", h);
+		cr_assert_eq(f32_to_f16(-mid), even | 0x8000, "negative midpoint above half 0x%04x", h);
+		cr_assert_eq(f32_to_f16(nextafterf(mid, 1e30f)), h + 1, "just above the midpoint of 0x%04x", h);
+		cr_assert_eq(f32_to_f16(nextafterf(mid, 0.0f)), h, "just below the midpoint of 0x%04x", h);
+	}
+	cr_assert_eq(f32_to_f16(65504.0f), 0x7bff);
+	cr_assert_eq(f32_to_f16(65519.996f), 0x7bff);
+	cr_assert_eq(f32_to_f16(65520.0f), 0x7c00, "the midpoint past the largest rounds to inf");
+	cr_assert_eq(f32_to_f16(1e10f), 0x7c00);
+	cr_assert_eq(f32_to_f16(-INFINITY), 0xfc00);
+	cr_assert_eq(f32_to_f16(0x1p-25f), 0x0000, "half the smallest subnormal: ties to even, 0");
+	cr_assert_eq(f32_to_f16(0x1.000002p-25f), 0x0001);
+	cr_assert_eq(f32_to_f16(0x3p-25f), 0x0002, "1.5 steps: ties to even, 2");
+	cr_assert_eq(f32_to_f16(-0.0f), 0x8000);
+	cr_assert_eq(f32_to_f16(1e-30f), 0x0000);
+	uint16_t n = f32_to_f16(NAN);
+	cr_assert((n & 0x7c00) == 0x7c00 && (n & 0x3ff), "NaN gave 0x%04x", n);
+	/* Through the quantizer, rows laid out as f16. */
+	float w[6] = { 1.0f, -2.5f, 65520.0f, 0x1p-24f, 3.140625f, 0.1f };
+	uint16_t h[6];
+	quant_matrix_quantize(h, w, QUANT_F16, 2, 3, 0);
+	static const uint16_t want[6] = { 0x3c00, 0xc100, 0x7c00, 0x0001, 0x4248, 0x2e66 };
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(h[i], want[i], "value %d: 0x%04x vs 0x%04x", i, h[i], want[i]);
 }

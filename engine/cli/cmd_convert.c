@@ -58,16 +58,16 @@ int cmd_convert(int argc, char **argv)
 			o.activations = optarg;
 			break;
 		case 'd':
-			if (quant_type_parse(optarg, &o.dense_quant) != 0) {
-				fprintf(stderr, "colibri convert: --dense-quant must be int4, mxfp4, int8, bf16 or f32, not \"%s\"\n",
+			if (quant_type_parse(optarg, &o.dense_quant) != 0 || !quant_type_quantizable(o.dense_quant)) {
+				fprintf(stderr, "colibri convert: --dense-quant must be int4, mxfp4, int8, bf16, f16 or f32, not \"%s\"\n",
 					optarg);
 				return 2;
 			}
 			o.dense_quant_set = true;
 			break;
 		case 'q':
-			if (quant_type_parse(optarg, &o.quant) != 0) {
-				fprintf(stderr, "colibri convert: --quant must be int4, mxfp4, int8, bf16 or f32, not \"%s\"\n",
+			if (quant_type_parse(optarg, &o.quant) != 0 || !quant_type_quantizable(o.quant)) {
+				fprintf(stderr, "colibri convert: --quant must be int4, mxfp4, int8, bf16, f16 or f32, not \"%s\"\n",
 					optarg);
 				return 2;
 			}

@@ -62,7 +62,13 @@ static int measure_compute(struct plan_machine *m, enum quant_type type, int thr
 		}
 		for (int64_t i = 0; i < cols; i++)
 			x[i] = src[i];
-		quant_matrix_quantize(w, src, type, rows, cols, group);
+		/* The GGML block types cannot be made from f32; their kernels'
+		 * speed does not depend on the values, so any bytes whose halves
+		 * are normal numbers (0x1111) will do. */
+		if (quant_type_quantizable(type))
+			quant_matrix_quantize(w, src, type, rows, cols, group);
+		else
+			memset(w, 0x11, bytes);
 		struct qmatrix qm;
 		quant_matrix_view(&qm, w, type, rows, cols, group);
 		matvec(pool, out, &qm, x);
