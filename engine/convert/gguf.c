@@ -69,7 +69,7 @@ static const struct {
 	[GGML_F32] = { "f32", 1, 4 },          [GGML_F16] = { "f16", 1, 2 },
 	[GGML_Q4_0] = { "q4_0", 32, 18 },      [GGML_Q4_1] = { "q4_1", 32, 20 },
 	[GGML_Q5_0] = { "q5_0", 32, 22 },      [GGML_Q5_1] = { "q5_1", 32, 24 },
-	[GGML_Q8_0] = { "q8_0", 32, 34 },      [GGML_Q8_1] = { "q8_1", 32, 40 },
+	[GGML_Q8_0] = { "q8_0", 32, 34 },      [GGML_Q8_1] = { "q8_1", 32, 36 },
 	[GGML_Q2_K] = { "q2_K", 256, 84 },     [GGML_Q3_K] = { "q3_K", 256, 110 },
 	[GGML_Q4_K] = { "q4_K", 256, 144 },    [GGML_Q5_K] = { "q5_K", 256, 176 },
 	[GGML_Q6_K] = { "q6_K", 256, 210 },    [GGML_Q8_K] = { "q8_K", 256, 292 },
@@ -831,9 +831,15 @@ static int set_open_split(struct gguf_set *set, struct gguf_file *first, int64_t
 				       (long long)n, (long long)i);
 	}
 	free(sib);
-	if (rc)
-		return rc;
-	int64_t want;
+	return rc;
+}
+
+/* After indexing (so that a tensor in two files is named as such): the
+ * tensors of all files are as many as the first file says. */
+static int set_check_count(const struct gguf_set *set)
+{
+	int64_t want, count = (int64_t)set->n_files;
+	int rc;
 	const struct gguf_file *f0 = &set->files[0];
 	if ((rc = file_split_int(f0, "split.tensors.count", INT64_MAX, &want)))
 		return rc;
@@ -873,7 +879,7 @@ int gguf_set_open(struct gguf_set *set, const char *path)
 		memset(&first, 0, sizeof first);
 		first.fd = -1;
 	}
-	if ((rc = set_index(set)))
+	if ((rc = set_index(set)) || (set->n_files > 1 && (rc = set_check_count(set))))
 		goto fail;
 	return 0;
 fail:
