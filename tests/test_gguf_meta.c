@@ -870,6 +870,7 @@ static const char *const corpus[] = {
 	"text<|im_start|>glued<|im_end|>end and a partial <|im_start and <|im_end| and <think",
 	"<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜>Hello<｜end▁of▁sentence｜>",
 	"café naïve résumé Ångström façade jalapeño Øresund",
+	"cafe\u0301 A\u030Angstro\u0308m \u212B: decomposed, which Qwen's NFC normalizer composes",
 	"Hello!!! What?? ... --- *** ### @user #tag $100 50% a&b (x) [y] {z} <tag/> `code` ~tilde^ |pipe| \\back",
 	"∑_{i=1}^{n} x_i² ≤ ∞ ± √2 ≈ 1.414 → ∀ε>0 ∃δ>0; ½ ¾ Ⅻ ٣٤٥ ๑๒๓ ①②",
 	"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa !!!!!!!!!!!!!!!!!!!! ====================",
@@ -1132,6 +1133,54 @@ Test(gguf_meta, small_bpe_tokenizer)
 	cr_expect_eq(tokenizer_eos_id(t), 3);
 	cr_expect(!tokenizer_add_bos(t));
 	tokenizer_free(t);
+}
+
+/* Every pre-tokenizer name gguf_meta writes gives a tokenizer.json that
+ * colibri loads (its regexes compile) and that splits as the name says. */
+Test(gguf_meta, pre_tokenizer_names)
+{
+	static const struct {
+		const char *pre;
+		const char *text;
+		int pieces;	/* of "12345": digits one by one, in threes, or together */
+	} names[] = {
+		{ "qwen2", "12345", 5 }, { "deepseek-r1-qwen", "12345", 5 }, { "deepseek-v3", "12345", 2 },
+		{ "llama-bpe", "12345", 2 }, { "llama3", "12345", 2 }, { "gpt-4o", "12345", 2 }, { "glm4", "12345", 2 },
+		{ "chatglm-bpe", "12345", 2 }, { "gpt-2", "12345", 1 }, { "olmo", "12345", 1 }, { "default", "12345", 2 },
+	};
+	/* Single digits and no merges: the pieces are what the regexes make
+	 * of "12345", each then one token per digit; so count merges instead:
+	 * with the merges 1 2, 12 3, 4 5, a piece "12345" becomes 123 45. */
+	const char *tok[] = { "1", "2", "3", "4", "5", "12", "123", "45", "12345", "1234" };
+	const char *merges[] = { "1 2", "12 3", "4 5", "123 45", "123 4" };
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		struct gb b;
+		gb_init(&b);
+		gb_kv_str(&b, "general.architecture", "qwen3moe");
+		gb_kv_str(&b, "tokenizer.ggml.model", "gpt2");
+		gb_kv_str(&b, "tokenizer.ggml.pre", names[i].pre);
+		gb_kv_arr_str(&b, "tokenizer.ggml.tokens", 10, tok);
+		gb_kv_arr_str(&b, "tokenizer.ggml.merges", 5, merges);
+		char name[64];
+		snprintf(name, sizeof name, "pre%zu", i);
+		struct gguf_set set;
+		open_built(&b, name, &set);
+		gb_free(&b);
+		struct tokenizer *t = tokenizer_of(&set, name);
+		gguf_set_close(&set);
+		int32_t *ids = NULL;
+		size_t n = 0;
+		cr_assert_eq(tokenizer_encode(t, names[i].text, strlen(names[i].text), &ids, &n), 0);
+		/* One piece: 12345 (id 8); threes: 123 45 (6, 7); singles: 1 2 3 4 5. */
+		int want = names[i].pieces == 1 ? 1 : names[i].pieces == 2 ? 2 : 5;
+		cr_expect_eq((int)n, want, "%s: \"12345\" gave %zu ids", names[i].pre, n);
+		if (want == 1)
+			cr_expect_eq(ids[0], 8, "%s", names[i].pre);
+		if (want == 2)
+			cr_expect(ids[0] == 6 && ids[1] == 7, "%s: %d %d", names[i].pre, ids[0], ids[1]);
+		free(ids);
+		tokenizer_free(t);
+	}
 }
 
 Test(gguf_meta, hostile_tokenizer)

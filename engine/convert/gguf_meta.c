@@ -423,11 +423,19 @@ static void family_qwen3moe(struct meta *m, uint32_t n_layers, uint32_t hidden, 
 {
 	uint32_t ff = 0, ff_exp = 0, n_exp = 0, used = 0;
 	get_u32(m, "feed_forward_length", false, &ff);
-	get_u32(m, "expert_feed_forward_length", true, &ff_exp);
+	int have_exp = get_u32(m, "expert_feed_forward_length", false, &ff_exp);
 	get_u32(m, "expert_count", true, &n_exp);
 	get_u32(m, "expert_used_count", true, &used);
 	uint32_t hd = head_dim(m, hidden, heads);
 	full_rotary(m, hd);
+	/* llama_model_qwen3moe: without the key an expert is n_ff / n_expert_used wide. */
+	if (!m->rc && have_exp == 0) {
+		if (ff == 0 || used == 0 || ff / used == 0)
+			m->rc = error_set(EINVAL, "%s: missing key qwen3moe.expert_feed_forward_length (and no "
+					  "feed_forward_length to derive it from)", m->path);
+		else
+			ff_exp = ff / used;
+	}
 	if (ff)
 		put_num(m, "intermediate_size", ff);
 	put_num(m, "moe_intermediate_size", ff_exp);

@@ -415,7 +415,8 @@ static int spm_merges(struct tok *t, const struct gguf_kv *scores, cJSON *out)
 			m[n++] = (struct spm_merge){ l, r, (int32_t)i, (float)gguf_arr_f64(scores, i),
 						     utf8_chars(s, k), utf8_chars(s + k, len - k), 0 };
 		}
-		qsort(m + first, n - first, sizeof *m, spm_local_cmp);
+		if (n > first)
+			qsort(m + first, n - first, sizeof *m, spm_local_cmp);
 		for (size_t j = first; j < n; j++)
 			m[j].seq = j;
 	}
