@@ -134,6 +134,7 @@ static const char *hf_to_gguf(const cJSON *j, struct gb *b)
 			: !strcmp(mt, "deepseek_v3") ? "deepseek2"
 			: !strcmp(mt, "glm4_moe")    ? "glm4moe"
 			: !strcmp(mt, "gpt_oss")     ? "gpt-oss"
+			: !strcmp(mt, "minimax_m2")  ? "minimax-m2"
 						     : NULL;
 	cr_assert(a, "no GGUF architecture for %s", mt);
 	bool ds = !strcmp(a, "deepseek2"), glm = !strcmp(a, "glm4moe");
@@ -228,6 +229,9 @@ static const char *hf_to_gguf(const cJSON *j, struct gb *b)
 			gb_kv_bool(b, key, cJSON_IsTrue(n));
 		}
 		u32_if(b, a, "nextn_predict_layers", j, "num_nextn_predict_layers");
+	} else if (!strcmp(a, "minimax-m2")) {
+		u32_if(b, a, "expert_feed_forward_length", j, "intermediate_size");
+		u32_if(b, a, "rope.dimension_count", j, "rotary_dim");
 	} else if (!strcmp(a, "gpt-oss")) {
 		u32_if(b, a, "attention.sliding_window", j, "sliding_window");
 		u32_if(b, a, "expert_feed_forward_length", j, "intermediate_size");
@@ -385,6 +389,7 @@ Test(gguf_meta, deepseek_v3_config) { family_case("deepseek_v3"); }
 Test(gguf_meta, deepseek_v3_noqlora_config) { family_case("deepseek_v3_noqlora"); }
 Test(gguf_meta, glm4_moe_config) { family_case("glm4_moe"); }
 Test(gguf_meta, gpt_oss_config) { family_case("gpt_oss_mxfp4"); }
+Test(gguf_meta, minimax_m2_config) { family_case("minimax_m2"); }
 
 /* ---------------------------------------------------------------- llama.cpp's defaults */
 

@@ -5,7 +5,13 @@
  * and graphs), for the families both sides run:
  *
  *   olmoe -> olmoe, qwen3moe -> qwen3_moe, llama with experts -> mixtral,
- *   deepseek2 -> deepseek_v3, glm4moe -> glm4_moe, gpt-oss -> gpt_oss.
+ *   deepseek2 -> deepseek_v3, glm4moe -> glm4_moe, gpt-oss -> gpt_oss,
+ *   minimax-m2 -> minimax_m2.
+ *
+ * Refused: qwen2moe (colibri has no Qwen2-MoE family), qwen3next and
+ * qwen35moe (llama.cpp's converter rewrites their norms and DeltaNet
+ * tensors; not mapped yet), deepseek32, glm-dsa, deepseek4 and every
+ * other architecture.
  *
  * Where the GGUF is silent the value is llama.cpp's default (routing not
  * scaled, not renormalised, not grouped; no dense leading layers; RoPE base
@@ -27,7 +33,7 @@
 #include "engine/convert/gguf.h"
 #include "engine/model/model_config.h"
 
-#define GGUF_SUPPORTED "olmoe, qwen3moe, llama (Mixtral, with experts), deepseek2, glm4moe, gpt-oss"
+#define GGUF_SUPPORTED "olmoe, qwen3moe, llama (Mixtral, with experts), deepseek2, glm4moe, gpt-oss, minimax-m2"
 
 struct meta {
 	const struct gguf_set *set;
@@ -641,12 +647,53 @@ static void family_gpt_oss(struct meta *m, uint32_t n_layers, uint32_t hidden, u
 	}
 }
 
+/* MiniMax-M2 (llm_build_minimax_m2): whole-projection q/k norms, partial
+ * rotate-half RoPE over rope.dimension_count dims, sigmoid routing whose
+ * chosen weights are renormalised (norm_w = true), no scaling. */
+static void family_minimax_m2(struct meta *m, uint32_t hidden, uint32_t heads)
+{
+	uint32_t ff_exp = 0, n_exp = 0, used = 0, gating = 0, rot = 0;
+	float scale = 0;
+	get_u32(m, "expert_feed_forward_length", true, &ff_exp);
+	get_u32(m, "expert_count", true, &n_exp);
+	get_u32(m, "expert_used_count", true, &used);
+	get_u32(m, "expert_gating_func", false, &gating);
+	get_f32(m, "expert_weights_scale", false, &scale);
+	uint32_t hd = head_dim(m, hidden, heads);
+	rot = hd;
+	get_u32(m, "rope.dimension_count", false, &rot);
+	if (m->rc)
+		return;
+	if (gating != 2) {
+		m->rc = error_set(ENOTSUP, "%s: minimax-m2.expert_gating_func %u: colibri runs MiniMax-M2 with sigmoid "
+				  "routing (2) only", m->path, gating);
+		return;
+	}
+	if (scale != 0 && scale != 1) {
+		m->rc = error_set(ENOTSUP, "%s: minimax-m2.expert_weights_scale %g: MiniMax-M2 does not scale its routing "
+				  "weights in colibri", m->path, (double)scale);
+		return;
+	}
+	if (rot < 2 || rot > hd || rot % 2) {
+		m->rc = error_set(EINVAL, "%s: minimax-m2.rope.dimension_count %u must be even and at most the head size "
+				  "%u", m->path, rot, hd);
+		return;
+	}
+	put_num(m, "intermediate_size", ff_exp);
+	put_num(m, "num_local_experts", n_exp);
+	put_num(m, "num_experts_per_tok", used);
+	put_num(m, "rotary_dim", rot);
+	bool yarn;
+	rope_scaling(m, false, &yarn);
+}
+
 static const char *hf_architecture(const char *mt)
 {
 	static const char *const names[][2] = {
 		{ "olmoe", "OlmoeForCausalLM" }, { "qwen3_moe", "Qwen3MoeForCausalLM" },
 		{ "mixtral", "MixtralForCausalLM" }, { "deepseek_v3", "DeepseekV3ForCausalLM" },
 		{ "glm4_moe", "Glm4MoeForCausalLM" }, { "gpt_oss", "GptOssForCausalLM" },
+		{ "minimax_m2", "MiniMaxM2ForCausalLM" },
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!strcmp(names[i][0], mt))
@@ -675,6 +722,8 @@ int gguf_meta_config(const struct gguf_set *set, cJSON **config)
 		mt = "glm4_moe";
 	else if (!strcmp(m.arch, "gpt-oss"))
 		mt = "gpt_oss";
+	else if (!strcmp(m.arch, "minimax-m2"))
+		mt = "minimax_m2";
 	else if (!strcmp(m.arch, "llama")) {
 		rc = get_u32(&m, "expert_count", false, &n_exp);
 		if (rc < 0)
@@ -711,6 +760,8 @@ int gguf_meta_config(const struct gguf_set *set, cJSON **config)
 			family_deepseek2(&m, n_layers, n_mtp, heads);
 		else if (!strcmp(mt, "glm4_moe"))
 			family_glm4moe(&m, n_layers, n_mtp, hidden, heads);
+		else if (!strcmp(mt, "minimax_m2"))
+			family_minimax_m2(&m, hidden, heads);
 		else
 			family_gpt_oss(&m, n_layers, hidden, heads);
 	}
