@@ -14,6 +14,12 @@ npm tokenizer packages, keeping every seed small (a few KB):
   fuzz_jinja              each template of tests/chat_templates/ --8<-- variables
                           of a conversation with tools, tool calls and reasoning;
                           each case of tests/jinja/cases.json with its variables
+  fuzz_gguf               the olmoe fixture written by tools/gguf_write.py at
+                          q8_0, q4_0 and bf16, trimmed (arrays to 8 elements,
+                          each dim to one block or 2, a prefix of the real
+                          bytes); plus hand-made files: every value type (v2
+                          and v3), alignment 64, a split, no tensors, every
+                          tensor type
 
 Run from the repository root after tools/make_fixtures.sh build/fixtures
 and tools/fuzz.sh (which converts the container):
@@ -24,7 +30,9 @@ import hashlib
 import json
 import os
 import struct
+import subprocess
 import sys
+import tempfile
 
 SEP = b"\n--8<--\n"
 fixtures = sys.argv[1] if len(sys.argv) > 1 else "build/fixtures"
@@ -295,6 +303,134 @@ def jinja_seeds():
                 "case_%03d" % i)
 
 
+# ---------------------------------------------------------------- GGUF
+# ggml type: (block elements, block bytes), from ggml-common.h's structs.
+GGML_BLOCKS = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24),
+               8: (32, 34), 9: (32, 36), 10: (256, 84), 11: (256, 110), 12: (256, 144),
+               13: (256, 176), 14: (256, 210), 15: (256, 292), 16: (256, 66), 17: (256, 74),
+               18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82),
+               23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),
+               29: (256, 56), 30: (1, 2), 34: (256, 54), 35: (256, 66), 39: (32, 17),
+               40: (64, 36), 41: (128, 18), 42: (64, 18)}
+GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<B",
+               10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_str(b):
+    if isinstance(b, str):
+        b = b.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value(vtype, v):
+    if vtype == 8:
+        return gguf_str(v)
+    if vtype == 9:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(gguf_value(et, x) for x in items)
+    return struct.pack(GGUF_SCALAR[vtype], v)
+
+
+def gguf_image(kvs, tensors, version=3, alignment=32):
+    """kvs: [(key, vtype, value)], an array value (elem type, [items]);
+    tensors: [(name, type, ne, data)], data placed at aligned offsets."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for k, t, v in kvs:
+        out += gguf_str(k) + struct.pack("<I", t) + gguf_value(t, v)
+    data = b""
+    for name, t, ne, d in tensors:
+        data += b"\0" * (-len(data) % alignment)
+        out += gguf_str(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
+        out += struct.pack("<IQ", t, len(data))
+        data += d
+    if tensors:
+        out += b"\0" * (-len(out) % alignment)
+    return out + data
+
+
+def gguf_read(path):
+    """(version, kvs, tensors with absolute offsets) of a GGUF file."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    at = [24]
+
+    def take(fmt):
+        v = struct.unpack_from(fmt, buf, at[0])
+        at[0] += struct.calcsize(fmt)
+        return v[0]
+
+    def value(t):
+        if t == 8:
+            n = take("<Q")
+            at[0] += n
+            return buf[at[0] - n:at[0]]
+        if t == 9:
+            et, n = take("<I"), take("<Q")
+            return (et, [value(et) for _ in range(n)])
+        return take(GGUF_SCALAR[t])
+
+    version, n_t, n_kv = struct.unpack_from("<IQQ", buf, 4)
+    kvs = []
+    for _ in range(n_kv):
+        k = value(8)
+        t = take("<I")
+        kvs.append((k, t, value(t)))
+    align = next((v for k, t, v in kvs if k == b"general.alignment"), 32)
+    infos = []
+    for _ in range(n_t):
+        name = value(8)
+        ne = [take("<Q") for _ in range(take("<I"))]
+        infos.append((name, take("<I"), ne, take("<Q")))
+    start = at[0] + (-at[0] % align)
+    return version, kvs, [(n, t, ne, buf[start + off:start + off + 64 * 1024]) for n, t, ne, off in infos]
+
+
+def gguf_shrunk(path, keep=None):
+    """The file with arrays cut to 8 elements, ne[0] to one block, other
+    dims to <= 2 and the matching prefix of each tensor's real bytes."""
+    version, kvs, tensors = gguf_read(path)
+    kv = [(k, t, (v[0], v[1][:8]) if t == 9 else v) for k, t, v in kvs]
+    out = []
+    for name, t, ne, d in tensors:
+        if keep and not keep(name.decode()):
+            continue
+        blk, size = GGML_BLOCKS[t]
+        ne = [blk] + [min(n, 2) for n in ne[1:]]
+        n = size
+        for x in ne[1:]:
+            n *= x
+        out.append((name, t, ne, d[:n]))
+    return gguf_image(kv, out, version)
+
+
+def gguf_seeds():
+    h = "fuzz_gguf"
+    with tempfile.TemporaryDirectory() as tmp:
+        for ty in ("q8_0", "q4_0", "bf16"):
+            path = os.path.join(tmp, "olmoe_%s.gguf" % ty)
+            subprocess.run([sys.executable, "tools/gguf_write.py", "--model", os.path.join(hf, "olmoe"),
+                            "--out", path, "--type", ty, "--quiet"], check=True)
+            put(h, gguf_shrunk(path, lambda n: n.startswith("blk.0.") or "blk." not in n), "olmoe_" + ty)
+    every = [("general.architecture", 8, "olmoe"), ("u8", 0, 200), ("i8", 1, -100), ("u16", 2, 60000),
+             ("i16", 3, -30000), ("u32", 4, 4000000000), ("i32", 5, -2000000000), ("f32", 6, 0.25),
+             ("bool", 7, 1), ("u64", 10, 1 << 63), ("i64", 11, -(1 << 62)), ("f64", 12, 1e300),
+             ("empty", 8, ""), ("a.str", 9, (8, ["<s>", "", "h\u00e9llo"])), ("a.i32", 9, (5, [-1, 0, 7])),
+             ("a.f32", 9, (6, [1.5, -2.0])), ("a.bool", 9, (7, [1, 0])), ("a.u64", 9, (10, [])),
+             ("a.f64", 9, (12, [0.125]))]
+    cube = struct.pack("<24f", *range(24))
+    put(h, gguf_image(every, [("cube", 0, [4, 3, 2], cube)]), "every_type_v3")
+    put(h, gguf_image(every, [("cube", 0, [4, 3, 2], cube)], version=2), "every_type_v2")
+    put(h, gguf_image([("general.alignment", 4, 64)],
+                      [("a", 0, [3], cube[:12]), ("b", 1, [5, 2], cube[:20])], alignment=64), "alignment_64")
+    put(h, gguf_image([("split.no", 2, 1), ("split.count", 2, 3), ("split.tensors.count", 5, 6)],
+                      [("t.1.a", 0, [2, 2], cube[:16])]), "split_2_of_3")
+    put(h, gguf_image([], []), "empty")
+    put(h, gguf_image([("general.name", 8, "x")], []), "no_tensors")
+    tensors = [("t%d" % t, t, [blk, 2], bytes((i * 31 + t) & 0xFF for i in range(2 * size)))
+               for t, (blk, size) in sorted(GGML_BLOCKS.items())]
+    put(h, gguf_image([("general.architecture", 8, "x")], tensors), "every_tensor_type")
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     index_seeds()
@@ -303,3 +439,4 @@ if __name__ == "__main__":
     tokenizer_seeds()
     chat_seeds()
     jinja_seeds()
+    gguf_seeds()

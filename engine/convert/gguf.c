@@ -794,8 +794,9 @@ static int set_open_split(struct gguf_set *set, struct gguf_file *first, int64_t
 	snprintf(suffix, sizeof suffix, "-%05lld-of-%05lld.gguf", (long long)no + 1, (long long)count);
 	size_t pl = strlen(path), sl = strlen(suffix);
 	if (pl <= sl || strcmp(path + pl - sl, suffix) != 0)
-		return error_set(EINVAL, "%s: split %lld of %lld, but the name does not end in %s, so its "
-				 "other files cannot be found", path, (long long)no, (long long)count, suffix);
+		return error_set(EINVAL, "%s: split.no %lld of split.count %lld, but the name does not end in "
+				 "%s, so its other files cannot be found", path, (long long)no, (long long)count,
+				 suffix);
 	set->files = calloc((size_t)count, sizeof *set->files);
 	if (!set->files)
 		return error_set(ENOMEM, "out of memory");
@@ -1082,8 +1083,8 @@ int gguf_tensor_read_rows(const struct gguf_set *set, const struct gguf_tensor *
 	const char *path = gguf_set_path(set, t);
 	int64_t rows = (int64_t)(t->nbytes / (uint64_t)t->row_bytes);
 	if (row < 0 || n < 0 || row > rows || n > rows - row)
-		return error_set(EINVAL, "%s: tensor %s: rows %lld..%lld out of range (it has %lld)", path,
-				 t->name, (long long)row, (long long)row + n, (long long)rows);
+		return error_set(EINVAL, "%s: tensor %s: %lld rows from row %lld: out of range (it has %lld)",
+				 path, t->name, (long long)n, (long long)row, (long long)rows);
 	uint64_t off = t->offset + (uint64_t)row * (uint64_t)t->row_bytes;
 	uint64_t bytes = (uint64_t)n * (uint64_t)t->row_bytes;
 	int fd = set->files[t->file_index].fd;
