@@ -1139,14 +1139,14 @@ enum tok_fault { TF_NONE, TF_TYPES, TF_MERGE, TF_PRE, TF_DUP, TF_MODEL, TF_EOS, 
 
 static void small_bpe(struct gb *b, enum tok_fault f)
 {
-	const char *tok[] = { "a", f == TF_DUP ? "a" : "b", "ab", "<|end|>" };
-	int32_t type[] = { 1, 1, 1, 3 };
+	const char *tok[] = { "a", f == TF_DUP ? "a" : "b", "ab", "<|end|>", "[PAD4]" };
+	int32_t type[] = { 1, 1, 1, 3, 4 };
 	const char *merges[] = { f == TF_MERGE ? "a c" : f == TF_NOSPACE ? "ab" : "a b" };
 	gb_kv_str(b, "general.architecture", "qwen3moe");
 	gb_kv_str(b, "tokenizer.ggml.model", f == TF_MODEL ? "bert" : "gpt2");
 	gb_kv_str(b, "tokenizer.ggml.pre", f == TF_PRE ? "no-such-pre" : "qwen2");
-	gb_kv_arr_str(b, "tokenizer.ggml.tokens", 4, tok);
-	gb_kv_arr(b, "tokenizer.ggml.token_type", GB_I32, f == TF_TYPES ? 3 : 4, type, 4);
+	gb_kv_arr_str(b, "tokenizer.ggml.tokens", 5, tok);
+	gb_kv_arr(b, "tokenizer.ggml.token_type", GB_I32, f == TF_TYPES ? 4 : 5, type, 4);
 	if (f == TF_MERGES_TYPE)
 		gb_kv_u32(b, "tokenizer.ggml.merges", 1);
 	else
@@ -1169,9 +1169,32 @@ Test(gguf_meta, small_bpe_tokenizer)
 	cr_assert_eq(tokenizer_encode(t, "ab<|end|>a", 10, &ids, &n), 0);
 	cr_expect(n == 3 && ids[0] == 2 && ids[1] == 3 && ids[2] == 0);
 	free(ids);
+	cr_expect_eq(tokenizer_token_id(t, "[PAD4]"), -1);
 	cr_expect(tokenizer_token_is_special(t, 3));
 	cr_expect_eq(tokenizer_eos_id(t), 3);
 	cr_expect(!tokenizer_add_bos(t));
+	tokenizer_free(t);
+
+	/* Named templates: a list whose "default" the tokenizer takes; a
+	 * converter's USER_DEFINED "[PADn]" filler is no token. */
+	gb_init(&b);
+	small_bpe(&b, TF_NONE);
+	gb_kv_str(&b, "tokenizer.chat_template", "{{ 'default' }}");
+	const char *names[] = { "tool_use" };
+	gb_kv_arr_str(&b, "tokenizer.chat_templates", 1, names);
+	gb_kv_str(&b, "tokenizer.chat_template.tool_use", "{{ 'tools' }}");
+	open_built(&b, "bpe_named", &set);
+	gb_free(&b);
+	cJSON *tj = NULL, *tc = NULL;
+	cr_assert_eq(gguf_meta_tokenizer(&set, &tj, &tc), 0, "%s", error_message());
+	const cJSON *ct = cJSON_GetObjectItemCaseSensitive(tc, "chat_template");
+	cr_assert(cJSON_IsArray(ct) && cJSON_GetArraySize(ct) == 2);
+	cr_expect_str_eq(cJSON_GetObjectItemCaseSensitive(ct->child->next, "template")->valuestring, "{{ 'tools' }}");
+	cJSON_Delete(tj);
+	cJSON_Delete(tc);
+	t = tokenizer_of(&set, "bpe_named");
+	gguf_set_close(&set);
+	cr_expect_str_eq(tokenizer_chat_template(t), "{{ 'default' }}");
 	tokenizer_free(t);
 }
 

@@ -4,7 +4,8 @@
  * have, so that engine/text/tokenizer*.c runs them unchanged.
  *
  * "gpt2" (byte-level BPE): the vocabulary is the token list less the
- * converter's "[PADn]" fillers (token type UNUSED) and the added tokens;
+ * converter's "[PADn]" fillers at id n (token type UNUSED, USER_DEFINED in
+ * files from older converters; no HF tokenizer has them) and the added tokens;
  * control tokens (type 3) become special added tokens, user-defined ones
  * (type 4) plain added tokens; merges as the file lists them (each "a b"
  * naming two tokens whose concatenation is a token); the pre-tokenizer the
@@ -147,7 +148,7 @@ static int tok_init(struct tok *t)
 		if (len == 0 || utf8_valid(s, len) != len)
 			return error_set(EINVAL, "%s: tokenizer.ggml.tokens[%u] is %s", t->path, i,
 					 len ? "not valid UTF-8 (or holds a NUL)" : "empty");
-		if (ty == TT_UNUSED && is_pad_filler(s, len, i)) {
+		if ((ty == TT_UNUSED || ty == TT_USER_DEFINED) && is_pad_filler(s, len, i)) {
 			t->skip[i] = true;
 			continue;
 		}
@@ -496,6 +497,52 @@ static void config_token(cJSON *c, const char *key, const struct tok *t, int32_t
 		cJSON_AddNullToObject(c, key);
 }
 
+/* chat_template: the default one, or, when the file names more
+ * (tokenizer.chat_templates lists NAME, each in tokenizer.chat_template.NAME),
+ * the list of {name, template} objects transformers writes for several. */
+static int chat_templates(const struct tok *t, cJSON *cfg, const char *tmpl)
+{
+	const struct gguf_kv *names = NULL;
+	int rc = gguf_get_arr(t->set, "tokenizer.chat_templates", GGUF_VT_STRING, &names);
+	if (rc == -ENOENT || (!rc && names->n == 0)) {
+		cJSON_AddStringToObject(cfg, "chat_template", tmpl);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	cJSON *list = cJSON_AddArrayToObject(cfg, "chat_template");
+	cJSON *d = cJSON_CreateObject();
+	if (!list || !d) {
+		cJSON_Delete(d);
+		return error_set(ENOMEM, "%s: out of memory", t->path);
+	}
+	cJSON_AddStringToObject(d, "name", "default");
+	cJSON_AddStringToObject(d, "template", tmpl);
+	cJSON_AddItemToArray(list, d);
+	for (uint64_t i = 0; i < names->n; i++) {
+		char key[256];
+		const char *text = NULL;
+		if (names->lens[i] != strlen(names->strs[i]) || !strcmp(names->strs[i], "default"))
+			continue;
+		snprintf(key, sizeof key, "tokenizer.chat_template.%s", names->strs[i]);
+		rc = gguf_get_str(t->set, key, &text);
+		if (rc == -ENOENT)
+			return error_set(EINVAL, "%s: tokenizer.chat_templates names \"%s\" but %s is missing", t->path,
+					 names->strs[i], key);
+		if (rc)
+			return rc;
+		if (utf8_valid(text, strlen(text)) != strlen(text))
+			return error_set(EINVAL, "%s: %s is not valid UTF-8", t->path, key);
+		cJSON *o = cJSON_CreateObject();
+		if (!o)
+			return error_set(ENOMEM, "%s: out of memory", t->path);
+		cJSON_AddStringToObject(o, "name", names->strs[i]);
+		cJSON_AddStringToObject(o, "template", text);
+		cJSON_AddItemToArray(list, o);
+	}
+	return 0;
+}
+
 int gguf_meta_tokenizer(const struct gguf_set *set, cJSON **tokenizer, cJSON **tokenizer_config)
 {
 	*tokenizer = *tokenizer_config = NULL;
@@ -643,8 +690,8 @@ int gguf_meta_tokenizer(const struct gguf_set *set, cJSON **tokenizer, cJSON **t
 	config_token(cfg, "eos_token", &t, eos);
 	config_token(cfg, "pad_token", &t, pad);
 	config_token(cfg, "unk_token", &t, unk);
-	if (tmpl)
-		cJSON_AddStringToObject(cfg, "chat_template", tmpl);
+	if (tmpl && (rc = chat_templates(&t, cfg, tmpl)))
+		goto fail;
 	cJSON_AddBoolToObject(cfg, "clean_up_tokenization_spaces", !spm && pre->clean_spaces);
 	cJSON_AddStringToObject(cfg, "tokenizer_class", spm ? "LlamaTokenizerFast" : "PreTrainedTokenizerFast");
 	tok_free(&t);
