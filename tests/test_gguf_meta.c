@@ -1135,21 +1135,25 @@ Test(gguf_meta, spm_tokenizer)
 
 /* ---------------------------------------------------------------- hostile tokenizers */
 
-enum tok_fault { TF_NONE, TF_TYPES, TF_MERGE, TF_PRE, TF_DUP, TF_MODEL, TF_EOS, TF_MERGES_TYPE, TF_NOSPACE };
+enum tok_fault { TF_NONE, TF_TYPES, TF_MERGE, TF_PRE, TF_DUP, TF_MODEL, TF_EOS, TF_MERGES_TYPE, TF_NOSPACE, TF_UTF8,
+		 TF_TOKENS_TYPE, TF_TYPE_VALUE, TF_NO_MERGES };
 
 static void small_bpe(struct gb *b, enum tok_fault f)
 {
-	const char *tok[] = { "a", f == TF_DUP ? "a" : "b", "ab", "<|end|>", "[PAD4]" };
-	int32_t type[] = { 1, 1, 1, 3, 4 };
+	const char *tok[] = { "a", f == TF_DUP ? "a" : f == TF_UTF8 ? "\xff" : "b", "ab", "<|end|>", "[PAD4]" };
+	int32_t type[] = { 1, 1, 1, f == TF_TYPE_VALUE ? 9 : 3, 4 };
 	const char *merges[] = { f == TF_MERGE ? "a c" : f == TF_NOSPACE ? "ab" : "a b" };
 	gb_kv_str(b, "general.architecture", "qwen3moe");
 	gb_kv_str(b, "tokenizer.ggml.model", f == TF_MODEL ? "bert" : "gpt2");
 	gb_kv_str(b, "tokenizer.ggml.pre", f == TF_PRE ? "no-such-pre" : "qwen2");
-	gb_kv_arr_str(b, "tokenizer.ggml.tokens", 5, tok);
+	if (f == TF_TOKENS_TYPE)
+		gb_kv_arr(b, "tokenizer.ggml.tokens", GB_I32, 5, type, 4);
+	else
+		gb_kv_arr_str(b, "tokenizer.ggml.tokens", 5, tok);
 	gb_kv_arr(b, "tokenizer.ggml.token_type", GB_I32, f == TF_TYPES ? 4 : 5, type, 4);
 	if (f == TF_MERGES_TYPE)
 		gb_kv_u32(b, "tokenizer.ggml.merges", 1);
-	else
+	else if (f != TF_NO_MERGES)
 		gb_kv_arr_str(b, "tokenizer.ggml.merges", 1, merges);
 	gb_kv_u32(b, "tokenizer.ggml.eos_token_id", f == TF_EOS ? 99 : 3);
 }
@@ -1261,6 +1265,10 @@ Test(gguf_meta, hostile_tokenizer)
 		{ TF_MODEL, -ENOTSUP, "bert" },
 		{ TF_EOS, -EINVAL, "eos_token_id" },
 		{ TF_MERGES_TYPE, -EINVAL, "tokenizer.ggml.merges" },
+		{ TF_UTF8, -EINVAL, "tokens[1]" },
+		{ TF_TOKENS_TYPE, -EINVAL, "tokenizer.ggml.tokens" },
+		{ TF_TYPE_VALUE, -EINVAL, "token_type[3]" },
+		{ TF_NO_MERGES, -EINVAL, "tokenizer.ggml.merges" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct gb b;

@@ -495,7 +495,16 @@ static void family_deepseek2(struct meta *m, uint32_t n_layers, uint32_t n_mtp, 
 {
 	uint32_t q_lora = 0, kv_lora = 0, k_len = 0, v_len = 0, k_mla = 0, v_mla = 0, rot = 0;
 	float log_mul = 0, temp = 0;
-	get_u32(m, "attention.q_lora_rank", false, &q_lora);
+	/* llama_model_deepseek2: the "lite" shapes (DeepSeek-V2-Lite and kin:
+	 * 26 or 27 layers, or 48 with a 128256 vocabulary) have no q LoRA,
+	 * whatever the key says; a vocabulary of 154880 at 47 or 48 layers is
+	 * GLM-4.7-Lite, sigmoid-routed when the file does not say. */
+	const struct gguf_tensor *emb = gguf_set_find(m->set, "token_embd.weight");
+	int64_t n_vocab = emb ? emb->ne[1] : 0;
+	bool lite = n_layers == 26 || n_layers == 27 || (n_layers == 48 && n_vocab == 128256);
+	bool glm_lite = (n_layers == 47 || n_layers == 48) && n_vocab == 154880;
+	if (!lite)
+		get_u32(m, "attention.q_lora_rank", false, &q_lora);
 	get_u32(m, "attention.kv_lora_rank", true, &kv_lora);
 	get_u32(m, "attention.key_length", true, &k_len);
 	get_u32(m, "attention.value_length", true, &v_len);
@@ -532,7 +541,7 @@ static void family_deepseek2(struct meta *m, uint32_t n_layers, uint32_t n_mtp, 
 	put_num(m, "num_nextn_predict_layers", n_mtp);
 	/* llama.cpp ropes DeepSeek-V2/V3 with interleaved pairs (NORM). */
 	put_bool(m, "rope_interleave", true);
-	grouped_moe(m, n_layers, 1);
+	grouped_moe(m, n_layers, glm_lite ? 2 : 1);
 	bool yarn;
 	rope_scaling(m, true, &yarn);
 	if (m->rc || !yarn)
