@@ -57,7 +57,8 @@ const struct kernels_ops *kernels_ops_get(void)
 }
 
 /* What the int8 weights (low byte) and the int4 and mxfp4 weights (high
- * byte) meet. */
+ * byte) meet. Every other type meets f32 activations whatever the setting:
+ * their rows_q8 is NULL. */
 enum { ACT_F32 = 0, ACT_Q8 = 1, ACT_Q16 = 2 };
 #define ACT_MODE(int8, int4) ((unsigned)(int8) | (unsigned)(int4) << 8)
 static atomic_uint act_mode = ACT_MODE(ACT_Q16, ACT_Q8);

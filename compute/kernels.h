@@ -3,7 +3,7 @@
  *
  * Every kernel has a plain scalar version (the reference) and, where it pays,
  * AVX2 and AVX-512 versions chosen once at run time from CPUID (see cpu.h).
- * Activations are f32, except that int4, mxfp4 and int8 weights meet them
+ * Activations are f32, except that int4, mxfp4 and int8 weights may meet them
  * quantized to int8 / int16 (kernels_set_activations). Two rules keep results
  * reproducible:
  *  - each output element is reduced by one thread in a fixed order, so the
@@ -20,8 +20,9 @@
 struct threadpool;
 
 /* How int8, int4 and mxfp4 weights meet their activations, for the whole
- * process (set before the first forward pass; f32 and bf16 weights always
- * take f32). mxfp4 goes as int4 does: its weights are exact small integers
+ * process (set before the first forward pass; f32, bf16, f16 and the GGML
+ * block types q8_0, q4_0, q4_k, q5_k, q6_k always take f32, so that their
+ * matvec is bit-identical to an f32 matvec of their dequantized weights). mxfp4 goes as int4 does: its weights are exact small integers
  * (2 * e2m1 in [-12, 12]) times a power of two, so against int8 activations
  * only the activations are rounded.
  * A weight either is dequantized, w = q * scale, and multiplied with the f32

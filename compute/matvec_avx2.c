@@ -12,6 +12,14 @@
  * horizontal sum, then any scalar tail in input order. Grouped weights are
  * dequantized exactly like the scalar reference, w = fl(q * scale), before
  * the multiply-add.
+ *
+ * The GGML block types decode each run of 32 inputs into four vectors equal
+ * to quant_row_dequantize's values (the same f32 operations, in ggml's
+ * order: q8_0 / q4_0 (float)q * d, q4_k / q5_k d1 * (float)q - m1, q6_k
+ * (d * sc) * (float)q) and feed them to the f32 kernel's accumulators, so a
+ * block-type matvec is bit-identical to this file's f32 matvec on the
+ * dequantized matrix; f16 widens with F16C (exact) inside the f32 kernel's
+ * loop. F16C is part of this level (cpu.c checks it with AVX2 and FMA).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -36,11 +44,26 @@ AVX2_INLINE __m256 avx2_load_bf16(const uint16_t *p)
 	return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-/* One row of f32 (is_bf16 = 0) or bf16 (is_bf16 = 1) weights against nt
- * tokens; out[t * os] receives token t. */
-AVX2_INLINE void avx2_row_dense(float *out, int64_t os, const void *wv, const float *x,
-				int64_t cols, const int nt, const int is_bf16)
+enum { DENSE_F32 = 0, DENSE_BF16 = 1, DENSE_F16 = 2 };
+
+AVX2_INLINE __m256 avx2_load_half(const uint16_t *p, const int kind)
 {
+	if (kind == DENSE_F16)
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+	return avx2_load_bf16(p);
+}
+
+AVX2_INLINE float avx2_half_to_f32(uint16_t h, const int kind)
+{
+	return kind == DENSE_F16 ? _cvtsh_ss(h) : bf16_to_f32(h);
+}
+
+/* One row of f32, bf16 or f16 weights (kind) against nt tokens; out[t *
+ * os] receives token t. */
+AVX2_INLINE void avx2_row_dense(float *out, int64_t os, const void *wv, const float *x,
+				int64_t cols, const int nt, const int kind)
+{
+	const int is_bf16 = kind != DENSE_F32;
 	const float *wf = wv;
 	const uint16_t *wh = wv;
 	__m256 acc[AVX2_NT][4];
@@ -52,7 +75,7 @@ AVX2_INLINE void avx2_row_dense(float *out, int64_t os, const void *wv, const fl
 	for (; c + 32 <= cols; c += 32) {
 #pragma GCC unroll 4
 		for (int j = 0; j < 4; j++) {
-			__m256 w = is_bf16 ? avx2_load_bf16(wh + c + 8 * j) : _mm256_loadu_ps(wf + c + 8 * j);
+			__m256 w = is_bf16 ? avx2_load_half(wh + c + 8 * j, kind) : _mm256_loadu_ps(wf + c + 8 * j);
 #pragma GCC unroll 2
 			for (int t = 0; t < nt; t++)
 				acc[t][j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + t * cols + c + 8 * j),
@@ -60,7 +83,7 @@ AVX2_INLINE void avx2_row_dense(float *out, int64_t os, const void *wv, const fl
 		}
 	}
 	for (; c + 8 <= cols; c += 8) {
-		__m256 w = is_bf16 ? avx2_load_bf16(wh + c) : _mm256_loadu_ps(wf + c);
+		__m256 w = is_bf16 ? avx2_load_half(wh + c, kind) : _mm256_loadu_ps(wf + c);
 #pragma GCC unroll 2
 		for (int t = 0; t < nt; t++)
 			acc[t][0] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + t * cols + c), acc[t][0]);
@@ -71,7 +94,7 @@ AVX2_INLINE void avx2_row_dense(float *out, int64_t os, const void *wv, const fl
 					 _mm256_add_ps(acc[t][2], acc[t][3]));
 		float s = avx2_hsum(v);
 		for (int64_t k = c; k < cols; k++)
-			s += (is_bf16 ? bf16_to_f32(wh[k]) : wf[k]) * x[t * cols + k];
+			s += (is_bf16 ? avx2_half_to_f32(wh[k], kind) : wf[k]) * x[t * cols + k];
 		out[t * os] = s;
 	}
 }
@@ -199,9 +222,9 @@ static void avx2_rows_f32(float *out, int64_t os, const struct qmatrix *m, const
 	for (int64_t r = row_begin; r < row_end; r++) {
 		int64_t t = 0;
 		for (; t + 2 <= n; t += 2)
-			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 2, 0);
+			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 2, DENSE_F32);
 		if (t < n)
-			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 1, 0);
+			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 1, DENSE_F32);
 	}
 }
 
@@ -213,11 +236,195 @@ static void avx2_rows_bf16(float *out, int64_t os, const struct qmatrix *m, cons
 	for (int64_t r = row_begin; r < row_end; r++) {
 		int64_t t = 0;
 		for (; t + 2 <= n; t += 2)
-			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 2, 1);
+			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 2, DENSE_BF16);
 		if (t < n)
-			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 1, 1);
+			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 1, DENSE_BF16);
 	}
 }
+
+static void avx2_rows_f16(float *out, int64_t os, const struct qmatrix *m, const float *x,
+			  int64_t n, int64_t row_begin, int64_t row_end)
+{
+	const uint16_t *w = m->data;
+	int64_t cols = m->cols;
+	for (int64_t r = row_begin; r < row_end; r++) {
+		int64_t t = 0;
+		for (; t + 2 <= n; t += 2)
+			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 2, DENSE_F16);
+		if (t < n)
+			avx2_row_dense(out + t * os + r, os, w + r * cols, x + t * cols, cols, 1, DENSE_F16);
+	}
+}
+
+/* The little-endian half at p, exactly (F16C). */
+AVX2_INLINE float avx2_half(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return _cvtsh_ss(h);
+}
+
+/* 8 unsigned bytes (the low half of b) as floats q, y = d1 * q - m1. */
+AVX2_INLINE __m256 avx2_deq_dm(__m128i b, __m256 d1, __m256 m1)
+{
+	__m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+	return _mm256_sub_ps(_mm256_mul_ps(d1, q), m1);
+}
+
+/* The 32 inputs whose bytes in v (unsigned, 0..31) are q: y = d1 * q - m1. */
+AVX2_INLINE void avx2_deq_dm32(__m256 w[4], __m256i v, __m256 d1, __m256 m1)
+{
+	__m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+	w[0] = avx2_deq_dm(lo, d1, m1);
+	w[1] = avx2_deq_dm(_mm_srli_si128(lo, 8), d1, m1);
+	w[2] = avx2_deq_dm(hi, d1, m1);
+	w[3] = avx2_deq_dm(_mm_srli_si128(hi, 8), d1, m1);
+}
+
+/* A K-quant block's eight 6-bit scales and mins (quant.h's packing) as
+ * bytes 0..7 of *sc and of *mn. */
+AVX2_INLINE void avx2_k_scales(__m128i *sc, __m128i *mn, const uint8_t *s)
+{
+	uint32_t u0, u1, u2;
+	memcpy(&u0, s, 4);
+	memcpy(&u1, s + 4, 4);
+	memcpy(&u2, s + 8, 4);
+	uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+	uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+	*sc = _mm_setr_epi32((int)(u0 & 0x3f3f3f3fu), (int)sc_hi, 0, 0);
+	*mn = _mm_setr_epi32((int)(u1 & 0x3f3f3f3fu), (int)mn_hi, 0, 0);
+}
+
+/* One row of a GGML block type against nt tokens: each run of 32 inputs
+ * decoded into w[4] and fed to avx2_fma4, as avx2_row_dense feeds f32
+ * weights (cols % 32 == 0: no tail). */
+AVX2_INLINE void avx2_row_blocks(float *out, int64_t os, const uint8_t *q, const float *x,
+				 int64_t cols, const int nt, const enum quant_type type)
+{
+	const __m128i mask = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+	const __m256i mask32 = _mm256_set1_epi8(0x0f);
+	__m256 acc[AVX2_NT][4];
+#pragma GCC unroll 8
+	for (int t = 0; t < nt; t++)
+		for (int j = 0; j < 4; j++)
+			acc[t][j] = _mm256_setzero_ps();
+	__m256 w[4];
+	if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+		const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+		for (int64_t k = 0; k < cols / 32; k++) {
+			const uint8_t *b = q + k * bs;
+			__m256 d = _mm256_set1_ps(avx2_half(b));
+			__m128i b0, b1;
+			if (type == QUANT_Q8_0) {
+				b0 = _mm_loadu_si128((const __m128i *)(b + 2));
+				b1 = _mm_loadu_si128((const __m128i *)(b + 18));
+			} else {
+				__m128i v = _mm_loadu_si128((const __m128i *)(b + 2));
+				b0 = _mm_sub_epi8(_mm_and_si128(v, mask), eight);
+				b1 = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), mask), eight);
+			}
+			w[0] = avx2_deq8(b0, d);
+			w[1] = avx2_deq8(_mm_srli_si128(b0, 8), d);
+			w[2] = avx2_deq8(b1, d);
+			w[3] = avx2_deq8(_mm_srli_si128(b1, 8), d);
+			avx2_fma4(acc, w, x, cols, 32 * k, nt);
+		}
+	} else if (type == QUANT_Q4_K || type == QUANT_Q5_K) {
+		const int is_q5 = type == QUANT_Q5_K;
+		const int64_t bs = is_q5 ? QUANT_Q5_K_BYTES : QUANT_Q4_K_BYTES;
+		float d1s[8], m1s[8];
+		for (int64_t k = 0; k < cols / QUANT_K_BLOCK; k++) {
+			const uint8_t *b = q + k * bs;
+			const uint8_t *qs = b + (is_q5 ? 48 : 16);
+			__m128i sc, mn;
+			avx2_k_scales(&sc, &mn, b + 4);
+			_mm256_storeu_ps(d1s, _mm256_mul_ps(_mm256_set1_ps(avx2_half(b)),
+							     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc))));
+			_mm256_storeu_ps(m1s, _mm256_mul_ps(_mm256_set1_ps(avx2_half(b + 2)),
+							     _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))));
+			__m256i qh = is_q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) {
+				__m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * i));
+#pragma GCC unroll 2
+				for (int h = 0; h < 2; h++) {
+					__m256i u = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, mask32);
+					if (is_q5) {
+						const __m256i bit = _mm256_set1_epi8((char)(1 << (2 * i + h)));
+						__m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+						u = _mm256_or_si256(u, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+					}
+					avx2_deq_dm32(w, u, _mm256_broadcast_ss(d1s + 2 * i + h),
+						      _mm256_broadcast_ss(m1s + 2 * i + h));
+					avx2_fma4(acc, w, x, cols, k * QUANT_K_BLOCK + 64 * i + 32 * h, nt);
+				}
+			}
+		}
+	} else { /* QUANT_Q6_K */
+		const __m256i three = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+		float ds[16];
+		for (int64_t k = 0; k < cols / QUANT_K_BLOCK; k++) {
+			const uint8_t *b = q + k * QUANT_Q6_K_BYTES;
+			__m256 d = _mm256_set1_ps(avx2_half(b + 208));
+			__m128i sc = _mm_loadu_si128((const __m128i *)(b + 192));
+			_mm256_storeu_ps(ds, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+			_mm256_storeu_ps(ds + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(
+								   _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {
+				__m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+#pragma GCC unroll 4
+				for (int i = 0; i < 4; i++) {
+					/* Inputs 32i .. 32i + 31 of the half: a nibble of
+					 * ql[32 (i & 1) + l] (the high one for i >= 2), bits
+					 * 2i, 2i + 1 of qh[l]. */
+					__m256i l = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (i & 1)));
+					l = _mm256_and_si256(i >> 1 ? _mm256_srli_epi16(l, 4) : l, mask32);
+					__m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), three);
+					__m256i v = _mm256_sub_epi8(_mm256_or_si256(l, _mm256_slli_epi16(hi, 4)), off);
+					__m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
+					__m256 s0 = _mm256_broadcast_ss(ds + 8 * h + 2 * i);
+					__m256 s1 = _mm256_broadcast_ss(ds + 8 * h + 2 * i + 1);
+					w[0] = _mm256_mul_ps(s0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v0)));
+					w[1] = _mm256_mul_ps(s0, _mm256_cvtepi32_ps(
+									 _mm256_cvtepi8_epi32(_mm_srli_si128(v0, 8))));
+					w[2] = _mm256_mul_ps(s1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v1)));
+					w[3] = _mm256_mul_ps(s1, _mm256_cvtepi32_ps(
+									 _mm256_cvtepi8_epi32(_mm_srli_si128(v1, 8))));
+					avx2_fma4(acc, w, x, cols, k * QUANT_K_BLOCK + 128 * h + 32 * i, nt);
+				}
+			}
+		}
+	}
+	avx2_finish(out, os, acc, nt);
+}
+
+/* The rows of a block type, two tokens at a time: one decode serves both. */
+AVX2_INLINE void avx2_rows_blocks(float *out, int64_t os, const struct qmatrix *m, const float *x,
+				  int64_t n, int64_t row_begin, int64_t row_end, const enum quant_type type)
+{
+	int64_t cols = m->cols, row_bytes = (int64_t)quant_data_bytes(type, 1, cols);
+	for (int64_t r = row_begin; r < row_end; r++) {
+		const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
+		int64_t t = 0;
+		for (; t + 2 <= n; t += 2)
+			avx2_row_blocks(out + t * os + r, os, q, x + t * cols, cols, 2, type);
+		if (t < n)
+			avx2_row_blocks(out + t * os + r, os, q, x + t * cols, cols, 1, type);
+	}
+}
+
+#define AVX2_ROWS_BLOCKS(name, type)                                                     \
+	static void name(float *out, int64_t os, const struct qmatrix *m, const float *x, \
+			 int64_t n, int64_t row_begin, int64_t row_end)                   \
+	{                                                                                 \
+		avx2_rows_blocks(out, os, m, x, n, row_begin, row_end, type);            \
+	}
+AVX2_ROWS_BLOCKS(avx2_rows_q8_0, QUANT_Q8_0)
+AVX2_ROWS_BLOCKS(avx2_rows_q4_0, QUANT_Q4_0)
+AVX2_ROWS_BLOCKS(avx2_rows_q4_k, QUANT_Q4_K)
+AVX2_ROWS_BLOCKS(avx2_rows_q5_k, QUANT_Q5_K)
+AVX2_ROWS_BLOCKS(avx2_rows_q6_k, QUANT_Q6_K)
 
 static void avx2_rows_int8(float *out, int64_t os, const struct qmatrix *m, const float *x,
 			   int64_t n, int64_t row_begin, int64_t row_end)
@@ -639,7 +846,7 @@ float avx2_act_q8_run(int8_t *lo, int8_t *hi, const float *x)
 static float avx2_dot_f32(const float *a, const float *b, int64_t n)
 {
 	float out;
-	avx2_row_dense(&out, 0, a, b, n, 1, 0);
+	avx2_row_dense(&out, 0, a, b, n, 1, DENSE_F32);
 	return out;
 }
 
@@ -662,6 +869,12 @@ const struct kernels_ops kernels_ops_avx2 = {
 		[QUANT_INT8] = avx2_rows_int8,
 		[QUANT_INT4] = avx2_rows_int4,
 		[QUANT_MXFP4] = avx2_rows_mxfp4,
+		[QUANT_F16] = avx2_rows_f16,
+		[QUANT_Q8_0] = avx2_rows_q8_0,
+		[QUANT_Q4_0] = avx2_rows_q4_0,
+		[QUANT_Q4_K] = avx2_rows_q4_k,
+		[QUANT_Q5_K] = avx2_rows_q5_k,
+		[QUANT_Q6_K] = avx2_rows_q6_k,
 	},
 	.rows_q8 = {
 		[QUANT_INT8] = avx2_rows_q8_int8,

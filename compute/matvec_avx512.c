@@ -16,13 +16,21 @@
  * Grouped weights are dequantized exactly like the scalar reference,
  * w = fl(q * scale) (mxfp4: e2m1 * 2^(e - 127)), then multiplied-added in
  * f32.
+ *
+ * f16 goes through the dense kernel (vcvtph2ps, exact). The GGML block
+ * types decode into vectors equal to quant_row_dequantize's values and
+ * feed them to the dense kernel's accumulators in its order (lone tail
+ * included), so their matvec is bit-identical to this file's f32 matvec on
+ * the dequantized matrix (avx512_row_blocks).
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "compute/kernels_internal.h"
 
 #define NR_MAX 2
 #define NT_MAX 2
+#define BT_MAX 4 /* tokens per decode of a block-type row */
 #define AVX512_INLINE static inline __attribute__((always_inline))
 
 AVX512_INLINE float avx512_hsum(__m512 v)
@@ -67,19 +75,24 @@ AVX512_INLINE void avx512_fma(__m512 acc[NR_MAX][NT_MAX][4], const int i, const 
 				w[j], _mm512_loadu_ps(x + t * cols + c + 16 * j), acc[i][t][j0 + j]);
 }
 
-AVX512_INLINE __m512 avx512_load_dense(const void *w, int64_t c, __mmask16 k, const int is_bf16)
+enum { DENSE_F32 = 0, DENSE_BF16 = 1, DENSE_F16 = 2 };
+
+AVX512_INLINE __m512 avx512_load_dense(const void *w, int64_t c, __mmask16 k, const int kind)
 {
-	if (is_bf16) {
+	if (kind == DENSE_F16)
+		return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const uint16_t *)w + c));
+	if (kind == DENSE_BF16) {
 		__m256i h = _mm256_maskz_loadu_epi16(k, (const uint16_t *)w + c);
 		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 	}
 	return _mm512_maskz_loadu_ps(k, (const float *)w + c);
 }
 
-/* Rows r .. r+nr-1 of an f32 or bf16 matrix against nt tokens. */
+/* Rows r .. r+nr-1 of an f32, bf16 or f16 matrix (kind) against nt tokens. */
 AVX512_INLINE void avx512_block_dense(float *out, int64_t os, const struct qmatrix *m, int64_t r,
-				      const float *x, const int nr, const int nt, const int is_bf16)
+				      const float *x, const int nr, const int nt, const int kind)
 {
+	const int is_bf16 = kind != DENSE_F32;
 	int64_t cols = m->cols;
 	const char *w = (const char *)m->data + r * cols * (is_bf16 ? 2 : 4);
 	int64_t w_stride = cols * (is_bf16 ? 2 : 4);
@@ -92,7 +105,7 @@ AVX512_INLINE void avx512_block_dense(float *out, int64_t os, const struct qmatr
 			__m512 wv[4];
 #pragma GCC unroll 4
 			for (int j = 0; j < 4; j++)
-				wv[j] = avx512_load_dense(w + i * w_stride, c + 16 * j, 0xffff, is_bf16);
+				wv[j] = avx512_load_dense(w + i * w_stride, c + 16 * j, 0xffff, kind);
 			avx512_fma(acc, i, wv, 0, 4, x, cols, c, nt);
 		}
 	}
@@ -100,7 +113,7 @@ AVX512_INLINE void avx512_block_dense(float *out, int64_t os, const struct qmatr
 		__mmask16 k = cols - c >= 16 ? 0xffff : (__mmask16)((1u << (cols - c)) - 1);
 #pragma GCC unroll 2
 		for (int i = 0; i < nr; i++) {
-			__m512 wv = avx512_load_dense(w + i * w_stride, c, k, is_bf16);
+			__m512 wv = avx512_load_dense(w + i * w_stride, c, k, kind);
 #pragma GCC unroll 2
 			for (int t = 0; t < nt; t++)
 				acc[i][t][0] = _mm512_fmadd_ps(
@@ -214,6 +227,204 @@ AVX512_INLINE void avx512_block_mxfp4(float *out, int64_t os, const struct qmatr
 	avx512_finish(out, os, acc, nr, nt);
 }
 
+/* acc[t][j] += w * x_t[c], one vector for nt tokens. */
+AVX512_INLINE void avx512_fma1(__m512 acc[BT_MAX][4], __m512 w, const int j, const float *x,
+			       int64_t cols, int64_t c, const int nt)
+{
+#pragma GCC unroll 4
+	for (int t = 0; t < nt; t++)
+		acc[t][j] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * cols + c), acc[t][j]);
+}
+
+/* The little-endian half at p, exactly. */
+AVX512_INLINE float avx512_half(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return _cvtsh_ss(h);
+}
+
+/* A K-quant block's d * sc and dmin * m for its eight sub-blocks (quant.h's
+ * packing of the 6-bit scales and mins), into d1[8] and m1[8]. */
+AVX512_INLINE void avx512_k_scales(float *d1, float *m1, const uint8_t *b)
+{
+	uint32_t u0, u1, u2;
+	memcpy(&u0, b + 4, 4);
+	memcpy(&u1, b + 8, 4);
+	memcpy(&u2, b + 12, 4);
+	uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+	uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+	__m128i sc = _mm_setr_epi32((int)(u0 & 0x3f3f3f3fu), (int)sc_hi, 0, 0);
+	__m128i mn = _mm_setr_epi32((int)(u1 & 0x3f3f3f3fu), (int)mn_hi, 0, 0);
+	_mm256_storeu_ps(d1, _mm256_mul_ps(_mm256_set1_ps(avx512_half(b)),
+					   _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc))));
+	_mm256_storeu_ps(m1, _mm256_mul_ps(_mm256_set1_ps(avx512_half(b + 2)),
+					   _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))));
+}
+
+/* One row of a GGML block type against nt tokens (nt <= BT_MAX), in
+ * avx512_block_dense's order: inputs 64k + 16j .. + 15 go to accumulator j,
+ * and a lone last run of 32 (cols % 64 == 32, q8_0 / q4_0) goes, 16 and 16,
+ * into accumulator 0 as the dense kernel's tail does. Weights are the
+ * values of quant_row_dequantize: q4_0 and the K-quants of 4 and 5 bits
+ * through lookups made per block or sub-block with the same f32 operations
+ * (tab[n] = (float)(n - 8) * d; d1 * (float)n - m1), read as
+ * avx512_int4_run reads them (vpermt2ps takes five index bits for q5_k);
+ * q8_0 and q6_k widen and multiply. */
+AVX512_INLINE void avx512_row_blocks(float *out, int64_t os, const uint8_t *q, const float *x,
+				     int64_t cols, const int nt, const enum quant_type type)
+{
+	const __m512 levels = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	const __m512 sixteen = _mm512_set1_ps(16.0f), eight = _mm512_set1_ps(8.0f);
+	const __m256i mask32 = _mm256_set1_epi8(0x0f);
+	__m512 acc[BT_MAX][4];
+#pragma GCC unroll 16
+	for (int t = 0; t < nt; t++)
+		for (int j = 0; j < 4; j++)
+			acc[t][j] = _mm512_setzero_ps();
+	if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+		const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+		const int64_t blocks = cols / 32;
+		for (int64_t k = 0; k < blocks; k++) {
+			const uint8_t *b = q + k * bs;
+			__m512 d = _mm512_set1_ps(avx512_half(b)), w[2];
+			if (type == QUANT_Q8_0) {
+				w[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+							     _mm_loadu_si128((const __m128i *)(b + 2)))), d);
+				w[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+							     _mm_loadu_si128((const __m128i *)(b + 18)))), d);
+			} else {
+				avx512_int4_run(w, b + 2, _mm512_mul_ps(_mm512_sub_ps(levels, eight), d));
+			}
+			if ((k & 1) == 0 && k + 1 == blocks) {
+				avx512_fma1(acc, w[0], 0, x, cols, 32 * k, nt);
+				avx512_fma1(acc, w[1], 0, x, cols, 32 * k + 16, nt);
+			} else {
+				const int j0 = (int)(k & 1) * 2;
+				avx512_fma1(acc, w[0], j0, x, cols, 32 * k, nt);
+				avx512_fma1(acc, w[1], j0 + 1, x, cols, 32 * k + 16, nt);
+			}
+		}
+	} else if (type == QUANT_Q4_K || type == QUANT_Q5_K) {
+		const int is_q5 = type == QUANT_Q5_K;
+		const int64_t bs = is_q5 ? QUANT_Q5_K_BYTES : QUANT_Q4_K_BYTES;
+		float d1[8], m1[8];
+		for (int64_t k = 0; k < cols / QUANT_K_BLOCK; k++) {
+			const uint8_t *b = q + k * bs;
+			const uint8_t *qs = b + (is_q5 ? 48 : 16);
+			avx512_k_scales(d1, m1, b);
+			__m256i qh = is_q5 ? _mm256_loadu_si256((const __m256i *)(b + 16)) : _mm256_setzero_si256();
+#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) {
+				int64_t c = k * QUANT_K_BLOCK + 64 * i;
+				__m512 w[4];
+				if (is_q5) {
+					__m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * i));
+#pragma GCC unroll 2
+					for (int h = 0; h < 2; h++) {
+						__m512 sd = _mm512_set1_ps(d1[2 * i + h]), sm = _mm512_set1_ps(m1[2 * i + h]);
+						__m512 lo = _mm512_sub_ps(_mm512_mul_ps(sd, levels), sm);
+						__m512 hi = _mm512_sub_ps(_mm512_mul_ps(sd, _mm512_add_ps(levels, sixteen)), sm);
+						const __m256i bit = _mm256_set1_epi8((char)(1 << (2 * i + h)));
+						__m256i u = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, mask32);
+						__m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+						u = _mm256_or_si256(u, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+						__m512i i0 = _mm512_cvtepu8_epi32(_mm256_castsi256_si128(u));
+						__m512i i1 = _mm512_cvtepu8_epi32(_mm256_extracti128_si256(u, 1));
+						w[2 * h] = _mm512_permutex2var_ps(lo, i0, hi);
+						w[2 * h + 1] = _mm512_permutex2var_ps(lo, i1, hi);
+					}
+				} else {
+					__m512 ta = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d1[2 * i]), levels),
+								  _mm512_set1_ps(m1[2 * i]));
+					__m512 tb = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(d1[2 * i + 1]), levels),
+								  _mm512_set1_ps(m1[2 * i + 1]));
+					__m512i b0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 32 * i)));
+					__m512i b1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 32 * i + 16)));
+					w[0] = _mm512_permutexvar_ps(b0, ta);
+					w[1] = _mm512_permutexvar_ps(b1, ta);
+					w[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(b0, 4), tb);
+					w[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(b1, 4), tb);
+				}
+#pragma GCC unroll 4
+				for (int j = 0; j < 4; j++)
+					avx512_fma1(acc, w[j], j, x, cols, c + 16 * j, nt);
+			}
+		}
+	} else { /* QUANT_Q6_K */
+		const __m256i three = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+		float ds[16];
+		for (int64_t k = 0; k < cols / QUANT_K_BLOCK; k++) {
+			const uint8_t *b = q + k * QUANT_Q6_K_BYTES;
+			__m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 192))));
+			_mm512_storeu_ps(ds, _mm512_mul_ps(_mm512_set1_ps(avx512_half(b + 208)), sc));
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {
+				__m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+#pragma GCC unroll 4
+				for (int i = 0; i < 4; i++) {
+					/* As the AVX2 kernel: inputs 32i .. 32i + 31 of the half. */
+					__m256i l = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (i & 1)));
+					l = _mm256_and_si256(i >> 1 ? _mm256_srli_epi16(l, 4) : l, mask32);
+					__m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), three);
+					__m256i v = _mm256_sub_epi8(_mm256_or_si256(l, _mm256_slli_epi16(hb, 4)), off);
+					__m512 w0 = _mm512_mul_ps(_mm512_set1_ps(ds[8 * h + 2 * i]),
+								  _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(v))));
+					__m512 w1 = _mm512_mul_ps(_mm512_set1_ps(ds[8 * h + 2 * i + 1]),
+								  _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+									  _mm256_extracti128_si256(v, 1))));
+					int64_t c = k * QUANT_K_BLOCK + 128 * h + 32 * i;
+					const int j0 = (i & 1) * 2;
+					avx512_fma1(acc, w0, j0, x, cols, c, nt);
+					avx512_fma1(acc, w1, j0 + 1, x, cols, c + 16, nt);
+				}
+			}
+		}
+	}
+#pragma GCC unroll 4
+	for (int t = 0; t < nt; t++)
+		out[t * os] = avx512_hsum(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
+							_mm512_add_ps(acc[t][2], acc[t][3])));
+}
+
+/* The rows of a block type, one at a time (one weight stream), up to four
+ * tokens per decode. */
+AVX512_INLINE void avx512_rows_blocks(float *out, int64_t os, const struct qmatrix *m, const float *x,
+				      int64_t n, int64_t row_begin, int64_t row_end,
+				      const enum quant_type type)
+{
+	int64_t cols = m->cols, row_bytes = (int64_t)quant_data_bytes(type, 1, cols);
+	for (int64_t r = row_begin; r < row_end; r++) {
+		const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
+		int64_t t = 0;
+		for (; t + 4 <= n; t += 4)
+			avx512_row_blocks(out + t * os + r, os, q, x + t * cols, cols, 4, type);
+		switch (n - t) {
+		case 3:
+			avx512_row_blocks(out + t * os + r, os, q, x + t * cols, cols, 3, type);
+			break;
+		case 2:
+			avx512_row_blocks(out + t * os + r, os, q, x + t * cols, cols, 2, type);
+			break;
+		case 1:
+			avx512_row_blocks(out + t * os + r, os, q, x + t * cols, cols, 1, type);
+			break;
+		}
+	}
+}
+
+#define AVX512_ROWS_BLOCKS(name, type)                                                   \
+	static void name(float *out, int64_t os, const struct qmatrix *m, const float *x, \
+			 int64_t n, int64_t row_begin, int64_t row_end)                   \
+	{                                                                                 \
+		avx512_rows_blocks(out, os, m, x, n, row_begin, row_end, type);          \
+	}
+AVX512_ROWS_BLOCKS(avx512_rows_q8_0, QUANT_Q8_0)
+AVX512_ROWS_BLOCKS(avx512_rows_q4_0, QUANT_Q4_0)
+AVX512_ROWS_BLOCKS(avx512_rows_q4_k, QUANT_Q4_K)
+AVX512_ROWS_BLOCKS(avx512_rows_q5_k, QUANT_Q5_K)
+AVX512_ROWS_BLOCKS(avx512_rows_q6_k, QUANT_Q6_K)
+
 /* Walks rows [row_begin, row_end) and tokens [0, n); BLOCK(nr, nt) computes
  * the block at (r, t). A single token goes row by row, which streams one
  * weight row at a time and measured faster from DRAM; several tokens go in
@@ -234,7 +445,7 @@ AVX512_INLINE void avx512_block_mxfp4(float *out, int64_t os, const struct qmatr
 		}                                                                  \
 	}
 
-#define DENSE(nr, nt) avx512_block_dense(out + t * os + r, os, m, r, x + t * m->cols, nr, nt, IS_BF16)
+#define DENSE(nr, nt) avx512_block_dense(out + t * os + r, os, m, r, x + t * m->cols, nr, nt, DENSE_KIND)
 #define MXFP4(nr, nt) avx512_block_mxfp4(out + t * os + r, os, m, r, x + t * m->cols, nr, nt)
 #define GROUPED(nr, nt) avx512_block_grouped(out + t * os + r, os, m, r, x + t * m->cols, GROUP, \
 					    nr, nt, IS_INT4)
@@ -242,17 +453,25 @@ AVX512_INLINE void avx512_block_mxfp4(float *out, int64_t os, const struct qmatr
 static void avx512_rows_f32(float *out, int64_t os, const struct qmatrix *m, const float *x,
 			    int64_t n, int64_t row_begin, int64_t row_end)
 {
-#define IS_BF16 0
+#define DENSE_KIND DENSE_F32
 	AVX512_BLOCKS(DENSE)
-#undef IS_BF16
+#undef DENSE_KIND
 }
 
 static void avx512_rows_bf16(float *out, int64_t os, const struct qmatrix *m, const float *x,
 			     int64_t n, int64_t row_begin, int64_t row_end)
 {
-#define IS_BF16 1
+#define DENSE_KIND DENSE_BF16
 	AVX512_BLOCKS(DENSE)
-#undef IS_BF16
+#undef DENSE_KIND
+}
+
+static void avx512_rows_f16(float *out, int64_t os, const struct qmatrix *m, const float *x,
+			    int64_t n, int64_t row_begin, int64_t row_end)
+{
+#define DENSE_KIND DENSE_F16
+	AVX512_BLOCKS(DENSE)
+#undef DENSE_KIND
 }
 
 /* The default group of 64 gets its own fully unrolled copy of the kernel;
@@ -299,7 +518,7 @@ static float avx512_dot_f32(const float *a, const float *b, int64_t n)
 {
 	struct qmatrix m = { .type = QUANT_F32, .rows = 1, .cols = n, .data = a };
 	float out;
-	avx512_block_dense(&out, 1, &m, 0, b, 1, 1, 0);
+	avx512_block_dense(&out, 1, &m, 0, b, 1, 1, DENSE_F32);
 	return out;
 }
 
@@ -321,6 +540,12 @@ const struct kernels_ops kernels_ops_avx512 = {
 		[QUANT_INT8] = avx512_rows_int8,
 		[QUANT_INT4] = avx512_rows_int4,
 		[QUANT_MXFP4] = avx512_rows_mxfp4,
+		[QUANT_F16] = avx512_rows_f16,
+		[QUANT_Q8_0] = avx512_rows_q8_0,
+		[QUANT_Q4_0] = avx512_rows_q4_0,
+		[QUANT_Q4_K] = avx512_rows_q4_k,
+		[QUANT_Q5_K] = avx512_rows_q5_k,
+		[QUANT_Q6_K] = avx512_rows_q6_k,
 	},
 	.rows_q8 = {
 		[QUANT_INT8] = avx2_rows_q8_int8,

@@ -6,7 +6,11 @@
  * w = (float)q * scale[g], rounded to f32 exactly as quant_row_dequantize
  * does (for mxfp4 w = e2m1 * 2^(e - 127), exact), and acc += w * x[c] runs
  * over c in order. The SIMD versions compute
- * the same w and differ only in how the products are summed. The build uses
+ * the same w and differ only in how the products are summed. The GGML block
+ * types (q8_0, q4_0, q4_k, q5_k, q6_k) take their weights a block at a time
+ * from quant_block_dequantize, f16 from f16_to_f32: the values of
+ * quant_row_dequantize, so each is bit-identical to this f32 kernel on the
+ * dequantized matrix. The build uses
  * -ffp-contract=off, so no multiply-add is fused behind our back and the
  * order written here is the order executed.
  */
@@ -105,6 +109,46 @@ static void scalar_rows_mxfp4(float *out, int64_t out_stride, const struct qmatr
 				uint8_t b = q[(c / 32) * 16 + (c % 16)];
 				unsigned nib = (c % 32) < 16 ? (b & 0xfu) : (b >> 4);
 				acc += (quant_e2m1_to_f32(nib) * quant_e8m0_to_f32(e[c / 32], 0)) * xt[c];
+			}
+			out[t * out_stride + r] = acc;
+		}
+	}
+}
+
+static void scalar_rows_f16(float *out, int64_t out_stride, const struct qmatrix *m,
+			    const float *x, int64_t n, int64_t row_begin, int64_t row_end)
+{
+	int64_t cols = m->cols;
+	for (int64_t r = row_begin; r < row_end; r++) {
+		const uint16_t *w = (const uint16_t *)m->data + r * cols;
+		for (int64_t t = 0; t < n; t++) {
+			const float *xt = x + t * cols;
+			float acc = 0.0f;
+			for (int64_t c = 0; c < cols; c++)
+				acc += f16_to_f32(w[c]) * xt[c];
+			out[t * out_stride + r] = acc;
+		}
+	}
+}
+
+/* A GGML block type: each block dequantized into w[] (at most 256 weights,
+ * on the stack), then acc += w * x in input order, as scalar_dot_f32. */
+static void scalar_rows_blocks(float *out, int64_t out_stride, const struct qmatrix *m,
+			       const float *x, int64_t n, int64_t row_begin, int64_t row_end)
+{
+	int64_t cols = m->cols, qk = m->group;
+	int64_t block_bytes = (int64_t)quant_data_bytes(m->type, 1, qk);
+	int64_t row_bytes = cols / qk * block_bytes;
+	float w[QUANT_K_BLOCK];
+	for (int64_t r = row_begin; r < row_end; r++) {
+		const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
+		for (int64_t t = 0; t < n; t++) {
+			const float *xt = x + t * cols;
+			float acc = 0.0f;
+			for (int64_t k = 0; k < cols / qk; k++) {
+				quant_block_dequantize(w, m->type, q + k * block_bytes);
+				for (int64_t i = 0; i < qk; i++)
+					acc += w[i] * xt[k * qk + i];
 			}
 			out[t * out_stride + r] = acc;
 		}
@@ -259,6 +303,12 @@ const struct kernels_ops kernels_ops_scalar = {
 		[QUANT_INT8] = scalar_rows_int8,
 		[QUANT_INT4] = scalar_rows_int4,
 		[QUANT_MXFP4] = scalar_rows_mxfp4,
+		[QUANT_F16] = scalar_rows_f16,
+		[QUANT_Q8_0] = scalar_rows_blocks,
+		[QUANT_Q4_0] = scalar_rows_blocks,
+		[QUANT_Q4_K] = scalar_rows_blocks,
+		[QUANT_Q5_K] = scalar_rows_blocks,
+		[QUANT_Q6_K] = scalar_rows_blocks,
 	},
 	.rows_q8 = {
 		[QUANT_INT8] = scalar_rows_q8_int8,

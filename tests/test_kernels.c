@@ -18,6 +18,11 @@
  *    products against this file's exact integer sums, every level bit-identical
  *    to scalar, the error of the whole path within what the activations'
  *    rounding allows, NaN and infinity propagated;
+ *  - the GGML block types (q8_0, q4_0, q4_k, q5_k, q6_k) and f16, from random
+ *    blocks with random finite halves: in all of the above, and at every
+ *    level bit-identical to that level's f32 matvec / matmul on the matrix
+ *    of their quant_row_dequantize values (1..7 tokens, ragged row counts);
+ *    int8 activations leave them on f32;
  *  - dot/axpy, rmsnorm, softmax, swiglu, rope (NEOX and GPT-J), topk and
  *    attention_head against straightforward double-precision references.
  */
@@ -108,6 +113,43 @@ static int is_q8_type(enum quant_type t)
 	return t == QUANT_INT8 || t == QUANT_INT4 || t == QUANT_MXFP4;
 }
 
+static int is_block_type(enum quant_type t)
+{
+	return t >= QUANT_Q8_0 && t <= QUANT_Q6_K;
+}
+
+/* A random finite half, |h| in [0.001, 0.1), positive unless `signed_`. */
+static void rand_half(uint8_t *p, uint64_t *seed, int signed_)
+{
+	float v = 0.001f + 0.0495f * (tu_randf(seed) + 1.0f);
+	if (signed_ && tu_randf(seed) < 0)
+		v = -v;
+	uint16_t h = f32_to_f16(v);
+	memcpy(p, &h, 2);
+}
+
+/* Random blocks of a GGML block type: random bytes, then every d (and
+ * dmin) overwritten with a random finite half, as llama.cpp's files hold. */
+static void rand_blocks(uint8_t *blob, enum quant_type type, int64_t rows, int64_t cols, uint64_t seed)
+{
+	uint64_t bytes = quant_data_bytes(type, rows, cols);
+	for (uint64_t i = 0; i < bytes; i++)
+		blob[i] = (uint8_t)(tu_randf(&seed) * 128.0f + 128.0f);
+	int64_t qk = type == QUANT_Q8_0 || type == QUANT_Q4_0 ? 32 : 256;
+	uint64_t bs = quant_data_bytes(type, 1, qk);
+	for (uint64_t k = 0; k < bytes / bs; k++) {
+		uint8_t *b = blob + k * bs;
+		if (type == QUANT_Q6_K) {
+			rand_half(b + 208, &seed, 1);
+		} else if (type == QUANT_Q4_K || type == QUANT_Q5_K) {
+			rand_half(b, &seed, 0);
+			rand_half(b + 2, &seed, 0);
+		} else {
+			rand_half(b, &seed, 1);
+		}
+	}
+}
+
 static void tmat_make(struct tmat *t, enum quant_type type, int64_t rows, int64_t cols,
 		      int32_t group, uint64_t seed)
 {
@@ -116,7 +158,10 @@ static void tmat_make(struct tmat *t, enum quant_type type, int64_t rows, int64_
 	for (int64_t i = 0; i < rows * cols; i++)
 		w[i] = tu_randf(&seed) * 0.5f;
 	t->blob = malloc(quant_matrix_bytes(type, rows, cols, group));
-	quant_matrix_quantize(t->blob, w, type, rows, cols, group);
+	if (is_block_type(type))
+		rand_blocks(t->blob, type, rows, cols, seed);
+	else
+		quant_matrix_quantize(t->blob, w, type, rows, cols, group);
 	quant_matrix_view(&t->m, t->blob, type, rows, cols, group);
 	t->deq = malloc(sizeof(double) * rows * cols);
 	for (int64_t r = 0; r < rows; r++)
@@ -165,6 +210,14 @@ static const struct shape shapes[] = {
 	{ QUANT_INT4, 3, 320, 160 },  { QUANT_MXFP4, 1, 32, 32 },   { QUANT_MXFP4, 7, 96, 32 },
 	{ QUANT_MXFP4, 17, 192, 32 }, { QUANT_MXFP4, 33, 960, 32 }, { QUANT_MXFP4, 5, 352, 32 },
 	{ QUANT_MXFP4, 3, 2880, 32 }, { QUANT_MXFP4, 19, 160, 32 },
+	{ QUANT_F16, 1, 3, 0 },       { QUANT_F16, 7, 15, 0 },      { QUANT_F16, 17, 80, 0 },
+	{ QUANT_F16, 9, 129, 0 },     { QUANT_F16, 33, 1031, 0 },   { QUANT_Q8_0, 1, 32, 0 },
+	{ QUANT_Q8_0, 7, 96, 0 },     { QUANT_Q8_0, 17, 192, 0 },   { QUANT_Q8_0, 33, 2880, 0 },
+	{ QUANT_Q4_0, 1, 32, 0 },     { QUANT_Q4_0, 7, 96, 0 },     { QUANT_Q4_0, 19, 160, 0 },
+	{ QUANT_Q4_0, 5, 4096, 0 },   { QUANT_Q4_K, 1, 256, 0 },    { QUANT_Q4_K, 7, 512, 0 },
+	{ QUANT_Q4_K, 19, 768, 0 },   { QUANT_Q4_K, 3, 2816, 0 },   { QUANT_Q5_K, 1, 256, 0 },
+	{ QUANT_Q5_K, 9, 512, 0 },    { QUANT_Q5_K, 17, 1280, 0 },  { QUANT_Q6_K, 1, 256, 0 },
+	{ QUANT_Q6_K, 13, 768, 0 },   { QUANT_Q6_K, 5, 2048, 0 },
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -282,7 +335,8 @@ Test(kernels, thread_count_and_matmul_bit_identical)
 	for (int pass = 0; pass < 2 * QUANT_TYPE_COUNT; pass++) {
 		int type = pass % QUANT_TYPE_COUNT;
 		cr_assert_eq(kernels_set_activations(pass < QUANT_TYPE_COUNT ? "f32" : "int8"), 0);
-		int64_t rows = 301, cols = type >= QUANT_INT8 ? 320 : 333;
+		int64_t rows = 301, cols = type == QUANT_F32 || type == QUANT_BF16 || type == QUANT_F16 ? 333
+					   : type >= QUANT_Q4_K ? 768 : 320;
 		int64_t n = 7;
 		struct tmat t;
 		tmat_make(&t, (enum quant_type)type, rows, cols, 64, 77 + type);
@@ -375,6 +429,79 @@ Test(kernels, mxfp4_threads_batches_and_dequantized)
 	}
 	for (int i = 1; i < 4; i++)
 		threadpool_free(pools[i]);
+	kernels_set_activations("int8");
+}
+
+/* The block types and f16 at every level: rows (several tokens, a slice of
+ * rows, and one row one token at a time) bit-identical to the same level's
+ * f32 rows on the dequantized matrix; then the public matvec / matmul with
+ * pools and both activation settings against the public f32 matvec. */
+Test(kernels, block_types_bit_identical_to_f32_of_dequantized)
+{
+	struct threadpool *pool = NULL;
+	cr_assert_eq(threadpool_init(&pool, 3), 0);
+	for (unsigned s = 0; s < N_SHAPES; s++) {
+		const struct shape *sh = &shapes[s];
+		if (!is_block_type(sh->type) && sh->type != QUANT_F16)
+			continue;
+		int64_t rows = sh->rows, cols = sh->cols, n = 1 + s % 7;
+		struct tmat t;
+		tmat_make(&t, sh->type, rows, cols, 0, 1500 + s);
+		float *deq = malloc(sizeof(float) * rows * cols);
+		for (int64_t r = 0; r < rows; r++)
+			quant_row_dequantize(deq + r * cols, &t.m, r);
+		struct qmatrix f;
+		quant_matrix_view(&f, deq, QUANT_F32, rows, cols, 0);
+		float *x = rand_vec(7 * cols, 1600 + s);
+		float *got = malloc(sizeof(float) * 7 * rows), *want = malloc(sizeof(float) * 7 * rows);
+		for (enum cpu_simd level = CPU_SIMD_SCALAR; level <= cpu_simd_supported(); level++) {
+			const struct kernels_ops *ops = kernels_ops_for(level);
+			cr_assert_not_null(ops->rows[sh->type], "%s %s", ops->name, quant_type_name(sh->type));
+			for (int64_t k = 1; k <= 7; k++) {
+				memset(got, 0xff, sizeof(float) * 7 * rows);
+				ops->rows[sh->type](got, rows, &t.m, x, k, 0, rows);
+				ops->rows[QUANT_F32](want, rows, &f, x, k, 0, rows);
+				cr_assert_eq(memcmp(got, want, sizeof(float) * k * rows), 0,
+					     "%s %s %ldx%ld, %ld tokens: not the f32 bits of its dequantized matrix",
+					     ops->name, quant_type_name(sh->type), (long)rows, (long)cols, (long)k);
+			}
+			/* Rows [1, rows - 1) only, and row by row. */
+			if (rows > 2) {
+				memset(got, 0xff, sizeof(float) * n * rows);
+				ops->rows[sh->type](got, rows, &t.m, x, n, 1, rows - 1);
+				ops->rows[QUANT_F32](want, rows, &f, x, n, 0, rows);
+				for (int64_t tok = 0; tok < n; tok++)
+					cr_assert_eq(memcmp(got + tok * rows + 1, want + tok * rows + 1,
+							    sizeof(float) * (rows - 2)), 0, "%s %s: a slice of rows",
+						     ops->name, quant_type_name(sh->type));
+			}
+			for (int64_t r = 0; r < rows; r++) {
+				ops->rows[sh->type](got, rows, &t.m, x + (n - 1) * cols, 1, r, r + 1);
+				ops->rows[QUANT_F32](want, rows, &f, x + (n - 1) * cols, 1, r, r + 1);
+				cr_assert_eq(memcmp(&got[r], &want[r], 4), 0, "%s %s: row %ld alone", ops->name,
+					     quant_type_name(sh->type), (long)r);
+			}
+		}
+		for (int act = 0; act < 2; act++) {
+			cr_assert_eq(kernels_set_activations(act ? "int8" : "f32"), 0);
+			matmul(NULL, want, &f, x, n);
+			matmul(pool, got, &t.m, x, n);
+			cr_assert_eq(memcmp(got, want, sizeof(float) * n * rows), 0, "public matmul %s, %s activations",
+				     quant_type_name(sh->type), kernels_activations_name());
+			for (int64_t tok = 0; tok < n; tok++) {
+				matvec(pool, got, &t.m, x + tok * cols);
+				cr_assert_eq(memcmp(got, want + tok * rows, sizeof(float) * rows), 0,
+					     "public matvec %s token %ld, %s activations", quant_type_name(sh->type),
+					     (long)tok, kernels_activations_name());
+			}
+		}
+		free(x);
+		free(got);
+		free(want);
+		free(deq);
+		tmat_free(&t);
+	}
+	threadpool_free(pool);
 	kernels_set_activations("int8");
 }
 
