@@ -271,7 +271,7 @@ static void kv_free(struct gguf_kv *kv)
 	free(kv->key);
 	free(kv->s);
 	if (kv->strs)
-		free(kv->strs[0] ? kv->strs[0] : NULL);
+		free(kv->strs[0]);	/* the pool all strings of the array live in */
 	free(kv->strs);
 	free(kv->lens);
 	free(kv->data);
@@ -1043,6 +1043,8 @@ int gguf_get_arr(const struct gguf_set *set, const char *key, enum gguf_vtype el
 
 int64_t gguf_arr_i64(const struct gguf_kv *kv, uint64_t i)
 {
+	if (!kv->data)
+		return 0;	/* not a numeric array */
 	const uint8_t *p = (const uint8_t *)kv->data + i * vtype_size(kv->arr_type);
 	uint16_t u16; uint32_t u32; uint64_t u64; float f; double d;
 	switch (kv->arr_type) {
@@ -1065,6 +1067,8 @@ int64_t gguf_arr_i64(const struct gguf_kv *kv, uint64_t i)
 
 double gguf_arr_f64(const struct gguf_kv *kv, uint64_t i)
 {
+	if (!kv->data)
+		return 0;
 	const uint8_t *p = (const uint8_t *)kv->data + i * vtype_size(kv->arr_type);
 	float f;
 	double d;

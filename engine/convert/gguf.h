@@ -17,6 +17,11 @@
  * (NAME-00001-of-0000N.gguf, split.no / split.count / split.tensors.count)
  * opens as one set from any of its files' paths.
  *
+ * Limits: a header of at most 1 GiB, 2^20 metadata pairs and 2^20 tensors
+ * per file; keys of at most 65535 bytes and tensor names of at most 63
+ * (ggml's GGML_MAX_NAME), neither empty nor holding a NUL; every dimension
+ * at least 1 (ggml lets a zero through; nothing writes one).
+ *
  * Errors: -EINVAL (or -ENOMEM, -errno of the system) with error_set()
  * naming the file and the field at fault.
  */
@@ -73,7 +78,8 @@ struct gguf_kv {
 		double f;              /* F32/F64 */
 	} v;
 	/* STRING: s (NUL-terminated copy; len bytes, may hold NULs).
-	 * ARRAY of STRING: strs[n] and lens[n].
+	 * ARRAY of STRING: strs[n] and lens[n], each NUL-terminated, all in
+	 * one block that strs[0] points to (NULL when n = 0).
 	 * ARRAY of a number: data points to n packed little-endian elements
 	 * of arr_type as in the file (copied). */
 	char *s;
@@ -163,7 +169,9 @@ int gguf_get_str(const struct gguf_set *set, const char *key, const char **out);
 int gguf_get_arr(const struct gguf_set *set, const char *key, enum gguf_vtype elem,
 		 const struct gguf_kv **out);
 /* Element i of a numeric array as int64 / double (range-checked by the
- * caller through kv->n). */
+ * caller through kv->n). Floats truncate toward zero in gguf_arr_i64 (0
+ * when out of range or NaN); a u64 above INT64_MAX wraps; 0 for a string
+ * array. */
 int64_t gguf_arr_i64(const struct gguf_kv *kv, uint64_t i);
 double gguf_arr_f64(const struct gguf_kv *kv, uint64_t i);
 
