@@ -341,6 +341,33 @@ static void gguf_limits(struct model_config *hf, const struct model_config *g)
 		hf->n_eos = g->n_eos;
 }
 
+static struct tokenizer *tokenizer_of(const struct gguf_set *set, const char *sub);
+
+/* tools/gguf_write.py's synthetic SentencePiece vocabulary (single
+ * characters, byte tokens, no merges): a text is one token per character,
+ * ▁ for each space and one in front, as llama.cpp's SPM tokenizer makes it. */
+static void spm_fixture_tokenizer(const struct gguf_set *set, const char *fixture)
+{
+	const char *model = NULL;
+	if (gguf_get_str(set, "tokenizer.ggml.model", &model) || strcmp(model, "llama"))
+		return;
+	struct tokenizer *t = tokenizer_of(set, fixture);
+	static const char *const chars[] = { "\xe2\x96\x81", "H", "i", "\xe2\x96\x81", "t", "h", "e", "r", "e", "!" };
+	int32_t *ids = NULL;
+	size_t n = 0;
+	cr_assert_eq(tokenizer_encode(t, "Hi there!", 9, &ids, &n), 0);
+	cr_assert_eq(n, 10, "%s: \"Hi there!\" gave %zu ids", fixture, n);
+	for (size_t i = 0; i < n; i++)
+		cr_expect_eq(ids[i], tokenizer_token_id(t, chars[i]), "%s: id %zu", fixture, i);
+	char *text = NULL;
+	size_t len;
+	cr_assert_eq(tokenizer_decode(t, ids, n, &text, &len), 0);
+	cr_expect_str_eq(text, "Hi there!");
+	free(text);
+	free(ids);
+	tokenizer_free(t);
+}
+
 static void family_case(const char *fixture)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
@@ -371,9 +398,10 @@ static void family_case(const char *fixture)
 		int rc = gguf_set_open(&set, path);
 		cr_assert_eq(rc, 0, "%s: %s", path, error_message());
 		config_of(&set, g);
-		gguf_set_close(&set);
 		gguf_limits(hf, g);
 		cr_expect_eq(cfg_diff(g, hf, path), 0, "%s: synthesized config differs from %s/config.json", path, dir);
+		spm_fixture_tokenizer(&set, fixture);
+		gguf_set_close(&set);
 	} else {
 		fprintf(stderr, "%s: no %s; the tools/gguf_write.py check did not run\n", fixture, path);
 	}
