@@ -28,7 +28,7 @@
 #     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
 #     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
 #     -DLLAMA_BUILD_COMMIT=81ff7abe5 -DLLAMA_BUILD_NUMBER=9928
-#   cmake --build build -j 2 --target llama-bench llama-completion
+#   cmake --build build -j 2 --target llama-bench llama-completion llama-quantize
 #
 # (the AVX-512 switches are turned on when /proc/cpuinfo lists avx512f,
 # avx512bw, avx512dq, avx512vl and avx512cd; LLAMA_CURL is gone at this
@@ -88,7 +88,7 @@ llama_cpp_build() {
     llama_cpp_say "configuring $_src failed (see above)"
     return 1
   fi
-  if ! nice -n 10 cmake --build "$_src/build" -j 2 --target llama-bench llama-completion >&2; then
+  if ! nice -n 10 cmake --build "$_src/build" -j 2 --target llama-bench llama-completion llama-quantize >&2; then
     llama_cpp_say "building $_src failed (see above)"
     return 1
   fi
