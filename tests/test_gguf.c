@@ -866,7 +866,6 @@ Test(gguf, large_header)
 	gb_tensor(&b, "w", GGML_F32, 1, (int64_t[]){ 4 }, f32_vals, 16);
 	cr_assert(gb_data_offset(&b) > (4u << 20));
 	write_gb(&b, tmp("big.gguf"));
-	gb_free(&b);
 	struct gguf_set s;
 	cr_assert_eq(gguf_set_open(&s, tmp("big.gguf")), 0, "%s", error_message());
 	const struct gguf_kv *a;
@@ -877,9 +876,32 @@ Test(gguf, large_header)
 	cr_assert_eq(gguf_tensor_read_rows(&s, gguf_set_find(&s, "w"), 0, 1, v), 0);
 	cr_assert_eq(v[3], 3.0f);
 	gguf_set_close(&s);
+	/* Cut inside the array, past the first prefix: still "truncated". */
+	size_t len;
+	uint8_t *img = gb_bytes(&b, &len);
+	cr_assert_eq(tu_write(tmp("bigcut.gguf"), img, 5u << 20), 0);
+	expect_open_fails(tmp("bigcut.gguf"), EINVAL, "metadata key 0 (tokenizer.ggml.tokens): string length");
+	free(img);
+	gb_free(&b);
 	for (size_t i = 0; i < n; i++)
 		free(strs[i]);
 	free(strs);
+}
+
+/* A string that the file could hold but the 1 GiB header cap cannot: refused
+ * from its length, before anything is read or allocated for it (a sparse
+ * 2 GiB file). */
+Test(gguf, header_cap)
+{
+	struct gb b;
+	gb_init(&b);
+	gb_kv_head(&b, "tokenizer.chat_template", GB_STRING);
+	gb_u64(&b.kv, 3ull << 29);
+	write_gb(&b, tmp("cap.gguf"));
+	gb_free(&b);
+	cr_assert_eq(truncate(tmp("cap.gguf"), 2ll << 30), 0);
+	expect_open_fails(tmp("cap.gguf"), EINVAL, "string length 1610612736 runs past the end of the largest "
+			  "header read (1 GiB)");
 }
 
 /* Split i of 3 of model-0000N-of-00003.gguf: tensors "t.i.a" and "t.i.b"

@@ -189,10 +189,11 @@ static uint64_t rd_left(const struct rd *r)
 	return r->at < end ? end - r->at : 0;
 }
 
-/* What ends the bytes rd_left counts, for messages. */
-static const char *rd_end_name(const struct rd *r)
+/* What n items of size bytes each run past, for messages: the file's end,
+ * or only the header cap. */
+static const char *rd_end_name(const struct rd *r, uint64_t n, uint64_t size)
 {
-	return r->file_bytes <= GGUF_HEADER_BYTES_MAX ? "file" : "largest header read (1 GiB)";
+	return n > (r->file_bytes - r->at) / size ? "file" : "largest header read (1 GiB)";
 }
 
 static int rd_need(struct rd *r, uint64_t n)
@@ -237,7 +238,7 @@ static int rd_str_len(struct rd *r, uint64_t max, uint64_t *len)
 	if (*len > rd_left(r))
 		return error_set(EINVAL, "%s: %s: string length %llu runs past the end of the %s", r->path,
 				 r->what, (unsigned long long)*len,
-				 r->file_bytes - r->at < *len ? "file" : "largest header read");
+				 rd_end_name(r, *len, 1));
 	if (*len > max)
 		return error_set(EINVAL, "%s: %s: string length %llu exceeds %llu bytes", r->path, r->what,
 				 (unsigned long long)*len, (unsigned long long)max);
@@ -378,7 +379,7 @@ static int kv_parse(struct rd *r, struct gguf_kv *kv, size_t i)
 	if (kv->n > rd_left(r) / es)
 		return error_set(EINVAL, "%s: %s: array count %llu runs past the end of the %s (%s elements "
 				 "take at least %zu bytes each)", r->path, r->what, (unsigned long long)kv->n,
-				 rd_end_name(r), vtype_name(et), es);
+				 rd_end_name(r, kv->n, es), vtype_name(et), es);
 	if (et == GGUF_VT_STRING)
 		return kv_str_array(r, kv);
 	size_t bytes = (size_t)kv->n * es;
