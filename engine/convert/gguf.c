@@ -660,17 +660,16 @@ int gguf_file_open(struct gguf_file *f, const char *path)
 	char *p = strdup(path);
 	if (!p)
 		return error_set(ENOMEM, "out of memory");
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (f->fd < 0) {
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
 		rc = error_set(errno, "%s: cannot open: %s", path, strerror(errno));
 		goto fail;
 	}
-	if (fstat(f->fd, &sb) != 0) {
+	if (fstat(fd, &sb) != 0) {
 		rc = error_set(errno, "%s: cannot stat: %s", path, strerror(errno));
 		goto fail;
 	}
 	uint64_t file_bytes = (uint64_t)sb.st_size, have = 0, want = GGUF_PREFIX_BYTES;
-	fd = f->fd;
 	for (;;) {
 		if (want > file_bytes)
 			want = file_bytes;
