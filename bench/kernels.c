@@ -4,7 +4,9 @@
  *
  *   make bench-kernels && build/bench/kernels [--seconds S] [--mib M]
  *
- * For each format (f32, bf16, int8, int4, mxfp4) it quantizes a set of matrices of
+ * For each format (f32, bf16, int8, int4, mxfp4, f16, and the GGML block types
+ * q8_0, q4_0, q4_k, q5_k, q6_k, filled with random blocks whose halves are
+ * finite: their kernels' speed does not depend on the values) it quantizes a set of matrices of
  * the OLMoE / Qwen3 expert shapes (rows x cols = 1024 x 2048 and 2048 x 1024)
  * whose stored bytes total M MiB (256 by default, far above any L3), then runs
  * matvec over them in turn, at 1 thread and at all threads, for about S
@@ -13,7 +15,10 @@
  * second; the ratio is that over the bandwidth measured with the same thread
  * count just before. With activation quantization on (`--activations int8`,
  * the default of kernels_activations) int8, int4 and mxfp4 matrices take the int8
- * dot-product path; `--activations f32` measures the f32 path.
+ * dot-product path; `--activations f32` measures the f32 path; the GGML
+ * block types always take f32 activations. COLIBRI_SIMD=avx2 (or scalar)
+ * measures a lower level. Gw/s is billions of weights a second, which
+ * compares formats of different widths.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,6 +51,23 @@ static float rng_float(void)
 	return (float)((rng_state >> 40) & 0xffffff) / (float)0x1000000 - 0.5f;
 }
 
+/* Random blocks of a GGML block type with every d / dmin a random half in
+ * [0.001, 0.1) (normal numbers, as real files hold). */
+static void blocks_fill(uint8_t *p, enum quant_type type, int64_t rows, int64_t cols, int32_t qk)
+{
+	uint64_t bytes = quant_data_bytes(type, rows, cols), bs = quant_data_bytes(type, 1, qk);
+	for (uint64_t i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(rng_float() * 255.0f + 128.0f);
+	for (uint64_t k = 0; k < bytes / bs; k++) {
+		uint8_t *b = p + k * bs;
+		int n = type == QUANT_Q4_K || type == QUANT_Q5_K ? 2 : 1;
+		for (int h = 0; h < n; h++) {
+			uint16_t v = f32_to_f16(0.0505f + 0.099f * rng_float());
+			memcpy(type == QUANT_Q6_K ? b + 208 : b + 2 * h, &v, 2);
+		}
+	}
+}
+
 /* l2: one matrix of 128 x 2048, which stays in L2: the kernel's compute
  * rate without memory. */
 static int set_build(struct bench_set *s, enum quant_type type, uint64_t target, int l2)
@@ -53,7 +75,7 @@ static int set_build(struct bench_set *s, enum quant_type type, uint64_t target,
 	static const int64_t shapes[2][2] = { { 1024, 2048 }, { 2048, 1024 } };
 	static const int64_t small[2][2] = { { 128, 2048 }, { 128, 2048 } };
 	const int64_t (*sh_of)[2] = l2 ? small : shapes;
-	int32_t group = type == QUANT_F32 || type == QUANT_BF16 ? 0 : QUANT_GROUP_DEFAULT;
+	int32_t group = type == QUANT_INT8 || type == QUANT_INT4 ? QUANT_GROUP_DEFAULT : 0;
 	uint64_t per = quant_matrix_bytes(type, sh_of[0][0], sh_of[0][1], group);
 	s->n = l2 ? 1 : (int)(target / per) + 1;
 	s->m = calloc((size_t)s->n, sizeof(*s->m));
@@ -69,27 +91,35 @@ static int set_build(struct bench_set *s, enum quant_type type, uint64_t target,
 	for (int i = 0; i < s->n; i++) {
 		const int64_t *sh = sh_of[i % 2];
 		uint8_t *base = (uint8_t *)s->arena + (uint64_t)i * per;
-		quant_matrix_quantize(base, src, type, sh[0], sh[1], group);
-		quant_matrix_view(&s->m[i], base, type, sh[0], sh[1], group);
+		if (quant_type_quantizable(type)) {
+			quant_matrix_quantize(base, src, type, sh[0], sh[1], group);
+			quant_matrix_view(&s->m[i], base, type, sh[0], sh[1], group);
+		} else {
+			quant_matrix_view(&s->m[i], base, type, sh[0], sh[1], group);
+			blocks_fill(base, type, sh[0], sh[1], s->m[i].group);
+		}
 		s->bytes += per;
 	}
 	free(src);
 	return 0;
 }
 
-/* Runs matvec over the set until `seconds` pass; GB/s of stored bytes. */
+/* Runs matvec over the set until `seconds` pass; GB/s of stored bytes,
+ * and billions of weights a second into *gw. */
 static double set_run(const struct bench_set *s, struct threadpool *pool, double seconds,
-		      float *x, float *y)
+		      float *x, float *y, double *gw)
 {
 	double t0 = clock_now_s(), t;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, weights = 0;
 	int i = 0;
 	do {
 		matvec(pool, y, &s->m[i], x);
 		bytes += quant_matrix_bytes(s->m[i].type, s->m[i].rows, s->m[i].cols, s->m[i].group);
+		weights += (uint64_t)(s->m[i].rows * s->m[i].cols);
 		i = (i + 1) % s->n;
 		t = clock_now_s();
 	} while (t - t0 < seconds);
+	*gw = (double)weights / (t - t0) / 1e9;
 	return (double)bytes / (t - t0) / 1e9;
 }
 
@@ -133,13 +163,15 @@ int main(int argc, char **argv)
 		}
 	printf("kernels %s, activations %s; memory bandwidth %.1f GB/s at 1 thread, %.1f GB/s at %d\n",
 	       kernels_ops_get()->name, kernels_activations_name(), bw[0], bw[1], all);
-	printf("%-6s %8s %10s %10s %8s\n", "format", "threads", "MiB", "GB/s", "of bw");
+	printf("%-6s %8s %10s %10s %8s %8s\n", "format", "threads", "MiB", "GB/s", "of bw", "Gw/s");
 	float *x = malloc(2048 * sizeof(float)), *y = malloc(2048 * sizeof(float));
 	if (!x || !y)
 		return 1;
 	for (int i = 0; i < 2048; i++)
 		x[i] = rng_float();
-	static const enum quant_type types[] = { QUANT_F32, QUANT_BF16, QUANT_INT8, QUANT_INT4, QUANT_MXFP4 };
+	static const enum quant_type types[] = { QUANT_F32,  QUANT_BF16, QUANT_INT8, QUANT_INT4,
+						 QUANT_MXFP4, QUANT_F16,  QUANT_Q8_0, QUANT_Q4_0,
+						 QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K };
 	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
 		if (only && strcmp(only, quant_type_name(types[ti])))
 			continue;
@@ -153,10 +185,11 @@ int main(int argc, char **argv)
 			struct threadpool *pool = NULL;
 			if (counts[k] > 1 && threadpool_init(&pool, counts[k]) != 0)
 				return 1;
-			set_run(&s, pool, seconds / 5, x, y);
-			double gbps = set_run(&s, pool, seconds, x, y);
-			printf("%-6s %8d %10.0f %10.2f %7.0f%%\n", quant_type_name(types[ti]), counts[k],
-			       (double)s.bytes / (1 << 20), gbps, 100 * gbps / bw[k]);
+			double gw;
+			set_run(&s, pool, seconds / 5, x, y, &gw);
+			double gbps = set_run(&s, pool, seconds, x, y, &gw);
+			printf("%-6s %8d %10.0f %10.2f %7.0f%% %8.2f\n", quant_type_name(types[ti]), counts[k],
+			       (double)s.bytes / (1 << 20), gbps, 100 * gbps / bw[k], gw);
 			if (pool)
 				threadpool_free(pool);
 		}
