@@ -75,6 +75,13 @@ SIZES = {
                   experts_ffn=128, dense_ffn=512, vocab=2048,
                   layers={"olmoe": 4, "qwen3_moe": 4, "mixtral": 4},
                   top_k={"olmoe": 4, "qwen3_moe": 4, "mixtral": 2}),
+    # Every matrix width a multiple of 256, so each GGML block type (the
+    # k-quants' 256-value super-blocks included) applies to every matrix:
+    # the GGUF block-type fixtures (tools/make_fixtures.sh).
+    "blocks": dict(hidden=256, heads=4, kv_heads=2, qwen_head_dim=64, experts=8,
+                   experts_ffn=256, dense_ffn=512, vocab=512,
+                   layers={"olmoe": 2, "qwen3_moe": 3, "mixtral": 2},
+                   top_k={"olmoe": 4, "qwen3_moe": 2, "mixtral": 2}),
 }
 
 # Tokenizers whose real configs pad the vocabulary beyond the tokenizer's

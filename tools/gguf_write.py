@@ -85,22 +85,28 @@ import safetensors_np as st  # noqa: E402
 import ggml_blocks as gb  # noqa: E402
 
 ALIGNMENT = 32
+FAMILIES = {}                 # model_type -> (plan, metadata, pick_type's hyper-parameters)
 QUANTIZATION_VERSION = 2      # GGML_QNT_VERSION
 CHUNK_ELEMS = 1 << 22         # source values converted at once
 
 # ggml_type: (id, values per block, bytes per block), from ggml_blocks' table
 GGML_F32, GGML_BF16, GGML_Q4_0, GGML_Q8_0, GGML_Q6_K = "F32", "BF16", "Q4_0", "Q8_0", "Q6_K"
+GGML_F16, GGML_Q4_K, GGML_Q5_K, GGML_MXFP4 = "F16", "Q4_K", "Q5_K", "MXFP4"
 GGML_TYPES = {t: (gb.GGML_TYPE[t.lower()],) + gb.BLOCK[t.lower()]
-              for t in (GGML_F32, GGML_Q4_0, GGML_Q8_0, GGML_Q6_K, GGML_BF16)}
-# --type: (type of the big matrices, general.file_type)
+              for t in (GGML_F32, GGML_Q4_0, GGML_Q8_0, GGML_Q6_K, GGML_BF16, GGML_F16,
+                        GGML_Q4_K, GGML_Q5_K, GGML_MXFP4)}
+# --type: (type of the big matrices, general.file_type = llama_ftype)
 FILE_TYPES = {"f32": (GGML_F32, 0), "bf16": (GGML_BF16, 32), "q8_0": (GGML_Q8_0, 7),
-              "q4_0": (GGML_Q4_0, 2)}
+              "q4_0": (GGML_Q4_0, 2), "f16": (GGML_F16, 1), "q4_k": (GGML_Q4_K, 14),
+              "q5_k": (GGML_Q5_K, 16), "q6_k": (GGML_Q6_K, 18), "mxfp4": (GGML_MXFP4, 38),
+              "q4_k_m": (GGML_Q4_K, 15)}
 
 # gguf value types
-GGUF_U32, GGUF_I32, GGUF_F32, GGUF_BOOL, GGUF_STRING, GGUF_ARRAY = 4, 5, 6, 7, 8, 9
+GGUF_U16, GGUF_U32, GGUF_I32, GGUF_F32, GGUF_BOOL, GGUF_STRING, GGUF_ARRAY = 2, 4, 5, 6, 7, 8, 9
 
 # llama_token_type
-TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_BYTE = 1, 2, 3, 6
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = \
+    1, 2, 3, 4, 5, 6
 
 
 class GGUFError(Exception):
@@ -242,7 +248,114 @@ def quantize_q6_K(x):
     return out.reshape(x.shape[0], -1)
 
 
-QUANTIZERS = {GGML_Q4_0: quantize_q4_0, GGML_Q8_0: quantize_q8_0, GGML_Q6_K: quantize_q6_K}
+def _kquant_scales(sb, nmax):
+    """A plain min/max fit for Q4_K / Q5_K super-blocks sb [n, 256] (NOT
+    ggml's make_qkx2_quants search; any valid blocks serve the tests, whose
+    reference is the dequantization of the written blocks).  Per 32-value
+    sub-block: scale = (max - min') / nmax and min = -min' with min' =
+    min(0, smallest value); both quantized to 6 bits against the super-block's
+    fp16 d = max scale / 63 and dmin = max min / 63, then every value
+    requantized against the quantized pair, so that the stored codes are the
+    best ones for the stored scales.  Returns (d16, dmin16, sc, m, q)."""
+    n = sb.shape[0]
+    x = sb.reshape(n, 8, 32)
+    mn = np.minimum(x.min(axis=2), np.float32(0))
+    mx = x.max(axis=2)
+    scale = ((mx - mn) / np.float32(nmax)).astype(np.float32)
+    mins = (-mn).astype(np.float32)
+    d16 = (scale.max(axis=1) / np.float32(63)).astype(np.float16)
+    dm16 = (mins.max(axis=1) / np.float32(63)).astype(np.float16)
+    d, dm = d16.astype(np.float32), dm16.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(d[:, None] > 0, np.rint(scale / d[:, None]), 0)
+        m = np.where(dm[:, None] > 0, np.rint(mins / dm[:, None]), 0)
+    sc = np.clip(sc, 0, 63).astype(np.uint8)
+    m = np.clip(m, 0, 63).astype(np.uint8)
+    d1 = d[:, None] * sc.astype(np.float32)         # as ggml dequantizes
+    m1 = dm[:, None] * m.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d1[:, :, None] > 0, np.rint((x + m1[:, :, None]) / d1[:, :, None]), 0)
+    q = np.clip(q, 0, nmax).astype(np.uint8)
+    return d16, dm16, sc, m, q
+
+
+def _pack_kscales(sc, m):
+    """The 12 scale bytes get_scale_min_k4 reads: j < 4 in the low 6 bits of
+    bytes j (scale) and j + 4 (min); j >= 4 split over byte j + 4 (low
+    nibbles) and the top two bits of bytes j - 4 and j."""
+    out = np.empty((sc.shape[0], 12), np.uint8)
+    out[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+    out[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
+    out[:, 8:12] = (sc[:, 4:8] & 15) | ((m[:, 4:8] & 15) << 4)
+    return out
+
+
+def quantize_q4_K(x):
+    """Q4_K blocks {f16 d, dmin; u8 scales[12]; u8 qs[128]}: 64-value chunk
+    c keeps sub-block 2c in the low nibbles of qs[32c:32c+32], 2c+1 in the
+    high ones."""
+    sb = x.reshape(-1, 256)
+    n = sb.shape[0]
+    d16, dm16, sc, m, q = _kquant_scales(sb, 15)
+    q = q.reshape(n, 4, 2, 32)
+    out = np.empty((n, 144), np.uint8)
+    out[:, 0:2] = d16.astype("<f2").view(np.uint8).reshape(n, 2)
+    out[:, 2:4] = dm16.astype("<f2").view(np.uint8).reshape(n, 2)
+    out[:, 4:16] = _pack_kscales(sc, m)
+    out[:, 16:144] = ((q[:, :, 0] & 15) | ((q[:, :, 1] & 15) << 4)).reshape(n, 128)
+    return out.reshape(x.shape[0], -1)
+
+
+def quantize_q5_K(x):
+    """Q5_K blocks {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: the
+    low nibbles as Q4_K, bit 2c / 2c+1 of qh[l] the fifth bit of value l of
+    sub-block 2c / 2c+1."""
+    sb = x.reshape(-1, 256)
+    n = sb.shape[0]
+    d16, dm16, sc, m, q = _kquant_scales(sb, 31)
+    q = q.reshape(n, 4, 2, 32)
+    qh = np.zeros((n, 32), np.uint8)
+    for c in range(4):
+        qh |= ((q[:, c, 0] >> 4) & 1) << (2 * c)
+        qh |= ((q[:, c, 1] >> 4) & 1) << (2 * c + 1)
+    out = np.empty((n, 176), np.uint8)
+    out[:, 0:2] = d16.astype("<f2").view(np.uint8).reshape(n, 2)
+    out[:, 2:4] = dm16.astype("<f2").view(np.uint8).reshape(n, 2)
+    out[:, 4:16] = _pack_kscales(sc, m)
+    out[:, 16:48] = qh
+    out[:, 48:176] = ((q[:, :, 0] & 15) | ((q[:, :, 1] & 15) << 4)).reshape(n, 128)
+    return out.reshape(x.shape[0], -1)
+
+
+def quantize_mxfp4(x):
+    """quantize_row_mxfp4_ref: e = floor(log2(amax)) - 2 + 127 (0 for an
+    all-zero block), d = 2^(e - 128) (ggml's halved E8M0), each value the
+    first nearest of the doubled E2M1 values times d; byte j holds value j
+    low, value j + 16 high."""
+    b = x.reshape(-1, 32)
+    amax = np.abs(b).max(axis=1)
+    with np.errstate(divide="ignore"):
+        e = np.where(amax > 0, np.floor(np.log2(amax)) - 2 + 127, 0)
+    e = np.clip(e, 0, 255).astype(np.uint8)
+    ee = e.astype(np.uint32)
+    bits = np.where(ee < 2, np.uint32(0x00200000) << ee, (ee - 1) << 23).astype(np.uint32)
+    d = bits.view(np.float32)
+    kv = gb.KVALUES_MXFP4.astype(np.float32)
+    err = np.abs(kv[None, None, :] * d[:, None, None] - b[:, :, None])
+    idx = err.argmin(axis=2).astype(np.uint8)        # first minimum, as the C loop
+    out = np.empty((b.shape[0], 17), np.uint8)
+    out[:, 0] = e
+    out[:, 1:] = idx[:, :16] | (idx[:, 16:] << 4)
+    return out.reshape(x.shape[0], -1)
+
+
+def quantize_f16(x):
+    return x.astype("<f2")
+
+
+QUANTIZERS = {GGML_Q4_0: quantize_q4_0, GGML_Q8_0: quantize_q8_0, GGML_Q6_K: quantize_q6_K,
+              GGML_Q4_K: quantize_q4_K, GGML_Q5_K: quantize_q5_K, GGML_MXFP4: quantize_mxfp4,
+              GGML_F16: quantize_f16}
 
 
 def encode(gtype, src_dtype, raw):
@@ -250,6 +363,10 @@ def encode(gtype, src_dtype, raw):
     if gtype == GGML_BF16 and src_dtype == "BF16":
         return np.ascontiguousarray(raw, dtype="<u2")
     x = st.to_f32(st.Tensor(src_dtype, raw.shape, raw))
+    return encode_f32(gtype, x)
+
+
+def encode_f32(gtype, x):
     x = np.ascontiguousarray(x, dtype=np.float32)
     if gtype == GGML_F32:
         return x.astype("<f4")
@@ -342,8 +459,9 @@ class Plan:
     """One GGUF tensor: name, ggml type, ne (innermost first) and the source
     row segments [(hf name, first flat row, row count)] it concatenates."""
 
-    def __init__(self, name, gtype, ne, segments):
+    def __init__(self, name, gtype, ne, segments, data=None):
         self.name, self.gtype, self.ne, self.segments = name, gtype, tuple(ne), segments
+        self.data = data      # or the values themselves: float32 (ne reversed) or raw blocks
 
     def nbytes(self):
         return row_bytes(self.gtype, self.ne[0]) * int(np.prod(self.ne[1:]))
@@ -356,9 +474,13 @@ def read_config(model_dir):
             cfg = json.load(f)
     except (OSError, ValueError) as e:
         raise GGUFError("%s: %s" % (path, e))
+    if cfg.get("model_type") in FAMILIES:
+        for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
+            cfg_int(cfg, key, path)
+        return cfg
     if cfg.get("model_type") != "olmoe":
-        raise GGUFError("%s: model_type is %r; only olmoe (OlmoeForCausalLM) is supported"
-                        % (path, cfg.get("model_type")))
+        raise GGUFError("%s: model_type is %r; supported: olmoe, %s"
+                        % (path, cfg.get("model_type"), ", ".join(sorted(FAMILIES))))
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "num_experts", "num_experts_per_tok", "vocab_size", "rms_norm_eps"):
         if not isinstance(cfg.get(key), (int, float)) or isinstance(cfg.get(key), bool):
@@ -384,35 +506,38 @@ def read_config(model_dir):
 def plan_tensors(cfg, src, ftype):
     """The GGUF tensors in convert_hf_to_gguf.py's order, checked against
     the checkpoint (names, shapes, dtypes) before anything is written."""
-    big, _ = FILE_TYPES[ftype]
     H, V = cfg["hidden_size"], cfg["vocab_size"]
     I, E = cfg["intermediate_size"], cfg["num_experts"]
-    output_type = big
-    if big == GGML_Q4_0:
-        # llama-quantize: the output projection of a Q4_0 file is Q6_K,
-        # falling back to Q8_0 when a row is not whole 256-value blocks.
-        output_type = GGML_Q6_K if H % 256 == 0 else GGML_Q8_0
-    # llama-quantize bumps attn_k and attn_v to Q8_0 in 8-expert models
-    # (Mixtral-style; the tiny fixtures have 8 experts, OLMoE-1B-7B 64).
-    kv_type = GGML_Q8_0 if big == GGML_Q4_0 and E == 8 else big
+    # pick_type: e.g. llama-quantize gives the output projection of a Q4_0
+    # file Q6_K (Q8_0 when a row is not whole 256-value blocks) and bumps
+    # attn_k and attn_v to Q8_0 in 8-expert models (Mixtral-style; the tiny
+    # fixtures have 8 experts, OLMoE-1B-7B 64).
+    hp = dict(n_expert=E, n_layer=cfg["num_hidden_layers"], n_attn_v=cfg["num_hidden_layers"])
+    state = {}
     plans = []
+
+    def ty(gguf_name, ne):
+        if converter_f32(gguf_name, len(ne)):
+            return GGML_F32
+        return pick_type(ftype, gguf_name, ne, hp, state)
 
     def whole(gguf_name, hf_name, gtype, shape):
         src.check(hf_name, shape)
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
-        plans.append(Plan(gguf_name, gtype, tuple(reversed(shape)), [(hf_name, 0, rows)]))
+        ne = tuple(reversed(shape))
+        plans.append(Plan(gguf_name, ty(gguf_name, ne), ne, [(hf_name, 0, rows)]))
 
-    whole("token_embd.weight", "model.embed_tokens.weight", big, (V, H))
+    whole("token_embd.weight", "model.embed_tokens.weight", None, (V, H))
     for L in range(cfg["num_hidden_layers"]):
         p, b = "model.layers.%d." % L, "blk.%d." % L
-        whole(b + "attn_norm.weight", p + "input_layernorm.weight", GGML_F32, (H,))
-        for hf, gg, gtype in (("q_proj", "attn_q", big), ("k_proj", "attn_k", kv_type),
-                              ("v_proj", "attn_v", kv_type), ("o_proj", "attn_output", big)):
-            whole(b + gg + ".weight", p + "self_attn.%s.weight" % hf, gtype, (H, H))
-        whole(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight", GGML_F32, (H,))
-        whole(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight", GGML_F32, (H,))
-        whole(b + "ffn_norm.weight", p + "post_attention_layernorm.weight", GGML_F32, (H,))
-        whole(b + "ffn_gate_inp.weight", p + "mlp.gate.weight", GGML_F32, (E, H))
+        whole(b + "attn_norm.weight", p + "input_layernorm.weight", None, (H,))
+        for hf, gg in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"),
+                       ("o_proj", "attn_output")):
+            whole(b + gg + ".weight", p + "self_attn.%s.weight" % hf, None, (H, H))
+        whole(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight", None, (H,))
+        whole(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight", None, (H,))
+        whole(b + "ffn_norm.weight", p + "post_attention_layernorm.weight", None, (H,))
+        whole(b + "ffn_gate_inp.weight", p + "mlp.gate.weight", None, (E, H))
         fused = p + "mlp.experts.gate_up_proj" in src.entries
         for part, gg in (("gate", "ffn_gate_exps"), ("up", "ffn_up_exps"),
                          ("down", "ffn_down_exps")):
@@ -430,13 +555,15 @@ def plan_tensors(cfg, src, ftype):
                     name = p + "mlp.experts.%d.%s_proj.weight" % (e, part)
                     src.check(name, (rows, cols))
                     segs.append((name, 0, rows))
-            plans.append(Plan(b + gg + ".weight", big, (cols, rows, E), segs))
-    whole("output_norm.weight", "model.norm.weight", GGML_F32, (H,))
+            plans.append(Plan(b + gg + ".weight", ty(b + gg + ".weight", (cols, rows, E)),
+                              (cols, rows, E), segs))
+    whole("output_norm.weight", "model.norm.weight", None, (H,))
     if "lm_head.weight" in src.entries or not cfg.get("tie_word_embeddings"):
-        whole("output.weight", "lm_head.weight", output_type, (V, H))
+        whole("output.weight", "lm_head.weight", None, (V, H))
     else:
         src.check("model.embed_tokens.weight", (V, H))
-        plans.append(Plan("output.weight", output_type, (H, V), [("model.embed_tokens.weight", 0, V)]))
+        plans.append(Plan("output.weight", ty("output.weight", (H, V)), (H, V),
+                          [("model.embed_tokens.weight", 0, V)]))
     for t in plans:
         blk = GGML_TYPES[t.gtype][1]
         if t.ne[0] % blk:
@@ -491,6 +618,397 @@ def synthetic_vocab(cfg):
     return tokens, scores, types, ids
 
 
+def hf_vocab_kv(model_dir, cfg):
+    """tokenizer.ggml.* as convert_hf_to_gguf.py's _set_vocab_gpt2 writes
+    them for a byte-level BPE tokenizer.json (Qwen2/Qwen3 style): model
+    "gpt2", pre "qwen2" (the name get_vocab_base_pre gives Qwen's
+    pre-tokenizer hash; other tokenizers are refused, as the hash cannot be
+    computed without transformers), tokens of exactly vocab_size entries
+    (ids the tokenizer lacks as "[PAD<id>]", type UNUSED), types NORMAL /
+    CONTROL (added tokens marked special, or looking special: <|...|>) /
+    USER_DEFINED (other added tokens), merges as "a b" strings (a space
+    inside a part written as U+0120), then gguf.SpecialVocab's ids: from
+    tokenizer_config.json's *_token strings matched against added_tokens,
+    then config.json's *_token_id for types still unset; add_*_token
+    booleans from tokenizer_config.json, the chat template."""
+    tj = os.path.join(model_dir, "tokenizer.json")
+    tc_path = os.path.join(model_dir, "tokenizer_config.json")
+    try:
+        with open(tj, encoding="utf-8") as f:
+            tok = json.load(f)
+        tc = {}
+        if os.path.exists(tc_path):
+            with open(tc_path, encoding="utf-8") as f:
+                tc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise GGUFError("%s: %s" % (tj, e))
+    model = tok.get("model") or {}
+    if model.get("type") != "BPE" or (tok.get("decoder") or {}).get("type") != "ByteLevel":
+        raise GGUFError("%s: only byte-level BPE tokenizers (Qwen2/Qwen3) are written; this "
+                        "one is %r" % (tj, model.get("type")))
+    V = cfg_int(cfg, "vocab_size")
+    rev = {}
+    for text, i in model.get("vocab", {}).items():
+        rev[i] = text
+    added = {}
+    for a in tok.get("added_tokens", []):
+        rev[a["id"]] = a["content"]
+        added[a["id"]] = a
+    if rev and max(rev) >= V:
+        raise GGUFError("%s: token id %d is outside vocab_size %d" % (tj, max(rev), V))
+    tokens, types = [], []
+    for i in range(V):
+        if i not in rev:
+            tokens.append("[PAD%d]" % i)
+            types.append(TOKEN_UNUSED)
+            continue
+        t = rev[i]
+        if i in added:
+            looks = (t.startswith("<|") and t.endswith("|>")) or t in ("<pad>", "<mask>")
+            if added[i].get("special") or looks:
+                types.append(TOKEN_CONTROL)
+            else:
+                t = t.replace("\u2581", " ")
+                types.append(TOKEN_USER_DEFINED)
+        else:
+            types.append(TOKEN_NORMAL)
+        tokens.append(t)
+    merges = model.get("merges") or []
+    if merges and isinstance(merges[0], list):
+        merges = [" ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part)
+                           for part in pair) for pair in merges]
+    kv = [("tokenizer.ggml.model", GGUF_STRING, "gpt2"),
+          ("tokenizer.ggml.pre", GGUF_STRING, "qwen2"),
+          ("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, tokens)),
+          ("tokenizer.ggml.token_type", GGUF_ARRAY, (GGUF_I32, types))]
+    if merges:
+        kv.append(("tokenizer.ggml.merges", GGUF_ARRAY, (GGUF_STRING, merges)))
+    ids, adds = {}, {}
+    for typ in ("bos", "eos", "unk", "sep", "pad", "cls", "mask"):
+        if isinstance(tc.get("add_%s_token" % typ), bool):
+            adds[typ] = tc["add_%s_token" % typ]
+        entry = tc.get("%s_token" % typ)
+        if isinstance(entry, dict):
+            entry = entry.get("content")
+        if isinstance(entry, str):
+            tid = next((a.get("id") for a in tok.get("added_tokens", [])
+                        if a.get("content") == entry), None)
+            if isinstance(tid, int) and typ not in ids:
+                ids[typ] = tid
+    for typ in ("bos", "eos", "unk", "sep", "pad", "cls", "mask"):
+        tid = cfg.get("%s_token_id" % typ)
+        if isinstance(tid, int) and not isinstance(tid, bool) and typ not in ids:
+            ids[typ] = tid
+    gname = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id",
+             "sep": "seperator_token_id", "pad": "padding_token_id", "cls": "cls_token_id",
+             "mask": "mask_token_id"}
+    for typ, tid in ids.items():
+        kv.append(("tokenizer.ggml." + gname[typ], GGUF_U32, tid))
+    for typ, v in adds.items():
+        kv.append(("tokenizer.ggml.add_%s_token" % typ, GGUF_BOOL, v))
+    tmpl = tc.get("chat_template")
+    if tmpl is None:
+        for alt in ("chat_template.jinja",):
+            path = os.path.join(model_dir, alt)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    tmpl = f.read()
+    if isinstance(tmpl, str):
+        kv.append(("tokenizer.chat_template", GGUF_STRING, tmpl))
+    return kv
+
+
+def synthetic_vocab_kv(cfg):
+    tokens, scores, types, ids = synthetic_vocab(cfg)
+    kv = [("tokenizer.ggml.model", GGUF_STRING, "llama"),
+          ("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, tokens)),
+          ("tokenizer.ggml.scores", GGUF_ARRAY, (GGUF_F32, scores)),
+          ("tokenizer.ggml.token_type", GGUF_ARRAY, (GGUF_I32, types)),
+          ("tokenizer.ggml.bos_token_id", GGUF_U32, ids["bos"]),
+          ("tokenizer.ggml.eos_token_id", GGUF_U32, ids["eos"]),
+          ("tokenizer.ggml.unknown_token_id", GGUF_U32, ids["unk"]),
+          ("tokenizer.ggml.add_bos_token", GGUF_BOOL, ids["add_bos"]),
+          ("tokenizer.ggml.add_eos_token", GGUF_BOOL, False)]
+    if ids["pad"] is not None:
+        kv.append(("tokenizer.ggml.padding_token_id", GGUF_U32, ids["pad"]))
+    return kv
+
+
+def vocab_kv(model_dir, cfg):
+    if os.path.exists(os.path.join(model_dir, "tokenizer.json")):
+        return hf_vocab_kv(model_dir, cfg)
+    return synthetic_vocab_kv(cfg)
+
+
+# ---------------------------------------------------------------- other families
+#
+# The other families are planned from whole tensors in memory (the tiny
+# fixtures they serve are a few MB): each GGUF tensor is (name, numpy array
+# in the checkpoint's orientation, i.e. ne reversed), mapped as
+# convert_hf_to_gguf.py maps that family, then typed by pick_type.
+
+
+def use_more_bits(i, n):
+    """llama-quant.cpp's use_more_bits: the first and last eighth, and every
+    third layer between."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def converter_f32(name, ndim):
+    """Tensors convert_hf_to_gguf.py always stores as F32 (and llama-quantize
+    then leaves alone): 1-D ones, norms, routers, and names not ending in
+    .weight (biases, exp_probs_b)."""
+    return (ndim <= 1 or name.endswith("_norm.weight") or "ffn_gate_inp" in name
+            or not name.endswith(".weight"))
+
+
+def pick_type(ftype, name, ne, hp, state):
+    """The ggml type of one matrix (2-D or 3-D, not converter_f32) under
+    --type ftype.  f32 / f16 / bf16: the converter's --outtype, every
+    matrix.  q8_0, q4_0: llama-quantize with that type (output.weight Q6_K
+    for q4_0; attn_k / attn_v Q8_0 when the model has exactly 8 experts).
+    q4_k, q5_k, q6_k: every matrix of that type (as llama-quantize --pure;
+    no llama ftype keeps a single k-type).  q4_k_m: llama-quantize's
+    Q4_K_M: Q4_K, output.weight Q6_K, attn_v and ffn_down* Q6_K on
+    use_more_bits layers, attn_k / attn_v Q8_0 and attn_output Q5_K with
+    exactly 8 experts.  mxfp4: MXFP4_MOE: 3-D expert tensors MXFP4, all
+    other matrices Q8_0.  Then llama-quantize's width fallback
+    (tensor_type_fallback) when ne0 is not whole blocks, except that Q4_K /
+    Q5_K fall back to Q8_0 instead of ggml's Q5_0 / Q5_1 (types colibri does
+    not take); Q8_0 / Q4_0 / MXFP4 rows not whole 32-blocks become F16."""
+    big = FILE_TYPES[ftype][0]
+    if ftype in ("f32", "f16", "bf16"):
+        return big
+    e8 = hp.get("n_expert") == 8
+    t = big
+    if ftype == "mxfp4":
+        t = GGML_MXFP4 if len(ne) > 2 and ne[2] > 1 else GGML_Q8_0
+    elif ftype in ("q4_k", "q5_k", "q6_k"):
+        pass
+    elif name == "output.weight":
+        t = GGML_Q8_0 if ne[0] % 256 else (big if big == GGML_Q8_0 else GGML_Q6_K)
+    elif ".attn_v." in name or ".attn_kv_b." in name:
+        if ftype == "q4_k_m" and use_more_bits(state.get("wv", 0), hp["n_attn_v"]):
+            t = GGML_Q6_K
+        if e8:
+            t = GGML_Q8_0
+        state["wv"] = state.get("wv", 0) + 1
+    elif ".attn_k." in name:
+        if e8:
+            t = GGML_Q8_0
+    elif ".ffn_down" in name:
+        if ftype == "q4_k_m" and use_more_bits(int(name.split(".")[1]), hp["n_layer"]):
+            t = GGML_Q6_K
+    elif ".attn_output." in name:
+        if e8 and ftype == "q4_k_m":
+            t = GGML_Q5_K
+    blk = GGML_TYPES[t][1]
+    if ne[0] % blk:
+        t = {GGML_Q4_K: GGML_Q8_0, GGML_Q5_K: GGML_Q8_0, GGML_Q6_K: GGML_Q8_0}.get(t, GGML_F16)
+        if ne[0] % GGML_TYPES[t][1]:
+            t = GGML_F16
+    return t
+
+
+class Hf:
+    """The checkpoint's tensors by name, widened to float32 on demand."""
+
+    def __init__(self, model_dir):
+        try:
+            self.t = st.load_dir(model_dir)
+        except (OSError, ValueError) as e:
+            raise GGUFError(str(e))
+        self.model_dir = model_dir
+
+    def has(self, name):
+        return name in self.t
+
+    def raw(self, name):
+        if name not in self.t:
+            raise GGUFError("%s: the checkpoint has no tensor %r" % (self.model_dir, name))
+        return self.t[name]
+
+    def f32(self, name, shape=None):
+        t = self.raw(name)
+        if t.dtype not in ("BF16", "F16", "F32"):
+            raise GGUFError("%s: tensor %r is %s; only BF16 / F16 / F32 (and MXFP4 expert "
+                            "blocks) sources are supported" % (self.model_dir, name, t.dtype))
+        x = np.ascontiguousarray(st.to_f32(t), dtype=np.float32)
+        if shape is not None and tuple(x.shape) != tuple(shape):
+            raise GGUFError("%s: tensor %r has shape %s, the config implies %s"
+                            % (self.model_dir, name, list(x.shape), list(shape)))
+        return x
+
+
+def permute_rope(w, n_head, n_head_kv):
+    """LlamaModel.permute: each head's rows from the rotate-half order of
+    the checkpoint to GPT-J's interleaved pairs."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return np.ascontiguousarray(
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
+
+
+def stack_experts(hf, fmt, n_expert, shape):
+    return np.stack([hf.f32(fmt % e, shape) for e in range(n_expert)])
+
+
+def moe_experts(hf, p, cfg, E, I, H, names=("gate_proj", "up_proj", "down_proj"), fused=True):
+    """(gate, up, down) stacked [E, I, H], [E, I, H], [E, H, I], from
+    per-expert tensors or transformers' fused gate_up_proj / down_proj."""
+    if fused and hf.has(p + "experts.gate_up_proj"):
+        gu = hf.f32(p + "experts.gate_up_proj", (E, 2 * I, H))
+        return (gu[:, :I], gu[:, I:], hf.f32(p + "experts.down_proj", (E, H, I)))
+    g, u, d = names
+    return (stack_experts(hf, p + "experts.%d." + g + ".weight", E, (I, H)),
+            stack_experts(hf, p + "experts.%d." + u + ".weight", E, (I, H)),
+            stack_experts(hf, p + "experts.%d." + d + ".weight", E, (H, I)))
+
+
+def cfg_int(cfg, key, path="config.json"):
+    v = cfg.get(key)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise GGUFError("%s: missing or non-integer %s" % (path, key))
+    return v
+
+
+def common_kv(cfg, arch, ftype, name, head_dim_keys=True):
+    """TextModel.set_gguf_parameters' keys, in its order."""
+    a = arch + "."
+    kv = [("general.architecture", GGUF_STRING, arch),
+          ("general.name", GGUF_STRING, name),
+          ("general.alignment", GGUF_U32, ALIGNMENT),
+          (a + "block_count", GGUF_U32, cfg["num_hidden_layers"])]
+    if cfg.get("max_position_embeddings") is not None:
+        kv.append((a + "context_length", GGUF_U32, cfg["max_position_embeddings"]))
+    kv.append((a + "embedding_length", GGUF_U32, cfg["hidden_size"]))
+    if cfg.get("intermediate_size") is not None:
+        kv.append((a + "feed_forward_length", GGUF_U32, cfg["intermediate_size"]))
+    kv.append((a + "attention.head_count", GGUF_U32, cfg["num_attention_heads"]))
+    if cfg.get("num_key_value_heads") is not None:
+        kv.append((a + "attention.head_count_kv", GGUF_U32, cfg["num_key_value_heads"]))
+    rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    theta = rp.get("rope_theta", cfg.get("rope_theta"))
+    if rp.get("rope_type") == "yarn" and rp.get("factor") is not None:
+        kv += [(a + "rope.scaling.type", GGUF_STRING, "yarn"),
+               (a + "rope.scaling.factor", GGUF_F32, rp["factor"]),
+               (a + "rope.scaling.original_context_length", GGUF_U32,
+                rp["original_max_position_embeddings"])]
+        for k, gk in (("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow")):
+            if rp.get(k) is not None:
+                kv.append((a + "rope.scaling." + gk, GGUF_F32, rp[k]))
+    if theta is not None:
+        kv.append((a + "rope.freq_base", GGUF_F32, theta))
+    if cfg.get("rms_norm_eps") is not None:
+        kv.append((a + "attention.layer_norm_rms_epsilon", GGUF_F32, cfg["rms_norm_eps"]))
+    for keys, gk in ((("num_local_experts", "num_experts", "n_routed_experts"), "expert_count"),
+                     (("num_experts_per_tok", "num_experts_per_token"), "expert_used_count")):
+        for k in keys:
+            if cfg.get(k) is not None:
+                kv.append((a + gk, GGUF_U32, cfg[k]))
+                break
+    if cfg.get("n_group") is not None:
+        kv.append((a + "expert_group_count", GGUF_U32, cfg["n_group"]))
+    if cfg.get("topk_group") is not None:
+        kv.append((a + "expert_group_used_count", GGUF_U32, cfg["topk_group"]))
+    sf = cfg.get("scoring_func")
+    if sf is not None:
+        kv.append((a + "expert_gating_func", GGUF_U32, {"softmax": 1, "sigmoid": 2}[sf]))
+    if head_dim_keys and cfg.get("head_dim") is not None:
+        kv += [(a + "attention.key_length", GGUF_U32, cfg["head_dim"]),
+               (a + "attention.value_length", GGUF_U32, cfg["head_dim"])]
+    kv.append(("general.file_type", GGUF_U32, FILE_TYPES[ftype][1]))
+    return kv
+
+
+def plan_qwen3_moe(cfg, hf):
+    """Qwen3MoeModel (Qwen2MoeModel): no permutation (NeoX RoPE), experts
+    stacked, dense mlp_only_layers as ffn_gate / ffn_up / ffn_down."""
+    H, V, L = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    E, I = cfg["num_experts"], cfg["moe_intermediate_size"]
+    out = [("token_embd.weight", hf.f32("model.embed_tokens.weight", (V, H)))]
+    dense = set(cfg.get("mlp_only_layers") or [])
+    step = cfg.get("decoder_sparse_step", 1) or 1
+    for i in range(L):
+        p, b = "model.layers.%d." % i, "blk.%d." % i
+        out.append((b + "attn_norm.weight", hf.f32(p + "input_layernorm.weight")))
+        for hn, gn in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"),
+                       ("o_proj", "attn_output")):
+            out.append((b + gn + ".weight", hf.f32(p + "self_attn.%s.weight" % hn)))
+        out.append((b + "attn_q_norm.weight", hf.f32(p + "self_attn.q_norm.weight")))
+        out.append((b + "attn_k_norm.weight", hf.f32(p + "self_attn.k_norm.weight")))
+        out.append((b + "ffn_norm.weight", hf.f32(p + "post_attention_layernorm.weight")))
+        if i in dense or E == 0 or (i + 1) % step:
+            for hn, gn in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down")):
+                out.append((b + gn + ".weight", hf.f32(p + "mlp.%s.weight" % hn)))
+        else:
+            out.append((b + "ffn_gate_inp.weight", hf.f32(p + "mlp.gate.weight", (E, H))))
+            g, u, d = moe_experts(hf, p + "mlp.", cfg, E, I, H)
+            out += [(b + "ffn_gate_exps.weight", g), (b + "ffn_up_exps.weight", u),
+                    (b + "ffn_down_exps.weight", d)]
+    out.append(("output_norm.weight", hf.f32("model.norm.weight", (H,))))
+    if hf.has("lm_head.weight") or not cfg.get("tie_word_embeddings"):
+        out.append(("output.weight", hf.f32("lm_head.weight", (V, H))))
+    kv = None
+    return out, kv
+
+
+def kv_qwen3_moe(cfg, ftype, name):
+    kv = common_kv(cfg, "qwen3moe", ftype, name)
+    i = [k for k, _, _ in kv].index("general.file_type")
+    kv.insert(i, ("qwen3moe.expert_feed_forward_length", GGUF_U32, cfg["moe_intermediate_size"]))
+    return kv
+
+
+def plan_mixtral(cfg, hf):
+    """LlamaModel on MixtralForCausalLM: attn_q / attn_k rows permuted
+    (permute_rope), block_sparse_moe.experts.N.w1 / w3 / w2 stacked as
+    ffn_gate_exps / ffn_up_exps / ffn_down_exps, gate -> ffn_gate_inp."""
+    H, V, L = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    E, I = cfg["num_local_experts"], cfg["intermediate_size"]
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    out = [("token_embd.weight", hf.f32("model.embed_tokens.weight", (V, H)))]
+    for i in range(L):
+        p, b = "model.layers.%d." % i, "blk.%d." % i
+        out.append((b + "attn_norm.weight", hf.f32(p + "input_layernorm.weight")))
+        out.append((b + "attn_q.weight", permute_rope(hf.f32(p + "self_attn.q_proj.weight"), nh, nh)))
+        out.append((b + "attn_k.weight", permute_rope(hf.f32(p + "self_attn.k_proj.weight"), nh, nkv)))
+        out.append((b + "attn_v.weight", hf.f32(p + "self_attn.v_proj.weight")))
+        out.append((b + "attn_output.weight", hf.f32(p + "self_attn.o_proj.weight")))
+        out.append((b + "ffn_norm.weight", hf.f32(p + "post_attention_layernorm.weight")))
+        m = p + "block_sparse_moe."
+        out.append((b + "ffn_gate_inp.weight", hf.f32(m + "gate.weight", (E, H))))
+        g, u, d = moe_experts(hf, m, cfg, E, I, H, names=("w1", "w3", "w2"), fused=False)
+        out += [(b + "ffn_gate_exps.weight", g), (b + "ffn_down_exps.weight", d),
+                (b + "ffn_up_exps.weight", u)]
+    out.append(("output_norm.weight", hf.f32("model.norm.weight", (H,))))
+    if hf.has("lm_head.weight") or not cfg.get("tie_word_embeddings"):
+        out.append(("output.weight", hf.f32("lm_head.weight", (V, H))))
+    return out, None
+
+
+def kv_mixtral(cfg, ftype, name):
+    kv = common_kv(cfg, "llama", ftype, name)
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    kv += [("llama.vocab_size", GGUF_U32, cfg["vocab_size"]),
+           ("llama.rope.dimension_count", GGUF_U32, hd)]
+    return kv
+
+
+def hp_moe(key_e):
+    def f(cfg):
+        n = cfg["num_hidden_layers"]
+        return dict(n_expert=cfg.get(key_e), n_layer=n, n_attn_v=n)
+    return f
+
+
+FAMILIES.update({
+    "qwen3_moe": (plan_qwen3_moe, kv_qwen3_moe, hp_moe("num_experts")),
+    "mixtral": (plan_mixtral, kv_mixtral, hp_moe("num_local_experts")),
+})
+
+
 # ---------------------------------------------------------------- writing
 
 
@@ -510,13 +1028,12 @@ def kv_bytes(key, vtype, value):
         return out + np.asarray(items, dtype=fmt).tobytes()
     if vtype == GGUF_STRING:
         return out + gguf_string(value)
-    return out + struct.pack({GGUF_U32: "<I", GGUF_I32: "<i", GGUF_F32: "<f",
+    return out + struct.pack({GGUF_U16: "<H", GGUF_U32: "<I", GGUF_I32: "<i", GGUF_F32: "<f",
                               GGUF_BOOL: "<?"}[vtype], value)
 
 
-def metadata(cfg, ftype, name):
+def metadata(cfg, ftype, name, model_dir):
     a = "olmoe."
-    tokens, scores, types, ids = synthetic_vocab(cfg)
     kv = [
         ("general.architecture", GGUF_STRING, "olmoe"),
         ("general.name", GGUF_STRING, name),
@@ -534,19 +1051,8 @@ def metadata(cfg, ftype, name):
         (a + "rope.freq_base", GGUF_F32, cfg.get("rope_theta", 10000.0)),
         (a + "expert_count", GGUF_U32, cfg["num_experts"]),
         (a + "expert_used_count", GGUF_U32, cfg["num_experts_per_tok"]),
-        ("tokenizer.ggml.model", GGUF_STRING, "llama"),
-        ("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, tokens)),
-        ("tokenizer.ggml.scores", GGUF_ARRAY, (GGUF_F32, scores)),
-        ("tokenizer.ggml.token_type", GGUF_ARRAY, (GGUF_I32, types)),
-        ("tokenizer.ggml.bos_token_id", GGUF_U32, ids["bos"]),
-        ("tokenizer.ggml.eos_token_id", GGUF_U32, ids["eos"]),
-        ("tokenizer.ggml.unknown_token_id", GGUF_U32, ids["unk"]),
-        ("tokenizer.ggml.add_bos_token", GGUF_BOOL, ids["add_bos"]),
-        ("tokenizer.ggml.add_eos_token", GGUF_BOOL, False),
     ]
-    if ids["pad"] is not None:
-        kv.append(("tokenizer.ggml.padding_token_id", GGUF_U32, ids["pad"]))
-    return kv
+    return kv + vocab_kv(model_dir, cfg)
 
 
 def header_bytes(kv, plans):
@@ -566,6 +1072,17 @@ def write_tensor(w, src, t):
     cols = t.ne[0]
     step = max(1, CHUNK_ELEMS // cols)
     written = 0
+    if t.data is not None:
+        if t.data.dtype == np.uint8:          # blocks kept as they are (MXFP4)
+            data = np.ascontiguousarray(t.data)
+            w.write(data)
+            written = data.nbytes
+        else:
+            x = np.ascontiguousarray(t.data, dtype=np.float32).reshape(-1, cols)
+            for r in range(0, x.shape[0], step):
+                data = encode_f32(t.gtype, x[r:r + step])
+                w.write(data)
+                written += data.nbytes
     for name, row, count in t.segments:
         dtype = src.entries[name][1]
         for r in range(row, row + count, step):
@@ -580,51 +1097,110 @@ def write_tensor(w, src, t):
     w.write(b"\0" * (-written % ALIGNMENT))
 
 
-def write_gguf(model_dir, out, ftype, name, quiet):
+
+
+def family_plans(cfg, model_dir, ftype):
+    """Plans of a non-OLMoE family, every tensor held in memory."""
+    mt = cfg.get("model_type")
+    plan, kvf, hpf = FAMILIES[mt]
+    hf = Hf(model_dir)
+    tensors, _ = plan(cfg, hf)
+    hp = hpf(cfg)
+    state, plans = {}, []
+    for name, arr in tensors:
+        if isinstance(arr, tuple):            # blocks kept as they are, and their ne
+            arr, ne = arr
+        else:
+            ne = tuple(reversed(arr.shape))
+        if converter_f32(name, len(ne)):
+            gtype = GGML_F32
+        else:
+            gtype = pick_type(ftype, name, ne, hp, state)
+        plans.append(Plan(name, gtype, ne, [], data=arr))
+    return plans, kvf(cfg, ftype, "")
+
+
+def split_names(out, n):
+    base = out[:-5] if out.endswith(".gguf") else out
+    return ["%s-%05d-of-%05d.gguf" % (base, i + 1, n) for i in range(n)]
+
+
+def write_gguf(model_dir, out, ftype, name, quiet, split_max=0):
     cfg = read_config(model_dir)
-    if os.path.exists(os.path.join(model_dir, "tokenizer.json")) and not quiet:
-        sys.stderr.write("gguf_write: note: %s has a tokenizer.json; writing a synthetic SPM "
-                         "vocabulary of the same size instead\n" % model_dir)
-    src = Source(model_dir)
-    tmp = out + ".tmp"
-    try:
+    if cfg.get("model_type") == "olmoe":
+        src = Source(model_dir)
         plans = plan_tensors(cfg, src, ftype)
-        head, data_bytes = header_bytes(metadata(cfg, ftype, name), plans)
-        total = len(head) + data_bytes
-        out_dir = os.path.dirname(os.path.abspath(out))
-        free = shutil.disk_usage(out_dir).free
-        if total + (1 << 30) > free:
-            raise GGUFError("%s: needs %.2f GB but %s has %.2f GB free (keeping 1 GiB)"
-                            % (out, total / 1e9, out_dir, free / 1e9))
-        if not quiet:
-            sys.stderr.write("gguf_write: %s -> %s: %s, %d tensors, %.2f GB\n"
-                             % (model_dir, out, ftype, len(plans), total / 1e9))
+        kv = metadata(cfg, ftype, name, model_dir)
+    else:
+        src = None
+        plans, kv = family_plans(cfg, model_dir, ftype)
+        kv = [(k, t, name if k == "general.name" else v) for k, t, v in kv]
+        kv.insert([k for k, _, _ in kv].index("general.file_type") + 1,
+                  ("general.quantization_version", GGUF_U32, QUANTIZATION_VERSION))
+        kv += vocab_kv(model_dir, cfg)
+    for t in plans:
+        if t.ne[0] % GGML_TYPES[t.gtype][1]:
+            raise GGUFError("%s: rows of %d values are not whole %s blocks"
+                            % (t.name, t.ne[0], t.gtype))
+    if split_max and split_max < len(plans):
+        groups = [plans[i:i + split_max] for i in range(0, len(plans), split_max)]
+        outs = split_names(out, len(groups))
+        # gguf-split: the first file carries every key and the split keys
+        # after them, the others only split.no / split.count (u16) and
+        # split.tensors.count (i32, the total).
+        files = []
+        for i, g in enumerate(groups):
+            sk = [("split.no", GGUF_U16, i), ("split.count", GGUF_U16, len(groups)),
+                  ("split.tensors.count", GGUF_I32, len(plans))]
+            files.append((outs[i], (kv if i == 0 else []) + sk, g))
+    else:
+        files = [(out, kv, plans)]
+    tmps = []
+    try:
         t0 = time.monotonic()
-        with open(tmp, "wb") as f:
-            w = st.SyncedWriter(f, None if quiet else st.Progress(total, "gguf_write"), "header")
-            w.write(head)
-            for t in plans:
-                w.part = t.name
-                write_tensor(w, src, t)
-            w.sync()
-            if f.tell() != total:
-                raise AssertionError("gguf_write: wrote %d bytes, planned %d" % (f.tell(), total))
-        os.replace(tmp, out)
+        for path, fkv, fplans in files:
+            head, data_bytes = header_bytes(fkv, fplans)
+            total = len(head) + data_bytes
+            out_dir = os.path.dirname(os.path.abspath(path))
+            free = shutil.disk_usage(out_dir).free
+            if total + (1 << 30) > free:
+                raise GGUFError("%s: needs %.2f GB but %s has %.2f GB free (keeping 1 GiB)"
+                                % (path, total / 1e9, out_dir, free / 1e9))
+            if not quiet:
+                sys.stderr.write("gguf_write: %s -> %s: %s, %d tensors, %.2f GB\n"
+                                 % (model_dir, path, ftype, len(fplans), total / 1e9))
+            tmp = path + ".tmp"
+            tmps.append((tmp, path))
+            with open(tmp, "wb") as f:
+                w = st.SyncedWriter(f, None if quiet else st.Progress(total, "gguf_write"), "header")
+                w.write(head)
+                for t in fplans:
+                    w.part = t.name
+                    write_tensor(w, src, t)
+                w.sync()
+                if f.tell() != total:
+                    raise AssertionError("gguf_write: wrote %d bytes, planned %d" % (f.tell(), total))
+        for tmp, path in tmps:
+            os.replace(tmp, path)
         if not quiet:
             sys.stderr.write("gguf_write: %s written in %.0f s\n" % (out, time.monotonic() - t0))
     except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        for tmp, _ in tmps:
+            if os.path.exists(tmp):
+                os.remove(tmp)
         raise
     finally:
-        src.close()
+        if src is not None:
+            src.close()
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="Hugging Face OLMoE checkpoint directory")
+    ap.add_argument("--model", required=True, help="Hugging Face checkpoint directory")
     ap.add_argument("--out", required=True, help="GGUF file to write")
     ap.add_argument("--type", required=True, choices=sorted(FILE_TYPES))
+    ap.add_argument("--split-max-tensors", type=int, default=0,
+                    help="write OUT-0000K-of-0000N.gguf files of at most N tensors each")
     ap.add_argument("--name", help="general.name (default: the model directory's name)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
@@ -632,7 +1208,7 @@ def main(argv=None):
     # SIGTERM unwinds like Ctrl-C, so the partial OUT.tmp is removed.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
-        write_gguf(args.model, args.out, args.type, name, args.quiet)
+        write_gguf(args.model, args.out, args.type, name, args.quiet, args.split_max_tensors)
     except (GGUFError, OSError) as e:
         sys.stderr.write("gguf_write: %s\n" % e)
         return 1

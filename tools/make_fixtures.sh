@@ -6,6 +6,14 @@
 #   ref/<name>.f32      reference logits, float32 LE [n_tokens, vocab]
 #   ggml_blocks/<type>.bin, <type>.f32   GGML blocks of a 4 x 512 matrix and
 #                       their reference dequantization (tools/ggml_blocks.py)
+#   gguf/<fixture>.<type>.gguf   llama.cpp-layout GGUF files (tools/gguf_write.py)
+#                       of some hf/ fixtures; one split set,
+#                       gguf/qwen3_moe.f32-0000K-of-00003.gguf
+#   gguf_hf/<stem>/     each GGUF dequantized back to an F32 checkpoint
+#                       (tools/gguf_to_hf.py; <stem> the file name less
+#                       .gguf, the first file's for a split set)
+#   ref/gguf_<stem>.tokens, ref/gguf_<stem>.f32   the source fixture's tokens
+#                       and the reference logits of gguf_hf/<stem>
 # Idempotent: does nothing when OUTDIR/.stamp matches a hash of the tools'
 # sources (and whether the Qwen3 tokenizer is present).  Builds into a
 # scratch folder and moves it into place, so an interrupted run leaves no
@@ -28,7 +36,8 @@ stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.p
              "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" "$here/ref_common.py" \
              "$here/arch_qwen35.py" "$here/ref_qwen35.py" "$here/arch_deepseek_v4.py" "$here/ref_deepseek_v4.py" \
              "$here/arch_minimax_m2.py" "$here/ref_minimax_m2.py" "$here/arch_gpt_oss.py" "$here/ref_gpt_oss.py" \
-             "$here/hf_dir.py" "$here/ggml_blocks.py" "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
+             "$here/hf_dir.py" "$here/ggml_blocks.py" "$here/gguf_write.py" "$here/gguf_to_hf.py" \
+             "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
   echo "fixtures: up to date in $out"
   exit 0
@@ -46,7 +55,7 @@ if command -v flock >/dev/null 2>&1; then
 fi
 work="$out/.work.$$"
 rm -rf "$work"
-mkdir -p "$work/hf" "$work/ref"
+mkdir -p "$work/hf" "$work/ref" "$work/gguf" "$work/gguf_hf"
 trap 'rm -rf "$work"' EXIT INT TERM
 
 # name arch label [gen_model options...]
@@ -105,11 +114,48 @@ fixture gpt_oss_mxfp4 gpt_oss ", MXFP4 experts (*_blocks / *_scales) as released
 fixture gpt_oss_bf16 gpt_oss ", the same model with BF16 dequantized experts ([E, H, 2I] interleaved, [E, I, H])" --experts-dtype bf16
 ntok=16
 
+# GGUF fixtures (issue 21).  gguf_ref SRC STEM: dequantize gguf/STEM.gguf
+# back to gguf_hf/STEM and run the reference on SRC's tokens.
+gguf_ref() {
+  src=$1; stem=$2
+  "$py" "$here/gguf_to_hf.py" "$work/gguf/$stem.gguf" --out "$work/gguf_hf/$stem" --quiet
+  cp "$work/ref/$src.tokens" "$work/ref/gguf_$stem.tokens"
+  "$py" "$here/reference.py" --model "$work/gguf_hf/$stem" --tokens "$(cat "$work/ref/$src.tokens")" \
+      --out "$work/ref/gguf_$stem.f32" --quiet
+}
+# gguf SRC TYPE [gguf_write options]: gguf/SRC.TYPE.gguf and its reference
+gguf() {
+  src=$1; type=$2; shift 2
+  "$py" "$here/gguf_write.py" --model "$work/hf/$src" --out "$work/gguf/$src.$type.gguf" \
+      --type "$type" --quiet "$@"
+  gguf_ref "$src" "$src.$type"
+  echo "fixture gguf/$src.$type.gguf: gguf_hf/$src.$type ref/gguf_$src.$type.f32"
+}
+gguf olmoe f32
+gguf qwen3_moe f32
+if [ "$have_tok" = yes ]; then
+  gguf qwen3_moe_tok f32
+fi
+gguf mixtral f32
+# qwen3_moe's 38 tensors in 3 files of at most 13, as gguf-split
+# --split-max-tensors 13 would cut them (only the split files are written)
+"$py" "$here/gguf_write.py" --model "$work/hf/qwen3_moe" --out "$work/gguf/qwen3_moe.f32.gguf" \
+    --type f32 --split-max-tensors 13 --quiet
+gguf_ref qwen3_moe qwen3_moe.f32-00001-of-00003
+echo "fixture gguf/qwen3_moe.f32-0000K-of-00003.gguf: gguf_hf/qwen3_moe.f32-00001-of-00003"
+# Every matrix width a multiple of 256: each block type on every matrix.
+fixture qwen3_moe_blocks qwen3_moe ", bf16, widths multiples of 256 for the GGUF block types" --size blocks
+for type in q8_0 q4_0 q4_k q5_k q6_k f16 bf16 q4_k_m mxfp4; do
+  gguf qwen3_moe_blocks "$type"
+done
+
 "$py" "$here/ggml_blocks.py" --out "$work/ggml_blocks"
 echo "fixture ggml_blocks: f16 bf16 q8_0 q4_0 q4_k q5_k q6_k mxfp4 (.bin raw blocks, .f32 dequantized, 4 x 512)"
 
-rm -rf "$out/hf" "$out/ref" "$out/ggml_blocks" "$out/.stamp"
+rm -rf "$out/hf" "$out/ref" "$out/ggml_blocks" "$out/gguf" "$out/gguf_hf" "$out/.stamp"
 mv "$work/hf" "$out/hf"
 mv "$work/ref" "$out/ref"
 mv "$work/ggml_blocks" "$out/ggml_blocks"
+mv "$work/gguf" "$out/gguf"
+mv "$work/gguf_hf" "$out/gguf_hf"
 echo "$stamp" > "$out/.stamp"
