@@ -1,6 +1,6 @@
 /*
- * cmd_convert — `colibri convert HF_DIR OUT_DIR [--quant T] [--dense-quant T]
- * [--activations A] [--group-size N] [--force] [--quiet]`.
+ * cmd_convert — `colibri convert HF_DIR|MODEL.gguf OUT_DIR [--quant T]
+ * [--dense-quant T] [--activations A] [--group-size N] [--force] [--quiet]`.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -14,10 +14,13 @@
 static void convert_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: colibri convert HF_DIR OUT_DIR [--quant int4|mxfp4|int8|bf16|f32]\n"
+		"usage: colibri convert HF_DIR|MODEL.gguf OUT_DIR [--quant int4|mxfp4|int8|bf16|f32]\n"
 		"                       [--dense-quant int4|mxfp4|int8|bf16|f32]\n"
 		"                       [--activations auto|int8|f32] [--group-size 64] [--force] [--quiet]\n"
-		"  Converts a Hugging Face checkpoint into a colibri container.\n"
+		"  Converts a Hugging Face checkpoint, or a GGUF file (one file or any part of a\n"
+		"  split -0000N-of-0000M.gguf), into a colibri container. A GGUF keeps every\n"
+		"  tensor's type (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, mxfp4: the file's\n"
+		"  bits) and brings its tokenizer and chat template; --quant requantizes instead.\n"
 		"  --quant       routed-expert weights (default int4, or mxfp4 for experts released in\n"
 		"                MXFP4 (gpt-oss), copied as they are; mxfp4: e2m1 values with a\n"
 		"                power-of-two scale per 32 inputs, the released format of gpt-oss\n"

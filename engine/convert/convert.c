@@ -31,6 +31,10 @@
 #include "engine/model/model_tensors.h"
 #include "engine/convert/ckpt_names.h"
 #include "engine/convert/safetensors.h"
+#include "engine/convert/gguf.h"
+#include "engine/convert/gguf_meta.h"
+#include "engine/convert/gguf_view.h"
+#include <cjson/cJSON.h>
 #include "engine/model/verify.h"
 #include "base/error.h"
 #include "base/clock.h"
@@ -111,6 +115,12 @@ struct converter {
 	size_t n_visual;         /* vision tower tensors, not converted */
 	int32_t mtp_absent;      /* MTP modules config.json announces that the checkpoint lacks */
 	bool mtp_unannounced;    /* an mtp.* block config.json does not announce */
+	/* A GGUF input: its tensors seen under the container's names, and the
+	 * HF documents made from its metadata. native: each matrix keeps the
+	 * GGUF's own type (no --quant given). */
+	bool gguf, native, gv_open;
+	struct gguf_view gv;
+	cJSON *gguf_config, *gguf_tokenizer, *gguf_tokenizer_config;
 	char out[PATH_MAX];      /* OUT_DIR without trailing slashes */
 	char tmp_dir[PATH_MAX];
 	struct progress prog;
@@ -151,7 +161,25 @@ void convert_options_default(struct convert_options *o)
 
 static bool dtype_convertible(enum st_dtype d)
 {
-	return d == ST_DTYPE_F32 || d == ST_DTYPE_BF16 || d == ST_DTYPE_F16 || d == ST_DTYPE_F8_E4M3;
+	return d == ST_DTYPE_F32 || d == ST_DTYPE_BF16 || d == ST_DTYPE_F16 || d == ST_DTYPE_F8_E4M3 ||
+	       d == ST_DTYPE_GGML;
+}
+
+/* The container type that holds a GGUF tensor's rows as they are: its own
+ * type (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, mxfp4); f32 for rows
+ * the view computes (they have no stored form). -ENOTSUP naming the tensor
+ * for a GGML type colibri has no kernels for. */
+static int native_type(const struct converter *c, const struct st_tensor *t, enum quant_type *q)
+{
+	if (!t->rows || !t->rows->read_raw) {
+		*q = QUANT_F32;
+		return 0;
+	}
+	if (quant_from_ggml_type(t->ggml_type, q) == 0)
+		return 0;
+	return error_set(ENOTSUP, "%s: tensor %s (%s) is %s; colibri keeps f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, "
+			 "q6_k and mxfp4 tensors as they are and reads no other GGML type", st_set_path(&c->set, t),
+			 gguf_view_source(t), t->name, t->dtype_name);
 }
 
 /* Block scales may be F32, BF16, F16, or ue8m0 powers of two (F8_E8M0,
@@ -305,6 +333,18 @@ static int resolve_expert(struct converter *c, int layer, int e, enum expert_par
 	char name[TENSOR_NAME_MAX];
 	*s = (struct matrix_src){ 0 };
 	model_expert_shape(&c->cfg, p, &s->rows, &s->cols);
+	if (c->gguf) {
+		/* The view names every expert in the per-expert layout. */
+		model_expert_name(&c->cfg, layer, e, p, name, sizeof name);
+		s->t = st_set_find(&c->set, name);
+		if (!s->t) {
+			static const char *const stacked[EXPERT_PARTS] = { "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps" };
+			return error_set(EINVAL, "%s: missing tensor blk.%d.%s.weight (the routed experts of layer %d)",
+					 c->opt->hf_dir, layer, stacked[p], layer);
+		}
+		enum quant_type q;
+		return native_type(c, s->t, &q);
+	}
 	if (c->cfg.expert_naming == EXPERT_NAMING_GPT_OSS)
 		return resolve_expert_oss(c, layer, e, p, s);
 	model_expert_name(&c->cfg, layer, e, p, name, sizeof name);
@@ -549,7 +589,7 @@ static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t 
 	int rc = s->fp4 ? fp4_read(c, s, r, n, out) : st_tensor_read_f32(&c->set, s->t, s->row0 + r, n, out);
 	if (rc)
 		return rc;
-	c->prog.bytes_read += (uint64_t)n * (uint64_t)st_tensor_cols(s->t) * st_dtype_size(s->t->dtype);
+	c->prog.bytes_read += st_tensor_row_bytes(s->t, n);
 	/* Block scales are small ([rows/128, cols/128], or [rows, cols/32]);
 	 * keep the current matrix's whole table and reread only when the
 	 * matrix changes. */
@@ -570,10 +610,52 @@ static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t 
  * data offset and scales after the whole data block, through emit. */
 typedef int (*emit_fn)(void *ctx, uint64_t off, const void *p, size_t len);
 
+/* A GGUF tensor whose container type is its own: the rows as stored (GGML
+ * blocks, f16, bf16 or f32), moved, no value recomputed; MXFP4 blocks
+ * rearranged into the container's layout (codes, then e8m0 bytes). */
+static int matrix_copy(struct converter *c, const struct matrix_src *s, enum quant_type type, emit_fn emit,
+		       void *ctx, uint64_t base)
+{
+	int64_t cols = s->cols, rb = s->t->row_bytes;
+	int64_t chunk = (int64_t)(c->qbuf_bytes / 2 / (size_t)rb);
+	if (chunk < 1)
+		return error_set(E2BIG, "%s: tensor %s: a row of %" PRId64 " bytes exceeds the staging buffer",
+				 st_set_path(&c->set, s->t), s->t->name, rb);
+	uint8_t *raw = c->qbuf, *out = c->qbuf + c->qbuf_bytes / 2;
+	for (int64_t r = 0; r < s->rows; r += chunk) {
+		if (convert_interrupted)
+			return error_set(EINTR, "interrupted");
+		int64_t n = s->rows - r < chunk ? s->rows - r : chunk;
+		int rc = st_tensor_read_raw(&c->set, s->t, s->row0 + r, n, raw);
+		if (rc)
+			return rc;
+		c->prog.bytes_read += (uint64_t)(n * rb);
+		const uint8_t *p = raw;
+		if (type == QUANT_MXFP4) {
+			if (quant_mxfp4_from_ggml(out, raw, n, cols) != 0)
+				return error_set(EINVAL, "%s: tensor %s: an MXFP4 scale in rows %" PRId64 "..%" PRId64
+						 " is 255 (NaN in e8m0)", st_set_path(&c->set, s->t), gguf_view_source(s->t),
+						 s->row0 + r, s->row0 + r + n - 1);
+			p = out;
+		}
+		if ((rc = emit(ctx, base + quant_data_bytes(type, r, cols), p, quant_data_bytes(type, n, cols))))
+			return rc;
+		progress_show(&c->prog, false);
+	}
+	return 0;
+}
+
 static int matrix_write(struct converter *c, const struct matrix_src *s, enum quant_type type,
 			int32_t group, emit_fn emit, void *ctx, uint64_t base)
 {
 	int64_t cols = s->cols;
+	enum quant_type own;
+	if (c->gguf && s->t->rows && s->t->rows->read_raw && !s->step && native_type(c, s->t, &own) == 0 &&
+	    own == type && type != QUANT_F32 && type != QUANT_BF16 && type != QUANT_F16)
+		return matrix_copy(c, s, type, emit, ctx, base);
+	if (!quant_type_quantizable(type))
+		return error_set(EINVAL, "%s: tensor %s: cannot store %s values as %s", st_set_path(&c->set, s->t),
+				 s->t->name, s->t->dtype_name, quant_type_name(type));
 	int64_t chunk = (int64_t)(c->f32_floats / (size_t)cols);
 	if (chunk < 1)
 		return error_set(E2BIG, "%s: tensor %s: a row of %" PRId64 " inputs exceeds the staging buffer",
@@ -633,9 +715,14 @@ static int emit_mem(void *ctx, uint64_t off, const void *p, size_t len)
 
 /* The storage type of a resident tensor, falling back to bf16 when a
  * grouped type does not fit the shape. */
-static enum quant_type resident_type(const struct converter *c, const struct tensor_spec *s)
+static enum quant_type resident_type(const struct converter *c, const struct tensor_spec *s,
+				     const struct st_tensor *t)
 {
 	enum quant_type q = c->opt->quant;
+	if (c->native && s->role != TENSOR_ROLE_VECTOR && s->role != TENSOR_ROLE_ROUTER &&
+	    s->role != TENSOR_ROLE_INDEX && native_type(c, t, &q) == 0 &&
+	    quant_check_shape(q, s->shape[0], s->shape[1], 0) == 0)
+		return q;
 	switch (s->role) {
 	case TENSOR_ROLE_VECTOR:
 	case TENSOR_ROLE_ROUTER:
@@ -676,7 +763,7 @@ static int write_resident(struct converter *c, struct manifest *m)
 			continue; /* optional and absent: checked in plan */
 		struct manifest_tensor *mt = &m->tensors[m->n_tensors++];
 		mt->name = strdup(s->name);
-		mt->type = resident_type(c, s);
+		mt->type = resident_type(c, s, t);
 		mt->group = (mt->type == QUANT_INT8 || mt->type == QUANT_INT4) ? c->opt->group : 0;
 		mt->ndim = s->ndim;
 		mt->shape[0] = s->shape[0];
@@ -712,19 +799,19 @@ static int write_resident(struct converter *c, struct manifest *m)
 
 /* The record layout of a layer: parts at 64-byte aligned offsets, the
  * record padded to MANIFEST_ALIGN. */
-static void expert_layout(const struct converter *c, enum quant_type q,
+static void expert_layout(const struct converter *c, const enum quant_type q[EXPERT_PARTS],
 			  struct manifest_expert_layer *l)
 {
 	uint64_t off = 0;
 	for (int p = 0; p < EXPERT_PARTS; p++) {
 		struct manifest_tensor *t = &l->parts[p];
 		t->name = strdup(expert_part_name((enum expert_part)p));
-		t->type = q;
-		t->group = (q == QUANT_INT8 || q == QUANT_INT4) ? c->opt->group : 0;
+		t->type = q[p];
+		t->group = (q[p] == QUANT_INT8 || q[p] == QUANT_INT4) ? c->opt->group : 0;
 		t->ndim = 2;
 		model_expert_shape(&c->cfg, (enum expert_part)p, &t->shape[0], &t->shape[1]);
 		t->offset = off;
-		t->bytes = quant_matrix_bytes(q, t->shape[0], t->shape[1], t->group);
+		t->bytes = quant_matrix_bytes(q[p], t->shape[0], t->shape[1], t->group);
 		off = manifest_align_up(off + t->bytes, MANIFEST_PART_ALIGN);
 	}
 	l->record_bytes = manifest_align_up(off, MANIFEST_ALIGN);
@@ -750,6 +837,23 @@ static int mx_copy(struct converter *c, const struct matrix_src *s, uint8_t *dst
 	return 0;
 }
 
+/* A GGUF's experts keep their types, which may differ by part (Q4_K_M's
+ * down projections are Q6_K) and by layer. */
+static int expert_native_types(struct converter *c, int layer, enum quant_type q[EXPERT_PARTS])
+{
+	for (int p = 0; p < EXPERT_PARTS; p++) {
+		struct matrix_src src;
+		int rc = resolve_expert(c, layer, 0, (enum expert_part)p, &src);
+		rc = rc ? rc : native_type(c, src.t, &q[p]);
+		if (rc)
+			return rc;
+		if (quant_check_shape(q[p], src.rows, src.cols, 0) != 0)
+			return error_set(EINVAL, "%s: tensor %s: %s", st_set_path(&c->set, src.t), gguf_view_source(src.t),
+					 quant_shape_error(q[p], src.rows, src.cols, 0));
+	}
+	return 0;
+}
+
 static int write_expert_layer(struct converter *c, int layer, struct manifest_expert_layer *l)
 {
 	char rel[64], path[PATH_MAX];
@@ -761,7 +865,11 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 	enum quant_type q = c->opt->quant;
 	if (layer >= c->cfg.n_layers && four_bit(q))
 		q = QUANT_INT8;
-	expert_layout(c, q, l);
+	enum quant_type parts[EXPERT_PARTS] = { q, q, q };
+	int rc = c->native ? expert_native_types(c, layer, parts) : 0;
+	if (rc)
+		return rc;
+	expert_layout(c, parts, l);
 	int E = c->cfg.n_experts;
 	l->checksums = calloc((size_t)E, sizeof *l->checksums);
 	if (!l->file || !l->checksums)
@@ -769,7 +877,6 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 	struct fd_sink sink = { .fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), .path = path };
 	if (sink.fd < 0)
 		return error_set(errno, "%s: cannot create: %s", path, strerror(errno));
-	int rc = 0;
 	for (int e = 0; e < E && !rc; e++) {
 		memset(c->record, 0, l->record_bytes);
 		for (int p = 0; p < EXPERT_PARTS && !rc; p++) {
@@ -910,6 +1017,12 @@ static void skip_notes_show(const struct converter *c)
 	if (c->fp4_seen)
 		fprintf(stderr, "convert: FP4 (e2m1, ue8m0 per 32 inputs) routed experts are dequantized exactly to f32, "
 			"then stored as %s (--quant)\n", quant_type_name(c->opt->quant));
+	if (c->gguf && c->gv.n_unused)
+		fprintf(stderr, "convert: %zu tensors of the GGUF are not used by the container (e.g. %s)\n",
+			c->gv.n_unused, c->gv.unused_example);
+	if (c->native)
+		fprintf(stderr, "convert: GGUF tensors keep their types (the file's blocks, copied; --quant "
+			"requantizes)\n");
 	if (c->mx_seen && c->opt->quant == QUANT_MXFP4)
 		fprintf(stderr, "convert: MXFP4 routed experts are copied as they are (codes and scales, no rounding)\n");
 	else if (c->mx_seen)
@@ -931,19 +1044,83 @@ static bool released_mxfp4(const struct converter *c)
 	return false;
 }
 
+/* A GGUF input: the model from its metadata (gguf_meta), its tensors under
+ * the container's names (gguf_view). The tensor list is made again once
+ * skip_absent_parts has dropped MTP modules the file lacks. */
+static int gguf_plan_open(struct converter *c)
+{
+	int rc = gguf_view_open(&c->gv, c->opt->hf_dir);
+	if (rc)
+		return rc;
+	c->gv_open = true;
+	rc = gguf_meta_config(&c->gv.g, &c->gguf_config);
+	rc = rc ? rc : gguf_meta_tokenizer(&c->gv.g, &c->gguf_tokenizer, &c->gguf_tokenizer_config);
+	rc = rc ? rc : model_config_parse(&c->cfg, c->gguf_config, c->opt->hf_dir);
+	rc = rc ? rc : model_tensors_resident(&c->cfg, &c->specs, &c->n_specs);
+	rc = rc ? rc : gguf_view_map(&c->gv, &c->set, &c->cfg, c->specs, c->n_specs);
+	rc = rc ? rc : ckpt_names_init(&c->names, &c->set, &c->cfg);
+	if (rc)
+		return rc;
+	skip_absent_parts(c);
+	free(c->specs);
+	c->specs = NULL;
+	return model_tensors_resident(&c->cfg, &c->specs, &c->n_specs);
+}
+
+/* The largest expert record of a GGUF whose types are kept (types may
+ * differ by layer). */
+static int native_record_max(struct converter *c, uint64_t *max)
+{
+	*max = MANIFEST_ALIGN;
+	for (int l = 0; l < c->cfg.n_layers + c->cfg.n_mtp_layers; l++) {
+		if (!model_config_layer_moe(&c->cfg, l))
+			continue;
+		enum quant_type q[EXPERT_PARTS];
+		struct manifest_expert_layer probe = { 0 };
+		int rc = expert_native_types(c, l, q);
+		if (rc)
+			return rc;
+		expert_layout(c, q, &probe);
+		for (int p = 0; p < EXPERT_PARTS; p++)
+			free(probe.parts[p].name);
+		*max = probe.record_bytes > *max ? probe.record_bytes : *max;
+	}
+	return 0;
+}
+
+/* The manifest's quant.experts / quant.dense of a GGUF kept as it is: the
+ * type of the first routed gate, and of layer 0's attention output (the
+ * figures the planner and `colibri doctor` show; each tensor carries its
+ * own). */
+static void native_summary(const struct converter *c, struct manifest *m)
+{
+	if (m->n_expert_layers)
+		m->expert_quant = m->layers[0].parts[EXPERT_PART_GATE].type;
+	const struct manifest_tensor *o = manifest_find(m, "model.layers.0.self_attn.o_proj.weight");
+	for (size_t i = 0; !o && i < m->n_tensors; i++)
+		if (m->tensors[i].ndim == 2 && m->tensors[i].shape[1] > 1)
+			o = &m->tensors[i];
+	if (o)
+		m->dense_quant = o->type;
+	(void)c;
+}
+
 static int convert_plan(struct converter *c, struct convert_options *resolved)
 {
 	int rc = out_check(c);
-	if (!rc)
+	if (!rc && c->gguf) {
+		rc = gguf_plan_open(c);
+	} else if (!rc) {
 		rc = model_config_load(&c->cfg, c->opt->hf_dir);
-	if (!rc)
-		rc = st_set_open(&c->set, c->opt->hf_dir);
-	if (!rc)
-		rc = ckpt_names_init(&c->names, &c->set, &c->cfg);
-	if (!rc)
-		skip_absent_parts(c);
-	if (!rc)
-		rc = model_tensors_resident(&c->cfg, &c->specs, &c->n_specs);
+		if (!rc)
+			rc = st_set_open(&c->set, c->opt->hf_dir);
+		if (!rc)
+			rc = ckpt_names_init(&c->names, &c->set, &c->cfg);
+		if (!rc)
+			skip_absent_parts(c);
+		if (!rc)
+			rc = model_tensors_resident(&c->cfg, &c->specs, &c->n_specs);
+	}
 	if (rc)
 		return rc;
 	/* Experts released in 4 bits stay as they are unless --quant says otherwise. */
@@ -953,7 +1130,7 @@ static int convert_plan(struct converter *c, struct convert_options *resolved)
 			c->dense_quant = convert_dense_quant(QUANT_MXFP4);
 	}
 	int32_t g = c->opt->group;
-	if (c->opt->quant == QUANT_INT8 || four_bit(c->opt->quant)) {
+	if (!c->native && (c->opt->quant == QUANT_INT8 || four_bit(c->opt->quant))) {
 		bool mx = c->opt->quant == QUANT_MXFP4;
 		for (int p = 0; p < EXPERT_PARTS; p++) {
 			int64_t rows, cols;
@@ -1010,8 +1187,37 @@ static int convert_plan(struct converter *c, struct convert_options *resolved)
 	return 0;
 }
 
+/* A GGUF's documents, made from its metadata, into the container. */
+static int write_gguf_docs(struct converter *c, struct manifest *m)
+{
+	const struct {
+		const char *name;
+		const cJSON *doc;
+	} docs[] = { { "config.json", c->gguf_config },
+		     { "tokenizer.json", c->gguf_tokenizer },
+		     { "tokenizer_config.json", c->gguf_tokenizer_config } };
+	for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+		if (!docs[i].doc)
+			continue;
+		char path[PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s", c->tmp_dir, docs[i].name);
+		char *text = cJSON_PrintUnformatted(docs[i].doc);
+		if (!text)
+			return error_set(ENOMEM, "out of memory");
+		int rc = file_write_atomic(path, text, strlen(text));
+		cJSON_free(text);
+		if (rc)
+			return rc;
+		if (docs[i].doc == c->gguf_tokenizer)
+			m->has_tokenizer = true;
+	}
+	return 0;
+}
+
 static int copy_side_files(struct converter *c, struct manifest *m)
 {
+	if (c->gguf)
+		return write_gguf_docs(c, m);
 	static const char *const files[] = { "config.json", "generation_config.json",
 					     "tokenizer.json", "tokenizer_config.json",
 					     "chat_template.jinja", "special_tokens_map.json" };
@@ -1093,6 +1299,10 @@ int convert_run(const struct convert_options *given)
 	c.prog.quiet = o->quiet;
 	c.prog.t0 = c.prog.last = clock_now_s();
 	c.dense_quant = o->dense_quant_set ? o->dense_quant : convert_dense_quant(o->quant);
+	struct stat in_st;
+	c.gguf = stat(o->hf_dir, &in_st) == 0 && S_ISREG(in_st.st_mode) && gguf_is_gguf(o->hf_dir);
+	/* A GGUF keeps its own types unless --quant asks for others. */
+	c.native = c.gguf && !o->quant_set;
 
 	if ((rc = convert_plan(&c, o)))
 		goto fail;
@@ -1106,9 +1316,12 @@ int convert_run(const struct convert_options *given)
 	if ((size_t)c.cfg.hidden > c.f32_floats)
 		c.f32_floats = (size_t)c.cfg.hidden;
 	struct manifest_expert_layer probe = { 0 };
-	expert_layout(&c, four_bit(o->quant) && c.cfg.n_mtp_layers ? QUANT_INT8 : o->quant, &probe);
+	enum quant_type pq = four_bit(o->quant) && c.cfg.n_mtp_layers ? QUANT_INT8 : o->quant;
+	expert_layout(&c, (enum quant_type[EXPERT_PARTS]){ pq, pq, pq }, &probe);
 	for (int p = 0; p < EXPERT_PARTS; p++)
 		free(probe.parts[p].name);
+	if (c.native && (rc = native_record_max(&c, &probe.record_bytes)))
+		goto fail;
 	c.f32 = malloc(c.f32_floats * sizeof(float));
 	c.qbuf = malloc(c.f32_floats * sizeof(float) > CONVERT_CHUNK_BYTES ? c.f32_floats * sizeof(float)
 									  : CONVERT_CHUNK_BYTES);
@@ -1142,6 +1355,8 @@ int convert_run(const struct convert_options *given)
 		if ((rc = write_expert_layer(&c, l, &m.layers[m.n_expert_layers++])))
 			goto fail;
 	}
+	if (c.native)
+		native_summary(&c, &m);
 	if ((rc = copy_side_files(&c, &m)) || (rc = manifest_write(&m, c.tmp_dir)))
 		goto fail;
 	if (convert_interrupted) {
@@ -1174,5 +1389,10 @@ fail:
 	free(c.specs);
 	ckpt_names_free(&c.names);
 	st_set_close(&c.set);
+	if (c.gv_open)
+		gguf_view_close(&c.gv);
+	cJSON_Delete(c.gguf_config);
+	cJSON_Delete(c.gguf_tokenizer);
+	cJSON_Delete(c.gguf_tokenizer_config);
 	return rc;
 }

@@ -407,6 +407,37 @@ static int st_set_list(const char *dir, char ***names, size_t *n)
 	return 0;
 }
 
+int st_set_index(struct st_set *set)
+{
+	set->n_tensors = 0;
+	set->total_bytes = 0;
+	for (size_t i = 0; i < set->n_files; i++)
+		set->n_tensors += set->files[i].n_tensors;
+	set->n_slots = 16;
+	while (set->n_slots < 2 * set->n_tensors)
+		set->n_slots *= 2;
+	free(set->slots);
+	set->slots = calloc(set->n_slots, sizeof *set->slots);
+	if (!set->slots)
+		return error_set(ENOMEM, "out of memory");
+	for (size_t i = 0; i < set->n_files; i++) {
+		for (size_t j = 0; j < set->files[i].n_tensors; j++) {
+			struct st_tensor *t = &set->files[i].tensors[j];
+			t->file_index = (int)i;
+			set->total_bytes += t->nbytes;
+			size_t s = name_hash(t->name) & (set->n_slots - 1);
+			while (set->slots[s]) {
+				if (strcmp(set->slots[s]->name, t->name) == 0)
+					return error_set(EINVAL, "%s: tensor %s also appears in %s", set->files[i].path,
+							 t->name, set->files[set->slots[s]->file_index].path);
+				s = (s + 1) & (set->n_slots - 1);
+			}
+			set->slots[s] = t;
+		}
+	}
+	return 0;
+}
+
 int st_set_open(struct st_set *set, const char *dir)
 {
 	memset(set, 0, sizeof *set);
@@ -422,34 +453,8 @@ int st_set_open(struct st_set *set, const char *dir)
 	if (rc)
 		goto fail;
 
-	for (size_t i = 0; i < set->n_files; i++)
-		set->n_tensors += set->files[i].n_tensors;
-	set->n_slots = 16;
-	while (set->n_slots < 2 * set->n_tensors)
-		set->n_slots *= 2;
-	set->slots = calloc(set->n_slots, sizeof *set->slots);
-	if (!set->slots) {
-		rc = error_set(ENOMEM, "out of memory");
+	if ((rc = st_set_index(set)))
 		goto fail;
-	}
-	for (size_t i = 0; i < set->n_files; i++) {
-		for (size_t j = 0; j < set->files[i].n_tensors; j++) {
-			struct st_tensor *t = &set->files[i].tensors[j];
-			t->file_index = (int)i;
-			set->total_bytes += t->nbytes;
-			size_t s = name_hash(t->name) & (set->n_slots - 1);
-			while (set->slots[s]) {
-				if (strcmp(set->slots[s]->name, t->name) == 0) {
-					rc = error_set(EINVAL, "%s: tensor %s also appears in %s",
-						       set->files[i].path, t->name,
-						       set->files[set->slots[s]->file_index].path);
-					goto fail;
-				}
-				s = (s + 1) & (set->n_slots - 1);
-			}
-			set->slots[s] = t;
-		}
-	}
 	return 0;
 fail:
 	st_set_close(set);
@@ -496,10 +501,22 @@ int64_t st_tensor_cols(const struct st_tensor *t)
 	return t->ndim ? t->shape[t->ndim - 1] : 1;
 }
 
+uint64_t st_tensor_row_bytes(const struct st_tensor *t, int64_t n)
+{
+	if (t->dtype == ST_DTYPE_GGML)
+		return (uint64_t)n * (uint64_t)t->row_bytes;
+	return (uint64_t)n * (uint64_t)st_tensor_cols(t) * st_dtype_size(t->dtype);
+}
+
 int st_tensor_read_raw(const struct st_set *set, const struct st_tensor *t,
 		       int64_t row, int64_t n_rows, void *out)
 {
 	const char *path = st_set_path(set, t);
+	if (t->rows && t->rows->read_raw)
+		return t->rows->read_raw(set, t, row, n_rows, out);
+	if (t->rows)
+		return error_set(ENOTSUP, "%s: tensor %s has no stored form (it is computed from other tensors)",
+				 path, t->name);
 	size_t es = st_dtype_size(t->dtype);
 	if (!es)
 		return error_set(ENOTSUP, "%s: tensor %s: unsupported dtype %s", path, t->name,
@@ -522,6 +539,8 @@ int st_tensor_read_raw(const struct st_set *set, const struct st_tensor *t,
 int st_tensor_read_f32(const struct st_set *set, const struct st_tensor *t,
 		       int64_t row, int64_t n_rows, float *out)
 {
+	if (t->rows)
+		return t->rows->read_f32(set, t, row, n_rows, out);
 	if (t->dtype != ST_DTYPE_F32 && t->dtype != ST_DTYPE_BF16 &&
 	    t->dtype != ST_DTYPE_F16 && t->dtype != ST_DTYPE_F8_E4M3 && t->dtype != ST_DTYPE_F8_E8M0)
 		return error_set(ENOTSUP, "%s: tensor %s: unsupported dtype %s", st_set_path(set, t), t->name,

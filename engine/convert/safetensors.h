@@ -34,6 +34,7 @@ enum st_dtype {
 	ST_DTYPE_U8,
 	ST_DTYPE_BOOL,
 	ST_DTYPE_F8_E8M0,        /* ue8m0: 2^(b - 127), 0xff NaN (DeepSeek-V4's block scales) */
+	ST_DTYPE_GGML,           /* rows of GGML blocks (st_tensor.ggml_type, row_bytes): a GGUF tensor */
 };
 
 /* The value of a ue8m0 byte (torch.float8_e8m0fnu): 2^(b - 127); 0xff is NaN. */
@@ -51,6 +52,22 @@ static inline float st_e8m0_to_f32(uint8_t b)
 
 #define ST_MAX_DIMS 8
 
+struct st_set;
+struct st_tensor;
+
+/* A tensor whose rows are not read at its offset: a GGUF tensor seen under
+ * the name the container gives it (engine/convert/gguf_view.c), stored in
+ * another row order or made of several tensors. st_tensor_read_f32 and
+ * st_tensor_read_raw go through these. read_raw is NULL when the rows have
+ * no stored form (they are computed, e.g. two tensors interleaved); such a
+ * tensor is read as f32 only. */
+struct st_rows {
+	int (*read_raw)(const struct st_set *set, const struct st_tensor *t, int64_t row, int64_t n,
+			void *out);
+	int (*read_f32)(const struct st_set *set, const struct st_tensor *t, int64_t row, int64_t n,
+			float *out);
+};
+
 struct st_tensor {
 	char *name;
 	enum st_dtype dtype;
@@ -60,6 +77,11 @@ struct st_tensor {
 	uint64_t offset;         /* absolute byte offset in the file */
 	uint64_t nbytes;
 	int file_index;          /* index into st_set.files */
+	/* Set for tensors of another format (see struct st_rows), else NULL / 0. */
+	const struct st_rows *rows;
+	void *rows_ctx;
+	uint32_t ggml_type;      /* ST_DTYPE_GGML: the block format (a GGML type number) */
+	int64_t row_bytes;       /* ST_DTYPE_GGML: bytes of one row */
 };
 
 struct st_file {
@@ -110,6 +132,12 @@ void st_names_free(char **names, size_t n);
 /* Opens every shard of the checkpoint in dir (see above). The caller frees
  * with st_set_close. */
 int st_set_open(struct st_set *set, const char *dir);
+
+/* Builds the name table of a set whose files and tensors the caller filled
+ * (set->files[n_files], each file's tensors, names malloc'd, fds owned):
+ * sets file_index, n_tensors and total_bytes. -EINVAL for a name in two
+ * places. st_set_open ends with this. */
+int st_set_index(struct st_set *set);
 void st_set_close(struct st_set *set);
 
 /* NULL if absent. */
@@ -130,8 +158,11 @@ int64_t st_tensor_cols(const struct st_tensor *t);
 int st_tensor_read_f32(const struct st_set *set, const struct st_tensor *t,
 		       int64_t row, int64_t n_rows, float *out);
 
+/* Bytes of n rows of t as stored (st_tensor_read_raw writes that many). */
+uint64_t st_tensor_row_bytes(const struct st_tensor *t, int64_t n);
+
 /* Reads the bytes of rows [row, row + n_rows) of t, of any dtype with a
- * size, into out (n_rows * cols * st_dtype_size bytes), as stored
+ * size or of GGML blocks, into out (st_tensor_row_bytes long), as stored
  * (little-endian). Errors as st_tensor_read_f32. */
 int st_tensor_read_raw(const struct st_set *set, const struct st_tensor *t,
 		       int64_t row, int64_t n_rows, void *out);

@@ -172,13 +172,13 @@ static int file_size_of(const char *dir, const char *rel, uint64_t *size)
 }
 
 /* The record layout of docs/FORMAT.md section 4: gate, up and down in this
- * order, of one type and group, gate at 0, each other part at the end of
- * the one before rounded up to 64, and the record the end of down rounded
+ * order, each of its own type (a GGUF's Q4_K_M keeps down in Q6_K), gate at
+ * 0, each other part at the end of the one before rounded up to 64, and the
+ * record the end of down rounded
  * up to MANIFEST_ALIGN. Parts therefore never overlap, and an edited
  * offset cannot point a part at another part's bytes. */
 static int parts_check(const struct manifest_expert_layer *l, const char *path)
 {
-	const struct manifest_tensor *gate = &l->parts[EXPERT_PART_GATE];
 	uint64_t off = 0;
 	for (int p = 0; p < EXPERT_PARTS; p++) {
 		const struct manifest_tensor *t = &l->parts[p];
@@ -186,10 +186,6 @@ static int parts_check(const struct manifest_expert_layer *l, const char *path)
 		if (strcmp(t->name, want) != 0)
 			return error_set(EINVAL, "%s: layer %d: part %d is \"%s\", expected %s (parts are gate, up, "
 					 "down in this order)", path, l->layer, p, t->name, want);
-		if (t->type != gate->type || t->group != gate->group)
-			return error_set(EINVAL, "%s: layer %d: part %s is %s with group %d, gate %s with group %d "
-					 "(the parts of a layer share one type)", path, l->layer, t->name,
-					 quant_type_name(t->type), t->group, quant_type_name(gate->type), gate->group);
 		if (t->offset != off)
 			return error_set(EINVAL, "%s: layer %d: part %s is at offset %" PRIu64 " of its record, not %"
 					 PRIu64 " (docs/FORMAT.md section 4)", path, l->layer, t->name, t->offset, off);
