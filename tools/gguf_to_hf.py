@@ -354,7 +354,192 @@ def to_llama(m):
     return cfg
 
 
-ARCHS = {"olmoe": to_olmoe, "qwen3moe": to_qwen3moe, "llama": to_llama}
+def rope_yarn(m):
+    if m.key("rope.scaling.type", None) != "yarn":
+        return None
+    rs = {"rope_type": "yarn", "factor": m.key("rope.scaling.factor"),
+          "original_max_position_embeddings": m.key("rope.scaling.original_context_length")}
+    for k, gk in (("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow")):
+        if m.key("rope.scaling." + gk, None) is not None:
+            rs[k] = m.key("rope.scaling." + gk)
+    return rs
+
+
+def moe_common(m, cfg):
+    cfg.update(n_routed_experts=m.key("expert_count"),
+               num_experts_per_tok=m.key("expert_used_count"),
+               moe_intermediate_size=m.key("expert_feed_forward_length"),
+               n_shared_experts=m.key("expert_shared_count", 0) or None,
+               first_k_dense_replace=m.key("leading_dense_block_count", 0),
+               routed_scaling_factor=m.key("expert_weights_scale", 1.0),
+               norm_topk_prob=bool(m.key("expert_weights_norm", False)),
+               n_group=m.key("expert_group_count", 1), topk_group=m.key("expert_group_used_count", 1),
+               intermediate_size=m.key("feed_forward_length"))
+
+
+def moe_layer(m, b, p, shared):
+    m.put(p + "mlp.gate.weight", m.get(b + "ffn_gate_inp.weight"))
+    if m.has(b + "exp_probs_b.bias"):
+        m.put(p + "mlp.gate.e_score_correction_bias", m.get(b + "exp_probs_b.bias"))
+    for part in ("gate", "up", "down"):
+        m.experts(b + "ffn_%s_exps.weight" % part, p + "mlp.experts.%d." + part + "_proj.weight")
+    if shared:
+        for part in ("gate", "up", "down"):
+            m.put(p + "mlp.shared_experts.%s_proj.weight" % part, m.get(b + "ffn_%s_shexp.weight" % part))
+
+
+def dense_layer(m, b, p):
+    for part in ("gate", "up", "down"):
+        m.put(p + "mlp.%s_proj.weight" % part, m.get(b + "ffn_%s.weight" % part))
+
+
+def to_deepseek2(m):
+    """DeepSeek-V3: attn_k_b [nh, rank, nope] transposed back and stacked
+    with attn_v_b [nh, v, rank] per head into kv_b_proj; no MTP layers
+    (llama.cpp's converter drops them).  GGUF keeps only mscale_all_dim
+    (as yarn_log_multiplier / 0.1); mscale is taken equal to it."""
+    cfg = base_config(m)
+    nh = cfg["num_attention_heads"]
+    cfg["num_key_value_heads"] = nh       # GGUF says 1 (MLA as MQA); transformers wants heads
+    L = cfg["num_hidden_layers"]
+    rope = m.key("rope.dimension_count")
+    nope = m.key("attention.key_length_mla") - rope
+    vd = m.key("attention.value_length_mla")
+    rank = m.key("attention.kv_lora_rank")
+    moe_common(m, cfg)
+    head(m)
+    for i in range(L):
+        b, p = "blk.%d." % i, "model.layers.%d." % i
+        a = p + "self_attn."
+        m.put(p + "input_layernorm.weight", m.get(b + "attn_norm.weight"))
+        if m.has(b + "attn_q_a.weight"):
+            m.put(a + "q_a_proj.weight", m.get(b + "attn_q_a.weight"))
+            m.put(a + "q_a_layernorm.weight", m.get(b + "attn_q_a_norm.weight"))
+            m.put(a + "q_b_proj.weight", m.get(b + "attn_q_b.weight"))
+        else:
+            m.put(a + "q_proj.weight", m.get(b + "attn_q.weight"))
+        m.put(a + "kv_a_proj_with_mqa.weight", m.get(b + "attn_kv_a_mqa.weight"))
+        m.put(a + "kv_a_layernorm.weight", m.get(b + "attn_kv_a_norm.weight"))
+        kb = m.get(b + "attn_k_b.weight").transpose(0, 2, 1)       # [nh, nope, rank]
+        vb = m.get(b + "attn_v_b.weight")                          # [nh, v, rank]
+        if kb.shape != (nh, nope, rank) or vb.shape != (nh, vd, rank):
+            raise GGUFError("%s: %s attn_k_b / attn_v_b shapes %s / %s do not fit heads %d, "
+                            "nope %d, v %d, rank %d" % (m.path, b, kb.shape, vb.shape, nh, nope, vd, rank))
+        m.put(a + "kv_b_proj.weight", np.concatenate([kb, vb], axis=1).reshape(nh * (nope + vd), rank))
+        m.put(a + "o_proj.weight", m.get(b + "attn_output.weight"))
+        m.put(p + "post_attention_layernorm.weight", m.get(b + "ffn_norm.weight"))
+        if m.has(b + "ffn_gate_inp.weight"):
+            moe_layer(m, b, p, cfg["n_shared_experts"])
+        else:
+            dense_layer(m, b, p)
+    rs = rope_yarn(m)
+    if rs is not None and m.key("rope.scaling.yarn_log_multiplier", None) is not None:
+        ms = float(repr(np.float32(m.key("rope.scaling.yarn_log_multiplier") / 0.1)))
+        rs.update(mscale=ms, mscale_all_dim=ms)
+    if rs is not None:
+        rs["type"] = rs.pop("rope_type")
+    gating = m.key("expert_gating_func", 1)
+    cfg.update(model_type="deepseek_v3", architectures=["DeepseekV3ForCausalLM"],
+               q_lora_rank=m.key("attention.q_lora_rank", None), kv_lora_rank=rank,
+               qk_rope_head_dim=rope, qk_nope_head_dim=nope, v_head_dim=vd,
+               scoring_func="sigmoid" if gating == 2 else "softmax",
+               topk_method="noaux_tc" if gating == 2 else "greedy",
+               rope_scaling=rs, num_nextn_predict_layers=0, attention_bias=False,
+               moe_layer_freq=1, ep_size=1, pretraining_tp=1)
+    return cfg
+
+
+def to_glm4moe(m):
+    """GLM-4.5: the nextn (MTP) blocks after num_hidden_layers mapped back
+    to model.layers.N.{eh_proj, embed_tokens, enorm, hnorm, shared_head.*}."""
+    cfg = base_config(m)
+    nextn = m.key("nextn_predict_layers", 0)
+    L = cfg["num_hidden_layers"] - nextn
+    cfg["num_hidden_layers"] = L
+    moe_common(m, cfg)
+    head(m)
+    for i in range(L + nextn):
+        b, p = "blk.%d." % i, "model.layers.%d." % i
+        a = p + "self_attn."
+        m.put(p + "input_layernorm.weight", m.get(b + "attn_norm.weight"))
+        for gn, hn in (("attn_q", "q_proj"), ("attn_k", "k_proj"), ("attn_v", "v_proj")):
+            m.put(a + hn + ".weight", m.get(b + gn + ".weight"))
+            if m.has(b + gn + ".bias"):
+                m.put(a + hn + ".bias", m.get(b + gn + ".bias"))
+        m.put(a + "o_proj.weight", m.get(b + "attn_output.weight"))
+        if m.has(b + "attn_q_norm.weight"):
+            m.put(a + "q_norm.weight", m.get(b + "attn_q_norm.weight"))
+            m.put(a + "k_norm.weight", m.get(b + "attn_k_norm.weight"))
+        m.put(p + "post_attention_layernorm.weight", m.get(b + "ffn_norm.weight"))
+        if m.has(b + "ffn_gate_inp.weight"):
+            moe_layer(m, b, p, cfg["n_shared_experts"])
+        else:
+            dense_layer(m, b, p)
+        if i >= L:
+            for hn, gn in (("eh_proj", "eh_proj"), ("embed_tokens", "embed_tokens"),
+                           ("enorm", "enorm"), ("hnorm", "hnorm"),
+                           ("shared_head.head", "shared_head_head"),
+                           ("shared_head.norm", "shared_head_norm")):
+                m.put(p + hn + ".weight", m.get(b + "nextn." + gn + ".weight"))
+    hd = m.key("attention.key_length")
+    cfg.update(model_type="glm4_moe", architectures=["Glm4MoeForCausalLM"], head_dim=hd,
+               partial_rotary_factor=m.key("rope.dimension_count") / hd,
+               attention_bias=m.has("blk.0.attn_q.bias"), use_qk_norm=m.has("blk.0.attn_q_norm.weight"),
+               num_nextn_predict_layers=nextn, rope_scaling=None)
+    return cfg
+
+
+def to_gpt_oss(m):
+    """gpt-oss: ffn_gate_exps / ffn_up_exps (and biases) interleaved back
+    into transformers' dequantized layout, gate_up_proj [E, H, 2I] (column
+    2k gate, 2k+1 up) and down_proj [E, I, H]; sliding attention on even
+    layers, as llama.cpp's gpt-oss graph has it; YaRN without truncation
+    (llama.cpp's rope does not round the correction range); swiglu_limit
+    7.0 as llama.cpp hard-codes."""
+    cfg = base_config(m)
+    L = cfg["num_hidden_layers"]
+    head(m)
+    for i in range(L):
+        b, p = "blk.%d." % i, "model.layers.%d." % i
+        a = p + "self_attn."
+        m.put(p + "input_layernorm.weight", m.get(b + "attn_norm.weight"))
+        for gn, hn in (("attn_q", "q_proj"), ("attn_k", "k_proj"), ("attn_v", "v_proj"),
+                       ("attn_output", "o_proj")):
+            m.put(a + hn + ".weight", m.get(b + gn + ".weight"))
+            m.put(a + hn + ".bias", m.get(b + gn + ".bias"))
+        m.put(a + "sinks", m.get(b + "attn_sinks.weight"))
+        m.put(p + "post_attention_layernorm.weight", m.get(b + "post_attention_norm.weight"))
+        x = p + "mlp."
+        m.put(x + "router.weight", m.get(b + "ffn_gate_inp.weight"))
+        m.put(x + "router.bias", m.get(b + "ffn_gate_inp.bias"))
+        g, u = m.get(b + "ffn_gate_exps.weight"), m.get(b + "ffn_up_exps.weight")   # [E, I, H]
+        gu = np.empty((g.shape[0], 2 * g.shape[1], g.shape[2]), np.float32)
+        gu[:, 0::2], gu[:, 1::2] = g, u
+        m.put(x + "experts.gate_up_proj", gu.transpose(0, 2, 1))
+        gb_, ub = m.get(b + "ffn_gate_exps.bias"), m.get(b + "ffn_up_exps.bias")
+        gub = np.empty((gb_.shape[0], 2 * gb_.shape[1]), np.float32)
+        gub[:, 0::2], gub[:, 1::2] = gb_, ub
+        m.put(x + "experts.gate_up_proj_bias", gub)
+        m.put(x + "experts.down_proj", m.get(b + "ffn_down_exps.weight").transpose(0, 2, 1))
+        m.put(x + "experts.down_proj_bias", m.get(b + "ffn_down_exps.bias"))
+    rs = rope_yarn(m)
+    if rs is not None:
+        rs["truncate"] = False
+    E = m.key("expert_count")
+    cfg.update(model_type="gpt_oss", architectures=["GptOssForCausalLM"],
+               head_dim=m.key("attention.key_length"), attention_bias=True,
+               intermediate_size=m.key("expert_feed_forward_length"), num_local_experts=E,
+               num_experts_per_tok=m.key("expert_used_count"),
+               experts_per_token=m.key("expert_used_count"),
+               sliding_window=m.key("attention.sliding_window"),
+               layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(L)],
+               rope_scaling=rs, swiglu_limit=7.0, router_aux_loss_coef=0.9,
+               output_router_logits=False,
+               initial_context_length=(rs or {}).get("original_max_position_embeddings", 4096))
+    return cfg
+
+ARCHS = {"olmoe": to_olmoe, "qwen3moe": to_qwen3moe, "llama": to_llama,
+         "deepseek2": to_deepseek2, "glm4moe": to_glm4moe, "gpt-oss": to_gpt_oss}
 
 
 def convert(path, out, quiet=False):

@@ -889,7 +889,7 @@ def common_kv(cfg, arch, ftype, name, head_dim_keys=True):
         kv.append((a + "attention.head_count_kv", GGUF_U32, cfg["num_key_value_heads"]))
     rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
     theta = rp.get("rope_theta", cfg.get("rope_theta"))
-    if rp.get("rope_type") == "yarn" and rp.get("factor") is not None:
+    if rp.get("rope_type", rp.get("type")) == "yarn" and rp.get("factor") is not None:
         kv += [(a + "rope.scaling.type", GGUF_STRING, "yarn"),
                (a + "rope.scaling.factor", GGUF_F32, rp["factor"]),
                (a + "rope.scaling.original_context_length", GGUF_U32,
@@ -996,6 +996,241 @@ def kv_mixtral(cfg, ftype, name):
     return kv
 
 
+def shared_experts(hf, out, p, b):
+    for hn, gn in (("gate_proj", "ffn_gate_shexp"), ("up_proj", "ffn_up_shexp"),
+                   ("down_proj", "ffn_down_shexp")):
+        out.append((b + gn + ".weight", hf.f32(p + "mlp.shared_experts.%s.weight" % hn)))
+
+
+def dense_mlp(hf, out, p, b):
+    for hn, gn in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down")):
+        out.append((b + gn + ".weight", hf.f32(p + "mlp.%s.weight" % hn)))
+
+
+def plan_deepseek_v3(cfg, hf):
+    """DeepseekV2Model: kv_b_proj split per head into attn_k_b ([H_n, rank,
+    nope], transposed for the absorbed MLA product) and attn_v_b ([H_n, v,
+    rank]); e_score_correction_bias as exp_probs_b.bias; the MTP layers
+    (index >= num_hidden_layers) dropped, as skip_mtp does."""
+    H, V, L = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    E, I = cfg["n_routed_experts"], cfg["moe_intermediate_size"]
+    nh = cfg["num_attention_heads"]
+    nope, vd, rank = cfg["qk_nope_head_dim"], cfg["v_head_dim"], cfg["kv_lora_rank"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    out = [("token_embd.weight", hf.f32("model.embed_tokens.weight", (V, H)))]
+    for i in range(L):
+        p, b = "model.layers.%d." % i, "blk.%d." % i
+        a = p + "self_attn."
+        out.append((b + "attn_norm.weight", hf.f32(p + "input_layernorm.weight")))
+        if cfg.get("q_lora_rank"):
+            out.append((b + "attn_q_a.weight", hf.f32(a + "q_a_proj.weight")))
+            out.append((b + "attn_q_a_norm.weight", hf.f32(a + "q_a_layernorm.weight")))
+            out.append((b + "attn_q_b.weight", hf.f32(a + "q_b_proj.weight")))
+        else:
+            out.append((b + "attn_q.weight", hf.f32(a + "q_proj.weight")))
+        out.append((b + "attn_kv_a_mqa.weight", hf.f32(a + "kv_a_proj_with_mqa.weight")))
+        out.append((b + "attn_kv_a_norm.weight", hf.f32(a + "kv_a_layernorm.weight")))
+        kvb = hf.f32(a + "kv_b_proj.weight", (nkv * (nope + vd), rank)).reshape(nkv, nope + vd, rank)
+        out.append((b + "attn_k_b.weight", np.ascontiguousarray(kvb[:, :nope].transpose(0, 2, 1))))
+        out.append((b + "attn_v_b.weight", np.ascontiguousarray(kvb[:, nope:])))
+        out.append((b + "attn_output.weight", hf.f32(a + "o_proj.weight")))
+        out.append((b + "ffn_norm.weight", hf.f32(p + "post_attention_layernorm.weight")))
+        if i < (cfg.get("first_k_dense_replace") or 0):
+            dense_mlp(hf, out, p, b)
+            continue
+        out.append((b + "ffn_gate_inp.weight", hf.f32(p + "mlp.gate.weight", (E, H))))
+        if hf.has(p + "mlp.gate.e_score_correction_bias"):
+            out.append((b + "exp_probs_b.bias", hf.f32(p + "mlp.gate.e_score_correction_bias")))
+        g, u, d = moe_experts(hf, p + "mlp.", cfg, E, I, H)
+        out += [(b + "ffn_down_exps.weight", d), (b + "ffn_gate_exps.weight", g),
+                (b + "ffn_up_exps.weight", u)]
+        if cfg.get("n_shared_experts"):
+            shared_experts(hf, out, p, b)
+    out.append(("output_norm.weight", hf.f32("model.norm.weight", (H,))))
+    if not cfg.get("tie_word_embeddings"):
+        out.append(("output.weight", hf.f32("lm_head.weight", (V, H))))
+    return out, None
+
+
+def kv_deepseek_v3(cfg, ftype, name):
+    a = "deepseek2."
+    c = dict(cfg, num_key_value_heads=1)           # MLA written as MQA
+    c.setdefault("rms_norm_eps", 1e-6)
+    kv = common_kv(c, "deepseek2", ftype, name)
+    ft = kv.pop()
+    rank, rope = cfg.get("kv_lora_rank", 512), cfg["qk_rope_head_dim"]
+    kv += [(a + "leading_dense_block_count", GGUF_U32, cfg.get("first_k_dense_replace") or 0),
+           (a + "vocab_size", GGUF_U32, cfg["vocab_size"])]
+    if cfg.get("q_lora_rank") is not None:
+        kv.append((a + "attention.q_lora_rank", GGUF_U32, cfg["q_lora_rank"]))
+    kv += [(a + "attention.kv_lora_rank", GGUF_U32, rank),
+           (a + "attention.key_length", GGUF_U32, rank + rope),
+           (a + "attention.value_length", GGUF_U32, rank),
+           (a + "attention.key_length_mla", GGUF_U32, cfg["qk_nope_head_dim"] + rope),
+           (a + "attention.value_length_mla", GGUF_U32, cfg["v_head_dim"]),
+           (a + "expert_feed_forward_length", GGUF_U32, cfg["moe_intermediate_size"]),
+           (a + "expert_shared_count", GGUF_U32, cfg.get("n_shared_experts", 0))]
+    if cfg.get("routed_scaling_factor") is not None:
+        kv.append((a + "expert_weights_scale", GGUF_F32, cfg["routed_scaling_factor"]))
+    if cfg.get("norm_topk_prob"):
+        kv.append((a + "expert_weights_norm", GGUF_BOOL, True))
+    kv.append((a + "rope.dimension_count", GGUF_U32, rope))
+    rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    if rp.get("mscale_all_dim") is not None:
+        kv.append((a + "rope.scaling.yarn_log_multiplier", GGUF_F32, 0.1 * rp["mscale_all_dim"]))
+    return kv + [ft]
+
+
+def plan_glm4_moe(cfg, hf):
+    """Glm4MoeModel: q/k/v biases, q/k norms, first_k_dense_replace dense
+    layers, shared experts, exp_probs_b.bias; the MTP (nextn) layers kept
+    as extra blocks: their eh_proj / embed_tokens / enorm / hnorm /
+    shared_head.head / shared_head.norm as blk.N.nextn.*, the rest under
+    the usual names."""
+    H, V = cfg["hidden_size"], cfg["vocab_size"]
+    L = cfg["num_hidden_layers"] + (cfg.get("num_nextn_predict_layers") or 0)
+    E, I = cfg["n_routed_experts"], cfg["moe_intermediate_size"]
+    out = [("token_embd.weight", hf.f32("model.embed_tokens.weight", (V, H)))]
+    for i in range(L):
+        p, b = "model.layers.%d." % i, "blk.%d." % i
+        a = p + "self_attn."
+        out.append((b + "attn_norm.weight", hf.f32(p + "input_layernorm.weight")))
+        for hn, gn in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v")):
+            out.append((b + gn + ".weight", hf.f32(a + hn + ".weight")))
+            if hf.has(a + hn + ".bias"):
+                out.append((b + gn + ".bias", hf.f32(a + hn + ".bias")))
+        out.append((b + "attn_output.weight", hf.f32(a + "o_proj.weight")))
+        if hf.has(a + "q_norm.weight"):
+            out.append((b + "attn_q_norm.weight", hf.f32(a + "q_norm.weight")))
+            out.append((b + "attn_k_norm.weight", hf.f32(a + "k_norm.weight")))
+        out.append((b + "ffn_norm.weight", hf.f32(p + "post_attention_layernorm.weight")))
+        if i < (cfg.get("first_k_dense_replace") or 0):
+            dense_mlp(hf, out, p, b)
+        else:
+            out.append((b + "ffn_gate_inp.weight", hf.f32(p + "mlp.gate.weight", (E, H))))
+            if hf.has(p + "mlp.gate.e_score_correction_bias"):
+                out.append((b + "exp_probs_b.bias", hf.f32(p + "mlp.gate.e_score_correction_bias")))
+            g, u, d = moe_experts(hf, p + "mlp.", cfg, E, I, H)
+            out += [(b + "ffn_down_exps.weight", d), (b + "ffn_gate_exps.weight", g),
+                    (b + "ffn_up_exps.weight", u)]
+            if cfg.get("n_shared_experts"):
+                shared_experts(hf, out, p, b)
+        if i >= cfg["num_hidden_layers"]:
+            for hn, gn in (("eh_proj", "eh_proj"), ("embed_tokens", "embed_tokens"),
+                           ("enorm", "enorm"), ("hnorm", "hnorm"),
+                           ("shared_head.head", "shared_head_head"),
+                           ("shared_head.norm", "shared_head_norm")):
+                out.append((b + "nextn." + gn + ".weight", hf.f32(p + hn + ".weight")))
+    out.append(("output_norm.weight", hf.f32("model.norm.weight", (H,))))
+    if not cfg.get("tie_word_embeddings"):
+        out.append(("output.weight", hf.f32("lm_head.weight", (V, H))))
+    return out, None
+
+
+def kv_glm4_moe(cfg, ftype, name):
+    a = "glm4moe."
+    L = cfg["num_hidden_layers"] + (cfg.get("num_nextn_predict_layers") or 0)
+    kv = common_kv(dict(cfg, num_hidden_layers=L), "glm4moe", ftype, name)
+    ft = kv.pop()
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    rp = cfg.get("rope_parameters") or {}
+    prf = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.5))
+    kv.append((a + "rope.dimension_count", GGUF_U32, int(hd * prf)))
+    kv = [x for x in kv if x[0] != a + "expert_gating_func"]
+    kv += [(a + "expert_count", GGUF_U32, cfg["n_routed_experts"])] if not any(
+        k == a + "expert_count" for k, _, _ in kv) else []
+    kv.append((a + "expert_feed_forward_length", GGUF_U32, cfg["moe_intermediate_size"]))
+    if cfg.get("n_shared_experts") is not None:
+        kv.append((a + "expert_shared_count", GGUF_U32, cfg["n_shared_experts"]))
+    if cfg.get("first_k_dense_replace") is not None:
+        kv.append((a + "leading_dense_block_count", GGUF_U32, cfg["first_k_dense_replace"]))
+    kv.append((a + "expert_gating_func", GGUF_U32, 2))      # sigmoid
+    if cfg.get("routed_scaling_factor") is not None:
+        kv.append((a + "expert_weights_scale", GGUF_F32, cfg["routed_scaling_factor"]))
+    if cfg.get("norm_topk_prob") is not None:
+        kv.append((a + "expert_weights_norm", GGUF_BOOL, bool(cfg["norm_topk_prob"])))
+    if cfg.get("num_nextn_predict_layers") is not None:
+        kv.append((a + "nextn_predict_layers", GGUF_U32, cfg["num_nextn_predict_layers"]))
+    return kv + [ft]
+
+
+def mxfp4_blocks(hf, bname, sname, rows_sel):
+    """transformers' MXFP4 experts (blocks [E, R, G, 16] with value 2k in
+    the low nibble of byte k, scales [E, R, G] E8M0) -> ggml block_mxfp4
+    bytes [E, R, G * 17] {e; qs[16]: value j low, j + 16 high}: the codes
+    and exponents moved, not recomputed (the E2M1 code of HF's value table
+    is ggml's index into its doubled table, and 2^(s-127) * v equals
+    2^(s-128) * 2v).  rows_sel picks rows (gpt-oss's gate / up interleave)."""
+    bl = hf.raw(bname).raw[:, rows_sel]
+    sc = hf.raw(sname).raw[:, rows_sel]
+    codes = np.empty(bl.shape[:-1] + (32,), np.uint8)
+    codes[..., 0::2] = bl & 15
+    codes[..., 1::2] = bl >> 4
+    out = np.empty(bl.shape[:-1] + (17,), np.uint8)
+    out[..., 0] = sc
+    out[..., 1:] = codes[..., :16] | (codes[..., 16:] << 4)
+    E, R, G = out.shape[:3]
+    return out.reshape(E, R, G * 17), (G * 32, R, E)
+
+
+def plan_gpt_oss(cfg, hf):
+    """GptOssModel: post_attention_layernorm as post_attention_norm, sinks
+    as attn_sinks.weight, router (and its bias) as ffn_gate_inp, the
+    interleaved gate_up_proj (rows 2k gate, 2k+1 up) split into
+    ffn_gate_exps / ffn_up_exps, biases split the same way; MXFP4 experts
+    kept as their blocks in every --type, BF16 ones transposed from
+    transformers' [E, in, out] layout."""
+    H, V, L = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    E, I = cfg["num_local_experts"], cfg["intermediate_size"]
+    out = [("token_embd.weight", hf.f32("model.embed_tokens.weight", (V, H)))]
+    for i in range(L):
+        p, b = "model.layers.%d." % i, "blk.%d." % i
+        a = p + "self_attn."
+        out.append((b + "attn_norm.weight", hf.f32(p + "input_layernorm.weight")))
+        for hn, gn in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"),
+                       ("o_proj", "attn_output")):
+            out.append((b + gn + ".weight", hf.f32(a + hn + ".weight")))
+            out.append((b + gn + ".bias", hf.f32(a + hn + ".bias")))
+        out.append((b + "attn_sinks.weight", hf.f32(a + "sinks")))
+        out.append((b + "post_attention_norm.weight", hf.f32(p + "post_attention_layernorm.weight")))
+        m = p + "mlp."
+        out.append((b + "ffn_gate_inp.weight", hf.f32(m + "router.weight", (E, H))))
+        out.append((b + "ffn_gate_inp.bias", hf.f32(m + "router.bias")))
+        x = m + "experts."
+        if hf.has(x + "gate_up_proj_blocks"):
+            out.append((b + "ffn_down_exps.weight",
+                        mxfp4_blocks(hf, x + "down_proj_blocks", x + "down_proj_scales", slice(None))))
+            gub = hf.f32(x + "gate_up_proj_bias", (E, 2 * I))
+            out.append((b + "ffn_gate_exps.weight",
+                        mxfp4_blocks(hf, x + "gate_up_proj_blocks", x + "gate_up_proj_scales",
+                                     slice(0, None, 2))))
+            out.append((b + "ffn_up_exps.weight",
+                        mxfp4_blocks(hf, x + "gate_up_proj_blocks", x + "gate_up_proj_scales",
+                                     slice(1, None, 2))))
+        else:
+            gu = hf.f32(x + "gate_up_proj", (E, H, 2 * I)).transpose(0, 2, 1)
+            gub = hf.f32(x + "gate_up_proj_bias", (E, 2 * I))
+            out.append((b + "ffn_down_exps.weight",
+                        np.ascontiguousarray(hf.f32(x + "down_proj", (E, I, H)).transpose(0, 2, 1))))
+            out.append((b + "ffn_gate_exps.weight", np.ascontiguousarray(gu[:, 0::2])))
+            out.append((b + "ffn_up_exps.weight", np.ascontiguousarray(gu[:, 1::2])))
+        out.append((b + "ffn_down_exps.bias", hf.f32(x + "down_proj_bias", (E, H))))
+        out.append((b + "ffn_gate_exps.bias", np.ascontiguousarray(gub[:, 0::2])))
+        out.append((b + "ffn_up_exps.bias", np.ascontiguousarray(gub[:, 1::2])))
+    out.append(("output_norm.weight", hf.f32("model.norm.weight", (H,))))
+    if not cfg.get("tie_word_embeddings"):
+        out.append(("output.weight", hf.f32("lm_head.weight", (V, H))))
+    return out, None
+
+
+def kv_gpt_oss(cfg, ftype, name):
+    a = "gpt-oss."
+    kv = common_kv(cfg, "gpt-oss", ftype, name)
+    ft = kv.pop()
+    kv += [(a + "attention.sliding_window", GGUF_U32, cfg["sliding_window"]),
+           (a + "expert_feed_forward_length", GGUF_U32, cfg["intermediate_size"])]
+    return kv + [ft]
+
 def hp_moe(key_e):
     def f(cfg):
         n = cfg["num_hidden_layers"]
@@ -1006,6 +1241,9 @@ def hp_moe(key_e):
 FAMILIES.update({
     "qwen3_moe": (plan_qwen3_moe, kv_qwen3_moe, hp_moe("num_experts")),
     "mixtral": (plan_mixtral, kv_mixtral, hp_moe("num_local_experts")),
+    "deepseek_v3": (plan_deepseek_v3, kv_deepseek_v3, hp_moe("n_routed_experts")),
+    "glm4_moe": (plan_glm4_moe, kv_glm4_moe, hp_moe("n_routed_experts")),
+    "gpt_oss": (plan_gpt_oss, kv_gpt_oss, hp_moe("num_local_experts")),
 })
 
 
@@ -1112,7 +1350,9 @@ def family_plans(cfg, model_dir, ftype):
             arr, ne = arr
         else:
             ne = tuple(reversed(arr.shape))
-        if converter_f32(name, len(ne)):
+        if arr.dtype == np.uint8:
+            gtype = GGML_MXFP4                # as the converter, at every --type
+        elif converter_f32(name, len(ne)):
             gtype = GGML_F32
         else:
             gtype = pick_type(ftype, name, ne, hp, state)

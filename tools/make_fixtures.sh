@@ -137,6 +137,10 @@ if [ "$have_tok" = yes ]; then
   gguf qwen3_moe_tok f32
 fi
 gguf mixtral f32
+gguf deepseek_v3 f32          # MTP layer 3 dropped, as llama.cpp's converter does
+gguf glm4_moe f32             # MTP layer 3 kept as blk.3 (nextn.*)
+gguf gpt_oss_mxfp4 f32        # experts stay MXFP4 blocks at every type
+gguf gpt_oss_mxfp4 mxfp4      # MXFP4_MOE: the other matrices Q8_0
 # qwen3_moe's 38 tensors in 3 files of at most 13, as gguf-split
 # --split-max-tensors 13 would cut them (only the split files are written)
 "$py" "$here/gguf_write.py" --model "$work/hf/qwen3_moe" --out "$work/gguf/qwen3_moe.f32.gguf" \
