@@ -712,6 +712,13 @@ Test(gguf_meta, hostile_config)
 	expect_config_error(&b, "wrongtype", -EINVAL, "olmoe.block_count");
 	gb_free(&b);
 
+	/* Before anything per layer is built (the fuzzer's 268M-layer file). */
+	gb_init(&b);
+	olmoe_keys(&b, "olmoe.block_count");
+	gb_kv_u32(&b, "olmoe.block_count", 268435458u);
+	expect_config_error(&b, "hugelayers", -EINVAL, "block_count 268435458");
+	gb_free(&b);
+
 	gb_init(&b);
 	olmoe_keys(&b, "olmoe.expert_used_count");
 	gb_kv_u32(&b, "olmoe.expert_used_count", 9);	/* more than the 4 experts */

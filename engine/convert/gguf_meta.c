@@ -187,6 +187,9 @@ static void common_fields(struct meta *m, uint32_t n_mtp, uint32_t *n_layers, ui
 	if (heads == 0 || embd == 0 || blocks == 0)
 		m->rc = error_set(EINVAL, "%s: %s.block_count, embedding_length and attention.head_count must be "
 				  "positive", m->path, m->arch);
+	else if (blocks > MODEL_LAYERS_MAX)
+		m->rc = error_set(EINVAL, "%s: %s.block_count %u exceeds the %d layers colibri holds", m->path, m->arch,
+				  blocks, MODEL_LAYERS_MAX);
 	else if (n_mtp >= blocks)
 		m->rc = error_set(EINVAL, "%s: %s.nextn_predict_layers %u leaves no decoder layer of %u blocks",
 				  m->path, m->arch, n_mtp, blocks);
