@@ -18,8 +18,9 @@ npm tokenizer packages, keeping every seed small (a few KB):
                           q8_0, q4_0 and bf16, trimmed (arrays to 8 elements,
                           each dim to one block or 2, a prefix of the real
                           bytes); plus hand-made files: every value type (v2
-                          and v3), alignment 64, a split, no tensors, every
-                          tensor type
+                          and v3), alignment 64, a split file alone, a split
+                          set (three images --8<-- joined, and two), no
+                          tensors, every tensor type
 
 Run from the repository root after tools/make_fixtures.sh build/fixtures
 and tools/fuzz.sh (which converts the container):
@@ -424,6 +425,12 @@ def gguf_seeds():
                       [("a", 0, [3], cube[:12]), ("b", 1, [5, 2], cube[:20])], alignment=64), "alignment_64")
     put(h, gguf_image([("split.no", 2, 1), ("split.count", 2, 3), ("split.tensors.count", 5, 6)],
                       [("t.1.a", 0, [2, 2], cube[:16])]), "split_2_of_3")
+    split = [gguf_image(([("general.architecture", 8, "qwen3moe")] if i == 0 else []) +
+                        [("split.no", 2, i), ("split.count", 2, 3), ("split.tensors.count", 5, 6)],
+                        [("t.%d.a" % i, 0, [2, 2], cube[:16]), ("t.%d.b" % i, 1, [4], cube[:8])])
+             for i in range(3)]
+    put(h, SEP.join(split), "split_set_3")
+    put(h, SEP.join(split[:2]), "split_set_missing_third")
     put(h, gguf_image([], []), "empty")
     put(h, gguf_image([("general.name", 8, "x")], []), "no_tensors")
     tensors = [("t%d" % t, t, [blk, 2], bytes((i * 31 + t) & 0xFF for i in range(2 * size)))

@@ -20,6 +20,13 @@
  * memfd and opened by path with gguf_file_open, which must agree tensor for
  * tensor, and the first rows of each tensor are read back against the image
  * through gguf_tensor_read_rows (a row past the end must be refused).
+ *
+ * An input holding FUZZ_SEP is a split model instead: up to three images,
+ * written to the scratch folder as m-0000N-of-00003.gguf (an empty part is
+ * a missing file) and opened as a set from the first. An accepted set has
+ * split.count files, split.tensors.count tensors in all, each found by
+ * name in the file it came from; a refused one leaves no files behind and a
+ * message naming a file of the set.
  */
 #include <stdbool.h>
 #include <sys/mman.h>
@@ -213,8 +220,60 @@ static void check_open(const uint8_t *data, size_t size, const struct gguf_file 
 	close(fd);
 }
 
+static void fuzz_split_set(const uint8_t *data, size_t size)
+{
+	struct fuzz_part parts[3];
+	fuzz_split(data, size, parts, 3);
+	const char *d = fuzz_dir();
+	for (int i = 0; i < 3; i++) {
+		char name[64];
+		snprintf(name, sizeof name, "m-%05d-of-00003.gguf", i + 1);
+		fuzz_write(d, name, parts[i].n ? parts[i].p : NULL, parts[i].n);
+	}
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/m-00001-of-00003.gguf", d);
+	struct gguf_set s;
+	error_clear();
+	int rc = gguf_set_open(&s, path);
+	if (rc) {
+		FUZZ_ASSERT(rc < 0, "positive return %d", rc);
+		FUZZ_ASSERT(!s.files && s.n_files == 0 && !s.slots, "a failed open left something behind");
+		FUZZ_ASSERT(strstr(error_message(), d), "message does not name a file of the set: %s",
+			    error_message());
+		return;
+	}
+	uint64_t count = 1, want;
+	error_clear();
+	rc = gguf_get_u64(&s, "split.count", &count);
+	FUZZ_ASSERT(rc == 0 || rc == -ENOENT, "split.count of an accepted set: %s", error_message());
+	if (rc || count == 0)
+		count = 1;
+	FUZZ_ASSERT(s.n_files == count, "%zu files for split.count %llu", s.n_files, (unsigned long long)count);
+	size_t total = 0;
+	for (size_t i = 0; i < s.n_files; i++) {
+		const struct gguf_file *f = &s.files[i];
+		total += f->n_tensors;
+		for (size_t j = 0; j < f->n_tensors; j++) {
+			const struct gguf_tensor *t = &f->tensors[j];
+			FUZZ_ASSERT(t->file_index == (int)i && gguf_set_find(&s, t->name) == t,
+				    "%s: not found in file %zu", t->name, i);
+			FUZZ_ASSERT(strcmp(gguf_set_path(&s, t), f->path) == 0, "%s: path", t->name);
+		}
+	}
+	FUZZ_ASSERT(total == s.n_tensors, "%zu tensors in the files, %zu in the set", total, s.n_tensors);
+	if (s.n_files > 1) {
+		FUZZ_ASSERT(gguf_get_u64(&s, "split.tensors.count", &want) == 0 && want == total,
+			    "split.tensors.count %llu for %zu tensors", (unsigned long long)want, total);
+	}
+	gguf_set_close(&s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	if (memmem(data, size, FUZZ_SEP, strlen(FUZZ_SEP))) {
+		fuzz_split_set(data, size);
+		return 0;
+	}
 	struct gguf_file f;
 	error_clear();
 	int rc = gguf_parse(&f, data, size, size, PATH);
