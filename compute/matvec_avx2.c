@@ -264,11 +264,14 @@ AVX2_INLINE float avx2_half(const uint8_t *p)
 	return _cvtsh_ss(h);
 }
 
-/* 8 unsigned bytes (the low half of b) as floats q, y = d1 * q - m1. */
+/* 8 unsigned bytes (the low half of b) as floats q, y = d1 * q - m1. One
+ * fused multiply-subtract gives ggml's two roundings' bits: d1 = d * sc is
+ * an 11-bit half times a 6-bit integer and d1 * q (q < 32) has at most 22
+ * significant bits, exact in f32, so only the subtraction rounds. */
 AVX2_INLINE __m256 avx2_deq_dm(__m128i b, __m256 d1, __m256 m1)
 {
 	__m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
-	return _mm256_sub_ps(_mm256_mul_ps(d1, q), m1);
+	return _mm256_fmsub_ps(d1, q, m1);
 }
 
 /* The 32 inputs whose bytes in v (unsigned, 0..31) are q: y = d1 * q - m1. */

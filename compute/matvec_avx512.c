@@ -244,6 +244,22 @@ AVX512_INLINE float avx512_half(const uint8_t *p)
 	return _cvtsh_ss(h);
 }
 
+/* The 32 weights of a q8_0 or q4_0 block b into w[2]: (float)q * d, for
+ * q4_0 through the lookup tab[n] = (float)(n - 8) * d. */
+AVX512_INLINE void avx512_block32(__m512 *w, const uint8_t *b, const enum quant_type type)
+{
+	__m512 d = _mm512_set1_ps(avx512_half(b));
+	if (type == QUANT_Q8_0) {
+		w[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2)))),
+				     d);
+		w[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 18)))),
+				     d);
+	} else {
+		const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+		avx512_int4_run(w, b + 2, _mm512_mul_ps(levels, d));
+	}
+}
+
 /* A K-quant block's d * sc and dmin * m for its eight sub-blocks (quant.h's
  * packing of the 6-bit scales and mins), into d1[8] and m1[8]. */
 AVX512_INLINE void avx512_k_scales(float *d1, float *m1, const uint8_t *b)
@@ -275,7 +291,7 @@ AVX512_INLINE void avx512_row_blocks(float *out, int64_t os, const uint8_t *q, c
 				     int64_t cols, const int nt, const enum quant_type type)
 {
 	const __m512 levels = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-	const __m512 sixteen = _mm512_set1_ps(16.0f), eight = _mm512_set1_ps(8.0f);
+	const __m512 sixteen = _mm512_set1_ps(16.0f);
 	const __m256i mask32 = _mm256_set1_epi8(0x0f);
 	__m512 acc[BT_MAX][4];
 #pragma GCC unroll 16
@@ -283,27 +299,23 @@ AVX512_INLINE void avx512_row_blocks(float *out, int64_t os, const uint8_t *q, c
 		for (int j = 0; j < 4; j++)
 			acc[t][j] = _mm512_setzero_ps();
 	if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+		/* Blocks in pairs, so that every accumulator index is a constant
+		 * (a variable one would keep acc in memory). */
 		const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
 		const int64_t blocks = cols / 32;
-		for (int64_t k = 0; k < blocks; k++) {
-			const uint8_t *b = q + k * bs;
-			__m512 d = _mm512_set1_ps(avx512_half(b)), w[2];
-			if (type == QUANT_Q8_0) {
-				w[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-							     _mm_loadu_si128((const __m128i *)(b + 2)))), d);
-				w[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-							     _mm_loadu_si128((const __m128i *)(b + 18)))), d);
-			} else {
-				avx512_int4_run(w, b + 2, _mm512_mul_ps(_mm512_sub_ps(levels, eight), d));
-			}
-			if ((k & 1) == 0 && k + 1 == blocks) {
-				avx512_fma1(acc, w[0], 0, x, cols, 32 * k, nt);
-				avx512_fma1(acc, w[1], 0, x, cols, 32 * k + 16, nt);
-			} else {
-				const int j0 = (int)(k & 1) * 2;
-				avx512_fma1(acc, w[0], j0, x, cols, 32 * k, nt);
-				avx512_fma1(acc, w[1], j0 + 1, x, cols, 32 * k + 16, nt);
-			}
+		int64_t k = 0;
+		__m512 w[4];
+		for (; k + 2 <= blocks; k += 2) {
+			avx512_block32(w, q + k * bs, type);
+			avx512_block32(w + 2, q + (k + 1) * bs, type);
+#pragma GCC unroll 4
+			for (int j = 0; j < 4; j++)
+				avx512_fma1(acc, w[j], j, x, cols, 32 * k + 16 * j, nt);
+		}
+		if (k < blocks) {
+			avx512_block32(w, q + k * bs, type);
+			avx512_fma1(acc, w[0], 0, x, cols, 32 * k, nt);
+			avx512_fma1(acc, w[1], 0, x, cols, 32 * k + 16, nt);
 		}
 	} else if (type == QUANT_Q4_K || type == QUANT_Q5_K) {
 		const int is_q5 = type == QUANT_Q5_K;
