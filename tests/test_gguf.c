@@ -476,10 +476,10 @@ Test(gguf, every_prefix_refused)
 	free(img);
 }
 
-/* Runs f's checks under an address-space limit of 256 MiB above what the
- * process maps now, so that allocating for a lying count fails the test
- * (ENOMEM) instead of passing. ASan reserves terabytes of shadow: there the
- * limit cannot be set and the checks run without it. */
+/* Caps this test process's address space at 256 MiB above what it maps
+ * now, so that allocating for a lying count fails the test (ENOMEM, and the
+ * wrong message) instead of passing. ASan reserves terabytes of shadow:
+ * there the limit cannot be set and the checks run without it. */
 static void limit_memory(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
