@@ -29,6 +29,10 @@
 # instead (--quant int8 for Q8_0, int4 with int4 dense weights for Q4_0 and
 # Q4_K_M): not the same weights, for trying the benchmark where `colibri
 # convert FILE.gguf` is missing; its report is named -standin and says so.
+# BENCH_GGUF_TYPES may add f32 (tools/gguf_write.py --type f32; its
+# stand-in is --quant f32, the same values as the file, and llama.cpp
+# multiplies F32 by f32 activations): the control for the agreement
+# measurement itself, which must then agree at every position.
 #
 # llama.cpp is found, or built, by bench/llama_cpp.sh (its opening comment:
 # how to get the source at 81ff7abe5 and the exact cmake line); this needs a
@@ -135,10 +139,11 @@ make_gguf() { # TYPE -> the GGUF's path
 # or the colibri binary changed since.
 make_container() { # TYPE GGUF -> the container's path
   if [ "$standin" = 1 ]; then
-    _ctr=$work/olmoe-${layers}l-$1-standin-from-hf
+    # One container per quantization: Q4_0 and Q4_K_M share theirs.
     case $1 in
-      q8_0) set -- "$1" "$2" --quant int8 ;;
-      *) set -- "$1" "$2" --quant int4 --dense-quant int4 ;;
+      f32) set -- "$1" "$2" --quant f32; _ctr=$work/olmoe-${layers}l-standin-f32 ;;
+      q8_0) set -- "$1" "$2" --quant int8; _ctr=$work/olmoe-${layers}l-standin-int8 ;;
+      *) set -- "$1" "$2" --quant int4 --dense-quant int4; _ctr=$work/olmoe-${layers}l-standin-int4-dense-int4 ;;
     esac
     _from="$src $(shift 2; echo "$@")"
     _cmd="$colibri convert $src $_ctr --force $(shift 2; echo "$@")"
@@ -167,8 +172,8 @@ make_container() { # TYPE GGUF -> the container's path
 pairs=
 for t in $types; do
   case $t in
-    q8_0|q4_0|q4_k_m) ;;
-    *) die "BENCH_GGUF_TYPES: unknown type $t (q8_0, q4_0, q4_k_m)" ;;
+    q8_0|q4_0|q4_k_m|f32) ;;
+    *) die "BENCH_GGUF_TYPES: unknown type $t (q8_0, q4_0, q4_k_m, f32)" ;;
   esac
   g=$(make_gguf "$t")
   c=$(make_container "$t" "$g")

@@ -50,8 +50,10 @@ def main():
         raw = json.load(f)
     lines = ["# colibri and llama.cpp on the same GGUF file\n",
              "`bench/gguf_vs_llama.sh` on %s: %d CPUs, %d threads each. Each GGUF is decoded by llama.cpp "
-             "directly and by colibri from the container `colibri convert FILE.gguf` made of it (the same "
-             "weight blocks)." % (raw["date"], raw["cpus"], raw["threads"]),
+             "directly and by colibri from %s." % (
+                 raw["date"], raw["cpus"], raw["threads"],
+                 "a stand-in container converted from the HF directory (see below)" if raw.get("standin")
+                 else "the container `colibri convert FILE.gguf` made of it (the same weight blocks)"),
              "".join("\n%s\n" % n for n in raw.get("notes", [])),
              "Files: " + "; ".join("%s = `%s` (%.2f GB) -> `%s`" % (
                  p["name"], os.path.basename(p["gguf"]), p["gguf_bytes"] / 1e9, os.path.basename(p["ctr"]))

@@ -25,11 +25,12 @@ hold the same weight blocks. For each pair:
          softmaxes, max |logit difference|, and how many disagreeing
          positions had a llama.cpp top-2 margin under 0.01 (near ties).
   ram    decode tok/s, greedy, no memory cap: both engines' files read whole
-         into the page cache, a warm-up run of each (colibri's of the
-         measured length, so its usage sidecar knows the experts), then
-         llama.cpp and colibri alternately (A B A B, --repeat pairs), fio on
-         both engines' files before each measurement; colibri with
-         --no-direct (its reads from the page cache, as llama.cpp's mmap).
+         into the page cache (again before every run), a warm-up run of
+         each (colibri's of the measured length, so its usage sidecar knows
+         the experts), then llama.cpp and colibri alternately (A B A B,
+         --repeat pairs), fio on both engines' files before each pair;
+         colibri with --no-direct (its reads from the page cache, as
+         llama.cpp's mmap).
   2G     the same inside a cgroup v1 memory group of 2 GiB, page cache
          dropped before every run (and colibri's usage sidecar removed):
          colibri with --ram 1536M, llama.cpp from its mmap with --no-repack
@@ -156,12 +157,18 @@ def agreement(args, pair, scratch):
     return out
 
 
-def warm(args, pair, scratch):
+def read_through(pair):
+    """Both engines' files read whole into the page cache (seconds when they
+    are there already)."""
     files, _ = vl.expert_files(pair["ctr"])
     for f in files + [pair["gguf"], os.path.join(pair["ctr"], "resident.bin")]:
         with open(f, "rb") as fh:
             while fh.read(1 << 24):
                 pass
+
+
+def warm(args, pair, scratch):
+    read_through(pair)
     vl.llama_decode(args, pair["gguf"], False, None, 4)
     vl.colibri_decode(args, pair["ctr"], False, None, None, args.tokens, scratch)
 
@@ -186,6 +193,10 @@ def decode(args, pair, cap_name, scratch):
                     r = (vl.llama_decode(args, pair["gguf"], False, cg, args.tokens) if engine == "llama.cpp"
                          else vl.colibri_decode(args, pair["ctr"], False, cg, ram, args.tokens, scratch))
             else:
+                # Again before every run: other work on the machine evicts
+                # the page cache between runs, and an in-RAM run that reads
+                # the disk measures the neighbours.
+                read_through(pair)
                 r = (vl.llama_decode(args, pair["gguf"], False, None, args.tokens) if engine == "llama.cpp"
                      else vl.colibri_decode(args, pair["ctr"], False, None, None, args.tokens, scratch))
             r["repeat"] = rep
@@ -221,9 +232,10 @@ def main():
     only = set(args.only.split(","))
     if args.standin:
         args.note.append("STAND-IN: the colibri containers were converted from the HF directory (Q8_0 against "
-                         "--quant int8, Q4_0 and Q4_K_M against --quant int4 --dense-quant int4), not from the "
-                         "GGUF: different weights, so the agreement rows compare two quantizations of the same "
-                         "bf16 values, not one file read by two engines.")
+                         "--quant int8, Q4_0 and Q4_K_M against --quant int4 --dense-quant int4, F32 against "
+                         "--quant f32), not from the GGUF: except for F32, different weights, so those agreement "
+                         "rows compare two quantizations of the same bf16 values, not one file read by two "
+                         "engines.")
     bad = only - {"agree", "ram", "2G"}
     if bad:
         raise SystemExit("gguf_vs_llama_runs: --only: unknown %s (agree, ram, 2G)" % ",".join(sorted(bad)))
@@ -241,7 +253,8 @@ def main():
     scratch = tempfile.mkdtemp(prefix="gguf-vs-llama-")
     raw = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": os.uname().release,
            "cpus": os.cpu_count(), "threads": args.threads, "tokens": args.tokens, "repeat": args.repeat,
-           "agree_tokens": args.agree_tokens, "seed": args.seed, "notes": args.note, "pairs": pairs,
+           "agree_tokens": args.agree_tokens, "seed": args.seed, "standin": args.standin, "notes": args.note,
+           "pairs": pairs,
            "agreement": [], "measurements": []}
 
     def save():
