@@ -754,6 +754,19 @@ Test(gguf_meta, hostile_config)
 	gb_free(&b);
 
 	gb_init(&b);
+	olmoe_keys(&b, NULL);
+	gb_kv_f32(&b, "olmoe.rope.scaling.factor", 2.0f);	/* no type: llama.cpp scales linearly */
+	expect_config_error(&b, "linear_rope", -ENOTSUP, "linear scaling");
+	gb_free(&b);
+
+	gb_init(&b);
+	olmoe_keys(&b, NULL);
+	gb_kv_str(&b, "olmoe.rope.scaling.type", "yarn");
+	gb_kv_f32(&b, "olmoe.rope.scaling.factor", 4.0f);
+	expect_config_error(&b, "yarn_olmoe", -ENOTSUP, "rope.scaling.type \"yarn\"");
+	gb_free(&b);
+
+	gb_init(&b);
 	gb_kv_str(&b, "general.architecture", "qwen2moe");
 	expect_config_error(&b, "qwen2moe", -ENOTSUP, "qwen2moe is not supported from GGUF (colibri runs olmoe");
 	gb_free(&b);

@@ -306,12 +306,15 @@ static void rope_scaling(struct meta *m, bool yarn_ok, bool *yarn)
 	get_str(m, "rope.scaling.type", &type);
 	float factor = 0;
 	get_f32(m, "rope.scaling.factor", false, &factor);
-	if (!type && factor == 0) {
-		float lin = 0;
-		get_f32(m, "rope.scale_linear", false, &lin);
+	/* llama.cpp: no type means "linear", applied with rope.scaling.factor
+	 * or the older rope.scale_linear. */
+	if (!type) {
+		float lin = factor;
+		if (lin == 0)
+			get_f32(m, "rope.scale_linear", false, &lin);
 		if (!m->rc && lin != 0 && lin != 1)
-			m->rc = error_set(ENOTSUP, "%s: %s.rope.scale_linear %g: linear RoPE scaling is not supported",
-					  m->path, m->arch, (double)lin);
+			m->rc = error_set(ENOTSUP, "%s: %s RoPE scaling factor %g without a type (linear scaling) is not "
+					  "supported", m->path, m->arch, (double)lin);
 	}
 	if (m->rc || !type || !strcmp(type, "none"))
 		return;
@@ -426,6 +429,8 @@ static void family_olmoe(struct meta *m, uint32_t hidden, uint32_t heads)
 	/* llm_build_olmoe: build_moe_ffn(..., norm_w = false, ...) and no clamp. */
 	put_bool(m, "norm_topk_prob", false);
 	put_null(m, "clip_qkv");
+	bool yarn;
+	rope_scaling(m, false, &yarn);
 }
 
 static void family_qwen3moe(struct meta *m, uint32_t n_layers, uint32_t hidden, uint32_t heads)
@@ -474,6 +479,8 @@ static void family_qwen3moe(struct meta *m, uint32_t n_layers, uint32_t hidden, 
 	}
 	if (!dense && !m->rc)
 		m->rc = -ENOMEM;
+	bool yarn;
+	rope_scaling(m, false, &yarn);
 }
 
 static void family_mixtral(struct meta *m, uint32_t hidden, uint32_t heads)
@@ -492,6 +499,8 @@ static void family_mixtral(struct meta *m, uint32_t hidden, uint32_t heads)
 	put_num(m, "num_experts_per_tok", used);
 	/* llama.cpp's llama graph has no sliding window. */
 	put_null(m, "sliding_window");
+	bool yarn;
+	rope_scaling(m, false, &yarn);
 }
 
 static void family_deepseek2(struct meta *m, uint32_t n_layers, uint32_t n_mtp, uint32_t heads)
