@@ -470,7 +470,7 @@ def to_glm4moe(m):
         if m.has(b + "attn_q_norm.weight"):
             m.put(a + "q_norm.weight", m.get(b + "attn_q_norm.weight"))
             m.put(a + "k_norm.weight", m.get(b + "attn_k_norm.weight"))
-        m.put(p + "post_attention_layernorm.weight", m.get(b + "ffn_norm.weight"))
+        m.put(p + "post_attention_layernorm.weight", m.get(b + "post_attention_norm.weight"))
         if m.has(b + "ffn_gate_inp.weight"):
             moe_layer(m, b, p, cfg["n_shared_experts"])
         else:

@@ -1,11 +1,47 @@
 #!/usr/bin/python3
-"""Writes a Hugging Face OLMoE checkpoint as a GGUF v3 file for llama.cpp.
+"""Writes a Hugging Face MoE checkpoint as a GGUF v3 file laid out as llama.cpp's.
 
-    gguf_write.py --model HF_DIR --out FILE.gguf --type {q4_0,q8_0,bf16,f32}
-                  [--name NAME] [--quiet]
+    gguf_write.py --model HF_DIR --out FILE.gguf --type T
+                  [--split-max-tensors N] [--name NAME] [--quiet]
+    T: f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k mxfp4 q4_k_m
 
-For benchmarking colibri against llama.cpp on the same weights: the input
-is an OlmoeForCausalLM directory as tools/gen_model.py writes it (--arch
+Families (model_type -> general.architecture), mapped as llama.cpp's
+convert_hf_to_gguf.py (conversion/*.py at upstream commit 81ff7abe5) maps
+them: olmoe -> "olmoe" (below), qwen3_moe -> "qwen3moe", mixtral -> "llama"
+(q/k rows permuted), deepseek_v3 -> "deepseek2" (kv_b_proj split into
+attn_k_b / attn_v_b, MTP layers dropped), glm4_moe -> "glm4moe" (MTP layers
+kept as blk.N.nextn.*), gpt_oss -> "gpt-oss" (MXFP4 experts repacked, not
+requantized).  Each plan_<family> docstring says what it moves; gguf_to_hf.py
+is the inverse.  OLMoE is streamed from disk (the benchmark's 13.8 GB shape);
+the other families are planned from tensors in memory (tiny fixtures).
+
+Tensor types (pick_type): 1-D tensors, norms, routers (ffn_gate_inp) and
+biases are always F32, as the converter keeps them; matrices follow --type:
+f32 / f16 / bf16 as the converter's --outtype; q8_0 and q4_0 as
+llama-quantize; q4_k / q5_k / q6_k every matrix of that type (--pure);
+q4_k_m as llama-quantize's Q4_K_M (output Q6_K; attn_v and ffn_down* Q6_K on
+use_more_bits layers; with exactly 8 experts attn_k / attn_v Q8_0 and
+attn_output Q5_K); mxfp4 as MXFP4_MOE (3-D expert tensors MXFP4, other
+matrices Q8_0).  Rows that are not whole blocks fall back as
+tensor_type_fallback does, except Q4_K / Q5_K -> Q8_0 (not ggml's Q5_0 /
+Q5_1) and 32-block types -> F16.  Quantizers: q8_0, q4_0, q6_k are ggml's
+reference arithmetic bit for bit (below), mxfp4 is quantize_row_mxfp4_ref's
+rule, f16 numpy's round-to-nearest-even; q4_k and q5_k are a plain min/max
+fit per 32-value sub-block (NOT ggml's make_qkx2_quants search): valid
+blocks whose dequantization is the reference, not llama-quantize's bytes.
+
+--split-max-tensors N writes OUT-00001-of-0000K.gguf ... (OUT less .gguf)
+as gguf-split does: at most N tensors a file, all metadata in the first,
+split.no / split.count (u16) and split.tensors.count (i32) in each.
+
+Vocabulary: with a tokenizer.json (byte-level BPE, Qwen2/Qwen3) the
+tokenizer.ggml.* keys convert_hf_to_gguf.py's _set_vocab_gpt2 writes
+(hf_vocab_kv); without one the synthetic SPM vocabulary described below.
+
+What follows is the OLMoE path, kept byte-identical for the types it had
+(f32, bf16, q8_0, q4_0; bench/vs_llama.sh uses it).
+
+The input is an OlmoeForCausalLM directory as tools/gen_model.py writes it (--arch
 olmoe, or --shape olmoe-1b-7b), the output a file that llama.cpp (checked at
 upstream commit 81ff7abe5) loads as architecture "olmoe".  Numbers are
 those colibri converts from: each BF16 (or F16 / F32) source value widened
@@ -50,9 +86,8 @@ expert_used_count.  llama.cpp's OLMoE graph never renormalises the top-k
 weights and does not clamp q/k/v, so a config with norm_topk_prob true or
 clip_qkv set is refused.
 
-Vocabulary: always synthetic (a tokenizer.json in HF_DIR is ignored, with a
-note), an SPM ("llama") vocabulary of exactly vocab_size entries: "<s>" at
-bos_token_id, "</s>" at eos_token_id, "<pad>" at pad_token_id (control
+Synthetic vocabulary (no tokenizer.json in HF_DIR, any family): an SPM
+("llama") vocabulary of exactly vocab_size entries: "<s>" at bos_token_id, "</s>" at eos_token_id, "<pad>" at pad_token_id (control
 tokens), "<unk>" at the first free id, then the 256 byte tokens "<0x00>" ..
 "<0xFF>", U+2581 (SentencePiece's space) and the printable ASCII
 characters, then "<filler_N>" pieces.  A text prompt tokenizes to one token
@@ -1103,7 +1138,8 @@ def plan_glm4_moe(cfg, hf):
         if hf.has(a + "q_norm.weight"):
             out.append((b + "attn_q_norm.weight", hf.f32(a + "q_norm.weight")))
             out.append((b + "attn_k_norm.weight", hf.f32(a + "k_norm.weight")))
-        out.append((b + "ffn_norm.weight", hf.f32(p + "post_attention_layernorm.weight")))
+        # GLM4_MOE's tensor list has ATTN_POST_NORM, not FFN_NORM
+        out.append((b + "post_attention_norm.weight", hf.f32(p + "post_attention_layernorm.weight")))
         if i < (cfg.get("first_k_dense_replace") or 0):
             dense_mlp(hf, out, p, b)
         else:
