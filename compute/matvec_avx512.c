@@ -203,7 +203,8 @@ AVX512_INLINE void avx512_block_grouped(float *out, int64_t os, const struct qma
  * the dequantized weights with their -0), as avx512_int4_run reads it;
  * block 2k feeds accumulators 0, 1 and block 2k + 1 accumulators 2, 3, so
  * inputs 64k + 16j .. + 15 go to accumulator j as for the other types, and
- * a lone last block feeds 0, 1. */
+ * a lone last block feeds 0 with both halves, as avx512_block_dense's tail
+ * does, so the result is the f32 kernel's on the dequantized weights. */
 AVX512_INLINE void avx512_block_mxfp4(float *out, int64_t os, const struct qmatrix *m, int64_t r,
 				      const float *x, const int nr, const int nt)
 {
@@ -221,7 +222,13 @@ AVX512_INLINE void avx512_block_mxfp4(float *out, int64_t os, const struct qmatr
 			__m512 tab = _mm512_mul_ps(levels, _mm512_set1_ps(quant_e8m0_to_f32(qi[cols / 2 + k], 0)));
 			__m512 w[2];
 			avx512_int4_run(w, qi + 16 * k, tab);
-			avx512_fma(acc, i, w, j0, 2, x, cols, 32 * k, nt);
+			if (k + 1 == blocks && j0 == 0) {
+				/* The dense kernel's tail: both halves into accumulator 0. */
+				avx512_fma(acc, i, &w[0], 0, 1, x, cols, 32 * k, nt);
+				avx512_fma(acc, i, &w[1], 0, 1, x, cols, 32 * k + 16, nt);
+			} else {
+				avx512_fma(acc, i, w, j0, 2, x, cols, 32 * k, nt);
+			}
 		}
 	}
 	avx512_finish(out, os, acc, nr, nt);
