@@ -1292,6 +1292,15 @@ int convert_run(const struct convert_options *given)
 
 	if (o->group <= 0 || o->group % 32 != 0)
 		return error_set(EINVAL, "--group-size %d must be a positive multiple of 32", o->group);
+	struct stat in_st;
+	bool in_ok = stat(o->hf_dir, &in_st) == 0;
+	c.gguf = in_ok && S_ISREG(in_st.st_mode) && gguf_is_gguf(o->hf_dir);
+	size_t in_len = strlen(o->hf_dir);
+	if (!in_ok && in_len > 5 && !strcmp(o->hf_dir + in_len - 5, ".gguf"))
+		return error_set(errno, "%s: cannot open: %s", o->hf_dir, strerror(errno));
+	if (in_ok && S_ISREG(in_st.st_mode) && !c.gguf)
+		return error_set(EINVAL, "%s: not a GGUF file (it does not start with \"GGUF\") nor a checkpoint "
+				 "folder", o->hf_dir);
 	convert_interrupted = 0;
 	catch_signal(SIGINT, &old_int);
 	catch_signal(SIGTERM, &old_term);
@@ -1299,8 +1308,6 @@ int convert_run(const struct convert_options *given)
 	c.prog.quiet = o->quiet;
 	c.prog.t0 = c.prog.last = clock_now_s();
 	c.dense_quant = o->dense_quant_set ? o->dense_quant : convert_dense_quant(o->quant);
-	struct stat in_st;
-	c.gguf = stat(o->hf_dir, &in_st) == 0 && S_ISREG(in_st.st_mode) && gguf_is_gguf(o->hf_dir);
 	/* A GGUF keeps its own types unless --quant asks for others. */
 	c.native = c.gguf && !o->quant_set;
 
