@@ -25,10 +25,12 @@ attn_output Q5_K); mxfp4 as MXFP4_MOE (3-D expert tensors MXFP4, other
 matrices Q8_0).  Rows that are not whole blocks fall back as
 tensor_type_fallback does, except Q4_K / Q5_K -> Q8_0 (not ggml's Q5_0 /
 Q5_1) and 32-block types -> F16.  Quantizers: q8_0, q4_0, q6_k are ggml's
-reference arithmetic bit for bit (below), mxfp4 is quantize_row_mxfp4_ref's
-rule, f16 numpy's round-to-nearest-even; q4_k and q5_k are a plain min/max
-fit per 32-value sub-block (NOT ggml's make_qkx2_quants search): valid
-blocks whose dequantization is the reference, not llama-quantize's bytes.
+reference arithmetic bit for bit (below), and so are q4_k and q5_k
+(quantize_row_q4_K_ref / quantize_row_q5_K_ref: make_qkx2_quants' weighted
+search per 32-value sub-block, 6-bit scales and mins, requantization;
+checked equal to libggml-base's ggml_quantize_chunk on 2048 super-blocks
+with zero, all-positive, constant, heavy-tailed and tiny blocks); mxfp4 is
+quantize_row_mxfp4_ref's rule, f16 numpy's round-to-nearest-even.
 
 --split-max-tensors N writes OUT-00001-of-0000K.gguf ... (OUT less .gguf)
 as gguf-split does: at most N tensors a file, all metadata in the first,
@@ -283,34 +285,94 @@ def quantize_q6_K(x):
     return out.reshape(x.shape[0], -1)
 
 
-def _kquant_scales(sb, nmax):
-    """A plain min/max fit for Q4_K / Q5_K super-blocks sb [n, 256] (NOT
-    ggml's make_qkx2_quants search; any valid blocks serve the tests, whose
-    reference is the dequantization of the written blocks).  Per 32-value
-    sub-block: scale = (max - min') / nmax and min = -min' with min' =
-    min(0, smallest value); both quantized to 6 bits against the super-block's
-    fp16 d = max scale / 63 and dmin = max min / 63, then every value
-    requantized against the quantized pair, so that the stored codes are the
-    best ones for the stored scales.  Returns (d16, dmin16, sc, m, q)."""
+def _make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep):
+    """make_qkx2_quants(32, nmax, x, weights, L, &min, Laux, rmin, rdelta,
+    nstep, false) on sub-blocks x, w [B, 32]: returns (scale [B], the_min
+    [B], L [B, 32]), every float32 operation in the C loop's order."""
+    f = np.float32
+    xt, wt = np.ascontiguousarray(x.T), np.ascontiguousarray(w.T)      # [32, B]
+    mn, mx = xt[0].copy(), xt[0].copy()
+    sum_w = wt[0].copy()
+    sum_x = sum_w * xt[0]
+    for i in range(1, 32):
+        mn = np.minimum(mn, xt[i])
+        mx = np.maximum(mx, xt[i])
+        sum_w = sum_w + wt[i]
+        sum_x = sum_x + wt[i] * xt[i]
+    mn = np.where(mn > 0, f(0), mn).astype(f)
+    flat = mx == mn
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rng = np.where(flat, f(1), mx - mn).astype(f)
+        iscale = (f(nmax) / rng).astype(f)
+        scale = (f(1) / iscale).astype(f)
+    L = np.clip(_nearest_int(iscale * (xt - mn)), 0, nmax).astype(f)
+    best = np.zeros_like(mn)
+    for i in range(32):
+        diff = scale * L[i] + mn - xt[i]
+        best = best + wt[i] * (diff * diff)
+    for step in range(nstep + 1):
+        # C updates min with the best fit, and later steps use it
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rng = np.where(flat, f(1), mx - mn).astype(f)
+            iscale = ((f(rmin) + f(rdelta) * f(step) + f(nmax)) / rng).astype(f)
+        la = np.clip(_nearest_int(iscale * (xt - mn)), 0, nmax).astype(f)
+        sl = np.zeros_like(mn)
+        sl2 = np.zeros_like(mn)
+        sxl = np.zeros_like(mn)
+        for i in range(32):
+            wl = wt[i] * la[i]
+            sl = sl + wl
+            sl2 = sl2 + wl * la[i]
+            sxl = sxl + wl * xt[i]
+        D = sum_w * sl2 - sl * sl
+        ok = D > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ts = ((sum_w * sxl - sum_x * sl) / D).astype(f)
+            tm = ((sl2 * sum_x - sl * sxl) / D).astype(f)
+            pos = tm > 0
+            tm = np.where(pos, f(0), tm).astype(f)
+            ts = np.where(pos, (sxl / sl2).astype(f), ts).astype(f)
+        cur = np.zeros_like(mn)
+        for i in range(32):
+            diff = ts * la[i] + tm - xt[i]
+            cur = cur + wt[i] * (diff * diff)
+        take = ok & (cur < best) & ~flat
+        L = np.where(take[None, :], la, L)
+        best = np.where(take, cur, best).astype(f)
+        scale = np.where(take, ts, scale).astype(f)
+        mn = np.where(take, tm, mn).astype(f)
+    scale = np.where(flat, f(0), scale).astype(f)
+    L = np.where(flat[None, :], f(0), L)
+    return scale, (-mn).astype(f), np.ascontiguousarray(L.T)
+
+
+def _kquant_ref(sb, nmax, rmin, nstep):
+    """quantize_row_q4_K_ref / quantize_row_q5_K_ref up to the packing:
+    (d16, dmin16, sc, m, q) of super-blocks sb [n, 256]."""
+    f = np.float32
     n = sb.shape[0]
-    x = sb.reshape(n, 8, 32)
-    mn = np.minimum(x.min(axis=2), np.float32(0))
-    mx = x.max(axis=2)
-    scale = ((mx - mn) / np.float32(nmax)).astype(np.float32)
-    mins = (-mn).astype(np.float32)
-    d16 = (scale.max(axis=1) / np.float32(63)).astype(np.float16)
-    dm16 = (mins.max(axis=1) / np.float32(63)).astype(np.float16)
-    d, dm = d16.astype(np.float32), dm16.astype(np.float32)
+    x = sb.reshape(n * 8, 32)
+    s2 = np.zeros(n * 8, f)
+    for i in range(32):
+        s2 = s2 + x[:, i] * x[:, i]
+    av = np.sqrt(s2 / f(32)).astype(f)
+    w = (av[:, None] + np.abs(x)).astype(f)
+    scales, mins, L = _make_qkx2_quants(x, w, nmax, rmin, 0.1, nstep)
+    scales, mins, L = scales.reshape(n, 8), mins.reshape(n, 8), L.reshape(n, 8, 32)
+    max_scale = np.maximum(scales.max(axis=1), f(0))
+    max_min = np.maximum(mins.max(axis=1), f(0))
+    with np.errstate(divide="ignore"):
+        inv_s = np.where(max_scale > 0, f(63) / max_scale, f(0)).astype(f)
+        inv_m = np.where(max_min > 0, f(63) / max_min, f(0)).astype(f)
+    sc = np.minimum(63, _nearest_int(inv_s[:, None] * scales).astype(np.int64) & 255).astype(np.uint8)
+    m = np.minimum(63, _nearest_int(inv_m[:, None] * mins).astype(np.int64) & 255).astype(np.uint8)
+    d16 = (max_scale / f(63)).astype(np.float16)
+    dm16 = (max_min / f(63)).astype(np.float16)
+    d = d16.astype(f)[:, None] * sc.astype(f)
+    dm = dm16.astype(f)[:, None] * m.astype(f)
     with np.errstate(divide="ignore", invalid="ignore"):
-        sc = np.where(d[:, None] > 0, np.rint(scale / d[:, None]), 0)
-        m = np.where(dm[:, None] > 0, np.rint(mins / dm[:, None]), 0)
-    sc = np.clip(sc, 0, 63).astype(np.uint8)
-    m = np.clip(m, 0, 63).astype(np.uint8)
-    d1 = d[:, None] * sc.astype(np.float32)         # as ggml dequantizes
-    m1 = dm[:, None] * m.astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = np.where(d1[:, :, None] > 0, np.rint((x + m1[:, :, None]) / d1[:, :, None]), 0)
-    q = np.clip(q, 0, nmax).astype(np.uint8)
+        l = np.clip(_nearest_int((sb.reshape(n, 8, 32) + dm[:, :, None]) / d[:, :, None]), 0, nmax)
+    q = np.where((d != 0)[:, :, None], l, L).astype(np.uint8)
     return d16, dm16, sc, m, q
 
 
@@ -326,12 +388,12 @@ def _pack_kscales(sc, m):
 
 
 def quantize_q4_K(x):
-    """Q4_K blocks {f16 d, dmin; u8 scales[12]; u8 qs[128]}: 64-value chunk
+    """quantize_row_q4_K_ref: Q4_K blocks {f16 d, dmin; u8 scales[12]; u8 qs[128]}: 64-value chunk
     c keeps sub-block 2c in the low nibbles of qs[32c:32c+32], 2c+1 in the
     high ones."""
     sb = x.reshape(-1, 256)
     n = sb.shape[0]
-    d16, dm16, sc, m, q = _kquant_scales(sb, 15)
+    d16, dm16, sc, m, q = _kquant_ref(sb, 15, -1.0, 20)
     q = q.reshape(n, 4, 2, 32)
     out = np.empty((n, 144), np.uint8)
     out[:, 0:2] = d16.astype("<f2").view(np.uint8).reshape(n, 2)
@@ -342,12 +404,12 @@ def quantize_q4_K(x):
 
 
 def quantize_q5_K(x):
-    """Q5_K blocks {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: the
+    """quantize_row_q5_K_ref: Q5_K blocks {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: the
     low nibbles as Q4_K, bit 2c / 2c+1 of qh[l] the fifth bit of value l of
     sub-block 2c / 2c+1."""
     sb = x.reshape(-1, 256)
     n = sb.shape[0]
-    d16, dm16, sc, m, q = _kquant_scales(sb, 31)
+    d16, dm16, sc, m, q = _kquant_ref(sb, 31, -0.5, 15)
     q = q.reshape(n, 4, 2, 32)
     qh = np.zeros((n, 32), np.uint8)
     for c in range(4):
