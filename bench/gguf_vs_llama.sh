@@ -47,7 +47,8 @@
 #   BENCH_GGUF_TYPES ["q8_0 q4_0 q4_k_m"], BENCH_GGUF_ONLY [agree,ram,2G],
 #   BENCH_AGREE_TOKENS [256], BENCH_TOKENS [32], BENCH_REPEAT [2],
 #   BENCH_FIO_SECONDS [5], BENCH_GGUF_STANDIN, BENCH_GGUF_KEEP_BF16,
-#   BENCH_DIR, BENCH_RESULTS.
+#   BENCH_NOTE (a line for the report: how colibri was built, the
+#   machine), BENCH_DIR, BENCH_RESULTS.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -193,6 +194,6 @@ standin_arg=
 "$py" "$here/gguf_vs_llama_runs.py" --llama-bin "$llama_bin" --llama-logits "$logits_bin" --colibri "$colibri" \
   --out "$raw" --agree-tokens "${BENCH_AGREE_TOKENS:-256}" --tokens "${BENCH_TOKENS:-32}" \
   --repeat "${BENCH_REPEAT:-2}" --fio-seconds "${BENCH_FIO_SECONDS:-5}" --only "${BENCH_GGUF_ONLY:-agree,ram,2G}" \
-  --note "$note" $standin_arg $pairs
+  --note "$note" ${BENCH_NOTE:+--note "$BENCH_NOTE"} $standin_arg $pairs
 "$py" "$here/gguf_vs_llama_report.py" "$raw" --out "${raw%.json}.md"
 say "wrote ${raw%.json}.md"

@@ -63,19 +63,21 @@ def main():
         lines += ["## Teacher-forced agreement\n",
                   "One sequence of %d token ids through `bench/llama_logits` (libllama, one batch, logits at "
                   "every position) and `colibri logits`: %s. Top-1: positions whose argmax is the same; KL is "
-                  "KL(llama.cpp || colibri) of the softmaxes per position; near ties: disagreeing positions "
-                  "where llama.cpp's best two logits are within 0.01.\n" % (a0.get("n", 0), a0.get("tokens", "-")),
+                  "KL(llama.cpp || colibri) of the softmaxes per position; top-2 margin: llama.cpp's best logit "
+                  "less its second (a difference between the engines larger than it can swap the top-1); near "
+                  "ties: disagreeing positions where that margin is under 0.01.\n" % (a0.get("n", 0), a0.get("tokens", "-")),
                   "| GGUF | top-1 agreement | mean KL | max KL | max \\|diff\\| | mean \\|diff\\| "
-                  "| logit std (llama.cpp) | disagreeing near ties |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| logit std (llama.cpp) | median top-2 margin (llama.cpp) | disagreeing near ties |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for a in raw["agreement"]:
             if "error" in a:
-                lines.append("| %s | failed: %s | | | | | | |" % (
+                lines.append("| %s | failed: %s | | | | | | | |" % (
                     a["pair"], a["error"].strip().splitlines()[-1][:200].replace("|", "\\|")))
                 continue
-            lines.append("| %s | %d / %d (%.1f%%) | %.3g | %.3g | %.3g | %.3g | %.3g | %d |" % (
+            lines.append("| %s | %d / %d (%.1f%%) | %.3g | %.3g | %.3g | %.3g | %.3g | %.3g | %d |" % (
                 a["pair"], a["top1_agree"], a["positions"], 100 * a["top1_agree_frac"], a["kl_mean"], a["kl_max"],
-                a["max_abs_diff"], a["mean_abs_diff"], a["logit_std_llama"], a["disagree_near_tie"]))
+                a["max_abs_diff"], a["mean_abs_diff"], a["logit_std_llama"], a["llama_top2_margin_median"],
+                a["disagree_near_tie"]))
         lines.append("")
     if raw.get("measurements"):
         lines += ["## Decode speed\n",

@@ -74,6 +74,37 @@ def cgroup(limit):
     return cg
 
 
+def damon_pageout():
+    """The running DAMON pageout schemes ({kdamond, min_age_s, quota
+    bytes/s}): they evict page cache that has been idle a while, which
+    makes "in RAM" runs read the disk after all."""
+    base = "/sys/kernel/mm/damon/admin/kdamonds"
+    out = []
+
+    def rd(*p):
+        with open(os.path.join(*p)) as f:
+            return f.read().strip()
+    try:
+        for k in sorted(os.listdir(base)):
+            kd = os.path.join(base, k)
+            if not os.path.isdir(kd) or rd(kd, "state") != "on":
+                continue
+            for c in sorted(os.listdir(os.path.join(kd, "contexts"))):
+                ctx = os.path.join(kd, "contexts", c)
+                if not os.path.isdir(ctx):
+                    continue
+                aggr_us = int(rd(ctx, "monitoring_attrs", "intervals", "aggr_us"))
+                for sc in sorted(os.listdir(os.path.join(ctx, "schemes"))):
+                    sd = os.path.join(ctx, "schemes", sc)
+                    if os.path.isdir(sd) and rd(sd, "action") == "pageout":
+                        q = int(rd(sd, "quotas", "bytes")) * 1000 // max(1, int(rd(sd, "quotas", "reset_interval_ms")))
+                        out.append({"kdamond": k, "min_age_s": int(rd(sd, "access_pattern", "age", "min")) * aggr_us / 1e6,
+                                    "quota_bytes_per_s": q})
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 def agree_tokens(ctr, n, seed):
     """n ids uniform over [0, vocab) less the config's special ids."""
     cfg = bench_lib.read_json(os.path.join(ctr, "config.json"))
@@ -250,10 +281,16 @@ def main():
         if not os.access(b, os.X_OK):
             raise SystemExit("gguf_vs_llama_runs: %s: not an executable" % b)
     root = os.geteuid() == 0
+    damon = damon_pageout()
+    for d in damon:
+        args.note.append("This host runs a DAMON pageout scheme (kdamond %s: page cache idle for %.0f s paged out, "
+                         "up to %d MB/s): the files are read through again before every in-RAM run; MB read / "
+                         "token shows what came from the disk anyway." % (d["kdamond"], d["min_age_s"],
+                                                                            d["quota_bytes_per_s"] >> 20))
     scratch = tempfile.mkdtemp(prefix="gguf-vs-llama-")
     raw = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": os.uname().release,
            "cpus": os.cpu_count(), "threads": args.threads, "tokens": args.tokens, "repeat": args.repeat,
-           "agree_tokens": args.agree_tokens, "seed": args.seed, "standin": args.standin, "notes": args.note,
+           "agree_tokens": args.agree_tokens, "seed": args.seed, "standin": args.standin, "damon_pageout": damon, "notes": args.note,
            "pairs": pairs,
            "agreement": [], "measurements": []}
 
