@@ -209,3 +209,17 @@ int dir_make_parent(const char *path)
 		return -errno;
 	return 0;
 }
+
+int file_pread_full(int fd, void *buf, uint64_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+	for (uint64_t done = 0; done < len;) {
+		ssize_t r = pread(fd, p + done, (size_t)(len - done), (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		done += (uint64_t)r;
+	}
+	return 0;
+}

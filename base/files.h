@@ -6,6 +6,7 @@
 #define COLIBRI_ENGINE_FILES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct cJSON;
 
@@ -24,6 +25,11 @@ int json_load(const char *path, struct cJSON **out);
 
 /* Writes data to path atomically: PATH.tmp, fsync, rename. */
 int file_write_atomic(const char *path, const void *data, size_t len);
+
+/* Reads len bytes of fd at off into buf, retrying short reads and EINTR:
+ * 0, or -errno (-EIO at end of file). No message: the caller names what it
+ * was reading. */
+int file_pread_full(int fd, void *buf, uint64_t len, uint64_t off);
 
 /* Copies src to dst (created or truncated). */
 int file_copy(const char *src, const char *dst);

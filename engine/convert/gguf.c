@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/files.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c reads little-endian fields with memcpy: a big-endian host needs byte swaps"
@@ -630,25 +631,6 @@ int gguf_parse(struct gguf_file *f, const uint8_t *buf, size_t len, uint64_t fil
 	return rc;
 }
 
-static int read_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-	while (len > 0) {
-		ssize_t r = pread(fd, p, len, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EIO;
-		p += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 int gguf_file_open(struct gguf_file *f, const char *path)
 {
 	memset(f, 0, sizeof *f);
@@ -682,7 +664,7 @@ int gguf_file_open(struct gguf_file *f, const char *path)
 			goto fail;
 		}
 		buf = nb;
-		rc = read_full(fd, buf + have, want - have, have);
+		rc = file_pread_full(fd, buf + have, want - have, have);
 		if (rc) {
 			rc = error_set(-rc == EIO ? EIO : -rc, "%s: cannot read the header: %s", path,
 				       rc == -EIO ? "the file shrank" : strerror(-rc));
@@ -904,7 +886,7 @@ bool gguf_is_gguf(const char *path)
 	if (fd < 0)
 		return false;
 	uint8_t m[4];
-	bool yes = read_full(fd, m, 4, 0) == 0 && memcmp(m, "GGUF", 4) == 0;
+	bool yes = file_pread_full(fd, m, 4, 0) == 0 && memcmp(m, "GGUF", 4) == 0;
 	close(fd);
 	return yes;
 }
@@ -1094,7 +1076,7 @@ int gguf_tensor_read_rows(const struct gguf_set *set, const struct gguf_tensor *
 	int fd = set->files[t->file_index].fd;
 	if (fd < 0)
 		return error_set(EINVAL, "%s: tensor %s: the file is not open (a parsed buffer)", path, t->name);
-	int rc = read_full(fd, dst, (size_t)bytes, off);
+	int rc = file_pread_full(fd, dst, (size_t)bytes, off);
 	if (rc == -EIO)
 		return error_set(EIO, "%s: tensor %s: file is truncated (needs %llu bytes)", path, t->name,
 				 (unsigned long long)(off + bytes));

@@ -53,25 +53,6 @@ static enum st_dtype st_dtype_parse(const char *name)
 	return ST_DTYPE_UNKNOWN;
 }
 
-static int read_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-	while (len > 0) {
-		ssize_t r = pread(fd, p, len, (off_t)off);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EIO;
-		p += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 static int cmp_offset(const void *a, const void *b)
 {
 	const struct st_tensor *x = a, *y = b;
@@ -243,7 +224,7 @@ int st_file_open(struct st_file *f, const char *path)
 	}
 	uint64_t file_bytes = (uint64_t)sb.st_size, hlen;
 	uint8_t lenbuf[8];
-	if (file_bytes < 8 || read_full(f->fd, lenbuf, 8, 0) != 0) {
+	if (file_bytes < 8 || file_pread_full(f->fd, lenbuf, 8, 0) != 0) {
 		rc = error_set(EINVAL, "%s: truncated: no safetensors header", path);
 		goto fail;
 	}
@@ -254,7 +235,7 @@ int st_file_open(struct st_file *f, const char *path)
 		rc = error_set(ENOMEM, "out of memory");
 		goto fail;
 	}
-	if (read_full(f->fd, hdr, hlen, 8) != 0) {
+	if (file_pread_full(f->fd, hdr, hlen, 8) != 0) {
 		rc = error_set(EIO, "%s: cannot read header", path);
 		goto fail;
 	}
@@ -527,7 +508,7 @@ int st_tensor_read_raw(const struct st_set *set, const struct st_tensor *t,
 				 t->name, (long long)row, (long long)(row + n_rows));
 	uint64_t n = (uint64_t)n_rows * (uint64_t)cols;
 	uint64_t off = t->offset + (uint64_t)row * (uint64_t)cols * es;
-	int rc = read_full(set->files[t->file_index].fd, out, n * es, off);
+	int rc = file_pread_full(set->files[t->file_index].fd, out, n * es, off);
 	if (rc == -EIO)
 		return error_set(EIO, "%s: tensor %s: file is truncated (needs %llu bytes)", path,
 				 t->name, (unsigned long long)(off + n * es));

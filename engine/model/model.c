@@ -16,6 +16,7 @@
 #include "engine/model/model_tensors.h"
 #include "engine/model/verify.h"
 #include "base/error.h"
+#include "base/files.h"
 
 bool model_embed_on_disk(bool tied)
 {
@@ -25,21 +26,6 @@ bool model_embed_on_disk(bool tied)
 
 /* The scratch buffer the on-disk embedding table is verified through. */
 #define EMBED_VERIFY_BYTES (4u << 20)
-
-/* Reads len bytes of fd at off into buf: 0, or -errno (-EIO at end of
- * file). */
-static int pread_full(int fd, uint8_t *buf, uint64_t len, uint64_t off)
-{
-	for (uint64_t done = 0; done < len;) {
-		ssize_t r = pread(fd, buf + done, len - done, (off_t)(off + done));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		done += (uint64_t)r;
-	}
-	return 0;
-}
 
 /* Reads resident.bin into one buffer and verifies every tensor. An untied
  * embedding table (model_embed_on_disk) is verified by reading it through
@@ -64,8 +50,8 @@ static int read_resident(struct model *m)
 	uint64_t skip0 = on_disk ? embed->offset : n;
 	uint64_t skip1 = on_disk ? (embed->offset + embed->bytes + 4095) / 4096 * 4096 : n;
 	skip1 = skip1 < n ? skip1 : n;
-	int rc = pread_full(fd, m->resident, skip0, 0);
-	rc = rc ? rc : pread_full(fd, m->resident + skip1, n - skip1, skip1);
+	int rc = file_pread_full(fd, m->resident, skip0, 0);
+	rc = rc ? rc : file_pread_full(fd, m->resident + skip1, n - skip1, skip1);
 	if (rc)
 		rc = error_set(-rc, "%s: read failed: %s", path, strerror(-rc));
 	uint8_t *scratch = on_disk && !rc ? malloc(EMBED_VERIFY_BYTES) : NULL;
@@ -105,7 +91,7 @@ int model_embed_row(const struct model *m, const struct qmatrix *embed, int32_t 
 	}
 	uint64_t len = quant_data_bytes(embed->type, 1, embed->cols);
 	uint64_t off = m->embed_offset + (uint64_t)token * len;
-	int rc = pread_full(m->embed_fd, m->embed_row, len, off);
+	int rc = file_pread_full(m->embed_fd, m->embed_row, len, off);
 	if (rc)
 		return error_set(-rc, "%s/%s: cannot read the embedding of token %d at offset %" PRIu64 ": %s", m->dir,
 				 m->man.resident_file, token, off, strerror(-rc));
