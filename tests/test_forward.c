@@ -35,6 +35,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
+#include "tests/logits_util.h"
 #include "tests/test_util.h"
 
 static char scratch[4096];
@@ -58,32 +59,6 @@ static void convert(const char *name, const char *quant, char *out, size_t n)
 	cr_assert_eq(rc, 0, "convert %s --quant %s failed", name, quant);
 }
 
-static char *read_tokens(const char *name)
-{
-	char path[4096];
-	snprintf(path, sizeof path, "%s/ref/%s.tokens", tu_fixtures(), name);
-	char *t = tu_read(path, NULL);
-	cr_assert_not_null(t, "missing %s (run tools/make_fixtures.sh)", path);
-	t[strcspn(t, "\r\n")] = 0;
-	return t;
-}
-
-/* Runs `colibri logits` with extra options; returns the logits. */
-static float *logits(const char *model, const char *tokens, const char *extra, size_t *n_floats)
-{
-	char out[4200];
-	static int seq;
-	snprintf(out, sizeof out, "%s/logits-%d.f32", scratch, seq++);
-	int rc = tu_sh("'%s' logits --model '%s' --tokens %s --out '%s' %s", tu_colibri(), model,
-		       tokens, out, extra);
-	cr_assert_eq(rc, 0, "logits %s %s failed", model, extra);
-	size_t len;
-	float *l = (float *)tu_read(out, &len);
-	cr_assert_not_null(l);
-	*n_floats = len / sizeof(float);
-	return l;
-}
-
 static float *reference(const char *name, size_t *n_floats)
 {
 	char path[4096];
@@ -95,36 +70,19 @@ static float *reference(const char *name, size_t *n_floats)
 	return r;
 }
 
-static int argmax(const float *x, int n)
-{
-	int b = 0;
-	for (int i = 1; i < n; i++)
-		if (x[i] > x[b])
-			b = i;
-	return b;
-}
-
-static int n_tokens(const char *tokens)
-{
-	int n = 1;
-	for (const char *p = tokens; *p; p++)
-		n += *p == ',';
-	return n;
-}
-
 static void check_exact(const char *name, const char *quant)
 {
 	char model[4200];
 	convert(name, quant, model, sizeof model);
-	char *tokens = read_tokens(name);
+	char *tokens = lu_read_tokens(name);
 	size_t nl, nr;
-	float *l = logits(model, tokens, "", &nl);
+	float *l = lu_logits(scratch, model, tokens, "", &nl);
 	float *r = reference(name, &nr);
 	cr_assert_eq(nl, nr, "%s/%s: %zu logits, reference has %zu", name, quant, nl, nr);
-	int T = n_tokens(tokens), V = (int)(nl / (size_t)T);
+	int T = lu_count_tokens(tokens), V = (int)(nl / (size_t)T);
 	double maxdiff = 0;
 	for (int t = 0; t < T; t++) {
-		cr_expect_eq(argmax(l + (size_t)t * V, V), argmax(r + (size_t)t * V, V),
+		cr_expect_eq(lu_argmax(l + (size_t)t * V, V), lu_argmax(r + (size_t)t * V, V),
 			     "%s/%s: top-1 differs at position %d", name, quant, t);
 		for (int v = 0; v < V; v++)
 			maxdiff = fmax(maxdiff, fabs((double)l[(size_t)t * V + v] - r[(size_t)t * V + v]));
@@ -179,7 +137,7 @@ Test(forward, mixtral_v5_fused_sliding_window)
 	snprintf(model, sizeof model, "%s/mixf-c", scratch);
 	snprintf(ref, sizeof ref, "%s/mixf.f32", scratch);
 	snprintf(out, sizeof out, "%s/mixf-out.f32", scratch);
-	char *tokens = read_tokens("mixtral");
+	char *tokens = lu_read_tokens("mixtral");
 	cr_assert_eq(tu_sh("/usr/bin/python3 '%s/tools/gen_model.py' --arch mixtral --experts-layout fused --out '%s' >/dev/null && "
 			   "sed -i 's/\"sliding_window\": null/\"sliding_window\": 5/' '%s/config.json' && "
 			   "grep -q '\"sliding_window\": 5' '%s/config.json' && "
@@ -205,7 +163,7 @@ static void check_mtp(const char *name)
 {
 	char model[4200], out[4300], mtp[4300], ref[4300];
 	convert(name, "bf16", model, sizeof model);
-	char *tokens = read_tokens(name);
+	char *tokens = lu_read_tokens(name);
 	snprintf(out, sizeof out, "%s/%s-main.f32", scratch, name);
 	snprintf(mtp, sizeof mtp, "%s/%s-mtp.f32", scratch, name);
 	snprintf(ref, sizeof ref, "%s/ref/%s.mtp.f32", tu_fixtures(), name);
@@ -303,12 +261,12 @@ Test(forward, mtp_drafting_exact_v4) { check_drafting("deepseek_v4", true); }
  * agreement. */
 static double lossy_kl(const char *name, const char *m32, const char *mq, const char *extra, double *top1)
 {
-	char *tokens = read_tokens(name);
+	char *tokens = lu_read_tokens(name);
 	size_t na, nb;
-	float *a = logits(m32, tokens, "", &na);
-	float *b = logits(mq, tokens, extra, &nb);
+	float *a = lu_logits(scratch, m32, tokens, "", &na);
+	float *b = lu_logits(scratch, mq, tokens, extra, &nb);
 	cr_assert_eq(na, nb);
-	int T = n_tokens(tokens), V = (int)(na / (size_t)T);
+	int T = lu_count_tokens(tokens), V = (int)(na / (size_t)T);
 	double kl_sum = 0, agree = 0;
 	for (int t = 0; t < T; t++) {
 		const float *x = a + (size_t)t * V, *y = b + (size_t)t * V;
@@ -326,7 +284,7 @@ static double lossy_kl(const char *name, const char *m32, const char *mq, const 
 			kl += exp(lp) * (lp - lq);
 		}
 		kl_sum += kl;
-		agree += argmax(x, V) == argmax(y, V);
+		agree += lu_argmax(x, V) == lu_argmax(y, V);
 	}
 	*top1 = agree / T;
 	free(a);
@@ -433,12 +391,12 @@ static void check_identical(const char *name, const char *quant)
 	};
 	char model[4200];
 	convert(name, quant, model, sizeof model);
-	char *tokens = read_tokens(name);
+	char *tokens = lu_read_tokens(name);
 	size_t n0;
-	float *base = logits(model, tokens, "", &n0);
+	float *base = lu_logits(scratch, model, tokens, "", &n0);
 	for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
 		size_t n;
-		float *l = logits(model, tokens, variants[i], &n);
+		float *l = lu_logits(scratch, model, tokens, variants[i], &n);
 		cr_assert_eq(n, n0);
 		cr_expect_eq(memcmp(base, l, n * sizeof(float)), 0,
 			     "%s/%s: logits with %s differ from the default run", name, quant, variants[i]);
@@ -482,9 +440,9 @@ Test(forward, gpt_oss_mxfp4_copied_equals_quantized)
 	char a[4200], b[4200];
 	convert("gpt_oss_mxfp4", "mxfp4", a, sizeof a);
 	convert("gpt_oss_bf16", "mxfp4", b, sizeof b);
-	char *tokens = read_tokens("gpt_oss_mxfp4");
+	char *tokens = lu_read_tokens("gpt_oss_mxfp4");
 	size_t na, nb;
-	float *la = logits(a, tokens, "", &na), *lb = logits(b, tokens, "", &nb);
+	float *la = lu_logits(scratch, a, tokens, "", &na), *lb = lu_logits(scratch, b, tokens, "", &nb);
 	cr_assert_eq(na, nb);
 	cr_expect_eq(memcmp(la, lb, na * sizeof(float)), 0, "copied and requantized mxfp4 experts give other logits");
 	free(la);
@@ -515,7 +473,7 @@ Test(forward, expert_faults)
 {
 	char model[4200], err[4300];
 	convert("qwen3_moe", "int4", model, sizeof model);
-	char *tokens = read_tokens("qwen3_moe");
+	char *tokens = lu_read_tokens("qwen3_moe");
 	snprintf(err, sizeof err, "%s/fault.err", scratch);
 	/* Flip one byte in the middle of expert 3's record of layer 0. */
 	cr_assert_eq(tu_sh("cd '%s' && rb=$(/usr/bin/python3 -c \"import json;print(json.load(open('manifest.json'))['experts']['layers'][0]['record_bytes'])\") && "

@@ -26,6 +26,7 @@
 
 #include <unistd.h>
 
+#include "tests/logits_util.h"
 #include "tests/test_util.h"
 
 static bool exists(const char *path)
@@ -61,39 +62,6 @@ static void convert(const char *src, const char *extra, const char *out_name, ch
 	cr_assert_eq(rc, 0, "convert %s %s failed", src, extra);
 }
 
-static char *read_tokens(const char *name)
-{
-	char path[4096];
-	snprintf(path, sizeof path, "%s/ref/%s.tokens", tu_fixtures(), name);
-	char *t = tu_read(path, NULL);
-	cr_assert_not_null(t, "missing %s (run tools/make_fixtures.sh)", path);
-	t[strcspn(t, "\r\n")] = 0;
-	return t;
-}
-
-static float *logits(const char *model, const char *tokens, const char *extra, size_t *n_floats)
-{
-	char out[4200];
-	static int seq;
-	snprintf(out, sizeof out, "%s/logits-%d.f32", scratch, seq++);
-	int rc = tu_sh("'%s' logits --model '%s' --tokens %s --out '%s' %s", tu_colibri(), model, tokens, out, extra);
-	cr_assert_eq(rc, 0, "logits %s %s failed", model, extra);
-	size_t len;
-	float *l = (float *)tu_read(out, &len);
-	cr_assert_not_null(l);
-	*n_floats = len / sizeof(float);
-	return l;
-}
-
-static int argmax(const float *x, int n)
-{
-	int b = 0;
-	for (int i = 1; i < n; i++)
-		if (x[i] > x[b])
-			b = i;
-	return b;
-}
-
 /* l against transformers' logits in ref/<ref>.f32: the forward tests' bound. */
 static void near_reference(const float *l, size_t nl, const char *ref, int T, const char *what)
 {
@@ -106,21 +74,13 @@ static void near_reference(const float *l, size_t nl, const char *ref, int T, co
 	int V = (int)(nl / (size_t)T);
 	double maxdiff = 0;
 	for (int t = 0; t < T; t++) {
-		cr_expect_eq(argmax(l + (size_t)t * V, V), argmax(r + (size_t)t * V, V), "%s: top-1 differs at %d", what, t);
+		cr_expect_eq(lu_argmax(l + (size_t)t * V, V), lu_argmax(r + (size_t)t * V, V), "%s: top-1 differs at %d", what, t);
 		for (int v = 0; v < V; v++)
 			maxdiff = fmax(maxdiff, fabs((double)l[(size_t)t * V + v] - r[(size_t)t * V + v]));
 	}
 	cr_log_info("%s: max |logit diff| to transformers %.3g", what, maxdiff);
 	cr_expect_leq(maxdiff, 2e-3, "%s: max |logit diff| %.3g > 2e-3", what, maxdiff);
 	free(r);
-}
-
-static int count_tokens(const char *tokens)
-{
-	int n = 1;
-	for (const char *p = tokens; *p; p++)
-		n += *p == ',';
-	return n;
 }
 
 static void same_bits(const float *a, size_t na, const float *b, size_t nb, const char *what)
@@ -141,11 +101,11 @@ static void check_f32(const char *name)
 	snprintf(hf, sizeof hf, "%s/hf/%s", tu_fixtures(), name);
 	convert(gguf, "", "from-gguf", a, sizeof a);
 	convert(hf, "--quant f32", "from-hf", b, sizeof b);
-	char *tokens = read_tokens(name);
+	char *tokens = lu_read_tokens(name);
 	size_t na, nb;
-	float *la = logits(a, tokens, "", &na), *lb = logits(b, tokens, "", &nb);
+	float *la = lu_logits(scratch, a, tokens, "", &na), *lb = lu_logits(scratch, b, tokens, "", &nb);
 	same_bits(la, na, lb, nb, name);
-	near_reference(la, na, name, count_tokens(tokens), name);
+	near_reference(la, na, name, lu_count_tokens(tokens), name);
 	free(la);
 	free(lb);
 	free(tokens);
@@ -192,12 +152,12 @@ static void check_blocks(const char *name, const char *stem, const char *must_ha
 	convert(hf, "--quant f32", bn, b, sizeof b);
 	manifest_types(a, types, sizeof types);
 	cr_expect(strstr(types, must_have), "%s: the container's types (%s) lack %s", stem, types, must_have);
-	char *tokens = read_tokens(name);
+	char *tokens = lu_read_tokens(name);
 	size_t na, nb;
-	float *la = logits(a, tokens, "", &na), *lb = logits(b, tokens, "", &nb);
+	float *la = lu_logits(scratch, a, tokens, "", &na), *lb = lu_logits(scratch, b, tokens, "", &nb);
 	same_bits(la, na, lb, nb, stem);
 	snprintf(ref, sizeof ref, "gguf_%s", stem);
-	near_reference(la, na, ref, count_tokens(tokens), stem);
+	near_reference(la, na, ref, lu_count_tokens(tokens), stem);
 	free(la);
 	free(lb);
 	free(tokens);
@@ -230,11 +190,11 @@ Test(gguf_convert, q4_k_m_independent_of_memory)
 	char gguf[4096], a[4200];
 	gguf_path(gguf, sizeof gguf, BLOCKS ".q4_k_m");
 	convert(gguf, "", "c", a, sizeof a);
-	char *tokens = read_tokens(BLOCKS);
+	char *tokens = lu_read_tokens(BLOCKS);
 	size_t n0, n1, n2;
-	float *l0 = logits(a, tokens, "", &n0);
-	float *l1 = logits(a, tokens, "--ram min --threads 1 --batch 1", &n1);
-	float *l2 = logits(a, tokens, "--threads 2 --batch 3", &n2);
+	float *l0 = lu_logits(scratch, a, tokens, "", &n0);
+	float *l1 = lu_logits(scratch, a, tokens, "--ram min --threads 1 --batch 1", &n1);
+	float *l2 = lu_logits(scratch, a, tokens, "--threads 2 --batch 3", &n2);
 	same_bits(l0, n0, l1, n1, "--ram min --threads 1 --batch 1");
 	same_bits(l0, n0, l2, n2, "--threads 2 --batch 3");
 	free(l0);
