@@ -31,14 +31,17 @@ def speed_row(m):
     errors = sum(1 for e in by for r in by[e].values() if "error" in r)
     where = "in RAM" if not m["cap"] else "%s memory cap" % m["cap"].replace("G", " GiB")
     loads = [r.get("loadavg_before") for r in m["runs"] if r.get("loadavg_before") is not None]
-    return "| %s | %s%s | %s | %s | %s | %s | %s | %s | %s |" % (
+    others = {e: [r.get("others_cpu_share") for r in by[e].values()] for e in by}
+    return "| %s | %s%s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
         m["pair"], where, " (%d failed runs)" % errors if errors else "",
         fmt(med([r.get("tok_s") for r in by["llama.cpp"].values()])),
         fmt(med([r.get("tok_s") for r in by["colibri"].values()])),
         fmt(med(ratios), "%.2fx"),
         fmt(med(per_tok["llama.cpp"]), "%.0f"), fmt(med(per_tok["colibri"]), "%.0f"),
         "%.2f, %.2f" % (m["fio_colibri"]["gbps"], m["fio_gguf"]["gbps"]) if "fio_colibri" in m else "-",
-        fmt(max(loads) if loads else None, "%.1f"))
+        fmt(max(loads) if loads else None, "%.1f"),
+        "%s, %s" % (fmt(med(others["llama.cpp"]) and 100 * med(others["llama.cpp"]), "%.0f%%"),
+                    fmt(med(others["colibri"]) and 100 * med(others["colibri"]), "%.0f%%")))
 
 
 def main():
@@ -86,10 +89,12 @@ def main():
                   "Under the 2 GiB cgroup: page cache dropped before every run, colibri `--ram 1536M`, "
                   "llama.cpp `--no-repack` (mmap). Ratio: median of the per-repeat colibri / llama.cpp. "
                   "Load: the highest 1-minute load average seen before a run (%d CPUs; above it the runs "
-                  "shared the machine).\n" % (raw["tokens"], raw["repeat"], raw["cpus"]),
+                  "shared the machine); others' CPU: the median share of the machine's CPU time during a run "
+                  "that went to other processes (from /proc/stat, less the engine's own).\n" % (raw["tokens"], raw["repeat"], raw["cpus"]),
                   "| GGUF | memory | llama.cpp tok/s | colibri tok/s | colibri / llama.cpp "
-                  "| llama.cpp MB read / token | colibri MB read / token | fio GB/s (colibri files, gguf) | load |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| llama.cpp MB read / token | colibri MB read / token | fio GB/s (colibri files, gguf) | load "
+                  "| others' CPU (llama.cpp runs, colibri runs) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         lines += [speed_row(m) for m in raw["measurements"]]
         lines.append("")
     lines.append("Commands:\n")

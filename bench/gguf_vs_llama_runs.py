@@ -215,6 +215,7 @@ def decode(args, pair, cap_name, scratch):
                                         "gguf": vl.fio([pair["gguf"]], rec, args.fio_seconds)})
         for engine in ("llama.cpp", "colibri"):
             load = os.getloadavg()[0]
+            busy0 = decode_runs.read_cpu_busy_s()
             if cap_name:
                 bench_lib.drop_caches()
                 usage = os.path.join(pair["ctr"], "usage.json")
@@ -230,12 +231,18 @@ def decode(args, pair, cap_name, scratch):
                 read_through(pair)
                 r = (vl.llama_decode(args, pair["gguf"], False, None, args.tokens) if engine == "llama.cpp"
                      else vl.colibri_decode(args, pair["ctr"], False, None, None, args.tokens, scratch))
+            # What the rest of the machine ran meanwhile: its CPU seconds
+            # (all busy time less the engine's own) over all the CPU
+            # seconds the run's wall time offered.
+            others = decode_runs.read_cpu_busy_s() - busy0 - r["cpu_s"]
+            r["others_cpu_share"] = max(0.0, others) / (r["wall_s"] * os.cpu_count())
             r["repeat"] = rep
             r["loadavg_before"] = load
             m["runs"].append(r)
-            say("decode %s %s #%d %s: %s tok/s%s (load %.1f before)" % (
+            say("decode %s %s #%d %s: %s tok/s%s (others took %.0f%% of the CPU)" % (
                 pair["name"], cap_name or "in RAM", rep, engine,
-                "%.2f" % r["tok_s"] if r.get("tok_s") else "-", " ERROR" if "error" in r else "", load))
+                "%.2f" % r["tok_s"] if r.get("tok_s") else "-", " ERROR" if "error" in r else "",
+                100 * r["others_cpu_share"]))
     # The first fio of the pair under the vs_llama_report names, for readers
     # of either report.
     m["fio_colibri"], m["fio_gguf"] = m["fio"][0]["colibri"], m["fio"][0]["gguf"]
