@@ -56,9 +56,9 @@ const struct kernels_ops *kernels_ops_get(void)
 	return kernels_ops_for(cpu_simd_level());
 }
 
-/* What the int8 weights (low byte) and the int4 and mxfp4 weights (high
- * byte) meet. Every other type meets f32 activations whatever the setting:
- * their rows_q8 is NULL. */
+/* What the int8 weights (low byte) and the int4, mxfp4 and GGML block
+ * weights (high byte) meet. f32, bf16 and f16 meet f32 activations
+ * whatever the setting: their rows_q8 is NULL. */
 enum { ACT_F32 = 0, ACT_Q8 = 1, ACT_Q16 = 2 };
 #define ACT_MODE(int8, int4) ((unsigned)(int8) | (unsigned)(int4) << 8)
 static atomic_uint act_mode = ACT_MODE(ACT_Q16, ACT_Q8);
@@ -66,7 +66,23 @@ static atomic_uint act_mode = ACT_MODE(ACT_Q16, ACT_Q8);
 static unsigned act_of(enum quant_type t)
 {
 	unsigned m = atomic_load(&act_mode);
-	return t == QUANT_INT8 ? (m & 0xff) : t == QUANT_INT4 || t == QUANT_MXFP4 ? m >> 8 : ACT_F32;
+	switch (t) {
+	case QUANT_INT8:
+		return m & 0xff;
+	case QUANT_INT4:
+	case QUANT_MXFP4:
+	case QUANT_Q8_0:
+	case QUANT_Q4_0:
+	case QUANT_Q4_K:
+	case QUANT_Q5_K:
+	case QUANT_Q6_K:
+		return m >> 8;
+	case QUANT_F32:
+	case QUANT_BF16:
+	case QUANT_F16:
+		break;
+	}
+	return ACT_F32;
 }
 
 int kernels_set_activations(const char *name)

@@ -71,6 +71,38 @@ typedef void (*kernel_rows_q8_fn)(float *out, int64_t out_stride, const struct q
 				  const struct act_q8 *x, int64_t n, int64_t row_begin,
 				  int64_t row_end);
 
+/* The GGML block types take the same lanes and the same final sum; what
+ * one lane of one run adds to acc[l] (S the exact integer sum of q * x_q
+ * over the lane's eight inputs, d_x the lane's d, all halves f16 -> f32):
+ *   q8_0  q = int8 of the block; acc = fmaf(d * d_x, (float)S, acc)
+ *   q4_0  q = nibble - 8, the same (int8 / int4 at group 32, d per run)
+ *   q4_k  the run is sub-block j, q = nibble in 0..15, q5_k the same
+ *   q5_k  with the fifth bit, q in 0..31:
+ *           acc = fmaf(d * d_x, (float)(sc_j * S), acc);
+ *           acc = fmaf(-(dmin * d_x), (float)(m_j * (sum8 / 8)), acc)
+ *         (w = d * sc_j * q - dmin * m_j, so the run gives d * d_x * sc_j *
+ *         sum(q x_q) - dmin * d_x * m_j * sum(x_q); sc_j * S < 2^21 and
+ *         m_j * sum8 / 8 < 2^16 are exact in f32)
+ *   q6_k  the run is sub-blocks 2j', 2j' + 1 of 16 (scales s_a, s_b, int8),
+ *         q in -32..31; a lane has four inputs in each:
+ *           acc = fmaf(d * d_x, (float)(s_a * S_a + s_b * S_b), acc)
+ *         (|s_a S_a + s_b S_b| <= 2 * 128 * 4 * 32 * 127 < 2^23, exact).
+ * A lone last run of q8_0 / q4_0 (an odd number of runs) leaves lanes 4..7
+ * of its pair to fmaf(0, 0, acc) with d = 0. Integers exact, one float
+ * order: every level writes the same bits. */
+
+/* Sub-block j's 6-bit scale and min of a q4_k / q5_k block (quant.h). */
+static inline void quant_k_scale_min(const uint8_t *scales, int j, int *sc, int *mn)
+{
+	if (j < 4) {
+		*sc = scales[j] & 63;
+		*mn = scales[j + 4] & 63;
+	} else {
+		*sc = (scales[j + 4] & 15) | (scales[j - 4] >> 6) << 4;
+		*mn = (scales[j + 4] >> 4) | (scales[j] >> 6) << 4;
+	}
+}
+
 /* Bytes of q, and floats of d (= int32s of sum8), for n tokens of cols. */
 static inline int64_t act_q8_bytes(int64_t n, int64_t cols)
 {
@@ -126,7 +158,7 @@ void act_q16_quantize(const struct kernels_ops *ops, struct act_q16 *a, int16_t 
 struct kernels_ops {
 	const char *name;
 	kernel_rows_fn rows[QUANT_TYPE_COUNT]; /* indexed by enum quant_type */
-	kernel_rows_q8_fn rows_q8[QUANT_TYPE_COUNT]; /* QUANT_INT8, QUANT_INT4, QUANT_MXFP4 */
+	kernel_rows_q8_fn rows_q8[QUANT_TYPE_COUNT]; /* INT8, INT4, MXFP4, the GGML blocks */
 	act_q8_run_fn act_q8_run;
 	kernel_rows_q16_fn rows_q16;   /* QUANT_INT8 */
 	act_q16_run_fn act_q16_run;
@@ -146,6 +178,16 @@ void avx2_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const st
 		       int64_t n, int64_t row_begin, int64_t row_end);
 void avx2_rows_q8_mxfp4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
 			int64_t n, int64_t row_begin, int64_t row_end);
+void avx2_rows_q8_q8_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+		       int64_t n, int64_t row_begin, int64_t row_end);
+void avx2_rows_q8_q4_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+		       int64_t n, int64_t row_begin, int64_t row_end);
+void avx2_rows_q8_q4_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+		       int64_t n, int64_t row_begin, int64_t row_end);
+void avx2_rows_q8_q5_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+		       int64_t n, int64_t row_begin, int64_t row_end);
+void avx2_rows_q8_q6_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+		       int64_t n, int64_t row_begin, int64_t row_end);
 float avx2_act_q8_run(int8_t *lo, int8_t *hi, const float *x);
 void avx2_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x,
 			int64_t n, int64_t row_begin, int64_t row_end);

@@ -687,6 +687,187 @@ void avx2_rows_q8_mxfp4(float *out, int64_t os, const struct qmatrix *m, const s
 	}
 }
 
+/* Pair p of a GGML block row (runs 2p, 2p + 1), decoded once for every
+ * token it meets, in the activations' order (kernels_internal.h): lo the
+ * weights of inputs 0..15 of both runs, hi of 16..31 (unsigned for q4_0,
+ * q4_k, q5_k; |q| for q8_0, q6_k, with slo, shi q for the sign). sc16 are
+ * the int16 multipliers of each lane's sums (q4_k / q5_k sc_j, q6_k the
+ * lo and hi sub-blocks' scales in sc16 and sch16), mn16 the mins (low
+ * int16 of each lane), fd and fm the lanes' d and dmin. */
+struct q8_block_pair {
+	__m256i lo, hi, slo, shi, sc16, sch16, mn16;
+	__m256 fd, fm;
+};
+
+AVX2_INLINE struct q8_block_pair avx2_q8_block_decode(const uint8_t *row, int64_t p, int64_t runs,
+						      const enum quant_type type)
+{
+	const __m256i mask = _mm256_set1_epi8(0x0f);
+	struct q8_block_pair w = { 0 };
+	if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+		const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+		const uint8_t *b0 = row + 2 * p * bs, *b1 = b0 + bs;
+		int last = 2 * p + 1 == runs;
+		float d0 = avx2_half(b0), d1 = last ? 0.0f : avx2_half(b1);
+		w.fd = _mm256_set_m128(_mm_set1_ps(d1), _mm_set1_ps(d0));
+		if (type == QUANT_Q8_0) {
+			__m128i l1 = last ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(b1 + 2));
+			__m128i h1 = last ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(b1 + 18));
+			w.slo = _mm256_set_m128i(l1, _mm_loadu_si128((const __m128i *)(b0 + 2)));
+			w.shi = _mm256_set_m128i(h1, _mm_loadu_si128((const __m128i *)(b0 + 18)));
+			w.lo = _mm256_sign_epi8(w.slo, w.slo);
+			w.hi = _mm256_sign_epi8(w.shi, w.shi);
+		} else {
+			__m128i v1 = last ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(b1 + 2));
+			__m256i v = _mm256_set_m128i(v1, _mm_loadu_si128((const __m128i *)(b0 + 2)));
+			w.lo = _mm256_and_si256(v, mask);
+			w.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+		}
+		return w;
+	}
+	int64_t k = p / 4; /* the block */
+	int pp = (int)(p % 4);
+	if (type == QUANT_Q6_K) {
+		const uint8_t *b = row + k * QUANT_Q6_K_BYTES;
+		int hf = pp / 2, sh = 4 * (pp % 2); /* the half; nibble and qh shift */
+		const uint8_t *ql = b + 64 * hf, *qh = b + 128 + 32 * hf;
+		const int8_t *sc = (const int8_t *)(b + 192 + 8 * hf + 4 * (pp % 2));
+		__m256i q0 = _mm256_loadu_si256((const __m256i *)ql);
+		__m256i q1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+		__m256i h = _mm256_loadu_si256((const __m256i *)qh);
+		__m256i lo = _mm256_permute2x128_si256(q0, q1, 0x20), hi = _mm256_permute2x128_si256(q0, q1, 0x31);
+		lo = _mm256_and_si256(_mm256_srli_epi16(lo, sh), mask);
+		hi = _mm256_and_si256(_mm256_srli_epi16(hi, sh), mask);
+		const __m256i shv = _mm256_setr_epi32(sh, sh, sh, sh, sh + 2, sh + 2, sh + 2, sh + 2);
+		const __m256i three = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+		__m256i hl = _mm256_and_si256(_mm256_srlv_epi32(_mm256_permute2x128_si256(h, h, 0x00), shv), three);
+		__m256i hh = _mm256_and_si256(_mm256_srlv_epi32(_mm256_permute2x128_si256(h, h, 0x11), shv), three);
+		w.slo = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hl, 4)), off);
+		w.shi = _mm256_sub_epi8(_mm256_or_si256(hi, _mm256_slli_epi16(hh, 4)), off);
+		w.lo = _mm256_sign_epi8(w.slo, w.slo);
+		w.hi = _mm256_sign_epi8(w.shi, w.shi);
+		w.sc16 = _mm256_set_m128i(_mm_set1_epi16(sc[2]), _mm_set1_epi16(sc[0]));
+		w.sch16 = _mm256_set_m128i(_mm_set1_epi16(sc[3]), _mm_set1_epi16(sc[1]));
+		w.fd = _mm256_set1_ps(avx2_half(b + 208));
+		return w;
+	}
+	const int is_q5 = type == QUANT_Q5_K;
+	const uint8_t *b = row + k * (is_q5 ? QUANT_Q5_K_BYTES : QUANT_Q4_K_BYTES);
+	__m256i v = _mm256_loadu_si256((const __m256i *)(b + (is_q5 ? 48 : 16) + 32 * pp));
+	__m256i nl = _mm256_and_si256(v, mask), nh = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+	w.lo = _mm256_permute2x128_si256(nl, nh, 0x20);
+	w.hi = _mm256_permute2x128_si256(nl, nh, 0x31);
+	if (is_q5) {
+		__m256i h = _mm256_loadu_si256((const __m256i *)(b + 16));
+		const __m256i bit = _mm256_set_m128i(_mm_set1_epi8((char)(2 << (2 * pp))),
+						     _mm_set1_epi8((char)(1 << (2 * pp))));
+		const __m256i sixteen = _mm256_set1_epi8(16);
+		__m256i hl = _mm256_permute2x128_si256(h, h, 0x00), hh = _mm256_permute2x128_si256(h, h, 0x11);
+		w.lo = _mm256_or_si256(w.lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hl, bit), bit),
+							      sixteen));
+		w.hi = _mm256_or_si256(w.hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hh, bit), bit),
+							      sixteen));
+	}
+	int sc0, sc1, m0, m1;
+	quant_k_scale_min(b + 4, 2 * pp, &sc0, &m0);
+	quant_k_scale_min(b + 4, 2 * pp + 1, &sc1, &m1);
+	w.sc16 = _mm256_set_m128i(_mm_set1_epi16((short)sc1), _mm_set1_epi16((short)sc0));
+	w.mn16 = _mm256_set_m128i(_mm_set1_epi32(m1), _mm_set1_epi32(m0));
+	w.fd = _mm256_set1_ps(avx2_half(b));
+	w.fm = _mm256_set1_ps(avx2_half(b + 2));
+	return w;
+}
+
+/* Row r of a GGML block matrix against tokens t .. t + nt - 1 (nt <= 4),
+ * in kernels_internal.h's sequence for its type. */
+AVX2_INLINE void avx2_q8_row_blocks(float *out, int64_t os, const struct qmatrix *m, int64_t r,
+				    const struct act_q8 *x, int64_t t, const int nt,
+				    const enum quant_type type)
+{
+	int64_t cols = m->cols, runs = cols / 32, pairs = x->pairs;
+	int64_t row_bytes = (int64_t)quant_data_bytes(type, 1, cols);
+	const uint8_t *row = (const uint8_t *)m->data + r * row_bytes;
+	const int8_t *xq = x->q + t * pairs * 64;
+	const float *xd = x->d + t * pairs * 8;
+	const int32_t *xs = x->sum8 + t * pairs * 8;
+	const __m256i ones = _mm256_set1_epi16(1);
+	const int has_min = type == QUANT_Q4_K || type == QUANT_Q5_K;
+	__m256 acc[4];
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		acc[j] = _mm256_setzero_ps();
+	for (int64_t p = 0; p < pairs; p++) {
+		if (!(p & 1))
+			_mm_prefetch((const char *)(row + row_bytes + p * row_bytes / pairs), _MM_HINT_T0);
+		struct q8_block_pair w = avx2_q8_block_decode(row, p, runs, type);
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++) {
+			int64_t o = j * pairs;
+			__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p)));
+			__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p) + 32));
+			__m256 dx = _mm256_loadu_ps(xd + 8 * (o + p));
+			__m256i lanes;
+			if (type == QUANT_Q8_0) {
+				__m256i plo = _mm256_madd_epi16(
+					_mm256_maddubs_epi16(w.lo, _mm256_sign_epi8(xlo, w.slo)), ones);
+				__m256i phi = _mm256_madd_epi16(
+					_mm256_maddubs_epi16(w.hi, _mm256_sign_epi8(xhi, w.shi)), ones);
+				lanes = _mm256_add_epi32(plo, phi);
+			} else if (type == QUANT_Q4_0) {
+				__m256i x8 = _mm256_loadu_si256((const __m256i *)(xs + 8 * (o + p)));
+				__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, xlo),
+							       _mm256_maddubs_epi16(w.hi, xhi));
+				lanes = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), x8);
+			} else if (type == QUANT_Q6_K) {
+				__m256i plo = _mm256_madd_epi16(
+					_mm256_maddubs_epi16(w.lo, _mm256_sign_epi8(xlo, w.slo)), w.sc16);
+				__m256i phi = _mm256_madd_epi16(
+					_mm256_maddubs_epi16(w.hi, _mm256_sign_epi8(xhi, w.shi)), w.sch16);
+				lanes = _mm256_add_epi32(plo, phi);
+			} else {
+				/* Four products of at most 31 * 127 per int16: no saturation. */
+				__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, xlo),
+							       _mm256_maddubs_epi16(w.hi, xhi));
+				lanes = _mm256_madd_epi16(s16, w.sc16);
+			}
+			acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(w.fd, dx), _mm256_cvtepi32_ps(lanes), acc[j]);
+			if (has_min) {
+				__m256i x8 = _mm256_loadu_si256((const __m256i *)(xs + 8 * (o + p)));
+				__m256i mins = _mm256_madd_epi16(_mm256_srai_epi32(x8, 3), w.mn16);
+				acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(w.fm, dx), _mm256_cvtepi32_ps(mins), acc[j]);
+			}
+		}
+	}
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		out[j * os] = avx2_hsum(acc[j]);
+}
+
+AVX2_INLINE void avx2_rows_q8_blocks(float *out, int64_t os, const struct qmatrix *m,
+				     const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end,
+				     const enum quant_type type)
+{
+	for (int64_t r = row_begin; r < row_end; r++) {
+		int64_t t = 0;
+		for (; t + 4 <= n; t += 4)
+			avx2_q8_row_blocks(out + t * os + r, os, m, r, x, t, 4, type);
+		for (; t < n; t++)
+			avx2_q8_row_blocks(out + t * os + r, os, m, r, x, t, 1, type);
+	}
+}
+
+#define AVX2_ROWS_Q8_BLOCKS(name, type)                                                           \
+	void name(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n, \
+		  int64_t row_begin, int64_t row_end)                                              \
+	{                                                                                          \
+		avx2_rows_q8_blocks(out, os, m, x, n, row_begin, row_end, type);                  \
+	}
+AVX2_ROWS_Q8_BLOCKS(avx2_rows_q8_q8_0, QUANT_Q8_0)
+AVX2_ROWS_Q8_BLOCKS(avx2_rows_q8_q4_0, QUANT_Q4_0)
+AVX2_ROWS_Q8_BLOCKS(avx2_rows_q8_q4_k, QUANT_Q4_K)
+AVX2_ROWS_Q8_BLOCKS(avx2_rows_q8_q5_k, QUANT_Q5_K)
+AVX2_ROWS_Q8_BLOCKS(avx2_rows_q8_q6_k, QUANT_Q6_K)
+
 /* Loads a run of 32 inputs into v and returns the bits of max|x| (as
  * integers, the order of non-negative floats; 0x7f800000 and above: an
  * infinity or a NaN). */
@@ -883,6 +1064,11 @@ const struct kernels_ops kernels_ops_avx2 = {
 		[QUANT_INT8] = avx2_rows_q8_int8,
 		[QUANT_INT4] = avx2_rows_q8_int4,
 		[QUANT_MXFP4] = avx2_rows_q8_mxfp4,
+		[QUANT_Q8_0] = avx2_rows_q8_q8_0,
+		[QUANT_Q4_0] = avx2_rows_q8_q4_0,
+		[QUANT_Q4_K] = avx2_rows_q8_q4_k,
+		[QUANT_Q5_K] = avx2_rows_q8_q5_k,
+		[QUANT_Q6_K] = avx2_rows_q8_q6_k,
 	},
 	.act_q8_run = avx2_act_q8_run,
 	.rows_q16 = avx2_rows_q16_int8,

@@ -219,6 +219,99 @@ static void scalar_rows_q8_mxfp4(float *out, int64_t out_stride, const struct qm
 	scalar_rows_q8(out, out_stride, m, x, n, row_begin, row_end, QUANT_MXFP4);
 }
 
+/* Run k of a GGML block row as kernels_internal.h's integers: q[32] the
+ * weights that meet x_q, ia / ib the integer scales of inputs 0..15 /
+ * 16..31 (q6_k's two sub-blocks, sc_j twice for the K types, 1 otherwise),
+ * *d the float scale, *mn and *dmin the K types' min (0 otherwise). */
+static void scalar_block_run(int q[32], int *ia, int *ib, int *mn, float *d, float *dmin,
+			     const uint8_t *row, int64_t k, enum quant_type type)
+{
+	uint16_t h;
+	*ia = *ib = 1;
+	*mn = 0;
+	*dmin = 0.0f;
+	if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+		const uint8_t *b = row + k * (type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES);
+		memcpy(&h, b, 2);
+		*d = f16_to_f32(h);
+		for (int i = 0; i < 32; i++)
+			q[i] = type == QUANT_Q8_0 ? (int8_t)b[2 + i]
+				: (int)(i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4) - 8;
+		return;
+	}
+	int j = (int)(k % 8);
+	if (type == QUANT_Q6_K) {
+		const uint8_t *b = row + k / 8 * QUANT_Q6_K_BYTES;
+		int hf = j / 4, kk = j % 4;
+		const uint8_t *ql = b + 64 * hf, *qh = b + 128 + 32 * hf;
+		memcpy(&h, b + 208, 2);
+		*d = f16_to_f32(h);
+		*ia = (int8_t)b[192 + 2 * j];
+		*ib = (int8_t)b[192 + 2 * j + 1];
+		for (int l = 0; l < 32; l++) {
+			int lo = (ql[l + 32 * (kk & 1)] >> (4 * (kk >> 1))) & 15;
+			int hi = (qh[l] >> (2 * kk)) & 3;
+			q[l] = (lo | hi << 4) - 32;
+		}
+		return;
+	}
+	int is_q5 = type == QUANT_Q5_K;
+	const uint8_t *b = row + k / 8 * (is_q5 ? QUANT_Q5_K_BYTES : QUANT_Q4_K_BYTES);
+	const uint8_t *qs = b + (is_q5 ? 48 : 16) + 32 * (j / 2);
+	memcpy(&h, b, 2);
+	*d = f16_to_f32(h);
+	memcpy(&h, b + 2, 2);
+	*dmin = f16_to_f32(h);
+	quant_k_scale_min(b + 4, j, ia, mn);
+	*ib = *ia;
+	for (int l = 0; l < 32; l++) {
+		q[l] = j % 2 ? qs[l] >> 4 : qs[l] & 15;
+		if (is_q5)
+			q[l] |= ((b[16 + l] >> j) & 1) << 4;
+	}
+}
+
+/* The sequence kernels_internal.h fixes for the GGML block types. */
+static void scalar_rows_q8_blocks(float *out, int64_t out_stride, const struct qmatrix *m,
+				  const struct act_q8 *x, int64_t n, int64_t row_begin, int64_t row_end)
+{
+	int64_t cols = m->cols, runs = cols / 32;
+	int64_t row_bytes = (int64_t)quant_data_bytes(m->type, 1, cols);
+	int has_min = m->type == QUANT_Q4_K || m->type == QUANT_Q5_K;
+	for (int64_t r = row_begin; r < row_end; r++) {
+		const uint8_t *row = (const uint8_t *)m->data + r * row_bytes;
+		for (int64_t t = 0; t < n; t++) {
+			const int8_t *xq = x->q + t * x->pairs * 64;
+			const float *xd = x->d + t * x->pairs * 8;
+			const int32_t *xs = x->sum8 + t * x->pairs * 8;
+			float acc[8] = { 0 };
+			for (int64_t p = 0; p < x->pairs; p++) {
+				for (int hr = 0; hr < 2; hr++) {
+					int64_t k = 2 * p + hr;
+					int q[32] = { 0 }, ia = 0, ib = 0, mn = 0;
+					float d = 0.0f, dmin = 0.0f;
+					if (k < runs)
+						scalar_block_run(q, &ia, &ib, &mn, &d, &dmin, row, k, m->type);
+					for (int ll = 0; ll < 4; ll++) {
+						int l = 4 * hr + ll;
+						int32_t sa = 0, sb = 0;
+						for (int i = 0; i < 4; i++) {
+							sa += q[4 * ll + i] * xq[act_q8_pos(32 * k + 4 * ll + i)];
+							sb += q[16 + 4 * ll + i] * xq[act_q8_pos(32 * k + 16 + 4 * ll + i)];
+						}
+						acc[l] = fmaf(d * xd[8 * p + l], (float)(ia * sa + ib * sb), acc[l]);
+						if (has_min)
+							acc[l] = fmaf(-(dmin * xd[8 * p + l]),
+								      (float)(mn * (xs[8 * p + l] / 8)), acc[l]);
+					}
+				}
+			}
+			out[t * out_stride + r] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) +
+						  ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+		}
+	}
+}
+
 /* The bits of max|x| over a run of 32 inputs, as integers (the order of
  * non-negative floats; 0x7f800000 and above: an infinity or a NaN). */
 static uint32_t scalar_run_amax_bits(const float *x)
@@ -314,6 +407,11 @@ const struct kernels_ops kernels_ops_scalar = {
 		[QUANT_INT8] = scalar_rows_q8_int8,
 		[QUANT_INT4] = scalar_rows_q8_int4,
 		[QUANT_MXFP4] = scalar_rows_q8_mxfp4,
+		[QUANT_Q8_0] = scalar_rows_q8_blocks,
+		[QUANT_Q4_0] = scalar_rows_q8_blocks,
+		[QUANT_Q4_K] = scalar_rows_q8_blocks,
+		[QUANT_Q5_K] = scalar_rows_q8_blocks,
+		[QUANT_Q6_K] = scalar_rows_q8_blocks,
 	},
 	.act_q8_run = scalar_act_q8_run,
 	.rows_q16 = scalar_rows_q16_int8,

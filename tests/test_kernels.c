@@ -21,8 +21,12 @@
  *  - the GGML block types (q8_0, q4_0, q4_k, q5_k, q6_k) and f16, from random
  *    blocks with random finite halves: in all of the above, and at every
  *    level bit-identical to that level's f32 matvec / matmul on the matrix
- *    of their quant_row_dequantize values (1..7 tokens, ragged row counts);
- *    int8 activations leave them on f32;
+ *    of their quant_row_dequantize values (1..7 tokens, ragged row counts)
+ *    with f32 activations; with int8 ones (auto and int8) their q8 rows,
+ *    scalar against a double sum of those values times the quantized
+ *    activations, every level bit-identical to scalar, matmul rows equal
+ *    to one-token calls, the public path routed to them and within the
+ *    activations' rounding of the exact product;
  *  - dot/axpy, rmsnorm, softmax, swiglu, rope (NEOX and GPT-J), topk and
  *    attention_head against straightforward double-precision references.
  */
@@ -332,9 +336,10 @@ Test(kernels, thread_count_and_matmul_bit_identical)
 	struct threadpool *pools[4] = { NULL };
 	for (int i = 1; i < 4; i++)
 		cr_assert_eq(threadpool_init(&pools[i], i), 0);
-	for (int pass = 0; pass < 2 * QUANT_TYPE_COUNT; pass++) {
+	static const char *acts[] = { "f32", "int8", "auto" };
+	for (int pass = 0; pass < 3 * QUANT_TYPE_COUNT; pass++) {
 		int type = pass % QUANT_TYPE_COUNT;
-		cr_assert_eq(kernels_set_activations(pass < QUANT_TYPE_COUNT ? "f32" : "int8"), 0);
+		cr_assert_eq(kernels_set_activations(acts[pass / QUANT_TYPE_COUNT]), 0);
 		int64_t rows = 301, cols = type == QUANT_F32 || type == QUANT_BF16 || type == QUANT_F16 ? 333
 					   : type >= QUANT_Q4_K ? 768 : 320;
 		int64_t n = 7;
@@ -482,7 +487,9 @@ Test(kernels, block_types_bit_identical_to_f32_of_dequantized)
 					     quant_type_name(sh->type), (long)r);
 			}
 		}
-		for (int act = 0; act < 2; act++) {
+		/* int8 activations take the block types to their q8 rows
+		 * (q8_blocks_*); f16 stays on f32 under every setting. */
+		for (int act = 0; act < (sh->type == QUANT_F16 ? 2 : 1); act++) {
 			cr_assert_eq(kernels_set_activations(act ? "int8" : "f32"), 0);
 			matmul(NULL, want, &f, x, n);
 			matmul(pool, got, &t.m, x, n);
@@ -623,6 +630,66 @@ Test(kernels, q8_scalar_matches_integer_reference)
 	}
 }
 
+/* -m1 of each weight of row r of a q4_k / q5_k matrix (0 for the other
+ * types), read through quant_block_dequantize with every q set to 0. */
+static void ref_kmins(double *mins, const struct qmatrix *m, int64_t r)
+{
+	int64_t bb = (int64_t)quant_data_bytes(m->type, 1, m->group);
+	const uint8_t *row = (const uint8_t *)m->data + r * quant_data_bytes(m->type, 1, m->cols);
+	for (int64_t k = 0; k < m->cols / m->group; k++) {
+		uint8_t blk[QUANT_Q5_K_BYTES];
+		float w[256];
+		if (m->type != QUANT_Q4_K && m->type != QUANT_Q5_K) {
+			for (int64_t i = 0; i < m->group; i++)
+				mins[k * m->group + i] = 0;
+			continue;
+		}
+		memcpy(blk, row + k * bb, (size_t)bb);
+		memset(blk + 16, 0, (size_t)bb - 16); /* qh and qs */
+		quant_block_dequantize(w, m->type, blk);
+		for (int i = 0; i < 256; i++)
+			mins[k * 256 + i] = -w[i];
+	}
+}
+
+/* The block types' scalar q8 rows against sum over inputs of the
+ * quant_row_dequantize weight times the quantized activation q * d, in
+ * double. The kernel sums the K types' d * sc * q and dmin * m parts
+ * apart, so the float error is relative to sum (|w| + |m1|) |q d|. */
+Test(kernels, q8_blocks_scalar_matches_double_reference)
+{
+	for (unsigned s = 0; s < N_SHAPES; s++) {
+		const struct shape *sh = &shapes[s];
+		if (!is_block_type(sh->type))
+			continue;
+		struct tmat t;
+		tmat_make(&t, sh->type, sh->rows, sh->cols, sh->group, 900 + s);
+		float *x = rand_vec(sh->cols, 43 + s);
+		struct tact a;
+		tact_make(&a, x, 1, sh->cols);
+		float *out = malloc(sizeof(float) * sh->rows);
+		double *mins = malloc(sizeof(double) * sh->cols);
+		kernels_ops_scalar.rows_q8[sh->type](out, sh->rows, &t.m, &a.a, 1, 0, sh->rows);
+		for (int64_t r = 0; r < sh->rows; r++) {
+			ref_kmins(mins, &t.m, r);
+			double want = 0, mag = 0;
+			for (int64_t c = 0; c < sh->cols; c++) {
+				double xv = tact_q(&a, 0, c) * tact_d(&a, 0, c);
+				want += t.deq[r * sh->cols + c] * xv;
+				mag += (fabs(t.deq[r * sh->cols + c]) + fabs(mins[c])) * fabs(xv);
+			}
+			cr_assert_leq(fabs(out[r] - want), 4e-6 * mag + 1e-30, "%s %ldx%ld row %ld: %.9g vs %.9g",
+				      quant_type_name(sh->type), (long)sh->rows, (long)sh->cols, (long)r,
+				      out[r], want);
+		}
+		free(mins);
+		free(out);
+		tact_free(&a);
+		free(x);
+		tmat_free(&t);
+	}
+}
+
 /* got[n, rows] of t against x[n, cols] is within what rounding the
  * activations to multiples of their run's scale drun[n, cols / 32] allows:
  * sum over inputs of |w| * d / 2, plus float noise. */
@@ -695,11 +762,12 @@ Test(kernels, mxfp4_scale_bytes_bit_identical)
  * tokens, and the whole path stays within the activations' rounding. */
 Test(kernels, q8_levels_bit_identical_and_bounded)
 {
+	cr_assert_eq(kernels_set_activations("auto"), 0);
 	for (enum cpu_simd level = CPU_SIMD_SCALAR; level <= cpu_simd_supported(); level++) {
 		const struct kernels_ops *ops = kernels_ops_for(level);
 		for (unsigned s = 0; s < N_SHAPES; s++) {
 			const struct shape *sh = &shapes[s];
-			if (!is_q8_type(sh->type))
+			if (!is_q8_type(sh->type) && !is_block_type(sh->type))
 				continue;
 			struct tmat t;
 			tmat_make(&t, sh->type, sh->rows, sh->cols, sh->group, 700 + s);
@@ -720,6 +788,29 @@ Test(kernels, q8_levels_bit_identical_and_bounded)
 					drun[tok * (sh->cols / 32) + k] = (float)tact_d(&a, tok, 32 * k);
 			check_rounding_bound(ops->name, &t, x, n, got, drun);
 			free(drun);
+			if (is_block_type(sh->type)) {
+				/* Each (token, row) alone: the bits of the batch. */
+				for (int64_t tok = 0; tok < n; tok++) {
+					struct tact a1;
+					tact_make(&a1, x + tok * sh->cols, 1, sh->cols);
+					for (int64_t r = 0; r < sh->rows; r++) {
+						float one[1];
+						ops->rows_q8[sh->type](one - r, sh->rows, &t.m, &a1.a, 1, r, r + 1);
+						cr_assert_eq(memcmp(one, &got[tok * sh->rows + r], 4), 0,
+							     "%s q8 %s: token %ld row %ld alone differs", ops->name,
+							     quant_type_name(sh->type), (long)tok, (long)r);
+					}
+					tact_free(&a1);
+				}
+				/* The public path under "auto" is these rows. */
+				if (level == cpu_simd_supported()) {
+					memset(want, 0xff, sizeof(float) * n * sh->rows);
+					matmul(NULL, want, &t.m, x, n);
+					cr_assert_eq(memcmp(got, want, sizeof(float) * n * sh->rows), 0,
+						     "public matmul %s under auto is not its q8 rows",
+						     quant_type_name(sh->type));
+				}
+			}
 			free(got);
 			free(want);
 			tact_free(&a);
