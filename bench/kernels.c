@@ -13,10 +13,11 @@
  * seconds each (0.5); --l2 runs one small matrix that stays in L2 instead
  * (the compute rate alone). GB/s counts the stored bytes (data and scales) read per
  * second; the ratio is that over the bandwidth measured with the same thread
- * count just before. With activation quantization on (`--activations int8`,
- * the default of kernels_activations) int8, int4 and mxfp4 matrices take the int8
- * dot-product path; `--activations f32` measures the f32 path; the GGML
- * block types always take f32 activations. COLIBRI_SIMD=avx2 (or scalar)
+ * count just before. With activation quantization on (the default, auto:
+ * int4, mxfp4 and the GGML block types q8_0 .. q6_k take the int8
+ * dot-product path, int8 the int16 one; `--activations int8` puts int8 on
+ * the int8 path too) and `--activations f32` measures the f32 path (f32,
+ * bf16 and f16 are always there). COLIBRI_SIMD=avx2 (or scalar)
  * measures a lower level. Gw/s is billions of weights a second, which
  * compares formats of different widths.
  */
@@ -148,7 +149,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (act && kernels_set_activations(act) != 0) {
-		fprintf(stderr, "kernels: --activations must be f32 or int8, not '%s'\n", act);
+		fprintf(stderr, "kernels: --activations must be auto, int8 or f32, not '%s'\n", act);
 		return 2;
 	}
 	int all = (int)sysconf(_SC_NPROCESSORS_ONLN);

@@ -3,8 +3,9 @@
  *
  * Every kernel has a plain scalar version (the reference) and, where it pays,
  * AVX2 and AVX-512 versions chosen once at run time from CPUID (see cpu.h).
- * Activations are f32, except that int4, mxfp4 and int8 weights may meet them
- * quantized to int8 / int16 (kernels_set_activations). Two rules keep results
+ * Activations are f32, except that int4, mxfp4, int8 and the GGML block
+ * weights may meet them quantized to int8 / int16 (kernels_set_activations).
+ * Two rules keep results
  * reproducible:
  *  - each output element is reduced by one thread in a fixed order, so the
  *    result does not depend on the thread count;
@@ -19,12 +20,15 @@
 
 struct threadpool;
 
-/* How int8, int4 and mxfp4 weights meet their activations, for the whole
- * process (set before the first forward pass; f32, bf16, f16 and the GGML
- * block types q8_0, q4_0, q4_k, q5_k, q6_k always take f32, so that their
- * matvec is bit-identical to an f32 matvec of their dequantized weights). mxfp4 goes as int4 does: its weights are exact small integers
- * (2 * e2m1 in [-12, 12]) times a power of two, so against int8 activations
- * only the activations are rounded.
+/* How int8, int4, mxfp4 and the GGML block weights (q8_0, q4_0, q4_k,
+ * q5_k, q6_k) meet their activations, for the whole process (set before the
+ * first forward pass; f32, bf16 and f16 always take f32). mxfp4 and the
+ * block types go as int4 does: their weights are small integers times
+ * scales (mxfp4 2 * e2m1 in [-12, 12] times a power of two; q4_k d * sc * q
+ * - dmin * m, the two parts summed apart; kernels_internal.h), so against
+ * int8 activations only the activations are rounded. Under "f32" a block
+ * type's matvec is bit-identical to an f32 matvec of its dequantized
+ * weights.
  * A weight either is dequantized, w = q * scale, and multiplied with the f32
  * activations, or meets the token's activations quantized per run of 32
  * inputs (scale max|x| / 127 for int8, / 32767 for int16, rounded to
@@ -32,7 +36,7 @@ struct threadpool;
  * scaled by the two scales: the way llama.cpp's Q4_0 / Q8_0 kernels work,
  * several times less arithmetic per weight, and the same bits at every SIMD
  * level.
- *   "auto"  int4 / mxfp4 weights meet int8 activations, int8 weights int16 (the
+ *   "auto"  int4 / mxfp4 / block weights meet int8 activations, int8 weights int16 (the
  *           default: within 1.1x of the f32 path's KL to the f32 model on
  *           every fixture family; test_forward);
  *   "int8"  all meet int8 activations (on int8 weights 2-12x their KL);
