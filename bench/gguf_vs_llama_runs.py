@@ -215,20 +215,22 @@ def decode(args, pair, cap_name, scratch):
                                         "gguf": vl.fio([pair["gguf"]], rec, args.fio_seconds)})
         for engine in ("llama.cpp", "colibri"):
             load = os.getloadavg()[0]
-            busy0 = decode_runs.read_cpu_busy_s()
-            if cap_name:
-                bench_lib.drop_caches()
-                usage = os.path.join(pair["ctr"], "usage.json")
-                if os.path.exists(usage):
-                    os.unlink(usage)
-                with cgroup(limit) as cg:
-                    r = (vl.llama_decode(args, pair["gguf"], False, cg, args.tokens) if engine == "llama.cpp"
-                         else vl.colibri_decode(args, pair["ctr"], False, cg, ram, args.tokens, scratch))
-            else:
+            if not cap_name:
                 # Again before every run: other work on the machine evicts
                 # the page cache between runs, and an in-RAM run that reads
                 # the disk measures the neighbours.
                 read_through(pair)
+            else:
+                bench_lib.drop_caches()
+                usage = os.path.join(pair["ctr"], "usage.json")
+                if os.path.exists(usage):
+                    os.unlink(usage)
+            busy0 = decode_runs.read_cpu_busy_s()
+            if cap_name:
+                with cgroup(limit) as cg:
+                    r = (vl.llama_decode(args, pair["gguf"], False, cg, args.tokens) if engine == "llama.cpp"
+                         else vl.colibri_decode(args, pair["ctr"], False, cg, ram, args.tokens, scratch))
+            else:
                 r = (vl.llama_decode(args, pair["gguf"], False, None, args.tokens) if engine == "llama.cpp"
                      else vl.colibri_decode(args, pair["ctr"], False, None, None, args.tokens, scratch))
             # What the rest of the machine ran meanwhile: its CPU seconds
