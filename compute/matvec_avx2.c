@@ -699,39 +699,57 @@ struct q8_block_pair {
 	__m256 fd, fm;
 };
 
-AVX2_INLINE struct q8_block_pair avx2_q8_block_decode(const uint8_t *row, int64_t p, int64_t runs,
-						      const enum quant_type type)
+/* A q8_0 / q4_0 pair: blocks 2p, 2p + 1 (none for a lone last run). */
+AVX2_INLINE struct q8_block_pair avx2_q8_decode_32(const uint8_t *row, int64_t p, int last,
+						   const enum quant_type type)
+{
+	const __m256i mask = _mm256_set1_epi8(0x0f);
+	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+	const uint8_t *b0 = row + 2 * p * bs, *b1 = b0 + bs;
+	struct q8_block_pair w = { 0 };
+	float d0 = avx2_half(b0), d1 = last ? 0.0f : avx2_half(b1);
+	w.fd = _mm256_set_m128(_mm_set1_ps(d1), _mm_set1_ps(d0));
+	if (type == QUANT_Q8_0) {
+		__m128i l1 = last ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(b1 + 2));
+		__m128i h1 = last ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(b1 + 18));
+		w.slo = _mm256_set_m128i(l1, _mm_loadu_si128((const __m128i *)(b0 + 2)));
+		w.shi = _mm256_set_m128i(h1, _mm_loadu_si128((const __m128i *)(b0 + 18)));
+		w.lo = _mm256_sign_epi8(w.slo, w.slo);
+		w.hi = _mm256_sign_epi8(w.shi, w.shi);
+	} else {
+		__m128i v1 = last ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(b1 + 2));
+		__m256i v = _mm256_set_m128i(v1, _mm_loadu_si128((const __m128i *)(b0 + 2)));
+		w.lo = _mm256_and_si256(v, mask);
+		w.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+	}
+	return w;
+}
+
+/* The int16 words w0 (lanes 0..3) and w1 (lanes 4..7) of v's low 128
+ * bits (high: hi), each in both halves of a 32-bit lane, or (zero_hi) in
+ * its low half with 0 above. */
+AVX2_INLINE __m256i avx2_words(__m256i v, const int hi, const int w0, const int w1, const int zero_hi)
+{
+	const char z = zero_hi ? (char)0x80 : 0;
+	const char a0 = (char)(2 * w0), a1 = (char)(2 * w0 + 1), b0 = (char)(2 * w1), b1 = (char)(2 * w1 + 1);
+	const char c0 = zero_hi ? z : a0, c1 = zero_hi ? z : a1, d0 = zero_hi ? z : b0, d1 = zero_hi ? z : b1;
+	const __m256i idx = _mm256_setr_epi8(a0, a1, c0, c1, a0, a1, c0, c1, a0, a1, c0, c1, a0, a1, c0, c1,
+					     b0, b1, d0, d1, b0, b1, d0, d1, b0, b1, d0, d1, b0, b1, d0, d1);
+	return _mm256_shuffle_epi8(_mm256_permute2x128_si256(v, v, hi ? 0x11 : 0x00), idx);
+}
+
+/* Pair pp (0..3) of a K block b; ks the block's scales as int16 (q4_k /
+ * q5_k: sc_0..7 then m_0..7; q6_k: its sixteen), fd / fm its d / dmin. */
+AVX2_INLINE struct q8_block_pair avx2_q8_decode_k(const uint8_t *b, const int pp, __m256i ks,
+						  __m256 fd, __m256 fm, const enum quant_type type)
 {
 	const __m256i mask = _mm256_set1_epi8(0x0f);
 	struct q8_block_pair w = { 0 };
-	if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
-		const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
-		const uint8_t *b0 = row + 2 * p * bs, *b1 = b0 + bs;
-		int last = 2 * p + 1 == runs;
-		float d0 = avx2_half(b0), d1 = last ? 0.0f : avx2_half(b1);
-		w.fd = _mm256_set_m128(_mm_set1_ps(d1), _mm_set1_ps(d0));
-		if (type == QUANT_Q8_0) {
-			__m128i l1 = last ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(b1 + 2));
-			__m128i h1 = last ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(b1 + 18));
-			w.slo = _mm256_set_m128i(l1, _mm_loadu_si128((const __m128i *)(b0 + 2)));
-			w.shi = _mm256_set_m128i(h1, _mm_loadu_si128((const __m128i *)(b0 + 18)));
-			w.lo = _mm256_sign_epi8(w.slo, w.slo);
-			w.hi = _mm256_sign_epi8(w.shi, w.shi);
-		} else {
-			__m128i v1 = last ? _mm_setzero_si128() : _mm_loadu_si128((const __m128i *)(b1 + 2));
-			__m256i v = _mm256_set_m128i(v1, _mm_loadu_si128((const __m128i *)(b0 + 2)));
-			w.lo = _mm256_and_si256(v, mask);
-			w.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-		}
-		return w;
-	}
-	int64_t k = p / 4; /* the block */
-	int pp = (int)(p % 4);
+	w.fd = fd;
+	w.fm = fm;
 	if (type == QUANT_Q6_K) {
-		const uint8_t *b = row + k * QUANT_Q6_K_BYTES;
-		int hf = pp / 2, sh = 4 * (pp % 2); /* the half; nibble and qh shift */
+		const int hf = pp / 2, sh = 4 * (pp % 2); /* the half; nibble and qh shift */
 		const uint8_t *ql = b + 64 * hf, *qh = b + 128 + 32 * hf;
-		const int8_t *sc = (const int8_t *)(b + 192 + 8 * hf + 4 * (pp % 2));
 		__m256i q0 = _mm256_loadu_si256((const __m256i *)ql);
 		__m256i q1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
 		__m256i h = _mm256_loadu_si256((const __m256i *)qh);
@@ -746,13 +764,12 @@ AVX2_INLINE struct q8_block_pair avx2_q8_block_decode(const uint8_t *row, int64_
 		w.shi = _mm256_sub_epi8(_mm256_or_si256(hi, _mm256_slli_epi16(hh, 4)), off);
 		w.lo = _mm256_sign_epi8(w.slo, w.slo);
 		w.hi = _mm256_sign_epi8(w.shi, w.shi);
-		w.sc16 = _mm256_set_m128i(_mm_set1_epi16(sc[2]), _mm_set1_epi16(sc[0]));
-		w.sch16 = _mm256_set_m128i(_mm_set1_epi16(sc[3]), _mm_set1_epi16(sc[1]));
-		w.fd = _mm256_set1_ps(avx2_half(b + 208));
+		const int i = 4 * (pp % 2);
+		w.sc16 = avx2_words(ks, pp / 2, i, i + 2, 0);
+		w.sch16 = avx2_words(ks, pp / 2, i + 1, i + 3, 0);
 		return w;
 	}
 	const int is_q5 = type == QUANT_Q5_K;
-	const uint8_t *b = row + k * (is_q5 ? QUANT_Q5_K_BYTES : QUANT_Q4_K_BYTES);
 	__m256i v = _mm256_loadu_si256((const __m256i *)(b + (is_q5 ? 48 : 16) + 32 * pp));
 	__m256i nl = _mm256_and_si256(v, mask), nh = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
 	w.lo = _mm256_permute2x128_si256(nl, nh, 0x20);
@@ -768,18 +785,57 @@ AVX2_INLINE struct q8_block_pair avx2_q8_block_decode(const uint8_t *row, int64_
 		w.hi = _mm256_or_si256(w.hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hh, bit), bit),
 							      sixteen));
 	}
-	int sc0, sc1, m0, m1;
-	quant_k_scale_min(b + 4, 2 * pp, &sc0, &m0);
-	quant_k_scale_min(b + 4, 2 * pp + 1, &sc1, &m1);
-	w.sc16 = _mm256_set_m128i(_mm_set1_epi16((short)sc1), _mm_set1_epi16((short)sc0));
-	w.mn16 = _mm256_set_m128i(_mm_set1_epi32(m1), _mm_set1_epi32(m0));
-	w.fd = _mm256_set1_ps(avx2_half(b));
-	w.fm = _mm256_set1_ps(avx2_half(b + 2));
+	w.sc16 = avx2_words(ks, 0, 2 * pp, 2 * pp + 1, 0);
+	w.mn16 = avx2_words(ks, 1, 2 * pp, 2 * pp + 1, 1);
 	return w;
 }
 
+/* Pair p's contribution to nt tokens' accumulators (token j's activations
+ * at pair j * pairs + p). */
+AVX2_INLINE void avx2_q8_block_tokens(__m256 acc[4], const struct q8_block_pair *w, const int8_t *xq,
+				      const float *xd, const int32_t *xs, int64_t pairs, int64_t p,
+				      const int nt, const enum quant_type type)
+{
+	const __m256i ones = _mm256_set1_epi16(1);
+	const int has_min = type == QUANT_Q4_K || type == QUANT_Q5_K;
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++) {
+		int64_t o = j * pairs;
+		__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p)));
+		__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p) + 32));
+		__m256 dx = _mm256_loadu_ps(xd + 8 * (o + p));
+		__m256i lanes;
+		if (type == QUANT_Q8_0) {
+			__m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(w->lo, _mm256_sign_epi8(xlo, w->slo)), ones);
+			__m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(w->hi, _mm256_sign_epi8(xhi, w->shi)), ones);
+			lanes = _mm256_add_epi32(plo, phi);
+		} else if (type == QUANT_Q4_0) {
+			__m256i x8 = _mm256_loadu_si256((const __m256i *)(xs + 8 * (o + p)));
+			__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w->lo, xlo), _mm256_maddubs_epi16(w->hi, xhi));
+			lanes = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), x8);
+		} else if (type == QUANT_Q6_K) {
+			__m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(w->lo, _mm256_sign_epi8(xlo, w->slo)),
+							w->sc16);
+			__m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(w->hi, _mm256_sign_epi8(xhi, w->shi)),
+							w->sch16);
+			lanes = _mm256_add_epi32(plo, phi);
+		} else {
+			/* Four products of at most 31 * 127 per int16: no saturation. */
+			__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w->lo, xlo), _mm256_maddubs_epi16(w->hi, xhi));
+			lanes = _mm256_madd_epi16(s16, w->sc16);
+		}
+		acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(w->fd, dx), _mm256_cvtepi32_ps(lanes), acc[j]);
+		if (has_min) {
+			__m256i x8 = _mm256_loadu_si256((const __m256i *)(xs + 8 * (o + p)));
+			__m256i mins = _mm256_madd_epi16(_mm256_srai_epi32(x8, 3), w->mn16);
+			acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(w->fm, dx), _mm256_cvtepi32_ps(mins), acc[j]);
+		}
+	}
+}
+
 /* Row r of a GGML block matrix against tokens t .. t + nt - 1 (nt <= 4),
- * in kernels_internal.h's sequence for its type. */
+ * in kernels_internal.h's sequence for its type. The K types take their
+ * scales a block at a time and its four pairs unrolled. */
 AVX2_INLINE void avx2_q8_row_blocks(float *out, int64_t os, const struct qmatrix *m, int64_t r,
 				    const struct act_q8 *x, int64_t t, const int nt,
 				    const enum quant_type type)
@@ -790,51 +846,40 @@ AVX2_INLINE void avx2_q8_row_blocks(float *out, int64_t os, const struct qmatrix
 	const int8_t *xq = x->q + t * pairs * 64;
 	const float *xd = x->d + t * pairs * 8;
 	const int32_t *xs = x->sum8 + t * pairs * 8;
-	const __m256i ones = _mm256_set1_epi16(1);
-	const int has_min = type == QUANT_Q4_K || type == QUANT_Q5_K;
 	__m256 acc[4];
 #pragma GCC unroll 4
 	for (int j = 0; j < nt; j++)
 		acc[j] = _mm256_setzero_ps();
-	for (int64_t p = 0; p < pairs; p++) {
-		if (!(p & 1))
-			_mm_prefetch((const char *)(row + row_bytes + p * row_bytes / pairs), _MM_HINT_T0);
-		struct q8_block_pair w = avx2_q8_block_decode(row, p, runs, type);
-#pragma GCC unroll 4
-		for (int j = 0; j < nt; j++) {
-			int64_t o = j * pairs;
-			__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p)));
-			__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * (o + p) + 32));
-			__m256 dx = _mm256_loadu_ps(xd + 8 * (o + p));
-			__m256i lanes;
-			if (type == QUANT_Q8_0) {
-				__m256i plo = _mm256_madd_epi16(
-					_mm256_maddubs_epi16(w.lo, _mm256_sign_epi8(xlo, w.slo)), ones);
-				__m256i phi = _mm256_madd_epi16(
-					_mm256_maddubs_epi16(w.hi, _mm256_sign_epi8(xhi, w.shi)), ones);
-				lanes = _mm256_add_epi32(plo, phi);
-			} else if (type == QUANT_Q4_0) {
-				__m256i x8 = _mm256_loadu_si256((const __m256i *)(xs + 8 * (o + p)));
-				__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, xlo),
-							       _mm256_maddubs_epi16(w.hi, xhi));
-				lanes = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), x8);
-			} else if (type == QUANT_Q6_K) {
-				__m256i plo = _mm256_madd_epi16(
-					_mm256_maddubs_epi16(w.lo, _mm256_sign_epi8(xlo, w.slo)), w.sc16);
-				__m256i phi = _mm256_madd_epi16(
-					_mm256_maddubs_epi16(w.hi, _mm256_sign_epi8(xhi, w.shi)), w.sch16);
-				lanes = _mm256_add_epi32(plo, phi);
+	if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+		const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+		for (int64_t p = 0; p < pairs; p++) {
+			_mm_prefetch((const char *)(row + row_bytes + 2 * p * bs), _MM_HINT_T0);
+			struct q8_block_pair w = avx2_q8_decode_32(row, p, 2 * p + 1 == runs, type);
+			avx2_q8_block_tokens(acc, &w, xq, xd, xs, pairs, p, nt, type);
+		}
+	} else {
+		const int64_t bs = type == QUANT_Q6_K ? QUANT_Q6_K_BYTES
+				   : type == QUANT_Q5_K ? QUANT_Q5_K_BYTES : QUANT_Q4_K_BYTES;
+		__m256i ks;
+		for (int64_t k = 0; k < cols / QUANT_K_BLOCK; k++) {
+			const uint8_t *b = row + k * bs;
+			for (int64_t o = 0; o < bs; o += 64)
+				_mm_prefetch((const char *)(b + row_bytes + o), _MM_HINT_T0);
+			__m256 fd, fm = _mm256_setzero_ps();
+			if (type == QUANT_Q6_K) {
+				ks = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192)));
+				fd = _mm256_set1_ps(avx2_half(b + 208));
 			} else {
-				/* Four products of at most 31 * 127 per int16: no saturation. */
-				__m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(w.lo, xlo),
-							       _mm256_maddubs_epi16(w.hi, xhi));
-				lanes = _mm256_madd_epi16(s16, w.sc16);
+				__m128i sc, mn;
+				avx2_k_scales(&sc, &mn, b + 4);
+				ks = _mm256_cvtepu8_epi16(_mm_unpacklo_epi64(sc, mn));
+				fd = _mm256_set1_ps(avx2_half(b));
+				fm = _mm256_set1_ps(avx2_half(b + 2));
 			}
-			acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(w.fd, dx), _mm256_cvtepi32_ps(lanes), acc[j]);
-			if (has_min) {
-				__m256i x8 = _mm256_loadu_si256((const __m256i *)(xs + 8 * (o + p)));
-				__m256i mins = _mm256_madd_epi16(_mm256_srai_epi32(x8, 3), w.mn16);
-				acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(w.fm, dx), _mm256_cvtepi32_ps(mins), acc[j]);
+#pragma GCC unroll 4
+			for (int pp = 0; pp < 4; pp++) {
+				struct q8_block_pair w = avx2_q8_decode_k(b, pp, ks, fd, fm, type);
+				avx2_q8_block_tokens(acc, &w, xq, xd, xs, pairs, 4 * k + pp, nt, type);
 			}
 		}
 	}
