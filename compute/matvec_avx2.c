@@ -20,6 +20,12 @@
  * block-type matvec is bit-identical to this file's f32 matvec on the
  * dequantized matrix; f16 widens with F16C (exact) inside the f32 kernel's
  * loop. F16C is part of this level (cpu.c checks it with AVX2 and FMA).
+ *
+ * Against int8 activations (avx2_q8_row_blocks) a block pair is decoded
+ * into the activations' byte order and meets them through maddubs / madd:
+ * the K types' sub-block scales multiply the int16 pair sums in madd, so
+ * every lane's integer is exact, and the float steps are
+ * kernels_internal.h's, one per lane, as the scalar version's.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -735,7 +741,9 @@ AVX2_INLINE __m256i avx2_words(__m256i v, const int hi, const int w0, const int 
 	const char c0 = zero_hi ? z : a0, c1 = zero_hi ? z : a1, d0 = zero_hi ? z : b0, d1 = zero_hi ? z : b1;
 	const __m256i idx = _mm256_setr_epi8(a0, a1, c0, c1, a0, a1, c0, c1, a0, a1, c0, c1, a0, a1, c0, c1,
 					     b0, b1, d0, d1, b0, b1, d0, d1, b0, b1, d0, d1, b0, b1, d0, d1);
-	return _mm256_shuffle_epi8(_mm256_permute2x128_si256(v, v, hi ? 0x11 : 0x00), idx);
+	/* Two literal immediates: an unoptimized build (asan) does not fold hi. */
+	__m256i h = hi ? _mm256_permute2x128_si256(v, v, 0x11) : _mm256_permute2x128_si256(v, v, 0x00);
+	return _mm256_shuffle_epi8(h, idx);
 }
 
 /* Pair pp (0..3) of a K block b; ks the block's scales as int16 (q4_k /

@@ -22,6 +22,11 @@
  * feed them to the dense kernel's accumulators in its order (lone tail
  * included), so their matvec is bit-identical to this file's f32 matvec on
  * the dequantized matrix (avx512_row_blocks).
+ *
+ * Against int8 / int16 activations (int8, int4, mxfp4 and the GGML block
+ * types) the table takes matvec_avx2's kernels: AVX-512BW runs them on
+ * 256-bit registers, and the sequence of kernels_internal.h is the same
+ * at every level anyway.
  */
 #include <immintrin.h>
 #include <string.h>

@@ -10,7 +10,9 @@
  * types (q8_0, q4_0, q4_k, q5_k, q6_k) take their weights a block at a time
  * from quant_block_dequantize, f16 from f16_to_f32: the values of
  * quant_row_dequantize, so each is bit-identical to this f32 kernel on the
- * dequantized matrix. The build uses
+ * dequantized matrix (the f32 activations path); against int8 activations
+ * they take scalar_rows_q8_blocks, kernels_internal.h's sequence written
+ * out. The build uses
  * -ffp-contract=off, so no multiply-add is fused behind our back and the
  * order written here is the order executed.
  */
