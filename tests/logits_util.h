@@ -7,6 +7,7 @@
 #define COLIBRI_TESTS_LOGITS_UTIL_H
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,6 +57,35 @@ static inline int lu_count_tokens(const char *tokens)
 	for (const char *p = tokens; *p; p++)
 		n += *p == ',';
 	return n;
+}
+
+/* Mean KL of softmax(b) from softmax(a) over the T positions of two
+ * logits arrays of n floats, and the share of positions whose argmax
+ * agrees. */
+static inline double lu_mean_kl(const float *a, const float *b, size_t n, int T, double *top1)
+{
+	int V = (int)(n / (size_t)T);
+	double kl_sum = 0, agree = 0;
+	for (int t = 0; t < T; t++) {
+		const float *x = a + (size_t)t * V, *y = b + (size_t)t * V;
+		double mx = -INFINITY, my = -INFINITY, sx = 0, sy = 0, kl = 0;
+		for (int v = 0; v < V; v++) {
+			mx = fmax(mx, x[v]);
+			my = fmax(my, y[v]);
+		}
+		for (int v = 0; v < V; v++) {
+			sx += exp(x[v] - mx);
+			sy += exp(y[v] - my);
+		}
+		for (int v = 0; v < V; v++) {
+			double lp = x[v] - mx - log(sx), lq = y[v] - my - log(sy);
+			kl += exp(lp) * (lp - lq);
+		}
+		kl_sum += kl;
+		agree += lu_argmax(x, V) == lu_argmax(y, V);
+	}
+	*top1 = agree / T;
+	return kl_sum / T;
 }
 
 #endif

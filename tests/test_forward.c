@@ -266,31 +266,11 @@ static double lossy_kl(const char *name, const char *m32, const char *mq, const 
 	float *a = lu_logits(scratch, m32, tokens, "", &na);
 	float *b = lu_logits(scratch, mq, tokens, extra, &nb);
 	cr_assert_eq(na, nb);
-	int T = lu_count_tokens(tokens), V = (int)(na / (size_t)T);
-	double kl_sum = 0, agree = 0;
-	for (int t = 0; t < T; t++) {
-		const float *x = a + (size_t)t * V, *y = b + (size_t)t * V;
-		double mx = -INFINITY, my = -INFINITY, sx = 0, sy = 0, kl = 0;
-		for (int v = 0; v < V; v++) {
-			mx = fmax(mx, x[v]);
-			my = fmax(my, y[v]);
-		}
-		for (int v = 0; v < V; v++) {
-			sx += exp(x[v] - mx);
-			sy += exp(y[v] - my);
-		}
-		for (int v = 0; v < V; v++) {
-			double lp = x[v] - mx - log(sx), lq = y[v] - my - log(sy);
-			kl += exp(lp) * (lp - lq);
-		}
-		kl_sum += kl;
-		agree += lu_argmax(x, V) == lu_argmax(y, V);
-	}
-	*top1 = agree / T;
+	double kl = lu_mean_kl(a, b, na, lu_count_tokens(tokens), top1);
 	free(a);
 	free(b);
 	free(tokens);
-	return kl_sum / T;
+	return kl;
 }
 
 /* KL and top-1 agreement against the f32 container at the default settings,

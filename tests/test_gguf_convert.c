@@ -173,35 +173,6 @@ Test(gguf_convert, f16) { check_blocks(BLOCKS, BLOCKS ".f16", "f16,", ""); }
 Test(gguf_convert, bf16) { check_blocks(BLOCKS, BLOCKS ".bf16", "bf16,", ""); }
 /* Q4_K_M mixes types within a layer's experts (down Q6_K, gate / up Q4_K). */
 Test(gguf_convert, q4_k_m) { check_blocks(BLOCKS, BLOCKS ".q4_k_m", "q6_k,", "--activations f32"); }
-/* Mean KL of softmax(b) from softmax(a) over the positions of T rows of
- * logits, and the share of positions whose argmax agrees (test_forward's
- * lossy_kl). */
-static double mean_kl(const float *a, const float *b, size_t n, int T, double *top1)
-{
-	int V = (int)(n / (size_t)T);
-	double kl_sum = 0, agree = 0;
-	for (int t = 0; t < T; t++) {
-		const float *x = a + (size_t)t * V, *y = b + (size_t)t * V;
-		double mx = -INFINITY, my = -INFINITY, sx = 0, sy = 0, kl = 0;
-		for (int v = 0; v < V; v++) {
-			mx = fmax(mx, x[v]);
-			my = fmax(my, y[v]);
-		}
-		for (int v = 0; v < V; v++) {
-			sx += exp(x[v] - mx);
-			sy += exp(y[v] - my);
-		}
-		for (int v = 0; v < V; v++) {
-			double lp = x[v] - mx - log(sx), lq = y[v] - my - log(sy);
-			kl += exp(lp) * (lp - lq);
-		}
-		kl_sum += kl;
-		agree += lu_argmax(x, V) == lu_argmax(y, V);
-	}
-	*top1 = agree / T;
-	return kl_sum / T;
-}
-
 /* By default the block types meet int8-quantized activations (as
  * llama.cpp's x Q8_K / Q8_0 kernels do): Q4_K_M's logits stay within a
  * small KL of the same file with --activations f32. */
@@ -216,7 +187,7 @@ Test(gguf_convert, q4_k_m_int8_activations_close_to_f32)
 	float *la = lu_logits(scratch, a, tokens, "", &na), *lb = lu_logits(scratch, b, tokens, "", &nb);
 	cr_assert_eq(na, nb);
 	cr_expect_neq(memcmp(la, lb, na * sizeof(float)), 0, "the default activations are f32's bits");
-	double top1, kl = mean_kl(lb, la, na, lu_count_tokens(tokens), &top1);
+	double top1, kl = lu_mean_kl(lb, la, na, lu_count_tokens(tokens), &top1);
 	cr_log_info("q4_k_m, default activations vs f32: top-1 agreement %.3f, mean KL %.6f", top1, kl);
 	cr_expect_leq(kl, 0.002, "q4_k_m: mean KL %.6f of the default activations from f32's > 0.002", kl);
 	cr_expect_geq(top1, 0.9, "q4_k_m: top-1 agreement %.3f < 0.9", top1);
