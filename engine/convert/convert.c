@@ -1092,7 +1092,7 @@ static int native_record_max(struct converter *c, uint64_t *max)
  * type of the first routed gate, and of layer 0's attention output (the
  * figures the planner and `colibri doctor` show; each tensor carries its
  * own). */
-static void native_summary(const struct converter *c, struct manifest *m)
+static void native_summary(struct manifest *m)
 {
 	if (m->n_expert_layers)
 		m->expert_quant = m->layers[0].parts[EXPERT_PART_GATE].type;
@@ -1102,7 +1102,6 @@ static void native_summary(const struct converter *c, struct manifest *m)
 			o = &m->tensors[i];
 	if (o)
 		m->dense_quant = o->type;
-	(void)c;
 }
 
 static int convert_plan(struct converter *c, struct convert_options *resolved)
@@ -1363,7 +1362,7 @@ int convert_run(const struct convert_options *given)
 			goto fail;
 	}
 	if (c.native)
-		native_summary(&c, &m);
+		native_summary(&m);
 	if ((rc = copy_side_files(&c, &m)) || (rc = manifest_write(&m, c.tmp_dir)))
 		goto fail;
 	if (convert_interrupted) {
