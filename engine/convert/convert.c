@@ -8,7 +8,7 @@
  *   3. write experts/layer-LLL.bin, one 4 KiB-aligned record per expert;
  *   4. copy config/tokenizer files, write manifest.json, fsync, rename.
  */
-#include "engine/convert/convert.h"
+#include "engine/convert/convert_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -39,10 +39,6 @@
 #include "base/error.h"
 #include "base/clock.h"
 
-/* f32 staging per chunk of rows: bounds conversion memory. */
-#define CONVERT_CHUNK_BYTES (64u << 20)
-#define FP8_BLOCK 128
-
 static volatile sig_atomic_t convert_interrupted;
 
 static void convert_on_signal(int sig)
@@ -61,70 +57,6 @@ static void catch_signal(int sig, struct sigaction *old)
 		sigaction(sig, &sa, NULL);
 }
 
-/* Where one matrix's rows come from: rows [row0, row0 + rows) of tensor t,
- * dequantized with the block scales in `scale` (blocks of block_rows x
- * block_cols) when t is FP8 e4m3, or FP4 e2m1 packed two per I8 byte;
- * index_max > 0: t holds integers that must lie in [0, index_max). */
-struct matrix_src {
-	const struct st_tensor *t;
-	const struct st_tensor *scale;
-	int64_t row0;
-	int64_t rows, cols;
-	int64_t block_rows, block_cols;
-	bool fp4;
-	int32_t index_max;
-	/* gpt-oss's experts (resolve_expert_oss): row r of the matrix is
-	 * source row row0 + first + r * step of an MXFP4 pair (t the *_blocks
-	 * [E, out, cols / 32, 16], mx_scales its *_scales), or with transposed
-	 * column first + r * step of the source rows row0 .. row0 + cols - 1
-	 * (t [E, cols, out], as transformers holds them). step 0: neither. */
-	const struct st_tensor *mx_scales;
-	bool transposed;
-	int64_t first, step;
-};
-
-struct progress {
-	uint64_t tensors_total, tensors_done;
-	uint64_t bytes_read;
-	double t0, last;
-	bool quiet;
-};
-
-struct converter {
-	const struct convert_options *opt; /* the caller's, with the expert quant resolved (released_mxfp4) */
-	struct model_config cfg;
-	struct st_set set;
-	struct tensor_spec *specs;
-	size_t n_specs;
-	enum quant_type dense_quant;
-	float *f32;              /* staging rows, CONVERT_CHUNK_BYTES or one expert matrix */
-	size_t f32_floats;
-	uint8_t *qbuf;           /* quantized chunk */
-	uint8_t *record;         /* one expert record */
-	float *scale_buf;        /* FP8 block scales of scale_of */
-	size_t scale_cap;
-	const struct st_tensor *scale_of;
-	struct ckpt_names names; /* the checkpoint's tensors by the names the container gives them */
-	bool fp4_seen;           /* FP4 experts were dequantized to the container's type */
-	bool mx_seen;            /* MXFP4 experts (gpt-oss's *_blocks / *_scales) were read */
-	uint8_t *packed;         /* a gpt-oss expert's source bytes (expert_src_read) */
-	size_t packed_bytes;
-	const struct st_tensor *packed_of; /* mx_gather's raw rows [packed_row, + packed_span) of this *_blocks */
-	int64_t packed_row, packed_span;
-	size_t qbuf_bytes;
-	size_t n_visual;         /* vision tower tensors, not converted */
-	int32_t mtp_absent;      /* MTP modules config.json announces that the checkpoint lacks */
-	bool mtp_unannounced;    /* an mtp.* block config.json does not announce */
-	/* A GGUF input: its tensors seen under the container's names, and the
-	 * HF documents made from its metadata. native: each matrix keeps the
-	 * GGUF's own type (no --quant given). */
-	bool gguf, native, gv_open;
-	struct gguf_view gv;
-	cJSON *gguf_config, *gguf_tokenizer, *gguf_tokenizer_config;
-	char out[PATH_MAX];      /* OUT_DIR without trailing slashes */
-	char tmp_dir[PATH_MAX];
-	struct progress prog;
-};
 
 static void progress_show(struct progress *p, bool final)
 {
@@ -157,453 +89,6 @@ void convert_options_default(struct convert_options *o)
 	o->quant = QUANT_INT4;
 	o->group = QUANT_GROUP_DEFAULT;
 	o->activations = "auto";
-}
-
-static bool dtype_convertible(enum st_dtype d)
-{
-	return d == ST_DTYPE_F32 || d == ST_DTYPE_BF16 || d == ST_DTYPE_F16 || d == ST_DTYPE_F8_E4M3 ||
-	       d == ST_DTYPE_GGML;
-}
-
-/* The container type that holds a GGUF tensor's rows as they are: its own
- * type (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, mxfp4); f32 for rows
- * the view computes (they have no stored form). -ENOTSUP naming the tensor
- * for a GGML type colibri has no kernels for. */
-static int native_type(const struct converter *c, const struct st_tensor *t, enum quant_type *q)
-{
-	if (!t->rows || !t->rows->read_raw) {
-		*q = QUANT_F32;
-		return 0;
-	}
-	if (quant_from_ggml_type(t->ggml_type, q) == 0)
-		return 0;
-	return error_set(ENOTSUP, "%s: tensor %s (%s) is %s; colibri keeps f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, "
-			 "q6_k and mxfp4 tensors as they are and reads no other GGML type", st_set_path(&c->set, t),
-			 gguf_view_source(t), t->name, t->dtype_name);
-}
-
-/* Block scales may be F32, BF16, F16, or ue8m0 powers of two (F8_E8M0,
- * or U8 holding the exponent byte, as transformers' Fp8Dequantize reads it). */
-static bool scale_dtype_ok(enum st_dtype d)
-{
-	return d == ST_DTYPE_F32 || d == ST_DTYPE_BF16 || d == ST_DTYPE_F16 || d == ST_DTYPE_F8_E8M0 || d == ST_DTYPE_U8;
-}
-
-/* The block scales of weight t, found as `name` (the container's name of
- * t): NAME_scale_inv (DeepSeek-V3; a DeepSeek-V4 release's X.scale is
- * found under it through ckpt_names), or beside t's own name, or X.scale
- * for a DeepSeek-V4 checkpoint in transformers' names. NULL if none. */
-static const struct st_tensor *find_scale(const struct converter *c, const char *name, const struct st_tensor *t,
-					  char *buf, size_t len)
-{
-	snprintf(buf, len, "%s_scale_inv", name);
-	const struct st_tensor *sc = ckpt_names_find(&c->names, buf);
-	char alt[TENSOR_NAME_MAX + 32];
-	snprintf(alt, sizeof alt, "%s_scale_inv", t->name);
-	if (!sc)
-		sc = st_set_find(&c->set, alt);
-	size_t n = strlen(t->name);
-	if (!sc && c->cfg.arch == MODEL_ARCH_DEEPSEEK_V4 && n > 7 && !strcmp(t->name + n - 7, ".weight")) {
-		snprintf(alt, sizeof alt, "%.*s.scale", (int)(n - 7), t->name);
-		sc = st_set_find(&c->set, alt);
-	}
-	return sc;
-}
-
-/* Resolves the block scales of t, named `name` in the container, if t is
- * FP8 e4m3 (128 x 128 blocks, ceil at the edges) or FP4 (fp4: e2m1 packed
- * two per I8 byte along the inputs, one scale per row and 32 inputs, as
- * transformers' FP8Experts stores MXFP4 experts), and checks its shape. */
-static int resolve_scale(struct converter *c, struct matrix_src *s, const char *name, bool fp4)
-{
-	s->scale = NULL;
-	s->fp4 = fp4;
-	if (!fp4 && !dtype_convertible(s->t->dtype))
-		return error_set(ENOTSUP, "%s: tensor %s: unsupported dtype %s",
-				 st_set_path(&c->set, s->t), s->t->name, s->t->dtype_name);
-	if (!fp4 && s->t->dtype != ST_DTYPE_F8_E4M3)
-		return 0;
-	const char *kind = fp4 ? "FP4" : "FP8";
-	if (s->t->ndim != 2)
-		return error_set(ENOTSUP, "%s: tensor %s: %s is supported for 2-D weights only",
-				 st_set_path(&c->set, s->t), s->t->name, kind);
-	char sname[TENSOR_NAME_MAX + 16];
-	s->scale = find_scale(c, name, s->t, sname, sizeof sname);
-	if (!s->scale)
-		return error_set(EINVAL, "%s: tensor %s is %s but %s is missing",
-				 st_set_path(&c->set, s->t), s->t->name, kind, sname);
-	s->block_rows = fp4 ? 1 : FP8_BLOCK;
-	s->block_cols = fp4 ? 32 : FP8_BLOCK;
-	int64_t br = (s->rows + s->block_rows - 1) / s->block_rows;
-	int64_t bc = (s->cols + s->block_cols - 1) / s->block_cols;
-	if (s->scale->ndim != 2 || s->scale->shape[0] != br || s->scale->shape[1] != bc ||
-	    !scale_dtype_ok(s->scale->dtype))
-		return error_set(EINVAL, "%s: tensor %s: expected %" PRId64 "x%" PRId64
-				 " f32/bf16/f16/e8m0 block scales for %" PRId64 "x%" PRId64 " blocks",
-				 st_set_path(&c->set, s->scale), s->scale->name, br, bc, s->block_rows, s->block_cols);
-	return 0;
-}
-
-/* An index table (TENSOR_ROLE_INDEX): integers of an integer dtype. */
-static int resolve_index(struct converter *c, struct matrix_src *s, int32_t index_max)
-{
-	enum st_dtype d = s->t->dtype;
-	s->scale = NULL;
-	s->index_max = index_max;
-	if (d != ST_DTYPE_I64 && d != ST_DTYPE_I32 && d != ST_DTYPE_I16 && d != ST_DTYPE_I8 && d != ST_DTYPE_U8)
-		return error_set(ENOTSUP, "%s: tensor %s: dtype %s; an index table must be I64, I32, I16, I8 or U8",
-				 st_set_path(&c->set, s->t), s->t->name, s->t->dtype_name);
-	return 0;
-}
-
-/* t must have shape[ndim]; squeezed: or [shape[0], 1, shape[1]], as a
- * depthwise Conv1d stores its weight. */
-static int check_shape(struct converter *c, const struct st_tensor *t, int ndim,
-		       const int64_t *shape, bool squeezed)
-{
-	bool ok = t->ndim == ndim || (ndim == 1 && t->ndim == 1);
-	for (int i = 0; ok && i < ndim; i++)
-		ok = t->shape[i] == shape[i];
-	if (squeezed && t->ndim == 3 && ndim == 2)
-		ok = t->shape[0] == shape[0] && t->shape[1] == 1 && t->shape[2] == shape[1];
-	if (ok)
-		return 0;
-	char got[96] = "", want[96] = "";
-	for (int i = 0; i < t->ndim; i++)
-		snprintf(got + strlen(got), sizeof got - strlen(got), "%s%" PRId64, i ? ", " : "", t->shape[i]);
-	for (int i = 0; i < ndim; i++)
-		snprintf(want + strlen(want), sizeof want - strlen(want), "%s%" PRId64, i ? ", " : "", shape[i]);
-	return error_set(EINVAL, "%s: tensor %s has shape [%s], expected [%s]",
-			 st_set_path(&c->set, t), t->name, got, want);
-}
-
-/* A gpt-oss expert matrix (EXPERT_NAMING_GPT_OSS): the rows of gate
- * (even) or up (odd) in mlp.experts.gate_up_proj, or down_proj, either as
- * released in MXFP4 (NAME_blocks U8 [E, out, in / 32, 16], NAME_scales U8
- * [E, out, in / 32], nn.Linear's row order) or dequantized in
- * transformers' transposed layout (NAME [E, in, out]). */
-static int resolve_expert_oss(struct converter *c, int layer, int e, enum expert_part p, struct matrix_src *s)
-{
-	bool gate_up = p != EXPERT_PART_DOWN;
-	int64_t E = c->cfg.n_experts, out = gate_up ? 2 * s->rows : s->rows, in = s->cols;
-	char base[TENSOR_NAME_MAX], name[TENSOR_NAME_MAX + 16];
-	model_expert_fused_name(&c->cfg, layer, gate_up, base, sizeof base);
-	s->step = gate_up ? 2 : 1;
-	s->first = p == EXPERT_PART_UP ? 1 : 0;
-	snprintf(name, sizeof name, "%s_blocks", base);
-	s->t = st_set_find(&c->set, name);
-	if (s->t) {
-		snprintf(name, sizeof name, "%s_scales", base);
-		s->mx_scales = st_set_find(&c->set, name);
-		if (!s->mx_scales)
-			return error_set(EINVAL, "%s: tensor %s_blocks is MXFP4 but %s is missing",
-					 st_set_path(&c->set, s->t), base, name);
-		if (in % 32)
-			return error_set(EINVAL, "%s: tensor %s_blocks: MXFP4 needs a multiple of 32 inputs, not %" PRId64,
-					 st_set_path(&c->set, s->t), base, in);
-		int64_t bshape[4] = { E, out, in / 32, 16 }, sshape[3] = { E, out, in / 32 };
-		int rc = check_shape(c, s->t, 4, bshape, false);
-		rc = rc ? rc : check_shape(c, s->mx_scales, 3, sshape, false);
-		if (!rc && (s->t->dtype != ST_DTYPE_U8 || s->mx_scales->dtype != ST_DTYPE_U8))
-			rc = error_set(EINVAL, "%s: tensors %s_blocks / _scales must be U8 (MXFP4 codes and e8m0 "
-				       "exponents), not %s / %s", st_set_path(&c->set, s->t), base, s->t->dtype_name,
-				       s->mx_scales->dtype_name);
-		s->row0 = e * out;
-		c->mx_seen = true;
-		return rc;
-	}
-	s->t = st_set_find(&c->set, base);
-	if (!s->t)
-		return error_set(EINVAL, "%s: missing tensor %s_blocks (MXFP4, with %s_scales) or %s (dequantized)",
-				 c->opt->hf_dir, base, base, base);
-	int64_t shape[3] = { E, in, out };
-	int rc = check_shape(c, s->t, 3, shape, false);
-	if (!rc && (!dtype_convertible(s->t->dtype) || s->t->dtype == ST_DTYPE_F8_E4M3))
-		rc = error_set(ENOTSUP, "%s: tensor %s: dtype %s is not supported for gpt-oss experts",
-			       st_set_path(&c->set, s->t), base, s->t->dtype_name);
-	s->transposed = true;
-	s->row0 = e * in;
-	return rc;
-}
-
-/* Finds one expert matrix in either layout. */
-static int resolve_expert(struct converter *c, int layer, int e, enum expert_part p,
-			  struct matrix_src *s)
-{
-	char name[TENSOR_NAME_MAX];
-	*s = (struct matrix_src){ 0 };
-	model_expert_shape(&c->cfg, p, &s->rows, &s->cols);
-	if (c->gguf) {
-		/* The view names every expert in the per-expert layout. */
-		model_expert_name(&c->cfg, layer, e, p, name, sizeof name);
-		s->t = st_set_find(&c->set, name);
-		if (!s->t) {
-			static const char *const stacked[EXPERT_PARTS] = { "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps" };
-			return error_set(EINVAL, "%s: missing tensor blk.%d.%s.weight (the routed experts of layer %d)",
-					 c->opt->hf_dir, layer, stacked[p], layer);
-		}
-		enum quant_type q;
-		return native_type(c, s->t, &q);
-	}
-	if (c->cfg.expert_naming == EXPERT_NAMING_GPT_OSS)
-		return resolve_expert_oss(c, layer, e, p, s);
-	model_expert_name(&c->cfg, layer, e, p, name, sizeof name);
-	s->t = ckpt_names_find(&c->names, name);
-	s->row0 = 0;
-	s->index_max = 0;
-	if (s->t) {
-		/* DeepSeek-V4's FP4 experts: I8 bytes of two e2m1 inputs each. */
-		bool fp4 = c->cfg.arch == MODEL_ARCH_DEEPSEEK_V4 && s->t->dtype == ST_DTYPE_I8;
-		c->fp4_seen |= fp4;
-		if (fp4 && s->cols % 32)
-			return error_set(EINVAL, "%s: tensor %s: FP4 needs a multiple of 32 inputs, not %" PRId64,
-					 st_set_path(&c->set, s->t), s->t->name, s->cols);
-		int64_t shape[2] = { s->rows, fp4 ? s->cols / 2 : s->cols };
-		int rc = check_shape(c, s->t, 2, shape, false);
-		return rc ? rc : resolve_scale(c, s, name, fp4);
-	}
-	char fused[TENSOR_NAME_MAX];
-	bool gate_up = p != EXPERT_PART_DOWN;
-	model_expert_fused_name(&c->cfg, layer, gate_up, fused, sizeof fused);
-	s->t = ckpt_names_find(&c->names, fused);
-	if (!s->t) {
-		char a[2 * TENSOR_NAME_MAX + 48], b[2 * TENSOR_NAME_MAX + 48];
-		return error_set(EINVAL, "%s: missing tensor %s (nor fused %s)", c->opt->hf_dir,
-				 ckpt_names_missing(&c->names, name, a, sizeof a), ckpt_names_missing(&c->names, fused, b, sizeof b));
-	}
-	int64_t E = c->cfg.n_experts, I = c->cfg.moe_intermediate, H = c->cfg.hidden;
-	int64_t shape[3] = { E, gate_up ? 2 * I : H, gate_up ? H : I };
-	int rc = check_shape(c, s->t, 3, shape, false);
-	if (rc)
-		return rc;
-	if (!dtype_convertible(s->t->dtype) || s->t->dtype == ST_DTYPE_F8_E4M3)
-		return error_set(ENOTSUP, "%s: tensor %s: dtype %s is not supported for fused experts",
-				 st_set_path(&c->set, s->t), fused, s->t->dtype_name);
-	s->scale = NULL;
-	s->row0 = gate_up ? e * 2 * I + (p == EXPERT_PART_UP ? I : 0) : e * H;
-	return 0;
-}
-
-/* -EINVAL naming tensor t of the checkpoint when p[0..rows * cols), its rows
- * from row0 on, holds a NaN or an infinity: a weight no quantizer can
- * store, and a model that could only produce NaN. */
-static int check_finite(const struct converter *c, const struct st_tensor *t, const float *p, int64_t row0,
-			int64_t rows, int64_t cols, const char *what)
-{
-	for (int64_t i = 0; i < rows * cols; i++)
-		if (!isfinite(p[i]))
-			return error_set(EINVAL, "%s: tensor %s: %s at row %" PRId64 ", column %" PRId64 " is %s",
-					 st_set_path(&c->set, t), t->name, what, row0 + i / cols, i % cols,
-					 isnan(p[i]) ? "NaN" : "infinite");
-	return 0;
-}
-
-/* Reads the block scales of s into c->scale_buf, unless they are there. */
-static int scales_read(struct converter *c, const struct matrix_src *s)
-{
-	if (c->scale_of == s->scale)
-		return 0;
-	int64_t rows = st_tensor_rows(s->scale), cols = st_tensor_cols(s->scale);
-	size_t need = (size_t)(rows * cols);
-	if (need > c->scale_cap) {
-		float *p = realloc(c->scale_buf, need * sizeof *p);
-		if (!p)
-			return error_set(ENOMEM, "out of memory");
-		c->scale_buf = p;
-		c->scale_cap = need;
-	}
-	c->scale_of = NULL;
-	int rc;
-	if (s->scale->dtype == ST_DTYPE_U8) { /* ue8m0 exponent bytes */
-		rc = st_tensor_read_raw(&c->set, s->scale, 0, rows, c->scale_buf);
-		const uint8_t *raw = (const uint8_t *)c->scale_buf;
-		for (size_t i = need; !rc && i-- > 0;)
-			c->scale_buf[i] = st_e8m0_to_f32(raw[i]);
-	} else {
-		rc = st_tensor_read_f32(&c->set, s->scale, 0, rows, c->scale_buf);
-	}
-	if (!rc)
-		rc = check_finite(c, s->scale, c->scale_buf, 0, rows, cols, "the scale");
-	if (!rc)
-		c->scale_of = s->scale;
-	return rc;
-}
-
-/* FP4 e2m1 values (transformers' Fp8Dequantize._FP4_E2M1_LUT): sign bit 3,
- * then 0, 0.5, 1, 1.5, 2, 3, 4, 6. */
-static const float fp4_e2m1[16] = { 0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-				    -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f };
-
-/* Rows [r, r + n) of an FP4 matrix as f32 (before its scales): input 2k of
- * a row is the low nibble of byte k, input 2k + 1 the high one. The bytes
- * are read to the front of out and widened from the last value down, so
- * that each write lands on bytes already consumed. */
-static int fp4_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n, float *out)
-{
-	int rc = st_tensor_read_raw(&c->set, s->t, s->row0 + r, n, out);
-	const uint8_t *raw = (const uint8_t *)out;
-	for (int64_t i = rc ? 0 : n * s->cols; i-- > 0;)
-		out[i] = fp4_e2m1[(raw[i / 2] >> (i % 2 ? 4 : 0)) & 0xf];
-	return rc;
-}
-
-/* Element b of an integer dtype, little-endian. */
-static int64_t int_value(enum st_dtype d, const uint8_t *b)
-{
-	int64_t v;
-	int32_t x32;
-	int16_t x16;
-	switch (d) {
-	case ST_DTYPE_I64: memcpy(&v, b, 8); return v;
-	case ST_DTYPE_I32: memcpy(&x32, b, 4); return x32;
-	case ST_DTYPE_I16: memcpy(&x16, b, 2); return x16;
-	case ST_DTYPE_I8: return (int8_t)b[0];
-	default: return b[0];
-	}
-}
-
-/* Rows [r, r + n) of an index table as f32, each an integer in
- * [0, index_max) (exact in f32 below 2^24), read through buf of buf_bytes;
- * out may be NULL (the plan's check). */
-static int index_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n, float *out,
-		      uint8_t *buf, size_t buf_bytes)
-{
-	size_t es = st_dtype_size(s->t->dtype);
-	int64_t step = (int64_t)(buf_bytes / (es * (size_t)s->cols));
-	if (step < 1)
-		return error_set(E2BIG, "%s: tensor %s: a row of %" PRId64 " exceeds the staging buffer",
-				 st_set_path(&c->set, s->t), s->t->name, s->cols);
-	for (int64_t done = 0; done < n; done += step) {
-		int64_t k = n - done < step ? n - done : step;
-		int rc = st_tensor_read_raw(&c->set, s->t, s->row0 + r + done, k, buf);
-		if (rc)
-			return rc;
-		for (int64_t i = 0; i < k * s->cols; i++) {
-			int64_t v = int_value(s->t->dtype, buf + (size_t)i * es);
-			int64_t at = (r + done) * s->cols + i;
-			if (v < 0 || v >= s->index_max)
-				return error_set(EINVAL, "%s: tensor %s: value %" PRId64 " at row %" PRId64 ", column %" PRId64
-						 " is not an expert index in [0, %d)", st_set_path(&c->set, s->t), s->t->name,
-						 v, s->row0 + at / s->cols, at % s->cols, s->index_max);
-			if (out)
-				out[done * s->cols + i] = (float)v;
-		}
-	}
-	return 0;
-}
-
-/* c->packed holding at least bytes. */
-static int packed_reserve(struct converter *c, size_t bytes)
-{
-	if (bytes <= c->packed_bytes)
-		return 0;
-	uint8_t *p = realloc(c->packed, bytes);
-	if (!p)
-		return error_set(ENOMEM, "out of memory");
-	c->packed = p;
-	c->packed_bytes = bytes;
-	return 0;
-}
-
-/* The MXFP4 bytes of rows [r, r + n) of s (s->t its *_blocks) gathered
- * into *blocks [n, cols / 32, 16] and *scales [n, cols / 32], in c->packed.
- * The source rows of the step are read whole (gate and up alternate) and
- * kept: the up part of an expert finds the rows its gate part read. */
-static int mx_gather(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n, uint8_t **blocks,
-		     uint8_t **scales)
-{
-	int64_t G = s->cols / 32, span = n * s->step, base = s->row0 + r * s->step;
-	size_t bb = (size_t)G * 16, need = (size_t)span * (bb + (size_t)G) + (size_t)n * (bb + (size_t)G);
-	bool kept = c->packed_of == s->t && c->packed_row == base && c->packed_span == span;
-	int rc = kept ? 0 : packed_reserve(c, need);
-	if (rc)
-		return rc;
-	uint8_t *raw_b = c->packed, *raw_s = raw_b + (size_t)span * bb;
-	*blocks = raw_s + (size_t)span * G;
-	*scales = *blocks + (size_t)n * bb;
-	if (!kept) {
-		c->packed_of = NULL;
-		rc = st_tensor_read_raw(&c->set, s->t, base * G, span * G, raw_b);
-		rc = rc ? rc : st_tensor_read_raw(&c->set, s->mx_scales, base, span, raw_s);
-		if (rc)
-			return rc;
-		c->prog.bytes_read += (uint64_t)span * (bb + (uint64_t)G);
-		c->packed_of = s->t;
-		c->packed_row = base;
-		c->packed_span = span;
-	}
-	for (int64_t i = 0; i < n; i++) {
-		memcpy(*blocks + (size_t)i * bb, raw_b + (size_t)(i * s->step + s->first) * bb, bb);
-		memcpy(*scales + (size_t)i * G, raw_s + (size_t)(i * s->step + s->first) * G, (size_t)G);
-	}
-	return 0;
-}
-
-/* Rows [r, r + n) of a gpt-oss expert matrix as f32: MXFP4 decoded
- * exactly (byte b of a block holds input 2b in its low nibble and 2b + 1
- * in its high one, times 2^(scale - 127)), or the columns of the
- * transposed source, read in chunks of its rows. */
-static int expert_src_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n, float *out)
-{
-	int64_t cols = s->cols;
-	if (!s->transposed) {
-		uint8_t *blocks, *scales;
-		int rc = mx_gather(c, s, r, n, &blocks, &scales);
-		for (int64_t i = 0; !rc && i < n * cols; i++) {
-			unsigned byte = blocks[i / 2];
-			out[i] = quant_e2m1_to_f32(i % 2 ? byte >> 4 : byte) * quant_e8m0_to_f32(scales[i / 32], 0);
-		}
-		return rc;
-	}
-	int64_t width = st_tensor_cols(s->t);
-	int64_t chunk = (int64_t)((16u << 20) / ((size_t)width * sizeof(float)));
-	chunk = chunk < 1 ? 1 : chunk;
-	c->packed_of = NULL; /* c->packed now holds these rows, not mx_gather's */
-	int rc = packed_reserve(c, (size_t)chunk * (size_t)width * sizeof(float));
-	for (int64_t k0 = 0; !rc && k0 < cols; k0 += chunk) {
-		int64_t m = cols - k0 < chunk ? cols - k0 : chunk;
-		float *src = (float *)c->packed;
-		rc = st_tensor_read_f32(&c->set, s->t, s->row0 + k0, m, src);
-		c->prog.bytes_read += (uint64_t)m * (uint64_t)width * st_dtype_size(s->t->dtype);
-		for (int64_t k = 0; !rc && k < m; k++)
-			for (int64_t i = 0; i < n; i++)
-				out[i * cols + k0 + k] = src[k * width + s->first + (r + i) * s->step];
-	}
-	return rc;
-}
-
-/* Reads rows [r, r + n) of the matrix as f32, applying FP8 or FP4 block
- * scales; a value that is not finite (in the source, or after scaling)
- * fails. */
-static int matrix_read(struct converter *c, const struct matrix_src *s, int64_t r, int64_t n,
-		       float *out)
-{
-	if (s->step) {
-		int rc = expert_src_read(c, s, r, n, out);
-		return rc ? rc : check_finite(c, s->t, out, s->row0 + s->first + r * s->step, n, s->cols, "the value");
-	}
-	if (s->index_max > 0) {
-		c->prog.bytes_read += (uint64_t)n * (uint64_t)s->cols * st_dtype_size(s->t->dtype);
-		return index_read(c, s, r, n, out, c->qbuf, c->qbuf_bytes);
-	}
-	int rc = s->fp4 ? fp4_read(c, s, r, n, out) : st_tensor_read_f32(&c->set, s->t, s->row0 + r, n, out);
-	if (rc)
-		return rc;
-	c->prog.bytes_read += st_tensor_row_bytes(s->t, n);
-	/* Block scales are small ([rows/128, cols/128], or [rows, cols/32]);
-	 * keep the current matrix's whole table and reread only when the
-	 * matrix changes. */
-	if (s->scale && (rc = scales_read(c, s)))
-		return rc;
-	int64_t br = s->block_rows, bcol = s->block_cols;
-	int64_t bc = s->scale ? (s->cols + bcol - 1) / bcol : 0;
-	for (int64_t i = 0; s->scale && i < n; i++) {
-		const float *srow = c->scale_buf + (r + i) / br * bc;
-		float *row = out + i * s->cols;
-		for (int64_t j = 0; j < s->cols; j++)
-			row[j] *= srow[j / bcol];
-	}
-	return check_finite(c, s->t, out, s->row0 + r, n, s->cols, "the value");
 }
 
 /* Quantizes the matrix in row chunks. Data bytes land at base + the row's
@@ -650,7 +135,7 @@ static int matrix_write(struct converter *c, const struct matrix_src *s, enum qu
 {
 	int64_t cols = s->cols;
 	enum quant_type own;
-	if (c->gguf && s->t->rows && s->t->rows->read_raw && !s->step && native_type(c, s->t, &own) == 0 &&
+	if (c->gguf && s->t->rows && s->t->rows->read_raw && !s->step && cv_native_type(c, s->t, &own) == 0 &&
 	    own == type && type != QUANT_F32 && type != QUANT_BF16 && type != QUANT_F16)
 		return matrix_copy(c, s, type, emit, ctx, base);
 	if (!quant_type_quantizable(type))
@@ -666,7 +151,7 @@ static int matrix_write(struct converter *c, const struct matrix_src *s, enum qu
 		if (convert_interrupted)
 			return error_set(EINTR, "interrupted");
 		int64_t n = s->rows - r < chunk ? s->rows - r : chunk;
-		int rc = matrix_read(c, s, r, n, c->f32);
+		int rc = cv_matrix_read(c, s, r, n, c->f32);
 		if (rc)
 			return rc;
 		quant_matrix_quantize(c->qbuf, c->f32, type, n, cols, g);
@@ -720,7 +205,7 @@ static enum quant_type resident_type(const struct converter *c, const struct ten
 {
 	enum quant_type q = c->opt->quant;
 	if (c->native && s->role != TENSOR_ROLE_VECTOR && s->role != TENSOR_ROLE_ROUTER &&
-	    s->role != TENSOR_ROLE_INDEX && native_type(c, t, &q) == 0 &&
+	    s->role != TENSOR_ROLE_INDEX && cv_native_type(c, t, &q) == 0 &&
 	    quant_check_shape(q, s->shape[0], s->shape[1], 0) == 0)
 		return q;
 	switch (s->role) {
@@ -774,9 +259,9 @@ static int write_resident(struct converter *c, struct manifest *m)
 		if (!mt->name)
 			rc = error_set(ENOMEM, "out of memory");
 		else if (s->role == TENSOR_ROLE_INDEX)
-			rc = resolve_index(c, &src, c->cfg.n_experts);
+			rc = cv_resolve_index(c, &src, c->cfg.n_experts);
 		else
-			rc = resolve_scale(c, &src, s->name, false);
+			rc = cv_resolve_scale(c, &src, s->name, false);
 		if (!rc)
 			rc = matrix_write(c, &src, mt->type, mt->group, emit_fd, &sink, off);
 		off = manifest_align_up(off + mt->bytes, MANIFEST_ALIGN);
@@ -822,7 +307,7 @@ static void expert_layout(const struct converter *c, const enum quant_type q[EXP
 static int mx_copy(struct converter *c, const struct matrix_src *s, uint8_t *dst)
 {
 	uint8_t *blocks, *scales;
-	int rc = mx_gather(c, s, 0, s->rows, &blocks, &scales);
+	int rc = cv_mx_gather(c, s, 0, s->rows, &blocks, &scales);
 	if (rc)
 		return rc;
 	if (quant_mxfp4_from_packed(dst, blocks, scales, s->rows, s->cols) != 0) {
@@ -843,8 +328,8 @@ static int expert_native_types(struct converter *c, int layer, enum quant_type q
 {
 	for (int p = 0; p < EXPERT_PARTS; p++) {
 		struct matrix_src src;
-		int rc = resolve_expert(c, layer, 0, (enum expert_part)p, &src);
-		rc = rc ? rc : native_type(c, src.t, &q[p]);
+		int rc = cv_resolve_expert(c, layer, 0, (enum expert_part)p, &src);
+		rc = rc ? rc : cv_native_type(c, src.t, &q[p]);
 		if (rc)
 			return rc;
 		if (quant_check_shape(q[p], src.rows, src.cols, 0) != 0)
@@ -881,7 +366,7 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 		memset(c->record, 0, l->record_bytes);
 		for (int p = 0; p < EXPERT_PARTS && !rc; p++) {
 			struct matrix_src src;
-			rc = resolve_expert(c, layer, e, (enum expert_part)p, &src);
+			rc = cv_resolve_expert(c, layer, e, (enum expert_part)p, &src);
 			if (!rc && src.mx_scales && l->parts[p].type == QUANT_MXFP4)
 				rc = mx_copy(c, &src, c->record + l->parts[p].offset);
 			else if (!rc)
@@ -1155,17 +640,17 @@ static int convert_plan(struct converter *c, struct convert_options *resolved)
 			return error_set(EINVAL, "%s: missing tensor %s (model_type %s)", c->opt->hf_dir,
 					 ckpt_names_missing(&c->names, s->name, a, sizeof a), c->cfg.model_type);
 		}
-		rc = check_shape(c, t, s->ndim, s->shape, s->squeezed);
+		rc = cv_check_shape(c, t, s->ndim, s->shape, s->squeezed);
 		struct matrix_src src = { .t = t, .rows = st_tensor_rows(t), .cols = st_tensor_cols(t) };
 		if (!rc && s->role == TENSOR_ROLE_INDEX) {
 			/* Small (vocab x top_k): every entry checked before writing. */
 			uint8_t *buf = malloc(1u << 20);
-			rc = buf ? resolve_index(c, &src, c->cfg.n_experts) : error_set(ENOMEM, "out of memory");
+			rc = buf ? cv_resolve_index(c, &src, c->cfg.n_experts) : error_set(ENOMEM, "out of memory");
 			if (!rc)
-				rc = index_read(c, &src, 0, src.rows, NULL, buf, 1u << 20);
+				rc = cv_index_read(c, &src, 0, src.rows, NULL, buf, 1u << 20);
 			free(buf);
 		} else if (!rc)
-			rc = resolve_scale(c, &src, s->name, false);
+			rc = cv_resolve_scale(c, &src, s->name, false);
 		if (rc)
 			return rc;
 		c->prog.tensors_total++;
@@ -1176,7 +661,7 @@ static int convert_plan(struct converter *c, struct convert_options *resolved)
 		for (int e = 0; e < c->cfg.n_experts; e++) {
 			for (int p = 0; p < EXPERT_PARTS; p++) {
 				struct matrix_src src;
-				rc = resolve_expert(c, l, e, (enum expert_part)p, &src);
+				rc = cv_resolve_expert(c, l, e, (enum expert_part)p, &src);
 				if (rc)
 					return rc;
 				c->prog.tensors_total++;
