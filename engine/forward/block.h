@@ -59,10 +59,10 @@ struct block_kind {
 				   * NULL: nothing per position */
 };
 
-extern const struct block_kind block_gqa, block_mla, block_mla_dsa, block_gdn, block_v4;
+extern const struct block_kind block_gqa, block_mla, block_mla_dsa, block_gdn, block_v4, block_rel;
 extern const struct block_kind block_ffn_dense, block_ffn_moe, block_ffn_moe_shared;
 
-#define BLOCK_KINDS 8
+#define BLOCK_KINDS 9
 extern const struct block_kind *const block_kinds[BLOCK_KINDS];
 
 /* The kinds of a row. */

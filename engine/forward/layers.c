@@ -14,7 +14,7 @@
 
 const struct block_kind *const block_kinds[BLOCK_KINDS] = {
 	&block_gqa, &block_mla, &block_mla_dsa, &block_ffn_dense, &block_ffn_moe, &block_ffn_moe_shared, &block_gdn,
-	&block_v4,
+	&block_v4, &block_rel,
 };
 
 const struct block_kind *block_mixer(enum mixer_kind k)
@@ -25,6 +25,7 @@ const struct block_kind *block_mixer(enum mixer_kind k)
 	case MIXER_MLA_DSA: return &block_mla_dsa;
 	case MIXER_GDN: return &block_gdn;
 	case MIXER_V4: return &block_v4;
+	case MIXER_REL: return &block_rel;
 	}
 	return NULL;
 }

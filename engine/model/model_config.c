@@ -58,7 +58,7 @@ struct family_defaults {
 	int32_t head_dim;                      /* 0: hidden_size / num_attention_heads */
 };
 
-static const struct family_defaults family_defaults[MODEL_ARCH_GPT_OSS + 1] = {
+static const struct family_defaults family_defaults[MODEL_ARCH_INKLING + 1] = {
 	[MODEL_ARCH_OLMOE] = { 1e-5, 10000.0, 1.0, 4096, -1, 50279, 1, 1, 0, 0 },
 	[MODEL_ARCH_QWEN3_MOE] = { 1e-6, 10000.0, 1.0, 32768, -1, -1, 1, 1, 0, 0 },
 	[MODEL_ARCH_MIXTRAL] = { 1e-5, 1000000.0, 1.0, 4096 * 32, 1, 2, 1, 1, 0, 0 },
@@ -959,6 +959,9 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 		break;
 	case MODEL_ARCH_GPT_OSS:
 		rc = parse_gpt_oss(cfg, j, src);
+		break;
+	case MODEL_ARCH_INKLING:
+		rc = parse_inkling(cfg, j, src);
 		break;
 	case MODEL_ARCH_OLMOE:
 		cfg->qk_norm = QK_NORM_FULL;

@@ -28,7 +28,8 @@ enum model_arch {
 	MODEL_ARCH_QWEN3_NEXT,       /* Qwen3-Next: the same blocks, fused grouped DeltaNet projections */
 	MODEL_ARCH_DEEPSEEK_V4,      /* DeepSeek-V4: shared-KV MQA with CSA/HCA compression, hyper-connections */
 	MODEL_ARCH_MINIMAX_M2,       /* MiniMax-M2: GQA with whole-projection q/k norms, sigmoid-routed MoE */
-	MODEL_ARCH_GPT_OSS,          /* gpt-oss: GQA with sinks, sliding / full layers, biased experts (the last) */
+	MODEL_ARCH_GPT_OSS,          /* gpt-oss: GQA with sinks, sliding / full layers, biased experts */
+	MODEL_ARCH_INKLING,          /* Inkling: relative-position attention, short convolutions (the last) */
 };
 
 /* A layer is a row of block kinds (struct layer_row); the forward pass
@@ -38,8 +39,8 @@ enum model_arch {
  * multi-head latent attention over a compressed KV cache; MLA whose keys
  * the DSA indexer selects (DeepSeek-V3.2, GLM-5); Gated DeltaNet linear
  * attention over a fixed-size recurrent state (Qwen3.5, Qwen3-Next). */
-enum mixer_kind { MIXER_GQA = 0, MIXER_MLA, MIXER_MLA_DSA, MIXER_GDN, MIXER_V4 };
-#define MIXER_KINDS 5
+enum mixer_kind { MIXER_GQA = 0, MIXER_MLA, MIXER_MLA_DSA, MIXER_GDN, MIXER_V4, MIXER_REL };
+#define MIXER_KINDS 6
 
 /* DeepSeek-V4 attention of a MIXER_V4 row: sliding-window shared-KV MQA
  * alone, plus compressed sparse attention (overlapping windows pooled into
@@ -73,8 +74,14 @@ struct layer_row {
  * sigmoid scores with a correction bias and grouped top-k (DeepSeek-V3,
  * GLM), or sqrt(softplus) scores with a correction bias and plain top-k, or
  * on hash_routed layers the token's row of tid2eid (DeepSeek-V4); or the
- * top-k of the biased logits, then softmax over the chosen k (gpt-oss). */
-enum router_kind { ROUTER_SOFTMAX = 0, ROUTER_SIGMOID_GROUPED, ROUTER_SQRTSOFTPLUS, ROUTER_TOPK_SOFTMAX };
+ * top-k of the biased logits, then softmax over the chosen k (gpt-oss); or
+ * one router over the routed and the shared experts (Inkling: n_experts +
+ * n_shared_experts rows): top-k of sigmoid + correction bias among the
+ * routed, weights sigmoid(l) / sum of sigmoid over the chosen and the
+ * shared, times routed_scaling and the layer's gate.global_scale; each
+ * shared expert's output is scaled by its weight. */
+enum router_kind { ROUTER_SOFTMAX = 0, ROUTER_SIGMOID_GROUPED, ROUTER_SQRTSOFTPLUS, ROUTER_TOPK_SOFTMAX,
+		   ROUTER_SIGMOID_SHARED };
 
 /* Where q/k RMSNorm applies: not at all, per head (Qwen3), or over the
  * whole projected q and k vectors (OLMoE). */
@@ -188,6 +195,30 @@ struct model_config {
 					     * sigmoid(alpha * gate) after the clamp; 0: silu(gate) * up */
 	bool expert_bias;                   /* experts add biases: gate_up_proj_bias [E, 2I] (gate at even
 					     * columns) and down_proj_bias [E, H], resident (gpt-oss) */
+	/* Inkling (MIXER_REL rows, RESIDUAL_SCONV). No RoPE (rot_dim 0). The
+	 * global layers (full_attention[l]) have n_heads, n_kv_heads, head_dim
+	 * and a relative extent of rel_extent; the sliding ones swa_* and
+	 * sliding_window as both window and extent. Each head's score is
+	 * q.k * attn_scale (1 / head_dim: q and k are RMS-normed per head)
+	 * plus a relative bias: the token's d_rel values of r_proj for the
+	 * head times rel_logits_proj.proj [d_rel, extent] at the distance,
+	 * zero at or beyond the extent. log_n_floor > 0: on global layers the
+	 * normed q and the bias are scaled by 1 + log_alpha * log(max((pos+1)
+	 * / log_n_floor, 1)). Short convolutions of sconv_kernel taps (with
+	 * residual) run on k and v before their norm, and on each block's
+	 * output (RESIDUAL_SCONV). */
+	int32_t swa_n_heads, swa_n_kv_heads, swa_head_dim;
+	int32_t d_rel, rel_extent;
+	int32_t log_n_floor;                /* 0: no log-length scaling */
+	float log_alpha;
+	int32_t sconv_kernel;
+	bool embed_norm;                    /* model.embed_norm (RMSNorm) after the embedding */
+	bool global_scale;                  /* dense MLPs multiply by mlp.global_scale; the router's
+					     * weights by mlp.gate.global_scale */
+	float logit_divisor;                /* the final hidden state is divided by it before lm_head
+					     * (logits_mup_width_multiplier); 1: none */
+	int32_t vocab_stored;               /* rows of the checkpoint's embedding and head when they are
+					     * padded past vocab (Inkling's unpadded_vocab_size); 0: vocab */
 	int32_t n_mtp_layers;        /* DeepSeek MTP modules stored after the decoder layers */
 	int32_t bos_id;              /* -1 if unknown */
 	int32_t eos_ids[MODEL_EOS_MAX];

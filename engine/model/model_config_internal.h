@@ -46,4 +46,8 @@ static inline void set_moe(struct model_config *cfg, int l, bool moe)
 int parse_minimax_m2(struct model_config *cfg, const cJSON *j, const char *src);
 int parse_gpt_oss(struct model_config *cfg, const cJSON *j, const char *src);
 
+/* Inkling (model_config_inkling.c): inkling_text, or the text_config of
+ * an inkling_mm_model. */
+int parse_inkling(struct model_config *cfg, const cJSON *j, const char *src);
+
 #endif

@@ -248,6 +248,7 @@ static void specs_layer(struct spec_list *l, const struct model_config *c, int i
 	case MIXER_MLA_DSA: specs_mla(l, c, i, true); break;
 	case MIXER_GDN: specs_gdn(l, c, i); break;
 	case MIXER_V4: specs_v4_attn(l, c, i); break;
+	case MIXER_REL: break; /* Inkling: being written */
 	}
 	if (r->residual == RESIDUAL_HC)
 		specs_hc(l, c, i);
