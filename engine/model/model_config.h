@@ -60,8 +60,11 @@ enum norm_kind { NORM_RMS = 0 };
 /* How a block's output joins the residual stream: added (x += block(norm(x)));
  * or hyper-connections (DeepSeek-V4): hc_mult streams per token, collapsed
  * into the block's input and mixed with its output by weights computed from
- * the streams (Sinkhorn-projected mixer). */
-enum residual_kind { RESIDUAL_PLAIN = 0, RESIDUAL_HC };
+ * the streams (Sinkhorn-projected mixer); or through a short convolution
+ * (Inkling): x += y + conv(y) for y = block(norm(x)), conv a causal
+ * depthwise convolution of sconv_kernel taps over the sequence's outputs of
+ * that block. */
+enum residual_kind { RESIDUAL_PLAIN = 0, RESIDUAL_HC, RESIDUAL_SCONV };
 
 struct layer_row {
 	enum norm_kind norm;
