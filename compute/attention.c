@@ -36,6 +36,19 @@ void attention_head(float *out, const float *q, const float *k, int64_t k_stride
 		axpy_f32(out, scratch[t], v + t * v_stride, v_dim);
 }
 
+void attention_head_bias(float *out, const float *q, const float *k, int64_t k_stride,
+			 const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
+			 int64_t v_dim, float scale, float *bias)
+{
+	for (int64_t t = 0; t < n_ctx; t++)
+		bias[t] += scale * dot_f32(q, k + t * k_stride, k_dim);
+	softmax(bias, n_ctx);
+	for (int64_t i = 0; i < v_dim; i++)
+		out[i] = 0.0f;
+	for (int64_t t = 0; t < n_ctx; t++)
+		axpy_f32(out, bias[t], v + t * v_stride, v_dim);
+}
+
 void attention_head_sink(float *out, const float *q, const float *k, int64_t k_stride,
 			 const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
 			 int64_t v_dim, float scale, float sink, float *scratch)

@@ -101,6 +101,13 @@ void attention_head_sink(float *out, const float *q, const float *k, int64_t k_s
 			 const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
 			 int64_t v_dim, float scale, float sink, float *scratch);
 
+/* attention_head with an additive bias per position (Inkling's relative
+ * position bias): bias[n_ctx] holds on entry what each score gets added
+ * after the scale, and is the scratch after. */
+void attention_head_bias(float *out, const float *q, const float *k, int64_t k_stride,
+			 const float *v, int64_t v_stride, int64_t n_ctx, int64_t k_dim,
+			 int64_t v_dim, float scale, float *bias);
+
 /* attention_head over the positions keys[n_keys] only (increasing), as
  * sparse attention selects them. */
 void attention_head_keys(float *out, const float *q, const float *k, int64_t k_stride,

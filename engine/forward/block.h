@@ -86,6 +86,8 @@ struct layer {
 	const struct block_kind *mixer, *ffn;
 	void *mixer_w, *ffn_w;            /* the kinds' weights structs */
 	struct hc_weights attn_hc, ffn_hc; /* RESIDUAL_HC only */
+	const float *sconv[2];            /* RESIDUAL_SCONV: [hidden, sconv_kernel] after the mixer, the FFN */
+	size_t sconv_off[2];              /* where their history starts in the layer's state parts */
 };
 
 /* A DeepSeek/GLM multi-token-prediction module: the final hidden state of

@@ -3,6 +3,7 @@
  * dense layer; also the SwiGLU every expert and shared expert runs
  * (ffn_swiglu), with DeepSeek-V4's and gpt-oss's clamp when the model sets
  * swiglu_limit, and gpt-oss's biased GLU (GptOssExperts._apply_gate).
+ * Inkling's dense MLP multiplies its output by mlp.global_scale.
  */
 #include <math.h>
 
@@ -13,6 +14,7 @@ struct dense_weights {
 	struct qmatrix gate;             /* [intermediate, hidden] */
 	struct qmatrix up;               /* [intermediate, hidden] */
 	struct qmatrix down;             /* [hidden, intermediate] */
+	const float *global_scale;       /* [1] the output's factor (Inkling's mlp.global_scale), else NULL */
 };
 
 void ffn_swiglu(const struct forward *f, const struct qmatrix *g, const struct qmatrix *u, const struct qmatrix *d,
@@ -71,6 +73,8 @@ static int dense_bind(void *wp, const struct model *m, int i)
 	int rc = model_matrix(m, &w->gate, f, h, "model.layers.%d.mlp.gate_proj.weight", i);
 	rc = rc ? rc : model_matrix(m, &w->up, f, h, "model.layers.%d.mlp.up_proj.weight", i);
 	rc = rc ? rc : model_matrix(m, &w->down, h, f, "model.layers.%d.mlp.down_proj.weight", i);
+	if (!rc && m->cfg.global_scale)
+		rc = model_vector(m, &w->global_scale, 1, "model.layers.%d.mlp.global_scale", i);
 	return rc;
 }
 
@@ -81,8 +85,9 @@ static int dense_run(struct forward *f, int layer, int n, float *acc)
 	float *gate, *up, *out;
 	dense_layout(&cv, &f->m->cfg, f->batch, &gate, &up, &out);
 	ffn_swiglu(f, &w->gate, &w->up, &w->down, NULL, f->xn, n, gate, up, out);
+	float g = w->global_scale ? w->global_scale[0] : 1.0f;
 	for (int64_t i = 0; i < n * (int64_t)f->m->cfg.hidden; i++)
-		acc[i] += out[i];
+		acc[i] += w->global_scale ? out[i] * g : out[i];
 	return 0;
 }
 

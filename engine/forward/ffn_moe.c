@@ -6,8 +6,9 @@
  *           correction bias and grouped top-k (DeepSeek-V3, GLM), or
  *           sqrt(softplus) scores with a correction bias, or on hash-routed
  *           layers the experts the token id names (DeepSeek-V4), or the
- *           top-k of biased logits softmaxed (gpt-oss), as the
- *           transformers routers compute them;
+ *           top-k of biased logits softmaxed (gpt-oss), or one sigmoid
+ *           router over the routed and the shared experts (Inkling), as
+ *           the transformers routers compute them;
  *   union   the experts any token of the chunk chose, once each, ascending;
  *   place   requested from the expert store in rounds of its capacity; the
  *           store delivers resident ones first, the others as reads land;
@@ -18,7 +19,8 @@
  *
  * FFN_MOE_SHARED then adds the shared experts: DeepSeek's shared_experts,
  * or Qwen's one shared_expert scaled by sigmoid(shared_expert_gate . x)
- * (shared_gate: Qwen3.5, Qwen3-Next).
+ * (shared_gate: Qwen3.5, Qwen3-Next), or Inkling's shared experts, each
+ * scaled by the weight its router row gave it (ROUTER_SIGMOID_SHARED).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,7 +32,8 @@
 #include "engine/forward/forward_internal.h"
 
 struct moe_weights {
-	struct qmatrix router;           /* [n_experts, hidden], f32 */
+	struct qmatrix router;           /* [router_rows, hidden], f32 */
+	float global_scale;              /* mlp.gate.global_scale (Inkling), else 1 */
 	const float *router_bias;        /* [n_experts] e_score_correction_bias, or NULL */
 	const float *logit_bias;         /* [n_experts] mlp.router.bias added to the logits (gpt-oss), or NULL */
 	const float *gate_up_bias;       /* [n_experts, 2 * moe_intermediate] (expert_bias), or NULL */
@@ -51,7 +54,9 @@ struct moe_shared_weights {
 
 /* The step's buffers in the shared arena. */
 struct moe_scratch {
-	float *logits;                   /* [batch, n_experts] router logits, then scores */
+	float *logits;                   /* [batch, router_rows] router logits, then scores */
+	float *shared_w;                 /* [batch, n_shared_experts] ROUTER_SIGMOID_SHARED: the shared
+					  * experts' weights */
 	int32_t *sel;                    /* [batch, top_k] chosen experts */
 	float *sel_w;                    /* [batch, top_k] their weights */
 	float *expert_out;               /* [batch, top_k, hidden] */
@@ -62,11 +67,18 @@ struct moe_scratch {
 	int32_t *wanted;                 /* [n_experts] union of the chunk */
 	float *choice;                   /* [n_experts] biased scores of the grouped router */
 	float *pred_in;                  /* [batch, hidden] prediction input */
-	float *pred_logits;              /* [batch, n_experts] */
+	float *pred_logits;              /* [batch, router_rows] */
 	int32_t *pred_sel;               /* [batch, top_k] */
 	float *out;                      /* [batch, hidden] the shared experts' output */
 	float *share;                    /* [batch] the shared expert gate's logit */
 };
+
+/* Rows of a layer's router: one per routed expert, and with
+ * ROUTER_SIGMOID_SHARED one per shared expert after them. */
+static int router_rows(const struct model_config *c)
+{
+	return c->n_experts + (c->router == ROUTER_SIGMOID_SHARED ? c->n_shared_experts : 0);
+}
 
 static void moe_layout(struct carve *cv, const struct model_config *c, int batch, struct moe_scratch *s)
 {
@@ -74,7 +86,9 @@ static void moe_layout(struct carve *cv, const struct model_config *c, int batch
 	size_t K = (size_t)(c->top_k > 0 ? c->top_k : 1), E = (size_t)(c->n_experts > 0 ? c->n_experts : 1);
 	size_t I = (size_t)c->moe_intermediate, Ish = (size_t)c->shared_intermediate;
 	I = I > Ish ? I : Ish;
-	s->logits = carve(cv, B * E * F);
+	size_t R = (size_t)(router_rows(c) > 0 ? router_rows(c) : 1), S = (size_t)c->n_shared_experts;
+	s->logits = carve(cv, B * R * F);
+	s->shared_w = carve(cv, B * S * F);
 	s->sel = carve(cv, B * K * I32);
 	s->sel_w = carve(cv, B * K * F);
 	s->expert_out = carve(cv, B * K * H * F);
@@ -87,7 +101,7 @@ static void moe_layout(struct carve *cv, const struct model_config *c, int batch
 	s->wanted = carve(cv, E * I32);
 	s->choice = carve(cv, E * F);
 	s->pred_in = carve(cv, B * H * F);
-	s->pred_logits = carve(cv, B * E * F);
+	s->pred_logits = carve(cv, B * R * F);
 	s->pred_sel = carve(cv, B * K * I32);
 	s->out = carve(cv, B * H * F);
 	s->share = carve(cv, B * F);
@@ -108,9 +122,15 @@ static int moe_bind(void *wp, const struct model *m, int i)
 	const char *fmt = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "model.layers.%d.block_sparse_moe.gate.weight"
 			  : c->expert_naming == EXPERT_NAMING_GPT_OSS ? "model.layers.%d.mlp.router.weight"
 								      : "model.layers.%d.mlp.gate.weight";
-	int rc = model_matrix(m, &w->router, c->n_experts, c->hidden, fmt, i);
+	int rc = model_matrix(m, &w->router, router_rows(c), c->hidden, fmt, i);
 	if (!rc && w->router.type != QUANT_F32)
 		rc = error_set(EINVAL, "%s: layer %d router is not f32", m->dir, i);
+	w->global_scale = 1.0f;
+	if (!rc && c->global_scale) {
+		const float *gs;
+		rc = model_vector(m, &gs, 1, "model.layers.%d.mlp.gate.global_scale", i);
+		w->global_scale = rc ? 1.0f : gs[0];
+	}
 	if (!rc && c->expert_naming == EXPERT_NAMING_GPT_OSS)
 		rc = model_vector(m, &w->logit_bias, c->n_experts, "model.layers.%d.mlp.router.bias", i);
 	if (!rc && c->expert_bias) {
@@ -251,16 +271,44 @@ static void route_topk_softmax(const struct model_config *c, const float *logits
 	softmax(w, K);
 }
 
+/* Inkling (InklingTopkRouter): logits[E + S] of the routed then the
+ * shared experts; the top-k of sigmoid + correction bias among the routed
+ * choose; each chosen and each shared expert weighs sigmoid(l) over the
+ * sum of those k + S sigmoids (the reference's softmax of logsigmoids),
+ * times route_scale and gate.global_scale. */
+static void route_shared(const struct model_config *c, const struct moe_weights *w, const float *logits,
+			 int32_t *sel, float *wt, float *shared_w, float *choice)
+{
+	int E = c->n_experts, K = c->top_k, S = c->n_shared_experts;
+	for (int e = 0; e < E; e++)
+		choice[e] = 1.0f / (1.0f + expf(-logits[e])) + (w->router_bias ? w->router_bias[e] : 0.0f);
+	topk(sel, choice, E, K);
+	float sum = 0.0f;
+	for (int k = 0; k < K; k++)
+		sum += wt[k] = 1.0f / (1.0f + expf(-logits[sel[k]]));
+	for (int i = 0; i < S; i++)
+		sum += shared_w[i] = 1.0f / (1.0f + expf(-logits[E + i]));
+	float scale = c->routed_scaling * w->global_scale / sum;
+	for (int k = 0; k < K; k++)
+		wt[k] *= scale;
+	for (int i = 0; i < S; i++)
+		shared_w[i] *= scale;
+}
+
 /* Softmax over all experts, top-k of the probabilities, optional
  * renormalisation: the order of operations of the HF routers. */
 static void route(const struct forward *f, const struct moe_weights *w, const struct moe_scratch *s, int n)
 {
 	const struct model_config *c = &f->m->cfg;
-	int E = c->n_experts, K = c->top_k;
+	int E = c->n_experts, K = c->top_k, R = router_rows(c);
 	for (int t = 0; t < n; t++) {
-		float *p = s->logits + (size_t)t * E;
+		float *p = s->logits + (size_t)t * R;
 		int32_t *sel = s->sel + (size_t)t * K;
 		float *wt = s->sel_w + (size_t)t * K;
+		if (c->router == ROUTER_SIGMOID_SHARED) {
+			route_shared(c, w, p, sel, wt, s->shared_w + (size_t)t * c->n_shared_experts, s->choice);
+			continue;
+		}
 		if (c->router == ROUTER_SIGMOID_GROUPED) {
 			route_grouped(c, w->router_bias, p, sel, wt, s->choice);
 			continue;
@@ -352,17 +400,20 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 		return;
 	}
 	int64_t H = c->hidden;
-	int E = c->n_experts, K = c->top_k;
+	int E = c->n_experts, K = c->top_k, R = router_rows(c);
 	for (int t = 0; t < n; t++)
 		rmsnorm(s->pred_in + t * H, f->x + t * H, ly->ffn_norm, H, c->rms_eps);
 	matmul(f->pool, s->pred_logits, &w->router, s->pred_in, n);
 	int32_t *mark = f->predicted + (size_t)next * E;
 	memset(mark, 0, (size_t)E * sizeof *mark);
 	for (int t = 0; t < n; t++) {
-		float *pl = s->pred_logits + (size_t)t * E;
+		float *pl = s->pred_logits + (size_t)t * R;
 		if (c->router == ROUTER_SQRTSOFTPLUS && w->router_bias)
 			for (int e = 0; e < E; e++)
 				pl[e] = sqrt_softplus(pl[e]) + w->router_bias[e];
+		if (c->router == ROUTER_SIGMOID_SHARED && w->router_bias)
+			for (int e = 0; e < E; e++)
+				pl[e] = 1.0f / (1.0f + expf(-pl[e])) + w->router_bias[e];
 		if (w->logit_bias)
 			for (int e = 0; e < E; e++)
 				pl[e] += w->logit_bias[e];
@@ -449,11 +500,11 @@ static int routed_run(struct forward *f, const struct moe_weights *w, const stru
 	const struct model_config *c = &f->m->cfg;
 	struct expert_store *store = f->m->store;
 	int64_t H = c->hidden;
-	int E = c->n_experts, K = c->top_k;
+	int E = c->n_experts, K = c->top_k, R = router_rows(c);
 	matmul(f->pool, s->logits, &w->router, f->xn, n);
 	for (int t = 0; w->logit_bias && t < n; t++)
 		for (int e = 0; e < E; e++)
-			s->logits[(size_t)t * E + e] += w->logit_bias[e];
+			s->logits[(size_t)t * R + e] += w->logit_bias[e];
 	route(f, w, s, n);
 
 	/* Union: each expert any token of the chunk needs, once, ascending. */
@@ -497,6 +548,23 @@ static int moe_run(struct forward *f, int layer, int n, float *acc)
 	return routed_run(f, f->layers[layer].ffn_w, &s, layer, n, acc);
 }
 
+/* Inkling's shared experts (InklingSharedExperts), fused as one MLP of
+ * S * moe_intermediate whose activations are scaled, expert by expert, by
+ * their router weights before the down projection. */
+static void shared_weighted(struct forward *f, const struct moe_shared_weights *w, const struct moe_scratch *s,
+			    int n)
+{
+	const struct model_config *c = &f->m->cfg;
+	int64_t I = c->moe_intermediate, S = c->n_shared_experts, W = S * I;
+	matmul(f->pool, s->gate, &w->gate, f->xn, n);
+	matmul(f->pool, s->up, &w->up, f->xn, n);
+	swiglu(s->gate, s->gate, s->up, (int64_t)n * W);
+	for (int t = 0; t < n; t++)
+		for (int64_t i = 0; i < W; i++)
+			s->gate[t * W + i] *= s->shared_w[t * S + i / I];
+	matmul(f->pool, s->out, &w->down, s->gate, n);
+}
+
 /* Then the shared experts, which every token uses. */
 static int moe_shared_run(struct forward *f, int layer, int n, float *acc)
 {
@@ -507,9 +575,13 @@ static int moe_shared_run(struct forward *f, int layer, int n, float *acc)
 	int rc = routed_run(f, &w->moe, &s, layer, n, acc);
 	if (rc)
 		return rc;
-	int64_t H = f->m->cfg.hidden;
-	ffn_swiglu(f, &w->gate, &w->up, &w->down, NULL, f->xn, n, s.gate, s.up, s.out);
-	if (f->m->cfg.shared_gate) {
+	const struct model_config *c = &f->m->cfg;
+	int64_t H = c->hidden;
+	if (c->router == ROUTER_SIGMOID_SHARED) {
+		shared_weighted(f, w, &s, n);
+	} else
+		ffn_swiglu(f, &w->gate, &w->up, &w->down, NULL, f->xn, n, s.gate, s.up, s.out);
+	if (c->shared_gate) {
 		matmul(f->pool, s.share, &w->share, f->xn, n);
 		for (int t = 0; t < n; t++) {
 			float g = 1.0f / (1.0f + expf(-s.share[t]));

@@ -50,7 +50,9 @@ static void block_sizes_of(const struct model_config *c, int n_layers, int ctx, 
 				fs->thread = bs.thread_bytes;
 			if (bs.private_bytes > fs->own[kinds[slot]->id])
 				fs->own[kinds[slot]->id] = bs.private_bytes;
-			parts[2 * l + slot] = (struct seq_part_size){ bs.state_pos_bytes, bs.state_fixed_bytes };
+			/* RESIDUAL_SCONV keeps its convolution's history after the kind's own. */
+			size_t conv = c->rows[l].residual == RESIDUAL_SCONV ? sconv_state_bytes(c, c->hidden) : 0;
+			parts[2 * l + slot] = (struct seq_part_size){ bs.state_pos_bytes, bs.state_fixed_bytes + conv };
 		}
 	}
 }
@@ -62,7 +64,7 @@ struct fbuf {
 	size_t bytes;
 };
 
-#define FORWARD_BUFS (17 + BLOCK_KINDS)
+#define FORWARD_BUFS (18 + BLOCK_KINDS)
 
 /* Residual streams per row: hc_mult with hyper-connections, else 0 (no
  * stream buffers). */
@@ -94,6 +96,7 @@ static int forward_buffers(struct forward *f, const struct model_config *c, cons
 	FBUF(hc_mix, B * (2 + HC) * HC * F);
 	FBUF(hc_w, B * (2 + HC) * HC * F);
 	FBUF(hc_out, (HC ? B * H : 0) * F);
+	FBUF(blk, (c->n_layers > 0 && c->rows[0].residual == RESIDUAL_SCONV ? B * H : 0) * F);
 	FBUF(shared, fs->shared);
 	FBUF(threads, (size_t)f->n_threads * fs->thread);
 	for (int k = 0; k < BLOCK_KINDS; k++)
@@ -185,6 +188,10 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	}
 	struct forward_sizes fs;
 	block_sizes_of(c, f->n_layers, ctx, batch, &fs, parts);
+	for (int l = 0; l < f->n_layers; l++)
+		for (int slot = 0; slot < 2; slot++)
+			if (c->rows[l].residual == RESIDUAL_SCONV)
+				f->layers[l].sconv_off[slot] = parts[2 * l + slot].fixed_bytes - sconv_state_bytes(c, c->hidden);
 	f->thread_bytes = fs.thread;
 	f->seqs = calloc((size_t)(n_seqs > 0 ? n_seqs : 1), sizeof *f->seqs);
 	if (!f->seqs)
@@ -248,8 +255,9 @@ void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interle
 }
 
 /* One layer over the step's rows: each block of its row on
- * the normed residual stream, added back to it (RESIDUAL_PLAIN), or
- * between the hyper-connected streams (RESIDUAL_HC, hyper_conn.c). */
+ * the normed residual stream, added back to it (RESIDUAL_PLAIN), through
+ * its short convolution (RESIDUAL_SCONV, sconv.c), or between the
+ * hyper-connected streams (RESIDUAL_HC, hyper_conn.c). */
 static int layer_forward(struct forward *f, int l, int n)
 {
 	const struct model_config *c = &f->m->cfg;
@@ -258,6 +266,10 @@ static int layer_forward(struct forward *f, int l, int n)
 	if (c->rows[l].residual == RESIDUAL_HC) {
 		int rc = hc_block(f, &ly->attn_hc, ly->attn_norm, ly->mixer, l, n);
 		return rc ? rc : hc_block(f, &ly->ffn_hc, ly->ffn_norm, ly->ffn, l, n);
+	}
+	if (c->rows[l].residual == RESIDUAL_SCONV) {
+		int rc = sconv_block(f, ly->mixer, ly->attn_norm, l, 0, n);
+		return rc ? rc : sconv_block(f, ly->ffn, ly->ffn_norm, l, 1, n);
 	}
 	for (int t = 0; t < n; t++)
 		rmsnorm(f->xn + t * H, f->x + t * H, ly->attn_norm, H, c->rms_eps);
@@ -296,6 +308,8 @@ int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, 
 		int rc = model_embed_row(m, &m->embed, rows[t].token, f->x + t * H);
 		if (rc)
 			return rc;
+		if (m->embed_norm)
+			rmsnorm(f->x + t * H, f->x + t * H, m->embed_norm, H, c->rms_eps);
 		for (size_t i = 0; i < hc_streams(c); i++) /* every stream starts as the embedding */
 			memcpy(f->hc_x + (t * hc_streams(c) + i) * H, f->x + t * H, (size_t)H * sizeof(float));
 	}
@@ -322,9 +336,14 @@ int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, 
 	if (!logits || n_out <= 0)
 		return 0;
 	/* The head runs over the rows asked for, gathered (a matmul row is the
-	 * same bits whatever the other rows). */
-	for (int i = 0; i < n_out; i++)
-		memcpy(f->head_in + (size_t)i * H, f->xn + (size_t)out[i] * H, (size_t)H * sizeof(float));
+	 * same bits whatever the other rows); Inkling divides them first. */
+	for (int i = 0; i < n_out; i++) {
+		float *h = f->head_in + (size_t)i * H;
+		memcpy(h, f->xn + (size_t)out[i] * H, (size_t)H * sizeof(float));
+		if (c->logit_divisor != 0.0f && c->logit_divisor != 1.0f)
+			for (int64_t d = 0; d < H; d++)
+				h[d] /= c->logit_divisor;
+	}
 	matmul(f->pool, logits, &m->lm_head, f->head_in, n_out);
 	return 0;
 }

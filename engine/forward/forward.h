@@ -70,6 +70,8 @@ struct forward {
 	float *hc_mix;               /* [batch, (2 + hc) * hc] fn . flat */
 	float *hc_w;                 /* [batch, (2 + hc) * hc] pre, post, comb of each row */
 	float *hc_out;               /* [batch, hidden] the block's output */
+	float *blk;                  /* [batch, hidden] RESIDUAL_SCONV: a block's output before its
+				      * convolution (unallocated for other families) */
 	struct hc_weights hc_head;   /* the final collapse */
 	uint8_t *shared;             /* one arena every kind uses during its run */
 	uint8_t *own[BLOCK_KINDS];   /* each kind's scratch kept between runs, by kind id */

@@ -58,6 +58,17 @@ void ffn_swiglu(const struct forward *f, const struct qmatrix *g, const struct q
  * (ffn_moe.c; rows' tokens in f->row_tok). Changes no result. */
 void ffn_moe_prefetch_first(struct forward *f, int n);
 
+/* Short convolutions (sconv.c). sconv_row: y = x + the causal depthwise
+ * convolution w [channels, kernel] over the sequence's history hist
+ * [kernel - 1, channels] (oldest first) and x, which it then appends to
+ * hist; y may be x. sconv_state_bytes: the history of one convolution of
+ * that many channels. sconv_block: one block of a RESIDUAL_SCONV layer
+ * (slot 0 the mixer, 1 the FFN): x += sconv(k(norm(x))), the history in
+ * the layer's state part after the kind's own fixed bytes. */
+void sconv_row(float *y, const float *x, const float *w, float *hist, int64_t channels, int64_t kernel);
+size_t sconv_state_bytes(const struct model_config *c, int64_t channels);
+int sconv_block(struct forward *f, const struct block_kind *k, const float *norm, int layer, int slot, int n);
+
 /* Fills f->layers (and f->mtp) from the model: each row's norms and the
  * weights of its two kinds (layers.c). */
 int forward_layers_bind(struct forward *f);

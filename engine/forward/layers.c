@@ -94,6 +94,13 @@ int forward_layers_bind(struct forward *f)
 		rc = rc ? rc : model_vector(m, &ly->ffn_norm, h, "model.layers.%d.post_attention_layernorm.weight", l);
 		rc = rc ? rc : bind_kind(ly->mixer, &ly->mixer_w, m, l);
 		rc = rc ? rc : bind_kind(ly->ffn, &ly->ffn_w, m, l);
+		if (!rc && c->rows[l].residual == RESIDUAL_SCONV) {
+			struct qmatrix a, b;
+			rc = model_f32_matrix(m, &a, h, c->sconv_kernel, "model.layers.%d.attn_sconv.conv1d.weight", l);
+			rc = rc ? rc : model_f32_matrix(m, &b, h, c->sconv_kernel, "model.layers.%d.mlp_sconv.conv1d.weight", l);
+			ly->sconv[0] = rc ? NULL : a.data;
+			ly->sconv[1] = rc ? NULL : b.data;
+		}
 		if (!rc && c->rows[l].residual == RESIDUAL_HC) {
 			rc = hc_bind(&ly->attn_hc, m, l, "attn_hc");
 			rc = rc ? rc : hc_bind(&ly->ffn_hc, m, l, "ffn_hc");

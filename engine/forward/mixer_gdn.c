@@ -117,14 +117,6 @@ static void gdn_sizes(const struct model_config *c, int layer, int batch, int ct
 	};
 }
 
-static int f32_matrix(const struct model *m, struct qmatrix *q, int64_t rows, int64_t cols, const char *fmt, int i)
-{
-	int rc = model_matrix(m, q, rows, cols, fmt, i);
-	if (!rc && q->type != QUANT_F32)
-		rc = error_set(EINVAL, "%s: layer %d: %s is not f32", m->dir, i, fmt);
-	return rc;
-}
-
 static int gdn_bind(void *wp, const struct model *m, int i)
 {
 	struct gdn_weights *w = wp;
@@ -134,14 +126,14 @@ static int gdn_bind(void *wp, const struct model *m, int i)
 	int rc = 0;
 	if (c->lin_grouped) {
 		rc = rc ? rc : model_matrix(m, &w->qkvz, 2 * kd + 2 * vd, h, "model.layers.%d.linear_attn.in_proj_qkvz.weight", i);
-		rc = rc ? rc : f32_matrix(m, &w->ba, 2 * nv, h, "model.layers.%d.linear_attn.in_proj_ba.weight", i);
+		rc = rc ? rc : model_f32_matrix(m, &w->ba, 2 * nv, h, "model.layers.%d.linear_attn.in_proj_ba.weight", i);
 	} else {
 		rc = rc ? rc : model_matrix(m, &w->qkv, 2 * kd + vd, h, "model.layers.%d.linear_attn.in_proj_qkv.weight", i);
 		rc = rc ? rc : model_matrix(m, &w->z, vd, h, "model.layers.%d.linear_attn.in_proj_z.weight", i);
-		rc = rc ? rc : f32_matrix(m, &w->b, nv, h, "model.layers.%d.linear_attn.in_proj_b.weight", i);
-		rc = rc ? rc : f32_matrix(m, &w->a, nv, h, "model.layers.%d.linear_attn.in_proj_a.weight", i);
+		rc = rc ? rc : model_f32_matrix(m, &w->b, nv, h, "model.layers.%d.linear_attn.in_proj_b.weight", i);
+		rc = rc ? rc : model_f32_matrix(m, &w->a, nv, h, "model.layers.%d.linear_attn.in_proj_a.weight", i);
 	}
-	rc = rc ? rc : f32_matrix(m, &conv, conv_dim(c), c->lin_conv, "model.layers.%d.linear_attn.conv1d.weight", i);
+	rc = rc ? rc : model_f32_matrix(m, &conv, conv_dim(c), c->lin_conv, "model.layers.%d.linear_attn.conv1d.weight", i);
 	rc = rc ? rc : model_vector(m, &w->dt_bias, nv, "model.layers.%d.linear_attn.dt_bias", i);
 	rc = rc ? rc : model_vector(m, &w->A_log, nv, "model.layers.%d.linear_attn.A_log", i);
 	rc = rc ? rc : model_vector(m, &w->norm, c->lin_v_dim, "model.layers.%d.linear_attn.norm.weight", i);

@@ -128,6 +128,17 @@ int model_matrix(const struct model *m, struct qmatrix *q, int64_t rows, int64_t
 	return 0;
 }
 
+int model_f32_matrix(const struct model *m, struct qmatrix *q, int64_t rows, int64_t cols, const char *fmt, int layer)
+{
+	int rc = model_matrix(m, q, rows, cols, fmt, layer);
+	if (!rc && q->type != QUANT_F32) {
+		char name[TENSOR_NAME_MAX];
+		snprintf(name, sizeof name, fmt, layer);
+		rc = error_set(EINVAL, "%s/manifest.json: tensor %s is %s, not f32", m->dir, name, quant_type_name(q->type));
+	}
+	return rc;
+}
+
 int model_vector(const struct model *m, const float **v, int64_t n, const char *fmt, int layer)
 {
 	char name[TENSOR_NAME_MAX];
@@ -324,6 +335,8 @@ int model_load(struct model *m, const char *dir, const struct model_options *opt
 	if (!rc && m->embed_row)
 		m->embed.data = NULL; /* its rows come from the file: model_embed_row */
 	rc = rc ? rc : model_vector(m, &m->final_norm, c->hidden, "model.norm.weight", 0);
+	if (!rc && c->embed_norm)
+		rc = model_vector(m, &m->embed_norm, c->hidden, "model.embed_norm.weight", 0);
 	if (rc)
 		return rc;
 	if (manifest_find(&m->man, "lm_head.weight"))

@@ -42,6 +42,7 @@ struct model {
 	uint64_t embed_offset;           /* the table's place in resident.bin */
 	struct qmatrix lm_head;          /* [vocab, hidden]; the embedding when tied */
 	const float *final_norm;         /* [hidden] */
+	const float *embed_norm;         /* [hidden] the norm after the embedding (Inkling), else NULL */
 	int n_mtp;                       /* MTP modules loaded (0 when the checkpoint has none) */
 	struct expert_store *store;
 	int max_experts_per_step;        /* experts one step may pin at once */
@@ -56,6 +57,10 @@ void model_free(struct model *m);
  * resident weights, or a message naming the tensor when it is missing or
  * of another shape than [rows, cols]. */
 int model_matrix(const struct model *m, struct qmatrix *q, int64_t rows, int64_t cols, const char *fmt, int layer);
+
+/* model_matrix for a matrix that must be stored f32 (convolutions,
+ * position banks, routers). */
+int model_f32_matrix(const struct model *m, struct qmatrix *q, int64_t rows, int64_t cols, const char *fmt, int layer);
 
 /* The same for an f32 vector of n. */
 int model_vector(const struct model *m, const float **v, int64_t n, const char *fmt, int layer);
