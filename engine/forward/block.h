@@ -5,7 +5,8 @@
  * Each kind owns a weights struct and a file: mixer_gqa.c, mixer_mla.c
  * (MLA, and MLA + the DSA indexer of dsa_indexer.c), mixer_gdn.c (Gated
  * DeltaNet), mixer_v4.c (DeepSeek-V4's attention, with the compressors of
- * v4_compress.c), ffn_dense.c,
+ * v4_compress.c), mixer_rel.c (Inkling's relative-position attention),
+ * ffn_dense.c,
  * ffn_moe.c (routed experts, with or without shared experts). The forward
  * pass knows a kind only through this table:
  *

@@ -38,7 +38,9 @@ enum model_arch {
 /* Token mixer: grouped-query attention over per-head K/V; DeepSeek's
  * multi-head latent attention over a compressed KV cache; MLA whose keys
  * the DSA indexer selects (DeepSeek-V3.2, GLM-5); Gated DeltaNet linear
- * attention over a fixed-size recurrent state (Qwen3.5, Qwen3-Next). */
+ * attention over a fixed-size recurrent state (Qwen3.5, Qwen3-Next);
+ * DeepSeek-V4's compressed attention; attention with a learned,
+ * hidden-state-conditioned relative-position bias and no RoPE (Inkling). */
 enum mixer_kind { MIXER_GQA = 0, MIXER_MLA, MIXER_MLA_DSA, MIXER_GDN, MIXER_V4, MIXER_REL };
 #define MIXER_KINDS 6
 
