@@ -21,6 +21,8 @@
                  (arch_gpt_oss.py: the released gpt-oss layouts, MXFP4 or BF16 experts)
     gen_model.py --shape gpt-oss-120b --out DIR [--seed N] [--shards N] [--layers N]
                  (arch_gpt_oss.py: openai/gpt-oss-120b's shape, MXFP4 experts)
+    gen_model.py --arch inkling --out DIR [--seed N] [--weights-dtype {bf16,f32}] [--shards N]
+                 (arch_inkling.py: the released Inkling layout, model.llm.*, interleaved w13)
 
 The directory gets config.json and generation_config.json with the field
 names, model_type and architectures of the real models, and safetensors
@@ -58,9 +60,10 @@ import arch_qwen35  # noqa: E402  (qwen3_5_moe, qwen3_5_moe_text, qwen3_next)
 import arch_deepseek_v4  # noqa: E402  (deepseek_v4)
 import arch_minimax_m2  # noqa: E402  (minimax_m2)
 import arch_gpt_oss  # noqa: E402  (gpt_oss)
+import arch_inkling  # noqa: E402  (inkling)
 
 ARCHS = (("olmoe", "qwen3_moe", "mixtral") + arch_deepseek.ARCHS + arch_qwen35.ARCHS + arch_deepseek_v4.ARCHS
-         + arch_minimax_m2.ARCHS + arch_gpt_oss.ARCHS)
+         + arch_minimax_m2.ARCHS + arch_gpt_oss.ARCHS + arch_inkling.ARCHS)
 
 # Shapes per size.  olmoe is MHA (kv heads == heads) and its head_dim is
 # hidden / heads; qwen3_moe sets head_dim explicitly so heads * head_dim
@@ -680,7 +683,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--experts-layout", choices=("per-expert", "fused"),
                     help="default per-expert (qwen3_5_moe: fused, as released)")
-    ap.add_argument("--weights-dtype", choices=("bf16", "fp8"), default="bf16")
+    ap.add_argument("--weights-dtype", choices=("bf16", "fp8", "f32"), default="bf16",
+                    help="f32: --arch inkling only")
     ap.add_argument("--shards", type=int, help="default 1 (--shape: the real model's count)")
     ap.add_argument("--tokenizer", help="directory with tokenizer.json and tokenizer_config.json")
     ap.add_argument("--vocab-size", type=int, help="override vocab_size")
@@ -695,6 +699,10 @@ def main(argv=None):
     arch_deepseek_v4.add_arguments(ap)
     arch_gpt_oss.add_arguments(ap)
     args = ap.parse_args(argv)
+    if arch_inkling.used(args):
+        return arch_inkling.main(args, ap, sys.modules[__name__])
+    if args.weights_dtype == "f32":
+        ap.error("--weights-dtype f32 applies to --arch inkling only")
     if arch_qwen35.used(args):
         return arch_qwen35.main(args, ap, sys.modules[__name__])
     if args.vision_tower:

@@ -2,7 +2,8 @@
 """Reference forward pass of OLMoE, Qwen3-MoE and Mixtral in numpy
 (DeepSeek-V3 and GLM-4.5 MoE, with their MTP head: ref_deepseek.py;
 DeepSeek-V4: ref_deepseek_v4.py; Qwen3.5-MoE and Qwen3-Next: ref_qwen35.py;
-MiniMax-M2: ref_minimax_m2.py; gpt-oss: ref_gpt_oss.py).
+MiniMax-M2: ref_minimax_m2.py; gpt-oss: ref_gpt_oss.py; Inkling:
+ref_inkling.py).
 
     reference.py --model HF_DIR (--tokens 1,2,3 | --pick-tokens N --tokens-out FILE)
                  --out FILE.f32 [--seed S] [--min-margin EPS] [--dump-hidden] [--quiet]
@@ -51,6 +52,7 @@ import ref_deepseek_v4  # noqa: E402
 import ref_qwen35  # noqa: E402
 import ref_minimax_m2  # noqa: E402
 import ref_gpt_oss  # noqa: E402
+import ref_inkling  # noqa: E402
 
 
 class Model:
@@ -260,7 +262,7 @@ def dense_mlp(m, layer, h):
 def forward(m, tokens):
     """Returns (logits [n, vocab] float64, hidden [L+1, n, H], routing records)."""
     if isinstance(m, (ref_deepseek.Model, ref_deepseek_v4.Model, ref_qwen35.Model, ref_minimax_m2.Model,
-                      ref_gpt_oss.Model)):
+                      ref_gpt_oss.Model, ref_inkling.Model)):
         return m.forward(tokens)
     n = len(tokens)
     x = m.rows("model.embed_tokens.weight", np.asarray(tokens))
@@ -328,7 +330,8 @@ def main(argv=None):
 
     m = (ref_deepseek.load(args.model, args.mtp_out is not None, args.mtp_hidden)
          or ref_deepseek_v4.load(args.model, args.mtp_out is not None) or ref_qwen35.load(args.model)
-         or ref_minimax_m2.load(args.model) or ref_gpt_oss.load(args.model) or Model(args.model))
+         or ref_minimax_m2.load(args.model) or ref_gpt_oss.load(args.model)
+         or ref_inkling.load(args.model) or Model(args.model))
     if args.mtp_out and isinstance(m, ref_qwen35.Model):
         ap.error("--mtp-out: no MTP reference for %s (transformers v5.15.0 does not run mtp.*)" % m.arch)
     if args.mtp_out and not getattr(m, "want_mtp", False):
