@@ -177,6 +177,9 @@ FAMILIES = {
     "deepseek_v4": ("deepseek_v4", "DeepseekV4Config", "DeepseekV4ForCausalLM"),
     "minimax_m2": ("minimax_m2", "MiniMaxM2Config", "MiniMaxM2ForCausalLM"),
     "gpt_oss": ("gpt_oss", "GptOssConfig", "GptOssForCausalLM"),
+    # The released multimodal layout, run as InklingForConditionalGeneration
+    # itself (text path: its towers are built but get no input; see build_model).
+    "inkling_mm_model": ("inkling", "InklingConfig", "InklingForConditionalGeneration"),
 }
 
 DEFAULT_NAMES = ("olmoe,qwen3_moe,mixtral,qwen3_moe_fused,qwen3_moe_fp8,deepseek_v3,"
@@ -489,6 +492,16 @@ def install_shim(src, any_version=False):
         def post_init(self):
             pass
 
+        def get_input_embeddings(self):
+            # EmbeddingAccessMixin's cases 1 and 4, the ones the families
+            # here reach (InklingModel: its language_model's embed_tokens).
+            if getattr(self, "embed_tokens", None) is not None:
+                return self.embed_tokens
+            lm = getattr(self, "language_model", None)
+            if lm is not None and lm is not self:
+                return lm.get_input_embeddings()
+            raise NotImplementedError("hf_check shim: get_input_embeddings for %s" % type(self).__name__)
+
     _module("transformers.modeling_utils", PreTrainedModel=PreTrainedModel,
             ALL_ATTENTION_FUNCTIONS=AttentionInterface())
 
@@ -716,6 +729,13 @@ def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, blo
     return out, dropped, fp8_differ
 
 
+# Inkling: the towers' parameters, which the text path never reads, stay at
+# their construction values (the checkpoint's model.visual.* / model.audio.*
+# are dropped before the mapping instead of being shaped for them).
+INKLING_UNUSED = (r"^model\.visual\.", r"^model\.audio\.")
+INKLING_TOWERS = ("model.vision_tower.", "model.audio_tower.")
+
+
 def convert_state_dict(tensors, model, model_type, add_prefix=False):
     """Checkpoint keys -> the model's keys through transformers' conversion
     mapping (as convert_and_load_state_dict_in_model does it, synchronously)."""
@@ -755,6 +775,10 @@ def convert_state_dict(tensors, model, model_type, add_prefix=False):
     if getattr(model.config, "tie_word_embeddings", False) and "lm_head.weight" not in state \
             and "model.embed_tokens.weight" in state:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    if model_type == "inkling_mm_model":
+        for k in wanted:
+            if k.startswith(INKLING_TOWERS) and k not in state:
+                state[k] = wanted[k]
     missing = sorted(set(wanted) - set(state))
     extra = sorted(set(state) - set(wanted))
     if unexpected or missing or extra:
@@ -785,10 +809,14 @@ def build_model(model_dir, dtype_name, fp8_mode="config"):
     torch.manual_seed(0)
     model = lm_cls(config)
     ignore = list(getattr(lm_cls, "_keys_to_ignore_on_load_unexpected", None) or [])
+    if model_type == "inkling_mm_model":
+        ignore += list(INKLING_UNUSED)
     qc = cfg_dict.get("quantization_config") or {}
     block = tuple(qc.get("weight_block_size") or (128, 128))
     mxfp4 = []
-    tensors, dropped, fp8_differ = read_checkpoint(model_dir, config.num_hidden_layers, ignore,
+    n_layers = config.get_text_config().num_hidden_layers if model_type == "inkling_mm_model" \
+        else config.num_hidden_layers
+    tensors, dropped, fp8_differ = read_checkpoint(model_dir, n_layers, ignore,
                                                    fp8_mode, block, mxfp4)
     state, used = convert_state_dict(tensors, model, model_type, add_prefix=model_type == "deepseek_v4")
     model.load_state_dict(state, strict=True)
@@ -826,9 +854,12 @@ def run_fixture(fixtures, name, dtype_name, fp8_mode="config", hidden=False):
     layer_out = []
     hooks = []
     if hidden:
-        hooks.append(model.model.embed_tokens.register_forward_hook(
+        # Inkling's residual stream starts after embed_norm (as ref_inkling dumps it)
+        lm = getattr(model.model, "language_model", model.model)
+        first = lm.embed_norm if config.model_type == "inkling_mm_model" else lm.embed_tokens
+        hooks.append(first.register_forward_hook(
             lambda m, i, o: layer_out.append(o[0].double().numpy().copy())))
-        for layer in model.model.layers:
+        for layer in lm.layers:
             hooks.append(layer.register_forward_hook(
                 lambda m, i, o: layer_out.append((o[0] if isinstance(o, tuple) else o)[0].double().numpy().copy())))
     with torch.no_grad():
