@@ -185,7 +185,7 @@ FAMILIES = {
 DEFAULT_NAMES = ("olmoe,qwen3_moe,mixtral,qwen3_moe_fused,qwen3_moe_fp8,deepseek_v3,"
                  "deepseek_v3_fp8,deepseek_v3_noqlora,glm4_moe,deepseek_v32,deepseek_v32_fp8,"
                  "glm_moe_dsa,glm_moe_dsa_interleave,glm_moe_dsa_yarn,qwen3_5_moe,qwen3_5_moe_text,"
-                 "qwen3_next")
+                 "qwen3_next,inkling_bf16,inkling_f32")
 
 
 class SetupError(Exception):

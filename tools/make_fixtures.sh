@@ -36,6 +36,7 @@ stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.p
              "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" "$here/ref_common.py" \
              "$here/arch_qwen35.py" "$here/ref_qwen35.py" "$here/arch_deepseek_v4.py" "$here/ref_deepseek_v4.py" \
              "$here/arch_minimax_m2.py" "$here/ref_minimax_m2.py" "$here/arch_gpt_oss.py" "$here/ref_gpt_oss.py" \
+             "$here/arch_inkling.py" "$here/ref_inkling.py" \
              "$here/hf_dir.py" "$here/ggml_blocks.py" "$here/gguf_write.py" "$here/gguf_to_hf.py" \
              "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
@@ -112,6 +113,10 @@ mtp=no
 # gpt-oss: 24 tokens so the sliding window (8) drops keys on layers 0 and 2.
 fixture gpt_oss_mxfp4 gpt_oss ", MXFP4 experts (*_blocks / *_scales) as released, sinks, sliding 8 / full, YaRN truncate false, clamped GLU"
 fixture gpt_oss_bf16 gpt_oss ", the same model with BF16 dequantized experts ([E, H, 2I] interleaved, [E, I, H])" --experts-dtype bf16
+# Inkling: 24 tokens, beyond the sliding window (5) and both relative
+# extents (5, 7), and far enough for the log scaling (floor 4) to grow.
+fixture inkling_bf16 inkling ", bf16, released layout (model.llm.*, interleaved w13, f32 sconvs, padded unembed 520 / 512, vision / audio / mtp tensors to skip), sliding + global rel-bias attention, sigmoid router with 2 shared experts"
+fixture inkling_f32 inkling ", the same layout in f32 (its own master weights, not bf16-rounded)" --weights-dtype f32
 ntok=16
 
 # GGUF fixtures (issue 21).  gguf_ref SRC STEM: dequantize gguf/STEM.gguf
