@@ -134,6 +134,18 @@ says.  Qwen3-Next: Qwen3NextForCausalLM, mtp.* dropped.  With use_cache=False
 their DeltaNet layers run torch_chunk_gated_delta_rule (chunks of 64), an
 independent check of the reference's token-by-token recurrence.
 
+Inkling.  The released layout (model_type inkling_mm_model) runs as
+InklingForConditionalGeneration itself, whose InklingModel applies
+embed_norm and builds the masks before InklingTextModel.  The names go
+through the real inkling_mm_model rules (WeightRenaming model.llm. ->
+model.language_model., the w13 WeightConverters with Interleave and Chunk,
+...); model.mtp.* is dropped as _keys_to_ignore_on_load_unexpected says, and
+model.visual.* / model.audio.* are dropped too, the vision and audio towers
+keeping their construction values: the text path never reads them.  The
+shim's PreTrainedModel has get_input_embeddings (the direct and
+language_model cases of the real EmbeddingAccessMixin), which InklingModel
+calls.  _keep_in_fp32_modules_strict keeps the short convolutions float32.
+
 Then model.to(dtype): float32, or float64 for a sharper comparison, with
 _keep_in_fp32_modules(_strict) left in float32 as from_pretrained does;
 transformers' code still computes RoPE cos/sin, the router, the DSA indexer
