@@ -490,6 +490,12 @@ static void skip_notes_show(const struct converter *c)
 	if (c->n_visual)
 		fprintf(stderr, "convert: skipping the vision tower (%zu tensors model.visual.*); colibri runs the "
 			"text model\n", c->n_visual);
+	if (c->names.n_tower[1])
+		fprintf(stderr, "convert: skipping the audio tower (%zu tensors model.audio.*); colibri runs the text "
+			"model\n", c->names.n_tower[1]);
+	if (c->names.n_tower[2])
+		fprintf(stderr, "convert: skipping the MTP module (%zu tensors model.mtp.*); transformers does not run "
+			"it either\n", c->names.n_tower[2]);
 	if (c->mtp_absent)
 		fprintf(stderr, "convert: config.json announces %d MTP module(s) but the checkpoint has no MTP "
 			"tensors; converting without them (no drafting)\n", c->mtp_absent);

@@ -71,9 +71,10 @@ static const struct family_defaults family_defaults[MODEL_ARCH_INKLING + 1] = {
 	[MODEL_ARCH_DEEPSEEK_V4] = { 1e-6, 10000.0, 1.5, 1048576, 0, 1, 1, 1, 0, 512 },
 	[MODEL_ARCH_MINIMAX_M2] = { 1e-6, 5000000.0, 1.0, 196608, 200034, 200020, 1, 1, 0, 128 },
 	[MODEL_ARCH_GPT_OSS] = { 1e-5, 150000.0, 1.0, 131072, -1, -1, 1, 1, 0, 64 },
+	[MODEL_ARCH_INKLING] = { 1e-6, 10000.0, 8.0, 131072, 1, 2, 1, 1, 0, 128 },
 };
 
-/* DeepseekV4Config and GptOssConfig give the sizes the other classes
+/* DeepseekV4Config, GptOssConfig and InklingTextConfig give the sizes the other classes
  * require a default too (0 in the other families: the field must be
  * present). */
 struct family_sizes {
@@ -83,6 +84,7 @@ struct family_sizes {
 static const struct family_sizes family_sizes[] = {
 	[MODEL_ARCH_DEEPSEEK_V4] = { 43, 4096, 64, 1, 129280 },
 	[MODEL_ARCH_GPT_OSS] = { 36, 2880, 64, 8, 201088 },
+	[MODEL_ARCH_INKLING] = { 66, 6144, 64, 8, 201024 },
 };
 
 static int64_t size_default(int32_t v)
@@ -112,9 +114,13 @@ static void set_rows(struct model_config *cfg)
 		mixer = MIXER_MLA_DSA;
 	else if (cfg->arch == MODEL_ARCH_DEEPSEEK_V4)
 		mixer = MIXER_V4;
+	else if (cfg->arch == MODEL_ARCH_INKLING)
+		mixer = MIXER_REL;
 	for (int l = 0; l < cfg->n_layers + cfg->n_mtp_layers; l++) {
 		cfg->rows[l].norm = NORM_RMS;
-		cfg->rows[l].residual = cfg->arch == MODEL_ARCH_DEEPSEEK_V4 ? RESIDUAL_HC : RESIDUAL_PLAIN;
+		cfg->rows[l].residual = cfg->arch == MODEL_ARCH_DEEPSEEK_V4 ? RESIDUAL_HC
+				      : cfg->arch == MODEL_ARCH_INKLING ? RESIDUAL_SCONV
+									: RESIDUAL_PLAIN;
 		if (!family_hybrid(cfg->arch)) /* the hybrids' parsers set each row's mixer */
 			cfg->rows[l].mixer = mixer;
 		if (cfg->rows[l].ffn == FFN_MOE && cfg->n_shared_experts > 0)
@@ -871,20 +877,29 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 		cfg->arch = MODEL_ARCH_MINIMAX_M2;
 	else if (strcmp(mt->valuestring, "gpt_oss") == 0)
 		cfg->arch = MODEL_ARCH_GPT_OSS;
+	else if (strcmp(mt->valuestring, "inkling_text") == 0 || strcmp(mt->valuestring, "inkling_mm_model") == 0)
+		cfg->arch = MODEL_ARCH_INKLING;
 	else
 		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
 				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa, qwen3_5_moe, qwen3_5_moe_text, "
-				 "qwen3_next, deepseek_v4, minimax_m2, gpt_oss)", src, mt->valuestring);
-	/* Qwen3_5MoeConfig: the text model's fields are in text_config. */
-	if (strcmp(mt->valuestring, "qwen3_5_moe") == 0) {
+				 "qwen3_next, deepseek_v4, minimax_m2, gpt_oss, inkling_text, inkling_mm_model)", src, mt->valuestring);
+	/* Qwen3_5MoeConfig and InklingConfig: the text model's fields are in
+	 * text_config (InklingConfig builds a default InklingTextConfig when it
+	 * is absent or null). */
+	bool nested = !strcmp(mt->valuestring, "qwen3_5_moe") || !strcmp(mt->valuestring, "inkling_mm_model");
+	static const cJSON empty = { .type = cJSON_Object };
+	if (nested) {
 		j = cJSON_GetObjectItemCaseSensitive(top, "text_config");
+		if (cfg->arch == MODEL_ARCH_INKLING && (!j || cJSON_IsNull(j)))
+			j = &empty;
 		if (!cJSON_IsObject(j))
-			return error_set(EINVAL, "%s: model_type qwen3_5_moe needs a text_config object", src);
+			return error_set(EINVAL, "%s: model_type %s needs a text_config object", src, mt->valuestring);
 	}
 	snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt->valuestring);
 
 	int rc = 0;
-	bool sized = cfg->arch == MODEL_ARCH_DEEPSEEK_V4 || cfg->arch == MODEL_ARCH_GPT_OSS;
+	bool sized = cfg->arch == MODEL_ARCH_DEEPSEEK_V4 || cfg->arch == MODEL_ARCH_GPT_OSS ||
+		     cfg->arch == MODEL_ARCH_INKLING;
 	const struct family_sizes *z = &family_sizes[sized ? cfg->arch : 0];
 	rc = rc ? rc : cfg_int(j, src, "num_hidden_layers", size_default(z->n_layers), 1, MODEL_LAYERS_MAX,
 			       &cfg->n_layers);
@@ -915,7 +930,14 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	if (cfg->n_heads % cfg->n_kv_heads != 0)
 		return error_set(EINVAL, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 				 src, cfg->n_heads, cfg->n_kv_heads);
-	/* DeepSeek-V4 reads its two RoPEs in parse_deepseek_v4. */
+	/* DeepSeek-V4 reads its two RoPEs in parse_deepseek_v4; Inkling has
+	 * none (parse_inkling). */
+	if (cfg->arch == MODEL_ARCH_INKLING) {
+		rc = parse_inkling(cfg, j, src);
+		if (!rc)
+			set_rows(cfg);
+		return rc;
+	}
 	if (cfg->arch != MODEL_ARCH_DEEPSEEK_V4 && (rc = cfg_rope(cfg, j, src)))
 		return rc;
 	/* transformers: head_dim defaults to hidden_size // num_attention_heads,
@@ -960,8 +982,7 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	case MODEL_ARCH_GPT_OSS:
 		rc = parse_gpt_oss(cfg, j, src);
 		break;
-	case MODEL_ARCH_INKLING:
-		rc = parse_inkling(cfg, j, src);
+	case MODEL_ARCH_INKLING: /* parsed above */
 		break;
 	case MODEL_ARCH_OLMOE:
 		cfg->qk_norm = QK_NORM_FULL;

@@ -125,12 +125,16 @@ static void specs_moe(struct spec_list *l, const struct model_config *c, int i, 
 		return;
 	}
 	const char *moe = c->expert_naming == EXPERT_NAMING_MIXTRAL ? "block_sparse_moe" : "mlp";
-	spec_add(l, TENSOR_ROLE_ROUTER, i, c->n_experts, h, false, "model.layers.%d.%s.gate.weight", i, moe);
+	/* Inkling's one router scores the routed experts, then the shared. */
+	int64_t scored = c->n_experts + (c->router == ROUTER_SIGMOID_SHARED ? c->n_shared_experts : 0);
+	spec_add(l, TENSOR_ROLE_ROUTER, i, scored, h, false, "model.layers.%d.%s.gate.weight", i, moe);
 	if (c->hash_routed[i])
 		spec_add(l, TENSOR_ROLE_INDEX, i, c->vocab, c->top_k, false, "model.layers.%d.mlp.gate.tid2eid", i);
 	else if (c->router_bias)
 		spec_add(l, TENSOR_ROLE_VECTOR, i, c->n_experts, 0, false, "model.layers.%d.mlp.gate.e_score_correction_bias",
 			 i);
+	if (c->global_scale)
+		spec_add(l, TENSOR_ROLE_VECTOR, i, 1, 0, false, "model.layers.%d.mlp.gate.global_scale", i);
 	if (!shared)
 		return;
 	/* DeepSeek's shared_experts, or Qwen's one shared_expert and its gate. */
@@ -226,13 +230,50 @@ static void specs_hc(struct spec_list *l, const struct model_config *c, int i)
 	}
 }
 
-/* FFN_DENSE: the SwiGLU MLP. */
+/* MIXER_REL (InklingAttention): q/k/v/o and the relative-logit query
+ * r_proj with the layer's own heads (swa_* on sliding layers), per-head
+ * q/k norms, the k/v short convolutions ([C, 1, K] stored, [C, K] bound,
+ * f32 as transformers keeps them) and the bank rel_logits_proj.proj
+ * [d_rel, extent] (f32: it is added to every score). */
+static void specs_rel(struct spec_list *l, const struct model_config *c, int i)
+{
+	bool g = c->full_attention[i];
+	int64_t h = c->hidden, nh = g ? c->n_heads : c->swa_n_heads, nkv = g ? c->n_kv_heads : c->swa_n_kv_heads;
+	int64_t hd = g ? c->head_dim : c->swa_head_dim, ext = g ? c->rel_extent : c->sliding_window;
+	spec_add(l, TENSOR_ROLE_DENSE, i, nh * hd, h, false, "model.layers.%d.self_attn.q_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, nkv * hd, h, false, "model.layers.%d.self_attn.k_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, nkv * hd, h, false, "model.layers.%d.self_attn.v_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, nh * c->d_rel, h, false, "model.layers.%d.self_attn.r_proj.weight", i);
+	spec_add(l, TENSOR_ROLE_DENSE, i, h, nh * hd, false, "model.layers.%d.self_attn.o_proj.weight", i);
+	spec_norm(l, c, i, hd, "model.layers.%d.self_attn.q_norm.weight", i);
+	spec_norm(l, c, i, hd, "model.layers.%d.self_attn.k_norm.weight", i);
+	spec_add(l, TENSOR_ROLE_VECTOR, i, nkv * hd, c->sconv_kernel, false, "model.layers.%d.self_attn.k_sconv.conv1d.weight",
+		 i);
+	l->v[l->n - 1].squeezed = true;
+	spec_add(l, TENSOR_ROLE_VECTOR, i, nkv * hd, c->sconv_kernel, false, "model.layers.%d.self_attn.v_sconv.conv1d.weight",
+		 i);
+	l->v[l->n - 1].squeezed = true;
+	spec_add(l, TENSOR_ROLE_VECTOR, i, c->d_rel, ext, false, "model.layers.%d.self_attn.rel_logits_proj.proj", i);
+}
+
+/* RESIDUAL_SCONV: the short convolutions after the mixer and the FFN. */
+static void specs_sconv(struct spec_list *l, const struct model_config *c, int i)
+{
+	spec_add(l, TENSOR_ROLE_VECTOR, i, c->hidden, c->sconv_kernel, false, "model.layers.%d.attn_sconv.conv1d.weight", i);
+	l->v[l->n - 1].squeezed = true;
+	spec_add(l, TENSOR_ROLE_VECTOR, i, c->hidden, c->sconv_kernel, false, "model.layers.%d.mlp_sconv.conv1d.weight", i);
+	l->v[l->n - 1].squeezed = true;
+}
+
+/* FFN_DENSE: the SwiGLU MLP (and Inkling's output scale). */
 static void specs_dense(struct spec_list *l, const struct model_config *c, int i)
 {
 	int64_t h = c->hidden, f = c->intermediate;
 	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.gate_proj.weight", i);
 	spec_add(l, TENSOR_ROLE_DENSE, i, f, h, false, "model.layers.%d.mlp.up_proj.weight", i);
 	spec_add(l, TENSOR_ROLE_DENSE, i, h, f, false, "model.layers.%d.mlp.down_proj.weight", i);
+	if (c->global_scale)
+		spec_add(l, TENSOR_ROLE_VECTOR, i, 1, 0, false, "model.layers.%d.mlp.global_scale", i);
 }
 
 /* One layer's row: the two norms, its mixer, its FFN's resident part. */
@@ -248,10 +289,12 @@ static void specs_layer(struct spec_list *l, const struct model_config *c, int i
 	case MIXER_MLA_DSA: specs_mla(l, c, i, true); break;
 	case MIXER_GDN: specs_gdn(l, c, i); break;
 	case MIXER_V4: specs_v4_attn(l, c, i); break;
-	case MIXER_REL: break; /* Inkling: being written */
+	case MIXER_REL: specs_rel(l, c, i); break;
 	}
 	if (r->residual == RESIDUAL_HC)
 		specs_hc(l, c, i);
+	if (r->residual == RESIDUAL_SCONV)
+		specs_sconv(l, c, i);
 	switch (r->ffn) {
 	case FFN_DENSE: specs_dense(l, c, i); break;
 	case FFN_MOE: specs_moe(l, c, i, false); break;
@@ -268,6 +311,8 @@ int model_tensors_resident(const struct model_config *c, struct tensor_spec **ou
 		return error_set(ENOMEM, "out of memory");
 	int64_t h = c->hidden;
 	spec_add(&l, TENSOR_ROLE_EMBED, -1, c->vocab, h, false, "model.embed_tokens.weight");
+	if (c->embed_norm)
+		spec_norm(&l, c, -1, h, "model.embed_norm.weight");
 	for (int i = 0; i < c->n_layers; i++)
 		specs_layer(&l, c, i);
 	if (c->rows[0].residual == RESIDUAL_HC) {
