@@ -26,7 +26,15 @@
  *    num_hash_layers, qk_rope_head_dim, rope_scaling) and modern ones
  *    (layer_types, mlp_layer_types, compress_rates, nested rope_parameters)
  *    give each layer its attention, routing and RoPE; the class's defaults
- *    and layer schedule; bad values refused naming the field.
+ *    and layer schedule; bad values refused naming the field;
+ *  - Inkling (InklingTextConfig): nested (inkling_mm_model's text_config,
+ *    token ids from the top when it lacks them) and flat (inkling_text);
+ *    the class's defaults, its attribute_map aliases and kwargs
+ *    (dense_mlp_idx, dense_intermediate_size), layer types derived from
+ *    local_layer_ids or every sixth layer, rope fields ignored; bad values
+ *    (heads not a multiple of their KV heads in either set, hidden_act,
+ *    unpadded_vocab_size past vocab_size, zero extents, disagreeing
+ *    aliases, unknown layer types) refused naming the field.
  */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -594,4 +602,149 @@ Test(config, gpt_oss_rows)
 		       "[\"sliding_attention\", \"linear_attention\", \"full_attention\", \"full_attention\"]",
 		       "layer_types[1]");
 	expect_refused("gpt_oss_mxfp4", "partial_rotary_factor", "0.5", "partial_rotary_factor");
+}
+
+/* An Inkling config: fields (a JSON object's members, or "") in
+ * text_config of an inkling_mm_model, or flat in an inkling_text. */
+static int ink_parse(bool nested, const char *fields, struct model_config *cfg)
+{
+	char text[4096];
+	if (nested)
+		snprintf(text, sizeof text, "{\"model_type\": \"inkling_mm_model\", \"text_config\": {%s}}", fields);
+	else
+		snprintf(text, sizeof text, "{\"model_type\": \"inkling_text\"%s%s}", *fields ? ", " : "", fields);
+	return parse_text_with(text, NULL, NULL, cfg);
+}
+
+static void ink_expect_refused(const char *fields, const char *what)
+{
+	for (int nested = 0; nested < 2; nested++) {
+		struct model_config cfg;
+		int rc = ink_parse(nested, fields, &cfg);
+		cr_expect_neq(rc, 0, "%s accepted", fields);
+		const char *msg = error_message();
+		cr_expect(strstr(msg, "config.json") && strstr(msg, what), "%s: message \"%s\" lacks \"%s\"", fields, msg,
+			  what);
+	}
+}
+
+Test(config, inkling_fixture_rows)
+{
+	struct model_config c;
+	cr_assert_eq(parse_with("inkling_f32", NULL, NULL, &c), 0, "%s", error_message());
+	cr_expect_eq(c.arch, MODEL_ARCH_INKLING);
+	cr_expect_str_eq(c.model_type, "inkling_mm_model");
+	cr_expect(c.n_layers == 4 && c.hidden == 128 && c.n_heads == 4 && c.n_kv_heads == 2 && c.head_dim == 32);
+	cr_expect(c.swa_n_heads == 8 && c.swa_n_kv_heads == 4 && c.swa_head_dim == 16);
+	cr_expect_eq(c.sliding_window, 5);
+	cr_expect(c.d_rel == 4 && c.rel_extent == 7 && c.log_n_floor == 4);
+	cr_expect_float_eq(c.log_alpha, 0.3f, 1e-7f);
+	cr_expect_eq(c.sconv_kernel, 4, "sconv_kernel_size is conv_kernel_size's alias");
+	cr_expect_eq(c.max_positions, 4096, "model_max_length is max_position_embeddings' alias");
+	cr_expect(c.vocab == 512 && c.vocab_stored == 520, "vocab %d stored %d", c.vocab, c.vocab_stored);
+	cr_expect_eq(c.intermediate, 128, "dense_intermediate_size replaces intermediate_size");
+	cr_expect(c.moe_intermediate == 64 && c.n_experts == 8 && c.top_k == 2 && c.n_shared_experts == 2);
+	cr_expect_eq(c.shared_intermediate, 128);
+	cr_expect_float_eq(c.routed_scaling, 2.5f, 1e-7f);
+	cr_expect_float_eq(c.logit_divisor, 4.0f, 1e-7f);
+	cr_expect(c.embed_norm && c.global_scale && c.router_bias && !c.tie_embeddings);
+	cr_expect(c.router == ROUTER_SIGMOID_SHARED && c.qk_norm == QK_NORM_HEAD && c.expert_naming == EXPERT_NAMING_MLP);
+	cr_expect(c.rot_dim == 0 && c.n_mtp_layers == 0, "no RoPE, the MTP module not run");
+	cr_expect(c.bos_id == 1 && c.n_eos == 1 && c.eos_ids[0] == 2);
+	for (int l = 0; l < 4; l++) {
+		cr_expect_eq(c.full_attention[l], l % 2 == 1, "layer %d", l);
+		cr_expect_eq(c.rows[l].mixer, MIXER_REL, "layer %d", l);
+		cr_expect_eq(c.rows[l].residual, RESIDUAL_SCONV, "layer %d", l);
+		cr_expect_eq(c.rows[l].ffn, l == 0 ? FFN_DENSE : FFN_MOE_SHARED, "layer %d (dense_mlp_idx 1)", l);
+	}
+	cr_expect(model_config_has_mixer(&c, MIXER_REL) && !model_config_mla(&c));
+}
+
+Test(config, inkling_defaults)
+{
+	/* InklingTextConfig's defaults, nested (an empty text_config, or none)
+	 * or flat. */
+	for (int nested = 0; nested < 3; nested++) {
+		struct model_config c;
+		int rc = nested == 2 ? parse_text_with("{\"model_type\": \"inkling_mm_model\"}", NULL, NULL, &c)
+				     : ink_parse(nested, "", &c);
+		cr_assert_eq(rc, 0, "%s", error_message());
+		cr_expect(c.n_layers == 66 && c.hidden == 6144 && c.n_heads == 64 && c.n_kv_heads == 8 &&
+			  c.head_dim == 128 && c.vocab == 201024 && c.vocab_stored == 0, "case %d", nested);
+		cr_expect(c.max_positions == 131072 && c.rms_eps == 1e-6f);
+		cr_expect(c.swa_n_heads == 64 && c.swa_n_kv_heads == 16 && c.swa_head_dim == 128);
+		cr_expect(c.sliding_window == 512 && c.d_rel == 16 && c.rel_extent == 1024 && c.log_n_floor == 0);
+		cr_expect_float_eq(c.log_alpha, 0.1f, 1e-7f);
+		cr_expect(c.sconv_kernel == 4 && c.intermediate == 24576 && c.moe_intermediate == 3072);
+		cr_expect(c.n_experts == 256 && c.top_k == 6 && c.n_shared_experts == 2 && c.shared_intermediate == 6144);
+		cr_expect(c.routed_scaling == 8.0f && c.logit_divisor == 24.0f);
+		cr_expect(c.bos_id == 1 && c.n_eos == 1 && c.eos_ids[0] == 2);
+		/* Every sixth layer global; every layer sparse (dense_mlp_idx 0). */
+		for (int l = 0; l < 66; l++) {
+			cr_expect_eq(c.full_attention[l], (l + 1) % 6 == 0, "layer %d", l);
+			cr_expect_eq(c.rows[l].ffn, FFN_MOE_SHARED, "layer %d", l);
+		}
+	}
+}
+
+Test(config, inkling_aliases_and_layer_types)
+{
+	struct model_config c;
+	cr_assert_eq(ink_parse(true, "\"num_hidden_layers\": 8, \"sliding_window\": 64, \"num_local_experts\": 16, "
+			       "\"num_experts_per_tok\": 4, \"sconv_kernel_size\": 3, \"embedding_multiplier\": 2.0, "
+			       "\"model_max_length\": 1000, \"local_layer_ids\": [0, 2, 5], \"dense_mlp_idx\": 3, "
+			       "\"intermediate_size\": 40, \"rope_theta\": 10000.0, "
+			       "\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4.0}", &c), 0, "%s",
+		     error_message());
+	cr_expect(c.sliding_window == 64 && c.n_experts == 16 && c.sconv_kernel == 3 && c.logit_divisor == 2.0f &&
+		  c.max_positions == 1000 && c.intermediate == 40);
+	cr_expect(c.rot_dim == 0 && !c.yarn, "rope fields are ignored, as transformers ignores them");
+	static const bool global[8] = { false, true, false, true, true, false, true, true };
+	for (int l = 0; l < 8; l++) {
+		cr_expect_eq(c.full_attention[l], global[l], "layer %d (local_layer_ids)", l);
+		cr_expect_eq(c.rows[l].ffn, l < 3 ? FFN_DENSE : FFN_MOE_SHARED, "layer %d", l);
+	}
+	/* Explicit layer_types and mlp_layer_types win over the derived ones. */
+	cr_assert_eq(ink_parse(false, "\"num_hidden_layers\": 3, \"local_layer_ids\": [0, 1, 2], \"dense_mlp_idx\": 3, "
+			       "\"layer_types\": [\"hybrid\", \"hybrid_sliding\", \"hybrid\"], "
+			       "\"mlp_layer_types\": [\"sparse\", \"dense\", \"sparse\"]", &c), 0, "%s", error_message());
+	cr_expect(c.full_attention[0] && !c.full_attention[1] && c.full_attention[2]);
+	cr_expect(c.rows[0].ffn == FFN_MOE_SHARED && c.rows[1].ffn == FFN_DENSE && c.rows[2].ffn == FFN_MOE_SHARED);
+	/* The same value under both names is fine. */
+	cr_expect_eq(ink_parse(true, "\"sliding_window\": 64, \"sliding_window_size\": 64", &c), 0, "%s",
+		     error_message());
+	/* Token ids from the top when text_config lacks them. */
+	cr_assert_eq(parse_text_with("{\"model_type\": \"inkling_mm_model\", \"eos_token_id\": [7, 9], "
+				     "\"text_config\": {\"vocab_size\": 100}}", NULL, NULL, &c), 0, "%s", error_message());
+	cr_expect(c.n_eos == 2 && c.eos_ids[0] == 7 && c.eos_ids[1] == 9);
+}
+
+Test(config, inkling_bad_values_refused)
+{
+	ink_expect_refused("\"hidden_act\": \"gelu\"", "hidden_act");
+	ink_expect_refused("\"num_attention_heads\": 6, \"num_key_value_heads\": 4", "num_key_value_heads");
+	ink_expect_refused("\"swa_num_attention_heads\": 6, \"swa_num_key_value_heads\": 4", "swa_num_key_value_heads");
+	ink_expect_refused("\"swa_num_attention_heads\": 4, \"swa_num_key_value_heads\": 8", "swa_num_key_value_heads");
+	ink_expect_refused("\"vocab_size\": 100, \"unpadded_vocab_size\": 101", "unpadded_vocab_size");
+	ink_expect_refused("\"vocab_size\": 100, \"unpadded_vocab_size\": 50, \"eos_token_id\": 60", "eos_token_id");
+	ink_expect_refused("\"d_rel\": 0", "d_rel");
+	ink_expect_refused("\"rel_extent\": 0", "rel_extent");
+	ink_expect_refused("\"conv_kernel_size\": 0", "conv_kernel_size");
+	ink_expect_refused("\"sconv_kernel_size\": 0", "sconv_kernel_size");
+	ink_expect_refused("\"sliding_window_size\": 0", "sliding_window_size");
+	ink_expect_refused("\"sliding_window\": 64, \"sliding_window_size\": 32", "disagree");
+	ink_expect_refused("\"n_shared_experts\": 0", "n_shared_experts");
+	ink_expect_refused("\"n_routed_experts\": 4, \"num_experts_per_tok\": 5", "num_experts_per_tok");
+	ink_expect_refused("\"route_scale\": 0", "route_scale");
+	ink_expect_refused("\"logits_mup_width_multiplier\": 0", "logits_mup_width_multiplier");
+	ink_expect_refused("\"log_scaling_n_floor\": 0", "log_scaling_n_floor");
+	ink_expect_refused("\"num_hidden_layers\": 2, \"layer_types\": [\"hybrid\"]", "layer_types");
+	ink_expect_refused("\"num_hidden_layers\": 2, \"layer_types\": [\"hybrid\", \"full_attention\"]",
+			   "layer_types[1]");
+	ink_expect_refused("\"num_hidden_layers\": 2, \"mlp_layer_types\": [\"dense\", \"moe\"]", "mlp_layer_types[1]");
+	ink_expect_refused("\"num_hidden_layers\": 2, \"local_layer_ids\": [0, 2]", "local_layer_ids[1]");
+	ink_expect_refused("\"num_hidden_layers\": 2, \"dense_mlp_idx\": 3", "dense_mlp_idx");
+	struct model_config c;
+	cr_expect_neq(parse_text_with("{\"model_type\": \"inkling_mm_model\", \"text_config\": 3}", NULL, NULL, &c), 0);
+	cr_expect(strstr(error_message(), "text_config"), "%s", error_message());
 }
