@@ -74,9 +74,9 @@ static const struct family_defaults family_defaults[MODEL_ARCH_INKLING + 1] = {
 	[MODEL_ARCH_INKLING] = { 1e-6, 10000.0, 8.0, 131072, 1, 2, 1, 1, 0, 128 },
 };
 
-/* DeepseekV4Config, GptOssConfig and InklingTextConfig give the sizes the other classes
- * require a default too (0 in the other families: the field must be
- * present). */
+/* DeepseekV4Config, GptOssConfig and InklingTextConfig give the sizes the
+ * other classes require a default too (0 in the other families: the field
+ * must be present). */
 struct family_sizes {
 	int32_t n_layers, hidden, n_heads, n_kv_heads, vocab; /* n_kv_heads 0: num_attention_heads */
 };
@@ -882,7 +882,8 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	else
 		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
 				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa, qwen3_5_moe, qwen3_5_moe_text, "
-				 "qwen3_next, deepseek_v4, minimax_m2, gpt_oss, inkling_text, inkling_mm_model)", src, mt->valuestring);
+				 "qwen3_next, deepseek_v4, minimax_m2, gpt_oss, inkling_text, inkling_mm_model)", src,
+				 mt->valuestring);
 	/* Qwen3_5MoeConfig and InklingConfig: the text model's fields are in
 	 * text_config (InklingConfig builds a default InklingTextConfig when it
 	 * is absent or null). */
