@@ -14,6 +14,7 @@
  *    [C, K] from [C, 1, K];
  *  - embed_tokens and lm_head keep the first `vocab` (unpadded) rows;
  *  - the vision, audio and MTP towers are each reported in one line;
+ *    `colibri plan` reads the container;
  *  - broken checkpoints are refused naming the released tensor and the
  *    file: w13_dn of odd rows, w13_weight of an odd second dim, a missing
  *    shared_w2_weight, an unembed of fewer rows than the vocabulary, a
@@ -130,6 +131,7 @@ Test(convert_inkling, values_match_the_released_tensors)
 	cr_expect(strstr(log, "audio tower (2 tensors model.audio.*)"), "log: %s", log);
 	cr_expect(strstr(log, "MTP module (3 tensors model.mtp.*)"), "log: %s", log);
 	free(log);
+	cr_expect_eq(tu_sh("'%s' plan --model '%s' >/dev/null 2>&1", tu_colibri(), out), 0, "colibri plan failed");
 
 	struct src s;
 	struct container c;
