@@ -2,7 +2,8 @@
  * test_batch — many sequences decoded together (engine/decode/batch.h), on
  * real fixtures (qwen3_moe: GQA, dense and MoE layers; deepseek_v32: MLA +
  * DSA indexer; glm_moe_dsa: a shared indexer layer; qwen3_5_moe and
- * qwen3_next: Gated DeltaNet states per slot):
+ * qwen3_next: Gated DeltaNet states per slot; inkling_bf16: short
+ * convolution histories and K/V per slot):
  *  - each slot's tokens and log probabilities are bit-identical whether it
  *    runs alone or beside other slots started at other steps (greedy and
  *    seeded sampling, penalties, top logprobs);
@@ -185,6 +186,7 @@ Test(batch, glm5_alone_equals_together) { check_alone_vs_together("glm_moe_dsa")
 Test(batch, gdn_alone_equals_together) { check_alone_vs_together("qwen3_5_moe"); }
 Test(batch, gdn_grouped_alone_equals_together) { check_alone_vs_together("qwen3_next"); }
 Test(batch, v4_alone_equals_together) { check_alone_vs_together("deepseek_v4"); }
+Test(batch, inkling_alone_equals_together) { check_alone_vs_together("inkling_bf16"); }
 
 /* The history of slot 0 after one request, plus three tokens. */
 static int extended(const struct batch *b, int32_t *out)

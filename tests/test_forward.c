@@ -17,7 +17,12 @@
  *    the released FP8 + FP4 layout; the legacy config keys); minimax_m2
  *    (the released layout, bf16 and FP8: q/k norms over the whole
  *    projection, partial rotate-half RoPE, sigmoid routing with the
- *    correction bias for the choice only): top-1 equal
+ *    correction bias for the choice only), gpt-oss, and inkling (the
+ *    released multimodal layout: relative-position attention without RoPE
+ *    over sliding and global layers with their own heads, a window and an
+ *    extent shorter than the sequence, log-length scaling, short
+ *    convolutions on k, v and every block's output, one sigmoid router
+ *    over routed + shared experts): top-1 equal
  *    at every position and
  *    max |logit - reference| <= 2e-3, teacher-forced;
  *  - int8 and int4 containers: top-1 agreement and KL divergence against the
@@ -129,6 +134,9 @@ Test(forward, gpt_oss_mxfp4_exact)
 	check_exact("gpt_oss_mxfp4", "mxfp4 --dense-quant f32 --activations f32");
 }
 Test(forward, gpt_oss_bf16_exact) { check_exact("gpt_oss_bf16", "f32"); check_exact("gpt_oss_bf16", "bf16"); }
+
+Test(forward, inkling_f32_exact) { check_exact("inkling_f32", "f32"); }
+Test(forward, inkling_bf16_exact) { check_exact("inkling_bf16", "f32"); check_exact("inkling_bf16", "bf16"); }
 
 Test(forward, mixtral_v5_fused_sliding_window)
 {
@@ -409,6 +417,8 @@ Test(forward, bit_identical_minimax_m2) { check_identical("minimax_m2", "int4");
 Test(forward, bit_identical_mxfp4) { check_identical("mixtral", "mxfp4"); }
 /* Sinks, the per-layer window, biased experts: at the released precision. */
 Test(forward, bit_identical_gpt_oss) { check_identical("gpt_oss_mxfp4", "mxfp4"); }
+/* Inkling: fixed state (the short convolutions' histories) beside K/V. */
+Test(forward, bit_identical_inkling) { check_identical("inkling_bf16", "int4"); }
 
 /* The two gpt-oss fixtures are one model: the released MXFP4 experts
  * copied into an mxfp4 container and their BF16 dequantized values

@@ -287,6 +287,7 @@ Test(seq_state, gqa_moe_resumes_bit_identical) { check_resume("qwen3_moe"); }
 Test(seq_state, mla_dsa_resumes_bit_identical) { check_resume("deepseek_v32"); }
 Test(seq_state, gdn_resumes_bit_identical) { check_resume("qwen3_5_moe"); }
 Test(seq_state, v4_resumes_bit_identical) { check_resume("deepseek_v4"); }
+Test(seq_state, inkling_resumes_bit_identical) { check_resume("inkling_bf16"); }
 
 /* Greedy drafting on GLM-5 (MLA + DSA, a shared indexer layer, MTP):
  * rolling back through snapshot and replay gives the text truncation
