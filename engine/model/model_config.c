@@ -752,7 +752,7 @@ static int parse_deepseek_v4(struct model_config *cfg, const cJSON *j, const cha
 		: cJSON_GetObjectItemCaseSensitive(j, "num_local_experts") ? "num_local_experts" : "n_routed_experts";
 	rc = rc ? rc : cfg_int(j, src, inter, 2048, 1, 1 << 24, &cfg->moe_intermediate);
 	rc = rc ? rc : cfg_int(j, src, experts, 256, 1, 65536, &cfg->n_experts);
-	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", 6, 1, cfg->n_experts, &cfg->top_k);
+	rc = rc ? rc : cfg_top_k(j, src, 6, cfg);
 	rc = rc ? rc : cfg_int(j, src, "n_shared_experts", 1, 0, 64, &cfg->n_shared_experts);
 	rc = rc ? rc : cfg_bool(j, src, "norm_topk_prob", true, &cfg->norm_topk_prob);
 	rc = rc ? rc : cfg_float(j, src, "routed_scaling_factor", 1.5, 0.0, 1e3, true, &cfg->routed_scaling);

@@ -90,7 +90,7 @@ int parse_gpt_oss(struct model_config *cfg, const cJSON *j, const char *src)
 	int32_t per_token;
 	rc = rc ? rc : cfg_int(j, src, "intermediate_size", 2880, 1, 1 << 24, &cfg->moe_intermediate);
 	rc = rc ? rc : cfg_int(j, src, "num_local_experts", 128, 1, 65536, &cfg->n_experts);
-	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", 4, 1, cfg->n_experts, &cfg->top_k);
+	rc = rc ? rc : cfg_top_k(j, src, 4, cfg);
 	rc = rc ? rc : cfg_int(j, src, "experts_per_token", cfg->top_k, 1, cfg->n_experts, &per_token);
 	rc = rc ? rc : cfg_bool(j, src, "attention_bias", true, &cfg->attn_bias);
 	rc = rc ? rc : cfg_float(j, src, "swiglu_limit", 7.0, 0.0, 1e6, false, &limit);

@@ -166,7 +166,7 @@ int parse_inkling(struct model_config *cfg, const cJSON *j, const char *src)
 			       &cfg->intermediate);
 	rc = rc ? rc : cfg_int(j, src, "moe_intermediate_size", 3072, 1, 1 << 24, &cfg->moe_intermediate);
 	rc = rc ? rc : ink_int(j, src, "n_routed_experts", "num_local_experts", 256, 1, 65536, &cfg->n_experts);
-	rc = rc ? rc : cfg_int(j, src, "num_experts_per_tok", 6, 1, cfg->n_experts, &cfg->top_k);
+	rc = rc ? rc : cfg_top_k(j, src, 6, cfg);
 	/* The router slices its logits at -n_shared_experts: it needs one. */
 	rc = rc ? rc : cfg_int(j, src, "n_shared_experts", 2, 1, 4096, &cfg->n_shared_experts);
 	rc = rc ? rc : cfg_float(j, src, "route_scale", 8.0, 0.0, 1e6, true, &cfg->routed_scaling);

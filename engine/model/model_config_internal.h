@@ -8,8 +8,11 @@
 #ifndef COLIBRI_ENGINE_MODEL_CONFIG_INTERNAL_H
 #define COLIBRI_ENGINE_MODEL_CONFIG_INTERNAL_H
 
+#include <errno.h>
+
 #include <cjson/cJSON.h>
 
+#include "base/error.h"
 #include "base/json_get.h"
 #include "engine/model/model_config.h"
 
@@ -33,6 +36,17 @@ static inline int cfg_float(const cJSON *j, const char *src, const char *key, do
 static inline int cfg_bool(const cJSON *j, const char *src, const char *key, bool def, bool *out)
 {
 	return json_get_bool(j, key, def, src, out);
+}
+
+/* num_experts_per_tok in [1, n_experts], its default (def) included: the
+ * reader checks only values that are given. */
+static inline int cfg_top_k(const cJSON *j, const char *src, int64_t def, struct model_config *cfg)
+{
+	int rc = cfg_int(j, src, "num_experts_per_tok", def, 1, cfg->n_experts, &cfg->top_k);
+	if (!rc && cfg->top_k > cfg->n_experts)
+		rc = error_set(EINVAL, "%s: num_experts_per_tok %d (the default) exceeds the %d routed experts; set it",
+			       src, cfg->top_k, cfg->n_experts);
+	return rc;
 }
 
 /* Row l has routed experts (FFN_MOE; set_rows adds the shared experts). */

@@ -16,7 +16,11 @@
  * in [1, n_experts] and an expert width, each dense layer with an FFN
  * width; grouped routing with n_group dividing the experts; at most
  * MODEL_EOS_MAX EOS ids; no layer flag past the last layer; every float
- * field finite, rope_theta and attn_scale positive, rms_eps >= 0.
+ * field finite, rope_theta (with RoPE) and attn_scale positive, rms_eps
+ * >= 0; Inkling's relative attention with heads dividing into KV heads on
+ * both layer kinds, a relative extent, d_rel and kernel >= 1, a window on
+ * sliding layers, a positive logit divisor, shared experts behind its
+ * router, and stored vocabulary rows covering the vocabulary.
  * model_config_load must agree with model_config_parse on the same text,
  * and the sampling options must be usable: temperature finite and >= 0,
  * top_p in (0, 1], top_k >= 0. A rejected config leaves a message. Every
@@ -50,10 +54,11 @@ static void check_floats(const struct model_config *c)
 		{ "yarn_beta_slow", c->yarn_beta_slow }, { "yarn_mscale", c->yarn_mscale },
 		{ "yarn_mscale_all_dim", c->yarn_mscale_all_dim }, { "rope_attn_factor", c->rope_attn_factor },
 		{ "attn_scale", c->attn_scale }, { "routed_scaling", c->routed_scaling },
+		{ "log_alpha", c->log_alpha }, { "logit_divisor", c->logit_divisor },
 	};
 	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
 		FUZZ_ASSERT(isfinite(f[i].v), "%s is not finite", f[i].name);
-	FUZZ_ASSERT(finite_pos(c->rope_theta) && finite_pos(c->attn_scale) && c->rms_eps > 0,
+	FUZZ_ASSERT((c->rot_dim == 0 || finite_pos(c->rope_theta)) && finite_pos(c->attn_scale) && c->rms_eps > 0,
 		    "rope_theta %g, attn_scale %g, rms_eps %g", c->rope_theta, c->attn_scale, c->rms_eps);
 }
 
@@ -71,6 +76,18 @@ static void check(const struct model_config *c)
 			    c->head_dim == c->qk_nope_dim + c->qk_rope_dim && c->rot_dim == c->qk_rope_dim,
 			    "MLA dims: nope %d rope %d v %d head %d rot %d", c->qk_nope_dim, c->qk_rope_dim,
 			    c->v_head_dim, c->head_dim, c->rot_dim);
+	} else if (model_config_has_mixer(c, MIXER_REL)) {
+		FUZZ_ASSERT(c->rot_dim == 0 && c->head_dim >= 1 && c->swa_head_dim >= 1 && c->swa_n_kv_heads >= 1 &&
+			    c->swa_n_heads % c->swa_n_kv_heads == 0 && c->d_rel >= 1 && c->rel_extent >= 1 &&
+			    c->sconv_kernel >= 1 && finite_pos(c->logit_divisor) && c->n_shared_experts >= 1 &&
+			    c->router == ROUTER_SIGMOID_SHARED && (c->vocab_stored == 0 || c->vocab_stored >= c->vocab),
+			    "Inkling fields: head_dim %d/%d, swa heads %d/%d, d_rel %d, extent %d, kernel %d, divisor %g, "
+			    "shared %d, stored vocab %d of %d", c->head_dim, c->swa_head_dim, c->swa_n_heads, c->swa_n_kv_heads,
+			    c->d_rel, c->rel_extent, c->sconv_kernel, c->logit_divisor, c->n_shared_experts,
+			    c->vocab_stored, c->vocab);
+		for (int l = 0; l < c->n_layers; l++)
+			FUZZ_ASSERT(c->rows[l].mixer == MIXER_REL && c->rows[l].residual == RESIDUAL_SCONV &&
+				    (c->full_attention[l] || c->sliding_window >= 1), "Inkling layer %d: its row, a window", l);
 	} else {
 		FUZZ_ASSERT(c->head_dim >= 2 && c->head_dim % 2 == 0, "head_dim %d", c->head_dim);
 	}
