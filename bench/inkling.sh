@@ -115,19 +115,8 @@ else
   fi
 fi
 
-raw="$results/decode-$name-$date.json"
-set -- "$py" "$here/decode_runs.py" --model "$ctr" --out "$raw" --label "$name" \
-    --colibri "$colibri" --tokens "$tokens" --budgets "$budgets" --modes "$modes" \
-    --repeat "$repeat" --fio-seconds "$fio_s" --io-depth "$depth" --threads "$threads" \
-    --scratch "$work"
-[ -n "$cg_limit" ] && set -- "$@" --cgroup-limit "$cg_limit" --cgroup-ram "$cg_ram"
 env_line="BENCH_INKLING_LAYERS=$layers BENCH_TOKENS=$tokens BENCH_INKLING_BUDGETS=$budgets"
 env_line="$env_line BENCH_MODES=$modes BENCH_REPEAT=$repeat BENCH_FIO_SECONDS=$fio_s"
 env_line="$env_line BENCH_IO_DEPTH=$depth BENCH_INKLING_CGROUP_LIMIT=$cg_limit"
 env_line="$env_line BENCH_INKLING_CGROUP_RAM=$cg_ram"
-status=0
-"$@" --command "$env_line bench/inkling.sh  ->  $*" || { say "$name: some runs failed (see $raw)"; status=1; }
-"$py" "$here/report.py" "$raw" --out "$results/decode-$name-$date.md" \
-    --title "colibri decode benchmark: $name"
-say "results: $results/decode-$name-$date.md"
-exit $status
+decode_report "$name" "$ctr" bench/inkling.sh "$env_line"

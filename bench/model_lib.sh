@@ -17,6 +17,13 @@
 #   (random weights, skewed token-dependent routing), converted with
 #   colibri convert --quant QUANT, the source deleted afterwards.
 # Needs: $root (repository), $colibri (binary), $py (/usr/bin/python3).
+#
+# decode_report NAME CTR SCRIPT SETTINGS: bench/decode_runs.py over the
+#   container CTR (fio before each run, the budgets cold and warm, the
+#   capped runs when $cg_limit is set), then bench/report.py into
+#   $results/decode-NAME-$date.md; "SETTINGS SCRIPT" is the command line the
+#   report records. Reads $tokens $budgets $modes $repeat $fio_s $depth
+#   $threads $cg_limit $cg_ram $work. Returns 1 when some runs failed.
 
 bench_init() {
   root=$(cd "$here/.." && pwd)
@@ -91,4 +98,20 @@ colibri_rev() {
     _r="$_r (WARNING: $colibri was built before the last source commit; rebuild)"
   fi
   echo "$_r"
+}
+
+decode_report() {
+  _name=$1 _ctr=$2 _script=$3 _settings=$4
+  _raw="$results/decode-$_name-$date.json"
+  set -- "$py" "$here/decode_runs.py" --model "$_ctr" --out "$_raw" --label "$_name" \
+      --colibri "$colibri" --tokens "$tokens" --budgets "$budgets" --modes "$modes" \
+      --repeat "$repeat" --fio-seconds "$fio_s" --io-depth "$depth" --threads "$threads" \
+      --scratch "$work"
+  [ -n "$cg_limit" ] && set -- "$@" --cgroup-limit "$cg_limit" --cgroup-ram "$cg_ram"
+  _status=0
+  "$@" --command "$_settings $_script  ->  $*" || { model_say "$_name: some runs failed (see $_raw)"; _status=1; }
+  "$py" "$here/report.py" "$_raw" --out "$results/decode-$_name-$date.md" \
+      --title "colibri decode benchmark: $_name"
+  model_say "results: $results/decode-$_name-$date.md"
+  return $_status
 }
