@@ -271,7 +271,7 @@ static void route_topk_softmax(const struct model_config *c, const float *logits
 	softmax(w, K);
 }
 
-/* Inkling (InklingTopkRouter): logits[E + S] of the routed then the
+/* Inkling (InklingTopkRouter, transformers v5.15.0): logits[E + S] of the routed then the
  * shared experts; the top-k of sigmoid + correction bias among the routed
  * choose; each chosen and each shared expert weighs sigmoid(l) over the
  * sum of those k + S sigmoids (the reference's softmax of logsigmoids),
