@@ -1,0 +1,527 @@
+/*
+ * test_mpi — one model over several MPI ranks (issue 23), each rank in its
+ * own network namespace so that the ranks talk TCP over veth interfaces
+ * (tests/mpi/netns.sh; the mpirun line and why each part of it is there are
+ * in tests/mpi/README.md):
+ * - `colibri logits` gives the same bytes in one process and over 1, 2 and
+ *   3 ranks, whatever the placement and each rank's --ram, on every family;
+ * - `colibri run` prints the same greedy ids over 3 ranks, and rank 0's
+ *   --stats-json accounts for every rank;
+ * - a rank killed mid-run ends the job within seconds with an exit status
+ *   and a message that name it; a stopped rank is caught by --dist-timeout;
+ * - `colibri plan --hosts` shares the experts out by disk bandwidth.
+ * Every test skips with the reason where mpirun is missing or the kernel or
+ * our privileges do not allow network namespaces; each one removes its
+ * namespaces and kills what it started, also when it fails.
+ */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <time.h>
+
+#include "tests/cli_util.h"
+#include "tests/logits_util.h"
+
+#define MPI_RANKS_MAX 3
+
+static char scratch[4096];
+static char prefix[16];	/* the namespaces are prefix0.., unique per test process */
+static char subnet[64];	/* 10.R.0.0/24, printed by netns.sh up */
+static int ns_count;	/* namespaces made, for teardown */
+
+static const char *netns_sh(void)
+{
+	static char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/tests/mpi/netns.sh", tu_repo());
+	return path;
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Reads /proc/pid/name into buf (NUL bytes kept); returns its length. */
+static size_t proc_read(int pid, const char *name, char *buf, size_t n)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", pid, name);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	size_t len = fread(buf, 1, n - 1, f);
+	fclose(f);
+	buf[len] = 0;
+	return len;
+}
+
+/* Whether a NUL-separated list of len bytes holds an entry containing s
+ * (want_exact: equal to s). */
+static int nul_list_has(const char *list, size_t len, const char *s, int want_exact)
+{
+	for (size_t i = 0; i < len; i += strlen(list + i) + 1)
+		if (want_exact ? strcmp(list + i, s) == 0 : strstr(list + i, s) != NULL)
+			return 1;
+	return 0;
+}
+
+/* The pids of processes whose command line mentions our scratch folder
+ * (every colibri and mpirun a test starts has its model path there) and,
+ * when rank >= 0, whose environment says they are that MPI rank. */
+static int scratch_pids(int rank, int *pids, int max)
+{
+	static char buf[1 << 17];
+	char want[64];
+	int n = 0;
+	snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", rank);
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	for (struct dirent *e; (e = readdir(d)) && n < max;) {
+		int pid = atoi(e->d_name);
+		if (pid <= 0 || pid == getpid())
+			continue;
+		size_t len = proc_read(pid, "cmdline", buf, sizeof buf);
+		if (!len || !nul_list_has(buf, len, scratch, 0))
+			continue;
+		if (rank >= 0) {
+			len = proc_read(pid, "environ", buf, sizeof buf);
+			if (!nul_list_has(buf, len, want, 1))
+				continue;
+		}
+		pids[n++] = pid;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Kills whatever we started that is still there: stopped ranks first get
+ * SIGCONT so that nothing stays stopped if SIGKILL is refused. */
+static void kill_leftovers(void)
+{
+	int pids[64];
+	for (int round = 0; round < 20; round++) {
+		int n = scratch_pids(-1, pids, 64);
+		if (!n)
+			return;
+		for (int i = 0; i < n; i++) {
+			kill(pids[i], SIGCONT);
+			kill(pids[i], SIGKILL);
+		}
+		usleep(50000);
+	}
+	fprintf(stderr, "test_mpi: processes under %s survive SIGKILL\n", scratch);
+}
+
+static void setup(void)
+{
+	tu_mkdtemp(scratch, sizeof scratch);
+	/* netns.sh allows 9 characters: "cm" and at most 6 hex digits of a
+	 * pid below 2^22, plus the rank digit. */
+	snprintf(prefix, sizeof prefix, "cm%x", (unsigned)getpid() & 0xffffffu);
+}
+
+static void teardown(void)
+{
+	kill_leftovers();
+	if (ns_count)
+		tu_sh("'%s' down %d %s", netns_sh(), ns_count, prefix);
+	ns_count = 0;
+	tu_rmrf(scratch);
+}
+
+TestSuite(mpi, .init = setup, .fini = teardown, .timeout = 300);
+
+/* Skips the test with the reason unless mpirun is there and network
+ * namespaces can be made; then makes MPI_RANKS_MAX of them. */
+static void need_netns(void)
+{
+	if (tu_sh("command -v mpirun >/dev/null 2>&1") != 0)
+		cr_skip_test("mpirun is missing (Debian: apt-get install openmpi-bin)");
+	char out[4200];
+	snprintf(out, sizeof out, "%s/netns-check", scratch);
+	if (tu_sh("'%s' check >'%s' 2>&1", netns_sh(), out) != 0) {
+		char *why = tu_read(out, NULL);
+		if (why)
+			why[strcspn(why, "\n")] = 0;
+		cr_skip_test("no network namespaces: %s", why ? why : "netns.sh check failed");
+	}
+	snprintf(out, sizeof out, "%s/netns-up", scratch);
+	ns_count = MPI_RANKS_MAX; /* teardown removes a half-made up too */
+	cr_assert_eq(tu_sh("'%s' up %d %s >'%s'", netns_sh(), MPI_RANKS_MAX, prefix, out), 0, "netns.sh up failed");
+	char *s = tu_read(out, NULL);
+	cr_assert_not_null(s);
+	s[strcspn(s, "\n")] = 0;
+	cr_assert(strncmp(s, "10.", 3) == 0, "netns.sh up printed '%s', not a subnet", s);
+	snprintf(subnet, sizeof subnet, "%s", s);
+	free(s);
+}
+
+/* The mpirun command line that starts rank i (of n) as `colibri args[i]`
+ * inside namespace i, with COLIBRI_CACHE_DIR in scratch and a hard time
+ * limit so that a hung job can not hang the test. */
+static void mpi_cmd(char *buf, size_t size, int n, const char *const args[], int limit_s)
+{
+	int w = snprintf(buf, size,
+			 "COLIBRI_CACHE_DIR='%s/cache' PMIX_MCA_ptl_tcp_if_include=%s timeout -k 5 %d "
+			 "mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self",
+			 scratch, subnet, limit_s);
+	for (int i = 0; i < n; i++)
+		w += snprintf(buf + w, size - (size_t)w, "%s -n 1 ip netns exec %s%d '%s' %s", i ? " :" : "", prefix,
+			      i, tu_colibri(), args[i]);
+	cr_assert_lt((size_t)w, size, "mpirun command line too long");
+}
+
+/* Bytes in and out of namespace i's veth, counted at its root end. */
+static uint64_t veth_bytes(int i)
+{
+	uint64_t sum = 0;
+	static const char *const dirs[] = { "tx_bytes", "rx_bytes" };
+	for (int d = 0; d < 2; d++) {
+		char path[128];
+		snprintf(path, sizeof path, "/sys/class/net/%s%dh/statistics/%s", prefix, i, dirs[d]);
+		/* Not tu_read: sysfs files claim 4096 bytes and hold fewer. */
+		FILE *f = fopen(path, "r");
+		unsigned long long v;
+		cr_assert_not_null(f, "%s missing", path);
+		cr_assert_eq(fscanf(f, "%llu", &v), 1, "%s holds no number", path);
+		fclose(f);
+		sum += v;
+	}
+	return sum;
+}
+
+/* Converts fixture name at quant into scratch/name-quant. */
+static void convert(const char *name, const char *quant, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s-%s", scratch, name, quant);
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant %s '%s/hf/%s' '%s'", tu_colibri(), quant, tu_fixtures(),
+			   name, out), 0, "convert %s --quant %s failed", name, quant);
+}
+
+/* One run over n ranks: each rank's options beyond the common ones. */
+struct mpi_case {
+	int n;
+	const char *rank_opts[MPI_RANKS_MAX];
+};
+
+static const struct mpi_case logits_cases[] = {
+	{ 1, { "" } },
+	{ 2, { "--placement even", "--placement even --ram min" } },
+	{ 2, { "--placement 1,3 --ram min", "--placement 1,3 --threads 1" } },
+	{ 3, { "--placement 3,1,2", "--placement 3,1,2 --ram min", "--placement 3,1,2 --ram min --no-prefetch" } },
+	{ 3, { "--placement auto --batch 1", "--ram min", "" } },
+};
+
+/* `colibri logits` of fixture name at quant: the bytes of one process and
+ * of every case of logits_cases must be the same, and rank 1 must have
+ * exchanged hidden states with rank 0 over its veth. */
+static void check_bit_identical(const char *name, const char *quant)
+{
+	need_netns();
+	char model[4200], base[4400], out[4400], cmd[8192], args[MPI_RANKS_MAX][4800];
+	convert(name, quant, model, sizeof model);
+	char *tokens = lu_read_tokens(name);
+	snprintf(base, sizeof base, "%s/single.f32", scratch);
+	cr_assert_eq(tu_sh("COLIBRI_CACHE_DIR='%s/cache' '%s' logits --model '%s' --tokens %s --out '%s' 2>'%s.err'",
+			   scratch, tu_colibri(), model, tokens, base, base), 0, "%s: single-process logits failed",
+		     name);
+	size_t n0;
+	char *ref = tu_read(base, &n0);
+	cr_assert(ref && n0 > 0, "%s: no logits from the single process", name);
+	for (size_t c = 0; c < sizeof logits_cases / sizeof logits_cases[0]; c++) {
+		const struct mpi_case *k = &logits_cases[c];
+		const char *argv[MPI_RANKS_MAX];
+		snprintf(out, sizeof out, "%s/case-%zu.f32", scratch, c);
+		for (int r = 0; r < k->n; r++) {
+			snprintf(args[r], sizeof args[r], "logits --model '%s' --tokens %s --out '%s' %s", model,
+				 tokens, out, k->rank_opts[r]);
+			argv[r] = args[r];
+		}
+		uint64_t before[MPI_RANKS_MAX];
+		for (int r = 0; r < k->n; r++)
+			before[r] = veth_bytes(r);
+		mpi_cmd(cmd, sizeof cmd, k->n, argv, 60);
+		double t0 = now_s();
+		int rc = tu_sh("%s </dev/null >'%s.log' 2>&1", cmd, out);
+		double dt = now_s() - t0;
+		char log[4500];
+		snprintf(log, sizeof log, "%s.log", out);
+		char *text = tu_read(log, NULL);
+		cr_assert_eq(rc, 0, "%s: logits over %d ranks (%s | %s | %s) exit %d:\n%s", name, k->n,
+			     k->rank_opts[0], k->n > 1 ? k->rank_opts[1] : "-", k->n > 2 ? k->rank_opts[2] : "-", rc,
+			     text ? text : "");
+		free(text);
+		size_t n1;
+		char *got = tu_read(out, &n1);
+		cr_assert_not_null(got, "%s: no %s after %d ranks", name, out, k->n);
+		cr_expect(n1 == n0 && memcmp(ref, got, n0) == 0,
+			  "%s/%s: logits over %d ranks (%s | %s | %s) differ from one process (%zu vs %zu bytes)",
+			  name, quant, k->n, k->rank_opts[0], k->n > 1 ? k->rank_opts[1] : "-",
+			  k->n > 2 ? k->rank_opts[2] : "-", n1, n0);
+		free(got);
+		/* Wire-up costs ~10 KB a rank (README.md). At even placement
+		 * over 2 ranks, rank 1 owns half the experts, so most of the
+		 * 16 tokens' 128-float hidden states go there and back in
+		 * every MoE layer: ~30 KB more. Over shared memory (no
+		 * --mca btl tcp,self) the veth would see only the wire-up. */
+		if (c == 1) {
+			uint64_t b = veth_bytes(1) - before[1];
+			cr_expect_gt(b, 20480, "%s: rank 1 moved only %llu bytes over its veth: the ranks do not "
+				     "talk TCP", name, (unsigned long long)b);
+		}
+		cr_log_info("%s: %d ranks, case %zu: %.2f s", name, k->n, c, dt);
+	}
+	free(ref);
+	free(tokens);
+}
+
+/* The families test_forward checks logits on, at the precision its
+ * bit_identical tests use. */
+Test(mpi, bit_identical_olmoe) { check_bit_identical("olmoe", "int4"); }
+Test(mpi, bit_identical_qwen3) { check_bit_identical("qwen3_moe", "int4"); }
+Test(mpi, bit_identical_mixtral) { check_bit_identical("mixtral", "bf16"); }
+Test(mpi, bit_identical_deepseek_v3) { check_bit_identical("deepseek_v3", "int4"); }
+Test(mpi, bit_identical_deepseek_v32) { check_bit_identical("deepseek_v32", "int4"); }
+Test(mpi, bit_identical_deepseek_v4) { check_bit_identical("deepseek_v4", "int4"); }
+Test(mpi, bit_identical_glm) { check_bit_identical("glm4_moe", "int4"); }
+Test(mpi, bit_identical_glm_dsa) { check_bit_identical("glm_moe_dsa", "int4"); }
+Test(mpi, bit_identical_qwen3_5) { check_bit_identical("qwen3_5_moe", "int4"); }
+Test(mpi, bit_identical_qwen3_next) { check_bit_identical("qwen3_next", "bf16"); }
+Test(mpi, bit_identical_gpt_oss) { check_bit_identical("gpt_oss_mxfp4", "mxfp4"); }
+Test(mpi, bit_identical_minimax_m2) { check_bit_identical("minimax_m2", "int4"); }
+Test(mpi, bit_identical_inkling) { check_bit_identical("inkling_bf16", "int4"); }
+
+/* The "ranks" entry of rank 0's --stats-json names ranks 0..n-1, every rank
+ * owns experts, and the ranks other than 0 served some. */
+static void check_stats_ranks(const char *path, int n)
+{
+	cJSON *j = cli_json_read(path);
+	const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(j, "ranks");
+	cr_assert(cJSON_IsArray(ranks), "%s has no \"ranks\" array", path);
+	cr_assert_eq(cJSON_GetArraySize(ranks), n, "%s: %d ranks listed, want %d", path, cJSON_GetArraySize(ranks), n);
+	double served_elsewhere = 0;
+	for (int r = 0; r < n; r++) {
+		const cJSON *e = cJSON_GetArrayItem(ranks, r);
+		cr_expect_eq((int)cli_json_num(e, "rank"), r, "%s: ranks[%d] is rank %d", path, r,
+			     (int)cli_json_num(e, "rank"));
+		cr_expect(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "host")), "%s: ranks[%d] has no host",
+			  path, r);
+		cr_expect_gt(cli_json_num(e, "experts"), 0, "%s: rank %d owns no experts at even placement", path, r);
+		cli_json_num(e, "bytes_read");
+		cli_json_num(e, "net_s");
+		if (r)
+			served_elsewhere += cli_json_num(e, "experts_served");
+	}
+	cr_expect_gt(served_elsewhere, 0, "%s: ranks 1..%d served no experts", path, n - 1);
+	cr_expect_eq((int)cli_json_num(j, "dist.ranks"), n, "%s: dist.ranks", path);
+	cr_expect_gt(cli_json_num(j, "dist.net_bytes"), 0, "%s: dist.net_bytes is 0", path);
+	cJSON_Delete(j);
+}
+
+Test(mpi, run_same_ids_over_three_ranks)
+{
+	need_netns();
+	char model[4200], out[4400], stats[4400], cmd[8192], args[MPI_RANKS_MAX][4800];
+	convert("qwen3_moe", "int4", model, sizeof model);
+	char *tokens = lu_read_tokens("qwen3_moe");
+	snprintf(out, sizeof out, "%s/single.txt", scratch);
+	cr_assert_eq(cli_run(scratch, out, "run --model '%s' --tokens %s -n 16 --temp 0", model, tokens), 0,
+		     "single-process run failed");
+	char *want = tu_read(out, NULL);
+	cr_assert(want && strlen(want) > 1, "single-process run printed nothing");
+	snprintf(out, sizeof out, "%s/ranks.txt", scratch);
+	snprintf(stats, sizeof stats, "%s/stats.json", scratch);
+	const char *argv[MPI_RANKS_MAX];
+	for (int r = 0; r < MPI_RANKS_MAX; r++) {
+		snprintf(args[r], sizeof args[r], "run --model '%s' --tokens %s -n 16 --temp 0 --placement even%s%s",
+			 model, tokens, r ? "" : " --stats-json ", r ? "" : stats);
+		argv[r] = args[r];
+	}
+	mpi_cmd(cmd, sizeof cmd, MPI_RANKS_MAX, argv, 60);
+	int rc = tu_sh("%s </dev/null >'%s' 2>'%s.err'", cmd, out, out);
+	char *err = cli_read_err(out);
+	cr_assert_eq(rc, 0, "run over %d ranks exit %d:\n%s", MPI_RANKS_MAX, rc, err ? err : "");
+	char *got = tu_read(out, NULL);
+	cr_assert_not_null(got);
+	cr_expect_str_eq(got, want, "greedy ids over %d ranks differ from one process", MPI_RANKS_MAX);
+	check_stats_ranks(stats, MPI_RANKS_MAX);
+	free(got);
+	free(want);
+	free(err);
+	free(tokens);
+}
+
+/* Starts sh -c cmd in its own process group; returns its pid. */
+static pid_t spawn(const char *cmd)
+{
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		setpgid(0, 0);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits up to limit_s for pid; returns its exit status (128+signal when
+ * killed), or -1 when it is still running at the limit. */
+static int wait_for(pid_t pid, double limit_s)
+{
+	double end = now_s() + limit_s;
+	for (;;) {
+		int st;
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		if (w == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (now_s() > end)
+			return -1;
+		usleep(20000);
+	}
+}
+
+/* The pid of rank r's colibri, waiting up to 20 s for it to appear. */
+static int rank_pid(int r)
+{
+	int pid = 0;
+	for (double end = now_s() + 20; now_s() < end; usleep(50000))
+		if (scratch_pids(r, &pid, 1))
+			return pid;
+	cr_assert_fail("rank %d's colibri did not appear within 20 s", r);
+	return 0;
+}
+
+/* Starts a long greedy run of the mixtral fixture (it runs for over ten
+ * seconds in one process before reaching its end) over 3 ranks with extra
+ * on every rank; waits until rank 0 has streamed tokens, so that what the
+ * caller does next happens mid-run. Output into scratch/long.txt(.err). */
+static pid_t start_long_run(const char *extra, char *out, size_t n)
+{
+	char model[4200], cmd[8192], args[MPI_RANKS_MAX][4800];
+	convert("mixtral", "int4", model, sizeof model);
+	char *tokens = lu_read_tokens("mixtral");
+	const char *argv[MPI_RANKS_MAX];
+	for (int r = 0; r < MPI_RANKS_MAX; r++) {
+		snprintf(args[r], sizeof args[r], "run --model '%s' --tokens %s -n 12000 --temp 0 --placement even %s",
+			 model, tokens, extra);
+		argv[r] = args[r];
+	}
+	free(tokens);
+	snprintf(out, n, "%s/long.txt", scratch);
+	mpi_cmd(cmd, sizeof cmd, MPI_RANKS_MAX, argv, 120);
+	char full[8800];
+	snprintf(full, sizeof full, "%s </dev/null >'%s' 2>'%s.err'", cmd, out, out);
+	pid_t pid = spawn(full);
+	for (double end = now_s() + 30; now_s() < end; usleep(50000)) {
+		struct stat st;
+		if (stat(out, &st) == 0 && st.st_size > 200)
+			return pid;
+		int status = wait_for(pid, 0);
+		if (status >= 0) {
+			char *err = cli_read_err(out);
+			cr_assert_fail("the long run ended (status %d) before streaming tokens:\n%s", status,
+				       err ? err : "");
+		}
+	}
+	cr_assert_fail("the long run streamed nothing within 30 s");
+	return pid;
+}
+
+static void host_name(char *buf, size_t n)
+{
+	if (gethostname(buf, n) != 0)
+		snprintf(buf, n, "?");
+	buf[n - 1] = 0;
+}
+
+Test(mpi, dead_rank_ends_the_run)
+{
+	need_netns();
+	char out[4400], host[256];
+	pid_t job = start_long_run("", out, sizeof out);
+	int victim = rank_pid(2);
+	double t0 = now_s();
+	cr_assert_eq(kill(victim, SIGKILL), 0, "kill rank 2 (pid %d): %s", victim, strerror(errno));
+	int status = wait_for(job, 30);
+	double dt = now_s() - t0;
+	if (status < 0)
+		kill(-job, SIGKILL), waitpid(job, NULL, 0);
+	cr_assert_geq(status, 0, "mpirun still running 30 s after rank 2 was killed");
+	char *err = cli_read_err(out);
+	cr_assert_not_null(err);
+	cr_log_info("dead rank: mpirun exit %d after %.2f s", status, dt);
+	cr_expect_neq(status, 0, "mpirun exit 0 after rank 2 was killed:\n%s", err);
+	cr_expect_neq(status, 124, "mpirun ran into its time limit after rank 2 was killed:\n%s", err);
+	cr_expect(strstr(err, "rank 2") != NULL, "stderr does not name rank 2:\n%s", err);
+	host_name(host, sizeof host);
+	cr_expect(strstr(err, host) != NULL, "stderr does not name the host %s:\n%s", host, err);
+	free(err);
+}
+
+Test(mpi, stopped_rank_hits_dist_timeout)
+{
+	need_netns();
+	char out[4400];
+	pid_t job = start_long_run("--dist-timeout 3", out, sizeof out);
+	int victim = rank_pid(1);
+	double t0 = now_s();
+	cr_assert_eq(kill(victim, SIGSTOP), 0, "stop rank 1 (pid %d): %s", victim, strerror(errno));
+	int status = wait_for(job, 20);
+	double dt = now_s() - t0;
+	kill(victim, SIGCONT);
+	if (status < 0)
+		kill(-job, SIGKILL), waitpid(job, NULL, 0);
+	cr_assert_geq(status, 0, "mpirun still running 20 s after rank 1 was stopped with --dist-timeout 3");
+	char *err = cli_read_err(out);
+	cr_assert_not_null(err);
+	cr_log_info("stopped rank: mpirun exit %d after %.2f s", status, dt);
+	cr_expect_neq(status, 0, "mpirun exit 0 after rank 1 was stopped:\n%s", err);
+	cr_expect_neq(status, 124, "mpirun ran into its time limit:\n%s", err);
+	cr_expect_geq(dt, 2.5, "the run ended %.2f s after the stop, before --dist-timeout 3 ran out", dt);
+	const char *at = strstr(err, "rank 1");
+	cr_expect(at && strstr(at, "did not answer"), "stderr lacks 'rank 1 ... did not answer':\n%s", err);
+	free(err);
+}
+
+/* `colibri plan --hosts`: two ranks whose disks read 1 and 3 GB/s get
+ * experts near 1:3. The report has a line per rank, e.g.
+ * "rank 0 host a: 8 experts (25%) ...". */
+Test(mpi, plan_shares_experts_by_disk)
+{
+	char model[4200], hosts[4400], out[4400];
+	convert("glm4_moe", "int4", model, sizeof model);
+	snprintf(hosts, sizeof hosts, "%s/hosts.json", scratch);
+	static const char json[] = "[{\"host\":\"a\",\"ram\":\"1G\",\"disk_gbps\":1.0},"
+				   "{\"host\":\"b\",\"ram\":\"1G\",\"disk_gbps\":3.0}]\n";
+	cr_assert_eq(tu_write(hosts, json, sizeof json - 1), 0);
+	snprintf(out, sizeof out, "%s/plan.txt", scratch);
+	int rc = cli_run(scratch, out, "plan --model '%s' --hosts '%s'", model, hosts);
+	char *text = tu_read(out, NULL), *err = cli_read_err(out);
+	cr_assert_eq(rc, 0, "plan --hosts failed:\n%s", err ? err : "");
+	cr_assert_not_null(text);
+	int experts[2] = { -1, -1 };
+	for (char *line = text; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		char *at = strstr(line, "rank ");
+		int r, e;
+		char h[64];
+		if (at && sscanf(at, "rank %d host %63[^:]: %d experts", &r, h, &e) == 3 && r >= 0 && r < 2)
+			experts[r] = e;
+		line = nl ? nl + 1 : NULL;
+	}
+	cr_assert(experts[0] > 0 && experts[1] > 0, "no 'rank R host H: N experts' line for both ranks in:\n%s",
+		  tu_read(out, NULL));
+	double ratio = (double)experts[1] / experts[0];
+	cr_log_info("plan: %d and %d experts (ratio %.2f)", experts[0], experts[1], ratio);
+	cr_expect(ratio >= 2.0 && ratio <= 4.5, "experts %d:%d for disks of 1 and 3 GB/s, not near 1:3", experts[0],
+		  experts[1]);
+	free(text);
+	free(err);
+}
