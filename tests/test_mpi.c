@@ -166,10 +166,14 @@ static void need_netns(void)
  * limit so that a hung job can not hang the test. */
 static void mpi_cmd(char *buf, size_t size, int n, const char *const args[], int limit_s)
 {
+	/* LSAN_OPTIONS only matters to the ASan build: Open MPI's own leaks
+	 * are suppressed (tests/mpi/lsan.supp says why the slow unwinder). */
+	const char *lsan = getenv("LSAN_OPTIONS");
 	int w = snprintf(buf, size,
-			 "COLIBRI_CACHE_DIR='%s/cache' PMIX_MCA_ptl_tcp_if_include=%s timeout -k 5 %d "
-			 "mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self",
-			 scratch, subnet, limit_s);
+			 "COLIBRI_CACHE_DIR='%s/cache' PMIX_MCA_ptl_tcp_if_include=%s "
+			 "LSAN_OPTIONS='%s%ssuppressions=%s/tests/mpi/lsan.supp:fast_unwind_on_malloc=0' "
+			 "timeout -k 5 %d mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self",
+			 scratch, subnet, lsan ? lsan : "", lsan && *lsan ? ":" : "", tu_repo(), limit_s);
 	for (int i = 0; i < n; i++)
 		w += snprintf(buf + w, size - (size_t)w, "%s -n 1 ip netns exec %s%d '%s' %s", i ? " :" : "", prefix,
 			      i, tu_colibri(), args[i]);
