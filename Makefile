@@ -16,7 +16,10 @@ ARCH     = -march=x86-64-v3 -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) $(ARCH) -ffp-contract=off \
              -pthread -I. $(SAN) $(shell pkg-config --cflags libcjson 2>/dev/null)
 AVX512   = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
-LIBS     = -luring -lnuma -lhwloc -lcjson -lpcre2-8 -lxxhash -lmicrohttpd -ledit -lm -pthread
+# Open MPI (engine/dist, colibri across hosts): only dist.c includes mpi.h.
+MPI_CFLAGS = $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   = $(shell pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
+LIBS     = -luring -lnuma -lhwloc -lcjson -lpcre2-8 -lxxhash -lmicrohttpd -ledit $(MPI_LIBS) -lm -pthread
 
 LIB_SRC  = $(sort $(wildcard base/*.c storage/*.c compute/*.c planner/*.c engine/*/*.c))
 LIB_SRC := $(filter-out engine/cli/main.c,$(LIB_SRC))
@@ -49,6 +52,8 @@ $(BUILD)/colibri: $(BUILD)/engine/cli/main.o $(BUILD)/libcolibri.a
 
 $(BUILD)/libcolibri.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/engine/dist/dist.o: CFLAGS_ALL += $(MPI_CFLAGS)
 
 $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)

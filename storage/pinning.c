@@ -35,6 +35,9 @@ int pinning_start(struct pinning *p, const struct pinning_target *t, bool enable
 		return rc;
 	if (usage_load(&p->usage, p->t.dir) != 0)
 		error_clear();
+	for (size_t i = 0; t->owner && i < (size_t)t->n_layers * t->n_experts; i++)
+		if (t->owner[i] != t->rank)
+			p->usage.counts[i] = 0;
 	const struct expert_store_stats *st = expert_store_stats(p->t.store);
 	for (int c = 0; enabled && c < st->n_classes && c < EXPERT_CLASSES_MAX; c++) {
 		int spare = st->classes[c].n_frames - p->t.max_per_step;
@@ -172,7 +175,7 @@ void pinning_finish(struct pinning *p)
 	/* A run that failed leaves its error pending: save nothing then, so
 	 * that the error the user sees is the run's, first and alone (a
 	 * save's own failure would otherwise stand in for it, or clear it). */
-	if (p->usage.counts && p->t.store && !error_message()[0]) {
+	if (p->usage.counts && p->t.store && !p->t.no_save && !error_message()[0]) {
 		for (int l = 0; l < p->t.n_layers; l++)
 			usage_add(&p->usage, l, expert_store_usage(p->t.store, l));
 		if (usage_save(&p->usage, p->t.dir) != 0) {

@@ -23,6 +23,11 @@ struct pinning_target {
 	int n_experts;
 	int max_per_step;            /* frames of each class one step needs */
 	uint64_t model_id;
+	/* Under MPI (engine/dist) each rank pins only experts it serves, and
+	 * no rank writes the sidecar back: each sees only its share. */
+	const uint8_t *owner;        /* [n_layers, n_experts] the rank serving each expert, or NULL */
+	int rank;
+	bool no_save;
 };
 
 struct pinning {

@@ -20,9 +20,13 @@ int cmd_doctor(int argc, char **argv);
 int cmd_mirror(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_web(int argc, char **argv);
+/* Ranks 1.. of an MPI job, whatever the command (cmd_worker.c). */
+int cmd_worker(int argc, char **argv);
 
 /* Prints "colibri: <message>" for the pending error (or `what` if none) to
- * stderr and returns the exit status 1. */
+ * stderr and returns the exit status 1. On ranks 1.. of an MPI job the
+ * prefix names the rank, and nothing is printed for a failure rank 0
+ * reports. */
 int cmd_fail(const char *what);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/cli/cmd.h"
+#include "engine/dist/dist.h"
 #include "base/error.h"
 
 #define COLIBRI_VERSION "0.1.0"
@@ -42,12 +43,19 @@ static void usage(FILE *f)
 int cmd_fail(const char *what)
 {
 	const char *msg = error_message();
-	fprintf(stderr, "colibri: %s\n", msg[0] ? msg : what);
+	if (dist_failure_reported())
+		return 1;
+	if (dist_rank() > 0)
+		fprintf(stderr, "colibri[rank %d]: %s\n", dist_rank(), msg[0] ? msg : what);
+	else
+		fprintf(stderr, "colibri: %s\n", msg[0] ? msg : what);
 	return 1;
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
+	if (dist_rank() > 0)
+		return cmd_worker(argc > 1 ? argc - 1 : argc, argc > 1 ? argv + 1 : argv);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
@@ -66,4 +74,13 @@ int main(int argc, char **argv)
 	fprintf(stderr, "colibri: unknown command \"%s\"\n\n", argv[1]);
 	usage(stderr);
 	return 2;
+}
+
+/* Under mpirun (engine/dist) rank 0 runs the command and the other ranks
+ * serve it experts; without it colibri is one process. */
+int main(int argc, char **argv)
+{
+	if (dist_init(&argc, &argv) != 0)
+		return cmd_fail("cannot join the MPI job");
+	return dist_exit(dispatch(argc, argv));
 }

@@ -33,6 +33,7 @@ void session_options_default(struct session_options *o)
 	o->io_depth = 0; /* planned */
 	o->logits_rows = 1;
 	o->parallel = 1;
+	o->dist_timeout_s = DIST_TIMEOUT_S_DEFAULT;
 }
 
 int session_parse_int(const char *name, const char *arg, int lo, int hi, int *out)
@@ -151,6 +152,14 @@ int session_option(struct session_options *o, int ch, const char *arg)
 	case SESSION_OPT_STATS_JSON:
 		o->stats_json = arg;
 		return 0;
+	case SESSION_OPT_PLACEMENT:
+		return placement_spec_parse(&o->placement, arg);
+	case SESSION_OPT_DIST_TIMEOUT: {
+		float v;
+		int rc = session_parse_float("dist-timeout", arg, 0.1f, 86400.0f, &v);
+		o->dist_timeout_s = v;
+		return rc;
+	}
 	}
 	return -ENOENT;
 }
@@ -232,7 +241,31 @@ static void copy_bandwidths(const struct plan_container *pc, const struct plan_m
 	}
 }
 
-int session_open(struct session *s, const struct session_options *o, int need_ctx)
+/* Learned pinning takes up to half of each frame class's frames beyond one
+ * step's need; the rest stays a cache for what the workload does now.
+ * Under MPI only this rank's experts (owner), and nothing is saved. The
+ * report's window starts when it is done. */
+static int session_pin(struct session *s, const uint8_t *owner)
+{
+	double t_pin = clock_now_s();
+	struct pinning_target pt = {
+		.store = s->model.store, .dir = s->model.dir, .n_layers = s->model.cfg.n_layers,
+		.n_experts = s->model.cfg.n_experts, .max_per_step = s->model.max_experts_per_step,
+		.model_id = manifest_model_id(&s->model.man), .owner = owner, .rank = dist_rank(),
+		.no_save = dist_active(),
+	};
+	int rc = pinning_start(&s->pin, &pt, !s->opt.no_pin);
+	if (rc)
+		return rc;
+	s->pin_ready = true;
+	s->t_open = clock_now_s();
+	s->pin_s = s->t_open - t_pin;
+	s->at_open = *expert_store_stats(s->model.store);
+	s->pins_at_open = s->pin.n_pins;
+	return 0;
+}
+
+static int session_open_local(struct session *s, const struct session_options *o, int need_ctx)
 {
 	memset(s, 0, sizeof *s);
 	s->opt = *o;
@@ -307,22 +340,10 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 		return rc;
 	}
 	s->model_loaded = true;
-	double t_pin = clock_now_s();
-	s->load_s = t_pin - t_load;
-	/* Learned pinning takes up to half of each frame class's frames beyond
-	 * one step's need; the rest stays a cache for what the workload does now. */
-	struct pinning_target pt = {
-		.store = s->model.store, .dir = s->model.dir, .n_layers = s->model.cfg.n_layers,
-		.n_experts = s->model.cfg.n_experts, .max_per_step = s->model.max_experts_per_step,
-		.model_id = manifest_model_id(&s->model.man),
-	};
-	if ((rc = pinning_start(&s->pin, &pt, !o->no_pin)))
+	s->load_s = clock_now_s() - t_load;
+	/* Under MPI the placement decides what to pin: after the join. */
+	if (!dist_active() && (rc = session_pin(s, NULL)))
 		return rc;
-	s->pin_ready = true;
-	s->t_open = clock_now_s();
-	s->pin_s = s->t_open - t_pin;
-	s->at_open = *expert_store_stats(s->model.store);
-	s->pins_at_open = s->pin.n_pins;
 	/* The container names its arithmetic (manifest.c: activations). */
 	kernels_set_activations(s->model.man.activations);
 	if ((rc = threadpool_init(&s->pool, threads)))
@@ -334,6 +355,63 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	return 0;
 }
 
+/* Joins the MPI job after this rank's open (rc): the ranks agree on the
+ * placement, then each pins its own experts. */
+static int session_join(struct session *s, const struct dist_options *d, int rc)
+{
+	uint64_t id = s->model_loaded ? manifest_model_id(&s->model.man) : 0;
+	rc = dist_join(&s->dist, rc ? NULL : &s->fwd, d, rc, id, s->plan.disk_gbps);
+	if (!rc)
+		rc = session_pin(s, dist_owner_table(s->dist));
+	if (!rc && dist_rank() == 0)
+		s->fwd.dist = s->dist;
+	return rc;
+}
+
+/* Rank 0's settings every rank takes. */
+static struct dist_options dist_options_of(const struct session_options *o)
+{
+	return (struct dist_options){ .placement = o->placement, .timeout_s = o->dist_timeout_s, .batch = o->batch };
+}
+
+int session_open(struct session *s, const struct session_options *o, int need_ctx)
+{
+	if (!dist_active())
+		return session_open_local(s, o, need_ctx);
+	static bool opened;
+	if (opened) {
+		memset(s, 0, sizeof *s);
+		return error_set(EBUSY, "an MPI job serves one model once: this command opened it twice");
+	}
+	opened = true;
+	struct dist_options d = dist_options_of(o);
+	dist_agree(&d);
+	return session_join(s, &d, session_open_local(s, o, need_ctx));
+}
+
+int session_serve(const struct session_options *o, int rc_args)
+{
+	struct dist_options d = dist_options_of(o);
+	if (dist_agree(&d) > 0)
+		return 0; /* rank 0 ended without a model */
+	if (rc_args) {
+		struct session none = { 0 };
+		return session_join(&none, &d, rc_args);
+	}
+	struct session_options mine = *o;
+	/* Rank 0's steps: this rank's forward holds as many rows. */
+	mine.batch = d.batch;
+	mine.stats = false;
+	mine.stats_json = NULL;
+	struct session s;
+	int rc = session_open_local(&s, &mine, 1);
+	rc = session_join(&s, &d, rc);
+	if (!rc)
+		rc = dist_serve(s.dist);
+	session_close(&s);
+	return rc;
+}
+
 void session_safe_point(struct session *s)
 {
 	if (s->pin_ready && s->opt.repin > 0)
@@ -342,6 +420,8 @@ void session_safe_point(struct session *s)
 
 void session_close(struct session *s)
 {
+	dist_free(s->dist); /* tells the serving ranks to stop */
+	s->fwd.dist = NULL;
 	if (s->pin_ready)
 		pinning_finish(&s->pin);
 	if (s->fwd_ready)
@@ -449,7 +529,10 @@ static void report_text(struct session *s, const struct expert_store_stats *st, 
 	fprintf(out, "\n");
 }
 
-static int report_json(struct session *s, const struct expert_store_stats *st, double wall)
+static void ranks_json(const struct session *s, const struct dist_rank_stats *r, cJSON *j);
+
+static int report_json(struct session *s, const struct expert_store_stats *st, double wall,
+		       const struct dist_rank_stats *ranks)
 {
 	struct window w = window_of(s, st);
 	cJSON *j = cJSON_CreateObject();
@@ -552,6 +635,8 @@ static int report_json(struct session *s, const struct expert_store_stats *st, d
 			cJSON_AddItemToArray(row, cJSON_CreateNumber(u[e]));
 		cJSON_AddItemToArray(usage, row);
 	}
+	if (ranks)
+		ranks_json(s, ranks, j);
 	for (size_t i = 0; i < s->n_extra; i++)
 		cJSON_AddNumberToObject(j, s->extra[i].name, s->extra[i].value);
 	char *text = cJSON_Print(j);
@@ -569,11 +654,93 @@ void session_stat(struct session *s, const char *name, double value)
 		s->extra[s->n_extra++] = (struct session_stat){ name, value };
 }
 
+/* Rank 0 of an MPI run: every rank's share, its own from its store. */
+static int ranks_gather(struct session *s, const struct expert_store_stats *st, double wall,
+			struct dist_rank_stats *r)
+{
+	int rc = dist_stats(s->dist, r);
+	struct window w = window_of(s, st);
+	r[0].requests = st->requests - s->at_open.requests;
+	r[0].hits = st->hits + st->pinned_hits - s->at_open.hits - s->at_open.pinned_hits;
+	r[0].bytes_read = w.bytes_read;
+	r[0].disk_wait_s = w.wait_s;
+	r[0].serve_s = wall;
+	r[0].peak_rss_bytes = proc_status_bytes("VmHWM");
+	return rc;
+}
+
+static void ranks_text(const struct session *s, const struct dist_rank_stats *r, FILE *out)
+{
+	int n = dist_size();
+	fprintf(out, "ranks: %d, placement by %s\n", n, dist_placement_why(s->dist));
+	for (int i = 0; i < n; i++)
+		fprintf(out, "  rank %d host %s: %d experts (weight %.2f), %" PRIu64 " runs over %" PRIu64
+			     " rows, %.1f%% from RAM, %.1f MB read, disk wait %.3f s, %s %.3f s, network %.3f s "
+			     "(%.2f MB), peak %.1f MiB\n",
+			i, r[i].host, r[i].experts_owned, r[i].weight, r[i].experts_served, r[i].rows_served,
+			r[i].requests ? 100.0 * r[i].hits / r[i].requests : 0, r[i].bytes_read / 1e6, r[i].disk_wait_s,
+			i ? "serving" : "run", r[i].serve_s, r[i].net_s, r[i].net_bytes / 1e6,
+			r[i].peak_rss_bytes / 1048576.0);
+}
+
+/* "ranks" and "dist" of the JSON report. compute_s of a serving rank: its
+ * time serving requests less its disk wait and network. */
+static void ranks_json(const struct session *s, const struct dist_rank_stats *r, cJSON *j)
+{
+	int n = dist_size();
+	cJSON *a = cJSON_AddArrayToObject(j, "ranks");
+	double net_s = 0, net_bytes = 0;
+	for (int i = 0; i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		double busy = r[i].serve_s - r[i].disk_wait_s - r[i].net_s;
+		cJSON_AddNumberToObject(o, "rank", i);
+		cJSON_AddStringToObject(o, "host", r[i].host);
+		cJSON_AddNumberToObject(o, "experts", r[i].experts_owned);
+		cJSON_AddNumberToObject(o, "weight", r[i].weight);
+		cJSON_AddNumberToObject(o, "experts_served", (double)r[i].experts_served);
+		cJSON_AddNumberToObject(o, "rows_served", (double)r[i].rows_served);
+		cJSON_AddNumberToObject(o, "expert_requests", (double)r[i].requests);
+		cJSON_AddNumberToObject(o, "hit_rate", r[i].requests ? (double)r[i].hits / r[i].requests : 0);
+		cJSON_AddNumberToObject(o, "bytes_read", (double)r[i].bytes_read);
+		cJSON_AddNumberToObject(o, "disk_wait_s", r[i].disk_wait_s);
+		cJSON_AddNumberToObject(o, "compute_s", busy > 0 ? busy : 0);
+		cJSON_AddNumberToObject(o, i ? "serve_s" : "wall_s", r[i].serve_s);
+		cJSON_AddNumberToObject(o, "net_s", r[i].net_s);
+		cJSON_AddNumberToObject(o, "net_bytes", (double)r[i].net_bytes);
+		cJSON_AddNumberToObject(o, "peak_rss_bytes", (double)r[i].peak_rss_bytes);
+		cJSON_AddItemToArray(a, o);
+		net_s += r[i].net_s;
+		net_bytes += (double)r[i].net_bytes;
+	}
+	cJSON *d = cJSON_AddObjectToObject(j, "dist");
+	cJSON_AddNumberToObject(d, "ranks", n);
+	cJSON_AddStringToObject(d, "placement", dist_placement_why(s->dist));
+	cJSON_AddNumberToObject(d, "net_s", r[0].net_s); /* rank 0's wait for answers beyond its own experts */
+	cJSON_AddNumberToObject(d, "net_bytes", (double)r[0].net_bytes);
+	cJSON_AddNumberToObject(d, "net_s_all_ranks", net_s);
+}
+
 int session_report(struct session *s, FILE *out)
 {
 	const struct expert_store_stats *st = expert_store_stats(s->model.store);
 	double wall = clock_now_s() - s->t_open;
-	if (s->opt.stats)
+	struct dist_rank_stats *ranks = NULL;
+	if (s->dist && (s->opt.stats || s->opt.stats_json)) {
+		ranks = calloc((size_t)dist_size(), sizeof *ranks);
+		if (!ranks)
+			return error_set(ENOMEM, "out of memory");
+		int rc = ranks_gather(s, st, wall, ranks);
+		if (rc) {
+			free(ranks);
+			return rc;
+		}
+	}
+	if (s->opt.stats) {
 		report_text(s, st, wall, out);
-	return s->opt.stats_json ? report_json(s, st, wall) : 0;
+		if (ranks)
+			ranks_text(s, ranks, out);
+	}
+	int rc = s->opt.stats_json ? report_json(s, st, wall, ranks) : 0;
+	free(ranks);
+	return rc;
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/dist/dist.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
 #include "storage/pinning.h"
@@ -34,6 +35,8 @@ struct session_options {
 	int repin;                   /* swaps allowed at each safe point (--repin N) */
 	int logits_rows;             /* logits rows the command holds at once (1 for run) */
 	int parallel;                /* sequences decoded together (serve's --parallel; 1 otherwise) */
+	struct placement_spec placement; /* under mpirun: which rank serves which experts (--placement) */
+	double dist_timeout_s;       /* under mpirun: how long a rank may stay silent (--dist-timeout) */
 };
 
 enum {
@@ -49,6 +52,8 @@ enum {
 	SESSION_OPT_NO_PREFETCH,
 	SESSION_OPT_NO_PIN,
 	SESSION_OPT_REPIN,
+	SESSION_OPT_PLACEMENT,
+	SESSION_OPT_DIST_TIMEOUT,
 };
 
 #define SESSION_LONG_OPTIONS                                                  \
@@ -63,11 +68,14 @@ enum {
 	{ "stats-json", required_argument, 0, SESSION_OPT_STATS_JSON },       \
 	{ "no-prefetch", no_argument, 0, SESSION_OPT_NO_PREFETCH },           \
 	{ "no-pin", no_argument, 0, SESSION_OPT_NO_PIN },                     \
-	{ "repin", required_argument, 0, SESSION_OPT_REPIN }
+	{ "repin", required_argument, 0, SESSION_OPT_REPIN },                 \
+	{ "placement", required_argument, 0, SESSION_OPT_PLACEMENT },         \
+	{ "dist-timeout", required_argument, 0, SESSION_OPT_DIST_TIMEOUT }
 
 #define SESSION_USAGE                                                         \
 	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
-	" [--no-direct]\n          [--no-prefetch] [--no-pin] [--repin N] [--stats] [--stats-json FILE]"
+	" [--no-direct]\n          [--no-prefetch] [--no-pin] [--repin N] [--stats] [--stats-json FILE]" \
+	"\n  under mpirun: [--placement auto|even|W0,W1,..] [--dist-timeout SECONDS]"
 
 #define SESSION_EXTRA_MAX 32
 
@@ -109,6 +117,7 @@ struct session {
 	struct session_plan plan; /* what the plan settled on */
 	struct session_stat extra[SESSION_EXTRA_MAX];
 	size_t n_extra;
+	struct dist *dist;       /* under mpirun: the job's ranks (rank 0 sends them experts) */
 };
 
 void session_options_default(struct session_options *o);
@@ -144,8 +153,16 @@ int session_parse_list(const char *s, const char *what, bool ranges, int32_t max
 int session_parse_tokens(const char *s, int32_t **ids, int *n);
 
 /* Loads the model and prepares a forward with room for need_ctx positions
- * (or opt.ctx when set). session_close is safe after a failure. */
+ * (or opt.ctx when set). Under mpirun (rank 0) it then joins the other
+ * ranks, which serve their share of the routed experts. session_close is
+ * safe after a failure. */
 int session_open(struct session *s, const struct session_options *o, int need_ctx);
+
+/* A serving rank of an MPI job (ranks 1..): takes rank 0's settings, loads
+ * the model with its own options (--ram, --io-depth, --threads...), joins
+ * and serves until rank 0 is done. rc_args: its options' error, which it
+ * then tells the other ranks instead. */
+int session_serve(const struct session_options *o, int rc_args);
 void session_close(struct session *s);
 
 /* A safe point between steps: applies --repin. */

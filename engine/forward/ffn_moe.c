@@ -17,6 +17,11 @@
  *   sum     each expert's output lands in its (token, slot) cell and is
  *           added in slot order, so delivery order changes nothing.
  *
+ * Over MPI (engine/dist) rank 0 keeps its own share of the union, sends
+ * the rest with the rows and the routing to the ranks that serve them,
+ * runs its own meanwhile, and takes the answers into the same cells; the
+ * serving ranks run ffn_moe_serve, the same expert code over the same rows.
+ *
  * FFN_MOE_SHARED then adds the shared experts: DeepSeek's shared_experts,
  * or Qwen's one shared_expert scaled by sigmoid(shared_expert_gate . x)
  * (shared_gate: Qwen3.5, Qwen3-Next), or Inkling's shared experts, each
@@ -29,6 +34,7 @@
 
 #include "base/error.h"
 #include "compute/kernels.h"
+#include "engine/dist/dist.h"
 #include "engine/forward/forward_internal.h"
 
 struct moe_weights {
@@ -64,7 +70,9 @@ struct moe_scratch {
 	float *gate, *up;                /* [batch, max(moe_intermediate, shared width)] */
 	float *e_down;                   /* [batch, hidden] */
 	int32_t *e_tok, *e_slot;         /* [batch] */
-	int32_t *wanted;                 /* [n_experts] union of the chunk */
+	int32_t *wanted;                 /* [n_experts] union of the chunk (over MPI: this rank's part) */
+	int32_t *remote;                 /* [n_experts] over MPI: the union's experts other ranks serve */
+	int32_t *pred_remote;            /* [n_experts] over MPI: the prediction's */
 	float *choice;                   /* [n_experts] biased scores of the grouped router */
 	float *pred_in;                  /* [batch, hidden] prediction input */
 	float *pred_logits;              /* [batch, router_rows] */
@@ -99,6 +107,8 @@ static void moe_layout(struct carve *cv, const struct model_config *c, int batch
 	s->e_tok = carve(cv, B * I32);
 	s->e_slot = carve(cv, B * I32);
 	s->wanted = carve(cv, E * I32);
+	s->remote = carve(cv, E * I32);
+	s->pred_remote = carve(cv, E * I32);
 	s->choice = carve(cv, E * F);
 	s->pred_in = carve(cv, B * H * F);
 	s->pred_logits = carve(cv, B * R * F);
@@ -343,6 +353,17 @@ static int next_moe_layer(const struct model_config *c, int layer)
 	return -1;
 }
 
+/* Starts the reads of ids[0..n) of layer: over MPI only this rank's, the
+ * others travel to their ranks with the next request. */
+static void prefetch_ids(struct forward *f, const struct moe_scratch *s, int layer, int32_t *ids, int n)
+{
+	if (f->dist) {
+		int nr = dist_partition(f->dist, layer, ids, &n, s->pred_remote);
+		dist_hint(f->dist, layer, s->pred_remote, nr);
+	}
+	expert_store_prefetch(f->m->store, layer, ids, n);
+}
+
 /* A hash-routed layer's experts follow from the token ids alone: marks
  * them as the layer's prediction and starts their reads, whatever the
  * recent precision (the prediction is exact, so no read is wasted). */
@@ -363,7 +384,7 @@ static void prefetch_hashed(struct forward *f, const struct moe_scratch *s, int 
 	f->pf.predicted += (uint64_t)np;
 	f->pf.prefetch_steps++;
 	f->pf.issued_steps++;
-	expert_store_prefetch(f->m->store, layer, s->pred_sel, np);
+	prefetch_ids(f, s, layer, s->pred_sel, np);
 }
 
 void ffn_moe_prefetch_first(struct forward *f, int n)
@@ -431,7 +452,7 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 	if (f->pf.precision_ema < f->prefetch_precision)
 		return;
 	f->pf.issued_steps++;
-	expert_store_prefetch(m->store, next, s->pred_sel, np);
+	prefetch_ids(f, s, next, s->pred_sel, np);
 }
 
 /* Scores the prediction made for this layer against what it needed, and
@@ -516,18 +537,39 @@ static int routed_run(struct forward *f, const struct moe_weights *w, const stru
 		if (s->wanted[e])
 			s->wanted[n_wanted++] = e;
 	prefetch_score(f, s, layer, n_wanted);
+	/* Over MPI: this rank's experts stay in wanted, the others go out
+	 * once this rank's reads and the prediction have started. */
+	int n_remote = 0;
+	if (f->dist) {
+		n_remote = dist_partition(f->dist, layer, s->wanted, &n_wanted, s->remote);
+		dist_count_local(f->dist, n_wanted);
+	}
 	/* Rounds of at most the store's capacity; each expert's output lands
 	 * in its (token, slot) cell, so the rounds do not change the sum. */
 	int cap = expert_store_capacity(store, layer), rc = 0;
+	bool sent = false;
 	if (cap < 1)
 		return error_set(EINVAL, "layer %d: the expert store has no frames", layer);
-	for (int first = 0; first < n_wanted && !rc; first += cap) {
+	for (int first = 0; !rc && (first < n_wanted || first == 0); first += cap) {
 		int cnt = n_wanted - first < cap ? n_wanted - first : cap;
-		rc = expert_store_request(store, layer, s->wanted + first, cnt);
-		if (!rc && first == 0)
+		if (cnt > 0)
+			rc = expert_store_request(store, layer, s->wanted + first, cnt);
+		if (!rc && first == 0) {
 			prefetch_next(f, s, layer, n); /* overlaps this layer's reads and compute */
-		if (!rc)
+			if (f->dist) {
+				rc = dist_layer_send(f->dist, layer, n, s->sel, f->xn, s->remote, n_remote);
+				sent = !rc;
+			}
+		}
+		if (!rc && cnt > 0)
 			rc = experts_run(f, w, s, layer, n);
+		if (cnt <= 0)
+			break;
+	}
+	if (sent) {
+		/* Even after a local failure: nothing may stay in flight. */
+		int crc = dist_layer_collect(f->dist, layer, s->expert_out);
+		rc = rc ? rc : crc;
 	}
 	if (rc)
 		return rc;
@@ -538,6 +580,57 @@ static int routed_run(struct forward *f, const struct moe_weights *w, const stru
 			axpy_f32(x, s->sel_w[t * K + k], s->expert_out + ((size_t)t * K + k) * H, H);
 	}
 	return 0;
+}
+
+int ffn_moe_serve(struct forward *f, int layer, const int32_t *experts, int n_exp, const int32_t *sel,
+		  const float *xn, int n, int hint_layer, const int32_t *hints, int n_hint, float *rows)
+{
+	const struct model_config *c = &f->m->cfg;
+	struct expert_store *store = f->m->store;
+	if (layer < 0 || layer >= f->n_layers ||
+	    (f->layers[layer].ffn != &block_ffn_moe && f->layers[layer].ffn != &block_ffn_moe_shared))
+		return error_set(EINVAL, "layer %d has no routed experts to serve", layer);
+	if (n < 0 || n > f->batch)
+		return error_set(EINVAL, "layer %d: %d rows, beyond this rank's batch of %d", layer, n, f->batch);
+	const struct moe_weights *w = f->layers[layer].ffn_w;
+	struct carve cv = forward_shared(f);
+	struct moe_scratch s;
+	moe_layout(&cv, c, f->batch, &s);
+	int64_t H = c->hidden;
+	int K = c->top_k, rc = 0;
+	if (!f->prefetch)
+		n_hint = 0; /* this rank's --no-prefetch */
+	if (n_exp > 0) {
+		memcpy(s.sel, sel, (size_t)n * K * sizeof *sel);
+		memcpy(f->xn, xn, (size_t)n * H * sizeof *xn);
+		memcpy(s.wanted, experts, (size_t)n_exp * sizeof *experts);
+	}
+	int cap = expert_store_capacity(store, layer);
+	if (cap < 1)
+		return error_set(EINVAL, "layer %d: the expert store has no frames", layer);
+	bool hinted = false;
+	for (int first = 0; !rc && first < n_exp; first += cap) {
+		int cnt = n_exp - first < cap ? n_exp - first : cap;
+		rc = expert_store_request(store, layer, s.wanted + first, cnt);
+		if (!rc && !hinted && n_hint > 0 && hint_layer != layer) {
+			expert_store_prefetch(store, hint_layer, hints, n_hint);
+			hinted = true;
+		}
+		if (!rc)
+			rc = experts_run(f, w, &s, layer, n);
+	}
+	if (rc)
+		return rc;
+	if (!hinted && n_hint > 0 && hint_layer != layer)
+		expert_store_prefetch(store, hint_layer, hints, n_hint);
+	int m = 0;
+	for (int i = 0; i < n_exp; i++)
+		for (int t = 0; t < n; t++)
+			for (int k = 0; k < K; k++)
+				if (s.sel[t * K + k] == experts[i])
+					memcpy(rows + (size_t)m++ * H, s.expert_out + ((size_t)t * K + k) * H,
+					       (size_t)H * sizeof(float));
+	return m;
 }
 
 static int moe_run(struct forward *f, int layer, int n, float *acc)
