@@ -11,7 +11,7 @@
 #   work     $BENCH_DIR/NAME, else bench/work/NAME
 #   date     today, YYYY-MM-DD
 #
-# prepare_olmoe LAYERS QUANT -> prints the container folder
+# prepare_olmoe LAYERS QUANT -> prints the container folder (LAYERS '': the full shape)
 #   bench/work/olmoe12/olmoe-1b-7b-<LAYERS>l-<QUANT>, generated once:
 #   tools/gen_model.py --shape olmoe-1b-7b --layers LAYERS --weights-dtype fp8
 #   (random weights, skewed token-dependent routing), converted with
@@ -40,15 +40,19 @@ model_say() { echo "bench: $*" >&2; }
 
 prepare_olmoe() {
   _layers=$1; _quant=$2
-  _dir=${BENCH_MODEL_DIR:-$root/bench/work/olmoe12}
-  _src=$_dir/olmoe-1b-7b-${_layers}l-fp8
-  _ctr=$_dir/olmoe-1b-7b-${_layers}l-$_quant
+  if [ -n "$_layers" ]; then
+    _dir=${BENCH_MODEL_DIR:-$root/bench/work/olmoe12} _cut=-${_layers}l _flag="--layers $_layers "
+  else # the full shape, where decode.sh keeps it
+    _dir=${BENCH_MODEL_DIR:-${BENCH_DIR:-$root/bench/work}} _cut= _flag=
+  fi
+  _src=$_dir/olmoe-1b-7b${_cut}-fp8
+  _ctr=$_dir/olmoe-1b-7b${_cut}-$_quant
   if [ -f "$_ctr/manifest.json" ] && [ -f "$_ctr/bench-provenance.txt" ]; then
     model_say "$_ctr exists: no generation or conversion"
     echo "$_ctr"; return 0
   fi
   mkdir -p "$_dir"
-  _gen="$py $root/tools/gen_model.py --shape olmoe-1b-7b --layers $_layers --weights-dtype fp8 --out $_src"
+  _gen="$py $root/tools/gen_model.py --shape olmoe-1b-7b ${_flag}--weights-dtype fp8 --out $_src"
   if [ ! -f "$_src/.complete" ]; then
     rm -rf "$_src"
     model_say "generating: $_gen"

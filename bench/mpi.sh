@@ -87,36 +87,8 @@ case "$ranks" in *[!0-9,]*|'') die "BENCH_MPI_RANKS=$ranks: expected a list like
 n_max=$(echo "$ranks" | tr , '\n' | sort -n | tail -1)
 [ "$n_max" -ge 1 ] || die "BENCH_MPI_RANKS=$ranks: no rank count >= 1"
 
-# The container (decode.sh's step for the full shape, model_lib.sh's for a cut).
-prepare_full() {
-  _dir=${BENCH_DIR:-$root/bench/work}
-  _src=$_dir/olmoe-1b-7b-fp8 _ctr=$_dir/olmoe-1b-7b-int4
-  if [ -f "$_ctr/manifest.json" ] && [ -f "$_ctr/bench-provenance.txt" ]; then
-    say "$_ctr exists: no generation or conversion"
-    echo "$_ctr"; return 0
-  fi
-  mkdir -p "$_dir"
-  _gen="$py $root/tools/gen_model.py --shape olmoe-1b-7b --weights-dtype fp8 --out $_src"
-  if [ ! -f "$_src/.complete" ]; then
-    rm -rf "$_src"
-    say "generating: $_gen"
-    $_gen >&2 || { say "generation failed"; return 1; }
-    touch "$_src/.complete"
-  fi
-  _conv="$colibri convert $_src $_ctr --quant int4 --force"
-  say "converting: $_conv"
-  $_conv >&2 || { say "conversion failed"; return 1; }
-  { echo "date: $(date -Iseconds)"; echo "generate: $_gen"; echo "convert: $_conv"
-    echo "gen_model.py sha256: $(sha256sum "$root/tools/gen_model.py" | cut -d' ' -f1)"; } \
-    > "$_ctr/bench-provenance.txt"
-  rm -rf "$_src"
-  echo "$_ctr"
-}
-if [ -n "$layers" ]; then
-  src=$(prepare_olmoe "$layers" int4) || die "could not prepare the ${layers}-layer container"
-else
-  src=$(prepare_full) || die "could not prepare the container"
-fi
+# decode.sh's container for the full shape, a cut one with BENCH_MPI_LAYERS.
+src=$(prepare_olmoe "$layers" int4) || die "could not prepare the container${layers:+ of $layers layers}"
 
 mkdir -p "$work" "$results" "$img_dir"
 fs=$(df -P -T "$img_dir" | awk 'NR == 2 { print $2 }')
