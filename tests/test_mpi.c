@@ -492,6 +492,51 @@ Test(mpi, stopped_rank_hits_dist_timeout)
 	free(err);
 }
 
+/* Runs `colibri logits` over 2 ranks, rank 1 with rank1_opts; the job
+ * must fail, leave no output file, and stderr must hold every one of want. */
+static void check_rank_refused(const char *rank1_opts, const char *const want[], int n_want)
+{
+	need_netns();
+	char model[4200], out[4400], cmd[8192], args[2][4800];
+	convert("olmoe", "int4", model, sizeof model);
+	char *tokens = lu_read_tokens("olmoe");
+	snprintf(out, sizeof out, "%s/refused.f32", scratch);
+	snprintf(args[0], sizeof args[0], "logits --model '%s' --tokens %s --out '%s'", model, tokens, out);
+	snprintf(args[1], sizeof args[1], "logits --tokens %s --out '%s' %s", tokens, out, rank1_opts);
+	const char *argv[2] = { args[0], args[1] };
+	mpi_cmd(cmd, sizeof cmd, 2, argv, 60);
+	int rc = tu_sh("%s </dev/null >'%s.log' 2>&1", cmd, out);
+	char log[4500];
+	snprintf(log, sizeof log, "%s.log", out);
+	char *text = tu_read(log, NULL);
+	cr_assert_not_null(text);
+	cr_expect_neq(rc, 0, "the job succeeded with rank 1 given %s:\n%s", rank1_opts, text);
+	cr_expect_neq(rc, 124, "the job ran into its time limit:\n%s", text);
+	cr_expect(access(out, F_OK) != 0, "%s was written although the job failed", out);
+	for (int i = 0; i < n_want; i++)
+		cr_expect(strstr(text, want[i]) != NULL, "the output lacks \"%s\":\n%s", want[i], text);
+	free(text);
+	free(tokens);
+}
+
+Test(mpi, rank_with_another_model_is_named)
+{
+	char other[4200], opts[4400];
+	convert("qwen3_moe", "int4", other, sizeof other);
+	snprintf(opts, sizeof opts, "--model '%s'", other);
+	static const char *const want[] = { "rank 1 (host ", "different model" };
+	check_rank_refused(opts, want, 2);
+}
+
+Test(mpi, rank_with_a_bad_option_is_named)
+{
+	static const char *const want[] = { "rank 1 (host ", "--ram", "12Q" };
+	char opts[4400];
+	/* Its own --model after the bad option: the error is the option's. */
+	snprintf(opts, sizeof opts, "--ram 12Q --model '%s/olmoe-int4'", scratch);
+	check_rank_refused(opts, want, 3);
+}
+
 /* `colibri plan --hosts`: two ranks whose disks read 1 and 3 GB/s get
  * experts near 1:3. The report has a line per rank, e.g.
  * "rank 0 host a: 8 experts (25%) ...". */

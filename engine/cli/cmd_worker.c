@@ -14,6 +14,7 @@
 #include "engine/cli/cmd.h"
 #include "engine/cli/default_model.h"
 #include "engine/decode/session.h"
+#include "engine/dist/dist.h"
 
 int cmd_worker(int argc, char **argv)
 {
@@ -30,8 +31,13 @@ int cmd_worker(int argc, char **argv)
 		if (orc && orc != -ENOENT && !rc)
 			rc = orc;
 	}
+	/* Rank 0's settings first: it may have ended without a model (its
+	 * --help), and then there is nothing to load. */
+	struct dist_options agreed = { .batch = so.batch };
+	if (dist_agree(&agreed) > 0)
+		return 0;
 	if (!rc)
 		rc = default_model_use(&so.model_dir);
-	rc = session_serve(&so, rc);
+	rc = session_serve(&so, &agreed, rc);
 	return rc ? cmd_fail("serving experts failed") : 0;
 }

@@ -389,11 +389,9 @@ int session_open(struct session *s, const struct session_options *o, int need_ct
 	return session_join(s, &d, session_open_local(s, o, need_ctx));
 }
 
-int session_serve(const struct session_options *o, int rc_args)
+int session_serve(const struct session_options *o, const struct dist_options *agreed, int rc_args)
 {
-	struct dist_options d = dist_options_of(o);
-	if (dist_agree(&d) > 0)
-		return 0; /* rank 0 ended without a model */
+	struct dist_options d = *agreed;
 	if (rc_args) {
 		struct session none = { 0 };
 		return session_join(&none, &d, rc_args);

@@ -158,11 +158,12 @@ int session_parse_tokens(const char *s, int32_t **ids, int *n);
  * safe after a failure. */
 int session_open(struct session *s, const struct session_options *o, int need_ctx);
 
-/* A serving rank of an MPI job (ranks 1..): takes rank 0's settings, loads
- * the model with its own options (--ram, --io-depth, --threads...), joins
- * and serves until rank 0 is done. rc_args: its options' error, which it
- * then tells the other ranks instead. */
-int session_serve(const struct session_options *o, int rc_args);
+/* A serving rank of an MPI job (ranks 1..), after dist_agree gave it rank
+ * 0's settings (agreed): loads the model with its own options (--ram,
+ * --io-depth, --threads...), joins and serves until rank 0 is done.
+ * rc_args: its options' error, which it then tells the other ranks
+ * instead. */
+int session_serve(const struct session_options *o, const struct dist_options *agreed, int rc_args);
 void session_close(struct session *s);
 
 /* A safe point between steps: applies --repin. */
