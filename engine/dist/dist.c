@@ -84,6 +84,7 @@ struct dist {
 	double net_s;
 	uint64_t net_bytes;
 	bool broken;                 /* a rank failed or went silent: no STOP, the job aborts */
+	char broken_msg[DIST_MSG_MAX]; /* why, for every later step (serve goes on answering) */
 	/* Ranks 1..: the request and answer buffers, the counters. */
 	uint8_t *req;
 	size_t req_cap;
@@ -405,8 +406,28 @@ static size_t pack_request(const struct dist *d, const struct peer *p, int layer
 	return off * sizeof *w + (size_t)n * H * sizeof(float);
 }
 
+/* Once a rank failed or went silent, its late answers could land in a
+ * later layer's cells: every later step fails with the first error. */
+static int remember(struct dist *d, int rc)
+{
+	if (rc && d->broken && !d->broken_msg[0])
+		snprintf(d->broken_msg, sizeof d->broken_msg, "%s", error_message());
+	return rc;
+}
+
+static int layer_send(struct dist *d, int layer, int n, const int32_t *sel, const float *xn, const int32_t *remote,
+		      int n_remote);
+
 int dist_layer_send(struct dist *d, int layer, int n, const int32_t *sel, const float *xn, const int32_t *remote,
 		    int n_remote)
+{
+	if (d->broken)
+		return error_set(EIO, "%s", d->broken_msg[0] ? d->broken_msg : "an earlier rank failure");
+	return remember(d, layer_send(d, layer, n, sel, xn, remote, n_remote));
+}
+
+static int layer_send(struct dist *d, int layer, int n, const int32_t *sel, const float *xn, const int32_t *remote,
+		      int n_remote)
 {
 	const uint8_t *own = d->owner + (size_t)layer * d->n_experts;
 	for (int r = 1; r < d->size; r++)
@@ -478,7 +499,14 @@ static int unpack_answer(struct dist *d, int r, const MPI_Status *st, float *exp
 	return 0;
 }
 
+static int layer_collect(struct dist *d, int layer, float *expert_out);
+
 int dist_layer_collect(struct dist *d, int layer, float *expert_out)
+{
+	return remember(d, layer_collect(d, layer, expert_out));
+}
+
+static int layer_collect(struct dist *d, int layer, float *expert_out)
 {
 	if (d->pending_layer != layer)
 		return error_set(EINVAL, "layer %d: no request in flight to collect", layer);
