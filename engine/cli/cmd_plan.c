@@ -145,13 +145,16 @@ static int hosts_disks(struct hosts_plan *hp, const struct plan_container *c, co
 		const struct disk_point *pt = plan_disk_point(&ph, &in, h->profile);
 		h->disk_gbps = ph.disk_known ? ph.disk_gbps : 0;
 		hp->disk_from[r] = "profile";
-		char blk[32];
+		/* Through a local buffer: the path lives in *hp too, and GCC
+		 * (-Werror=restrict at -O1) refuses an overlap it cannot rule out. */
+		char blk[32], note[sizeof hp->disk_note[r]];
 		if (pt)
-			snprintf(hp->disk_note[r], sizeof hp->disk_note[r], "%s: %s reads, %d in flight", h->profile_path,
+			snprintf(note, sizeof note, "%s: %s reads, %d in flight", h->profile_path,
 				 plan_bytes_str(blk, pt->block_bytes), pt->depth);
 		else
-			snprintf(hp->disk_note[r], sizeof hp->disk_note[r], "%s has no %s points: unknown",
-				 h->profile_path, so->buffered ? "buffered" : "O_DIRECT");
+			snprintf(note, sizeof note, "%s has no %s points: unknown", h->profile_path,
+				 so->buffered ? "buffered" : "O_DIRECT");
+		memcpy(hp->disk_note[r], note, sizeof note);
 	}
 	return 0;
 }
