@@ -12,7 +12,9 @@
 
 int placement_spec_parse(struct placement_spec *p, const char *arg)
 {
+	int replicas = p->replicas;
 	memset(p, 0, sizeof *p);
+	p->replicas = replicas;
 	if (!strcmp(arg, "auto"))
 		return 0;
 	if (!strcmp(arg, "even")) {
@@ -35,6 +37,17 @@ int placement_spec_parse(struct placement_spec *p, const char *arg)
 			return error_set(EINVAL, "--placement \"%s\": trailing comma", arg);
 	}
 	return p->n_weights ? 0 : error_set(EINVAL, "--placement: empty");
+}
+
+int placement_replicas_parse(struct placement_spec *p, const char *arg)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+	if (end == arg || *end || v < 1 || v > PLACEMENT_REPLICAS_MAX)
+		return error_set(EINVAL, "--replicas takes a whole number of ranks per expert, 1..%d, not \"%s\"",
+				 PLACEMENT_REPLICAS_MAX, arg);
+	p->replicas = (int)v;
+	return 0;
 }
 
 int placement_weights(const struct placement_spec *spec, int n_ranks, const double *disk_gbps, double *w,
@@ -89,6 +102,87 @@ void placement_build(uint8_t *owner, int n_layers, int n_experts, int n_ranks, c
 			owner[(size_t)l * n_experts + e] = (uint8_t)best;
 		}
 	}
+}
+
+void placement_replicate(uint64_t *holders, const uint8_t *owner, int n_layers, int n_experts, int n_ranks,
+			 const double *w, int replicas)
+{
+	size_t cells = (size_t)n_layers * n_experts;
+	for (size_t i = 0; i < cells; i++)
+		holders[i] = 1ull << owner[i];
+	for (int round = 1; round < replicas && round < n_ranks; round++)
+		for (int l = 0; l < n_layers; l++) {
+			/* Each owner's experts are dealt over the other ranks
+			 * apart, so that when it is lost they spread over the
+			 * survivors by weight instead of landing on one. */
+			int count[PLACEMENT_RANKS_MAX][PLACEMENT_RANKS_MAX]; /* 16 KiB */
+			int dealt[PLACEMENT_RANKS_MAX] = { 0 };
+			memset(count, 0, sizeof count);
+			uint64_t *h = holders + (size_t)l * n_experts;
+			const uint8_t *own = owner + (size_t)l * n_experts;
+			for (int e = 0; e < n_experts; e++) {
+				int o = own[e], best = -1;
+				double total = 0, best_lag = 0;
+				for (int r = 0; r < n_ranks; r++)
+					total += h[e] >> r & 1 ? 0 : w[r];
+				dealt[o]++;
+				for (int i = 0; i < n_ranks; i++) {
+					int r = (l + round + o + i) % n_ranks;
+					if (h[e] >> r & 1)
+						continue;
+					double lag = dealt[o] * w[r] / total - count[o][r];
+					if (best < 0 || lag > best_lag + 1e-12) {
+						best = r;
+						best_lag = lag;
+					}
+				}
+				count[o][best]++;
+				h[e] |= 1ull << best;
+			}
+		}
+}
+
+int placement_failover(uint8_t *serve, const uint8_t *owner, const uint64_t *holders, int n_layers, int n_experts,
+		       int n_ranks, const double *w, uint64_t alive, int *layer_out, int *expert_out)
+{
+	for (int l = 0; l < n_layers; l++) {
+		size_t row = (size_t)l * n_experts;
+		int count[PLACEMENT_RANKS_MAX] = { 0 };
+		double total = 0;
+		for (int r = 0; r < n_ranks; r++)
+			total += alive >> r & 1 ? w[r] : 0;
+		/* Live owners keep theirs; each rank's count starts there. */
+		for (int e = 0; e < n_experts; e++)
+			if (alive >> owner[row + e] & 1)
+				count[owner[row + e]]++;
+		for (int e = 0; e < n_experts; e++) {
+			int o = owner[row + e];
+			if (alive >> o & 1) {
+				serve[row + e] = (uint8_t)o;
+				continue;
+			}
+			int best = -1;
+			double best_lag = 0;
+			for (int r = 0; r < n_ranks; r++) {
+				if (!(alive >> r & 1) || !(holders[row + e] >> r & 1))
+					continue;
+				/* How far below its share of the layer. */
+				double lag = n_experts * w[r] / total - count[r];
+				if (best < 0 || lag > best_lag + 1e-12) {
+					best = r;
+					best_lag = lag;
+				}
+			}
+			if (best < 0) {
+				*layer_out = l;
+				*expert_out = e;
+				return error_set(EHOSTUNREACH, "expert %d of layer %d: no live rank holds it", e, l);
+			}
+			count[best]++;
+			serve[row + e] = (uint8_t)best;
+		}
+	}
+	return 0;
 }
 
 double placement_net_s(const struct placement_net *net, int n_moe_layers, int hidden, int top_k,

@@ -31,11 +31,19 @@ struct placement_spec {
 	enum placement_mode mode;
 	int n_weights;
 	double weights[PLACEMENT_RANKS_MAX];
+	int replicas;                /* ranks that hold each expert (--replicas); 0 counts as 1 */
 };
 
+#define PLACEMENT_REPLICAS_MAX 8
+
 /* Parses --placement auto|even|W0,W1,... (weights > 0, at most
- * PLACEMENT_RANKS_MAX). 0, or -EINVAL with a message naming the option. */
+ * PLACEMENT_RANKS_MAX) into *p, keeping p->replicas. 0, or -EINVAL with a
+ * message naming the option. */
 int placement_spec_parse(struct placement_spec *p, const char *arg);
+
+/* Parses --replicas K (1..PLACEMENT_REPLICAS_MAX) into p->replicas. 0, or
+ * -EINVAL with a message naming the option. */
+int placement_replicas_parse(struct placement_spec *p, const char *arg);
 
 /* The weight of each of n_ranks ranks under spec, given each rank's disk
  * bandwidth in GB/s (0: not profiled), into w[n_ranks]; *why says which
@@ -49,6 +57,25 @@ int placement_weights(const struct placement_spec *spec, int n_ranks, const doub
  * n_layers layers of n_experts each (every layer dealt, MoE or not; the
  * caller ignores the others). The caller owns owner[n_layers * n_experts]. */
 void placement_build(uint8_t *owner, int n_layers, int n_experts, int n_ranks, const double *w);
+
+/* Replication. holders[l * n_experts + e] has bit r set when rank r holds
+ * expert e of layer l: its owner (from placement_build) and replicas - 1
+ * other ranks, dealt round by round by weight over the ranks that lack the
+ * expert, each owner's experts apart, so that a lost rank's experts spread
+ * over the survivors by weight. Owners serve; the other holders are the
+ * fallback when an owner is lost. replicas in 1..n_ranks; the caller owns
+ * holders[n_layers * n_experts]. */
+void placement_replicate(uint64_t *holders, const uint8_t *owner, int n_layers, int n_experts, int n_ranks,
+			 const double *w, int replicas);
+
+/* Who serves each expert while only the ranks in alive (bit r: rank r)
+ * answer: its owner when alive, else the live holder furthest behind its
+ * weight in that layer (so a lost rank's experts spread over the holders
+ * by weight), into serve[n_layers * n_experts]. Deterministic in its
+ * inputs. 0, or -EHOSTUNREACH with a message naming the first expert no
+ * live rank holds (*layer_out, *expert_out set to it). */
+int placement_failover(uint8_t *serve, const uint8_t *owner, const uint64_t *holders, int n_layers, int n_experts,
+		       int n_ranks, const double *w, uint64_t alive, int *layer_out, int *expert_out);
 
 /* Per-token network cost of a split: for each MoE layer, one round trip to
  * every other rank that serves one of the token's top_k experts (at most
