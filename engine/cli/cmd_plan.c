@@ -11,6 +11,7 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,8 @@ struct hosts_plan {
 	const char *why;
 	int n_rows, n_experts;
 	uint8_t *owner;                               /* [n_rows * n_experts] */
+	uint64_t *holders;                            /* [n_rows * n_experts] with --replicas */
+	int replicas;
 	uint64_t record_bytes[MODEL_LAYERS_MAX];
 	uint64_t fixed_bytes, min_bytes;
 	struct plan_hosts_estimate est;
@@ -196,6 +199,13 @@ static int hosts_plan_build(struct hosts_plan *hp, const struct plan_container *
 	if (!(hp->owner = malloc((size_t)hp->n_rows * hp->n_experts)))
 		return error_set(ENOMEM, "out of memory");
 	placement_build(hp->owner, hp->n_rows, hp->n_experts, hp->hosts.n, hp->w);
+	hp->replicas = spec->replicas > 1 ? spec->replicas : 1;
+	if (hp->replicas > hp->hosts.n)
+		return error_set(EINVAL, "--replicas %d: %s lists %d rank%s, and an expert can be held by at most every rank",
+				 hp->replicas, hp->path, hp->hosts.n, hp->hosts.n == 1 ? "" : "s");
+	if (!(hp->holders = malloc((size_t)hp->n_rows * hp->n_experts * sizeof *hp->holders)))
+		return error_set(ENOMEM, "out of memory");
+	placement_replicate(hp->holders, hp->owner, hp->n_rows, hp->n_experts, hp->hosts.n, hp->w, hp->replicas);
 	/* Every rank opens the whole session for now: the dense part, the KV
 	 * cache and scratch, so each rank's experts get its RAM less that. */
 	hp->fixed_bytes = p->resident_bytes + p->kv_bytes + p->scratch_bytes;
@@ -216,6 +226,19 @@ static const char *ms_str(char buf[32], double s)
 	else
 		snprintf(buf, 32, "%.3f ms", s * 1e3);
 	return buf;
+}
+
+/* The experts rank r holds (owned and replicas) over the MoE layers, and
+ * their records' bytes. */
+static void hosts_held(const struct hosts_plan *hp, int r, uint64_t *held, uint64_t *bytes)
+{
+	*held = *bytes = 0;
+	for (int l = 0; l < hp->n_rows; l++)
+		for (int e = 0; hp->record_bytes[l] && e < hp->n_experts; e++)
+			if (hp->holders[(size_t)l * hp->n_experts + e] >> r & 1) {
+				(*held)++;
+				*bytes += hp->record_bytes[l];
+			}
 }
 
 static void hosts_plan_text(FILE *f, const struct hosts_plan *hp)
@@ -264,7 +287,21 @@ static void hosts_plan_text(FILE *f, const struct hosts_plan *hp)
 		fprintf(f, " -> %.1f tok/s\n", e->single_tok_s);
 	else
 		fprintf(f, " -> tok/s unknown\n");
-	fprintf(f, "replication: none yet (each expert has one owner)\n");
+	if (hp->replicas < 2) {
+		fprintf(f, "replication: none (each expert on one rank; a lost rank ends the run; --replicas K keeps "
+			   "going)\n");
+		return;
+	}
+	fprintf(f, "replication: %d ranks hold each expert; the owner serves it, and when a rank is lost the other "
+		   "holders take its experts over (same results)\n",
+		hp->replicas);
+	for (int r = 0; r < hp->hosts.n; r++) {
+		uint64_t held = 0, bytes = 0;
+		hosts_held(hp, r, &held, &bytes);
+		fprintf(f, "  rank %d host %s holds %" PRIu64 " experts, %s of records (a shard of rank %d holds just "
+			   "these; a full container all)\n",
+			r, hp->hosts.hosts[r].host, held, plan_bytes_str(a, bytes), r);
+	}
 }
 
 static void num_or_null(cJSON *o, const char *k, double v)
@@ -327,7 +364,25 @@ static cJSON *hosts_plan_json(const struct hosts_plan *hp)
 	num_or_null(s, "disk_s", e->single_disk_s);
 	num_or_null(s, "total_s", e->single_token_s);
 	num_or_null(s, "tok_s", e->single_tok_s);
-	cJSON_AddBoolToObject(j, "replication", false);
+	cJSON *rep = cJSON_AddObjectToObject(j, "replication"), *held = rep ? cJSON_AddArrayToObject(rep, "ranks") : NULL;
+	if (!held) {
+		cJSON_Delete(j);
+		return NULL;
+	}
+	cJSON_AddNumberToObject(rep, "replicas", hp->replicas);
+	for (int r = 0; r < hp->hosts.n; r++) {
+		uint64_t n = 0, bytes = 0;
+		hosts_held(hp, r, &n, &bytes);
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(held, o)) {
+			cJSON_Delete(o);
+			cJSON_Delete(j);
+			return NULL;
+		}
+		cJSON_AddNumberToObject(o, "rank", r);
+		cJSON_AddNumberToObject(o, "experts_held", (double)n);
+		cJSON_AddNumberToObject(o, "bytes_held", (double)bytes);
+	}
 	return j;
 }
 
@@ -335,7 +390,7 @@ static void plan_usage(FILE *f)
 {
 	fprintf(f, "usage: colibri plan --model DIR [--ram SIZE|min] [--ctx N] [--threads N] [--batch N]\n"
 		   "                    [--io-depth N] [--no-direct] [--probe] [--json]\n"
-		   "                    [--hosts FILE [--placement auto|even|W0,W1,..]]\n"
+		   "                    [--hosts FILE [--placement auto|even|W0,W1,..] [--replicas K]]\n"
 		   "  Shows how the RAM budget is split (resident weights, KV cache, scratch, expert cache),\n"
 		   "  the IO depth and threads a run uses, the disks and their measured bandwidth, and the\n"
 		   "  expected cold and warm decode speed with its bottleneck. --ctx defaults to %d positions\n"
@@ -345,7 +400,8 @@ static void plan_usage(FILE *f)
 		   "    {\"host\":\"a\", \"ram\":\"16G\", \"disk_gbps\":3.2 or \"profile\":\"disks.json\" [, \"disk\":KEY],\n"
 		   "     \"net_gbps\":%.2f, \"rtt_us\":%.0f}: prints which rank serves how many experts\n"
 		   "    (--placement auto|even|W0,W1,.. as for run, default auto) and the expected\n"
-		   "    tok/s from disk, compute and network, next to rank 0 alone.\n",
+		   "    tok/s from disk, compute and network, next to rank 0 alone; --replicas K: what each\n"
+		   "    rank holds when K ranks hold every expert.\n",
 		PLAN_CTX_DEFAULT, PLAN_HOST_NET_GBPS_DEFAULT, PLAN_HOST_RTT_US_DEFAULT);
 }
 
@@ -392,9 +448,10 @@ int cmd_plan(int argc, char **argv)
 		plan_usage(stderr);
 		return 2;
 	}
-	struct placement_spec spec;
-	if (placement && !hosts_path) {
-		fprintf(stderr, "colibri: plan: --placement needs --hosts FILE (the ranks it places over)\n");
+	struct placement_spec spec = { .replicas = so.placement.replicas };
+	if ((placement || so.placement.replicas) && !hosts_path) {
+		fprintf(stderr, "colibri: plan: --%s needs --hosts FILE (the ranks it places over)\n",
+			placement ? "placement" : "replicas");
 		return 2;
 	}
 	if ((rc = placement_spec_parse(&spec, placement ? placement : "auto")))
@@ -472,6 +529,7 @@ out:
 	if (hp) {
 		plan_hosts_free(&hp->hosts);
 		free(hp->owner);
+		free(hp->holders);
 		free(hp);
 	}
 	return rc ? cmd_fail("plan failed") : 0;

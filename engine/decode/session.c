@@ -154,6 +154,8 @@ int session_option(struct session_options *o, int ch, const char *arg)
 		return 0;
 	case SESSION_OPT_PLACEMENT:
 		return placement_spec_parse(&o->placement, arg);
+	case SESSION_OPT_REPLICAS:
+		return placement_replicas_parse(&o->placement, arg);
 	case SESSION_OPT_DIST_TIMEOUT: {
 		float v;
 		int rc = session_parse_float("dist-timeout", arg, 0.1f, 86400.0f, &v);
@@ -671,14 +673,23 @@ static void ranks_text(const struct session *s, const struct dist_rank_stats *r,
 {
 	int n = dist_size();
 	fprintf(out, "ranks: %d, placement by %s\n", n, dist_placement_why(s->dist));
-	for (int i = 0; i < n; i++)
-		fprintf(out, "  rank %d host %s: %d experts (weight %.2f), %" PRIu64 " runs over %" PRIu64
+	for (int i = 0; i < n; i++) {
+		if (r[i].lost_layer != DIST_LOST_NONE) {
+			char at[32] = "the end";
+			if (r[i].lost_layer >= 0)
+				snprintf(at, sizeof at, "layer %d", r[i].lost_layer);
+			fprintf(out, "  rank %d host %s: %d experts (%d held), LOST at %s: its counters went with it\n", i,
+				r[i].host, r[i].experts_owned, r[i].experts_held, at);
+			continue;
+		}
+		fprintf(out, "  rank %d host %s: %d experts (%d held, weight %.2f), %" PRIu64 " runs over %" PRIu64
 			     " rows, %.1f%% from RAM, %.1f MB read, disk wait %.3f s, %s %.3f s, network %.3f s "
 			     "(%.2f MB), peak %.1f MiB\n",
-			i, r[i].host, r[i].experts_owned, r[i].weight, r[i].experts_served, r[i].rows_served,
-			r[i].requests ? 100.0 * r[i].hits / r[i].requests : 0, r[i].bytes_read / 1e6, r[i].disk_wait_s,
-			i ? "serving" : "run", r[i].serve_s, r[i].net_s, r[i].net_bytes / 1e6,
+			i, r[i].host, r[i].experts_owned, r[i].experts_held, r[i].weight, r[i].experts_served,
+			r[i].rows_served, r[i].requests ? 100.0 * r[i].hits / r[i].requests : 0, r[i].bytes_read / 1e6,
+			r[i].disk_wait_s, i ? "serving" : "run", r[i].serve_s, r[i].net_s, r[i].net_bytes / 1e6,
 			r[i].peak_rss_bytes / 1048576.0);
+	}
 }
 
 /* "ranks" and "dist" of the JSON report. compute_s of a serving rank: its
@@ -694,7 +705,11 @@ static void ranks_json(const struct session *s, const struct dist_rank_stats *r,
 		cJSON_AddNumberToObject(o, "rank", i);
 		cJSON_AddStringToObject(o, "host", r[i].host);
 		cJSON_AddNumberToObject(o, "experts", r[i].experts_owned);
+		cJSON_AddNumberToObject(o, "experts_held", r[i].experts_held);
 		cJSON_AddNumberToObject(o, "weight", r[i].weight);
+		cJSON_AddBoolToObject(o, "lost", r[i].lost_layer != DIST_LOST_NONE);
+		if (r[i].lost_layer >= 0)
+			cJSON_AddNumberToObject(o, "lost_at_layer", r[i].lost_layer);
 		cJSON_AddNumberToObject(o, "experts_served", (double)r[i].experts_served);
 		cJSON_AddNumberToObject(o, "rows_served", (double)r[i].rows_served);
 		cJSON_AddNumberToObject(o, "expert_requests", (double)r[i].requests);
@@ -716,6 +731,7 @@ static void ranks_json(const struct session *s, const struct dist_rank_stats *r,
 	cJSON_AddNumberToObject(d, "net_s", r[0].net_s); /* rank 0's wait for answers beyond its own experts */
 	cJSON_AddNumberToObject(d, "net_bytes", (double)r[0].net_bytes);
 	cJSON_AddNumberToObject(d, "net_s_all_ranks", net_s);
+	cJSON_AddNumberToObject(d, "net_bytes_all_ranks", net_bytes);
 }
 
 int session_report(struct session *s, FILE *out)

@@ -35,7 +35,8 @@ struct session_options {
 	int repin;                   /* swaps allowed at each safe point (--repin N) */
 	int logits_rows;             /* logits rows the command holds at once (1 for run) */
 	int parallel;                /* sequences decoded together (serve's --parallel; 1 otherwise) */
-	struct placement_spec placement; /* under mpirun: which rank serves which experts (--placement) */
+	struct placement_spec placement; /* under mpirun: which rank serves which experts (--placement),
+					  * how many hold each (--replicas) */
 	double dist_timeout_s;       /* under mpirun: how long a rank may stay silent (--dist-timeout) */
 };
 
@@ -54,6 +55,7 @@ enum {
 	SESSION_OPT_REPIN,
 	SESSION_OPT_PLACEMENT,
 	SESSION_OPT_DIST_TIMEOUT,
+	SESSION_OPT_REPLICAS,
 };
 
 #define SESSION_LONG_OPTIONS                                                  \
@@ -70,12 +72,13 @@ enum {
 	{ "no-pin", no_argument, 0, SESSION_OPT_NO_PIN },                     \
 	{ "repin", required_argument, 0, SESSION_OPT_REPIN },                 \
 	{ "placement", required_argument, 0, SESSION_OPT_PLACEMENT },         \
-	{ "dist-timeout", required_argument, 0, SESSION_OPT_DIST_TIMEOUT }
+	{ "dist-timeout", required_argument, 0, SESSION_OPT_DIST_TIMEOUT },   \
+	{ "replicas", required_argument, 0, SESSION_OPT_REPLICAS }
 
 #define SESSION_USAGE                                                         \
 	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
 	" [--no-direct]\n          [--no-prefetch] [--no-pin] [--repin N] [--stats] [--stats-json FILE]" \
-	"\n  under mpirun: [--placement auto|even|W0,W1,..] [--dist-timeout SECONDS]"
+	"\n  under mpirun: [--placement auto|even|W0,W1,..] [--replicas K] [--dist-timeout SECONDS]"
 
 #define SESSION_EXTRA_MAX 32
 

@@ -5,6 +5,12 @@
  * blocking receive: Open MPI's blocking calls spin a core, and a rank's
  * cores belong to its experts (on a small machine several ranks share
  * them). A rank 0 that stops hearing from one rank for timeout_s names it.
+ *
+ * A lost rank (with --replicas) is never sent to or waited for again:
+ * its requests are cancelled or freed, and the buffers they point at are
+ * kept until MPI_Finalize (orphans), since Open MPI may still hold a send
+ * to it. Rank 0 still offers it STOP at the end and waits a little for its
+ * BYE: one that never says it is hung, and only MPI_Abort ends it.
  */
 #include "engine/dist/dist.h"
 
@@ -26,7 +32,11 @@ enum {
 	DIST_TAG_ERROR,
 	DIST_TAG_STATS,
 	DIST_TAG_STOP,
+	DIST_TAG_BYE,
 };
+
+/* How long rank 0 waits at the end for a lost rank's BYE. */
+#define DIST_BYE_WAIT_S 3.0
 
 #define DIST_MAGIC 0x636f6c69 /* "coli" */
 #define DIST_MSG_MAX 512
@@ -72,8 +82,17 @@ struct dist {
 	double timeout_s;
 	struct join_info *ranks;     /* [size] what each rank said at the join */
 	uint8_t *owner;              /* [n_layers * n_experts] */
+	uint64_t *holders;           /* [n_layers * n_experts] bit r: rank r holds it (owner and replicas) */
+	int replicas;
 	const char *why;
 	double weights[PLACEMENT_RANKS_MAX];
+	/* Rank 0: who serves each expert now (the owner, or after a loss a
+	 * live holder), which ranks still answer, where each was lost. */
+	uint8_t *serve;              /* [n_layers * n_experts] */
+	uint64_t alive;
+	int32_t lost_layer[PLACEMENT_RANKS_MAX];
+	int32_t *redo;               /* [n_experts] the pending layer's experts of lost ranks */
+	int n_redo;
 	/* Rank 0: one slot per rank (0 unused), the layer in flight. */
 	struct peer *peers;
 	int pending_layer;           /* -1: none */
@@ -100,6 +119,12 @@ static int my_rank, n_ranks = 1;
 static bool agreed;              /* dist_agree ran */
 static bool quiet_failure;       /* the failure is known to rank 0, which reports it */
 static char my_host[DIST_HOST_MAX] = "?";
+static bool recovery;            /* mpirun --enable-recovery: a dead rank does not end the job */
+static char stuck[DIST_MSG_MAX]; /* rank 0: the lost ranks that never said BYE */
+/* Buffers a lost rank's requests may still point at: freed after
+ * MPI_Finalize (dist_exit), never before. */
+static void *orphans[2 * PLACEMENT_RANKS_MAX];
+static int n_orphans;
 
 int dist_init(int *argc, char ***argv)
 {
@@ -124,7 +149,17 @@ int dist_init(int *argc, char ***argv)
 		snprintf(my_host, sizeof my_host, "%s", name);
 	/* Errors come back as codes: the engine names the rank that failed. */
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	/* mpirun passes its MCA settings down in the environment. */
+	const char *rec = getenv("OMPI_MCA_orte_enable_recovery");
+	recovery = rec && (!strcmp(rec, "1") || !strcmp(rec, "true"));
 	return 0;
+}
+
+static void orphans_free(void)
+{
+	for (int i = 0; i < n_orphans; i++)
+		free(orphans[i]);
+	n_orphans = 0;
 }
 
 bool dist_active(void)
@@ -160,8 +195,20 @@ int dist_exit(int rc)
 		MPI_Bcast(&a, (int)sizeof a, MPI_BYTE, 0, MPI_COMM_WORLD);
 		agreed = true;
 	}
+	if (stuck[0] && !recovery) {
+		/* MPI_Finalize would wait for the hung rank forever. */
+		fprintf(stderr, "colibri: %s never answered again; ending the job with MPI_Abort to take it down "
+				"(the output above is complete)\n", stuck);
+		fflush(stderr);
+		MPI_Abort(MPI_COMM_WORLD, rc > 0 && rc < 256 ? rc : rc ? 1 : 0);
+		return rc;
+	}
+	if (stuck[0])
+		fprintf(stderr, "colibri: %s never answered again; mpirun --enable-recovery waits until it ends "
+				"(a dead rank ends at once; kill a hung one on its host)\n", stuck);
 	if (rc == 0 || quiet_failure) {
 		MPI_Finalize();
+		orphans_free();
 		return rc;
 	}
 	/* A failure the other ranks do not know of: they may be waiting for
@@ -210,6 +257,9 @@ static int join_check(struct dist *d, const struct join_info *ji)
 	if (d->size > PLACEMENT_RANKS_MAX)
 		return error_set(EINVAL, "%d ranks: colibri shares experts over at most %d", d->size,
 				 PLACEMENT_RANKS_MAX);
+	if (d->replicas > d->size)
+		return error_set(EINVAL, "--replicas %d over %d rank%s: an expert can be held by at most every rank",
+				 d->replicas, d->size, d->size == 1 ? "" : "s");
 	return 0;
 }
 
@@ -220,11 +270,14 @@ static int dist_alloc(struct dist *d)
 	size_t req = (H_WORDS + 2 * E + B * K) * sizeof(int32_t) + B * H * sizeof(float);
 	size_t ans = A_WORDS * sizeof(int32_t) + B * K * H * sizeof(float);
 	d->owner = malloc(L * E);
-	if (!d->owner)
+	d->holders = malloc(L * E * sizeof *d->holders);
+	if (!d->owner || !d->holders)
 		return error_set(ENOMEM, "out of memory");
 	if (d->rank == 0) {
 		d->peers = calloc((size_t)d->size, sizeof *d->peers);
-		if (!d->peers)
+		d->serve = malloc(L * E);
+		d->redo = malloc(E * sizeof *d->redo);
+		if (!d->peers || !d->serve || !d->redo)
 			return error_set(ENOMEM, "out of memory");
 		for (int r = 1; r < d->size; r++) {
 			struct peer *p = &d->peers[r];
@@ -286,6 +339,10 @@ int dist_join(struct dist **out, struct forward *f, const struct dist_options *o
 	d->hint_layer = -1;
 	d->timeout_s = o->timeout_s > 0 ? o->timeout_s : DIST_TIMEOUT_S_DEFAULT;
 	d->batch = o->batch;
+	d->replicas = o->placement.replicas > 1 ? o->placement.replicas : 1;
+	d->alive = n_ranks >= 64 ? ~0ull : (1ull << n_ranks) - 1; /* bit r: rank r */
+	for (int r = 0; r < PLACEMENT_RANKS_MAX; r++)
+		d->lost_layer[r] = DIST_LOST_NONE;
 	int bad = first_failed(ji, n_ranks);
 	int rc = 0;
 	if (bad >= 0) {
@@ -309,8 +366,13 @@ int dist_join(struct dist **out, struct forward *f, const struct dist_options *o
 			rc = placement_weights(&o->placement, n_ranks, gbps, d->weights, &d->why);
 		if (!rc)
 			rc = dist_alloc(d);
-		if (!rc)
+		if (!rc) {
 			placement_build(d->owner, d->n_layers, d->n_experts, n_ranks, d->weights);
+			placement_replicate(d->holders, d->owner, d->n_layers, d->n_experts, n_ranks, d->weights,
+					    d->replicas);
+			if (d->serve)
+				memcpy(d->serve, d->owner, (size_t)d->n_layers * d->n_experts);
+		}
 		/* Computed alike everywhere from the same inputs: every rank
 		 * fails alike, and rank 0 says why. */
 		if (rc)
@@ -351,9 +413,14 @@ static void backoff(int *us, int cap_us)
 
 /* ---- rank 0: the token path ---- */
 
+static bool rank_alive(const struct dist *d, int r)
+{
+	return d->alive >> r & 1;
+}
+
 int dist_partition(const struct dist *d, int layer, int32_t *ids, int *n, int32_t *remote)
 {
-	const uint8_t *own = d->owner + (size_t)layer * d->n_experts;
+	const uint8_t *own = d->serve + (size_t)layer * d->n_experts;
 	int keep = 0, nr = 0;
 	for (int i = 0; i < *n; i++) {
 		if (own[ids[i]] == d->rank)
@@ -367,7 +434,7 @@ int dist_partition(const struct dist *d, int layer, int32_t *ids, int *n, int32_
 
 void dist_hint(struct dist *d, int layer, const int32_t *ids, int n)
 {
-	const uint8_t *own = d->owner + (size_t)layer * d->n_experts;
+	const uint8_t *own = d->serve + (size_t)layer * d->n_experts;
 	for (int r = 1; r < d->size; r++)
 		d->peers[r].n_hint = 0;
 	d->hint_layer = layer;
@@ -415,6 +482,71 @@ static int remember(struct dist *d, int rc)
 	return rc;
 }
 
+/* Adds the ascending ids[0..n) to the ascending d->redo, once each. */
+static void redo_merge(struct dist *d, const int32_t *ids, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int j = d->n_redo;
+		while (j > 0 && d->redo[j - 1] > ids[i])
+			j--;
+		if (j > 0 && d->redo[j - 1] == ids[i])
+			continue;
+		memmove(d->redo + j + 1, d->redo + j, (size_t)(d->n_redo - j) * sizeof *d->redo);
+		d->redo[j] = ids[i];
+		d->n_redo++;
+	}
+}
+
+/* Rank r is silent or failed at layer (what happened is the error message
+ * at hand, rc its code). Without replicas the run ends with it. With
+ * replicas its experts move to live holders, the rows it owed for the
+ * layer in flight go to dist_layer_redo, and nothing is sent to or waited
+ * for from it again. 0 when the run goes on. */
+static int rank_lost(struct dist *d, int r, int layer, int rc)
+{
+	if (d->replicas < 2) {
+		d->broken = true;
+		return rc;
+	}
+	/* Handled here: the message becomes the warning, and the next
+	 * failure must be able to say its own. */
+	char why[DIST_MSG_MAX];
+	snprintf(why, sizeof why, "%s", error_message());
+	error_clear();
+	struct peer *p = &d->peers[r];
+	d->alive &= ~(1ull << r);
+	d->lost_layer[r] = layer;
+	int el = -1, ee = -1;
+	if (placement_failover(d->serve, d->owner, d->holders, d->n_layers, d->n_experts, d->size, d->weights,
+			       d->alive, &el, &ee)) {
+		error_clear();
+		d->broken = true;
+		return error_set(EHOSTUNREACH, "%s; no rank left holds expert %d of layer %d (--replicas %d)", why, ee,
+				 el, d->replicas);
+	}
+	if (layer == d->pending_layer)
+		redo_merge(d, p->experts, p->n_exp);
+	p->n_exp = p->n_hint = 0;
+	/* Never waited for again; a late answer stays unmatched. */
+	if (p->rreq != MPI_REQUEST_NULL) {
+		MPI_Cancel(&p->rreq);
+		MPI_Request_free(&p->rreq);
+	}
+	if (p->sreq != MPI_REQUEST_NULL)
+		MPI_Request_free(&p->sreq);
+	if (n_orphans + 2 <= (int)(sizeof orphans / sizeof orphans[0])) {
+		orphans[n_orphans++] = p->send;
+		orphans[n_orphans++] = p->recv;
+		p->send = NULL;
+		p->recv = NULL;
+	}
+	fprintf(stderr, "colibri: warning: %s; its experts are served by the ranks holding their replicas from now "
+			"on (--replicas %d): same results, less speed\n",
+		why, d->replicas);
+	fflush(stderr);
+	return 0;
+}
+
 static int layer_send(struct dist *d, int layer, int n, const int32_t *sel, const float *xn, const int32_t *remote,
 		      int n_remote);
 
@@ -429,31 +561,36 @@ int dist_layer_send(struct dist *d, int layer, int n, const int32_t *sel, const 
 static int layer_send(struct dist *d, int layer, int n, const int32_t *sel, const float *xn, const int32_t *remote,
 		      int n_remote)
 {
-	const uint8_t *own = d->owner + (size_t)layer * d->n_experts;
+	const uint8_t *own = d->serve + (size_t)layer * d->n_experts;
 	for (int r = 1; r < d->size; r++)
 		d->peers[r].n_exp = 0;
 	for (int i = 0; i < n_remote; i++) {
 		struct peer *p = &d->peers[own[remote[i]]];
 		p->experts[p->n_exp++] = remote[i];
 	}
+	d->pending_layer = layer;
+	d->pending_n = n;
+	d->pending_sel = sel;
+	d->n_redo = 0;
 	/* Every rank hears of every MoE layer, experts for it or not: one
 	 * small round trip each, which also tells a silent rank in time. */
 	for (int r = 1; r < d->size; r++) {
 		struct peer *p = &d->peers[r];
+		if (!rank_alive(d, r))
+			continue;
 		size_t bytes = pack_request(d, p, layer, n, sel, xn);
 		if (MPI_Irecv(p->recv, (int)p->recv_cap, MPI_BYTE, r, MPI_ANY_TAG, MPI_COMM_WORLD, &p->rreq) !=
 			    MPI_SUCCESS ||
 		    MPI_Isend(p->send, (int)bytes, MPI_BYTE, r, DIST_TAG_LAYER, MPI_COMM_WORLD, &p->sreq) != MPI_SUCCESS) {
-			d->broken = true;
-			return error_set(EIO, "rank %d (host %s): cannot send layer %d", r, d->ranks[r].host, layer);
+			int rc = error_set(EIO, "rank %d (host %s): cannot send layer %d", r, d->ranks[r].host, layer);
+			if ((rc = rank_lost(d, r, layer, rc)))
+				return rc;
+			continue;
 		}
 		d->net_bytes += bytes;
 		p->n_hint = 0;
 	}
 	d->hint_layer = -1;
-	d->pending_layer = layer;
-	d->pending_n = n;
-	d->pending_sel = sel;
 	return 0;
 }
 
@@ -470,7 +607,6 @@ static int unpack_answer(struct dist *d, int r, const MPI_Status *st, float *exp
 		int len = bytes < (int)sizeof msg - 1 ? bytes : (int)sizeof msg - 1;
 		memcpy(msg, p->recv, (size_t)(len > 0 ? len : 0));
 		msg[len > 0 ? len : 0] = 0;
-		d->broken = true;
 		return error_set(EIO, "rank %d (host %s): %s", r, host, msg);
 	}
 	const int32_t *w = (const int32_t *)p->recv;
@@ -481,12 +617,10 @@ static int unpack_answer(struct dist *d, int r, const MPI_Status *st, float *exp
 			want_rows += d->pending_sel[c] == p->experts[i];
 	if (st->MPI_TAG != DIST_TAG_ROWS || bytes < (int)(A_WORDS * sizeof(int32_t)) || w[A_MAGIC] != DIST_MAGIC ||
 	    w[A_LAYER] != d->pending_layer || (size_t)w[A_ROWS] != want_rows ||
-	    (size_t)bytes != A_WORDS * sizeof(int32_t) + want_rows * H * sizeof(float)) {
-		d->broken = true;
+	    (size_t)bytes != A_WORDS * sizeof(int32_t) + want_rows * H * sizeof(float))
 		return error_set(EPROTO, "rank %d (host %s): a malformed answer for layer %d (tag %d, %d bytes, "
 					 "%zu rows expected)",
 				 r, host, d->pending_layer, st->MPI_TAG, bytes, want_rows);
-	}
 	const float *row = p->recv + A_WORDS;
 	for (int i = 0; i < p->n_exp; i++)
 		for (int t = 0; t < n; t++)
@@ -506,60 +640,84 @@ int dist_layer_collect(struct dist *d, int layer, float *expert_out)
 	return remember(d, layer_collect(d, layer, expert_out));
 }
 
+/* Polls peer r once: 1 when its answer is in (or it was lost), 0 while
+ * it is still out; a negative code ends the run. */
+static int collect_one(struct dist *d, int r, int layer, float *expert_out)
+{
+	struct peer *p = &d->peers[r];
+	int flag = 0, rc;
+	MPI_Status st;
+	if (p->sreq != MPI_REQUEST_NULL && MPI_Test(&p->sreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+		rc = error_set(EIO, "rank %d (host %s): sending layer %d failed", r, d->ranks[r].host, layer);
+		return (rc = rank_lost(d, r, layer, rc)) ? rc : 1;
+	}
+	flag = 0;
+	if (MPI_Test(&p->rreq, &flag, &st) != MPI_SUCCESS) {
+		rc = error_set(EIO, "rank %d (host %s): receiving layer %d failed", r, d->ranks[r].host, layer);
+		return (rc = rank_lost(d, r, layer, rc)) ? rc : 1;
+	}
+	if (!flag)
+		return 0;
+	if ((rc = unpack_answer(d, r, &st, expert_out)) != 0)
+		return (rc = rank_lost(d, r, layer, rc)) ? rc : 1;
+	return 1;
+}
+
 static int layer_collect(struct dist *d, int layer, float *expert_out)
 {
 	if (d->pending_layer != layer)
 		return error_set(EINVAL, "layer %d: no request in flight to collect", layer);
 	double t0 = clock_now_s(), deadline = t0 + d->timeout_s;
-	int left = d->size - 1, us = 20, rc = 0;
-	while (left > 0) {
-		int progressed = 0;
-		for (int r = 1; r < d->size; r++) {
-			struct peer *p = &d->peers[r];
-			int flag = 0;
-			MPI_Status st;
-			if (p->sreq != MPI_REQUEST_NULL && MPI_Test(&p->sreq, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-				d->broken = true;
-				return error_set(EIO, "rank %d (host %s): sending layer %d failed", r, d->ranks[r].host,
-						 layer);
-			}
-			if (p->rreq == MPI_REQUEST_NULL)
+	int us = 20, rc = 0;
+	for (;;) {
+		int progressed = 0, left = 0;
+		for (int r = 1; !rc && r < d->size; r++) {
+			if (!rank_alive(d, r) || d->peers[r].rreq == MPI_REQUEST_NULL)
 				continue;
-			flag = 0;
-			if (MPI_Test(&p->rreq, &flag, &st) != MPI_SUCCESS) {
-				d->broken = true;
-				return error_set(EIO, "rank %d (host %s): receiving layer %d failed", r,
-						 d->ranks[r].host, layer);
-			}
-			if (!flag)
-				continue;
-			progressed = 1;
-			left--;
-			int urc = unpack_answer(d, r, &st, expert_out);
-			rc = rc ? rc : urc;
+			int got = collect_one(d, r, layer, expert_out);
+			if (got < 0)
+				rc = got;
+			else if (got)
+				progressed = 1;
+			else
+				left++;
 		}
-		if (left == 0)
+		if (rc || left == 0)
 			break;
 		if (clock_now_s() > deadline) {
-			d->broken = true;
-			for (int r = 1; r < d->size; r++)
-				if (d->peers[r].rreq != MPI_REQUEST_NULL)
-					return error_set(ETIMEDOUT, "rank %d (host %s) did not answer layer %d within %.0f s "
-								    "(--dist-timeout): stopped, hung or cut off",
-							 r, d->ranks[r].host, layer, d->timeout_s);
+			for (int r = 1; !rc && r < d->size; r++)
+				if (rank_alive(d, r) && d->peers[r].rreq != MPI_REQUEST_NULL) {
+					rc = error_set(ETIMEDOUT, "rank %d (host %s) did not answer layer %d within %.0f s "
+								  "(--dist-timeout): stopped, hung or cut off",
+						       r, d->ranks[r].host, layer, d->timeout_s);
+					rc = rank_lost(d, r, layer, rc);
+				}
+			break;
 		}
 		if (progressed)
 			us = 20;
 		else
 			backoff(&us, 100);
 	}
+	if (rc) {
+		d->broken = true;
+		return rc;
+	}
 	/* The sends are done once their answers are in; make it official. */
 	for (int r = 1; r < d->size; r++)
-		if (d->peers[r].sreq != MPI_REQUEST_NULL)
+		if (rank_alive(d, r) && d->peers[r].sreq != MPI_REQUEST_NULL)
 			MPI_Wait(&d->peers[r].sreq, MPI_STATUS_IGNORE);
 	d->net_s += clock_now_s() - t0;
 	d->pending_layer = -1;
-	return rc;
+	return 0;
+}
+
+int dist_layer_redo(struct dist *d, int32_t *ids)
+{
+	int n = d->n_redo;
+	memcpy(ids, d->redo, (size_t)n * sizeof *ids);
+	d->n_redo = 0;
+	return n;
 }
 
 void dist_count_local(struct dist *d, int n)
@@ -603,8 +761,8 @@ static const char *check_request(const struct dist *d, size_t bytes)
 	const int32_t *ids = w + H_WORDS;
 	for (int i = 0; i < ne + nh; i++) {
 		int l = i < ne ? layer : hl;
-		if (ids[i] < 0 || ids[i] >= d->n_experts || d->owner[(size_t)l * d->n_experts + ids[i]] != d->rank)
-			return "a request for an expert this rank does not serve";
+		if (ids[i] < 0 || ids[i] >= d->n_experts || !(d->holders[(size_t)l * d->n_experts + ids[i]] >> d->rank & 1))
+			return "a request for an expert this rank does not hold";
 	}
 	const int32_t *sel = ids + ne + nh;
 	for (int i = 0; ne && i < n * d->top_k; i++)
@@ -698,8 +856,14 @@ int dist_serve(struct dist *d)
 			MPI_Send(&out, (int)sizeof out, MPI_BYTE, 0, DIST_TAG_STATS, MPI_COMM_WORLD);
 			break;
 		}
-		case DIST_TAG_STOP:
-			return d->err[0] ? error_set(EIO, "%s", d->err) : 0;
+		case DIST_TAG_STOP: {
+			/* Rank 0 has reported this rank's failure already when
+			 * it moved on without it: then leave cleanly. */
+			int32_t reported = bytes >= (int)sizeof(int32_t) ? *(const int32_t *)d->req : 0;
+			int32_t bye = 0;
+			MPI_Send(&bye, 1, MPI_INT32_T, 0, DIST_TAG_BYE, MPI_COMM_WORLD);
+			return d->err[0] && !reported ? error_set(EIO, "%s", d->err) : 0;
+		}
 		default:
 			snprintf(d->err, sizeof d->err, "a message with tag %d", st.MPI_TAG);
 			send_error(d);
@@ -713,11 +877,16 @@ int dist_stats(struct dist *d, struct dist_rank_stats *out)
 	for (int r = 0; r < d->size; r++) {
 		snprintf(out[r].host, sizeof out[r].host, "%s", d->ranks[r].host);
 		out[r].weight = d->weights[r];
+		out[r].lost_layer = d->lost_layer[r];
 	}
 	for (int l = 0; l < d->n_layers; l++)
 		for (int e = 0; e < d->n_experts; e++)
-			if (l >= (int)d->f->m->cfg.n_layers || model_config_layer_moe(&d->f->m->cfg, l))
-				out[d->owner[(size_t)l * d->n_experts + e]].experts_owned++;
+			if (l >= (int)d->f->m->cfg.n_layers || model_config_layer_moe(&d->f->m->cfg, l)) {
+				size_t i = (size_t)l * d->n_experts + e;
+				out[d->owner[i]].experts_owned++;
+				for (int r = 0; r < d->size; r++)
+					out[r].experts_held += (int32_t)(d->holders[i] >> r & 1);
+			}
 	out[0].experts_served = d->local_runs;
 	out[0].net_s = d->net_s;
 	out[0].net_bytes = d->net_bytes;
@@ -726,8 +895,9 @@ int dist_stats(struct dist *d, struct dist_rank_stats *out)
 	double deadline = clock_now_s() + d->timeout_s;
 	for (int r = 1; r < d->size; r++) {
 		struct dist_rank_stats got;
-		char host[DIST_HOST_MAX];
 		MPI_Request q;
+		if (!rank_alive(d, r))
+			continue; /* its counters are lost with it */
 		if (MPI_Send(NULL, 0, MPI_BYTE, r, DIST_TAG_STATS, MPI_COMM_WORLD) != MPI_SUCCESS ||
 		    MPI_Irecv(&got, (int)sizeof got, MPI_BYTE, r, DIST_TAG_STATS, MPI_COMM_WORLD, &q) != MPI_SUCCESS) {
 			d->broken = true;
@@ -739,21 +909,82 @@ int dist_stats(struct dist *d, struct dist_rank_stats *out)
 			if (flag)
 				break;
 			if (clock_now_s() > deadline) {
-				d->broken = true;
-				return error_set(ETIMEDOUT, "rank %d (host %s) did not send its counters within %.0f s", r,
-						 d->ranks[r].host, d->timeout_s);
+				MPI_Cancel(&q);
+				MPI_Request_free(&q);
+				int rc = error_set(ETIMEDOUT, "rank %d (host %s) did not send its counters within %.0f s",
+						   r, d->ranks[r].host, d->timeout_s);
+				if ((rc = rank_lost(d, r, DIST_LOST_AT_END, rc)))
+					return rc;
+				break;
 			}
 			backoff(&us, 1000);
 		}
-		snprintf(host, sizeof host, "%s", out[r].host);
-		int32_t owned = out[r].experts_owned;
-		double weight = out[r].weight;
+		if (!flag)
+			continue;
+		struct dist_rank_stats mine = out[r];
 		out[r] = got;
-		snprintf(out[r].host, sizeof out[r].host, "%s", host);
-		out[r].experts_owned = owned;
-		out[r].weight = weight;
+		snprintf(out[r].host, sizeof out[r].host, "%s", mine.host);
+		out[r].experts_owned = mine.experts_owned;
+		out[r].experts_held = mine.experts_held;
+		out[r].weight = mine.weight;
+		out[r].lost_layer = DIST_LOST_NONE;
 	}
 	return 0;
+}
+
+/* Rank 0 at the end: STOP to every rank (never blocking on a lost one),
+ * then each one's BYE, a lost one's for a few seconds at most. The lost
+ * ranks that never say BYE are hung: dist_exit must not finalize with
+ * them unless mpirun runs with --enable-recovery. */
+static void stop_all(struct dist *d)
+{
+	MPI_Request *q = calloc((size_t)d->size * 2, sizeof *q);
+	int32_t *bye = calloc((size_t)d->size, sizeof *bye);
+	static int32_t stop_msg[2] = { 0, 1 }; /* [0]: a live rank, [1]: one rank 0 reported */
+	if (!q || !bye) {
+		free(q);
+		free(bye);
+		return;
+	}
+	for (int r = 1; r < d->size; r++) {
+		q[2 * r] = q[2 * r + 1] = MPI_REQUEST_NULL;
+		const int32_t *m = &stop_msg[rank_alive(d, r) ? 0 : 1];
+		MPI_Isend(m, 1, MPI_INT32_T, r, DIST_TAG_STOP, MPI_COMM_WORLD, &q[2 * r]);
+		MPI_Irecv(&bye[r], 1, MPI_INT32_T, r, DIST_TAG_BYE, MPI_COMM_WORLD, &q[2 * r + 1]);
+	}
+	double t0 = clock_now_s();
+	double lost_wait = DIST_BYE_WAIT_S < d->timeout_s ? DIST_BYE_WAIT_S : d->timeout_s;
+	int us = 20;
+	for (;;) {
+		int waiting = 0;
+		double waited = clock_now_s() - t0;
+		for (int r = 1; r < d->size; r++) {
+			int flag = 1;
+			if (q[2 * r + 1] != MPI_REQUEST_NULL && MPI_Test(&q[2 * r + 1], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+				flag = 0;
+			if (!flag && waited < (rank_alive(d, r) ? d->timeout_s : lost_wait))
+				waiting++;
+		}
+		if (!waiting)
+			break;
+		backoff(&us, 1000);
+	}
+	for (int r = 1; r < d->size; r++) {
+		if (q[2 * r + 1] != MPI_REQUEST_NULL) {
+			MPI_Cancel(&q[2 * r + 1]);
+			MPI_Request_free(&q[2 * r + 1]);
+			size_t at = strlen(stuck);
+			snprintf(stuck + at, sizeof stuck - at, "%srank %d (host %s)", at ? ", " : "", r, d->ranks[r].host);
+		}
+		if (q[2 * r] != MPI_REQUEST_NULL)
+			MPI_Request_free(&q[2 * r]);
+	}
+	/* The BYE buffers of ranks that never answered stay with MPI. */
+	if (stuck[0] && n_orphans < (int)(sizeof orphans / sizeof orphans[0]))
+		orphans[n_orphans++] = bye;
+	else
+		free(bye);
+	free(q);
 }
 
 void dist_free(struct dist *d)
@@ -761,8 +992,7 @@ void dist_free(struct dist *d)
 	if (!d)
 		return;
 	if (d->rank == 0 && !d->broken)
-		for (int r = 1; r < d->size; r++)
-			MPI_Send(NULL, 0, MPI_BYTE, r, DIST_TAG_STOP, MPI_COMM_WORLD);
+		stop_all(d);
 	if (d->peers)
 		for (int r = 1; r < d->size; r++) {
 			free(d->peers[r].send);
@@ -774,6 +1004,9 @@ void dist_free(struct dist *d)
 	free(d->req);
 	free(d->ans);
 	free(d->owner);
+	free(d->holders);
+	free(d->serve);
+	free(d->redo);
 	free(d->ranks);
 	free(d);
 }

@@ -22,10 +22,19 @@
  *                           experts ascending, then tokens, then slots
  *   DIST_TAG_ERROR  r -> 0  the rank's error message instead of the rows
  *   DIST_TAG_STATS  0 -> r, then r -> 0 its counters
- *   DIST_TAG_STOP   0 -> r  leave the serve loop
- * A rank that does not answer within the timeout ends the run with an
- * error naming it and its host; a rank that dies takes the job down with
- * it (mpirun names it).
+ *   DIST_TAG_STOP   0 -> r  leave the serve loop (int32: 1 when rank 0
+ *                           has reported this rank's failure already)
+ *   DIST_TAG_BYE    r -> 0  after STOP: the rank is leaving
+ * A rank that does not answer within the timeout, fails, or answers
+ * nonsense ends the run with an error naming it and its host; a rank that
+ * dies takes the job down with it (mpirun names it). With --replicas K
+ * every expert is held by K ranks (planner/placement.h): rank 0 then warns,
+ * moves the lost rank's experts to live holders (placement_failover) and
+ * asks them for the rows the lost rank owed, so the run goes on with the
+ * same bits. A rank that dies only leaves the job running under
+ * `mpirun --enable-recovery` (else mpirun ends the job); one that hangs is
+ * taken down at the end with MPI_Abort, as nothing else ends it (see
+ * tests/mpi/README.md for what Open MPI does in each case).
  *
  * Only dist.c sees MPI. Without mpirun (no OMPI_COMM_WORLD_SIZE in the
  * environment) nothing here runs and colibri is a single process.
@@ -46,15 +55,20 @@ struct forward;
 /* What rank 0 decides for every rank (its command line): the others take
  * these, whatever theirs say. */
 struct dist_options {
-	struct placement_spec placement;
+	struct placement_spec placement; /* .replicas: ranks holding each expert */
 	double timeout_s;            /* a rank silent this long on a layer ends the run */
 	int32_t batch;               /* rows per step at most (rank 0's --batch) */
 };
+
+#define DIST_LOST_NONE -1           /* the rank answered to the end */
+#define DIST_LOST_AT_END -2         /* it went silent after the last layer, asked for its counters */
 
 /* One rank's share of a run, as rank 0 reports it. */
 struct dist_rank_stats {
 	char host[DIST_HOST_MAX];
 	int32_t experts_owned;       /* over every MoE layer */
+	int32_t experts_held;        /* owned and replicas (--replicas) */
+	int32_t lost_layer;          /* the layer at which rank 0 lost it, DIST_LOST_NONE or DIST_LOST_AT_END */
 	double weight;               /* its placement weight */
 	uint64_t experts_served;     /* expert runs (one per expert per step) */
 	uint64_t rows_served;        /* (token, slot) rows computed */
@@ -123,6 +137,12 @@ const uint8_t *dist_owner_table(const struct dist *d); /* [n_layers * n_experts]
  * the others, ascending, to remote[]; returns how many went there. */
 int dist_partition(const struct dist *d, int layer, int32_t *ids, int *n, int32_t *remote);
 
+/* After dist_layer_collect: the experts of that layer whose rank was lost
+ * (with --replicas), ascending, into ids[]; their rows are still owed, and
+ * dist_partition now places them on live holders. Returns their count
+ * (0: every row is in). */
+int dist_layer_redo(struct dist *d, int32_t *ids);
+
 /* Counts n expert runs rank 0 did itself (for its line of the report). */
 void dist_count_local(struct dist *d, int n);
 
@@ -137,7 +157,8 @@ int dist_layer_send(struct dist *d, int layer, int n, const int32_t *sel, const 
 
 /* Waits for the answers of the last send and writes each row into its
  * cell of expert_out ([n, top_k, hidden]); an error names the rank that
- * failed or did not answer within the timeout. */
+ * failed or did not answer within the timeout. With replicas a lost rank
+ * is a warning instead, and its rows are left to dist_layer_redo. */
 int dist_layer_collect(struct dist *d, int layer, float *expert_out);
 
 #endif

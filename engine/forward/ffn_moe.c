@@ -514,12 +514,52 @@ static int experts_run(struct forward *f, const struct moe_weights *w, const str
 	return rc < 0 ? rc : 0;
 }
 
+/* Runs this rank's experts wanted[0..n_wanted) in rounds of at most the
+ * store's capacity; over MPI sends remote[0..n_remote) to the ranks that
+ * serve them once this rank's first reads (and, on the first pass, the
+ * next layer's prediction) have started, and collects their rows. Each
+ * expert's output lands in its (token, slot) cell, so neither the rounds
+ * nor the ranks change the sum. */
+static int routed_pass(struct forward *f, const struct moe_weights *w, const struct moe_scratch *s, int layer, int n,
+		       int n_wanted, int n_remote, bool first_pass)
+{
+	struct expert_store *store = f->m->store;
+	int cap = expert_store_capacity(store, layer), rc = 0;
+	bool sent = false;
+	if (cap < 1)
+		return error_set(EINVAL, "layer %d: the expert store has no frames", layer);
+	for (int first = 0; !rc && (first < n_wanted || first == 0); first += cap) {
+		int cnt = n_wanted - first < cap ? n_wanted - first : cap;
+		if (cnt > 0)
+			rc = expert_store_request(store, layer, s->wanted + first, cnt);
+		if (!rc && first == 0) {
+			if (first_pass)
+				prefetch_next(f, s, layer, n); /* overlaps this layer's reads and compute */
+			/* The first pass tells every rank of the layer; a later
+			 * one only goes out for rows still owed elsewhere. */
+			if (f->dist && (first_pass || n_remote > 0)) {
+				rc = dist_layer_send(f->dist, layer, n, s->sel, f->xn, s->remote, n_remote);
+				sent = !rc;
+			}
+		}
+		if (!rc && cnt > 0)
+			rc = experts_run(f, w, s, layer, n);
+		if (cnt <= 0)
+			break;
+	}
+	if (sent) {
+		/* Even after a local failure: nothing may stay in flight. */
+		int crc = dist_layer_collect(f->dist, layer, s->expert_out);
+		rc = rc ? rc : crc;
+	}
+	return rc;
+}
+
 /* The routed experts of one layer, added to acc in slot order. */
 static int routed_run(struct forward *f, const struct moe_weights *w, const struct moe_scratch *s, int layer, int n,
 		      float *acc)
 {
 	const struct model_config *c = &f->m->cfg;
-	struct expert_store *store = f->m->store;
 	int64_t H = c->hidden;
 	int E = c->n_experts, K = c->top_k, R = router_rows(c);
 	matmul(f->pool, s->logits, &w->router, f->xn, n);
@@ -544,32 +584,13 @@ static int routed_run(struct forward *f, const struct moe_weights *w, const stru
 		n_remote = dist_partition(f->dist, layer, s->wanted, &n_wanted, s->remote);
 		dist_count_local(f->dist, n_wanted);
 	}
-	/* Rounds of at most the store's capacity; each expert's output lands
-	 * in its (token, slot) cell, so the rounds do not change the sum. */
-	int cap = expert_store_capacity(store, layer), rc = 0;
-	bool sent = false;
-	if (cap < 1)
-		return error_set(EINVAL, "layer %d: the expert store has no frames", layer);
-	for (int first = 0; !rc && (first < n_wanted || first == 0); first += cap) {
-		int cnt = n_wanted - first < cap ? n_wanted - first : cap;
-		if (cnt > 0)
-			rc = expert_store_request(store, layer, s->wanted + first, cnt);
-		if (!rc && first == 0) {
-			prefetch_next(f, s, layer, n); /* overlaps this layer's reads and compute */
-			if (f->dist) {
-				rc = dist_layer_send(f->dist, layer, n, s->sel, f->xn, s->remote, n_remote);
-				sent = !rc;
-			}
-		}
-		if (!rc && cnt > 0)
-			rc = experts_run(f, w, s, layer, n);
-		if (cnt <= 0)
-			break;
-	}
-	if (sent) {
-		/* Even after a local failure: nothing may stay in flight. */
-		int crc = dist_layer_collect(f->dist, layer, s->expert_out);
-		rc = rc ? rc : crc;
+	int rc = routed_pass(f, w, s, layer, n, n_wanted, n_remote, true);
+	/* A rank lost mid-layer (--replicas): the rows it owed, again, from
+	 * the ranks that serve its experts now (rank 0 among them). */
+	while (!rc && f->dist && (n_wanted = dist_layer_redo(f->dist, s->wanted)) > 0) {
+		n_remote = dist_partition(f->dist, layer, s->wanted, &n_wanted, s->remote);
+		dist_count_local(f->dist, n_wanted);
+		rc = routed_pass(f, w, s, layer, n, n_wanted, n_remote, false);
 	}
 	if (rc)
 		return rc;
