@@ -78,6 +78,44 @@ int placement_weights(const struct placement_spec *spec, int n_ranks, const doub
 	return 0;
 }
 
+int placement_weights_ram(const struct placement_spec *spec, int n_ranks, const double *disk_gbps,
+			  const uint64_t *cache_bytes, uint64_t expert_bytes, double *w, const char **why)
+{
+	int rc = placement_weights(spec, n_ranks, disk_gbps, w, why);
+	if (rc || spec->mode != PLACEMENT_AUTO || strcmp(*why, "disk bandwidth") || expert_bytes == 0)
+		return rc;
+	double X = (double)expert_bytes, C = 0, D = 0;
+	for (int r = 0; r < n_ranks; r++) {
+		C += (double)cache_bytes[r];
+		D += disk_gbps[r];
+	}
+	double T = (X - C) / D;
+	*why = "disk bandwidth and RAM";
+	if (T > 0) {
+		for (int r = 0; r < n_ranks; r++)
+			w[r] = ((double)cache_bytes[r] + T * disk_gbps[r]) / X;
+		return 0;
+	}
+	/* Everything fits: shares by disk, each capped at its cache. The sum
+	 * of min(c_r, lambda d_r) grows with lambda and reaches X by
+	 * lambda = X / min d; 100 halvings pin it down. */
+	double lo = 0, hi = 0;
+	for (int r = 0; r < n_ranks; r++)
+		hi = X / disk_gbps[r] > hi ? X / disk_gbps[r] : hi;
+	for (int it = 0; it < 100; it++) {
+		double mid = 0.5 * (lo + hi), sum = 0;
+		for (int r = 0; r < n_ranks; r++)
+			sum += fmin((double)cache_bytes[r], mid * disk_gbps[r]);
+		if (sum < X)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	for (int r = 0; r < n_ranks; r++)
+		w[r] = fmin((double)cache_bytes[r], hi * disk_gbps[r]) / X;
+	return 0;
+}
+
 void placement_build(uint8_t *owner, int n_layers, int n_experts, int n_ranks, const double *w)
 {
 	double total = 0;

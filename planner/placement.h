@@ -53,6 +53,19 @@ int placement_replicas_parse(struct placement_spec *p, const char *arg);
 int placement_weights(const struct placement_spec *spec, int n_ranks, const double *disk_gbps, double *w,
 		      const char **why);
 
+/* placement_weights with each rank's RAM: auto then minimizes the slowest
+ * rank's reads per token under uniform routing. A rank holding share s_r of
+ * expert_bytes (all routed records) in a cache of cache_bytes[r] misses
+ * max(0, s_r X - c_r) of them, read at disk_gbps[r]; the shares that make
+ * every rank's (s_r X - c_r) / d_r equal are
+ *     s_r X = c_r + T d_r,   T = (X - sum c) / sum d.
+ * When everything fits (T <= 0) no share misses, and the disks' speeds
+ * share the cold reads: s_r X = min(c_r, lambda d_r) with lambda making the
+ * shares sum to X. *why says "disk bandwidth and RAM". A cache of 0 is a
+ * rank with no room for experts; unknown disks give even as before. */
+int placement_weights_ram(const struct placement_spec *spec, int n_ranks, const double *disk_gbps,
+			  const uint64_t *cache_bytes, uint64_t expert_bytes, double *w, const char **why);
+
 /* owner[l * n_experts + e]: the rank serving expert e of layer l, for
  * n_layers layers of n_experts each (every layer dealt, MoE or not; the
  * caller ignores the others). The caller owns owner[n_layers * n_experts]. */

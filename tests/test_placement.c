@@ -8,6 +8,10 @@
  * - placement_failover keeps live owners, moves a lost rank's experts to
  *   live holders only, spreads them over the survivors, and names the
  *   first expert nobody alive holds;
+ * - placement_weights_ram makes every rank's misses take the same time
+ *   when the experts outgrow the ranks' RAM (the formula of placement.h
+ *   worked again here), and shares by disk within the caches when they
+ *   do not; it leaves even, explicit weights and unprofiled disks alone;
  * - --placement and --replicas parse or are refused by name.
  * Every property is checked by counting here, not against tables copied
  * from a run.
@@ -166,4 +170,76 @@ Test(placement, options_parse_or_are_refused)
 	static const char *const bad_spec[] = { "0,1", "1,", "a", "1,,2" };
 	for (size_t i = 0; i < sizeof bad_spec / sizeof bad_spec[0]; i++)
 		cr_expect_eq(placement_spec_parse(&p, bad_spec[i]), -EINVAL, "--placement '%s' accepted", bad_spec[i]);
+}
+
+/* The rank's reads per token under uniform routing, in units of X: what
+ * its share does not fit, over its disk. */
+static double read_time(double share, double cache, double X, double gbps)
+{
+	double miss = share * X - cache;
+	return (miss > 0 ? miss : 0) / gbps;
+}
+
+Test(placement, ram_balances_the_slowest_reads)
+{
+	struct placement_spec auto_spec = { 0 };
+	const double gbps[3] = { 1, 1, 2 };
+	const uint64_t X = 1200, cache[3] = { 0, 600, 100 };
+	double w[3];
+	const char *why;
+	cr_assert_eq(placement_weights_ram(&auto_spec, 3, gbps, cache, X, w, &why), 0);
+	cr_expect_str_eq(why, "disk bandwidth and RAM");
+	double sum = w[0] + w[1] + w[2];
+	cr_expect_float_eq(sum, 1.0, 1e-9);
+	/* Every rank's misses take the same time, and that time is less than
+	 * what disk-only weights (1:1:2) leave the slowest rank. */
+	double t0 = read_time(w[0], 0, X, 1), t1 = read_time(w[1], 600, X, 1), t2 = read_time(w[2], 100, X, 2);
+	cr_expect_float_eq(t0, t1, 1e-6);
+	cr_expect_float_eq(t0, t2, 1e-6);
+	double disk_only = fmax(read_time(0.25, 0, X, 1), fmax(read_time(0.25, 600, X, 1), read_time(0.5, 100, X, 2)));
+	cr_expect_lt(t0, disk_only);
+	/* From the formula: T = (1200 - 700) / 4 = 125; s X = c + T d. */
+	cr_expect_float_eq(w[0] * X, 125.0, 1e-6);
+	cr_expect_float_eq(w[1] * X, 725.0, 1e-6);
+	cr_expect_float_eq(w[2] * X, 350.0, 1e-6);
+}
+
+Test(placement, ram_that_holds_everything_shares_by_disk_within_the_caches)
+{
+	struct placement_spec auto_spec = { 0 };
+	const double gbps[3] = { 1, 3, 2 };
+	double w[3];
+	const char *why;
+	/* Room for all of it everywhere: the disks' 1:3:2. */
+	const uint64_t big[3] = { 5000, 5000, 5000 };
+	cr_assert_eq(placement_weights_ram(&auto_spec, 3, gbps, big, 1200, w, &why), 0);
+	cr_expect_float_eq(w[1] / w[0], 3.0, 1e-6);
+	cr_expect_float_eq(w[2] / w[0], 2.0, 1e-6);
+	/* Rank 1's cache holds less than its disk share (600): it gets what
+	 * fits, the others share the rest by disk, and nobody misses. */
+	const uint64_t cache[3] = { 1000, 300, 1000 };
+	cr_assert_eq(placement_weights_ram(&auto_spec, 3, gbps, cache, 1200, w, &why), 0);
+	cr_expect_float_eq(w[0] + w[1] + w[2], 1.0, 1e-6);
+	cr_expect_float_eq(w[1] * 1200, 300.0, 1e-3);
+	cr_expect_float_eq(w[2] / w[0], 2.0, 1e-6);
+	for (int r = 0; r < 3; r++)
+		cr_expect_leq(w[r] * 1200, (double)cache[r] + 1e-3);
+}
+
+Test(placement, ram_changes_only_auto_with_known_disks)
+{
+	const uint64_t cache[2] = { 0, 1000 };
+	double w[2];
+	const char *why;
+	struct placement_spec even = { .mode = PLACEMENT_EVEN };
+	const double gbps[2] = { 1, 1 }, unknown[2] = { 1, 0 };
+	cr_assert_eq(placement_weights_ram(&even, 2, gbps, cache, 1000, w, &why), 0);
+	cr_expect(w[0] == 1 && w[1] == 1 && !strcmp(why, "even"));
+	struct placement_spec auto_spec = { 0 };
+	cr_assert_eq(placement_weights_ram(&auto_spec, 2, unknown, cache, 1000, w, &why), 0);
+	cr_expect(w[0] == 1 && w[1] == 1, "an unprofiled disk must give even, got %g:%g", w[0], w[1]);
+	cr_expect(strstr(why, "not profiled") != NULL, "%s", why);
+	struct placement_spec weights = { .mode = PLACEMENT_WEIGHTS, .n_weights = 2, .weights = { 2, 5 } };
+	cr_assert_eq(placement_weights_ram(&weights, 2, gbps, cache, 1000, w, &why), 0);
+	cr_expect(w[0] == 2 && w[1] == 5);
 }
