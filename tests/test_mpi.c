@@ -9,7 +9,11 @@
  *   --stats-json accounts for every rank;
  * - a rank killed mid-run ends the job within seconds with an exit status
  *   and a message that name it; a stopped rank is caught by --dist-timeout;
- * - `colibri plan --hosts` shares the experts out by disk bandwidth.
+ * - with --replicas 2 a killed rank (mpirun --enable-recovery) or a stopped
+ *   one leaves the logits byte-identical, with a warning naming it; with
+ *   two of three ranks gone some expert has no holder, and the run says so;
+ * - `colibri plan --hosts` shares the experts out by disk bandwidth, and by
+ *   RAM where the experts outgrow it.
  * Every test skips with the reason where mpirun is missing or the kernel or
  * our privileges do not allow network namespaces; each one removes its
  * namespaces and kills what it started, also when it fails.
@@ -763,4 +767,61 @@ Test(mpi, plan_shares_experts_by_disk)
 		  experts[1]);
 	free(text);
 	free(err);
+}
+
+/* `colibri plan --hosts --json`'s per-rank expert counts into experts[n]
+ * and the bytes every rank holds besides experts; returns the experts'
+ * total bytes. */
+static double plan_hosts_json(const char *model, const char *hosts, int n, int *experts, double *fixed, char *why,
+			      size_t why_size)
+{
+	char out[4400];
+	snprintf(out, sizeof out, "%s/plan.json", scratch);
+	int rc = cli_run(scratch, out, "plan --model '%s' --hosts '%s' --json", model, hosts);
+	char *err = cli_read_err(out);
+	cr_assert_eq(rc, 0, "plan --hosts --json failed:\n%s", err ? err : "");
+	free(err);
+	cJSON *j = cli_json_read(out);
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "hosts");
+	const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(h, "ranks");
+	cr_assert_eq(cJSON_GetArraySize(ranks), n);
+	double total = 0;
+	for (int r = 0; r < n; r++) {
+		const cJSON *e = cJSON_GetArrayItem(ranks, r);
+		experts[r] = (int)cli_json_num(e, "experts");
+		total += cli_json_num(e, "expert_bytes");
+	}
+	*fixed = cli_json_num(h, "held_by_every_rank_bytes");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(h, "placement");
+	snprintf(why, why_size, "%s", cJSON_IsString(p) ? p->valuestring : "?");
+	cJSON_Delete(j);
+	return total;
+}
+
+/* Equal disks, but rank 1's RAM holds half of the experts and rank 0's
+ * none: auto gives rank 1 three quarters, so that both miss a quarter
+ * (placement_weights_ram's T = (X - X/2) / 2). */
+Test(mpi, plan_shares_experts_by_ram)
+{
+	char model[4200], hosts[4400], why[128], json[512];
+	convert("olmoe", "int4", model, sizeof model);
+	snprintf(hosts, sizeof hosts, "%s/hosts.json", scratch);
+	static const char roomy[] = "[{\"host\":\"a\",\"ram\":\"8G\",\"disk_gbps\":1.0},"
+				    "{\"host\":\"b\",\"ram\":\"8G\",\"disk_gbps\":1.0}]\n";
+	cr_assert_eq(tu_write(hosts, roomy, sizeof roomy - 1), 0);
+	int experts[2];
+	double fixed;
+	double X = plan_hosts_json(model, hosts, 2, experts, &fixed, why, sizeof why);
+	cr_expect_str_eq(why, "disk bandwidth and RAM");
+	cr_expect_leq(abs(experts[0] - experts[1]), 2, "equal disks with room for everything: %d vs %d experts",
+		      experts[0], experts[1]);
+	snprintf(json, sizeof json,
+		 "[{\"host\":\"a\",\"ram\":%.0f,\"disk_gbps\":1.0},{\"host\":\"b\",\"ram\":%.0f,\"disk_gbps\":1.0}]\n",
+		 fixed, fixed + X / 2);
+	cr_assert_eq(tu_write(hosts, json, strlen(json)), 0);
+	plan_hosts_json(model, hosts, 2, experts, &fixed, why, sizeof why);
+	double ratio = (double)experts[1] / experts[0];
+	cr_log_info("plan by RAM: %d and %d experts (ratio %.2f)", experts[0], experts[1], ratio);
+	cr_expect(ratio >= 2.5 && ratio <= 3.6, "experts %d:%d for RAM holding 0 and half of the experts, not near 1:3",
+		  experts[0], experts[1]);
 }

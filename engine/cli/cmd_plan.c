@@ -169,15 +169,6 @@ static int hosts_plan_build(struct hosts_plan *hp, const struct plan_container *
 	int rc = hosts_disks(hp, c, so);
 	if (rc)
 		return rc;
-	double gbps[PLACEMENT_RANKS_MAX];
-	for (int r = 0; r < hp->hosts.n; r++)
-		gbps[r] = hp->hosts.hosts[r].disk_gbps;
-	if ((rc = placement_weights(spec, hp->hosts.n, gbps, hp->w, &hp->why))) {
-		char why[512];
-		snprintf(why, sizeof why, "%s", error_message());
-		error_clear();
-		return error_set(-rc, "%s lists %d rank%s: %s", hp->path, hp->hosts.n, hp->hosts.n == 1 ? "" : "s", why);
-	}
 	const struct model_config *cfg = &c->cfg;
 	hp->n_rows = cfg->n_layers + cfg->n_mtp_layers;
 	hp->n_experts = cfg->n_experts;
@@ -195,7 +186,30 @@ static int hosts_plan_build(struct hosts_plan *hp, const struct plan_container *
 		if (l >= 0 && l < hp->n_rows && model_config_layer_moe(cfg, l))
 			hp->record_bytes[l] = man.layers[i].record_bytes;
 	}
+	/* What --placement auto weighs besides the disks (the run's
+	 * dist_join does the same): every routed record, and each rank's RAM
+	 * beyond what every rank holds. */
+	uint64_t expert_bytes = 0;
+	for (size_t i = 0; i < man.n_expert_layers; i++)
+		expert_bytes += man.layers[i].record_bytes * (uint64_t)man.n_experts;
 	manifest_free(&man);
+	/* Every rank opens the whole session for now: the dense part, the KV
+	 * cache and scratch, so each rank's experts get its RAM less that. */
+	hp->fixed_bytes = p->resident_bytes + p->kv_bytes + p->scratch_bytes;
+	hp->min_bytes = p->min_bytes;
+	double gbps[PLACEMENT_RANKS_MAX];
+	uint64_t cache[PLACEMENT_RANKS_MAX];
+	for (int r = 0; r < hp->hosts.n; r++) {
+		uint64_t ram = hp->hosts.hosts[r].ram_bytes;
+		gbps[r] = hp->hosts.hosts[r].disk_gbps;
+		cache[r] = ram > hp->fixed_bytes ? ram - hp->fixed_bytes : 0;
+	}
+	if ((rc = placement_weights_ram(spec, hp->hosts.n, gbps, cache, expert_bytes, hp->w, &hp->why))) {
+		char why[512];
+		snprintf(why, sizeof why, "%s", error_message());
+		error_clear();
+		return error_set(-rc, "%s lists %d rank%s: %s", hp->path, hp->hosts.n, hp->hosts.n == 1 ? "" : "s", why);
+	}
 	if (!(hp->owner = malloc((size_t)hp->n_rows * hp->n_experts)))
 		return error_set(ENOMEM, "out of memory");
 	placement_build(hp->owner, hp->n_rows, hp->n_experts, hp->hosts.n, hp->w);
@@ -206,10 +220,6 @@ static int hosts_plan_build(struct hosts_plan *hp, const struct plan_container *
 	if (!(hp->holders = malloc((size_t)hp->n_rows * hp->n_experts * sizeof *hp->holders)))
 		return error_set(ENOMEM, "out of memory");
 	placement_replicate(hp->holders, hp->owner, hp->n_rows, hp->n_experts, hp->hosts.n, hp->w, hp->replicas);
-	/* Every rank opens the whole session for now: the dense part, the KV
-	 * cache and scratch, so each rank's experts get its RAM less that. */
-	hp->fixed_bytes = p->resident_bytes + p->kv_bytes + p->scratch_bytes;
-	hp->min_bytes = p->min_bytes;
 	double core = p->warm.memory_s > p->warm.compute_s ? p->warm.memory_s : p->warm.compute_s;
 	struct plan_hosts_model m = {
 		.n_rows = hp->n_rows, .n_experts = hp->n_experts, .top_k = cfg->top_k, .hidden = cfg->hidden,

@@ -362,7 +362,7 @@ static int session_open_local(struct session *s, const struct session_options *o
 static int session_join(struct session *s, const struct dist_options *d, int rc)
 {
 	uint64_t id = s->model_loaded ? manifest_model_id(&s->model.man) : 0;
-	rc = dist_join(&s->dist, rc ? NULL : &s->fwd, d, rc, id, s->plan.disk_gbps);
+	rc = dist_join(&s->dist, rc ? NULL : &s->fwd, d, rc, id, s->plan.disk_gbps, s->plan.expert_cache_bytes);
 	if (!rc)
 		rc = session_pin(s, dist_owner_table(s->dist));
 	if (!rc && dist_rank() == 0)

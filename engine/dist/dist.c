@@ -47,6 +47,8 @@ struct join_info {
 	int32_t n_layers, n_experts, hidden, top_k;
 	uint64_t model_id;
 	double disk_gbps;
+	uint64_t cache_bytes;        /* its expert cache */
+	uint64_t expert_bytes;       /* every routed record of the model */
 	char host[DIST_HOST_MAX];
 	char msg[DIST_MSG_MAX];
 };
@@ -301,12 +303,13 @@ static int dist_alloc(struct dist *d)
 }
 
 int dist_join(struct dist **out, struct forward *f, const struct dist_options *o, int rc_local, uint64_t model_id,
-	      double disk_gbps)
+	      double disk_gbps, uint64_t cache_bytes)
 {
 	*out = NULL;
 	if (!active)
 		return rc_local;
-	struct join_info me = { .rc = rc_local, .model_id = model_id, .disk_gbps = disk_gbps };
+	struct join_info me = { .rc = rc_local, .model_id = model_id, .disk_gbps = disk_gbps,
+				.cache_bytes = cache_bytes };
 	snprintf(me.host, sizeof me.host, "%s", my_host);
 	if (rc_local)
 		snprintf(me.msg, sizeof me.msg, "%s", error_message()[0] ? error_message() : strerror(-rc_local));
@@ -316,6 +319,9 @@ int dist_join(struct dist **out, struct forward *f, const struct dist_options *o
 		me.n_experts = c->n_experts;
 		me.hidden = (int32_t)c->hidden;
 		me.top_k = c->top_k;
+		const struct manifest *man = &f->m->man;
+		for (size_t i = 0; i < man->n_expert_layers; i++)
+			me.expert_bytes += man->layers[i].record_bytes * (uint64_t)man->n_experts;
 	}
 	struct dist *d = calloc(1, sizeof *d);
 	struct join_info *ji = calloc((size_t)n_ranks, sizeof *ji);
@@ -359,11 +365,15 @@ int dist_join(struct dist **out, struct forward *f, const struct dist_options *o
 		d->hidden = ji[0].hidden;
 		d->top_k = ji[0].top_k;
 		double gbps[PLACEMENT_RANKS_MAX] = { 0 };
+		uint64_t cache[PLACEMENT_RANKS_MAX] = { 0 };
 		rc = join_check(d, ji);
-		for (int r = 0; !rc && r < n_ranks; r++)
+		for (int r = 0; !rc && r < n_ranks; r++) {
 			gbps[r] = ji[r].disk_gbps;
+			cache[r] = ji[r].cache_bytes;
+		}
 		if (!rc)
-			rc = placement_weights(&o->placement, n_ranks, gbps, d->weights, &d->why);
+			rc = placement_weights_ram(&o->placement, n_ranks, gbps, cache, ji[0].expert_bytes, d->weights,
+						   &d->why);
 		if (!rc)
 			rc = dist_alloc(d);
 		if (!rc) {

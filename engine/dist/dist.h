@@ -107,13 +107,14 @@ struct dist;
 int dist_agree(struct dist_options *o);
 
 /* After this rank opened its model and forward (rc_local: how that went):
- * every rank exchanges its outcome, host, model identity and disk
- * bandwidth (GB/s, 0 unknown); the first rank that failed fails them all
+ * every rank exchanges its outcome, host, model identity, disk bandwidth
+ * (GB/s, 0 unknown) and expert cache size (--placement auto weighs both:
+ * placement_weights_ram); the first rank that failed fails them all
  * with its message, named by rank and host. Then every rank builds the
  * same placement. On rank 0 the forward sends experts out (f->dist); the
  * other ranks then call dist_serve. *out is freed with dist_free. */
 int dist_join(struct dist **out, struct forward *f, const struct dist_options *o, int rc_local,
-	      uint64_t model_id, double disk_gbps);
+	      uint64_t model_id, double disk_gbps, uint64_t cache_bytes);
 
 /* Ranks 1..N-1: serves layer requests until rank 0 says stop. 0, or the
  * error that ended it (which rank 0 is told instead of the rows). */
