@@ -825,3 +825,123 @@ Test(mpi, plan_shares_experts_by_ram)
 	cr_expect(ratio >= 2.5 && ratio <= 3.6, "experts %d:%d for RAM holding 0 and half of the experts, not near 1:3",
 		  experts[0], experts[1]);
 }
+
+/* The text of a greedy /v1/completions answer from host:8080 to prompt i
+ * (malloc'd), or NULL when the server does not answer. */
+static const char *const serve_prompts[] = { "The capital of France is", "Once upon a time",
+					     "1, 2, 3, 4,", "def main():" };
+
+static char *completion(const char *host, int i, int tag)
+{
+	char body[512], out[4400];
+	snprintf(body, sizeof body,
+		 "{\"prompt\":\"%s\",\"max_tokens\":12,\"temperature\":0}", serve_prompts[i]);
+	snprintf(out, sizeof out, "%s/answer-%d-%d.json", scratch, tag, i);
+	if (tu_sh("curl -s -m 60 -H 'Authorization: Bearer mpitest' -H 'Content-Type: application/json' -d '%s' "
+		  "http://%s:8080/v1/completions >'%s'",
+		  body, host, out) != 0)
+		return NULL;
+	char *text = tu_read(out, NULL);
+	cJSON *j = text ? cJSON_Parse(text) : NULL;
+	const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
+	char *got = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
+	cr_assert_not_null(got, "no completion text from %s: %s", host, text ? text : "(nothing)");
+	cJSON_Delete(j);
+	free(text);
+	return got;
+}
+
+/* Waits up to 60 s for host:8080 to answer /v1/models. */
+static void wait_listening(const char *host, pid_t job)
+{
+	for (double end = now_s() + 60; now_s() < end; usleep(100000)) {
+		if (tu_sh("curl -s -f -m 2 -o /dev/null -H 'Authorization: Bearer mpitest' http://%s:8080/v1/models",
+			  host) == 0)
+			return;
+		cr_assert_lt(wait_for(job, 0), 0, "the server at %s ended before it listened", host);
+	}
+	cr_assert_fail("nothing listens at %s:8080 within 60 s", host);
+}
+
+/* `mpirun -n 2 colibri serve`: rank 0 answers the OpenAI API in its
+ * namespace with the texts one process gives, alone and with the requests
+ * in flight together (one batched step, each expert read once), and
+ * SIGTERM to rank 0 ends the job cleanly. */
+Test(mpi, serve_over_two_ranks_answers_as_one_process)
+{
+	need_netns();
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/hf/qwen3_moe_tok/tokenizer.json", tu_fixtures());
+	if (access(path, F_OK) != 0)
+		cr_skip_test("the qwen3_moe_tok fixture is missing (needs tools/node_modules)");
+	char model[4200], cmd[8192], args[2][4800], single_host[64], host0[64], log[4500];
+	convert("qwen3_moe_tok", "int4", model, sizeof model);
+	/* The subnet is 10.R.0.0/24: namespace i is 10.R.0.(i+1). */
+	int R = 0;
+	cr_assert_eq(sscanf(subnet, "10.%d.", &R), 1);
+	snprintf(host0, sizeof host0, "10.%d.0.1", R);
+	snprintf(single_host, sizeof single_host, "10.%d.0.3", R);
+	/* Off loopback a key is required. */
+	const char *common = "--host 0.0.0.0 --port 8080 --api-key mpitest --threads 1 --ctx 256 --no-pin";
+	/* One process, in namespace 2. */
+	snprintf(log, sizeof log, "%s/single-serve.log", scratch);
+	snprintf(cmd, sizeof cmd, "COLIBRI_CACHE_DIR='%s/cache' exec ip netns exec %s2 '%s' serve --model '%s' %s >'%s' 2>&1",
+		 scratch, prefix, tu_colibri(), model, common, log);
+	pid_t single = spawn(cmd);
+	wait_listening(single_host, single);
+	int n = (int)(sizeof serve_prompts / sizeof serve_prompts[0]);
+	char *want[4];
+	for (int i = 0; i < n; i++) {
+		want[i] = completion(single_host, i, 0);
+		cr_assert(want[i][0], "prompt %d: an empty completion from one process", i);
+	}
+	kill(single, SIGTERM);
+	cr_expect_eq(wait_for(single, 30), 0, "the single server did not end cleanly on SIGTERM");
+	/* Two ranks, rank 0 in namespace 0. */
+	snprintf(args[0], sizeof args[0], "serve --model '%s' %s --placement even", model, common);
+	snprintf(args[1], sizeof args[1], "serve --model '%s' --threads 1 --ram min", model);
+	const char *argv[2] = { args[0], args[1] };
+	mpi_cmd(cmd, sizeof cmd, 2, argv, 240);
+	snprintf(log, sizeof log, "%s/mpi-serve.log", scratch);
+	char full[8800];
+	snprintf(full, sizeof full, "%s </dev/null >'%s' 2>&1", cmd, log);
+	pid_t job = spawn(full);
+	wait_listening(host0, job);
+	for (int i = 0; i < n; i++) {
+		char *got = completion(host0, i, 1);
+		cr_expect_str_eq(got, want[i], "prompt %d over 2 ranks differs from one process", i);
+		free(got);
+	}
+	/* All at once: the scheduler batches them into shared steps. */
+	char batch[2048] = "";
+	for (int i = 0; i < n; i++) {
+		char one[512];
+		snprintf(one, sizeof one,
+			 "curl -s -m 60 -H 'Authorization: Bearer mpitest' -H 'Content-Type: application/json' -d '{\"prompt\":\"%s\","
+			 "\"max_tokens\":12,\"temperature\":0}' http://%s:8080/v1/completions >'%s/answer-2-%d.json' & ",
+			 serve_prompts[i], host0, scratch, i);
+		strncat(batch, one, sizeof batch - strlen(batch) - 1);
+	}
+	strncat(batch, "wait", sizeof batch - strlen(batch) - 1);
+	cr_assert_eq(tu_sh("%s", batch), 0);
+	for (int i = 0; i < n; i++) {
+		char p[4500];
+		snprintf(p, sizeof p, "%s/answer-2-%d.json", scratch, i);
+		cJSON *j = cli_json_read(p);
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0), "text");
+		cr_expect(cJSON_IsString(t) && !strcmp(t->valuestring, want[i]),
+			  "prompt %d in flight with the others over 2 ranks differs from one process", i);
+		cJSON_Delete(j);
+	}
+	kill(rank_pid(0), SIGTERM);
+	int status = wait_for(job, 60);
+	if (status < 0)
+		kill(-job, SIGKILL), waitpid(job, NULL, 0);
+	char *text = tu_read(log, NULL);
+	cr_expect_eq(status, 0, "mpirun exit %d after SIGTERM to rank 0:\n%s", status, text ? text : "");
+	free(text);
+	for (int i = 0; i < n; i++)
+		free(want[i]);
+}
