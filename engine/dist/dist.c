@@ -943,25 +943,26 @@ int dist_stats(struct dist *d, struct dist_rank_stats *out)
 }
 
 /* Rank 0 at the end: STOP to every rank (never blocking on a lost one),
- * then each one's BYE, a lost one's for a few seconds at most. The lost
- * ranks that never say BYE are hung: dist_exit must not finalize with
- * them unless mpirun runs with --enable-recovery. */
+ * then each one's BYE, a lost one's for a few seconds at most. What a lost
+ * rank still sends first (a late answer, which may wait for its receiver
+ * to be posted) is taken and dropped, so that one that was only slow can
+ * reach its BYE. The lost ranks that never say BYE are hung: dist_exit
+ * must not finalize with them unless mpirun runs with --enable-recovery. */
 static void stop_all(struct dist *d)
 {
-	MPI_Request *q = calloc((size_t)d->size * 2, sizeof *q);
-	int32_t *bye = calloc((size_t)d->size, sizeof *bye);
-	static int32_t stop_msg[2] = { 0, 1 }; /* [0]: a live rank, [1]: one rank 0 reported */
-	if (!q || !bye) {
+	static const int32_t stop_msg[2] = { 0, 1 }; /* [0]: a live rank, [1]: one rank 0 reported */
+	MPI_Request *q = calloc((size_t)d->size, sizeof *q);
+	bool *done = calloc((size_t)d->size, sizeof *done);
+	size_t drop_cap = d->peers[1].recv_cap;
+	void *drop = malloc(drop_cap);
+	if (!q || !done || !drop) {
 		free(q);
-		free(bye);
+		free(done);
+		free(drop);
 		return;
 	}
-	for (int r = 1; r < d->size; r++) {
-		q[2 * r] = q[2 * r + 1] = MPI_REQUEST_NULL;
-		const int32_t *m = &stop_msg[rank_alive(d, r) ? 0 : 1];
-		MPI_Isend(m, 1, MPI_INT32_T, r, DIST_TAG_STOP, MPI_COMM_WORLD, &q[2 * r]);
-		MPI_Irecv(&bye[r], 1, MPI_INT32_T, r, DIST_TAG_BYE, MPI_COMM_WORLD, &q[2 * r + 1]);
-	}
+	for (int r = 1; r < d->size; r++)
+		MPI_Isend(&stop_msg[rank_alive(d, r) ? 0 : 1], 1, MPI_INT32_T, r, DIST_TAG_STOP, MPI_COMM_WORLD, &q[r]);
 	double t0 = clock_now_s();
 	double lost_wait = DIST_BYE_WAIT_S < d->timeout_s ? DIST_BYE_WAIT_S : d->timeout_s;
 	int us = 20;
@@ -969,31 +970,38 @@ static void stop_all(struct dist *d)
 		int waiting = 0;
 		double waited = clock_now_s() - t0;
 		for (int r = 1; r < d->size; r++) {
-			int flag = 1;
-			if (q[2 * r + 1] != MPI_REQUEST_NULL && MPI_Test(&q[2 * r + 1], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-				flag = 0;
-			if (!flag && waited < (rank_alive(d, r) ? d->timeout_s : lost_wait))
-				waiting++;
+			int flag = 0, bytes = 0;
+			MPI_Status st;
+			if (done[r] || waited >= (rank_alive(d, r) ? d->timeout_s : lost_wait))
+				continue;
+			waiting++;
+			if (MPI_Iprobe(r, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag)
+				continue;
+			MPI_Get_count(&st, MPI_BYTE, &bytes);
+			if (bytes > (int)drop_cap) {
+				void *bigger = realloc(drop, (size_t)bytes);
+				if (!bigger)
+					continue;
+				drop = bigger;
+				drop_cap = (size_t)bytes;
+			}
+			MPI_Recv(drop, bytes, MPI_BYTE, r, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			done[r] = st.MPI_TAG == DIST_TAG_BYE;
+			us = 20;
 		}
 		if (!waiting)
 			break;
 		backoff(&us, 1000);
 	}
 	for (int r = 1; r < d->size; r++) {
-		if (q[2 * r + 1] != MPI_REQUEST_NULL) {
-			MPI_Cancel(&q[2 * r + 1]);
-			MPI_Request_free(&q[2 * r + 1]);
+		if (!done[r]) {
 			size_t at = strlen(stuck);
 			snprintf(stuck + at, sizeof stuck - at, "%srank %d (host %s)", at ? ", " : "", r, d->ranks[r].host);
 		}
-		if (q[2 * r] != MPI_REQUEST_NULL)
-			MPI_Request_free(&q[2 * r]);
+		MPI_Request_free(&q[r]);
 	}
-	/* The BYE buffers of ranks that never answered stay with MPI. */
-	if (stuck[0] && n_orphans < (int)(sizeof orphans / sizeof orphans[0]))
-		orphans[n_orphans++] = bye;
-	else
-		free(bye);
+	free(drop);
+	free(done);
 	free(q);
 }
 
