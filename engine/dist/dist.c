@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -33,6 +34,7 @@ enum {
 	DIST_TAG_STATS,
 	DIST_TAG_STOP,
 	DIST_TAG_BYE,
+	DIST_TAG_LEAVE,
 };
 
 /* How long rank 0 waits at the end for a lost rank's BYE. */
@@ -123,6 +125,10 @@ static bool quiet_failure;       /* the failure is known to rank 0, which report
 static char my_host[DIST_HOST_MAX] = "?";
 static bool recovery;            /* mpirun --enable-recovery: a dead rank does not end the job */
 static char stuck[DIST_MSG_MAX]; /* rank 0: the lost ranks that never said BYE */
+/* MPI_Finalize waits for every rank, a lost one too (Open MPI 4.1 under
+ * --enable-recovery hangs there now and then): when a rank never said BYE,
+ * every rank leaves without it. */
+static bool leave_unfinalized;
 /* Buffers a lost rank's requests may still point at: freed after
  * MPI_Finalize (dist_exit), never before. */
 static void *orphans[2 * PLACEMENT_RANKS_MAX];
@@ -206,8 +212,13 @@ int dist_exit(int rc)
 		return rc;
 	}
 	if (stuck[0])
-		fprintf(stderr, "colibri: %s never answered again; mpirun --enable-recovery waits until it ends "
-				"(a dead rank ends at once; kill a hung one on its host)\n", stuck);
+		fprintf(stderr, "colibri: %s never answered again; leaving without MPI_Finalize (mpirun "
+				"--enable-recovery ends once it has: at once if it died, when killed if it hangs)\n",
+			stuck);
+	if (leave_unfinalized) {
+		fflush(stderr);
+		_exit(rc > 0 && rc < 256 ? rc : rc ? 1 : 0);
+	}
 	if (rc == 0 || quiet_failure) {
 		MPI_Finalize();
 		orphans_free();
@@ -870,8 +881,18 @@ int dist_serve(struct dist *d)
 			/* Rank 0 has reported this rank's failure already when
 			 * it moved on without it: then leave cleanly. */
 			int32_t reported = bytes >= (int)sizeof(int32_t) ? *(const int32_t *)d->req : 0;
-			int32_t bye = 0;
+			int32_t bye = 0, finalize = 1;
 			MPI_Send(&bye, 1, MPI_INT32_T, 0, DIST_TAG_BYE, MPI_COMM_WORLD);
+			/* Then how to leave: with MPI_Finalize when every rank
+			 * is there to finalize. */
+			for (int flag = 0, wait_us = 20; !flag;) {
+				if (MPI_Iprobe(0, DIST_TAG_LEAVE, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+					break;
+				if (!flag)
+					backoff(&wait_us, 1000);
+			}
+			MPI_Recv(&finalize, 1, MPI_INT32_T, 0, DIST_TAG_LEAVE, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			leave_unfinalized = !finalize;
 			return d->err[0] && !reported ? error_set(EIO, "%s", d->err) : 0;
 		}
 		default:
@@ -951,6 +972,8 @@ int dist_stats(struct dist *d, struct dist_rank_stats *out)
 static void stop_all(struct dist *d)
 {
 	static const int32_t stop_msg[2] = { 0, 1 }; /* [0]: a live rank, [1]: one rank 0 reported */
+	if (d->size < 2)
+		return;
 	MPI_Request *q = calloc((size_t)d->size, sizeof *q);
 	bool *done = calloc((size_t)d->size, sizeof *done);
 	size_t drop_cap = d->peers[1].recv_cap;
@@ -1000,6 +1023,12 @@ static void stop_all(struct dist *d)
 		}
 		MPI_Request_free(&q[r]);
 	}
+	/* Every rank that said BYE waits to hear whether all will finalize. */
+	int32_t finalize = !stuck[0];
+	leave_unfinalized = !finalize;
+	for (int r = 1; r < d->size; r++)
+		if (done[r])
+			MPI_Send(&finalize, 1, MPI_INT32_T, r, DIST_TAG_LEAVE, MPI_COMM_WORLD);
 	free(drop);
 	free(done);
 	free(q);

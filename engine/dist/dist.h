@@ -25,6 +25,9 @@
  *   DIST_TAG_STOP   0 -> r  leave the serve loop (int32: 1 when rank 0
  *                           has reported this rank's failure already)
  *   DIST_TAG_BYE    r -> 0  after STOP: the rank is leaving
+ *   DIST_TAG_LEAVE  0 -> r  int32: 1 when every rank said BYE and all
+ *                           finalize; 0: a lost rank never did, and every
+ *                           rank leaves without MPI_Finalize
  * A rank that does not answer within the timeout, fails, or answers
  * nonsense ends the run with an error naming it and its host; a rank that
  * dies takes the job down with it (mpirun names it). With --replicas K
@@ -32,9 +35,10 @@
  * moves the lost rank's experts to live holders (placement_failover) and
  * asks them for the rows the lost rank owed, so the run goes on with the
  * same bits. A rank that dies only leaves the job running under
- * `mpirun --enable-recovery` (else mpirun ends the job); one that hangs is
- * taken down at the end with MPI_Abort, as nothing else ends it (see
- * tests/mpi/README.md for what Open MPI does in each case).
+ * `mpirun --enable-recovery` (else mpirun ends the job), and the ranks then
+ * leave without MPI_Finalize, which could wait for it; one that hangs is
+ * taken down at the end with MPI_Abort under plain mpirun, as nothing else
+ * ends it (tests/mpi/README.md: what Open MPI does in each case).
  *
  * Only dist.c sees MPI. Without mpirun (no OMPI_COMM_WORLD_SIZE in the
  * environment) nothing here runs and colibri is a single process.
