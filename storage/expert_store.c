@@ -203,6 +203,9 @@ int store_expert_check(const struct expert_store *s, int layer, int32_t expert)
 	if (expert < 0 || expert >= s->layers[layer].n_experts)
 		return error_set(EINVAL, "layer %d: expert %d out of range (0..%d)", layer, expert,
 				 s->layers[layer].n_experts - 1);
+	if (!store_layer_holds(&s->layers[layer], expert))
+		return error_set(ENOENT, "layer %d: expert %d is not in %s (a shard holds only its rank's experts)",
+				 layer, expert, s->layers[layer].copy[0].path);
 	return 0;
 }
 
@@ -433,13 +436,18 @@ void expert_store_release(struct expert_store *s, int layer, int32_t id)
 
 int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids, int n)
 {
-	int rc = layer_check(s, layer, ids, n);
+	int rc = store_layer_check(s, layer);
 	if (rc)
 		return rc;
 	const struct store_layer *l = &s->layers[layer];
+	for (int i = 0; i < n; i++)
+		if (ids[i] < 0 || ids[i] >= l->n_experts)
+			return error_set(EINVAL, "layer %d: expert %d out of range (0..%d)", layer, ids[i],
+					 l->n_experts - 1);
 	int issued = 0;
 	for (int i = 0; i < n && s->n_prefetch_inflight < s->prefetch_depth; i++) {
-		if (buffer_pool_lookup(&s->pool, layer, ids[i]) >= 0)
+		/* A guess at an expert this file lacks (a shard) is no read. */
+		if (!store_layer_holds(l, ids[i]) || buffer_pool_lookup(&s->pool, layer, ids[i]) >= 0)
 			continue;
 		int32_t f = store_frame_take(s, l->cls);
 		if (f < 0)

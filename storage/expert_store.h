@@ -85,6 +85,12 @@ struct expert_layer_desc {
 	const uint64_t *checksums;   /* [n_experts], XXH3-64 of each record */
 	uint64_t checksum_seed;      /* record e's checksum is seeded with checksum_seed + e */
 	const char *mirror_paths[EXPERT_MIRRORS_MAX];
+	/* A file holding some of the experts only (a shard, engine/cli's
+	 * colibri shard): slot[e] is expert e's record index in the file, -1
+	 * when the file lacks it; n_records records in the file. NULL: expert
+	 * e is record e. Owned by the caller, like checksums. */
+	const int32_t *slot;         /* [n_experts] or NULL */
+	int32_t n_records;
 };
 
 /* One expert of the pinned set. */

@@ -183,7 +183,7 @@ static void block_issue(struct expert_store *s, int32_t f, struct store_block *b
 	op->direct = cf->direct;
 	op->buf_index = store_frame_buf_index(s, f);
 	op->buf = buffer_pool_frame_data(&s->pool, f) + rec_off;
-	op->offset = (uint64_t)fr->expert * l->record_bytes + rec_off; /* 64-bit before the multiply */
+	op->offset = store_record_offset(l, fr->expert) + rec_off;
 	op->len_bytes = len;
 	op->done = load_block_done;
 	op->ctx = s;
@@ -259,7 +259,7 @@ static void load_fail(struct expert_store *s, int32_t f, int err)
 	const struct frame *fr = &s->pool.frames[f];
 	const struct store_layer *l = &s->layers[fr->layer];
 	const struct store_load *ld = &s->loads[f];
-	uint64_t off = (uint64_t)fr->expert * l->record_bytes;
+	uint64_t off = store_record_offset(l, fr->expert);
 	int rc = 0;
 	if (!fr->awaited && !fr->pin_wait) {
 		store_frame_failed(s, f, 0);
@@ -340,12 +340,12 @@ static void load_read_done(struct expert_store *s, int32_t f)
 			return;
 		}
 	} else if (ld->failed) {
-		uint64_t rec_off = (uint64_t)fr->expert * l->record_bytes;
+		uint64_t rec_off = store_record_offset(l, fr->expert);
 		for (int c = 0; c < COPIES_MAX; c++)
 			if (ld->failed & (1u << c))
 				load_blame(s, f, c, ld->copy_err[c], c == ld->err_copy ? ld->err_offset : rec_off);
 	} else if (popcount8(ld->used) == 1) {
-		load_blame(s, f, lowest(ld->used), -EBADMSG, (uint64_t)fr->expert * l->record_bytes);
+		load_blame(s, f, lowest(ld->used), -EBADMSG, store_record_offset(l, fr->expert));
 	} else {
 		ld->suspects |= ld->used & (uint8_t)~(ld->bad | ld->good);
 	}

@@ -40,11 +40,25 @@ struct store_layer {
 	int32_t n_experts;
 	const uint64_t *checksums;   /* [n_experts], owned by the caller */
 	uint64_t checksum_seed;      /* record e is hashed with checksum_seed + e */
+	const int32_t *slot;         /* [n_experts] record index in the file, -1 absent; NULL: e itself */
 	uint32_t *usage;             /* [n_experts] request counts */
 	uint32_t *ram_hits;          /* [n_experts] of those, served from a resident frame */
 	uint32_t *mark;              /* [n_experts] serial of the last list naming it */
 	struct stripe_credit credit; /* round robin over its copies */
 };
+
+/* Where expert e's record starts in layer l's file (64-bit before the
+ * multiply). The caller has checked that the file holds it. */
+static inline uint64_t store_record_offset(const struct store_layer *l, int32_t e)
+{
+	return (uint64_t)(l->slot ? l->slot[e] : e) * l->record_bytes;
+}
+
+/* Whether layer l's file holds expert e (a shard's holds only some). */
+static inline bool store_layer_holds(const struct store_layer *l, int32_t e)
+{
+	return !l->slot || l->slot[e] >= 0;
+}
 
 /* The current load of a frame. Reset by load_begin; each read by load_start. */
 struct store_load {

@@ -60,7 +60,8 @@ static int classes_of(const struct expert_layer_desc *layers, int n_layers,
 			n++;
 		}
 		out[c].n_layers++;
-		out[c].records += layers[i].n_experts > 0 ? (uint64_t)layers[i].n_experts : 0;
+		int32_t held = layers[i].slot ? layers[i].n_records : layers[i].n_experts;
+		out[c].records += held > 0 ? (uint64_t)held : 0;
 	}
 	for (int i = 0; layer_class && i < n_layers; i++) {
 		layer_class[i] = -1;
@@ -163,12 +164,15 @@ static int layer_open(struct expert_store *s, int i, const struct expert_layer_d
 	l->n_experts = d->n_experts;
 	l->checksums = d->checksums;
 	l->checksum_seed = d->checksum_seed;
+	l->slot = d->slot;
+	if (d->slot && (d->n_records < 0 || d->n_records > d->n_experts))
+		return error_set(EINVAL, "%s: %d records of %d experts", d->path, d->n_records, d->n_experts);
 	l->usage = calloc((size_t)d->n_experts, sizeof *l->usage);
 	l->ram_hits = calloc((size_t)d->n_experts, sizeof *l->ram_hits);
 	l->mark = calloc((size_t)d->n_experts, sizeof *l->mark);
 	if (!l->usage || !l->ram_hits || !l->mark)
 		return error_set(ENOMEM, "out of memory");
-	uint64_t want = (uint64_t)d->n_experts * d->record_bytes;
+	uint64_t want = (uint64_t)(d->slot ? d->n_records : d->n_experts) * d->record_bytes;
 	char why[512], why_primary[512] = "";
 	int rc_primary = 0;
 	for (int c = 0; c < COPIES_MAX; c++) {
