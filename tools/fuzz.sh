@@ -46,6 +46,13 @@ export COLIBRI_FUZZ_CONTAINER="$here/$out/container"
 # check and leave the harness fuzzing nothing but that check.
 mkdir -p "$out/corpus/fuzz_manifest"
 cp "$out/container/manifest.json" "$out/corpus/fuzz_manifest/current_container"
+# And a shard's (colibri shard): its records and placement, over the same
+# files (a shard's file only needs to hold its records).
+rm -rf "$out/shard"
+"$out/colibri" shard --quiet --model "$out/container" --ranks 2 --rank 1 --placement 1,2 --replicas 2 \
+  --to "$out/shard" >"$out/shard.log" 2>&1 ||
+  { echo "fuzz: sharding the qwen3_moe container failed, see $out/shard.log" >&2; exit 1; }
+cp "$out/shard/manifest.json" "$out/corpus/fuzz_manifest/current_shard"
 
 # Known findings others are fixing are suppressed (tests/fuzz/ubsan.supp);
 # halt_on_error makes every other UBSan report a crash.

@@ -75,7 +75,16 @@ int manifest_write(const struct manifest *m, const char *dir)
 			snprintf(hex, sizeof hex, "%016" PRIx64, l->checksums[e]);
 			cJSON_AddItemToArray(sums, cJSON_CreateString(hex));
 		}
+		if (l->records)
+			cJSON_AddItemToObject(o, "records", cJSON_CreateIntArray(l->records, l->n_records));
 		cJSON_AddItemToArray(ls, o);
+	}
+	if (m->shard.present) {
+		cJSON *sh = cJSON_AddObjectToObject(root, "shard");
+		cJSON_AddNumberToObject(sh, "ranks", m->shard.ranks);
+		cJSON_AddNumberToObject(sh, "rank", m->shard.rank);
+		cJSON_AddNumberToObject(sh, "replicas", m->shard.replicas);
+		cJSON_AddItemToObject(sh, "weights", cJSON_CreateDoubleArray(m->shard.weights, m->shard.ranks));
 	}
 	if (m->n_mirrors) {
 		cJSON *ms = cJSON_AddArrayToObject(root, "mirrors");
@@ -198,6 +207,35 @@ static int parts_check(const struct manifest_expert_layer *l, const char *path)
 	return 0;
 }
 
+/* A shard's "records" (the experts its file holds, strictly ascending)
+ * into l->records and l->slot; without the key the file holds all ne. */
+static int records_from_json(struct manifest_expert_layer *l, const cJSON *rs, uint64_t ne, const char *path)
+{
+	l->n_records = (int32_t)ne;
+	if (!rs)
+		return 0;
+	if (!cJSON_IsArray(rs) || cJSON_GetArraySize(rs) > (int)ne)
+		return error_set(EINVAL, "%s: layer %d: records must be a list of at most %" PRIu64 " experts", path,
+				 l->layer, ne);
+	l->records = calloc(ne ? ne : 1, sizeof *l->records);
+	l->slot = malloc((ne ? ne : 1) * sizeof *l->slot);
+	if (!l->records || !l->slot)
+		return error_set(ENOMEM, "out of memory");
+	for (uint64_t e = 0; e < ne; e++)
+		l->slot[e] = -1;
+	l->n_records = 0;
+	for (const cJSON *r = rs->child; r; r = r->next) {
+		int64_t e;
+		if (json_int(r, 0, (int64_t)ne - 1, &e) || (l->n_records && e <= l->records[l->n_records - 1]))
+			return error_set(EINVAL, "%s: layer %d: records must be expert numbers below %" PRIu64 ", "
+						 "strictly ascending",
+					 path, l->layer, ne);
+		l->slot[e] = l->n_records;
+		l->records[l->n_records++] = (int32_t)e;
+	}
+	return 0;
+}
+
 /* One experts.layers[] entry of ne experts into l. */
 static int layer_from_json(struct manifest_expert_layer *l, const cJSON *o, uint64_t ne, const char *dir,
 			   const char *path)
@@ -231,12 +269,15 @@ static int layer_from_json(struct manifest_expert_layer *l, const cJSON *o, uint
 	for (const cJSON *s = sums->child; s; s = s->next, e++)
 		if (parse_hex64(s, &l->checksums[e]))
 			return error_set(EINVAL, "%s: layer %d: bad checksum of expert %d", path, l->layer, e);
-	int rc = file_size_of(dir, l->file, &fsize);
+	int rc = records_from_json(l, cJSON_GetObjectItemCaseSensitive(o, "records"), ne, path);
 	if (rc)
 		return rc;
-	if (ne && (l->record_bytes > fsize / ne || fsize < ne * l->record_bytes))
+	if ((rc = file_size_of(dir, l->file, &fsize)))
+		return rc;
+	uint64_t nr = (uint64_t)l->n_records;
+	if (nr && (l->record_bytes > fsize / nr || fsize < nr * l->record_bytes))
 		return error_set(EINVAL, "%s/%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected", dir, l->file,
-				 fsize, ne * l->record_bytes);
+				 fsize, nr * l->record_bytes);
 	return parts_check(l, path);
 }
 
@@ -349,6 +390,80 @@ static int resident_from_json(struct manifest *m, const cJSON *res, const char *
 	return resident_layout_check(m, path);
 }
 
+uint64_t *manifest_shard_holders(const struct manifest_shard *sh, int rows, int n_experts)
+{
+	size_t cells = (size_t)(rows > 0 ? rows : 1) * (size_t)(n_experts > 0 ? n_experts : 1);
+	uint8_t *owner = malloc(cells);
+	uint64_t *holders = malloc(cells * sizeof *holders);
+	if (!owner || !holders) {
+		free(owner);
+		free(holders);
+		error_set(ENOMEM, "out of memory");
+		return NULL;
+	}
+	placement_build(owner, rows, n_experts, sh->ranks, sh->weights);
+	placement_replicate(holders, owner, rows, n_experts, sh->ranks, sh->weights, sh->replicas);
+	free(owner);
+	return holders;
+}
+
+/* The optional "shard" object, then the rule that ties it to the layers:
+ * every layer lists its records exactly when the container is a shard,
+ * and they are the experts its placement gives its rank. */
+static int shard_from_json(struct manifest *m, const cJSON *sh, const char *path)
+{
+	struct manifest_shard *s = &m->shard;
+	bool listed = m->n_expert_layers && m->layers[0].records;
+	for (size_t i = 0; i < m->n_expert_layers; i++)
+		if (!m->layers[i].records != !listed || (!sh && m->layers[i].records))
+			return error_set(EINVAL, "%s: layer %d: \"records\" belongs to every expert layer of a shard and "
+						 "to none otherwise",
+					 path, m->layers[i].layer);
+	if (!sh)
+		return 0;
+	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(sh, "weights");
+	int64_t ranks, rank, replicas;
+	if (!cJSON_IsObject(sh) || json_int(cJSON_GetObjectItemCaseSensitive(sh, "ranks"), 1, PLACEMENT_RANKS_MAX, &ranks) ||
+	    json_int(cJSON_GetObjectItemCaseSensitive(sh, "rank"), 0, ranks - 1, &rank) ||
+	    json_int(cJSON_GetObjectItemCaseSensitive(sh, "replicas"), 1, ranks, &replicas) || !cJSON_IsArray(ws) ||
+	    cJSON_GetArraySize(ws) != ranks)
+		return error_set(EINVAL, "%s: shard needs ranks (1..%d), rank (below ranks), replicas (1..ranks) and one "
+					 "weight per rank",
+				 path, PLACEMENT_RANKS_MAX);
+	s->ranks = (int32_t)ranks;
+	s->rank = (int32_t)rank;
+	s->replicas = (int32_t)replicas;
+	int r = 0;
+	for (const cJSON *w = ws->child; w; w = w->next, r++) {
+		if (!cJSON_IsNumber(w) || !isfinite(w->valuedouble) || !(w->valuedouble > 0))
+			return error_set(EINVAL, "%s: shard weight %d is not a positive number", path, r);
+		s->weights[r] = w->valuedouble;
+	}
+	if (!listed)
+		return error_set(EINVAL, "%s: a shard lists the records of every expert layer", path);
+	if (m->n_mirrors)
+		return error_set(EINVAL, "%s: a shard has no mirrors (colibri mirror copies full containers)", path);
+	s->present = true;
+	int rows = m->layers[m->n_expert_layers - 1].layer + 1;
+	uint64_t *holders = manifest_shard_holders(s, rows, m->n_experts);
+	if (!holders)
+		return -ENOMEM;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < m->n_expert_layers; i++) {
+		const struct manifest_expert_layer *l = &m->layers[i];
+		for (int e = 0; !rc && e < m->n_experts; e++) {
+			bool want = holders[(size_t)l->layer * m->n_experts + e] >> s->rank & 1, have = l->slot[e] >= 0;
+			if (want != have)
+				rc = error_set(EINVAL, "%s: layer %d: %s expert %d, which rank %d of %d %s under the shard's "
+							"placement (records and shard do not belong together)",
+					       path, l->layer, have ? "holds" : "lacks", e, s->rank, s->ranks,
+					       have ? "does not hold" : "holds");
+		}
+	}
+	free(holders);
+	return rc;
+}
+
 uint64_t manifest_tensor_seed(const char *name, uint64_t offset)
 {
 	return XXH3_64bits_withSeed(name, strlen(name), offset);
@@ -452,6 +567,8 @@ int manifest_load(struct manifest *m, const char *dir)
 	rc = layers_from_json(m, ex, dir, path);
 	if (!rc)
 		rc = mirrors_from_json(m, cJSON_GetObjectItemCaseSensitive(root, "mirrors"), path);
+	if (!rc)
+		rc = shard_from_json(m, cJSON_GetObjectItemCaseSensitive(root, "shard"), path);
 out:
 	cJSON_Delete(root);
 	return rc;
@@ -467,6 +584,8 @@ void manifest_free(struct manifest *m)
 			free(m->layers[i].parts[p].name);
 		free(m->layers[i].file);
 		free(m->layers[i].checksums);
+		free(m->layers[i].records);
+		free(m->layers[i].slot);
 	}
 	free(m->layers);
 	free(m->resident_file);

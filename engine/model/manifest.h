@@ -21,6 +21,7 @@
 
 #include "compute/quant.h"
 #include "engine/model/model_tensors.h"
+#include "planner/placement.h"
 
 #define MANIFEST_FORMAT "colibri-container"
 #define MANIFEST_VERSION 2
@@ -54,6 +55,18 @@ struct manifest_expert_layer {
 	uint64_t record_bytes;              /* multiple of MANIFEST_ALIGN */
 	struct manifest_tensor parts[EXPERT_PARTS];
 	uint64_t *checksums;                /* [n_experts], XXH3-64 of each record, manifest_record_seed */
+	int32_t n_records;                  /* records in the file: n_experts, or a shard's */
+	int32_t *records;                   /* shard: [n_records] its experts, ascending; NULL otherwise */
+	int32_t *slot;                      /* shard: [n_experts] record index of each expert, -1 absent */
+};
+
+/* A container that holds the experts of one MPI rank only (colibri shard,
+ * docs/FORMAT.md): which rank of how many, and the placement it was cut
+ * by, so that a run can deal the experts the same way. */
+struct manifest_shard {
+	bool present;
+	int32_t ranks, rank, replicas;
+	double weights[PLACEMENT_RANKS_MAX]; /* [ranks], > 0 */
 };
 
 /* A copy of some or all expert files on another disk (colibri mirror). */
@@ -84,7 +97,15 @@ struct manifest {
 	size_t n_expert_layers;
 	struct manifest_mirror mirrors[MANIFEST_MIRRORS_MAX];
 	size_t n_mirrors;
+	struct manifest_shard shard;
 };
+
+/* Bit r of holders[l * n_experts + e] for the placement a shard names
+ * (placement_build, then placement_replicate): rank r holds expert e of
+ * row l. rows: model layers and MTP layers, at least one past the largest
+ * layer index of m. Returns a malloc'd [rows * n_experts], or NULL with an
+ * error set. */
+uint64_t *manifest_shard_holders(const struct manifest_shard *sh, int rows, int n_experts);
 
 /* The seed of a resident tensor's checksum: XXH3-64 of its name's bytes
  * with seed offset, its place in resident.bin. */
@@ -113,7 +134,8 @@ bool manifest_copy_path(const struct manifest *m, const char *dir, size_t copy, 
 /* Writes dir/manifest.json atomically. */
 int manifest_write(const struct manifest *m, const char *dir);
 
-/* Reads and validates dir/manifest.json against the files beside it.
+/* Reads and validates dir/manifest.json against the files beside it; a
+ * shard's records must be exactly those its placement gives its rank.
  * Free with manifest_free, also after a failure. */
 int manifest_load(struct manifest *m, const char *dir);
 void manifest_free(struct manifest *m);

@@ -161,7 +161,7 @@ uint64_t model_expert_bytes(const struct model *m)
 {
 	uint64_t n = 0;
 	for (size_t i = 0; i < m->man.n_expert_layers; i++)
-		n += m->man.layers[i].record_bytes * (uint64_t)m->man.n_experts;
+		n += m->man.layers[i].record_bytes * (uint64_t)m->man.layers[i].n_records;
 	return n;
 }
 
@@ -186,6 +186,8 @@ static int open_store(struct model *m, const struct model_options *opt)
 		d[i].n_experts = m->man.n_experts;
 		d[i].checksums = l->checksums;
 		d[i].checksum_seed = manifest_record_seed(l->layer, 0);
+		d[i].slot = l->slot;
+		d[i].n_records = l->n_records;
 		for (size_t k = 0; !rc && k <= m->man.n_mirrors && k < EXPERT_COPIES_MAX; k++) {
 			if (!manifest_copy_path(&m->man, m->dir, k, (size_t)(l - m->man.layers), path, sizeof path))
 				continue;

@@ -17,6 +17,9 @@
  *     its parts lie 64-byte aligned inside one record, with one checksum
  *     per expert; no two entries describe the same layer;
  *   - each mirror has an absolute folder and lists only expert layers;
+ *   - a shard (colibri shard) names a rank below its rank count, and every
+ *     expert layer lists its records, strictly ascending, each slot naming
+ *     its record; its file holds them all; a full container lists none;
  *   - manifest_write then manifest_load gives the same manifest back.
  * A rejected one returns a negative errno with a message, and manifest_free
  * cleans up after it.
@@ -102,9 +105,17 @@ static void check(const struct manifest *m)
 		FUZZ_ASSERT(l->record_bytes > 0 && l->record_bytes % MANIFEST_ALIGN == 0, "layer %d: record_bytes %" PRIu64,
 			    l->layer, l->record_bytes);
 		uint64_t need;
-		FUZZ_ASSERT(!__builtin_mul_overflow(l->record_bytes, (uint64_t)m->n_experts, &need) &&
+		FUZZ_ASSERT(!__builtin_mul_overflow(l->record_bytes, (uint64_t)l->n_records, &need) &&
 			    size_of(l->file) >= need, "layer %d: %s holds fewer than %d records", l->layer, l->file,
-			    m->n_experts);
+			    l->n_records);
+		FUZZ_ASSERT(!l->records == !m->shard.present, "layer %d: records %s a shard", l->layer,
+			    l->records ? "without" : "missing in");
+		FUZZ_ASSERT(l->records || l->n_records == m->n_experts, "layer %d: %d records of %d experts", l->layer,
+			    l->n_records, m->n_experts);
+		for (int32_t k = 0; l->records && k < l->n_records; k++)
+			FUZZ_ASSERT(l->records[k] >= 0 && l->records[k] < m->n_experts &&
+				    (k == 0 || l->records[k] > l->records[k - 1]) && l->slot[l->records[k]] == k,
+				    "layer %d: record %d is expert %d", l->layer, k, l->records[k]);
 		for (int p = 0; p < EXPERT_PARTS; p++) {
 			check_tensor(&l->parts[p]);
 			FUZZ_ASSERT(l->parts[p].offset % 64 == 0 && l->parts[p].offset <= l->record_bytes &&
@@ -119,6 +130,11 @@ static void check(const struct manifest *m)
 				FUZZ_ASSERT(copy > 0 || strstr(path, l->file), "copy path %s", path);
 	}
 	FUZZ_ASSERT(m->n_mirrors <= MANIFEST_MIRRORS_MAX, "%zu mirrors", m->n_mirrors);
+	FUZZ_ASSERT(!m->shard.present || (m->shard.ranks >= 1 && m->shard.ranks <= PLACEMENT_RANKS_MAX &&
+					  m->shard.rank >= 0 && m->shard.rank < m->shard.ranks &&
+					  m->shard.replicas >= 1 && m->shard.replicas <= m->shard.ranks && !m->n_mirrors),
+		    "shard %d of %d, %d replicas, %zu mirrors", m->shard.rank, m->shard.ranks, m->shard.replicas,
+		    m->n_mirrors);
 	for (size_t k = 0; k < m->n_mirrors; k++) {
 		const struct manifest_mirror *mm = &m->mirrors[k];
 		FUZZ_ASSERT(mm->dir && mm->dir[0] == '/', "mirror %zu folder is not absolute", k);
@@ -156,11 +172,17 @@ static void check_round_trip(const struct manifest *m)
 	for (size_t i = 0; i < m->n_expert_layers; i++) {
 		const struct manifest_expert_layer *x = &m->layers[i], *y = &b.layers[i];
 		FUZZ_ASSERT(x->layer == y->layer && strcmp(x->file, y->file) == 0 && x->record_bytes == y->record_bytes &&
-			    memcmp(x->checksums, y->checksums, (size_t)m->n_experts * sizeof *x->checksums) == 0,
+			    memcmp(x->checksums, y->checksums, (size_t)m->n_experts * sizeof *x->checksums) == 0 &&
+			    x->n_records == y->n_records && !x->records == !y->records &&
+			    (!x->records || !memcmp(x->records, y->records, (size_t)x->n_records * sizeof *x->records)),
 			    "expert layer %zu differs after a round trip", i);
 		for (int p = 0; p < EXPERT_PARTS; p++)
 			FUZZ_ASSERT(tensor_same(&x->parts[p], &y->parts[p], false), "layer %zu part %d differs", i, p);
 	}
+	FUZZ_ASSERT(m->shard.present == b.shard.present && m->shard.ranks == b.shard.ranks &&
+		    m->shard.rank == b.shard.rank && m->shard.replicas == b.shard.replicas &&
+		    !memcmp(m->shard.weights, b.shard.weights, sizeof m->shard.weights),
+		    "the shard differs after a round trip");
 	for (size_t k = 0; k < m->n_mirrors; k++)
 		FUZZ_ASSERT(strcmp(m->mirrors[k].dir, b.mirrors[k].dir) == 0 &&
 			    m->mirrors[k].n_layers == b.mirrors[k].n_layers &&
