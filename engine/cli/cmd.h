@@ -18,6 +18,7 @@ int cmd_iobench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_mirror(int argc, char **argv);
+int cmd_shard(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_web(int argc, char **argv);
 /* Ranks 1.. of an MPI job, whatever the command (cmd_worker.c). */

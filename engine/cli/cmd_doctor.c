@@ -76,6 +76,7 @@ struct doctor_file {
 	const char *path;
 	const uint64_t *sizes, *sums, *seeds; /* as verify_file takes them */
 	const char *const *names;     /* [n] tensor names; NULL for expert records */
+	const int32_t *experts;       /* [n] a shard's: the expert of each record; NULL: record i is expert i */
 };
 
 static void progress(void *ctx, uint64_t bytes)
@@ -103,7 +104,7 @@ static int deep_bad(void *ctx, size_t i, uint64_t off, uint64_t hash, int rc)
 	if (f->names)
 		snprintf(what, sizeof what, "tensor %.40s", f->names[i]);
 	else
-		snprintf(what, sizeof what, "expert %zu", i);
+		snprintf(what, sizeof what, "expert %d", f->experts ? f->experts[i] : (int)i);
 	if (rc) {
 		report(f->d, DOCTOR_FAIL, "checksums", fix_reconvert, "%s: %s at offset %" PRIu64 ": read failed: %s",
 		       f->path, what, off, strerror(-rc));
@@ -111,7 +112,7 @@ static int deep_bad(void *ctx, size_t i, uint64_t off, uint64_t hash, int rc)
 	} else if (++f->d->mismatches <= DOCTOR_MISMATCH_LINES)
 		report(f->d, DOCTOR_FAIL, "checksums", fix_reconvert,
 		       "%s: %s at offset %" PRIu64 " (%" PRIu64 " bytes): xxh3 %016" PRIx64 ", manifest says %016" PRIx64,
-		       f->path, what, off, f->names ? f->sizes[i] : f->sizes[0], hash, f->sums[i]);
+		       f->path, what, off, f->names || f->experts ? f->sizes[i] : f->sizes[0], hash, f->sums[i]);
 	return 0;
 }
 
@@ -179,6 +180,44 @@ static void deep_file(struct doctor_file *f, const struct verify *v, size_t n, c
 	}
 }
 
+/* Every record of expert layer l in f->path: record i is expert i, or in
+ * a shard expert l->records[i], each with its own checksum and seed. */
+static void deep_layer(struct doctor_file *f, const struct verify *v, const struct manifest_expert_layer *l)
+{
+	size_t n = (size_t)l->n_records;
+	uint64_t seed = manifest_record_seed(l->layer, 0);
+	if (!l->records) {
+		f->sizes = &l->record_bytes;
+		f->sums = l->checksums;
+		f->seeds = &seed;
+		f->experts = NULL;
+		deep_file(f, v, n, NULL);
+		return;
+	}
+	uint64_t *offs = calloc(n + 1, sizeof *offs), *sizes = calloc(n + 1, sizeof *sizes);
+	uint64_t *sums = calloc(n + 1, sizeof *sums), *seeds = calloc(n + 1, sizeof *seeds);
+	if (offs && sizes && sums && seeds) {
+		for (size_t i = 0; i < n; i++) {
+			offs[i] = (uint64_t)i * l->record_bytes;
+			sizes[i] = l->record_bytes;
+			sums[i] = l->checksums[l->records[i]];
+			seeds[i] = seed + (uint64_t)l->records[i];
+		}
+		f->sizes = sizes;
+		f->sums = sums;
+		f->seeds = seeds;
+		f->experts = l->records;
+		deep_file(f, v, n, offs);
+		f->experts = NULL;
+	} else {
+		report(f->d, DOCTOR_FAIL, "checksums", NULL, "out of memory");
+	}
+	free(offs);
+	free(sizes);
+	free(sums);
+	free(seeds);
+}
+
 static void check_deep(struct doctor *d, const struct manifest *m)
 {
 	char path[4096];
@@ -208,7 +247,7 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 	for (size_t k = 0; k <= m->n_mirrors; k++)
 		for (size_t l = 0; l < m->n_expert_layers; l++)
 			if (copy_exists(d, m, k, l, path, sizeof path)) {
-				d->total_bytes += m->layers[l].record_bytes * (uint64_t)m->n_experts;
+				d->total_bytes += m->layers[l].record_bytes * (uint64_t)m->layers[l].n_records;
 				copies++;
 			}
 	d->total_bytes += !d->total_bytes;
@@ -223,19 +262,18 @@ static void check_deep(struct doctor *d, const struct manifest *m)
 	f.names = NULL;
 	for (size_t k = 0; k <= m->n_mirrors; k++)
 		for (size_t l = 0; l < m->n_expert_layers; l++)
-			if (copy_exists(d, m, k, l, path, sizeof path)) {
-				uint64_t seed = manifest_record_seed(m->layers[l].layer, 0);
-				f.sizes = &m->layers[l].record_bytes;
-				f.sums = m->layers[l].checksums;
-				f.seeds = &seed;
-				deep_file(&f, &v, (size_t)m->n_experts, NULL);
-			}
+			if (copy_exists(d, m, k, l, path, sizeof path))
+				deep_layer(&f, &v, &m->layers[l]);
 	if (d->tty)
 		fprintf(stderr, "\r%60s\r", "");
 	if (d->mismatches > DOCTOR_MISMATCH_LINES)
 		report(d, DOCTOR_FAIL, "checksums", fix_reconvert, "... and %d more mismatches",
 		       d->mismatches - DOCTOR_MISMATCH_LINES);
-	if (d->n[DOCTOR_FAIL] == before)
+	if (d->n[DOCTOR_FAIL] == before && m->shard.present)
+		report(d, DOCTOR_PASS, "checksums", NULL, "%zu resident tensors and the %zu expert files' records of "
+		       "shard %d of %d verified (%.2f GB in %.1f s)", n, copies, m->shard.rank, m->shard.ranks,
+		       d->done_bytes / 1e9, clock_now_s() - t0);
+	else if (d->n[DOCTOR_FAIL] == before)
 		report(d, DOCTOR_PASS, "checksums", NULL, "%zu resident tensors and %zu x %d expert records verified "
 		       "(%.2f GB in %.1f s)", n, copies, m->n_experts, d->done_bytes / 1e9, clock_now_s() - t0);
 out:
@@ -257,7 +295,7 @@ static void check_sizes(struct doctor *d, const struct manifest *m)
 	int bad = 0;
 	for (size_t l = 0; l <= m->n_expert_layers; l++) {
 		const char *rel = l < m->n_expert_layers ? m->layers[l].file : m->resident_file;
-		uint64_t want = l < m->n_expert_layers ? m->layers[l].record_bytes * (uint64_t)m->n_experts
+		uint64_t want = l < m->n_expert_layers ? m->layers[l].record_bytes * (uint64_t)m->layers[l].n_records
 						      : m->resident_bytes;
 		snprintf(path, sizeof path, "%s/%s", d->dir, rel);
 		if (stat(path, &st) != 0) {

@@ -27,6 +27,7 @@ static const struct command commands[] = {
 	{ "iobench", cmd_iobench, "measure random-read bandwidth of a disk, saved for plan and run" },
 	{ "doctor", cmd_doctor, "check a container and this system, with a fix for each problem" },
 	{ "mirror", cmd_mirror, "copy the expert files to another disk and stripe reads over both" },
+	{ "shard", cmd_shard, "the container of one MPI rank: only the experts it holds" },
 	{ "serve", cmd_serve, "serve the OpenAI API over HTTP, requests decoded together, with a web dashboard" },
 	{ "web", cmd_web, "serve with the web dashboard and open it in a browser" },
 };

@@ -173,6 +173,12 @@ int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers,
 	int rc = manifest_load(&m, model_dir);
 	if (rc)
 		goto out;
+	if (m.shard.present) {
+		rc = error_set(EINVAL, "%s is shard %d of %d: colibri mirror copies full containers (copy the shard "
+				       "folder to the other disk instead)",
+			       model_dir, m.shard.rank, m.shard.ranks);
+		goto out;
+	}
 	snprintf(dir, sizeof dir, "%s/experts", to_dir);
 	if ((mkdir(to_dir, 0755) != 0 && errno != EEXIST) || (mkdir(dir, 0755) != 0 && errno != EEXIST)) {
 		rc = error_set(errno, "%s: cannot create: %s", dir, strerror(errno));
