@@ -524,9 +524,11 @@ static char *loss_tokens(void)
 /* The mixtral fixture's teacher-forced logits over loss_tokens() in one
  * process (into scratch/single.f32, returned malloc'd with its size), and
  * the job that computes them over 3 ranks with --replicas 2, started with
- * mpirun_opts; returns once rank 0 has written some rows, so that what the
- * caller does next happens mid-run. The job writes scratch/loss.f32. */
-static pid_t start_loss_run(const char *mpirun_opts, char **ref, size_t *n_ref, char *out, size_t n)
+ * mpirun_opts, each rank on the whole container or, with shards, on its own
+ * shard of it (`colibri shard --replicas 2`); returns once rank 0 has
+ * written some rows, so that what the caller does next happens mid-run.
+ * The job writes scratch/loss.f32. */
+static pid_t start_loss_run_on(const char *mpirun_opts, bool shards, char **ref, size_t *n_ref, char *out, size_t n)
 {
 	char model[4200], base[4400], ids[4400], cmd[8192], tmp[4500], full[8800], args[MPI_RANKS_MAX][2400];
 	convert("mixtral", "int4", model, sizeof model);
@@ -547,10 +549,18 @@ static pid_t start_loss_run(const char *mpirun_opts, char **ref, size_t *n_ref, 
 	snprintf(out, n, "%s/loss.f32", scratch);
 	const char *argv[MPI_RANKS_MAX];
 	for (int r = 0; r < MPI_RANKS_MAX; r++) {
+		char mine[4400];
+		snprintf(mine, sizeof mine, "%s", model);
+		if (shards) {
+			snprintf(mine, sizeof mine, "%s-shard%d", model, r);
+			cr_assert_eq(tu_sh("'%s' shard --quiet --model '%s' --ranks %d --rank %d --replicas 2 --to '%s' >/dev/null",
+					   tu_colibri(), model, MPI_RANKS_MAX, r, mine),
+				     0, "colibri shard --rank %d failed", r);
+		}
 		snprintf(args[r], sizeof args[r],
 			 "logits --model '%s' --batch 1 --tokens $(cat '%s') --out '%s' --placement even --replicas 2 "
 			 "--dist-timeout 3",
-			 model, ids, out);
+			 mine, ids, out);
 		argv[r] = args[r];
 	}
 	mpi_cmd_with(cmd, sizeof cmd, mpirun_opts, MPI_RANKS_MAX, argv, 120);
@@ -572,6 +582,11 @@ static pid_t start_loss_run(const char *mpirun_opts, char **ref, size_t *n_ref, 
 	}
 	cr_assert_fail("the run wrote no rows within 60 s");
 	return pid;
+}
+
+static pid_t start_loss_run(const char *mpirun_opts, char **ref, size_t *n_ref, char *out, size_t n)
+{
+	return start_loss_run_on(mpirun_opts, false, ref, n_ref, out, n);
 }
 
 /* After the job ended: its logits equal the single process's byte for
@@ -944,4 +959,94 @@ Test(mpi, serve_over_two_ranks_answers_as_one_process)
 	free(text);
 	for (int i = 0; i < n; i++)
 		free(want[i]);
+}
+
+/* Every rank on its own shard (colibri shard): the logits of one process
+ * over 1, 2 and 3 ranks, even and weighted; a rank given another rank's
+ * shard is named. */
+Test(mpi, shards_give_one_process_logits)
+{
+	need_netns();
+	char model[4200], base[4400], out[4400], cmd[8192], args[MPI_RANKS_MAX][4800], sh[MPI_RANKS_MAX][4400];
+	convert("olmoe", "int4", model, sizeof model);
+	char *tokens = lu_read_tokens("olmoe");
+	snprintf(base, sizeof base, "%s/single.f32", scratch);
+	cr_assert_eq(tu_sh("COLIBRI_CACHE_DIR='%s/cache' '%s' logits --model '%s' --tokens %s --out '%s'", scratch,
+			   tu_colibri(), model, tokens, base),
+		     0);
+	size_t n0;
+	char *ref = tu_read(base, &n0);
+	cr_assert(ref && n0 > 0);
+	static const struct {
+		int n;
+		const char *opts;
+	} cuts[] = { { 1, "" }, { 2, "--placement 1,3" }, { 3, "" }, { 3, "--placement 2,1,1 --replicas 2" } };
+	for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+		const char *argv[MPI_RANKS_MAX];
+		snprintf(out, sizeof out, "%s/shards-%zu.f32", scratch, c);
+		for (int r = 0; r < cuts[c].n; r++) {
+			snprintf(sh[r], sizeof sh[r], "%s-cut%zu-%d", model, c, r);
+			cr_assert_eq(tu_sh("'%s' shard --quiet --model '%s' --ranks %d --rank %d %s --to '%s' >/dev/null",
+					   tu_colibri(),
+					   model, cuts[c].n, r, cuts[c].opts, sh[r]),
+				     0, "shard %d of %d (%s) failed", r, cuts[c].n, cuts[c].opts);
+			snprintf(args[r], sizeof args[r], "logits --model '%s' --tokens %s --out '%s'", sh[r], tokens, out);
+			argv[r] = args[r];
+		}
+		mpi_cmd(cmd, sizeof cmd, cuts[c].n, argv, 60);
+		int rc = tu_sh("%s </dev/null >'%s.log' 2>&1", cmd, out);
+		char log[4500];
+		snprintf(log, sizeof log, "%s.log", out);
+		char *text = tu_read(log, NULL);
+		cr_assert_eq(rc, 0, "logits over %d shards (%s) exit %d:\n%s", cuts[c].n, cuts[c].opts, rc,
+			     text ? text : "");
+		free(text);
+		size_t n1;
+		char *got = tu_read(out, &n1);
+		cr_expect(got && n1 == n0 && !memcmp(got, ref, n0), "logits over %d shards (%s) differ from one process",
+			  cuts[c].n, cuts[c].opts);
+		free(got);
+	}
+	/* Ranks 1 and 2 swap their shards of the last cut. */
+	const char *argv[MPI_RANKS_MAX];
+	snprintf(out, sizeof out, "%s/swapped.f32", scratch);
+	for (int r = 0; r < 3; r++) {
+		snprintf(args[r], sizeof args[r], "logits --model '%s' --tokens %s --out '%s'", sh[r == 0 ? 0 : 3 - r],
+			 tokens, out);
+		argv[r] = args[r];
+	}
+	mpi_cmd(cmd, sizeof cmd, 3, argv, 60);
+	int rc = tu_sh("%s </dev/null >'%s.log' 2>&1", cmd, out);
+	char log[4500];
+	snprintf(log, sizeof log, "%s.log", out);
+	char *text = tu_read(log, NULL);
+	cr_expect_neq(rc, 0, "swapped shards ran");
+	cr_expect(text && strstr(text, "rank 1 (host ") && strstr(text, "is shard 2 of 3"), "%s", text ? text : "");
+	cr_expect(access(out, F_OK) != 0, "%s written although the job failed", out);
+	free(text);
+	free(ref);
+	free(tokens);
+}
+
+/* Shards cut with --replicas 2 keep a run going when a rank dies, as full
+ * containers do (replicas_survive_a_killed_rank): the rank that takes its
+ * experts over reads them from its own shard. */
+Test(mpi, replicated_shards_survive_a_killed_rank)
+{
+	need_netns();
+	char out[4400], host[256], want_rank[320];
+	char *ref;
+	size_t n_ref;
+	pid_t job = start_loss_run_on("--enable-recovery", true, &ref, &n_ref, out, sizeof out);
+	int victim = rank_pid(1);
+	cr_assert_eq(kill(victim, SIGKILL), 0, "kill rank 1 (pid %d): %s", victim, strerror(errno));
+	int status = wait_for(job, 90);
+	if (status < 0)
+		kill(-job, SIGKILL), waitpid(job, NULL, 0);
+	cr_assert_geq(status, 0, "mpirun still running 90 s after rank 1 was killed");
+	host_name(host, sizeof host);
+	snprintf(want_rank, sizeof want_rank, "rank 1 (host %s) did not answer", host);
+	const char *const want[] = { want_rank, "--replicas 2" };
+	check_loss_run(out, ref, n_ref, want, 2);
+	free(ref);
 }

@@ -18,6 +18,7 @@
 #include "compute/threadpool.h"
 #include "base/files.h"
 #include "engine/decode/plan_container.h"
+#include "engine/model/shard.h"
 #include "planner/plan.h"
 #include "planner/plan_machine.h"
 #include "planner/profile.h"
@@ -343,6 +344,9 @@ static int session_open_local(struct session *s, const struct session_options *o
 	}
 	s->model_loaded = true;
 	s->load_s = clock_now_s() - t_load;
+	/* A shard holds one rank's experts: only that rank of its job runs it. */
+	if ((rc = shard_check_run(&s->model.man, o->model_dir, dist_active(), dist_rank(), dist_size())))
+		return rc;
 	/* Under MPI the placement decides what to pin: after the join. */
 	if (!dist_active() && (rc = session_pin(s, NULL)))
 		return rc;

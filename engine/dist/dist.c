@@ -51,6 +51,9 @@ struct join_info {
 	double disk_gbps;
 	uint64_t cache_bytes;        /* its expert cache */
 	uint64_t expert_bytes;       /* every routed record of the model */
+	int32_t shard_ranks;         /* its container is a shard (colibri shard) of this many ranks; 0: full */
+	int32_t shard_replicas;
+	double shard_weights[PLACEMENT_RANKS_MAX];
 	char host[DIST_HOST_MAX];
 	char msg[DIST_MSG_MAX];
 };
@@ -276,6 +279,47 @@ static int join_check(struct dist *d, const struct join_info *ji)
 	return 0;
 }
 
+/* Ranks that opened a shard (colibri shard) hold only what its placement
+ * gives them: the run deals by that placement, which every shard must
+ * name alike and rank 0's --placement / --replicas, when given, too. */
+static int shards_agree(struct dist *d, const struct join_info *ji, const struct placement_spec *spec)
+{
+	int first = -1;
+	for (int r = 0; r < d->size; r++) {
+		if (!ji[r].shard_ranks)
+			continue;
+		if (first < 0) {
+			first = r;
+			continue;
+		}
+		if (ji[r].shard_replicas != ji[first].shard_replicas ||
+		    memcmp(ji[r].shard_weights, ji[first].shard_weights, sizeof ji[r].shard_weights))
+			return error_set(EINVAL, "rank %d (host %s) and rank %d (host %s) hold shards of different "
+						 "placements (colibri shard --placement / --replicas): cut every shard alike",
+					 first, ji[first].host, r, ji[r].host);
+	}
+	if (first < 0)
+		return 0;
+	const struct join_info *s = &ji[first];
+	bool weights_differ = false;
+	for (int r = 0; spec->mode != PLACEMENT_AUTO && r < d->size; r++)
+		weights_differ |= spec->mode == PLACEMENT_EVEN ? s->shard_weights[r] != s->shard_weights[0]
+							      : spec->weights[r] != s->shard_weights[r];
+	if (weights_differ || (spec->replicas && spec->replicas != s->shard_replicas)) {
+		char w[256] = "";
+		for (int r = 0, at = 0; r < d->size && at < (int)sizeof w; r++)
+			at += snprintf(w + at, sizeof w - (size_t)at, "%s%g", r ? "," : "", s->shard_weights[r]);
+		return error_set(EINVAL, "the shards (rank %d's on host %s the first) were cut with --placement %s "
+					 "--replicas %d, and rank 0's --placement or --replicas differ: leave them out, or "
+					 "cut the shards again",
+				 first, s->host, w, s->shard_replicas);
+	}
+	memcpy(d->weights, s->shard_weights, (size_t)d->size * sizeof *d->weights);
+	d->replicas = s->shard_replicas;
+	d->why = "the shards' placement (colibri shard)";
+	return 0;
+}
+
 static int dist_alloc(struct dist *d)
 {
 	size_t L = (size_t)d->n_layers, E = (size_t)d->n_experts, B = (size_t)d->batch, K = (size_t)d->top_k;
@@ -333,6 +377,11 @@ int dist_join(struct dist **out, struct forward *f, const struct dist_options *o
 		const struct manifest *man = &f->m->man;
 		for (size_t i = 0; i < man->n_expert_layers; i++)
 			me.expert_bytes += man->layers[i].record_bytes * (uint64_t)man->n_experts;
+		if (man->shard.present) {
+			me.shard_ranks = man->shard.ranks;
+			me.shard_replicas = man->shard.replicas;
+			memcpy(me.shard_weights, man->shard.weights, sizeof me.shard_weights);
+		}
 	}
 	struct dist *d = calloc(1, sizeof *d);
 	struct join_info *ji = calloc((size_t)n_ranks, sizeof *ji);
@@ -385,6 +434,8 @@ int dist_join(struct dist **out, struct forward *f, const struct dist_options *o
 		if (!rc)
 			rc = placement_weights_ram(&o->placement, n_ranks, gbps, cache, ji[0].expert_bytes, d->weights,
 						   &d->why);
+		if (!rc)
+			rc = shards_agree(d, ji, &o->placement);
 		if (!rc)
 			rc = dist_alloc(d);
 		if (!rc) {
