@@ -204,8 +204,8 @@ int store_expert_check(const struct expert_store *s, int layer, int32_t expert)
 		return error_set(EINVAL, "layer %d: expert %d out of range (0..%d)", layer, expert,
 				 s->layers[layer].n_experts - 1);
 	if (!store_layer_holds(&s->layers[layer], expert))
-		return error_set(ENOENT, "layer %d: expert %d is not in %s (a shard holds only its rank's experts)",
-				 layer, expert, s->layers[layer].copy[0].path);
+		return error_set(ENOENT, "layer %d: expert %d is not in %s: %s", layer, expert,
+				 s->layers[layer].copy[0].path, s->absent_why);
 	return 0;
 }
 

@@ -49,6 +49,12 @@
  * them for good (the learned hot set): they count against the frames, are
  * never evicted, and their requests are pinned hits.
  *
+ * Partial files. A layer's file may hold some of its experts only (a slot
+ * table, expert_layer_desc.slot: one MPI rank's shard). Expert e is then
+ * read at record slot[e]; asking for or pinning an expert the file lacks is
+ * -ENOENT naming layer, expert and file, never a read of another record's
+ * bytes; a prefetch of one is skipped (a predictor may guess it).
+ *
  * Environment, read at open (each forced fallback prints one line):
  *   COLIBRI_NO_IO_URING=1       read with a pread thread pool, not io_uring
  *   COLIBRI_NO_DIRECT=1         open expert files without O_DIRECT
@@ -129,6 +135,9 @@ struct expert_store_options {
 	uint64_t stripe_bytes;       /* block of a striped read; 0: 1 MiB; a multiple of 4096 */
 	double readmit_s;            /* a copy taken out of rotation returns after this many
 				      * seconds, doubled after each new failure; 0: 30 s */
+	const char *absent_why;      /* what the partial files are, for the error on an expert
+				      * they lack ("DIR is shard 1 of 3: ..."); copied at open;
+				      * NULL: a generic note */
 };
 
 /* One frame class's counters since open; the same identities as the
@@ -221,8 +230,9 @@ struct expert_store;
  * make (max_per_step experts); otherwise -ENOMEM with a message naming the
  * minimum. More than EXPERT_CLASSES_MAX record sizes, or class_frames
  * lacking a class, is -EINVAL. A
- * file shorter than n_experts records is refused (-EINVAL naming the file
- * and both sizes), unless another copy of that layer opens. stripe_bytes
+ * file shorter than its records (n_experts, or n_records with a slot
+ * table) is refused (-EINVAL naming the file and both sizes), unless
+ * another copy of that layer opens. stripe_bytes
  * not a multiple of 4096 is -EINVAL. The caller owns *out and frees it with
  * expert_store_close, which waits for reads in flight; layers[] need not
  * outlive the call except the checksums arrays, which must outlive the
@@ -237,7 +247,8 @@ void expert_store_close(struct expert_store *s);
  * reads are submitted in one batch (pinned-set experts are hits that need
  * no frame). Undelivered experts of the previous request are unpinned
  * first. Returns 0 or -errno: -EINVAL for a bad layer
- * or id, -ENOMEM when the misses need more frames than are unpinned (nothing
+ * or id, -ENOENT for an expert the layer's file lacks (slot -1), -ENOMEM
+ * when the misses need more frames than are unpinned (nothing
  * is pinned then). A read or checksum failure is reported by
  * expert_store_next. */
 int expert_store_request(struct expert_store *s, int layer, const int32_t *ids, int n);
@@ -264,8 +275,9 @@ void expert_store_release(struct expert_store *s, int layer, int32_t id);
  * frames are taken, so a prefetch never displaces a pinned (by a request
  * or the pinned set) or loading expert; ids beyond the bound are skipped.
  * A prefetched expert that a request then asks for counts as used; one
- * evicted first counts as wasted. Returns the number of reads started, or
- * -EINVAL for a bad layer or id. */
+ * evicted first counts as wasted. An id the layer's file lacks (slot -1)
+ * is skipped, no error. Returns the number of reads started, or -EINVAL
+ * for a bad layer or id. */
 int expert_store_prefetch(struct expert_store *s, int layer, const int32_t *ids, int n);
 
 /* Makes layer's resident experts (outside the pinned set) the first to give
@@ -315,7 +327,8 @@ int expert_store_layer_class(const struct expert_store *s, int layer);
  * ordinary cached frames, the listed ones are loaded (reads of those not
  * resident go to the ring in one batch; the call returns once they are
  * verified) and pinned for good. Duplicates count once. Call between steps.
- * Returns 0, -EINVAL for a bad layer or id, -ENOMEM (nothing changed, with
+ * Returns 0, -EINVAL for a bad layer or id, -ENOENT for an expert the
+ * layer's file lacks, -ENOMEM (nothing changed, with
  * a message) when the set would leave fewer frames of some class outside
  * it than one step pins (max_per_step), or the load error of a record no copy delivers
  * (then the experts this call added are unpinned again; the old set's

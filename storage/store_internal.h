@@ -143,6 +143,7 @@ struct expert_store {
 	int32_t n_awaiting;          /* awaited frames still loading */
 
 	struct expert_store_stats stats;
+	char absent_why[256];        /* options.absent_why, or a generic note */
 };
 
 /* ---- load.c ---- */

@@ -340,6 +340,8 @@ int expert_store_open(struct expert_store **out, const struct expert_layer_desc 
 		return error_set(ENOMEM, "out of memory");
 	s->n_layers = n_layers;
 	s->max_per_step = max_per_step;
+	snprintf(s->absent_why, sizeof s->absent_why, "%s",
+		 opt->absent_why ? opt->absent_why : "the file holds some of the layer's experts only");
 	s->layers = calloc((size_t)n_layers, sizeof *s->layers);
 	n_experts = calloc((size_t)(n_layers ? n_layers : 1), sizeof *n_experts);
 	class_experts = calloc((size_t)(n_layers ? n_layers : 1), sizeof *class_experts);

@@ -206,6 +206,13 @@ static int open_store(struct model *m, const struct model_options *opt)
 		.io_depth = opt && opt->io_depth > 0 ? opt->io_depth : 32,
 		.buffered = opt && opt->buffered,
 	};
+	char absent_why[256];
+	if (m->man.shard.present) {
+		/* What a request for an expert this rank lacks says. */
+		snprintf(absent_why, sizeof absent_why, "%s is shard %d of %d (colibri shard), holding only rank %d's "
+			 "experts", m->dir, m->man.shard.rank, m->man.shard.ranks, m->man.shard.rank);
+		so.absent_why = absent_why;
+	}
 	for (int k = 0; opt && k < EXPERT_COPIES_MAX; k++)
 		so.copy_gbps[k] = opt->copy_gbps[k];
 	if (opt)
