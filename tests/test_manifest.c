@@ -10,7 +10,11 @@
  * the record layout (shifted, swapped, aliased, misnamed), resident
  * tensors off their back-to-back layout (swapped with their checksums,
  * overlapping), file names that leave the container, malformed checksums
- * and sections.
+ * and sections. A shard (colibri shard) round-trips its shard object and
+ * records; its fields out of range, records out of order, repeated or out
+ * of range, records without a shard or a shard without records, records
+ * that are not its placement's, mirrors, and a file shorter than its
+ * records are each refused naming the field.
  */
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
@@ -738,4 +742,158 @@ Test(manifest, duplicates_and_disorder_refused)
 			"model.embed_tokens.weight");
 	expect_rejected("experts.layers.1.layer", cJSON_CreateNumber(1), "increasing", "manifest.json");
 	expect_rejected("experts.layers.1.layer", cJSON_CreateNumber(0), "increasing", "manifest.json");
+}
+
+/* ---- shards (colibri shard): the shard object and each layer's records ---- */
+
+/* Makes dir the shard of rank 1 of 2 (weights 1.5 and 2.25: fractions must
+ * survive a round trip) of the reference container: each expert file
+ * shrunk to the records the placement gives rank 1, listed in "records".
+ * Fills *out with what was written (free with manifest_free). */
+static void write_shard_container(struct manifest *out)
+{
+	build_manifest(out);
+	struct manifest_shard *sh = &out->shard;
+	*sh = (struct manifest_shard){ .present = true, .ranks = 2, .rank = 1, .replicas = 1 };
+	sh->weights[0] = 1.5;
+	sh->weights[1] = 2.25;
+	uint64_t *holders = manifest_shard_holders(sh, 4, N_EXPERTS);
+	cr_assert_not_null(holders);
+	for (size_t i = 0; i < out->n_expert_layers; i++) {
+		struct manifest_expert_layer *l = &out->layers[i];
+		l->records = calloc(N_EXPERTS, sizeof *l->records);
+		l->slot = calloc(N_EXPERTS, sizeof *l->slot);
+		l->n_records = 0;
+		for (int e = 0; e < N_EXPERTS; e++) {
+			bool mine = holders[(size_t)l->layer * N_EXPERTS + e] >> 1 & 1;
+			l->slot[e] = mine ? l->n_records : -1;
+			if (mine)
+				l->records[l->n_records++] = e;
+		}
+		write_zeros(l->file, (size_t)l->n_records * RECORD);
+	}
+	free(holders);
+	/* Both ranks hold something of 3 experts in each layer at these weights. */
+	cr_assert(out->layers[0].n_records >= 1 && out->layers[0].n_records <= 2, "%d records",
+		  out->layers[0].n_records);
+	error_clear();
+	cr_assert_eq(manifest_write(out, dir), 0, "%s", error_message());
+	cr_assert_eq(tu_sh("cp '%s/manifest.json' '%s/manifest.json.orig'", dir, dir), 0);
+}
+
+Test(manifest, shard_round_trip)
+{
+	struct manifest want, got;
+	write_shard_container(&want);
+	error_clear();
+	cr_assert_eq(manifest_load(&got, dir), 0, "%s", error_message());
+	cr_assert(got.shard.present);
+	cr_assert_eq(got.shard.ranks, 2);
+	cr_assert_eq(got.shard.rank, 1);
+	cr_assert_eq(got.shard.replicas, 1);
+	cr_assert_eq(got.shard.weights[0], 1.5);
+	cr_assert_eq(got.shard.weights[1], 2.25);
+	for (size_t i = 0; i < 2; i++) {
+		const struct manifest_expert_layer *a = &got.layers[i], *b = &want.layers[i];
+		cr_assert_eq(a->n_records, b->n_records, "layer %d", a->layer);
+		cr_assert_eq(memcmp(a->records, b->records, (size_t)a->n_records * sizeof *a->records), 0);
+		for (int e = 0; e < N_EXPERTS; e++) {
+			cr_assert_eq(a->slot[e], b->slot[e], "layer %d expert %d", a->layer, e);
+			/* Every checksum stays, held or not (the model id is the full
+			 * container's). */
+			cr_assert_eq(a->checksums[e], b->checksums[e], "layer %d expert %d", a->layer, e);
+		}
+	}
+	manifest_free(&got);
+	/* A full container has no shard and no slot table. */
+	cr_assert_eq(tu_sh("rm -r '%s/experts'", dir), 0);
+	write_container();
+	cr_assert_eq(manifest_load(&got, dir), 0, "%s", error_message());
+	cr_assert(!got.shard.present);
+	cr_assert_null(got.layers[0].records);
+	cr_assert_null(got.layers[0].slot);
+	cr_assert_eq(got.layers[0].n_records, N_EXPERTS);
+	manifest_free(&got);
+	manifest_free(&want);
+}
+
+Test(manifest, shard_fields_out_of_range)
+{
+	struct manifest m;
+	write_shard_container(&m);
+	manifest_free(&m);
+	expect_loads();
+	expect_rejected("shard", cJSON_CreateNumber(1), "shard is not an object", "manifest.json");
+	expect_rejected("shard.ranks", cJSON_CreateNumber(0), "shard.ranks", "manifest.json");
+	expect_rejected("shard.ranks", cJSON_CreateNumber(65), "shard.ranks", "manifest.json");
+	expect_rejected("shard.ranks", cJSON_CreateString("2"), "shard.ranks", "manifest.json");
+	expect_rejected("shard.ranks", NULL, "shard.ranks", "manifest.json");
+	expect_rejected("shard.rank", cJSON_CreateNumber(2), "shard.rank must be", "manifest.json");
+	expect_rejected("shard.rank", cJSON_CreateNumber(-1), "shard.rank must be", "manifest.json");
+	expect_rejected("shard.replicas", cJSON_CreateNumber(0), "shard.replicas", "manifest.json");
+	expect_rejected("shard.replicas", cJSON_CreateNumber(3), "shard.replicas", "manifest.json");
+	expect_rejected("shard.weights", cJSON_CreateNumber(1), "shard.weights", "manifest.json");
+	expect_rejected("shard.weights.1", NULL, "shard.weights must list one weight per rank", "manifest.json");
+	expect_rejected("shard.weights.1", cJSON_CreateNumber(0), "shard.weights[1]", "manifest.json");
+	expect_rejected("shard.weights.0", cJSON_CreateNumber(-1), "shard.weights[0]", "manifest.json");
+	expect_rejected("shard.weights.0", cJSON_CreateString("1"), "shard.weights[0]", "manifest.json");
+}
+
+Test(manifest, shard_records_refused)
+{
+	struct manifest m;
+	write_shard_container(&m);
+	const struct manifest_expert_layer *l0 = &m.layers[0];
+	int first = l0->records[0];
+	/* Out of range, repeated, descending, not a list. */
+	cJSON *a = cJSON_CreateArray();
+	cJSON_AddItemToArray(a, cJSON_CreateNumber(N_EXPERTS));
+	expect_rejected("experts.layers.0.records", a, "strictly ascending", "manifest.json");
+	int twice[2] = { first, first };
+	expect_rejected("experts.layers.0.records", cJSON_CreateIntArray(twice, 2), "strictly ascending",
+			"manifest.json");
+	int down[2] = { 2, 1 };
+	expect_rejected("experts.layers.0.records", cJSON_CreateIntArray(down, 2), "strictly ascending",
+			"manifest.json");
+	expect_rejected("experts.layers.0.records", cJSON_CreateNumber(first), "records must be a list",
+			"manifest.json");
+	int all4[4] = { 0, 1, 2, 3 };
+	expect_rejected("experts.layers.0.records", cJSON_CreateIntArray(all4, 4), "records must be a list",
+			"manifest.json");
+	/* Records in one layer only, records without a shard, a shard without
+	 * records; the files are long enough for every expert, so only the
+	 * rule can refuse them. */
+	write_zeros("experts/layer-001.bin", (size_t)N_EXPERTS * RECORD);
+	write_zeros("experts/layer-003.bin", (size_t)N_EXPERTS * RECORD);
+	expect_rejected("experts.layers.1.records", NULL, "belongs to every expert layer of a shard", "manifest.json");
+	expect_rejected("shard", NULL, "belongs to every expert layer of a shard", "manifest.json");
+	const struct edit none[2] = { { "experts.layers.0.records", NULL }, { "experts.layers.1.records", NULL } };
+	expect_edits_rejected(none, 2, "a shard lists the records of every expert layer", "manifest.json");
+	/* Well formed, but not what the placement gives the rank. */
+	expect_rejected("shard.rank", cJSON_CreateNumber(0), "records and shard do not belong together",
+			"manifest.json");
+	expect_rejected("shard.weights.0", cJSON_CreateNumber(100), "records and shard do not belong together",
+			"manifest.json");
+	/* A shard has no mirrors. */
+	cJSON *ms = cJSON_CreateArray(), *mo = cJSON_CreateObject();
+	cJSON_AddStringToObject(mo, "dir", "/nonexistent-mirror");
+	int layers[1] = { 1 };
+	cJSON_AddItemToObject(mo, "layers", cJSON_CreateIntArray(layers, 1));
+	cJSON_AddItemToArray(ms, mo);
+	expect_rejected("mirrors", ms, "a shard has no mirrors", "manifest.json");
+	manifest_free(&m);
+}
+
+/* A shard's file holds its records, not n_experts of them. */
+Test(manifest, shard_file_size_is_its_records)
+{
+	struct manifest m;
+	write_shard_container(&m);
+	const struct manifest_expert_layer *l = &m.layers[1];
+	char p[4300];
+	snprintf(p, sizeof p, "%s/%s", dir, l->file);
+	expect_loads();
+	cr_assert_eq(truncate(p, (off_t)l->n_records * RECORD - 4096), 0);
+	expect_rejected(NULL, NULL, "truncated", l->file);
+	manifest_free(&m);
 }

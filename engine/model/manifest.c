@@ -421,22 +421,27 @@ static int shard_from_json(struct manifest *m, const cJSON *sh, const char *path
 					 path, m->layers[i].layer);
 	if (!sh)
 		return 0;
+	if (!cJSON_IsObject(sh))
+		return error_set(EINVAL, "%s: shard is not an object", path);
 	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(sh, "weights");
 	int64_t ranks, rank, replicas;
-	if (!cJSON_IsObject(sh) || json_int(cJSON_GetObjectItemCaseSensitive(sh, "ranks"), 1, PLACEMENT_RANKS_MAX, &ranks) ||
-	    json_int(cJSON_GetObjectItemCaseSensitive(sh, "rank"), 0, ranks - 1, &rank) ||
-	    json_int(cJSON_GetObjectItemCaseSensitive(sh, "replicas"), 1, ranks, &replicas) || !cJSON_IsArray(ws) ||
-	    cJSON_GetArraySize(ws) != ranks)
-		return error_set(EINVAL, "%s: shard needs ranks (1..%d), rank (below ranks), replicas (1..ranks) and one "
-					 "weight per rank",
-				 path, PLACEMENT_RANKS_MAX);
+	if (json_int(cJSON_GetObjectItemCaseSensitive(sh, "ranks"), 1, PLACEMENT_RANKS_MAX, &ranks))
+		return error_set(EINVAL, "%s: shard.ranks must be an integer 1..%d", path, PLACEMENT_RANKS_MAX);
+	if (json_int(cJSON_GetObjectItemCaseSensitive(sh, "rank"), 0, ranks - 1, &rank))
+		return error_set(EINVAL, "%s: shard.rank must be an integer below shard.ranks (%" PRId64 ")", path,
+				 ranks);
+	if (json_int(cJSON_GetObjectItemCaseSensitive(sh, "replicas"), 1, ranks, &replicas))
+		return error_set(EINVAL, "%s: shard.replicas must be an integer 1..shard.ranks (%" PRId64 ")", path,
+				 ranks);
+	if (!cJSON_IsArray(ws) || cJSON_GetArraySize(ws) != ranks)
+		return error_set(EINVAL, "%s: shard.weights must list one weight per rank (%" PRId64 ")", path, ranks);
 	s->ranks = (int32_t)ranks;
 	s->rank = (int32_t)rank;
 	s->replicas = (int32_t)replicas;
 	int r = 0;
 	for (const cJSON *w = ws->child; w; w = w->next, r++) {
 		if (!cJSON_IsNumber(w) || !isfinite(w->valuedouble) || !(w->valuedouble > 0))
-			return error_set(EINVAL, "%s: shard weight %d is not a positive number", path, r);
+			return error_set(EINVAL, "%s: shard.weights[%d] is not a positive number", path, r);
 		s->weights[r] = w->valuedouble;
 	}
 	if (!listed)
