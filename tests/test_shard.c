@@ -1,8 +1,8 @@
 /*
  * test_shard — `colibri shard` (engine/model/shard.h) on a converted
  * fixture with an MTP layer (deepseek_v3: 16 experts, layer 0 dense, MoE
- * layers 1-2 and the MTP layer 3), checked against the source container
- * read here with its own manifest:
+ * layers 1-2 and the MTP layer 3), and on OLMoE (8 experts, no MTP),
+ * checked against the source container read here with its own manifest:
  * - every record a shard holds is byte for byte the source's record of the
  *   same expert, at the index its "records" list gives, and the shards of
  *   all ranks hold every expert exactly K times (--replicas K), each rank
@@ -15,21 +15,31 @@
  *   replicas than ranks, --placement auto, an existing destination without
  *   --force, and sharding a shard;
  * - a shard's manifest whose records do not match its placement, or that
- *   lists records without a shard, is refused by every command.
+ *   lists records without a shard, is refused by every command;
+ * - the expert store of a loaded shard delivers each held expert with the
+ *   source's bytes (read by slot, not at e * record_bytes), refuses a
+ *   request for an absent one with -ENOENT naming layer, expert and rank,
+ *   and skips a prefetch of one; `colibri mirror` refuses a shard.
  * The MPI runs over shards are tests/test_mpi.c's.
  */
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
+#include <errno.h>
 
+#include "base/error.h"
+#include "engine/model/model.h"
+#include "engine/model/shard.h"
 #include "tests/cli_util.h"
 #include "tests/test_util.h"
 
 static char scratch[4096], model[4200];
+static const char *source = model; /* what shard() shards */
 
 static void setup(void)
 {
 	tu_mkdtemp(scratch, sizeof scratch);
 	snprintf(model, sizeof model, "%s/model", scratch);
+	source = model;
 	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/deepseek_v3' '%s'", tu_colibri(), tu_fixtures(),
 			   model),
 		     0);
@@ -47,7 +57,7 @@ static int shard(const char *name, const char *args)
 {
 	char out[4400];
 	snprintf(out, sizeof out, "%s/%s.out", scratch, name);
-	return cli_run(scratch, out, "shard --quiet --model '%s' --to '%s/%s' %s", model, scratch, name, args);
+	return cli_run(scratch, out, "shard --quiet --model '%s' --to '%s/%s' %s", source, scratch, name, args);
 }
 
 static char *err_of(const char *name)
@@ -84,15 +94,17 @@ static char *read_at(const char *dir, const char *rel, long off, size_t n)
 	return b;
 }
 
-/* Shards all n ranks with opts and checks each against the source; counts
- * how often each (layer entry, expert) is held into held[16 * 8] and each
- * rank's records into per_rank[n]. */
-static void shard_all(const char *tag, int n, const char *opts, int *held, int *per_rank)
+/* Shards all n ranks of source with opts and checks each against it;
+ * counts how often each (layer entry, expert) is held into
+ * held[layer entry * ne + expert] (at most 8 x 16) and each rank's records
+ * into per_rank[n]. ne: the source's experts per layer. */
+static void shard_all(const char *tag, int n, const char *opts, int ne, int *held, int *per_rank)
 {
-	cJSON *src = manifest_of(model);
+	cJSON *src = manifest_of(source);
 	const cJSON *src_layers = layers_of(src);
 	int n_layers = cJSON_GetArraySize(src_layers);
 	cr_assert(n_layers >= 2 && n_layers <= 8, "%d expert layers", n_layers);
+	cr_assert_eq((int)cli_json_num(cJSON_GetObjectItemCaseSensitive(src, "experts"), "n_experts"), ne);
 	for (int r = 0; r < n; r++) {
 		char name[64], args[256], dir[4400];
 		snprintf(name, sizeof name, "%s-%d", tag, r);
@@ -103,7 +115,7 @@ static void shard_all(const char *tag, int n, const char *opts, int *held, int *
 		free(err);
 		snprintf(dir, sizeof dir, "%s/%s", scratch, name);
 		cr_assert_eq(tu_sh("cmp -s '%s/resident.bin' '%s/resident.bin' && cmp -s '%s/config.json' '%s/config.json'",
-				   model, dir, model, dir),
+				   source, dir, source, dir),
 			     0, "%s: resident.bin or config.json differ from the source", name);
 		cJSON *m = manifest_of(dir);
 		const cJSON *sh = cJSON_GetObjectItemCaseSensitive(m, "shard");
@@ -121,14 +133,14 @@ static void shard_all(const char *tag, int n, const char *opts, int *held, int *
 			int k = 0;
 			for (const cJSON *e = recs->child; e; e = e->next, k++) {
 				int x = e->valueint;
-				cr_assert(x >= 0 && x < 16);
-				char *want = read_at(model, file, x * rb, (size_t)rb);
+				cr_assert(x >= 0 && x < ne);
+				char *want = read_at(source, file, x * rb, (size_t)rb);
 				char *got = read_at(dir, file, k * rb, (size_t)rb);
 				cr_expect_eq(memcmp(want, got, (size_t)rb), 0, "%s: layer entry %d record %d is not expert %d's",
 					     name, i, k, x);
 				free(want);
 				free(got);
-				held[i * 16 + x]++;
+				held[i * ne + x]++;
 			}
 			per_rank[r] += k;
 			char path[4400];
@@ -146,14 +158,14 @@ static void shard_all(const char *tag, int n, const char *opts, int *held, int *
 Test(shard, records_are_the_sources_and_cover_every_expert_k_times)
 {
 	int held[8 * 16] = { 0 }, per_rank[3];
-	shard_all("even", 3, "", held, per_rank);
+	shard_all("even", 3, "", 16, held, per_rank);
 	for (int i = 0; i < 3 * 16; i++)
 		cr_expect_eq(held[i], 1, "layer entry %d expert %d held %d times over 3 shards", i / 16, i % 16, held[i]);
 	for (int r = 0; r < 3; r++)
 		cr_expect(per_rank[r] >= 15 && per_rank[r] <= 17, "rank %d holds %d of 48 records at even", r,
 			  per_rank[r]);
 	memset(held, 0, sizeof held);
-	shard_all("w123r2", 3, "--placement 1,2,3 --replicas 2", held, per_rank);
+	shard_all("w123r2", 3, "--placement 1,2,3 --replicas 2", 16, held, per_rank);
 	for (int i = 0; i < 3 * 16; i++)
 		cr_expect_eq(held[i], 2, "layer entry %d expert %d held %d times with --replicas 2", i / 16, i % 16,
 			     held[i]);
@@ -161,6 +173,125 @@ Test(shard, records_are_the_sources_and_cover_every_expert_k_times)
 	 * more records. */
 	cr_expect(per_rank[0] < per_rank[1] && per_rank[1] < per_rank[2], "records %d, %d, %d for weights 1, 2, 3",
 		  per_rank[0], per_rank[1], per_rank[2]);
+}
+
+/* The other two corners: weights without replicas (each rank's count is
+ * its weight's share, within one per layer), even with two replicas. */
+Test(shard, weights_share_and_even_replicas)
+{
+	int held[8 * 16] = { 0 }, per_rank[3];
+	shard_all("w123", 3, "--placement 1,2,3", 16, held, per_rank);
+	for (int i = 0; i < 3 * 16; i++)
+		cr_expect_eq(held[i], 1, "layer entry %d expert %d held %d times", i / 16, i % 16, held[i]);
+	for (int r = 0; r < 3; r++) {
+		double want = 48.0 * (r + 1) / 6;
+		cr_expect(per_rank[r] >= want - 3 && per_rank[r] <= want + 3, "rank %d holds %d of 48, its weight's "
+			  "share is %.0f", r, per_rank[r], want);
+	}
+	memset(held, 0, sizeof held);
+	shard_all("evenr2", 3, "--replicas 2", 16, held, per_rank);
+	for (int i = 0; i < 3 * 16; i++)
+		cr_expect_eq(held[i], 2, "layer entry %d expert %d held %d times", i / 16, i % 16, held[i]);
+	for (int r = 0; r < 3; r++)
+		cr_expect(per_rank[r] >= 29 && per_rank[r] <= 35, "rank %d holds %d of 96 at even, 2 replicas", r,
+			  per_rank[r]);
+}
+
+/* A model without MTP layers (OLMoE: 8 experts, 2 MoE layers), where
+ * every row of the placement is a model layer. */
+Test(shard, olmoe_over_three_ranks)
+{
+	char olmoe[4400];
+	snprintf(olmoe, sizeof olmoe, "%s/olmoe", scratch);
+	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/olmoe' '%s'", tu_colibri(), tu_fixtures(), olmoe), 0);
+	source = olmoe;
+	int held[8 * 16] = { 0 }, per_rank[3];
+	shard_all("ol", 3, "--replicas 2", 8, held, per_rank);
+	for (int i = 0; i < 2 * 8; i++)
+		cr_expect_eq(held[i], 2, "layer entry %d expert %d held %d times", i / 8, i % 8, held[i]);
+	source = model;
+}
+
+/* The store of a loaded shard, through the C API: what a rank's session
+ * does with it. model_load itself does not refuse a shard (the session
+ * does, shard_check_run), so the store can be reached here. */
+Test(shard, the_store_reads_by_slot)
+{
+	cr_assert_eq(shard("st", "--ranks 3 --rank 1"), 0);
+	char dir[4400];
+	snprintf(dir, sizeof dir, "%s/st", scratch);
+	struct model m;
+	error_clear();
+	int rc = model_load(&m, dir, NULL);
+	cr_assert_eq(rc, 0, "%s", error_message());
+	int checked = 0, absent_layer = -1, absent = -1;
+	for (size_t i = 0; i < m.man.n_expert_layers; i++) {
+		const struct manifest_expert_layer *l = &m.man.layers[i];
+		if (l->layer >= m.cfg.n_layers + m.n_mtp)
+			continue;
+		for (int e = 0; e < m.man.n_experts; e++) {
+			if (l->slot[e] < 0) {
+				if (absent < 0) {
+					absent_layer = l->layer;
+					absent = e;
+				}
+				continue;
+			}
+			cr_assert_eq(expert_store_request(m.store, l->layer, &e, 1), 0, "layer %d expert %d: %s", l->layer,
+				     e, error_message());
+			int32_t id;
+			const void *rec;
+			cr_assert_eq(expert_store_next(m.store, &id, &rec), 1, "%s", error_message());
+			cr_assert_eq(id, e);
+			char *want = read_at(model, l->file, (long)e * (long)l->record_bytes, l->record_bytes);
+			cr_expect_eq(memcmp(rec, want, l->record_bytes), 0, "layer %d expert %d: not the source's record",
+				     l->layer, e);
+			free(want);
+			expert_store_release(m.store, l->layer, e);
+			cr_assert_eq(expert_store_next(m.store, &id, &rec), 0);
+			checked++;
+		}
+	}
+	cr_expect_eq(checked, 16, "rank 1 of 3 holds %d records, not 16", checked);
+	cr_assert(absent >= 0, "rank 1 of 3 holds every expert");
+	error_clear();
+	rc = expert_store_request(m.store, absent_layer, &absent, 1);
+	char want[96];
+	snprintf(want, sizeof want, "layer %d: expert %d is not in", absent_layer, absent);
+	cr_expect_eq(rc, -ENOENT);
+	cr_expect(strstr(error_message(), want) && strstr(error_message(), "is shard 1 of 3") &&
+		  strstr(error_message(), "rank 1's experts"), "the refusal says: %s", error_message());
+	/* A prefetch guess at an absent expert is no read and no error. */
+	uint64_t before = expert_store_stats(m.store)->prefetch_issued;
+	cr_expect_eq(expert_store_prefetch(m.store, absent_layer, &absent, 1), 0);
+	cr_expect_eq(expert_store_stats(m.store)->prefetch_issued, before);
+	model_free(&m);
+}
+
+/* Who may run a shard (what the session and the MPI join call). */
+Test(shard, who_may_run_it)
+{
+	cr_assert_eq(shard("who", "--ranks 3 --rank 1"), 0);
+	char dir[4400];
+	snprintf(dir, sizeof dir, "%s/who", scratch);
+	struct manifest m, full;
+	cr_assert_eq(manifest_load(&m, dir), 0, "%s", error_message());
+	cr_assert_eq(manifest_load(&full, model), 0, "%s", error_message());
+	cr_expect_eq(shard_check_run(&full, model, false, 0, 1), 0, "a full container is refused");
+	cr_expect_eq(shard_check_run(&full, model, true, 2, 3), 0, "a full container is refused");
+	cr_expect_eq(shard_check_run(&m, dir, true, 1, 3), 0, "%s", error_message());
+	error_clear();
+	cr_expect_eq(shard_check_run(&m, dir, false, 0, 1), -EINVAL);
+	cr_expect(strstr(error_message(), "is shard 1 of 3") && strstr(error_message(), "mpirun -n 3") &&
+		  strstr(error_message(), "full container"), "%s", error_message());
+	error_clear();
+	cr_expect_eq(shard_check_run(&m, dir, true, 0, 3), -EINVAL);
+	cr_expect(strstr(error_message(), "this is rank 0 of 3"), "%s", error_message());
+	error_clear();
+	cr_expect_eq(shard_check_run(&m, dir, true, 1, 2), -EINVAL);
+	cr_expect(strstr(error_message(), "this is rank 1 of 2"), "%s", error_message());
+	manifest_free(&m);
+	manifest_free(&full);
 }
 
 Test(shard, doctor_verifies_a_shard_and_a_single_process_is_refused)
@@ -209,6 +340,26 @@ Test(shard, doctor_verifies_a_shard_and_a_single_process_is_refused)
 	cr_expect(access(path, F_OK) != 0, "logits of a refused shard were written");
 }
 
+/* More ranks than experts: a rank may hold no record of a layer (an empty
+ * file), and the shard still loads and verifies. */
+Test(shard, a_rank_may_hold_nothing_of_a_layer)
+{
+	cr_assert_eq(shard("empty", "--ranks 32 --rank 31"), 0);
+	char dir[4400], out[4400];
+	snprintf(dir, sizeof dir, "%s/empty", scratch);
+	cJSON *m = manifest_of(dir);
+	int empty = 0;
+	for (const cJSON *l = layers_of(m)->child; l; l = l->next)
+		empty += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(l, "records")) == 0;
+	cJSON_Delete(m);
+	cr_expect(empty > 0, "rank 31 of 32 holds a record of every layer");
+	snprintf(out, sizeof out, "%s/doctor.txt", scratch);
+	int rc = cli_run(scratch, out, "doctor --deep --model '%s'", dir);
+	char *text = tu_read(out, NULL);
+	cr_expect_eq(rc, 0, "doctor --deep fails on a shard with empty files:\n%s", text ? text : "");
+	free(text);
+}
+
 /* The command fails, says want on stderr, and leaves nothing at name. */
 static void check_refused(const char *name, const char *args, const char *want)
 {
@@ -229,6 +380,7 @@ Test(shard, bad_requests_are_refused_leaving_nothing)
 	check_refused("auto", "--ranks 2 --rank 0 --placement auto", "--placement auto");
 	check_refused("w", "--ranks 3 --rank 0 --placement 1,2", "2 weights for 3 ranks");
 	/* An existing folder: refused without --force, replaced with it. */
+	char path[4400];
 	cr_assert_eq(shard("twice", "--ranks 2 --rank 0"), 0);
 	cr_expect_neq(shard("twice", "--ranks 2 --rank 1"), 0);
 	char *err = err_of("twice");
@@ -249,6 +401,16 @@ Test(shard, bad_requests_are_refused_leaving_nothing)
 	err = cli_read_err(out);
 	cr_expect(err && strstr(err, "already shard 1 of 2"), "%s", err ? err : "");
 	free(err);
+	snprintf(path, sizeof path, "%s/again", scratch);
+	cr_expect(access(path, F_OK) != 0, "a refused shard of a shard left %s", path);
+	/* A mirror of a shard: refused, the shard unchanged. */
+	snprintf(out, sizeof out, "%s/mirror.out", scratch);
+	cr_expect_neq(cli_run(scratch, out, "mirror --model '%s' --to '%s/mirror'", dir, scratch), 0);
+	err = cli_read_err(out);
+	cr_expect(err && strstr(err, "is shard 1 of 2") && strstr(err, "colibri mirror copies full containers"), "%s",
+		  err ? err : "");
+	free(err);
+	cr_expect_eq(tu_sh("grep -q mirrors '%s/manifest.json'", dir), 1, "the shard's manifest names a mirror");
 }
 
 Test(shard, a_damaged_source_record_is_named)
@@ -286,6 +448,24 @@ Test(shard, a_damaged_source_record_is_named)
 		free(err);
 	}
 	cr_expect_eq(bad, 1, "%d of the 2 ranks failed on one damaged record", bad);
+}
+
+/* A damaged resident.bin is found when the copy is read back. */
+Test(shard, a_damaged_resident_file_is_named)
+{
+	char path[4400];
+	snprintf(path, sizeof path, "%s/resident.bin", model);
+	FILE *f = fopen(path, "r+b");
+	cr_assert_not_null(f);
+	fseek(f, 100, SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, 100, SEEK_SET);
+	fputc(c ^ 4, f);
+	fclose(f);
+	check_refused("dr", "--ranks 2 --rank 0", "does not match its checksum");
+	char *err = err_of("dr");
+	cr_expect(err && strstr(err, "resident.bin: tensor "), "%s", err ? err : "");
+	free(err);
 }
 
 /* Edits the shard's manifest with a jq-free python one-liner. */

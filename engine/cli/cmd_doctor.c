@@ -493,7 +493,12 @@ int cmd_doctor(int argc, char **argv)
 	struct manifest man;
 	bool loaded = check_container(&d, &man, deep);
 	char file[4096];
-	bool first = loaded && man.n_expert_layers && manifest_copy_path(&man, d.dir, 0, 0, file, sizeof file);
+	/* The first expert file that holds a record: a shard's may hold none. */
+	size_t probe = 0;
+	while (loaded && probe < man.n_expert_layers && man.layers[probe].n_records == 0)
+		probe++;
+	bool first = loaded && probe < man.n_expert_layers &&
+		     manifest_copy_path(&man, d.dir, 0, probe, file, sizeof file);
 	manifest_free(&man);
 	check_io(&d, first ? file : NULL);
 	struct plan_container c;

@@ -2,7 +2,10 @@
  * shard — see shard.h. Writes into TO.tmp-XXXXXX beside the destination and
  * renames it into place only once every file is written, synced and read
  * back verified; any failure or a SIGINT/SIGTERM/SIGHUP removes the
- * temporary folder.
+ * temporary folder. The read-back comes after the sync with the written
+ * files' pages dropped, so it checks what reached the disk, not the page
+ * cache. Memory: two buffers (one record, SHARD_BUF_BYTES), whatever the
+ * size of resident.bin or the expert files.
  */
 #include "engine/model/shard.h"
 
@@ -85,45 +88,54 @@ int shard_check_run(const struct manifest *m, const char *dir, bool under_mpi, i
 	return 0;
 }
 
-/* Copies what is not an expert file: resident.bin, verified against its
- * tensors' checksums once copied, and the HF side files that are there. */
+/* Copies src to dst through buf (SHARD_BUF_BYTES) and syncs it; resident.bin
+ * may be tens of GB, so it is never read whole. */
+static int copy_stream(const char *src, const char *dst, uint8_t *buf, struct shard_progress *p)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return error_set(errno, "%s: cannot open: %s", src, strerror(errno));
+	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0) {
+		int e = errno;
+		close(in);
+		return error_set(e, "%s: cannot create: %s", dst, strerror(e));
+	}
+	struct stat sb;
+	int rc = fstat(in, &sb) == 0 ? 0 : error_set(errno, "%s: cannot stat: %s", src, strerror(errno));
+	for (uint64_t off = 0; !rc && off < (uint64_t)sb.st_size; off += SHARD_BUF_BYTES) {
+		uint64_t left = (uint64_t)sb.st_size - off;
+		size_t n = left < SHARD_BUF_BYTES ? (size_t)left : SHARD_BUF_BYTES;
+		if (shard_interrupted)
+			rc = error_set(EINTR, "interrupted");
+		if (!rc)
+			rc = full_io(in, buf, n, off, false, src);
+		if (!rc)
+			rc = full_io(out, buf, n, off, true, dst);
+		posix_fadvise(in, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED);
+		p->done += n;
+		progress(p, "wrote", false);
+	}
+	if (!rc && fsync(out) != 0)
+		rc = error_set(errno, "%s: cannot sync: %s", dst, strerror(errno));
+	if (close(out) != 0 && !rc)
+		rc = error_set(errno, "%s: write failed: %s", dst, strerror(errno));
+	close(in);
+	return rc;
+}
+
+/* Copies what is not an expert file: resident.bin (verified against its
+ * tensors' checksums by read_back) and the HF side files that are there,
+ * the same list convert copies. */
 static int copy_dense(const char *src, const char *tmp, const struct manifest *m, uint8_t *buf,
 		      struct shard_progress *p)
 {
 	char from[PATH_MAX], to[PATH_MAX];
 	snprintf(from, sizeof from, "%s/%s", src, m->resident_file);
 	snprintf(to, sizeof to, "%s/%s", tmp, m->resident_file);
-	int rc = file_copy(from, to);
-	if (rc)
-		return rc;
-	size_t n = m->n_tensors;
-	uint64_t *offs = calloc(n + 1, sizeof *offs), *lens = calloc(n + 1, sizeof *lens);
-	uint64_t *sums = calloc(n + 1, sizeof *sums), *seeds = calloc(n + 1, sizeof *seeds);
-	if (!offs || !lens || !sums || !seeds)
-		rc = error_set(ENOMEM, "out of memory");
-	for (size_t i = 0; !rc && i < n; i++) {
-		offs[i] = m->tensors[i].offset;
-		lens[i] = m->tensors[i].bytes;
-		sums[i] = m->tensors[i].checksum;
-		seeds[i] = manifest_tensor_seed(m->tensors[i].name, m->tensors[i].offset);
-	}
-	struct verify v = { .buf = buf, .buf_bytes = SHARD_BUF_BYTES };
-	int fd = rc ? -1 : open(to, O_RDONLY | O_CLOEXEC);
-	if (!rc && fd < 0)
-		rc = error_set(errno, "%s: cannot open: %s", to, strerror(errno));
-	for (size_t i = 0; fd >= 0 && !rc && i < n; i++) {
-		uint64_t h;
-		if ((rc = verify_hash_range(&v, to, fd, offs[i], lens[i], seeds[i], &h)) == 0 && h != sums[i])
-			rc = error_set(EIO, "%s: tensor %s does not match its checksum (copied from %s)", to,
-				       m->tensors[i].name, from);
-	}
-	if (fd >= 0)
-		close(fd);
-	p->done += m->resident_bytes;
-	free(offs);
-	free(lens);
-	free(sums);
-	free(seeds);
+	int rc = dir_make_parent(to);
+	if (!rc)
+		rc = copy_stream(from, to, buf, p);
 	static const char *const side[] = { "config.json", "generation_config.json", "tokenizer.json",
 					    "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json" };
 	for (size_t i = 0; !rc && i < sizeof side / sizeof side[0]; i++) {
@@ -181,18 +193,55 @@ static int write_layer(const char *src, const char *tmp, const struct manifest_e
 	return rc;
 }
 
-/* Reads every record of the written shard back and checks it. */
+static void verified_bytes(void *ctx, uint64_t bytes)
+{
+	struct shard_progress *p = ctx;
+	p->done += bytes;
+	progress(p, "verified", false);
+}
+
+/* Opens path for the read-back with its cached pages dropped (the folder
+ * has been synced, so they are clean), so the reads come from the disk. */
+static int open_uncached(const char *path, int *fd)
+{
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return error_set(errno, "%s: cannot open: %s", path, strerror(errno));
+	posix_fadvise(*fd, 0, 0, POSIX_FADV_DONTNEED);
+	return 0;
+}
+
+/* Reads the written shard back as m (loaded from tmp) describes it and
+ * checks every resident tensor and every record against its checksum. */
 static int read_back(const char *tmp, const struct manifest *m, uint8_t *buf, struct shard_progress *p)
 {
-	int rc = 0;
+	struct verify v = { .buf = buf, .buf_bytes = SHARD_BUF_BYTES, .progress = verified_bytes, .ctx = p };
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s/%s", tmp, m->resident_file);
+	int fd, rc = open_uncached(path, &fd);
+	for (size_t i = 0; !rc && i < m->n_tensors; i++) {
+		const struct manifest_tensor *t = &m->tensors[i];
+		uint64_t h;
+		rc = verify_hash_range(&v, path, fd, t->offset, t->bytes, manifest_tensor_seed(t->name, t->offset), &h);
+		if (!rc && h != t->checksum)
+			rc = error_set(EIO, "%s: tensor %s does not match its checksum: the source's resident.bin is "
+					    "damaged or the copy failed",
+				       path, t->name);
+	}
+	if (fd >= 0)
+		close(fd);
+	/* Tensors need not cover resident.bin to its end: count it all. */
+	if (!rc) {
+		uint64_t tensors = 0;
+		for (size_t i = 0; i < m->n_tensors; i++)
+			tensors += m->tensors[i].bytes;
+		p->done += m->resident_bytes > tensors ? m->resident_bytes - tensors : 0;
+	}
 	for (size_t i = 0; !rc && i < m->n_expert_layers; i++) {
 		const struct manifest_expert_layer *l = &m->layers[i];
-		char path[PATH_MAX];
 		snprintf(path, sizeof path, "%s/%s", tmp, l->file);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return error_set(errno, "%s: cannot open: %s", path, strerror(errno));
-		struct verify v = { .buf = buf, .buf_bytes = SHARD_BUF_BYTES };
+		if ((rc = open_uncached(path, &fd)))
+			break;
 		for (int32_t k = 0; !rc && k < l->n_records; k++) {
 			int32_t e = l->records[k];
 			uint64_t h, off = (uint64_t)k * l->record_bytes;
@@ -200,8 +249,8 @@ static int read_back(const char *tmp, const struct manifest *m, uint8_t *buf, st
 			if (!rc && h != l->checksums[e])
 				rc = error_set(EIO, "%s: layer %d expert %d (offset %" PRIu64 ") reads back wrong", path,
 					       l->layer, e, off);
-			p->done += l->record_bytes;
-			progress(p, "verified", false);
+			if (!rc && shard_interrupted)
+				rc = error_set(EINTR, "interrupted");
 		}
 		close(fd);
 	}
@@ -311,6 +360,19 @@ static int publish(const char *tmp, const char *to)
 	}
 	if (had_old)
 		dir_remove_tree(old);
+	/* The rename itself lasts once the parent folder is synced. */
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof parent, "%s", to);
+	char *slash = strrchr(parent, '/');
+	if (!slash)
+		snprintf(parent, sizeof parent, ".");
+	else
+		slash[slash == parent] = 0;
+	int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
 	return 0;
 }
 
@@ -349,7 +411,7 @@ int shard_write(const struct shard_options *o, struct shard_result *out)
 		rec_max = m.layers[i].record_bytes > rec_max ? m.layers[i].record_bytes : rec_max;
 		p.total += 2 * m.layers[i].record_bytes * (uint64_t)m.layers[i].n_records; /* write + read back */
 	}
-	p.total += m.resident_bytes;
+	p.total += 2 * m.resident_bytes;
 	if (!rc && (posix_memalign(&rec, 4096, rec_max ? rec_max : 4096) != 0 ||
 		    posix_memalign((void **)&buf, 4096, SHARD_BUF_BYTES) != 0))
 		rc = error_set(ENOMEM, "out of memory");
@@ -376,9 +438,19 @@ int shard_write(const struct shard_options *o, struct shard_result *out)
 		w.n_mirrors = 0;
 		rc = manifest_write(&w, tmp);
 	}
-	if (!rc && !shard_interrupted) {
+	if (!rc && shard_interrupted)
+		rc = error_set(EINTR, "interrupted");
+	if (!rc) {
+		/* Every file and folder of the shard on the disk (as convert). */
+		int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || syncfs(dfd) != 0)
+			rc = error_set(errno, "%s: cannot sync: %s", tmp, strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+	}
+	if (!rc) {
 		/* Read back as a reader would: the manifest's checks, then every
-		 * record against its checksum. */
+		 * tensor and record against its checksum. */
 		struct manifest back;
 		rc = manifest_load(&back, tmp);
 		if (!rc)
@@ -388,11 +460,6 @@ int shard_write(const struct shard_options *o, struct shard_result *out)
 	if (!rc && shard_interrupted)
 		rc = error_set(EINTR, "interrupted");
 	if (!rc) {
-		int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			fsync(dfd);
-			close(dfd);
-		}
 		rc = publish(tmp, o->to_dir);
 		if (!rc)
 			tmp[0] = 0;
