@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <fcntl.h>
@@ -208,6 +209,57 @@ int dir_make_parent(const char *path)
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+int file_io_at(int fd, void *buf, size_t len, uint64_t off, bool write_it, const char *path)
+{
+	uint8_t *b = buf;
+	while (len > 0) {
+		ssize_t r = write_it ? pwrite(fd, b, len, (off_t)off) : pread(fd, b, len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return error_set(r < 0 ? errno : EIO, "%s: %s failed at offset %" PRIu64 ": %s", path,
+					 write_it ? "write" : "read", off, r < 0 ? strerror(errno) : "end of file");
+		b += r;
+		len -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int file_copy_through(const char *src, const char *dst, void *buf, size_t chunk, int (*step)(void *ctx, uint64_t bytes),
+		      void *ctx)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return error_set(errno, "%s: cannot open: %s", src, strerror(errno));
+	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0) {
+		int e = errno;
+		close(in);
+		return error_set(e, "%s: cannot create: %s", dst, strerror(e));
+	}
+	struct stat sb;
+	int rc = fstat(in, &sb) == 0 ? 0 : error_set(errno, "%s: cannot stat: %s", src, strerror(errno));
+	for (uint64_t off = 0; !rc && off < (uint64_t)sb.st_size; off += chunk) {
+		uint64_t left = (uint64_t)sb.st_size - off;
+		size_t n = left < chunk ? (size_t)left : chunk;
+		rc = file_io_at(in, buf, n, off, false, src);
+		if (!rc)
+			rc = file_io_at(out, buf, n, off, true, dst);
+		posix_fadvise(in, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED);
+		if (!rc && step)
+			rc = step(ctx, n);
+	}
+	if (!rc && fsync(out) != 0)
+		rc = error_set(errno, "%s: cannot sync: %s", dst, strerror(errno));
+	if (!rc)
+		posix_fadvise(out, 0, 0, POSIX_FADV_DONTNEED);
+	if (close(out) != 0 && !rc)
+		rc = error_set(errno, "%s: write failed: %s", dst, strerror(errno));
+	close(in);
+	return rc;
 }
 
 int file_pread_full(int fd, void *buf, uint64_t len, uint64_t off)

@@ -5,6 +5,7 @@
 #ifndef COLIBRI_ENGINE_FILES_H
 #define COLIBRI_ENGINE_FILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,19 @@ int file_write_atomic(const char *path, const void *data, size_t len);
  * 0, or -errno (-EIO at end of file). No message: the caller names what it
  * was reading. */
 int file_pread_full(int fd, void *buf, uint64_t len, uint64_t off);
+
+/* Reads (write_it false) or writes len bytes of fd at off, retrying short
+ * transfers and EINTR: 0, or -errno (-EIO at end of file) with a message
+ * naming path, the operation and the offset. */
+int file_io_at(int fd, void *buf, size_t len, uint64_t off, bool write_it, const char *path);
+
+/* Copies src to dst (created or truncated) chunk bytes at a time through
+ * buf, never the whole file in memory, and syncs dst; the source's and
+ * the copy's pages leave the page cache behind it, so a later check of
+ * the copy reads the disk. step(ctx, bytes), when given, runs after each
+ * chunk; its nonzero return stops the copy and is the result. */
+int file_copy_through(const char *src, const char *dst, void *buf, size_t chunk, int (*step)(void *ctx, uint64_t bytes),
+		      void *ctx);
 
 /* Copies src to dst (created or truncated). */
 int file_copy(const char *src, const char *dst);

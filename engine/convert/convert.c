@@ -10,7 +10,6 @@
  */
 #include "engine/convert/convert_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -385,46 +384,10 @@ static int write_expert_layer(struct converter *c, int layer, struct manifest_ex
 	return rc;
 }
 
-static bool dir_is_empty(const char *path)
-{
-	DIR *d = opendir(path);
-	if (!d)
-		return false;
-	struct dirent *e;
-	bool empty = true;
-	while (empty && (e = readdir(d)))
-		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
-	closedir(d);
-	return empty;
-}
-
-/* Whether OUT_DIR may be replaced (0 also when it does not exist): only
- * with --force, and only an empty folder or a container this colibri reads.
- * A folder with anything else in it, even a manifest.json, is not ours to
- * delete; nor is a container of a format version this build does not read,
- * since nothing here can tell what it holds. */
+/* Whether OUT_DIR may be replaced (manifest_dir_replaceable). */
 static int out_replaceable(const struct converter *c)
 {
-	const char *out = c->out;
-	struct stat sb;
-	if (stat(out, &sb) != 0)
-		return errno == ENOENT ? 0 : error_set(errno, "%s: %s", out, strerror(errno));
-	if (!c->opt->force)
-		return error_set(EEXIST, "%s: already exists; pass --force to replace it", out);
-	if (!S_ISDIR(sb.st_mode))
-		return error_set(EEXIST, "%s: exists and is not a folder; refusing to replace it", out);
-	if (dir_is_empty(out))
-		return 0;
-	struct manifest m;
-	int rc = manifest_load(&m, out);
-	manifest_free(&m);
-	if (!rc)
-		return 0;
-	char why[768];
-	snprintf(why, sizeof why, "%s", error_message());
-	error_clear();
-	return error_set(EEXIST, "%s: exists and is not a container this colibri reads (%s); --force replaces only "
-			 "such a container or an empty folder, so remove it yourself if it is to go", out, why);
+	return manifest_dir_replaceable(c->out, c->opt->force);
 }
 
 /* Step 0, before anything is read: OUT_DIR names a folder whose parent is

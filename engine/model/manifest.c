@@ -5,6 +5,7 @@
 #include "engine/model/manifest.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -511,6 +512,42 @@ bool manifest_copy_path(const struct manifest *m, const char *dir, size_t copy, 
 		return false;
 	snprintf(buf, n, "%s/%s", copy > 0 ? m->mirrors[copy - 1].dir : dir, l->file);
 	return true;
+}
+
+static bool dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+int manifest_dir_replaceable(const char *dir, bool force)
+{
+	struct stat sb;
+	if (stat(dir, &sb) != 0)
+		return errno == ENOENT ? 0 : error_set(errno, "%s: %s", dir, strerror(errno));
+	if (!force)
+		return error_set(EEXIST, "%s: already exists; pass --force to replace it", dir);
+	if (!S_ISDIR(sb.st_mode))
+		return error_set(EEXIST, "%s: exists and is not a folder; refusing to replace it", dir);
+	if (dir_is_empty(dir))
+		return 0;
+	struct manifest m;
+	int rc = manifest_load(&m, dir);
+	manifest_free(&m);
+	if (!rc)
+		return 0;
+	char why[768];
+	snprintf(why, sizeof why, "%s", error_message());
+	error_clear();
+	return error_set(EEXIST, "%s: exists and is not a container this colibri reads (%s); --force replaces only "
+			 "such a container or an empty folder, so remove it yourself if it is to go", dir, why);
 }
 
 int manifest_load(struct manifest *m, const char *dir)

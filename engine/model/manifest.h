@@ -131,6 +131,13 @@ bool manifest_mirror_has(const struct manifest_mirror *mirror, int layer);
 bool manifest_copy_path(const struct manifest *m, const char *dir, size_t copy, size_t layer_index, char *buf,
 			size_t n);
 
+/* Whether a command may put a container at dir (0 also when nothing is
+ * there): only with force, and only over an empty folder or a container
+ * this colibri reads. A folder with anything else in it, even a
+ * manifest.json, is not ours to delete; nor is a container of a format
+ * version this build does not read. -EEXIST with a message otherwise. */
+int manifest_dir_replaceable(const char *dir, bool force);
+
 /* Writes dir/manifest.json atomically. */
 int manifest_write(const struct manifest *m, const char *dir);
 

@@ -40,23 +40,6 @@ static void progress(struct mirror_progress *p, bool final)
 		p->done / 1e6, p->total / 1e6, p->done / 1e6 / dt, final || !isatty(2) ? "\n" : "");
 }
 
-static int full_io(int fd, void *buf, size_t len, uint64_t off, bool write_it, const char *path)
-{
-	uint8_t *b = buf;
-	while (len > 0) {
-		ssize_t r = write_it ? pwrite(fd, b, len, (off_t)off) : pread(fd, b, len, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return error_set(r < 0 ? errno : EIO, "%s: %s failed at offset %" PRIu64 ": %s", path,
-					 write_it ? "write" : "read", off, r < 0 ? strerror(errno) : "end of file");
-		b += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 struct mirror_check {
 	const char *path;
 	struct mirror_progress *p;
@@ -90,35 +73,12 @@ static int verify_copy(const char *path, const struct manifest_expert_layer *l, 
 	return verify_file(&v, path, (size_t)n_experts, NULL, &l->record_bytes, l->checksums, &seed);
 }
 
-static int copy_file(const char *src, const char *dst, uint8_t *buf, struct mirror_progress *p)
+static int copy_step(void *ctx, uint64_t bytes)
 {
-	int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return error_set(errno, "%s: cannot open: %s", src, strerror(errno));
-	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (out < 0) {
-		int e = errno;
-		close(in);
-		return error_set(e, "%s: cannot create: %s", dst, strerror(e));
-	}
-	struct stat sb;
-	int rc = fstat(in, &sb) == 0 ? 0 : error_set(errno, "%s: cannot stat", src);
-	for (uint64_t off = 0; !rc && off < (uint64_t)sb.st_size; off += MIRROR_CHUNK) {
-		size_t n = (uint64_t)sb.st_size - off < MIRROR_CHUNK ? (size_t)((uint64_t)sb.st_size - off) : MIRROR_CHUNK;
-		rc = full_io(in, buf, n, off, false, src);
-		if (!rc)
-			rc = full_io(out, buf, n, off, true, dst);
-		p->done += n;
-		progress(p, false);
-	}
-	if (!rc && fsync(out) != 0)
-		rc = error_set(errno, "%s: fsync failed: %s", dst, strerror(errno));
-	/* Drop the copy's pages so the verification reads the disk. */
-	if (!rc)
-		posix_fadvise(out, 0, 0, POSIX_FADV_DONTNEED);
-	close(in);
-	close(out);
-	return rc;
+	struct mirror_progress *p = ctx;
+	p->done += bytes;
+	progress(p, false);
+	return 0;
 }
 
 int mirror_leftovers(const struct manifest *m, const char *dir, int (*found)(void *ctx, const char *path),
@@ -235,7 +195,7 @@ int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers,
 		snprintf(src, sizeof src, "%s/%s", model_dir, l->file);
 		snprintf(dst, sizeof dst, "%s/%s", to, l->file);
 		snprintf(tmp, sizeof tmp, "%s.tmp", dst);
-		rc = copy_file(src, tmp, buf, &p);
+		rc = file_copy_through(src, tmp, buf, MIRROR_CHUNK, copy_step, &p);
 		if (!rc)
 			rc = verify_copy(tmp, l, m.n_experts, buf, buf_bytes, &p);
 		if (!rc && rename(tmp, dst) != 0)

@@ -9,7 +9,6 @@
  */
 #include "engine/model/shard.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -55,23 +54,6 @@ static void progress(struct shard_progress *p, const char *verb, bool final)
 		p->total / 1e6, p->done / 1e6 / dt, final || !isatty(2) ? "\n" : "");
 }
 
-static int full_io(int fd, void *buf, size_t len, uint64_t off, bool write_it, const char *path)
-{
-	uint8_t *b = buf;
-	while (len > 0) {
-		ssize_t r = write_it ? pwrite(fd, b, len, (off_t)off) : pread(fd, b, len, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return error_set(r < 0 ? errno : EIO, "%s: %s failed at offset %" PRIu64 ": %s", path,
-					 write_it ? "write" : "read", off, r < 0 ? strerror(errno) : "end of file");
-		b += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 int shard_check_run(const struct manifest *m, const char *dir, bool under_mpi, int rank, int n_ranks)
 {
 	const struct manifest_shard *s = &m->shard;
@@ -88,40 +70,13 @@ int shard_check_run(const struct manifest *m, const char *dir, bool under_mpi, i
 	return 0;
 }
 
-/* Copies src to dst through buf (SHARD_BUF_BYTES) and syncs it; resident.bin
- * may be tens of GB, so it is never read whole. */
-static int copy_stream(const char *src, const char *dst, uint8_t *buf, struct shard_progress *p)
+/* One chunk of resident.bin copied: progress, and stop on a signal. */
+static int copy_step(void *ctx, uint64_t bytes)
 {
-	int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return error_set(errno, "%s: cannot open: %s", src, strerror(errno));
-	int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (out < 0) {
-		int e = errno;
-		close(in);
-		return error_set(e, "%s: cannot create: %s", dst, strerror(e));
-	}
-	struct stat sb;
-	int rc = fstat(in, &sb) == 0 ? 0 : error_set(errno, "%s: cannot stat: %s", src, strerror(errno));
-	for (uint64_t off = 0; !rc && off < (uint64_t)sb.st_size; off += SHARD_BUF_BYTES) {
-		uint64_t left = (uint64_t)sb.st_size - off;
-		size_t n = left < SHARD_BUF_BYTES ? (size_t)left : SHARD_BUF_BYTES;
-		if (shard_interrupted)
-			rc = error_set(EINTR, "interrupted");
-		if (!rc)
-			rc = full_io(in, buf, n, off, false, src);
-		if (!rc)
-			rc = full_io(out, buf, n, off, true, dst);
-		posix_fadvise(in, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED);
-		p->done += n;
-		progress(p, "wrote", false);
-	}
-	if (!rc && fsync(out) != 0)
-		rc = error_set(errno, "%s: cannot sync: %s", dst, strerror(errno));
-	if (close(out) != 0 && !rc)
-		rc = error_set(errno, "%s: write failed: %s", dst, strerror(errno));
-	close(in);
-	return rc;
+	struct shard_progress *p = ctx;
+	p->done += bytes;
+	progress(p, "wrote", false);
+	return shard_interrupted ? error_set(EINTR, "interrupted") : 0;
 }
 
 /* Copies what is not an expert file: resident.bin (verified against its
@@ -135,7 +90,7 @@ static int copy_dense(const char *src, const char *tmp, const struct manifest *m
 	snprintf(to, sizeof to, "%s/%s", tmp, m->resident_file);
 	int rc = dir_make_parent(to);
 	if (!rc)
-		rc = copy_stream(from, to, buf, p);
+		rc = file_copy_through(from, to, buf, SHARD_BUF_BYTES, copy_step, p); /* may be tens of GB */
 	static const char *const side[] = { "config.json", "generation_config.json", "tokenizer.json",
 					    "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json" };
 	for (size_t i = 0; !rc && i < sizeof side / sizeof side[0]; i++) {
@@ -170,7 +125,7 @@ static int write_layer(const char *src, const char *tmp, const struct manifest_e
 			break;
 		}
 		uint64_t off = (uint64_t)e * l->record_bytes;
-		if ((rc = full_io(in, rec, l->record_bytes, off, false, from)))
+		if ((rc = file_io_at(in, rec, l->record_bytes, off, false, from)))
 			break;
 		uint64_t h = checksum_xxh3(rec, l->record_bytes, manifest_record_seed(l->layer, e));
 		if (h != l->checksums[e]) {
@@ -179,7 +134,7 @@ static int write_layer(const char *src, const char *tmp, const struct manifest_e
 				       from, l->layer, e, off, src);
 			break;
 		}
-		rc = full_io(out, rec, l->record_bytes, (uint64_t)i * l->record_bytes, true, to);
+		rc = file_io_at(out, rec, l->record_bytes, (uint64_t)i * l->record_bytes, true, to);
 		/* The source's pages are not ours to keep. */
 		posix_fadvise(in, (off_t)off, (off_t)l->record_bytes, POSIX_FADV_DONTNEED);
 		p->done += l->record_bytes;
@@ -320,29 +275,7 @@ static int dest_check(const struct shard_options *o)
 		return errno == ENOENT ? 0 : error_set(errno, "%s: %s", o->to_dir, strerror(errno));
 	if (realpath(o->to_dir, a) && realpath(o->model_dir, b) && !strcmp(a, b))
 		return error_set(EINVAL, "%s: the shard cannot replace its own source", o->to_dir);
-	if (!o->force)
-		return error_set(EEXIST, "%s: already exists; pass --force to replace it", o->to_dir);
-	if (!S_ISDIR(sb.st_mode))
-		return error_set(EEXIST, "%s: exists and is not a folder; refusing to replace it", o->to_dir);
-	DIR *d = opendir(o->to_dir);
-	bool empty = true;
-	for (struct dirent *e; d && (e = readdir(d));)
-		empty &= !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
-	if (d)
-		closedir(d);
-	if (empty)
-		return 0;
-	struct manifest old;
-	int rc = manifest_load(&old, o->to_dir);
-	manifest_free(&old);
-	if (!rc)
-		return 0;
-	char why[768];
-	snprintf(why, sizeof why, "%s", error_message());
-	error_clear();
-	return error_set(EEXIST, "%s: exists and is not a container this colibri reads (%s); --force replaces only "
-				 "such a container or an empty folder",
-			 o->to_dir, why);
+	return manifest_dir_replaceable(o->to_dir, o->force);
 }
 
 static int publish(const char *tmp, const char *to)
