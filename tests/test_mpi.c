@@ -607,28 +607,45 @@ static void check_loss_run(const char *out, const char *ref, size_t n_ref, const
 	free(text);
 }
 
+/* Starts the loss run (start_loss_run_on), sends rank victim sig mid-run,
+ * and checks that the job ends within 90 s with the single process's
+ * logits, a warning naming the rank and host as silent, and every one of
+ * extra[0..n_extra) in its output. Returns mpirun's exit status. */
+static int check_rank_lost(const char *mpirun_opts, bool shards, int victim_rank, int sig, const char *const *extra,
+			   int n_extra)
+{
+	char out[4400], host[256], want_rank[320];
+	char *ref;
+	size_t n_ref;
+	pid_t job = start_loss_run_on(mpirun_opts, shards, &ref, &n_ref, out, sizeof out);
+	int victim = rank_pid(victim_rank);
+	cr_assert_eq(kill(victim, sig), 0, "signal %d to rank %d (pid %d): %s", sig, victim_rank, victim,
+		     strerror(errno));
+	int status = wait_for(job, 90);
+	kill(victim, SIGCONT);
+	if (status < 0)
+		kill(-job, SIGKILL), waitpid(job, NULL, 0);
+	cr_assert_geq(status, 0, "mpirun still running 90 s after rank %d got signal %d", victim_rank, sig);
+	cr_expect_neq(status, 124, "mpirun ran into its time limit");
+	host_name(host, sizeof host);
+	snprintf(want_rank, sizeof want_rank, "rank %d (host %s) did not answer", victim_rank, host);
+	const char *want[8] = { want_rank, "--replicas 2" };
+	for (int i = 0; i < n_extra && i < 6; i++)
+		want[2 + i] = extra[i];
+	check_loss_run(out, ref, n_ref, want, 2 + (n_extra < 6 ? n_extra : 6));
+	free(ref);
+	return status;
+}
+
 /* A dead rank under mpirun --enable-recovery (without it mpirun ends the
  * job, dead_rank_ends_the_run): rank 0 warns, its experts' replicas serve,
  * and the logits are the single process's; the job exits 0. */
 Test(mpi, replicas_survive_a_killed_rank)
 {
 	need_netns();
-	char out[4400], host[256], want_rank[320];
-	char *ref;
-	size_t n_ref;
-	pid_t job = start_loss_run("--enable-recovery", &ref, &n_ref, out, sizeof out);
-	int victim = rank_pid(2);
-	cr_assert_eq(kill(victim, SIGKILL), 0, "kill rank 2 (pid %d): %s", victim, strerror(errno));
-	int status = wait_for(job, 90);
-	if (status < 0)
-		kill(-job, SIGKILL), waitpid(job, NULL, 0);
-	cr_assert_geq(status, 0, "mpirun still running 90 s after rank 2 was killed");
-	host_name(host, sizeof host);
-	snprintf(want_rank, sizeof want_rank, "rank 2 (host %s) did not answer", host);
-	const char *const want[] = { want_rank, "--replicas 2", "same results" };
-	check_loss_run(out, ref, n_ref, want, 3);
+	static const char *const extra[] = { "same results" };
+	int status = check_rank_lost("--enable-recovery", false, 2, SIGKILL, extra, 1);
 	cr_expect_eq(status, 0, "mpirun exit %d after a replicated rank died", status);
-	free(ref);
 }
 
 /* A hung rank under plain mpirun: rank 0 goes on without it after
@@ -637,23 +654,8 @@ Test(mpi, replicas_survive_a_killed_rank)
 Test(mpi, replicas_survive_a_stopped_rank)
 {
 	need_netns();
-	char out[4400], host[256], want_rank[320];
-	char *ref;
-	size_t n_ref;
-	pid_t job = start_loss_run("", &ref, &n_ref, out, sizeof out);
-	int victim = rank_pid(1);
-	cr_assert_eq(kill(victim, SIGSTOP), 0, "stop rank 1 (pid %d): %s", victim, strerror(errno));
-	int status = wait_for(job, 90);
-	kill(victim, SIGCONT);
-	if (status < 0)
-		kill(-job, SIGKILL), waitpid(job, NULL, 0);
-	cr_assert_geq(status, 0, "mpirun still running 90 s after rank 1 was stopped");
-	cr_expect_neq(status, 124, "mpirun ran into its time limit");
-	host_name(host, sizeof host);
-	snprintf(want_rank, sizeof want_rank, "rank 1 (host %s) did not answer", host);
-	const char *const want[] = { want_rank, "--replicas 2", "never answered again", "MPI_Abort" };
-	check_loss_run(out, ref, n_ref, want, 4);
-	free(ref);
+	static const char *const extra[] = { "never answered again", "MPI_Abort" };
+	check_rank_lost("", false, 1, SIGSTOP, extra, 2);
 }
 
 /* Two ranks of three lost with two replicas: some expert is left on no
@@ -1034,19 +1036,5 @@ Test(mpi, shards_give_one_process_logits)
 Test(mpi, replicated_shards_survive_a_killed_rank)
 {
 	need_netns();
-	char out[4400], host[256], want_rank[320];
-	char *ref;
-	size_t n_ref;
-	pid_t job = start_loss_run_on("--enable-recovery", true, &ref, &n_ref, out, sizeof out);
-	int victim = rank_pid(1);
-	cr_assert_eq(kill(victim, SIGKILL), 0, "kill rank 1 (pid %d): %s", victim, strerror(errno));
-	int status = wait_for(job, 90);
-	if (status < 0)
-		kill(-job, SIGKILL), waitpid(job, NULL, 0);
-	cr_assert_geq(status, 0, "mpirun still running 90 s after rank 1 was killed");
-	host_name(host, sizeof host);
-	snprintf(want_rank, sizeof want_rank, "rank 1 (host %s) did not answer", host);
-	const char *const want[] = { want_rank, "--replicas 2" };
-	check_loss_run(out, ref, n_ref, want, 2);
-	free(ref);
+	check_rank_lost("--enable-recovery", true, 1, SIGKILL, NULL, 0);
 }
