@@ -74,7 +74,8 @@ static void classes_init(struct plan *p, const struct plan_inputs *in)
 		struct plan_class *pc = &p->classes[c];
 		pc->frame_bytes = in->n_classes > 0 ? in->class_record_bytes[c] : in->record_bytes_max;
 		pc->layers = in->n_classes > 0 ? in->class_layers[c] : in->n_moe_layers;
-		pc->frames_all = (uint64_t)in->n_experts * (uint64_t)pc->layers;
+		pc->frames_all = in->n_classes > 0 && in->class_records[c] ? in->class_records[c]
+									   : (uint64_t)in->n_experts * (uint64_t)pc->layers;
 	}
 	p->main_class = in->n_classes > 0 ? plan_main_class(in) : 0;
 }

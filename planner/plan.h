@@ -70,6 +70,8 @@ struct plan_inputs {
 	int32_t n_classes;             /* distinct record sizes; 0: one, record_bytes_max */
 	uint64_t class_record_bytes[PLAN_CLASSES_MAX]; /* each size, ascending */
 	int32_t class_layers[PLAN_CLASSES_MAX];        /* MoE layers whose records have it */
+	uint64_t class_records[PLAN_CLASSES_MAX];      /* records their files hold: a shard's (colibri shard)
+							* fewer; 0: n_experts per layer */
 	uint64_t kv_bytes_per_position; /* what grows per position: K and V of every layer, score rows */
 	const char *kv_what;         /* what that is for this attention, for the report; NULL: K and V */
 	uint64_t state_fixed_bytes;    /* sequence state that does not grow with the position: recurrent and
@@ -129,7 +131,7 @@ struct plan_class {
 	uint64_t frame_bytes;          /* its record size */
 	int32_t layers;                /* MoE layers of that record size */
 	uint64_t frames;
-	uint64_t frames_all;           /* layers x n_experts */
+	uint64_t frames_all;           /* layers x n_experts, or the records a shard's files hold */
 	double hit_rate_warm;          /* frames / frames_all */
 };
 

@@ -20,6 +20,7 @@
  *   source's bytes (read by slot, not at e * record_bytes), refuses a
  *   request for an absent one with -ENOENT naming layer, expert and rank,
  *   and skips a prefetch of one; `colibri mirror` refuses a shard.
+ * - `plan` on a shard counts the records it holds (expert_cache.frames_all).
  * The MPI runs over shards are tests/test_mpi.c's.
  */
 #include <criterion/criterion.h>
@@ -504,4 +505,28 @@ Test(shard, a_manifest_that_does_not_belong_together_is_refused)
 	err = cli_read_err(out);
 	cr_expect(err && strstr(err, "strictly ascending"), "%s", err ? err : "");
 	free(err);
+}
+
+/* `plan` on a shard sizes the cache for the records it holds: its
+ * expert_cache.frames_all is their count, not every expert's. */
+Test(shard, plan_counts_the_records_a_shard_holds)
+{
+	cr_assert_eq(shard("p", "--ranks 3 --rank 2 --replicas 2"), 0);
+	char dir[4400], out[4400];
+	snprintf(dir, sizeof dir, "%s/p", scratch);
+	cJSON *m = manifest_of(dir);
+	int held = 0;
+	for (const cJSON *l = layers_of(m)->child; l; l = l->next)
+		held += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(l, "records"));
+	cJSON_Delete(m);
+	snprintf(out, sizeof out, "%s/plan.json", scratch);
+	int rc = cli_run(scratch, out, "plan --json --model '%s'", dir);
+	char *err = cli_read_err(out);
+	cr_assert_eq(rc, 0, "plan --json on a shard failed:\n%s", err ? err : "");
+	free(err);
+	cJSON *j = cli_json_read(out);
+	cr_expect_eq((int)cli_json_num(j, "expert_cache.frames_all"), held, "frames_all %d for %d held records",
+		     (int)cli_json_num(j, "expert_cache.frames_all"), held);
+	cr_expect_lt(held, 48, "a shard of 3 ranks with 2 replicas holds every record");
+	cJSON_Delete(j);
 }

@@ -30,9 +30,10 @@ static int add_path(struct plan_container *c, const struct manifest *man, const 
 	return 0;
 }
 
-/* Counts one MoE layer of record_bytes in its frame class (the sizes kept
- * ascending, as the expert store orders its classes). */
-static int class_add(struct plan_inputs *in, uint64_t record_bytes)
+/* Counts one MoE layer of record_bytes, whose file holds n_records, in its
+ * frame class (the sizes kept ascending, as the expert store orders its
+ * classes). */
+static int class_add(struct plan_inputs *in, uint64_t record_bytes, int32_t n_records)
 {
 	int k = 0;
 	while (k < in->n_classes && in->class_record_bytes[k] < record_bytes)
@@ -43,12 +44,15 @@ static int class_add(struct plan_inputs *in, uint64_t record_bytes)
 		for (int j = in->n_classes; j > k; j--) {
 			in->class_record_bytes[j] = in->class_record_bytes[j - 1];
 			in->class_layers[j] = in->class_layers[j - 1];
+			in->class_records[j] = in->class_records[j - 1];
 		}
 		in->class_record_bytes[k] = record_bytes;
 		in->class_layers[k] = 0;
+		in->class_records[k] = 0;
 		in->n_classes++;
 	}
 	in->class_layers[k]++;
+	in->class_records[k] += (uint64_t)n_records;
 	return 0;
 }
 
@@ -92,7 +96,7 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 		const struct manifest_expert_layer *l = &man.layers[i];
 		in->record_bytes_max = l->record_bytes > in->record_bytes_max ? l->record_bytes : in->record_bytes_max;
 		in->record_bytes_sum += l->record_bytes;
-		rc = rc ? rc : class_add(in, l->record_bytes);
+		rc = rc ? rc : class_add(in, l->record_bytes, l->n_records);
 		rc = rc ? rc : add_path(c, &man, dir, 0, i);
 	}
 	c->n_primary = c->n_paths;
