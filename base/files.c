@@ -262,6 +262,36 @@ int file_copy_through(const char *src, const char *dst, void *buf, size_t chunk,
 	return rc;
 }
 
+int dir_publish(const char *tmp, const char *dest)
+{
+	char old[PATH_MAX];
+	snprintf(old, sizeof old, "%s.old-%d", dest, (int)getpid());
+	bool had_old = access(dest, F_OK) == 0;
+	if (had_old && rename(dest, old) != 0)
+		return error_set(errno, "%s: cannot move aside: %s", dest, strerror(errno));
+	if (rename(tmp, dest) != 0) {
+		int e = errno;
+		if (had_old)
+			rename(old, dest);
+		return error_set(e, "%s: cannot rename into place: %s", dest, strerror(e));
+	}
+	if (had_old)
+		dir_remove_tree(old);
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof parent, "%s", dest);
+	char *slash = strrchr(parent, '/');
+	if (!slash)
+		snprintf(parent, sizeof parent, ".");
+	else
+		slash[slash == parent] = 0;
+	int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
 int file_pread_full(int fd, void *buf, uint64_t len, uint64_t off)
 {
 	uint8_t *p = buf;

@@ -48,6 +48,12 @@ int file_copy_through(const char *src, const char *dst, void *buf, size_t chunk,
 /* Copies src to dst (created or truncated). */
 int file_copy(const char *src, const char *dst);
 
+/* Puts the finished folder tmp at dest: what is at dest is moved aside,
+ * tmp renamed into place, the old one removed, and dest's parent synced so
+ * that the rename lasts. On failure dest is as it was. The caller decides
+ * beforehand whether dest may be replaced. */
+int dir_publish(const char *tmp, const char *dest);
+
 /* Removes path and everything below it; a missing path is not an error. */
 int dir_remove_tree(const char *path);
 

@@ -671,10 +671,8 @@ static int copy_side_files(struct converter *c, struct manifest *m)
 {
 	if (c->gguf)
 		return write_gguf_docs(c, m);
-	static const char *const files[] = { "config.json", "generation_config.json",
-					     "tokenizer.json", "tokenizer_config.json",
-					     "chat_template.jinja", "special_tokens_map.json" };
-	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+	const char *const *files = manifest_side_files;
+	for (size_t i = 0; i < MANIFEST_SIDE_FILES; i++) {
 		char src[PATH_MAX], dst[PATH_MAX];
 		snprintf(src, sizeof src, "%s/%s", c->opt->hf_dir, files[i]);
 		snprintf(dst, sizeof dst, "%s/%s", c->tmp_dir, files[i]);
@@ -714,25 +712,12 @@ static int prepare_out(struct converter *c)
  * the conversion ran. */
 static int publish(struct converter *c)
 {
-	const char *out = c->out;
-	char old[PATH_MAX];
-	snprintf(old, sizeof old, "%s.old-%d", out, (int)getpid());
 	int rc = out_replaceable(c);
-	if (rc)
-		return rc;
-	bool had_old = access(out, F_OK) == 0;
-	if (had_old && rename(out, old) != 0)
-		return error_set(errno, "%s: cannot move aside: %s", out, strerror(errno));
-	if (rename(c->tmp_dir, out) != 0) {
-		int e = errno;
-		if (had_old)
-			rename(old, out);
-		return error_set(e, "%s: cannot rename into place: %s", out, strerror(e));
-	}
-	c->tmp_dir[0] = 0;
-	if (had_old)
-		dir_remove_tree(old);
-	return 0;
+	if (!rc)
+		rc = dir_publish(c->tmp_dir, c->out);
+	if (!rc)
+		c->tmp_dir[0] = 0;
+	return rc;
 }
 
 int convert_run(const struct convert_options *given)

@@ -514,6 +514,11 @@ bool manifest_copy_path(const struct manifest *m, const char *dir, size_t copy, 
 	return true;
 }
 
+const char *const manifest_side_files[MANIFEST_SIDE_FILES] = {
+	"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+	"special_tokens_map.json",
+};
+
 static bool dir_is_empty(const char *path)
 {
 	DIR *d = opendir(path);

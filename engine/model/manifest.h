@@ -138,6 +138,12 @@ bool manifest_copy_path(const struct manifest *m, const char *dir, size_t copy, 
  * version this build does not read. -EEXIST with a message otherwise. */
 int manifest_dir_replaceable(const char *dir, bool force);
 
+/* The Hugging Face files a container keeps beside its data, copied as they
+ * are when present (docs/FORMAT.md section 1): config, generation config,
+ * tokenizer, chat template. MANIFEST_SIDE_FILES of them. */
+#define MANIFEST_SIDE_FILES 6
+extern const char *const manifest_side_files[MANIFEST_SIDE_FILES];
+
 /* Writes dir/manifest.json atomically. */
 int manifest_write(const struct manifest *m, const char *dir);
 

@@ -91,9 +91,8 @@ static int copy_dense(const char *src, const char *tmp, const struct manifest *m
 	int rc = dir_make_parent(to);
 	if (!rc)
 		rc = file_copy_through(from, to, buf, SHARD_BUF_BYTES, copy_step, p); /* may be tens of GB */
-	static const char *const side[] = { "config.json", "generation_config.json", "tokenizer.json",
-					    "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json" };
-	for (size_t i = 0; !rc && i < sizeof side / sizeof side[0]; i++) {
+	const char *const *side = manifest_side_files;
+	for (size_t i = 0; !rc && i < MANIFEST_SIDE_FILES; i++) {
 		snprintf(from, sizeof from, "%s/%s", src, side[i]);
 		snprintf(to, sizeof to, "%s/%s", tmp, side[i]);
 		if (access(from, F_OK) == 0)
@@ -278,37 +277,6 @@ static int dest_check(const struct shard_options *o)
 	return manifest_dir_replaceable(o->to_dir, o->force);
 }
 
-static int publish(const char *tmp, const char *to)
-{
-	char old[PATH_MAX];
-	snprintf(old, sizeof old, "%s.old-%d", to, (int)getpid());
-	bool had_old = access(to, F_OK) == 0;
-	if (had_old && rename(to, old) != 0)
-		return error_set(errno, "%s: cannot move aside: %s", to, strerror(errno));
-	if (rename(tmp, to) != 0) {
-		int e = errno;
-		if (had_old)
-			rename(old, to);
-		return error_set(e, "%s: cannot rename into place: %s", to, strerror(e));
-	}
-	if (had_old)
-		dir_remove_tree(old);
-	/* The rename itself lasts once the parent folder is synced. */
-	char parent[PATH_MAX];
-	snprintf(parent, sizeof parent, "%s", to);
-	char *slash = strrchr(parent, '/');
-	if (!slash)
-		snprintf(parent, sizeof parent, ".");
-	else
-		slash[slash == parent] = 0;
-	int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
-	return 0;
-}
-
 static void catch_signal(int sig, struct sigaction *old)
 {
 	struct sigaction sa = { .sa_handler = shard_on_signal };
@@ -393,7 +361,10 @@ int shard_write(const struct shard_options *o, struct shard_result *out)
 	if (!rc && shard_interrupted)
 		rc = error_set(EINTR, "interrupted");
 	if (!rc) {
-		rc = publish(tmp, o->to_dir);
+		/* What is at the destination may have changed meanwhile. */
+		rc = dest_check(o);
+		if (!rc)
+			rc = dir_publish(tmp, o->to_dir);
 		if (!rc)
 			tmp[0] = 0;
 	}
