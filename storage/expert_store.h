@@ -235,7 +235,7 @@ struct expert_store;
  * another copy of that layer opens. stripe_bytes
  * not a multiple of 4096 is -EINVAL. The caller owns *out and frees it with
  * expert_store_close, which waits for reads in flight; layers[] need not
- * outlive the call except the checksums arrays, which must outlive the
+ * outlive the call except the checksums and slot arrays, which must outlive the
  * store. */
 int expert_store_open(struct expert_store **out, const struct expert_layer_desc *layers,
 		      int n_layers, int max_per_step, const struct expert_store_options *opt);

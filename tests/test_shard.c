@@ -68,6 +68,19 @@ static char *err_of(const char *name)
 	return cli_read_err(out);
 }
 
+/* XORs the byte at off of the file at path with mask. */
+static void flip_bits(const char *path, long off, int mask)
+{
+	FILE *f = fopen(path, "r+b");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fseek(f, off, SEEK_SET), 0);
+	int c = fgetc(f);
+	cr_assert_neq(c, EOF, "%s: no byte at %ld", path, off);
+	cr_assert_eq(fseek(f, off, SEEK_SET), 0);
+	fputc(c ^ mask, f);
+	cr_assert_eq(fclose(f), 0);
+}
+
 static cJSON *manifest_of(const char *dir)
 {
 	char path[4400];
@@ -315,13 +328,7 @@ Test(shard, doctor_verifies_a_shard_and_a_single_process_is_refused)
 	char path[4400];
 	snprintf(path, sizeof path, "%s/%s", dir, cJSON_GetObjectItemCaseSensitive(l, "file")->valuestring);
 	cJSON_Delete(m);
-	FILE *f = fopen(path, "r+b");
-	cr_assert_not_null(f);
-	fseek(f, 2 * rb + 77, SEEK_SET);
-	int c = fgetc(f);
-	fseek(f, 2 * rb + 77, SEEK_SET);
-	fputc(c ^ 0x10, f);
-	fclose(f);
+	flip_bits(path, 2 * rb + 77, 0x10);
 	rc = cli_run(scratch, out, "doctor --deep --model '%s'", dir);
 	text = tu_read(out, NULL);
 	char want[64];
@@ -424,13 +431,7 @@ Test(shard, a_damaged_source_record_is_named)
 	snprintf(path, sizeof path, "%s/%s", model, cJSON_GetObjectItemCaseSensitive(l, "file")->valuestring);
 	cJSON_Delete(m);
 	/* Expert 5's record, which one of the two ranks holds. */
-	FILE *f = fopen(path, "r+b");
-	cr_assert_not_null(f);
-	fseek(f, 5 * rb + 1000, SEEK_SET);
-	int c = fgetc(f);
-	fseek(f, 5 * rb + 1000, SEEK_SET);
-	fputc(c ^ 1, f);
-	fclose(f);
+	flip_bits(path, 5 * rb + 1000, 1);
 	char want[64];
 	snprintf(want, sizeof want, "layer %d expert 5", layer);
 	int bad = 0;
@@ -456,13 +457,7 @@ Test(shard, a_damaged_resident_file_is_named)
 {
 	char path[4400];
 	snprintf(path, sizeof path, "%s/resident.bin", model);
-	FILE *f = fopen(path, "r+b");
-	cr_assert_not_null(f);
-	fseek(f, 100, SEEK_SET);
-	int c = fgetc(f);
-	fseek(f, 100, SEEK_SET);
-	fputc(c ^ 4, f);
-	fclose(f);
+	flip_bits(path, 100, 4);
 	check_refused("dr", "--ranks 2 --rank 0", "does not match its checksum");
 	char *err = err_of("dr");
 	cr_expect(err && strstr(err, "resident.bin: tensor "), "%s", err ? err : "");
