@@ -93,6 +93,22 @@ static const cJSON *layers_of(const cJSON *m)
 	return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "experts"), "layers");
 }
 
+/* The records a shard's manifest lists over every layer; *empty (when
+ * given) the layers that list none. */
+static int records_in(const char *dir, int *empty)
+{
+	cJSON *m = manifest_of(dir);
+	int n = 0;
+	for (const cJSON *l = layers_of(m)->child; l; l = l->next) {
+		int k = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(l, "records"));
+		n += k;
+		if (empty)
+			*empty += k == 0;
+	}
+	cJSON_Delete(m);
+	return n;
+}
+
 /* Bytes [off, off + n) of dir/rel, malloc'd. */
 static char *read_at(const char *dir, const char *rel, long off, size_t n)
 {
@@ -355,11 +371,8 @@ Test(shard, a_rank_may_hold_nothing_of_a_layer)
 	cr_assert_eq(shard("empty", "--ranks 32 --rank 31"), 0);
 	char dir[4400], out[4400];
 	snprintf(dir, sizeof dir, "%s/empty", scratch);
-	cJSON *m = manifest_of(dir);
 	int empty = 0;
-	for (const cJSON *l = layers_of(m)->child; l; l = l->next)
-		empty += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(l, "records")) == 0;
-	cJSON_Delete(m);
+	records_in(dir, &empty);
 	cr_expect(empty > 0, "rank 31 of 32 holds a record of every layer");
 	snprintf(out, sizeof out, "%s/doctor.txt", scratch);
 	int rc = cli_run(scratch, out, "doctor --deep --model '%s'", dir);
@@ -509,11 +522,7 @@ Test(shard, plan_counts_the_records_a_shard_holds)
 	cr_assert_eq(shard("p", "--ranks 3 --rank 2 --replicas 2"), 0);
 	char dir[4400], out[4400];
 	snprintf(dir, sizeof dir, "%s/p", scratch);
-	cJSON *m = manifest_of(dir);
-	int held = 0;
-	for (const cJSON *l = layers_of(m)->child; l; l = l->next)
-		held += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(l, "records"));
-	cJSON_Delete(m);
+	int held = records_in(dir, NULL);
 	snprintf(out, sizeof out, "%s/plan.json", scratch);
 	int rc = cli_run(scratch, out, "plan --json --model '%s'", dir);
 	char *err = cli_read_err(out);
