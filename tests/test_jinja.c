@@ -203,6 +203,42 @@ Test(jinja, error_positions)
 	cr_expect(err.raised && strcmp(err.msg, "stop here") == 0, "%s", err.msg);
 }
 
+/*
+ * A raised message is the template's text, but the error carries it as a C
+ * string: a NUL in it (the literal's '\0' escape) must not cut it short,
+ * and one at the start must not leave the user an empty error (fuzz_jinja
+ * found "render failure -22 without a message" this way). An empty message
+ * is replaced by a sentence saying the template raised an error.
+ */
+Test(jinja, raised_messages_are_never_empty)
+{
+	struct jinja_error err;
+	char *out = NULL;
+	cr_expect_eq(render("{{ raise_exception('\\0boom') }}", NULL, NULL, &out, &err), -EINVAL);
+	cr_expect_null(out);
+	cr_expect(err.raised, "a NUL-led message was not reported as raised: %s", err.msg);
+	cr_expect_str_eq(err.msg, "\\x00boom");
+	cr_expect_eq(render("{{ raise_exception('a\\0b\\0') }}", NULL, NULL, &out, &err), -EINVAL);
+	cr_expect(err.raised);
+	cr_expect_str_eq(err.msg, "a\\x00b\\x00");
+	cr_expect_eq(render("{{ raise_exception('') }}", NULL, NULL, &out, &err), -EINVAL);
+	cr_expect(err.raised, "an empty message was not reported as raised: %s", err.msg);
+	cr_expect(err.msg[0] && strstr(err.msg, "raised an error"), "%s", err.msg);
+
+	/* A long message full of NULs stays a bounded, terminated string. */
+	char src[2048];
+	size_t n = (size_t)snprintf(src, sizeof src, "{{ raise_exception('");
+	for (int i = 0; i < 300; i++)
+		n += (size_t)snprintf(src + n, sizeof src - n, "\\0");
+	snprintf(src + n, sizeof src - n, "') }}");
+	cr_expect_eq(render(src, NULL, NULL, &out, &err), -EINVAL);
+	cr_expect(err.raised);
+	size_t len = strnlen(err.msg, sizeof err.msg);
+	cr_expect(len > 0 && len < sizeof err.msg, "message of %zu bytes", len);
+	cr_expect_eq(len % 4, 0, "a \\x00 escape was cut: %s", err.msg);
+	cr_expect(strncmp(err.msg, "\\x00\\x00", 8) == 0, "%s", err.msg);
+}
+
 Test(jinja, limits_and_options)
 {
 	struct jinja_error err;

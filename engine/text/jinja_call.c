@@ -161,6 +161,36 @@ static int call_strftime(struct jrender *r, const struct jv *args, size_t n, str
 	return r->rc ? -1 : 0;
 }
 
+/*
+ * raise_exception(message): fails the render with the template's text as
+ * the error, marked raised. The error holds a C string, so each NUL byte of
+ * the message (a '\0' escape in the literal) is written as \x00, as
+ * Python's repr shows it: cut at its first NUL, a message starting with one
+ * read as no message at all. An empty message becomes a sentence, so the
+ * user always sees why the conversation was refused. A message longer than
+ * the error's buffer is cut between characters of the escaped text, never
+ * inside an escape.
+ */
+static int call_raise(struct jrender *r, const struct jstr *msg)
+{
+	char text[sizeof r->err->msg];
+	size_t n = 0;
+	for (size_t i = 0; i < msg->len; i++) {
+		size_t w = msg->p[i] ? 1 : 4;
+		if (n + w >= sizeof text)
+			break;
+		if (msg->p[i])
+			text[n] = msg->p[i];
+		else
+			memcpy(text + n, "\\x00", 4);
+		n += w;
+	}
+	text[n] = 0;
+	jr_fail(r, -EINVAL, "%s", n ? text : "(the chat template raised an error without a message)");
+	r->err->raised = true;
+	return -1;
+}
+
 int jr_call(struct jrender *r, struct jscope *s, struct jv callee, const struct jv *args, size_t n_args,
 	    const char *const *kw_names, const struct jv *kw_vals, size_t n_kw, struct jv *out)
 {
@@ -188,10 +218,7 @@ int jr_call(struct jrender *r, struct jscope *s, struct jv callee, const struct 
 		struct jv msg = jv_to_str(r, args[0]);
 		if (r->rc)
 			return -1;
-		/* An empty message would leave the user with no error text at all. */
-		jr_fail(r, -EINVAL, "%s", msg.u.s->len ? msg.u.s->p : "(the chat template raised an error without a message)");
-		r->err->raised = true;
-		return -1;
+		return call_raise(r, msg.u.s);
 	}
 	}
 }
