@@ -48,13 +48,25 @@ int plan_machine_discover(struct plan_machine *m, const char *const *paths, int 
 	uint64_t l3 = m->topo.l3_bytes * (uint64_t)(m->topo.l3_instances > 0 ? m->topo.l3_instances : 1);
 	if (4 * l3 > m->membw_buffer_bytes)
 		m->membw_buffer_bytes = 4 * l3;
+	/* The measurement must fit in the memory this process may use: 4x a
+	 * 260 MiB L3 is 1 GiB, and under a 700 MiB cgroup limit the plan was
+	 * OOM-killed. So the buffer is at most a quarter of what is available.
+	 * A buffer cut that small lets the caches answer part of the reads, so
+	 * its figure serves this plan but is not saved for the machine. */
+	bool cut = false;
+	if (m->topo.available_memory_bytes > 0 &&
+	    m->membw_buffer_bytes > (uint64_t)m->topo.available_memory_bytes / 4) {
+		m->membw_buffer_bytes = (uint64_t)m->topo.available_memory_bytes / 4;
+		cut = true;
+	}
 	if (profile_machine_get("membw_gbps", &m->membw_gbps) == 0) {
 		m->membw_source = PLAN_SOURCE_SAVED;
 	} else if (flags & PLAN_MEASURE_MEMBW) {
 		if (membw_measure(&m->membw_gbps, m->membw_buffer_bytes, MEMBW_SECONDS, m->topo.physical_cores) == 0 &&
 		    m->membw_gbps > 0) {
 			m->membw_source = PLAN_SOURCE_MEASURED;
-			profile_machine_put("membw_gbps", m->membw_gbps);
+			if (!cut)
+				profile_machine_put("membw_gbps", m->membw_gbps);
 		}
 	}
 	for (int i = 0; i < n_paths; i++) {

@@ -34,7 +34,8 @@ struct plan_machine {
 	struct topology topo;
 	double membw_gbps;
 	enum plan_source membw_source;
-	uint64_t membw_buffer_bytes;   /* what a measurement streams: 256 MiB, or 4x the L3 if larger */
+	uint64_t membw_buffer_bytes;   /* what a measurement streams: 256 MiB, or 4x the L3 if larger,
+				       * at most a quarter of the available memory */
 	double compute_gbps;           /* filled by the caller (the kernels live above) */
 	enum plan_source compute_source;
 	char compute_what[64];         /* what compute_gbps measured, e.g. "int4 matvec, 2 threads" */
