@@ -7,7 +7,10 @@
  * Covers: every delivered record byte-equal to the file at the smallest,
  * a medium and a whole-model cache, io_depth 1 and 64, with and without
  * O_DIRECT, with COLIBRI_NO_IO_URING, COLIBRI_NO_DIRECT and
- * COLIBRI_NO_FIXED_BUFFERS; each distinct id delivered once per request;
+ * COLIBRI_NO_FIXED_BUFFERS; the default backend is io_uring whenever a
+ * read through io_uring works in the test process (no silent fallback),
+ * and a fallback, forced or under a seccomp filter that blocks io_uring,
+ * says so in one line naming why; each distinct id delivered once per request;
  * prefetch joined by a request (read once), also while still queued;
  * prefetch bounds; pins protect frames, one release per delivery, an
  * abandoned request unpins the rest; the frequency-aware policy beating
@@ -32,9 +35,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <liburing.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include "base/error.h"
 #include "storage/expert_store.h"
@@ -81,25 +89,120 @@ Test(expert_store, bytes_match_buffered)
 	check_configs(true);
 }
 
+/* Reads record 1 of layer 0 through a fresh io_uring (no O_DIRECT, no
+ * registration) and compares it with the fixture's bytes: io_uring works
+ * in this process when io_uring_setup, io_uring_enter and the read itself
+ * do. 0, or -errno with the step that failed in *step. */
+static int io_uring_probe(const struct store_fixture *fx, const char **step)
+{
+	struct io_uring ring;
+	uint8_t *buf = malloc(FX_REC);
+	int fd = open(fx->paths[0][0], O_RDONLY);
+	int rc = !buf ? -ENOMEM : fd < 0 ? -errno : 0;
+	*step = "open";
+	if (rc)
+		goto out;
+	*step = "io_uring_queue_init";
+	if ((rc = io_uring_queue_init(4, &ring, 0)) < 0)
+		goto out;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_read(sqe, fd, buf, FX_REC, FX_REC);
+	*step = "io_uring_submit";
+	if ((rc = io_uring_submit(&ring)) == 1) {
+		struct io_uring_cqe *cqe;
+		*step = "io_uring_wait_cqe";
+		while ((rc = io_uring_wait_cqe(&ring, &cqe)) == -EINTR)
+			;
+		if (rc == 0) {
+			*step = "the read";
+			rc = cqe->res < 0 ? cqe->res : cqe->res != FX_REC ? -EIO : 0;
+			io_uring_cqe_seen(&ring, cqe);
+		}
+	} else if (rc >= 0) {
+		rc = -EIO;
+	}
+	io_uring_queue_exit(&ring);
+	cr_assert(rc != 0 || memcmp(buf, fx->content[0] + FX_REC, FX_REC) == 0,
+		  "io_uring read other bytes than the file holds");
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return rc;
+}
+
+/* Sends what the process writes to stderr into a scratch file until
+ * stderr_capture_end, which returns it (the caller frees). */
+struct stderr_capture {
+	int saved;
+	char path[64];
+};
+
+static void stderr_capture_begin(struct stderr_capture *c)
+{
+	snprintf(c->path, sizeof c->path, "/tmp/colibri-stderr-XXXXXX");
+	int fd = mkstemp(c->path);
+	cr_assert(fd >= 0, "mkstemp: %s", strerror(errno));
+	fflush(stderr);
+	c->saved = dup(2);
+	cr_assert(c->saved >= 0 && dup2(fd, 2) == 2);
+	close(fd);
+}
+
+static char *stderr_capture_end(struct stderr_capture *c)
+{
+	fflush(stderr);
+	dup2(c->saved, 2);
+	close(c->saved);
+	char *text = tu_read(c->path, NULL);
+	unlink(c->path);
+	cr_assert_not_null(text);
+	fprintf(stderr, "%s", text); /* still shown in the test's log */
+	return text;
+}
+
+/* Lines of text that contain needle. */
+static int lines_with(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* The default I/O path, and a test that fails if the store fell back
+ * while io_uring works here: when a read through io_uring of our own
+ * succeeds, a store opened with default options must read with io_uring,
+ * O_DIRECT where the file system takes it, and registered files and
+ * buffers, and must print no fallback line. Where the probe fails (a
+ * seccomp profile without io_uring, kernel.io_uring_disabled, an old
+ * kernel) the test skips naming the step and errno; the fallback those
+ * hosts get is tested below under a seccomp filter of our own. */
 Test(expert_store, io_uring_direct_fixed_by_default)
 {
 	const char *forced = getenv("COLIBRI_NO_IO_URING");
 	if (forced && *forced && strcmp(forced, "0") != 0)
 		cr_skip_test("COLIBRI_NO_IO_URING is set: the default backend is not in use");
-	struct io_uring ring;
-	int rc = io_uring_queue_init(4, &ring, 0);
-	if (rc < 0)
-		cr_skip_test("io_uring is unavailable here (%s)", strerror(-rc));
-	io_uring_queue_exit(&ring);
 	struct store_fixture fx;
 	fixture_make(&fx);
+	const char *step;
+	int rc = io_uring_probe(&fx, &step);
+	if (rc < 0) {
+		store_fixture_free(&fx);
+		cr_skip_test("io_uring does not work in this process: %s failed with %s (%d); the store falls back to "
+			     "pread threads here", step, strerror(-rc), -rc);
+	}
 	int fd = open(fx.paths[0][0], O_RDONLY | O_DIRECT);
 	bool direct = fd >= 0;
 	if (fd >= 0)
 		close(fd);
+	struct stderr_capture cap;
+	stderr_capture_begin(&cap);
 	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
+	char *said = stderr_capture_end(&cap);
 	const struct expert_store_stats *st = expert_store_stats(s);
-	cr_assert(st->io_uring);
+	cr_assert(st->io_uring, "io_uring works in this process, but the store fell back to pread threads");
+	cr_expect_eq(lines_with(said, "pread threads"), 0, "no fallback line: %s", said);
 	cr_assert_eq(st->o_direct, direct, "O_DIRECT whenever the file system takes it");
 	cr_assert(st->fixed_files);
 	cr_assert(st->fixed_buffers, "registration fails only over RLIMIT_MEMLOCK");
@@ -107,6 +210,56 @@ Test(expert_store, io_uring_direct_fixed_by_default)
 	cr_assert_eq(st->io_depth, 8);
 	cr_assert_eq(st->prefetch_depth, 4);
 	random_steps(s, &fx, 50, 3);
+	cr_assert_eq(st->misses + st->joins > 0 && st->bytes_read > 0, true, "the steps read through io_uring");
+	free(said);
+	expert_store_close(s);
+	store_fixture_free(&fx);
+}
+
+/* Makes io_uring_setup, io_uring_enter and io_uring_register fail with
+ * EPERM in this process from now on, as Docker's default seccomp profile
+ * does. Criterion runs each test in a process of its own, so the filter
+ * ends with the test. 0 or -errno. */
+static int seccomp_block_io_uring(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_enter, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_register, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+	};
+	struct sock_fprog prog = { .len = (unsigned short)(sizeof f / sizeof f[0]), .filter = f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		return -errno;
+	return 0;
+}
+
+/* Under a seccomp profile that blocks io_uring the store falls back to
+ * pread threads, says so once naming the error, reports it in its stats,
+ * and delivers the same bytes. */
+Test(expert_store, io_uring_blocked_falls_back_and_says_why)
+{
+	struct store_fixture fx;
+	fixture_make(&fx);
+	int rc = seccomp_block_io_uring();
+	if (rc < 0) {
+		store_fixture_free(&fx);
+		cr_skip_test("cannot install a seccomp filter here: %s", strerror(-rc));
+	}
+	const char *step;
+	cr_assert_eq(io_uring_probe(&fx, &step), -EPERM, "the filter blocks io_uring (%s)", step);
+	struct stderr_capture cap;
+	stderr_capture_begin(&cap);
+	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
+	char *said = stderr_capture_end(&cap);
+	cr_assert(!expert_store_stats(s)->io_uring);
+	cr_expect_eq(lines_with(said, "colibri: warning: io_uring is unavailable (Operation not permitted); "
+				      "reading experts with pread threads\n"), 1, "one line naming why: %s", said);
+	cr_expect_eq(lines_with(said, "pread threads"), 1, "said once: %s", said);
+	random_steps(s, &fx, 150, 14);
+	free(said);
 	expert_store_close(s);
 	store_fixture_free(&fx);
 }
@@ -117,8 +270,15 @@ Test(expert_store, env_no_io_uring)
 	struct store_fixture fx;
 	fixture_make(&fx);
 	for (int d = 1; d <= 64; d *= 64) {
+		struct stderr_capture cap;
+		stderr_capture_begin(&cap);
 		struct expert_store *s = store_open(&fx, 20, d, false, EXPERT_EVICT_DEFAULT, 0);
+		char *said = stderr_capture_end(&cap);
 		cr_assert(!expert_store_stats(s)->io_uring);
+		cr_expect_eq(lines_with(said, "colibri: warning: COLIBRI_NO_IO_URING is set; reading experts with pread "
+					      "threads\n"), 1, "the forced fallback says so once: %s", said);
+		cr_expect_eq(lines_with(said, "pread threads"), 1, "said once: %s", said);
+		free(said);
 		random_steps(s, &fx, 150, 11);
 		expert_store_close(s);
 	}
