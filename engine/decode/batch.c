@@ -234,9 +234,7 @@ static void sample_slot(struct batch *b, int i, float *row)
 		x = b->work;
 	}
 	if (penalties)
-		for (int32_t v = 0; v < V; v++)
-			if (s->counts[v])
-				x[v] -= s->p.presence_penalty + s->p.frequency_penalty * s->counts[v];
+		sampler_penalize(x, s->counts, V, s->p.presence_penalty, s->p.frequency_penalty);
 	if (s->p.cs && constrain_mask(s->p.cs, x) <= 0) {
 		grammar_end(b, i);
 		return;

@@ -272,11 +272,10 @@ static int dec_spec(struct gen *g, struct dec *d)
 			return rc;
 		sampler_probs(&g->smp, d->rows + (size_t)j * V, d->p);
 		int32_t t = d->toks[j + 1];
-		const float *q = d->q + (size_t)j * V;
-		if (d->p[t] < q[t] && sampler_uniform(&g->smp) * q[t] >= d->p[t]) {
-			for (int64_t v = 0; v < V; v++)
-				d->p[v] = d->p[v] > q[v] ? d->p[v] - q[v] : 0.0f;
-			next = sampler_draw(&g->smp, d->p);
+		bool accepted;
+		int32_t v = sampler_spec_verify(&g->smp, d->p, d->q + (size_t)j * V, t, &accepted);
+		if (!accepted) {
+			next = v;
 			break;
 		}
 		gen_emit(g, t);

@@ -166,3 +166,22 @@ float sampler_uniform(struct sampler *s)
 {
 	return rng_uniform(&s->rng);
 }
+
+int32_t sampler_spec_verify(struct sampler *s, float *p, const float *q, int32_t draft, bool *accepted)
+{
+	/* Where p[draft] >= q[draft] the ratio is at least 1: accepted without
+	 * a draw, which keeps a seeded run's draws what they have always been. */
+	*accepted = !(p[draft] < q[draft] && rng_uniform(&s->rng) * q[draft] >= p[draft]);
+	if (*accepted)
+		return draft;
+	for (int32_t v = 0; v < s->vocab; v++)
+		p[v] = p[v] > q[v] ? p[v] - q[v] : 0.0f;
+	return sampler_draw(s, p);
+}
+
+void sampler_penalize(float *x, const uint16_t *counts, int32_t vocab, float presence, float frequency)
+{
+	for (int32_t v = 0; v < vocab; v++)
+		if (counts[v])
+			x[v] -= presence + frequency * counts[v];
+}
