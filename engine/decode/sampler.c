@@ -1,7 +1,17 @@
 /*
  * sampler — see sampler.h. Top-p first drops tokens whose probability is
- * below (1 - p) / (n - 1): such a token can never be inside the nucleus, and
- * the filter spares sorting the whole vocabulary.
+ * below (1 - p) / (n - 1): such a token can never be inside the nucleus
+ * unless it is the most probable one, which the nucleus always holds (when
+ * p < 1 / n every token may fall under the cut), and the filter spares
+ * sorting the whole vocabulary.
+ *
+ * Float limits, decided here: the nucleus boundary is found on a float
+ * cumulative sum, so a top_p within a few ulps of a cumulative sum may keep
+ * one token more or fewer than exact arithmetic would (transformers' float32
+ * cumsum has the same limit). The probabilities of a draw may sum to a few
+ * ulps under 1, so a uniform can land past them: the draw then takes the
+ * last token of positive probability, never a masked one.
+ * tests/test_sampler.c checks every stage against its definition.
  */
 #include "engine/decode/sampler.h"
 
@@ -93,11 +103,19 @@ static int32_t sampler_dist(struct sampler *s, float *logits)
 		s->prob[s->idx[i]] /= sum;
 	if (s->top_p < 1 && n > 1) {
 		float cut = (1 - s->top_p) / (float)(n - 1);
-		int32_t m = 0;
-		for (int32_t i = 0; i < n; i++)
-			if (s->prob[s->idx[i]] >= cut)
-				s->idx[m++] = s->idx[i];
-		n = m > 0 ? m : 1;
+		int32_t m = 0, top = s->idx[0];
+		for (int32_t i = 0; i < n; i++) {
+			int32_t id = s->idx[i];
+			if (s->prob[id] > s->prob[top] || (s->prob[id] == s->prob[top] && id < top))
+				top = id;
+			if (s->prob[id] >= cut)
+				s->idx[m++] = id;
+		}
+		/* Nothing passes only when the most probable token does not:
+		 * the nucleus is that token alone. */
+		if (m == 0)
+			s->idx[m++] = top;
+		n = m;
 		qsort_r(s->idx, (size_t)n, sizeof *s->idx, by_prob_desc, s->prob);
 		float cum = 0;
 		int32_t keep = n;
@@ -124,12 +142,18 @@ int32_t sampler_sample(struct sampler *s, float *logits)
 		return sampler_argmax(logits, s->vocab);
 	int32_t n = sampler_dist(s, logits);
 	float r = rng_uniform(&s->rng), acc = 0;
+	int32_t last = s->idx[0];
 	for (int32_t i = 0; i < n; i++) {
-		acc += s->prob[s->idx[i]];
+		float p = s->prob[s->idx[i]];
+		if (p <= 0)
+			continue;
+		acc += p;
+		last = s->idx[i];
 		if (r < acc)
-			return s->idx[i];
+			return last;
 	}
-	return s->idx[n - 1];
+	/* r landed past a sum rounded under 1. */
+	return last;
 }
 
 void sampler_probs(struct sampler *s, float *logits, float *probs)
@@ -174,8 +198,15 @@ int32_t sampler_spec_verify(struct sampler *s, float *p, const float *q, int32_t
 	*accepted = !(p[draft] < q[draft] && rng_uniform(&s->rng) * q[draft] >= p[draft]);
 	if (*accepted)
 		return draft;
-	for (int32_t v = 0; v < s->vocab; v++)
-		p[v] = p[v] > q[v] ? p[v] - q[v] : 0.0f;
+	/* As p and q both sum to 1, p[draft] < q[draft] leaves p - q some
+	 * mass elsewhere; only rounding can leave p <= q everywhere, and then
+	 * p itself is drawn rather than token 0 from an empty residual. */
+	bool residual = false;
+	for (int32_t v = 0; v < s->vocab && !residual; v++)
+		residual = p[v] > q[v];
+	if (residual)
+		for (int32_t v = 0; v < s->vocab; v++)
+			p[v] = p[v] > q[v] ? p[v] - q[v] : 0.0f;
 	return sampler_draw(s, p);
 }
 

@@ -45,9 +45,10 @@ float sampler_uniform(struct sampler *s);
 /* The speculative-sampling verify step for one draft token, which was drawn
  * from q[vocab] and is checked against the target p[vocab]: accepts it with
  * probability min(1, p[draft] / q[draft]), else returns a token drawn from
- * max(0, p - q) normalised. The output is then distributed as p. Draws one
- * uniform only when p[draft] < q[draft], and one more on rejection; p may be
- * overwritten. *accepted says which happened. */
+ * max(0, p - q) normalised (from p where rounding leaves that empty). The
+ * output is then distributed as p. Draws one uniform only when p[draft] <
+ * q[draft], and one more on rejection; p may be overwritten. *accepted says
+ * which happened. */
 int32_t sampler_spec_verify(struct sampler *s, float *p, const float *q, int32_t draft, bool *accepted);
 
 /* OpenAI's presence and frequency penalties on logits x[vocab], before any
