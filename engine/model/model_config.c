@@ -843,6 +843,42 @@ static const cJSON *text_fields(const cJSON *top, const cJSON *text, const char 
 	return text != top && !cJSON_GetObjectItemCaseSensitive(text, key) ? top : text;
 }
 
+/* The model_type strings config.json may name and the family each one
+ * selects: the one list model_config_parse accepts and model_config_type_at
+ * hands out. Two spellings of a family are two layouts of one checkpoint
+ * (Qwen3.5's vision-language and text-only configs, Inkling's multimodal
+ * and text-only ones). */
+static const struct {
+	const char *name;
+	enum model_arch arch;
+} model_types[] = {
+	{ "olmoe", MODEL_ARCH_OLMOE },
+	{ "qwen3_moe", MODEL_ARCH_QWEN3_MOE },
+	{ "mixtral", MODEL_ARCH_MIXTRAL },
+	{ "deepseek_v3", MODEL_ARCH_DEEPSEEK_V3 },
+	{ "deepseek_v32", MODEL_ARCH_DEEPSEEK_V32 },
+	{ "glm4_moe", MODEL_ARCH_GLM4_MOE },
+	{ "glm_moe_dsa", MODEL_ARCH_GLM_MOE_DSA },
+	{ "qwen3_5_moe", MODEL_ARCH_QWEN3_5_MOE },
+	{ "qwen3_5_moe_text", MODEL_ARCH_QWEN3_5_MOE },
+	{ "qwen3_next", MODEL_ARCH_QWEN3_NEXT },
+	{ "deepseek_v4", MODEL_ARCH_DEEPSEEK_V4 },
+	{ "minimax_m2", MODEL_ARCH_MINIMAX_M2 },
+	{ "gpt_oss", MODEL_ARCH_GPT_OSS },
+	{ "inkling_text", MODEL_ARCH_INKLING },
+	{ "inkling_mm_model", MODEL_ARCH_INKLING },
+	{ NULL, 0 },
+};
+
+const char *model_config_type_at(int i, enum model_arch *arch)
+{
+	if (i < 0 || i >= (int)(sizeof model_types / sizeof model_types[0]) - 1)
+		return NULL;
+	if (arch)
+		*arch = model_types[i].arch;
+	return model_types[i].name;
+}
+
 int model_config_parse(struct model_config *cfg, const cJSON *top, const char *src)
 {
 	memset(cfg, 0, sizeof *cfg);
@@ -853,37 +889,18 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	const cJSON *j = top;
 	if (!cJSON_IsString(mt))
 		return error_set(EINVAL, "%s: missing model_type", src);
-	if (strcmp(mt->valuestring, "olmoe") == 0)
-		cfg->arch = MODEL_ARCH_OLMOE;
-	else if (strcmp(mt->valuestring, "qwen3_moe") == 0)
-		cfg->arch = MODEL_ARCH_QWEN3_MOE;
-	else if (strcmp(mt->valuestring, "mixtral") == 0)
-		cfg->arch = MODEL_ARCH_MIXTRAL;
-	else if (strcmp(mt->valuestring, "deepseek_v3") == 0)
-		cfg->arch = MODEL_ARCH_DEEPSEEK_V3;
-	else if (strcmp(mt->valuestring, "glm4_moe") == 0)
-		cfg->arch = MODEL_ARCH_GLM4_MOE;
-	else if (strcmp(mt->valuestring, "deepseek_v32") == 0)
-		cfg->arch = MODEL_ARCH_DEEPSEEK_V32;
-	else if (strcmp(mt->valuestring, "glm_moe_dsa") == 0)
-		cfg->arch = MODEL_ARCH_GLM_MOE_DSA;
-	else if (strcmp(mt->valuestring, "qwen3_5_moe") == 0 || strcmp(mt->valuestring, "qwen3_5_moe_text") == 0)
-		cfg->arch = MODEL_ARCH_QWEN3_5_MOE;
-	else if (strcmp(mt->valuestring, "qwen3_next") == 0)
-		cfg->arch = MODEL_ARCH_QWEN3_NEXT;
-	else if (strcmp(mt->valuestring, "deepseek_v4") == 0)
-		cfg->arch = MODEL_ARCH_DEEPSEEK_V4;
-	else if (strcmp(mt->valuestring, "minimax_m2") == 0)
-		cfg->arch = MODEL_ARCH_MINIMAX_M2;
-	else if (strcmp(mt->valuestring, "gpt_oss") == 0)
-		cfg->arch = MODEL_ARCH_GPT_OSS;
-	else if (strcmp(mt->valuestring, "inkling_text") == 0 || strcmp(mt->valuestring, "inkling_mm_model") == 0)
-		cfg->arch = MODEL_ARCH_INKLING;
-	else
-		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: olmoe, qwen3_moe, mixtral, "
-				 "deepseek_v3, deepseek_v32, glm4_moe, glm_moe_dsa, qwen3_5_moe, qwen3_5_moe_text, "
-				 "qwen3_next, deepseek_v4, minimax_m2, gpt_oss, inkling_text, inkling_mm_model)", src,
-				 mt->valuestring);
+	int t = 0;
+	while (model_types[t].name && strcmp(mt->valuestring, model_types[t].name) != 0)
+		t++;
+	if (!model_types[t].name) {
+		char known[512];
+		size_t used = 0;
+		for (int k = 0; model_types[k].name && used < sizeof known; k++)
+			used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "",
+						 model_types[k].name);
+		return error_set(EINVAL, "%s: unknown model_type \"%s\" (supported: %s)", src, mt->valuestring, known);
+	}
+	cfg->arch = model_types[t].arch;
 	/* Qwen3_5MoeConfig and InklingConfig: the text model's fields are in
 	 * text_config (InklingConfig builds a default InklingTextConfig when it
 	 * is absent or null). */

@@ -235,6 +235,11 @@ struct model_config {
  * `source` names the file in messages. */
 int model_config_parse(struct model_config *cfg, const struct cJSON *json, const char *source);
 
+/* The i-th model_type (from 0) that model_config_parse accepts, a static
+ * string, with the family it selects in *arch (may be NULL); NULL past the
+ * last. Lets a caller list every family the engine knows. */
+const char *model_config_type_at(int i, enum model_arch *arch);
+
 /* Reads and parses DIR/config.json (and EOS ids from generation_config.json
  * when present). */
 int model_config_load(struct model_config *cfg, const char *dir);
