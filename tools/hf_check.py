@@ -2,25 +2,32 @@
 """Runs the real Hugging Face transformers model code on the test fixtures.
 
 What it checks: for each fixture build/fixtures/hf/<name>/ (a tiny
-checkpoint from make_fixtures.sh) it builds the model from the transformers
-v5.15.0 configuration and modeling files of its family, loads the
-checkpoint's weights, runs the tokens of ref/<name>.tokens teacher-forced
-(one sequence, positions 0..n-1, use_cache=False, eager attention, CPU) and
-compares the logits with ref/<name>.f32, which the numpy reference
-(reference.py / ref_deepseek.py) wrote.  So it proves the reference, and
+checkpoint from make_fixtures.sh; by default every folder there, so a new
+fixture is covered without a list to edit) it builds the model from the
+transformers v5.15.0 configuration and modeling files of its family, loads
+the checkpoint's weights, runs the tokens of ref/<name>.tokens
+teacher-forced (one sequence, positions 0..n-1, use_cache=False, eager
+attention, CPU) and compares the logits with ref/<name>.f32, which the
+numpy reference (reference.py and its ref_*.py) wrote.  Where the fixture
+has an MTP reference (ref/<name>.mtp.f32) it runs the first MTP head
+through transformers' own MtpModel too, or records why transformers has
+nothing that runs it (see "MTP heads").  So it proves the reference, and
 through it the engine's tests, against transformers itself.  It prints one
-line per fixture (largest |diff|, that over the largest |ref|, top-1
-agreement) and exits 1 when a relative difference exceeds --tol (default
-1e-5) or a top-1 differs, 2 on a setup error (missing fixtures, wrong
-transformers version).  The MTP heads (ref/<name>.mtp.f32) are not checked.
---layers adds, for a failing fixture, the difference after the embeddings
-and after each decoder layer against reference.py --dump-hidden (run from
---ref-tools into a scratch folder), which names the first layer that
-diverges.
+line per fixture (largest |diff|, that over the largest |ref|, the largest
+of each row's |diff| over that row's largest |ref|, top-1 agreement) and
+exits 1 when a relative difference exceeds --tol (default 1e-5) or a top-1
+differs, 2 on a setup error (missing fixtures, wrong transformers version).
+--json-dir DIR writes DIR/<name>.json per fixture (see "Results"); the
+committed ones are tests/ref/transformers/, which tests/test_references.c
+checks.  --layers adds, for a failing fixture, the difference after the
+embeddings and after each decoder layer against reference.py --dump-hidden
+(run from --ref-tools into a scratch folder), which names the first layer
+that diverges.
 
     /usr/bin/python3 tools/hf_check.py --transformers /work/hf-transformers/src \\
         --fixtures build/fixtures [--names a,b] [--dtype float32|float64] [--tol 1e-5]
-        [--fp8 config|grid] [--layers] [--ref-tools DIR] [--float64-casts] [--any-version]
+        [--json-dir DIR] [--transformers-commit SHA] [--fp8 config|grid] [--layers]
+        [--ref-tools DIR] [--float64-casts] [--any-version]
 
 An offline tool, not part of CI or of tools/run_tests.sh: it needs Debian's
 python3-torch (1.13) with python3-packaging, python3-regex, python3-tqdm and
@@ -42,8 +49,8 @@ doc, constants, deprecation, output_capturing}.py, configuration_utils.py,
 generation/configuration_utils.py, integrations/heterogeneity,
 modeling_rope_utils.py, activations.py, integrations/hub_kernels.py,
 integrations/moe.py, cache_utils.py, masking_utils.py, modeling_outputs.py,
-initialization.py, core_model_loading.py, conversion_mapping.py, and each
-family's configuration_*.py and modeling_*.py.  What is stubbed, and why it
+initialization.py, core_model_loading.py, conversion_mapping.py,
+modeling_layers.py, and each family's configuration_*.py and modeling_*.py.  What is stubbed, and why it
 changes no arithmetic of the forward pass:
 
 - huggingface_hub: dataclasses.strict keeps transformers' accept-kwargs
@@ -68,18 +75,25 @@ changes no arithmetic of the forward pass:
 - modeling_utils: PreTrainedModel is an nn.Module that keeps the config and
   sets config._attn_implementation = "eager" and _experts_implementation =
   "eager" (the experts class's own forward: the one-hot loop with
-  index_add); post_init does nothing (every weight is loaded afterwards, and
-  checked to be).  ALL_ATTENTION_FUNCTIONS answers eager only.
-- modeling_layers: GradientCheckpointingLayer is a plain nn.Module (it only
-  adds checkpointing in training); the Generic*For* heads are unused.
+  index_add), registers the class's _can_record_outputs as the real
+  __init__ does (output_hidden_states collects through it), and has the
+  real base_model, get_decoder and get_input_embeddings lookups (cases 1, 3
+  and 4) that MtpModel and InklingModel call; post_init does nothing (every
+  weight is loaded afterwards, and checked to be).  ALL_ATTENTION_FUNCTIONS
+  answers eager only.  LoadStateDictConfig and
+  _get_resolved_checkpoint_files, which modeling_layers imports for
+  MtpModel.from_pretrained, are inert (see "MTP heads"), as are
+  loading_report.log_state_dict_report and safetensors.safe_open.
+- modeling_layers is the real file: GradientCheckpointingLayer only calls
+  forward outside training, MtpModel and MtpLayer run the MTP heads.
 - integrations.accelerate.force_accelerate_hooks (Qwen3.5 / Qwen3-Next
   DeltaNet forward) returns the forward unchanged: it only fires a child's
   accelerate hook, and no module has one here.  The real
   use_kernel_func_from_hub_with_fallback is used; it tries the fla and
   causal_conv1d packages, which Debian lacks, so the torch functions of the
   modeling file run (torch_chunk_gated_delta_rule, causal_conv1d_fn).
-  models.auto.modeling_auto.AutoModel is inert: only the VLM wrapper
-  Qwen3_5MoeModel builds towers with it, and it is not built.
+  models.auto's AutoModel is inert: only the VLM wrapper Qwen3_5MoeModel
+  builds towers with it, and it is not built.
 - Inert, never called: generation.GenerationMixin, dynamic_module_utils,
   modeling_gguf_pytorch_utils, modeling_flash_attention_utils,
   processing_utils (Unpack from typing_extensions), integrations.deepgemm and
@@ -99,8 +113,9 @@ conversion mapping of the class / model_type plus "legacy"
 mlp.experts.gate_up_proj [E, 2I, H] and down_proj [E, H, I]; Mixtral's
 block_sparse_moe renamed mlp).  MTP layers (model.layers.N, N >=
 num_hidden_layers) and keys matching _keys_to_ignore_on_load_unexpected are
-dropped, as from_pretrained leaves them unloaded; any other unexpected or
-missing key, or a shape mismatch, is an error.
+dropped, as from_pretrained leaves them unloaded (the MTP run loads them
+into MtpModel, see "MTP heads"); any other unexpected or missing key, or a
+shape mismatch, is an error.
 
 gpt-oss MXFP4 experts (*_blocks / *_scales, U8) are dequantized before the
 mapping by transformers' own integrations/mxfp4.convert_moe_packed_tensors,
@@ -142,18 +157,66 @@ model.language_model., the w13 WeightConverters with Interleave and Chunk,
 ...); model.mtp.* is dropped as _keys_to_ignore_on_load_unexpected says, and
 model.visual.* / model.audio.* are dropped too, the vision and audio towers
 keeping their construction values: the text path never reads them.  The
-shim's PreTrainedModel has get_input_embeddings (the direct and
+shim's PreTrainedModel has get_input_embeddings (the direct, model and
 language_model cases of the real EmbeddingAccessMixin), which InklingModel
-calls.  _keep_in_fp32_modules_strict keeps the short convolutions float32.
+calls.  (Its _keep_in_fp32_modules_strict, the short convolutions, applies
+at float16 and bfloat16 only, so not here.)
 
-Then model.to(dtype): float32, or float64 for a sharper comparison, with
-_keep_in_fp32_modules(_strict) left in float32 as from_pretrained does;
-transformers' code still computes RoPE cos/sin, the router, the DSA indexer
-scores and the attention softmax in float32 there; Qwen3.5 / Qwen3-Next
-also their zero-centred norms, the DeltaNet gate g and the whole chunked
-delta rule (it casts to float32).  --float64-casts, a diagnostic that does
-change transformers' arithmetic, turns those casts of the modeling file into
-float64 as well (see WIDEN_CASTS).
+Then model.to(dtype): float32, or float64 for a sharper comparison; at
+either dtype from_pretrained keeps nothing in float32 (its dtype plan reads
+_keep_in_fp32_modules at float16 only, _keep_in_fp32_modules_strict at
+float16 and bfloat16).  transformers' code still computes RoPE cos/sin, the
+router, the DSA indexer scores and the attention softmax in float32 there;
+Qwen3.5 / Qwen3-Next also their zero-centred norms, the DeltaNet gate g and
+the whole chunked delta rule (it casts to float32).  --float64-casts, a
+diagnostic that does change transformers' arithmetic, turns those casts of
+the modeling file into float64 as well (see WIDEN_CASTS).
+
+MTP heads.  transformers v5.15.0 runs an MTP head only through MtpModel
+(modeling_layers.py, what generate(use_mtp=True) drafts with), and only for
+a config with num_mtp_layers: DeepseekV3Config and Glm4MoeConfig (from
+num_nextn_predict_layers) and InklingTextConfig.  DeepseekV32Config,
+GlmMoeDsaConfig, DeepseekV4Config, Qwen3.5 and Qwen3-Next have none, their
+causal LMs drop the MTP weights at load, and the result says so
+(status not_in_transformers).  Where the fixture has no ref/<name>.mtp.f32
+the result says that (no_reference).  Otherwise MtpModel(main_model,
+num_mtp_layers) is built as MTPCandidateGenerator builds it and loaded the
+way MtpModel.from_pretrained does (the checkpoint's model.layers.N, N >=
+num_hidden_layers, which its class pattern selects, there model.layers.61;
+renamed layers.N. -> layers.(N - num_hidden_layers).mtp_block., then the
+"MtpModel" rules, then the main model's conversions; the embedding and the
+head are the main model's).  As built it cannot hold DeepSeek-V3's or
+GLM-4.5's MTP layer: MtpLayer makes its block as DecoderLayer(config,
+layer_idx=0), a dense MLP while first_k_dense_replace > 0 (3 in
+DeepSeek-V3, 1 in GLM-4.5-Air and here), where the checkpoint's layer is
+MoE; the state dict does not match (from_pretrained would raise on the
+missing keys).  The result records that (as_built) and then builds it
+again with the MTP config's first_k_dense_replace set to 0, which changes
+which MLP class the block gets and no arithmetic (status
+compared_with_override, override says so).  The head runs teacher-forced
+as the generator feeds it after a prefill of tokens 0..n-1: row t gets
+token t+1 at position t+1 and the main model's hidden_states[-1] (the
+final-normed hidden state) at t; MtpModel.forward itself runs, and since
+it projects only its last row, a hook takes the MtpLayer's output for every
+row and MtpModel._project_to_logits makes logits of them, compared with
+ref/<name>.mtp.f32 [n - 1, vocab] (the reference numbers the rows 0..n-2;
+RoPE is relative, so only rounding differs).
+
+Results.  --json-dir DIR writes DIR/<name>.json: fixture, model_type
+(config.json's) and transformers' (model_type, class), transformers version,
+commit (--transformers-commit, else git rev-parse in --transformers) and a
+sha256 over the transformers source files this run loaded, torch version,
+dtype, --fp8, the bound (--tol; top-1 everywhere), n_tokens, logits {n,
+finite, top1, max_ref, max_abs, rel = max|diff| / max|ref|, row_rel = the
+largest of each row's max|diff| / max|ref|}, mtp {status, reason or
+logits, as_built / override where used, the checkpoint's MTP tensor count},
+notes (fp8 and MXFP4), pass, error, the command line, the date (UTC), the
+host CPU, and the fixture's identity: fixture_files, the sha256 of each
+file the result is made from (hf/<name>/config.json, every
+hf/<name>/*.safetensors sorted bytewise, ref/<name>.tokens, ref/<name>.f32
+and ref/<name>.mtp.f32 where present), and fixture_sha256, the sha256 of
+what `sha256sum` prints for them in that order (run from the fixtures
+folder), which tests/test_references.c recomputes.
 """
 
 import argparse
@@ -194,10 +257,6 @@ FAMILIES = {
     "inkling_mm_model": ("inkling", "InklingConfig", "InklingForConditionalGeneration"),
 }
 
-DEFAULT_NAMES = ("olmoe,qwen3_moe,mixtral,qwen3_moe_fused,qwen3_moe_fp8,deepseek_v3,"
-                 "deepseek_v3_fp8,deepseek_v3_noqlora,glm4_moe,deepseek_v32,deepseek_v32_fp8,"
-                 "glm_moe_dsa,glm_moe_dsa_interleave,glm_moe_dsa_yarn,qwen3_5_moe,qwen3_5_moe_text,"
-                 "qwen3_next,inkling_bf16,inkling_f32")
 
 
 class SetupError(Exception):
@@ -500,38 +559,65 @@ def install_shim(src, any_version=False):
             config._attn_implementation = "eager"
             config._experts_implementation = "eager"
             self.config = config
+            # As the real __init__ does: capture_outputs finds the modules
+            # whose outputs output_hidden_states collects through it.
+            from transformers.utils.output_capturing import _CAN_RECORD_REGISTRY
+            _CAN_RECORD_REGISTRY[str(self.__class__)] = getattr(self, "_can_record_outputs", None)
 
         def post_init(self):
             pass
 
+        @property
+        def base_model(self):
+            return getattr(self, self.base_model_prefix, self)
+
         def get_input_embeddings(self):
-            # EmbeddingAccessMixin's cases 1 and 4, the ones the families
-            # here reach (InklingModel: its language_model's embed_tokens).
+            # EmbeddingAccessMixin.get_input_embeddings's cases 1, 3 and 4,
+            # the ones the families here reach (a causal LM: its model's
+            # embed_tokens; InklingModel: its language_model's).
             if getattr(self, "embed_tokens", None) is not None:
                 return self.embed_tokens
+            model = getattr(self, "model", None)
+            if model is not None and hasattr(model, "embed_tokens"):
+                return model.embed_tokens
             lm = getattr(self, "language_model", None)
             if lm is not None and lm is not self:
                 return lm.get_input_embeddings()
             raise NotImplementedError("hf_check shim: get_input_embeddings for %s" % type(self).__name__)
 
+        def get_decoder(self):
+            # EmbeddingAccessMixin.get_decoder, which MtpModel asks for the
+            # main model's decoder layers, norm class and rotary embedding.
+            for name in ("language_model", "text_model", "decoder", "text_decoder"):
+                if hasattr(self, name):
+                    return getattr(self, name)
+            if self.base_model is not self and hasattr(self.base_model, "get_decoder"):
+                return self.base_model.get_decoder()
+            return self
+
+    # modeling_layers is the real file (GradientCheckpointingLayer, which in
+    # eval mode only calls forward, and MtpModel / MtpLayer for the MTP
+    # heads); these are the names it imports for MtpModel.from_pretrained
+    # and the sequence-classification heads, none of them called here.
     _module("transformers.modeling_utils", PreTrainedModel=PreTrainedModel,
-            ALL_ATTENTION_FUNCTIONS=AttentionInterface())
-
-    class GradientCheckpointingLayer(nn.Module):
-        gradient_checkpointing = False
-
-    _module("transformers.modeling_layers", GradientCheckpointingLayer=GradientCheckpointingLayer,
-            GenericForSequenceClassification=type("GenericForSequenceClassification", (), {}),
-            GenericForTokenClassification=type("GenericForTokenClassification", (), {}),
-            GenericForQuestionAnswering=type("GenericForQuestionAnswering", (), {}))
-
+            ALL_ATTENTION_FUNCTIONS=AttentionInterface(), LoadStateDictConfig=_Inert,
+            _get_resolved_checkpoint_files=_inert_function("_get_resolved_checkpoint_files"))
+    if "safetensors" not in sys.modules:
+        try:
+            import safetensors  # noqa: F401
+        except ImportError:
+            _module("safetensors", safe_open=_inert_function("safe_open"))
+    sys.modules["transformers.utils.loading_report"].log_state_dict_report = \
+        _inert_function("log_state_dict_report")
     import transformers.conversion_mapping  # noqa: F401
 
     _module("transformers.models", path=os.path.join(pkg_dir, "models"))
     # Qwen3_5MoeModel (the VLM wrapper, not built here) makes its towers with
-    # AutoModel.from_config; the auto package's __init__ imports every family.
-    _module("transformers.models.auto", path=os.path.join(pkg_dir, "models", "auto"))
+    # AutoModel.from_config and modeling_layers imports AutoModel; the auto
+    # package's __init__ imports every family.
+    _module("transformers.models.auto", path=os.path.join(pkg_dir, "models", "auto"), AutoModel=_Inert)
     _module("transformers.models.auto.modeling_auto", AutoModel=_Inert)
+    import transformers.modeling_layers  # noqa: F401
     return tf
 
 
@@ -681,12 +767,15 @@ class _TorchIndexInt64(types.ModuleType):
         return getattr(self._torch, name)
 
 
-def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, block, notes=None):
+def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, block, notes=None, mtp=False):
     """Checkpoint tensors as float32 torch tensors (fp8 dequantized, by
     fp8_mode "config" = fixed `block` tiles or "grid" = transformers' CPU
     Fp8Dequantize; FP4 (I8) unpacked and scaled per scale-grid block, as
     Fp8Dequantize does; integer tensors as int64), MTP layers and keys
-    transformers ignores dropped.
+    transformers ignores dropped.  With mtp, the other way round: only the
+    MTP layers model.layers.N, N >= num_hidden_layers (what MtpModel
+    .from_pretrained selects with the class's layer pattern, there
+    model.layers.61 for DeepSeek-V3's 61 layers).
     Returns (tensors, dropped names, names where the two fp8 modes differ)."""
     import torch
     raw = st.load_dir(model_dir)
@@ -695,7 +784,8 @@ def read_checkpoint(model_dir, num_hidden_layers, ignore_patterns, fp8_mode, blo
     out, dropped, fp8_differ = {}, [], []
     for name, t in raw.items():
         m = re.match(r"model\.layers\.(\d+)\.", name)
-        if (m and int(m.group(1)) >= num_hidden_layers) or any(re.search(p, name) for p in ignore_patterns):
+        in_mtp = bool(m and int(m.group(1)) >= num_hidden_layers)
+        if mtp != in_mtp or (not mtp and any(re.search(p, name) for p in ignore_patterns)):
             dropped.append(name)
             continue
         if name in scale_names:
@@ -748,17 +838,26 @@ INKLING_UNUSED = (r"^model\.visual\.", r"^model\.audio\.")
 INKLING_TOWERS = ("model.vision_tower.", "model.audio_tower.")
 
 
-def convert_state_dict(tensors, model, model_type, add_prefix=False):
-    """Checkpoint keys -> the model's keys through transformers' conversion
-    mapping (as convert_and_load_state_dict_in_model does it, synchronously)."""
-    from copy import deepcopy
-
+def model_transforms(model, model_type):
+    """The conversion mapping from_pretrained applies to MODEL: its class's
+    or model_type's rules, then the "legacy" ones (what becomes the model's
+    _weight_conversions).  Fresh copies: the transforms keep state."""
     from transformers.conversion_mapping import get_checkpoint_conversion_mapping
-    from transformers.core_model_loading import (WeightConverter, WeightRenaming, dot_natural_key,
-                                                 rename_source_key)
     transforms = (get_checkpoint_conversion_mapping(type(model).__name__)
                   or get_checkpoint_conversion_mapping(model_type) or [])
-    transforms = list(transforms) + list(get_checkpoint_conversion_mapping("legacy") or [])
+    return list(transforms) + list(get_checkpoint_conversion_mapping("legacy") or [])
+
+
+def convert_state_dict(tensors, model, transforms, add_prefix=False, ignore_unexpected=(), allow_missing=()):
+    """Checkpoint keys -> the model's keys through TRANSFORMS (transformers'
+    conversion mapping, as convert_and_load_state_dict_in_model applies it,
+    synchronously).  Keys whose new name matches an ignore_unexpected
+    pattern are dropped; model keys matching allow_missing may stay unset
+    (the caller keeps the model's own).  Returns (state, the transforms used)."""
+    from copy import deepcopy
+
+    from transformers.core_model_loading import (WeightConverter, WeightRenaming, dot_natural_key,
+                                                 rename_source_key)
     renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
     converters = [t for t in transforms if isinstance(t, WeightConverter)]
     pattern_to_converter = {k: c for c in converters for k in c.source_patterns}
@@ -771,7 +870,8 @@ def convert_state_dict(tensors, model, model_type, add_prefix=False):
     for key, tensor in sorted(tensors.items(), key=lambda kv: dot_natural_key(kv[0])):
         renamed, pattern = rename_source_key(key, renamings, converters, *prefix)
         if renamed not in wanted:
-            unexpected.append(key)
+            if not any(re.search(p, renamed) for p in ignore_unexpected):
+                unexpected.append(key)
             continue
         if pattern is not None:
             mapping = pending.setdefault(renamed, deepcopy(pattern_to_converter[pattern]))
@@ -787,10 +887,9 @@ def convert_state_dict(tensors, model, model_type, add_prefix=False):
     if getattr(model.config, "tie_word_embeddings", False) and "lm_head.weight" not in state \
             and "model.embed_tokens.weight" in state:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
-    if model_type == "inkling_mm_model":
-        for k in wanted:
-            if k.startswith(INKLING_TOWERS) and k not in state:
-                state[k] = wanted[k]
+    for k in wanted:
+        if k not in state and any(re.search(p, k) for p in allow_missing):
+            state[k] = wanted[k]
     missing = sorted(set(wanted) - set(state))
     extra = sorted(set(state) - set(wanted))
     if unexpected or missing or extra:
@@ -810,6 +909,7 @@ def build_model(model_dir, dtype_name, fp8_mode="config"):
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg_dict = json.load(f)
     model_type = cfg_dict.get("model_type")
+    checkpoint_model_type = model_type
     config_cls, lm_cls, _ = load_family(model_type)
     if model_type == "qwen3_5_moe":
         # The text model of the VLM layout, as Qwen3_5MoeForCausalLM reads it:
@@ -830,29 +930,48 @@ def build_model(model_dir, dtype_name, fp8_mode="config"):
         else config.num_hidden_layers
     tensors, dropped, fp8_differ = read_checkpoint(model_dir, n_layers, ignore,
                                                    fp8_mode, block, mxfp4)
-    state, used = convert_state_dict(tensors, model, model_type, add_prefix=model_type == "deepseek_v4")
+    # Inkling: the towers' parameters keep their construction values.
+    keep = [r"^" + re.escape(t) for t in INKLING_TOWERS] if model_type == "inkling_mm_model" else []
+    state, used = convert_state_dict(tensors, model, model_transforms(model, model_type),
+                                     add_prefix=model_type == "deepseek_v4", allow_missing=keep)
     model.load_state_dict(state, strict=True)
     dtype = getattr(torch, dtype_name)
     model = model.to(dtype)
-    if dtype != torch.float32:
-        # from_pretrained(dtype=...) keeps these modules in float32.
-        keep = list(getattr(lm_cls, "_keep_in_fp32_modules", None) or []) + \
-            list(getattr(lm_cls, "_keep_in_fp32_modules_strict", None) or [])
-        if keep:
-            rx = re.compile("|".join(re.escape(k) for k in keep))
-            for mod_name, mod in model.named_modules():
-                for pname, p in list(mod.named_parameters(recurse=False)):
-                    if rx.search(mod_name + "." + pname):
-                        p.data = p.data.float()
-                for bname, b in list(mod.named_buffers(recurse=False)):
-                    if rx.search(mod_name + "." + bname):
-                        mod._buffers[bname] = b.float()
+    # from_pretrained(dtype=...) keeps modules in float32 by its dtype plan
+    # (PreTrainedModel._get_dtype_plan): _keep_in_fp32_modules at float16
+    # only, _keep_in_fp32_modules_strict at float16 and bfloat16.  At the
+    # dtypes this tool runs, float32 and float64, nothing stays behind.
     model.eval()
     model.mxfp4_notes = mxfp4
+    model.hf_check = {"model_dir": model_dir, "fp8_mode": fp8_mode, "block": block, "n_layers": n_layers,
+                      "model_type": model_type, "checkpoint_model_type": checkpoint_model_type,
+                      "dtype": dtype}
     return model, config, dropped, used, fp8_differ
 
 
 # ---------------------------------------------------------------- running
+
+
+def compare(logits, ref):
+    """What a result says of LOGITS [n, vocab] against REF: largest |diff|,
+    that over the largest |ref| (rel), the largest of each row's |diff| over
+    that row's largest |ref| (row_rel), top-1 agreement.  Non-finite logits
+    give None for the differences (np.max would carry a NaN along; JSON has
+    no NaN) and finite false."""
+    finite = bool(np.isfinite(logits).all())
+    diff = np.abs(logits - ref)
+    out = {"n": int(ref.shape[0]), "finite": finite,
+           "top1": int((logits.argmax(-1) == ref.argmax(-1)).sum()), "max_ref": float(np.abs(ref).max())}
+    if finite:
+        out.update(max_abs=float(diff.max()), rel=float(diff.max() / np.abs(ref).max()),
+                   row_rel=float((diff.max(-1) / np.abs(ref).max(-1)).max()))
+    else:
+        out.update(max_abs=None, rel=None, row_rel=None)
+    return out
+
+
+def within(c, tol):
+    return c["finite"] and c["rel"] <= tol and c["top1"] == c["n"]
 
 
 def run_fixture(fixtures, name, dtype_name, fp8_mode="config", hidden=False):
@@ -863,6 +982,7 @@ def run_fixture(fixtures, name, dtype_name, fp8_mode="config", hidden=False):
     model, config, dropped, used, fp8_differ = build_model(model_dir, dtype_name, fp8_mode)
     ref = np.fromfile(os.path.join(fixtures, "ref", name + ".f32"), dtype="<f4")
     ref = ref.reshape(len(tokens), -1).astype(np.float64)
+    mtp_ref = os.path.join(fixtures, "ref", name + ".mtp.f32")
     layer_out = []
     hooks = []
     if hidden:
@@ -874,25 +994,159 @@ def run_fixture(fixtures, name, dtype_name, fp8_mode="config", hidden=False):
         for layer in lm.layers:
             hooks.append(layer.register_forward_hook(
                 lambda m, i, o: layer_out.append((o[0] if isinstance(o, tuple) else o)[0].double().numpy().copy())))
+    # output_hidden_states as MTPCandidateGenerator asks for it: the MTP
+    # head reads hidden_states[-1], the final-normed last hidden state.
+    want_states = os.path.exists(mtp_ref) and not hidden
     with torch.no_grad():
-        out = model(input_ids=torch.tensor([tokens]), use_cache=False)
+        out = model(input_ids=torch.tensor([tokens]), use_cache=False, output_hidden_states=want_states)
     for h in hooks:
         h.remove()
     logits = out.logits[0].double().numpy()
     if logits.shape != ref.shape:
         raise SetupError("%s: logits %s, reference %s" % (name, logits.shape, ref.shape))
-    diff = np.abs(logits - ref)
     res = {
         "name": name, "dtype": dtype_name, "model_type": config.model_type,
-        "max_abs": float(diff.max()), "rel": float(diff.max() / np.abs(ref).max()),
-        "top1": int((logits.argmax(-1) == ref.argmax(-1)).sum()), "n": len(tokens),
+        "checkpoint_model_type": model.hf_check["checkpoint_model_type"],
+        "causal_lm": type(model).__name__, "n_tokens": len(tokens),
+        "logits": compare(logits, ref),
         "dropped": len(dropped), "mapping": used, "fp8_differ": fp8_differ,
         "mxfp4": model.mxfp4_notes,
     }
+    if not hidden:
+        res["mtp"] = run_mtp(model, tokens, out.hidden_states[-1] if want_states else None, mtp_ref)
     if hidden:
         res["hidden"] = layer_out
         res["tokens"] = tokens
     return res
+
+
+# ---------------------------------------------------------------- MTP heads
+
+
+def _mtp_layers_in(model_dir, n_layers):
+    """The MTP tensors a checkpoint holds: model.layers.N with N >=
+    num_hidden_layers (DeepSeek, GLM) or an mtp.* / model.mtp.* block
+    (DeepSeek-V4, Qwen3.5, Qwen3-Next, Inkling)."""
+    names = []
+    for name in st.load_dir(model_dir):
+        m = re.match(r"model\.layers\.(\d+)\.", name)
+        if (m and int(m.group(1)) >= n_layers) or re.match(r"^(model\.)?mtp\.", name):
+            names.append(name)
+    return names
+
+
+def run_mtp(model, tokens, last_hidden, mtp_ref):
+    """The first MTP head through transformers' own MtpModel
+    (modeling_layers.py, what generate(use_mtp=True) drafts with), teacher
+    forced, against ref/<name>.mtp.f32; or why there is no comparison.
+    Returns the result's "mtp" object: status is "compared",
+    "compared_with_override" (MtpModel as built cannot hold the
+    checkpoint's MTP layer, see below), "not_in_transformers" or
+    "no_reference", with the reason in words."""
+    import torch
+    from transformers.modeling_layers import MtpModel
+    from transformers.core_model_loading import WeightRenaming
+    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    info = model.hf_check
+    config = model.config
+    text = config.get_text_config()
+    n_layers = info["n_layers"]
+    ckpt_mtp = _mtp_layers_in(info["model_dir"], n_layers)
+    n_mtp = getattr(text, "num_mtp_layers", None)
+    ignored = list(getattr(type(model), "_keys_to_ignore_on_load_unexpected", None) or [])
+    out = {"checkpoint_mtp_tensors": len(ckpt_mtp), "transformers_num_mtp_layers": n_mtp}
+    if not os.path.exists(mtp_ref):
+        what = ("the checkpoint holds no MTP layer" if not ckpt_mtp else
+                "the checkpoint's %d MTP tensors (e.g. %s) have no reference: make_fixtures.sh writes no "
+                "ref/<name>.mtp.f32 for this fixture" % (len(ckpt_mtp), sorted(ckpt_mtp)[0]))
+        out.update(status="no_reference", reason=what)
+        return out
+    if n_mtp is None:
+        out.update(status="not_in_transformers", reason=(
+            "transformers %s's %s has no num_mtp_layers, so MtpModel (config.get_mtp_config) and "
+            "generate(use_mtp=True) refuse the model, and %s drops the MTP weights at load "
+            "(_keys_to_ignore_on_load_unexpected %s): no transformers code runs this head"
+            % (VERIFIED_VERSION, type(text).__name__, type(model).__name__, ignored)))
+        return out
+    # MtpModel.from_pretrained's mapping: layers.N. -> layers.(N - num_hidden_layers).mtp_block.,
+    # then the "MtpModel" rules, then the main model's own conversions.
+    def transforms():
+        t = [WeightRenaming(source_patterns="layers.%d." % k, target_patterns="layers.%d.mtp_block." % (k - n_layers))
+             for k in range(n_layers, n_layers + n_mtp)]
+        return t + list(get_checkpoint_conversion_mapping("MtpModel") or []) + \
+            model_transforms(model, info["model_type"])
+    tensors, _, _ = read_checkpoint(info["model_dir"], n_layers, [], info["fp8_mode"], info["block"], mtp=True)
+
+    def build(override):
+        if override:
+            # Construction only: the MTP config says its block is not among
+            # the first first_k_dense_replace layers, as the checkpoint's
+            # layer num_hidden_layers is not.
+            orig = config.get_mtp_config
+
+            def get_mtp_config():
+                c = orig()
+                c.first_k_dense_replace = 0
+                return c
+            config.get_mtp_config = get_mtp_config
+        try:
+            torch.manual_seed(0)
+            mtp = MtpModel(model, n_mtp)
+        finally:
+            if override:
+                del config.get_mtp_config
+        state, used = convert_state_dict(tensors, mtp, transforms(),
+                                         ignore_unexpected=MtpModel._keys_to_ignore_on_load_unexpected,
+                                         allow_missing=[r"^embed_tokens\.weight$", r"^shared_head\.weight$"])
+        mtp.load_state_dict(state, strict=True)
+        mtp.tie_with_main_model(model)
+        return mtp.to(info["dtype"]).eval(), used
+
+    try:
+        mtp, used = build(False)
+        out["status"] = "compared"
+    except SetupError as e:
+        block = MtpModel(model, n_mtp).layers[0].mtp_block
+        k = getattr(text, "first_k_dense_replace", None)
+        out["as_built"] = ("MtpModel(main_model, %d) builds its block as %s(config, layer_idx=0) with a %s, "
+                           "which cannot hold the checkpoint's MTP layer %d: %s"
+                           % (n_mtp, type(block).__name__, type(block.mlp).__name__, n_layers, e))
+        if not k:
+            out.update(status="transformers_cannot_load", reason=out["as_built"])
+            return out
+        try:
+            mtp, used = build(True)
+        except SetupError as e2:
+            out.update(status="transformers_cannot_load",
+                       reason=out["as_built"] + "; with first_k_dense_replace 0 too: %s" % e2)
+            return out
+        out["status"] = "compared_with_override"
+        out["override"] = ("the MTP config's first_k_dense_replace %d -> 0 while MtpModel is built, so that its "
+                           "block (layer_idx 0) gets the %s the checkpoint's layer %d has; a construction "
+                           "fix only: the forward is MtpModel's" % (k, type(mtp.layers[0].mtp_block.mlp).__name__,
+                                                                    n_layers))
+    out["mapping"] = used
+    # Teacher forced as MTPCandidateGenerator feeds it after a prefill of
+    # tokens 0..n-1: MTP row t gets token t+1 (position t+1) and the main
+    # model's hidden_states[-1] at t; row t predicts token t+2.  MtpModel
+    # .forward projects only its last row to logits, so a hook takes the
+    # first MtpLayer's output for every row and the model's own
+    # _project_to_logits makes them logits.  The reference numbers the MTP
+    # rows 0..n-2 instead; RoPE is relative, so only rounding differs.
+    n = len(tokens)
+    rows = []
+    hook = mtp.layers[0].register_forward_hook(lambda m, i, o: rows.append(o))
+    with torch.no_grad():
+        mtp(input_ids=torch.tensor([tokens[1:]]), last_hidden_states=last_hidden[:, :n - 1],
+            attention_mask=torch.ones(1, n - 1, dtype=torch.long), position_ids=torch.arange(1, n).unsqueeze(0),
+            mtp_cache=None, logits_processor=lambda ids, scores: scores, full_input_ids=torch.tensor([tokens]))
+        logits = mtp._project_to_logits(rows[0])[0].double().numpy()
+    hook.remove()
+    ref = np.fromfile(mtp_ref, dtype="<f4").astype(np.float64).reshape(n - 1, -1)
+    if logits.shape != ref.shape:
+        raise SetupError("MTP logits %s, reference %s" % (logits.shape, ref.shape))
+    out["logits"] = compare(logits, ref)
+    return out
 
 
 def report_layers(args, name):
@@ -925,18 +1179,131 @@ def report_layers(args, name):
         print("%-24s   %-11s max|diff| / max|ref| %.3e" % ("", label, d))
 
 
+# ---------------------------------------------------------------- results
+
+
+def fixture_files(fixtures, name):
+    """The files a result is made from, relative to FIXTURES, in the order
+    the identity hashes them: the checkpoint's config.json and every
+    *.safetensors (sorted bytewise, as LC_ALL=C globbing sorts them), the
+    tokens, the reference logits and, where the fixture has one, the MTP
+    reference."""
+    hf = os.path.join("hf", name)
+    files = [os.path.join(hf, "config.json")]
+    files += sorted(os.path.join(hf, f) for f in os.listdir(os.path.join(fixtures, hf)) if f.endswith(".safetensors"))
+    files += [os.path.join("ref", name + ".tokens"), os.path.join("ref", name + ".f32")]
+    if os.path.exists(os.path.join(fixtures, "ref", name + ".mtp.f32")):
+        files.append(os.path.join("ref", name + ".mtp.f32"))
+    return files
+
+
+def fixture_identity(fixtures, name):
+    """(sha256 of what `cd FIXTURES && sha256sum FILES` prints, {file: sha256}):
+    tests/test_references.c recomputes the first with sha256sum to tell
+    whether a committed result was made from the current fixture generator."""
+    import hashlib
+    per_file, listing = {}, ""
+    for rel in fixture_files(fixtures, name):
+        h = hashlib.sha256()
+        with open(os.path.join(fixtures, rel), "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        per_file[rel] = h.hexdigest()
+        listing += "%s  %s\n" % (per_file[rel], rel)
+    return hashlib.sha256(listing.encode()).hexdigest(), per_file
+
+
+def transformers_identity(src, commit=None):
+    """The transformers tree a run used: its commit (given, else git's if SRC
+    is in a checkout), and a sha256 over the source files this process
+    loaded from it (path and contents, sorted by path)."""
+    import hashlib
+    import subprocess
+    pkg = os.path.realpath(os.path.join(src, "transformers"))
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                    check=True).stdout.strip() or None
+        except (OSError, subprocess.CalledProcessError):
+            commit = None
+    files = sorted({os.path.relpath(os.path.realpath(m.__file__), pkg) for m in list(sys.modules.values())
+                    if getattr(m, "__file__", None) and os.path.realpath(m.__file__).startswith(pkg + os.sep)})
+    h = hashlib.sha256()
+    for rel in files:
+        with open(os.path.join(pkg, rel), "rb") as f:
+            h.update(rel.encode() + b"\0" + f.read() + b"\0")
+    return commit, h.hexdigest(), len(files)
+
+
+def host_cpu():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def write_result(path, r, args, tf, torch, argv):
+    """DIR/<fixture>.json: one fixture's result, self-describing (see the
+    module docstring, "Results")."""
+    import datetime
+    import shlex
+    commit, files_sha, n_files = transformers_identity(args.transformers, args.transformers_commit)
+    sha, per_file = fixture_identity(args.fixtures, r["name"])
+    doc = {
+        "fixture": r["name"],
+        "model_type": r.get("checkpoint_model_type"),
+        "transformers_model_type": r.get("model_type"),
+        "transformers_class": r.get("causal_lm"),
+        "transformers": {"version": tf.__version__, "commit": commit, "source_files": n_files,
+                         "source_sha256": files_sha},
+        "torch": torch.__version__,
+        "dtype": args.dtype,
+        "fp8": args.fp8,
+        "bound": {"rel": args.tol, "top1": "all"},
+        "n_tokens": r.get("n_tokens"),
+        "logits": r.get("logits"),
+        "mtp": r.get("mtp"),
+        "notes": r.get("notes", []),
+        "pass": r["pass"],
+        "error": r.get("error"),
+        "fixture_sha256": sha,
+        "fixture_files": per_file,
+        "command": " ".join(shlex.quote(a) for a in ["/usr/bin/python3"] + argv),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host_cpu": host_cpu(),
+    }
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _fmt(x):
+    return "-" if x is None else "%.3e" % x
+
+
 def main(argv=None):
+    argv_used = list(sys.argv if argv is None else [sys.argv[0]] + list(argv))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--transformers", required=True, help="the src/ folder of a transformers v5.15.0 checkout")
     ap.add_argument("--fixtures", required=True, help="the fixtures folder (hf/ and ref/ inside)")
-    ap.add_argument("--names", default=DEFAULT_NAMES, help="comma-separated fixture names")
+    ap.add_argument("--names", default="",
+                    help="comma-separated fixture names (default: every folder under FIXTURES/hf)")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     ap.add_argument("--fp8", default="config", choices=("config", "grid"),
                     help="fp8 block scales: config = quantization_config.weight_block_size tiles, the last "
                          "ones partial (DeepSeek's format; default); grid = transformers' CPU "
                          "Fp8Dequantize, block = shape / scale grid")
     ap.add_argument("--tol", type=float, default=1e-5, help="largest |diff| / largest |ref| allowed")
+    ap.add_argument("--json-dir", help="write DIR/<fixture>.json, one result per fixture")
+    ap.add_argument("--transformers-commit",
+                    help="the commit of the --transformers tree, for the results (default: git rev-parse there)")
     ap.add_argument("--layers", action="store_true",
                     help="on a failing fixture, find the first layer that diverges (runs reference.py --dump-hidden)")
     ap.add_argument("--ref-tools", default=HERE, help="folder with the reference.py for --layers")
@@ -959,36 +1326,65 @@ def main(argv=None):
     print("hf_check: transformers %s from %s, torch %s, %s%s, tol %.0e"
           % (tf.__version__, args.transformers, torch.__version__, args.dtype,
              " (float32 casts widened: a diagnostic)" if args.float64_casts else "", args.tol))
-    names = [n for n in args.names.split(",") if n]
+    if args.names:
+        names = [n for n in args.names.split(",") if n]
+    else:
+        hf = os.path.join(args.fixtures, "hf")
+        names = sorted(n for n in os.listdir(hf) if os.path.isdir(os.path.join(hf, n))) if os.path.isdir(hf) else []
     missing = [n for n in names if not os.path.isdir(os.path.join(args.fixtures, "hf", n))
                or not os.path.exists(os.path.join(args.fixtures, "ref", n + ".f32"))]
-    if missing:
+    if missing or not names:
         print("hf_check: fixtures missing in %s: %s (run tools/make_fixtures.sh)"
-              % (args.fixtures, ", ".join(missing)), file=sys.stderr)
+              % (args.fixtures, ", ".join(missing) or "all"), file=sys.stderr)
         return 2
+    if args.json_dir:
+        os.makedirs(args.json_dir, exist_ok=True)
     failed = 0
     for name in names:
         try:
             r = run_fixture(args.fixtures, name, args.dtype, args.fp8)
         except SetupError as e:
             print("%-24s ERROR %s" % (name, e))
+            r = {"name": name, "pass": False, "error": str(e)}
             failed += 1
+            if args.json_dir:
+                write_result(os.path.join(args.json_dir, name + ".json"), r, args, tf, torch, argv_used)
             continue
-        ok = r["rel"] <= args.tol and r["top1"] == r["n"]
-        print("%-24s %-12s %s max|diff| %.3e  rel %.3e  top1 %d/%d  %s"
-              % (name, r["model_type"], args.dtype, r["max_abs"], r["rel"], r["top1"], r["n"],
-                 "ok" if ok else "FAIL"))
+        c = r["logits"]
+        ok = within(c, args.tol)
+        notes = []
+        print("%-24s %-12s %s max|diff| %s  rel %s  row rel %s  top1 %d/%d  %s"
+              % (name, r["model_type"], args.dtype, _fmt(c["max_abs"]), _fmt(c["rel"]), _fmt(c["row_rel"]),
+                 c["top1"], c["n"], "ok" if ok else "FAIL"))
         if r["fp8_differ"]:
-            print("%-24s note: transformers' Fp8Dequantize (block = shape / scale grid) differs from the "
-                  "fixed-block reading on %d tensors, e.g. %s (--fp8 %s used)"
-                  % ("", len(r["fp8_differ"]), r["fp8_differ"][0], args.fp8))
+            notes.append("transformers' Fp8Dequantize (block = shape / scale grid) differs from the "
+                         "fixed-block reading on %d tensors, e.g. %s (--fp8 %s used)"
+                         % (len(r["fp8_differ"]), r["fp8_differ"][0], args.fp8))
         if r["mxfp4"]:
             same = sum(1 for _, eq in r["mxfp4"] if eq)
-            print("%-24s note: %d MXFP4 expert tensors dequantized by transformers' convert_moe_packed_tensors; "
-                  "ref_gpt_oss.mxfp4_dequantize gives identical values on %d of them"
-                  % ("", len(r["mxfp4"]), same))
+            notes.append("%d MXFP4 expert tensors dequantized by transformers' convert_moe_packed_tensors; "
+                         "ref_gpt_oss.mxfp4_dequantize gives identical values on %d of them"
+                         % (len(r["mxfp4"]), same))
             if same != len(r["mxfp4"]):
                 ok = False
+        m = r["mtp"]
+        if "logits" in m:
+            mok = within(m["logits"], args.tol)
+            ok = ok and mok
+            mc = m["logits"]
+            print("%-24s MTP %-22s max|diff| %s  rel %s  row rel %s  top1 %d/%d  %s"
+                  % ("", m["status"], _fmt(mc["max_abs"]), _fmt(mc["rel"]), _fmt(mc["row_rel"]),
+                     mc["top1"], mc["n"], "ok" if mok else "FAIL"))
+            if m.get("override"):
+                print("%-24s note: MTP: %s; compared with %s" % ("", m["as_built"], m["override"]))
+        elif m["status"] != "no_reference" or m["checkpoint_mtp_tensors"]:
+            print("%-24s note: MTP %s: %s" % ("", m["status"], m["reason"]))
+        for note in notes:
+            print("%-24s note: %s" % ("", note))
+        r["notes"] = notes
+        r["pass"] = ok
+        if args.json_dir:
+            write_result(os.path.join(args.json_dir, name + ".json"), r, args, tf, torch, argv_used)
         if not ok:
             failed += 1
             if args.layers:
