@@ -59,6 +59,79 @@ static inline int lu_count_tokens(const char *tokens)
 	return n;
 }
 
+/* How logits l differ from a reference r: the largest |l - r| over the
+ * largest |r| of the same position (the row's scale), where it was, how
+ * many positions' top-1 agree and how many values are not finite. */
+struct lu_diff {
+	double max_abs;  /* largest |l - r| over finite pairs */
+	double max_rel;  /* largest |l - r| / max |r| of that row */
+	size_t worst;    /* index of max_rel's logit */
+	int top1_agree;  /* positions whose argmax agree */
+	int first_disagree; /* the first position whose argmax differs, or -1 */
+	int bad;         /* values of l or r that are NaN or infinite */
+	size_t first_bad; /* the index of the first of them */
+};
+
+/* Measures l against r, both T rows of n / T floats. NaN never compares,
+ * so a max over differences (fmax drops NaN) would pass {1, NaN} against
+ * {1, 2}: non-finite values are counted first and apart. */
+static inline struct lu_diff lu_diff_of(const float *l, const float *r, size_t n, int T)
+{
+	struct lu_diff d = { .first_disagree = -1 };
+	size_t V = n / (size_t)T;
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(l[i]) || !isfinite(r[i]))
+			if (d.bad++ == 0)
+				d.first_bad = i;
+	for (int t = 0; t < T; t++) {
+		const float *x = l + (size_t)t * V, *y = r + (size_t)t * V;
+		double scale = 0;
+		for (size_t v = 0; v < V; v++)
+			if (isfinite(y[v]) && fabs(y[v]) > scale)
+				scale = fabs(y[v]);
+		if (lu_argmax(x, (int)V) == lu_argmax(y, (int)V))
+			d.top1_agree++;
+		else if (d.first_disagree < 0)
+			d.first_disagree = t;
+		for (size_t v = 0; v < V; v++) {
+			double diff = fabs((double)x[v] - (double)y[v]);
+			if (!isfinite(diff))
+				continue;
+			if (diff > d.max_abs)
+				d.max_abs = diff;
+			double rel = scale > 0 ? diff / scale : diff;
+			if (rel > d.max_rel) {
+				d.max_rel = rel;
+				d.worst = (size_t)t * V + v;
+			}
+		}
+	}
+	return d;
+}
+
+/* Compares logits l with a reference r, both T rows of n / T floats, and
+ * fails the calling test when a value of either is NaN or infinite, a
+ * row's top-1 differs, or some |l - r| exceeds rel_tol times the largest
+ * |r| of its row. The scale is the row's, so the bound tracks the logits'
+ * size: an error of 1e-4 relative fails a bound of 1e-5 whatever the
+ * logits' magnitude. Returns what it measured. */
+static inline struct lu_diff lu_expect_close(const char *what, const float *l, const float *r, size_t n, int T,
+					     double rel_tol)
+{
+	cr_assert(T > 0 && n > 0 && n % (size_t)T == 0, "%s: %zu logits do not make %d rows", what, n, T);
+	size_t V = n / (size_t)T;
+	struct lu_diff d = lu_diff_of(l, r, n, T);
+	cr_expect_eq(d.bad, 0, "%s: %d logits are NaN or infinite, the first at position %zu id %zu: %g, reference %g",
+		     what, d.bad, d.first_bad / V, d.first_bad % V, l[d.first_bad], r[d.first_bad]);
+	cr_expect_eq(d.top1_agree, T, "%s: top-1 differs at %d of %d positions, the first at %d", what,
+		     T - d.top1_agree, T, d.first_disagree);
+	cr_log_info("%s: max |diff| %.3g, %.3g of the row's largest logit (bound %.1g), top-1 %d/%d", what,
+		    d.max_abs, d.max_rel, rel_tol, d.top1_agree, T);
+	cr_expect_leq(d.max_rel, rel_tol, "%s: |diff| %.3g of the row's scale at position %zu id %zu (%.9g vs %.9g) "
+		      "> bound %.1g", what, d.max_rel, d.worst / V, d.worst % V, l[d.worst], r[d.worst], rel_tol);
+	return d;
+}
+
 /* Mean KL of softmax(b) from softmax(a) over the T positions of two
  * logits arrays of n floats, and the share of positions whose argmax
  * agrees. */

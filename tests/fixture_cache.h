@@ -1,0 +1,123 @@
+/*
+ * fixture_cache — containers converted from the fixtures once per build and
+ * shared by every test of a run, instead of each test converting its own
+ * copy of the same checkpoint with the same options.
+ *
+ * A cached container is keyed by the fixture (its path under the fixtures
+ * folder), the convert options, the fixtures' stamp (tools/make_fixtures.sh
+ * writes a new one whenever the generator changes) and the colibri binary
+ * under test (device, inode, size and modification time), so a rebuilt
+ * binary or regenerated fixture never meets an old container. The cache
+ * lives in $COLIBRI_CONTAINERS (tools/run_tests.py sets BUILD/containers
+ * and empties it at the start of a run), else beside the binary.
+ *
+ * Concurrency: Criterion runs tests as separate processes and the runner
+ * runs two binaries at a time, so each entry is made under an exclusive
+ * flock of its own lock file; `colibri convert` publishes by rename, so an
+ * entry is either absent or whole.
+ *
+ * A cached container is shared: a test must not write into it (damage a
+ * file, register a mirror, shard it in place). A test that changes its
+ * container takes a private copy with fc_container_copy.
+ */
+#ifndef COLIBRI_TESTS_FIXTURE_CACHE_H
+#define COLIBRI_TESTS_FIXTURE_CACHE_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/test_util.h"
+
+static inline uint64_t fc_fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h;
+}
+
+/* The folder of the cache: $COLIBRI_CONTAINERS, else containers/ beside
+ * the colibri binary. */
+static inline void fc_dir(char *buf, size_t n)
+{
+	const char *d = getenv("COLIBRI_CONTAINERS");
+	if (d && *d) {
+		snprintf(buf, n, "%s", d);
+		return;
+	}
+	snprintf(buf, n, "%s", tu_colibri());
+	char *slash = strrchr(buf, '/');
+	if (slash)
+		snprintf(slash + 1, n - (size_t)(slash + 1 - buf), "containers");
+	else
+		snprintf(buf, n, "containers");
+}
+
+/* Writes into out the container of fixture `src` (a path under the fixtures
+ * folder: "hf/qwen3_moe", "gguf/olmoe.f32.gguf") converted with `args`
+ * ("--quant int4"; "" for convert's defaults) by the colibri under test,
+ * converting it first if no test of this build has. Fails the test, with
+ * convert's messages, when the conversion fails. The container is shared:
+ * read it, never change it. */
+static inline void fc_container(char *out, size_t n, const char *src, const char *args)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 64], key[PATH_MAX * 2];
+	fc_dir(dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/%s", tu_fixtures(), src);
+	struct stat fst, bst;
+	cr_assert_eq(stat(path, &fst), 0, "fixture %s is missing: run tools/make_fixtures.sh "
+		     "(tools/run_tests.py sets COLIBRI_FIXTURES)", path);
+	cr_assert_eq(stat(tu_colibri(), &bst), 0, "no colibri binary at %s (COLIBRI_BIN)", tu_colibri());
+	char stamp_path[PATH_MAX + 16];
+	snprintf(stamp_path, sizeof stamp_path, "%s/.stamp", tu_fixtures());
+	char *stamp = tu_read(stamp_path, NULL);
+	snprintf(key, sizeof key, "%s|%s|%s|%llu:%llu:%lld:%lld.%09ld", stamp ? stamp : "", src, args,
+		 (unsigned long long)bst.st_dev, (unsigned long long)bst.st_ino, (long long)bst.st_size,
+		 (long long)bst.st_mtim.tv_sec, bst.st_mtim.tv_nsec);
+	free(stamp);
+	char name[256];
+	snprintf(name, sizeof name, "%s", src);
+	for (char *p = name; *p; p++)
+		if (*p == '/' || *p == '.')
+			*p = '_';
+	snprintf(out, n, "%s/%s-%016llx", dir, name,
+		 (unsigned long long)fc_fnv1a(0xcbf29ce484222325ull, key));
+	cr_assert_eq(tu_sh("mkdir -p '%s'", dir), 0, "cannot make the container cache %s", dir);
+
+	char lock[PATH_MAX + 16], manifest[PATH_MAX + 32];
+	snprintf(lock, sizeof lock, "%s.lock", out);
+	snprintf(manifest, sizeof manifest, "%s/manifest.json", out);
+	int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0, "cannot open %s: %s", lock, strerror(errno));
+	while (flock(fd, LOCK_EX) != 0)
+		cr_assert_eq(errno, EINTR, "flock %s: %s", lock, strerror(errno));
+	if (access(manifest, F_OK) != 0) {
+		tu_rmrf(out);
+		int rc = tu_sh("'%s' convert --quiet %s '%s' '%s' >'%s.log' 2>&1", tu_colibri(), args, path, out, out);
+		if (rc != 0) {
+			char log[PATH_MAX + 16];
+			snprintf(log, sizeof log, "%s.log", out);
+			char *msg = tu_read(log, NULL);
+			close(fd);
+			cr_assert_fail("convert %s %s failed (exit %d): %s", path, args, rc, msg ? msg : "");
+		}
+	}
+	close(fd);
+}
+
+/* A private copy of fixture src converted with args, at dest (which must
+ * not exist), for a test that changes its container. */
+static inline void fc_container_copy(const char *dest, const char *src, const char *args)
+{
+	char c[PATH_MAX + 64];
+	fc_container(c, sizeof c, src, args);
+	cr_assert_eq(tu_sh("cp -r '%s' '%s'", c, dest), 0, "cannot copy %s to %s", c, dest);
+}
+
+#endif
