@@ -14,6 +14,10 @@
 #                       .gguf, the first file's for a split set)
 #   ref/gguf_<stem>.tokens, ref/gguf_<stem>.f32   the source fixture's tokens
 #                       and the reference logits of gguf_hf/<stem>
+#   gguf/olmoe_blocks.<type>.gguf, ref/gguf_olmoe_blocks.<type>.tokens
+#                       block-type GGUFs that llama.cpp loads, with tokens
+#                       only (no hf/, gguf_hf/ or logits: tests/ref/ggml/
+#                       holds ggml's logits of them)
 # Idempotent: does nothing when OUTDIR/.stamp matches a hash of the tools'
 # sources (and whether the Qwen3 tokenizer is present).  Builds into a
 # scratch folder and moves it into place, so an interrupted run leaves no
@@ -157,6 +161,24 @@ fixture qwen3_moe_blocks qwen3_moe ", bf16, widths multiples of 256 for the GGUF
 for type in q8_0 q4_0 q4_k q5_k q6_k f16 bf16 q4_k_m mxfp4; do
   gguf qwen3_moe_blocks "$type"
 done
+# The same block types in a model llama.cpp loads, for ggml's own logits
+# (tests/ref/ggml/, tests/test_ggml_ref.c): llama.cpp refuses the
+# qwen3_moe_blocks files, its qwen3moe graph wanting every layer MoE where
+# the fixture's layer 1 is dense (mlp_only_layers).  An OLMoE at --size
+# blocks, its checkpoint scratch (these files are compared with llama.cpp,
+# not transformers), 8 tokens whose router margin is at least 1e-2:
+# llama.cpp rounds activations to Q8_0 / Q8_K, which moves these tiny
+# models' logits by about 1%, and that must not change the experts chosen.
+"$py" "$here/gen_model.py" --arch olmoe --out "$work/src/olmoe_blocks" --seed 1 --size blocks
+"$py" "$here/reference.py" --model "$work/src/olmoe_blocks" --pick-tokens 8 --seed 1 --min-margin 1e-2 \
+    --tokens-out "$work/src/olmoe_blocks.tokens" --out "$work/src/olmoe_blocks.f32" --quiet
+for type in q8_0 q4_0 q4_k q5_k q6_k f16 bf16 q4_k_m mxfp4; do
+  "$py" "$here/gguf_write.py" --model "$work/src/olmoe_blocks" --out "$work/gguf/olmoe_blocks.$type.gguf" \
+      --type "$type" --quiet
+  cp "$work/src/olmoe_blocks.tokens" "$work/ref/gguf_olmoe_blocks.$type.tokens"
+done
+rm -rf "$work/src"
+echo "fixture gguf/olmoe_blocks.<type>.gguf: ref/gguf_olmoe_blocks.<type>.tokens (olmoe, widths multiples of 256, no HF folder)"
 
 "$py" "$here/ggml_blocks.py" --out "$work/ggml_blocks"
 echo "fixture ggml_blocks: f16 bf16 q8_0 q4_0 q4_k q5_k q6_k mxfp4 (.bin raw blocks, .f32 dequantized, 4 x 512)"
