@@ -7,7 +7,8 @@
  *
  * Input: FLAGS TEMPLATE FUZZ_SEP MESSAGE FUZZ_SEP MESSAGE ...
  * FLAGS is one byte: bit 0 add_generation_prompt, bit 1 no_thinking,
- * bit 2 pass NULL options (the defaults). TEMPLATE is the chat_template text
+ * bit 2 pass NULL options (the defaults; to a Jinja template, the same
+ * defaults with the time pinned, see below). TEMPLATE is the chat_template text
  * (empty: none, so the family comes from model_type). Each MESSAGE is a role
  * byte (its value mod 5 picks system, user, assistant, tool, or a role the
  * templates do not know, "function") followed by the content. Contents
@@ -47,9 +48,23 @@ static const char *const roles[] = { "system", "user", "assistant", "tool", "fun
 static const char *const model_types[] = { "qwen3", "qwen3_moe", "olmoe", "mixtral", "deepseek_v3",
 					   "glm4_moe", "deepseek_v32", "deepseek_v4", "glm_moe_dsa", "llama" };
 
+/*
+ * A Jinja template may call strftime_now, which formats chat_options.now or,
+ * when that is 0, the clock. Every Jinja render gets this pinned time, so
+ * that an input renders the same on every run (the clock would make two
+ * runs from one -seed differ, and the two renders compared below differ
+ * when they fall on either side of a second). NULL options (the library's
+ * defaults) are given to the C renderers only, which read no clock; a
+ * Jinja template gets those defaults with the time pinned.
+ */
+#define FUZZ_CHAT_NOW 1700000000
+static const struct chat_options jinja_defaults = { .add_generation_prompt = true, .now = FUZZ_CHAT_NOW };
+
 static void render_check(const struct chat_template *ct, const struct chat_message *m, size_t n,
 			 const struct chat_options *opt, bool twice)
 {
+	if (!opt && ct->jinja)
+		opt = &jinja_defaults;
 	char *out = NULL, err[256] = "";
 	size_t len = 12345;
 	int rc = chat_template_render(ct, m, n, opt, &out, &len, err, sizeof err);
@@ -100,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		msgs[n] = (struct chat_message){ roles[r % 5], contents[n] };
 		n++;
 	}
-	struct chat_options o = { .add_generation_prompt = flags & 1, .no_thinking = flags & 2 };
+	struct chat_options o = { .add_generation_prompt = flags & 1, .no_thinking = flags & 2, .now = FUZZ_CHAT_NOW };
 	const struct chat_options *opt = flags & 4 ? NULL : &o;
 	const char *bos = "<s>", *eos = "</s>";
 

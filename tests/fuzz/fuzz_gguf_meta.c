@@ -14,7 +14,6 @@
  */
 #include <cjson/cJSON.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 
 #include "base/error.h"
 #include "engine/convert/gguf.h"
@@ -44,11 +43,7 @@ static void check_rc(int rc, const char *path, const char *what)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char dir[PATH_MAX];
-	if (!dir[0]) {
-		snprintf(dir, sizeof dir, "/tmp/fuzz_gguf_meta-%d", (int)getpid());
-		mkdir(dir, 0700);
-	}
+	const char *dir = fuzz_dir();
 	int fd = memfd_create("fuzz_gguf_meta.gguf", 0);
 	if (fd < 0)
 		return 0;

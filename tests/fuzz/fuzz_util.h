@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/files.h"
@@ -105,9 +106,18 @@ static inline void fuzz_known(const char *id)
 	}
 }
 
-/* The scratch folder, made once under COLIBRI_FUZZ_SCRATCH (tools/fuzz.sh
- * sets it and removes it afterwards, also after a crash, which skips atexit),
- * else /dev/shm, else TMPDIR, and removed at exit. */
+/*
+ * The scratch folder, made once and removed at exit. Under
+ * COLIBRI_FUZZ_SCRATCH (tools/fuzz.sh sets it and removes it afterwards,
+ * also after a crash, which skips atexit) it is SCRATCH/HARNESS, a name
+ * that is the same on every run: the paths a harness writes reach the
+ * parsers' error messages and the strcmp/strstr hooks that libFuzzer
+ * turns into mutations, so a random name would make two runs from the
+ * same -seed differ. Should SCRATCH/HARNESS exist already (another process
+ * using the same folder), a fresh SCRATCH/HARNESS-XXXXXX is made instead.
+ * Without COLIBRI_FUZZ_SCRATCH it is a fresh folder under /dev/shm, else
+ * TMPDIR, else /tmp.
+ */
 static char fuzz_dir_path[PATH_MAX];
 
 static inline void fuzz_dir_remove(void)
@@ -121,9 +131,17 @@ static inline const char *fuzz_dir(void)
 	if (fuzz_dir_path[0])
 		return fuzz_dir_path;
 	const char *base = getenv("COLIBRI_FUZZ_SCRATCH");
-	if (!base || !*base)
+	if (base && *base) {
+		snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/%s", base, program_invocation_short_name);
+		if (mkdir(fuzz_dir_path, 0700) == 0) {
+			atexit(fuzz_dir_remove);
+			return fuzz_dir_path;
+		}
+		snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/%s-XXXXXX", base, program_invocation_short_name);
+	} else {
 		base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
-	snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/colibri-fuzz-XXXXXX", base ? base : "/tmp");
+		snprintf(fuzz_dir_path, sizeof fuzz_dir_path, "%s/colibri-fuzz-XXXXXX", base ? base : "/tmp");
+	}
 	if (!mkdtemp(fuzz_dir_path)) {
 		perror("fuzz: mkdtemp");
 		abort();
