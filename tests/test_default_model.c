@@ -69,6 +69,12 @@ static double mean_loss(const float *logits, const int *ids, int n, int vocab)
 	return sum / (n - 1);
 }
 
+/* The largest relative difference of a window's mean loss from torch's:
+ * measured 8.8e-8 (float32 sums in another order over the same bf16
+ * weights; the perplexity 39.3388257 against 39.3388203); the bound is
+ * about ten times that. */
+#define WINDOW_REL 1e-6
+
 Test(default_model, perplexity_matches_the_training_script)
 {
 	char dir[PATH_MAX + 32];
@@ -100,15 +106,25 @@ Test(default_model, perplexity_matches_the_training_script)
 		int vocab = (int)(len / ((size_t)n * sizeof(float)));
 		double loss = mean_loss(logits, ids, n, vocab);
 		double want = cJSON_GetObjectItem(win, "loss")->valuedouble;
-		/* float32 against float32, the same bf16 weights: far inside 1%. */
-		cr_expect_lt(fabs(loss - want), 1e-3 * want, "window %d: loss %.6f, torch %.6f", w, loss, want);
+		cr_log_info("window %d: loss %.9f, torch %.9f, relative difference %.3g", w, loss, want,
+			    fabs(loss - want) / want);
+		/* float32 against float32, the same bf16 weights. */
+		cr_expect(isfinite(loss) && fabs(loss - want) <= WINDOW_REL * want, "window %d: loss %.9f, torch %.9f "
+			  "(relative difference %.3g > %.0e)", w, loss, want, fabs(loss - want) / want, WINDOW_REL);
 		sum += loss;
 		free(logits);
 		free(list);
 		free(ids);
 	}
 	double ppl = exp(sum / nw), want = cJSON_GetObjectItem(ev, "test_ppl")->valuedouble;
-	cr_assert_lt(fabs(ppl - want), 0.01 * want, "perplexity %.4f, the training script's %.4f", ppl, want);
+	/* The README prints both to four decimals, and says they are equal:
+	 * so they must round alike there. */
+	char got4[32], want4[32];
+	snprintf(got4, sizeof got4, "%.4f", ppl);
+	snprintf(want4, sizeof want4, "%.4f", want);
+	cr_log_info("perplexity %.9f, the training script's %.9f", ppl, want);
+	cr_assert(isfinite(ppl) && strcmp(got4, want4) == 0, "perplexity %.6f, the training script's %.6f: not equal "
+		  "to the four decimals the README prints", ppl, want);
 	/* A model that learned something: far below the vocabulary's 4096. */
 	cr_assert_lt(ppl, 200.0, "perplexity %.1f: the shipped model is untrained", ppl);
 	cJSON_Delete(ev);
