@@ -1,6 +1,8 @@
-# colibri build. `make` builds ./colibri; `make test` runs the suite twice:
-# once optimised, once under AddressSanitizer + UBSan in build-asan/, then
-# each libFuzzer harness of tests/fuzz/ for a few seconds (build-fuzz/).
+# colibri build. `make` builds ./colibri; `make test` runs the suite
+# (tools/test_all.sh): every test optimised, then under AddressSanitizer +
+# UBSan in build-asan/ (unit-level tests and one family per kind of block,
+# tests/asan_subset.txt), then each libFuzzer harness of tests/fuzz/ over
+# its corpus and a fixed number of runs from a fixed seed (build-fuzz/).
 # Never -march=native: AMX faults in some VMs. The baseline is x86-64-v3
 # (AVX2, FMA, F16C); AVX-512 code lives in *_avx512.c files compiled with
 # their own flags and is chosen at run time from CPUID.
@@ -39,7 +41,6 @@ FUZZ_CC      ?= clang
 FUZZ_SAN      = -fsanitize=fuzzer-no-link,address,undefined -fsanitize=float-cast-overflow \
                 -fno-omit-frame-pointer
 FUZZ_SECONDS ?= 60
-FUZZ_TEST_SECONDS ?= 5
 
 # all: build ./colibri (optimised)
 all: colibri
@@ -99,14 +100,13 @@ fuzz: fuzz-bin
 deps:
 	@./setup.sh --deps
 
-# test: the full suite, optimised and then under ASan/UBSan
+# test: the full suite: optimised, ASan/UBSan, fuzz harnesses' fixed runs (tools/test_all.sh)
 test: deps
-	$(MAKE) --no-print-directory tests-bin
-	COLIBRI_BIN=$(CURDIR)/$(BUILD)/colibri tools/run_tests.sh $(BUILD)
-	$(MAKE) --no-print-directory asan-bin
-	COLIBRI_BIN=$(CURDIR)/build-asan/colibri tools/run_tests.sh build-asan
-	$(MAKE) --no-print-directory fuzz-bin
-	tools/fuzz.sh --seconds $(FUZZ_TEST_SECONDS)
+	tools/test_all.sh
+
+# test-opt: build and run the optimised tests only (T="test_x test_y" for some binaries)
+test-opt: tests-bin
+	/usr/bin/python3 tools/run_tests.py $(BUILD) $(T)
 
 # asan-bin: build colibri and tests with AddressSanitizer + UBSan in build-asan/ (GCC's
 # -fsanitize=undefined leaves out float-cast-overflow: out-of-range double->int casts)
@@ -144,6 +144,6 @@ install: colibri
 clean:
 	rm -rf build build-asan build-fuzz colibri
 
-.PHONY: all deps test tests-bin asan-bin fuzz-bin fuzz debug demo bench bench-kernels install clean
+.PHONY: all deps test test-opt tests-bin asan-bin fuzz-bin fuzz debug demo bench bench-kernels install clean
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/engine/cli/main.d

@@ -23,7 +23,7 @@ static inline void fixture_path(char *buf, size_t n, const char *name)
 	char cfg[PATH_MAX + 64];
 	snprintf(cfg, sizeof cfg, "%s/config.json", buf);
 	cr_assert_eq(access(cfg, R_OK), 0, "fixture %s is missing: run tools/make_fixtures.sh "
-		     "(tools/run_tests.sh sets COLIBRI_FIXTURES)", buf);
+		     "(tools/run_tests.py sets COLIBRI_FIXTURES)", buf);
 }
 
 /* Reads dir/rel whole (NUL-terminated); the caller frees it. */

@@ -111,6 +111,44 @@ static inline void fc_container(char *out, size_t n, const char *src, const char
 	close(fd);
 }
 
+/* Writes into out the logits file (float32, [tokens, vocab]) that `colibri
+ * logits` writes for the cached container of fixture src converted with
+ * args, over the comma-separated ids in the file tokens_path, with the
+ * further options opts; computed once per build like the container (the
+ * key adds the ids and opts). Read it, never change it. */
+static inline void fc_logits(char *out, size_t n, const char *src, const char *args, const char *tokens_path,
+			     const char *opts)
+{
+	char model[PATH_MAX], key[PATH_MAX];
+	fc_container(model, sizeof model, src, args);
+	char *ids = tu_read(tokens_path, NULL);
+	cr_assert_not_null(ids, "cannot read %s", tokens_path);
+	snprintf(key, sizeof key, "%s|%s", model, opts);
+	uint64_t h = fc_fnv1a(fc_fnv1a(0xcbf29ce484222325ull, key), ids);
+	free(ids);
+	snprintf(out, n, "%s-logits-%016llx.f32", model, (unsigned long long)h);
+	char lock[PATH_MAX + 16];
+	snprintf(lock, sizeof lock, "%s.lock", out);
+	int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0, "cannot open %s: %s", lock, strerror(errno));
+	while (flock(fd, LOCK_EX) != 0)
+		cr_assert_eq(errno, EINTR, "flock %s: %s", lock, strerror(errno));
+	if (access(out, F_OK) != 0) {
+		/* logits publishes its --out by rename: absent or whole. */
+		int rc = tu_sh("'%s' logits --model '%s' --tokens \"$(cat '%s')\" --out '%s' %s >'%s.log' 2>&1",
+			       tu_colibri(), model, tokens_path, out, opts, out);
+		if (rc != 0) {
+			char log[PATH_MAX + 16];
+			snprintf(log, sizeof log, "%s.log", out);
+			char *msg = tu_read(log, NULL);
+			close(fd);
+			cr_assert_fail("logits of %s %s over %s failed (exit %d): %s", model, opts, tokens_path, rc,
+				       msg ? msg : "");
+		}
+	}
+	close(fd);
+}
+
 /* A private copy of fixture src converted with args, at dest (which must
  * not exist), for a test that changes its container. */
 static inline void fc_container_copy(const char *dest, const char *src, const char *args)

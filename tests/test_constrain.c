@@ -115,7 +115,7 @@ static void check_grammars(const char *model, const char *name)
 		put_file(tag, grammars[i], path, sizeof path);
 		const char *sampling[] = { "--temp 0", "--temp 1 --seed 1", "--temp 1.5 --seed 2 --top-k 0",
 					   "--temp 1 --seed 3 --top-p 0.9" };
-		for (size_t k = 0; k < sizeof sampling / sizeof sampling[0]; k++) {
+		for (size_t k = 0; k < (size_t)tu_reps(sizeof sampling / sizeof sampling[0]); k++) {
 			snprintf(tag, sizeof tag, "%s-g%zu-s%zu", name, i, k);
 			snprintf(args, sizeof args, "--prompt 'And God said' -n 96 %s --grammar '%s'", sampling[k], path);
 			char *text = gen(model, tag, args);
@@ -274,7 +274,7 @@ Test(constrain, json_schema_output_validates)
 	int models = qwen_model(m[1], sizeof m[1]) ? 2 : 1;
 	const char *sampling[] = { "--temp 0", "--temp 1 --seed 5", "--temp 1.2 --seed 6" };
 	for (int k = 0; k < models; k++)
-		for (size_t i = 0; i < 3; i++) {
+		for (size_t i = 0; i < (size_t)tu_reps(3); i++) {
 			char args[4800], tag[32];
 			snprintf(args, sizeof args, "--prompt 'Answer as JSON:' -n 256 %s --json-schema '%s'", sampling[i], path);
 			snprintf(tag, sizeof tag, "js%d-%zu", k, i);

@@ -42,7 +42,7 @@
 /* ------------------------------------------------------------ locations */
 
 /* The repository root: two levels above COLIBRI_FIXTURES (build/fixtures,
- * as tools/run_tests.sh sets it), else the current folder. */
+ * as tools/run_tests.py sets it), else the current folder. */
 static const char *repo_root(void)
 {
 	static char root[PATH_MAX];

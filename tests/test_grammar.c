@@ -511,7 +511,7 @@ static void qwen3_check(const char *gbnf, const char *const *prefixes, size_t n_
 		int cm = grammar_allowed(s, v, m);
 		double cold = now_ms() - c0;
 		double best = 1e9;
-		for (int r = 0; r < 5; r++) {
+		for (int r = 0; r < tu_reps(5); r++) {
 			c0 = now_ms();
 			cr_assert_eq(grammar_allowed(s, v, m), cm);
 			double dt = now_ms() - c0;

@@ -74,7 +74,7 @@ Test(serve, json_object_and_schema_always_parse)
 	struct srv s;
 	srv_start(&s, "%s", "");
 	int stopped = 0;
-	for (int seed = 1; seed <= 6; seed++) {
+	for (int seed = 1; seed <= tu_reps(6); seed++) {
 		char body[2048];
 		snprintf(body, sizeof body,
 			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Give JSON\"}],\"max_tokens\":120,"
@@ -215,7 +215,7 @@ static void forced_calls(const char *family)
 	static const char *const choices[] = { "\"required\"",
 					       "{\"type\":\"function\",\"function\":{\"name\":\"add\"}}" };
 	for (int c = 0; c < 2; c++)
-		for (int seed = 1; seed <= 3; seed++) {
+		for (int seed = 1; seed <= tu_reps(3); seed++) {
 			char body[4096], what[96];
 			snprintf(what, sizeof what, "%s %s seed %d", family, c ? "named" : "required", seed);
 			snprintf(body, sizeof body,
@@ -289,7 +289,7 @@ Test(serve, forced_tokens_batched_same_answers)
 	srv_start(&a, "%s", "");
 	srv_start(&b, "%s", "--no-forced-batch");
 	double a0 = metric(&a, "colibri_steps_total"), b0 = metric(&b, "colibri_steps_total");
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < tu_reps(3); k++) {
 		char body[2048];
 		snprintf(body, sizeof body,
 			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Person %d as JSON\"}],\"max_tokens\":200,"
@@ -304,7 +304,7 @@ Test(serve, forced_tokens_batched_same_answers)
 		cJSON_Delete(jb);
 	}
 	double sa = metric(&a, "colibri_steps_total") - a0, sb = metric(&b, "colibri_steps_total") - b0;
-	cr_log_info("3 schema answers: %.0f steps with forced batching, %.0f without", sa, sb);
+	cr_log_info("%d schema answers: %.0f steps with forced batching, %.0f without", tu_reps(3), sa, sb);
 	cr_expect_lt(sa, sb, "forced batching saved no step (%.0f vs %.0f)", sa, sb);
 	cr_expect_eq(srv_stop(&a), 0);
 	cr_expect_eq(srv_stop(&b), 0);
@@ -318,7 +318,7 @@ Test(serve, stop_string_inside_forced_tokens)
 	NEED_FIXTURE();
 	struct srv s;
 	srv_start(&s, "%s", "");
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < tu_reps(6); k++) {
 		char body[2048];
 		snprintf(body, sizeof body,
 			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Person %d\"}],\"max_tokens\":200,"

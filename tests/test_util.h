@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-/* Folder of generated fixtures (COLIBRI_FIXTURES, set by tools/run_tests.sh). */
+/* Folder of generated fixtures (COLIBRI_FIXTURES, set by tools/run_tests.py). */
 static inline const char *tu_fixtures(void)
 {
 	const char *d = getenv("COLIBRI_FIXTURES");
@@ -118,6 +118,29 @@ static inline int tu_write(const char *path, const void *data, size_t len)
 		return -1;
 	size_t w = fwrite(data, 1, len, f);
 	return (fclose(f) == 0 && w == len) ? 0 : -1;
+}
+
+/* Whether this test binary is built with AddressSanitizer (make asan-bin,
+ * GCC's macro; clang's __has_feature for the fuzz build). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_SANITIZED 1
+#endif
+#endif
+#ifndef TU_SANITIZED
+#define TU_SANITIZED 0
+#endif
+
+/* How many of n repetitions of one check (seeds, sampling settings, timing
+ * rounds) a test runs: all n in the optimised build, a third of them
+ * (rounded up) under the sanitizers, where every path still runs once or
+ * more but each costs 4-5 times as much; the optimised pass draws them all
+ * (tests/asan_subset.txt says the same of whole tests). */
+static inline int tu_reps(int n)
+{
+	return TU_SANITIZED ? (n + 2) / 3 : n;
 }
 
 /* Deterministic pseudo-random floats in [-1, 1) for kernel tests. */
