@@ -122,9 +122,21 @@ int json_load(const char *path, struct cJSON **out)
 
 int file_write_atomic(const char *path, const void *data, size_t len)
 {
+	/* A temporary name of this process and call: two processes saving
+	 * the same file (two runs of one model saving its usage.json) would
+	 * otherwise truncate and interleave one PATH.tmp and rename the mix.
+	 * O_EXCL makes a leftover of a killed process a retry, not a clash;
+	 * the mode is 0644 less the umask, as a plain create's. */
+	static _Atomic unsigned seq;
 	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = -1;
+	for (int tries = 0; fd < 0 && tries < 100; tries++) {
+		if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%u", path, (long)getpid(), seq++) >= (int)sizeof tmp)
+			return error_set(ENAMETOOLONG, "%s: path too long", path);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
 	if (fd < 0)
 		return error_set(errno, "%s: cannot create: %s", tmp, strerror(errno));
 	const char *p = data;

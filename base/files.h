@@ -24,7 +24,9 @@ int file_read_input(const char *path, char **data, size_t *len);
  * error, -ENOENT if absent. The caller frees *out with cJSON_Delete. */
 int json_load(const char *path, struct cJSON **out);
 
-/* Writes data to path atomically: PATH.tmp, fsync, rename. */
+/* Writes data to path atomically: a temporary PATH.tmp-PID-N of its own
+ * (so that processes saving one file at once never mix their bytes),
+ * fsync, rename; the last rename wins. */
 int file_write_atomic(const char *path, const void *data, size_t len);
 
 /* Reads len bytes of fd at off into buf, retrying short reads and EINTR:

@@ -172,16 +172,18 @@ Test(cli_input, error_first_and_alone)
 {
 	char m[PATH_MAX + 16], path[PATH_MAX + 64], out[PATH_MAX + 16];
 	convert("qwen3_moe", m, sizeof m);
-	/* A folder in the way of usage.json.tmp: the usage save fails as on a
-	 * read-only disk, even for root. */
-	snprintf(path, sizeof path, "%s/usage.json.tmp", m);
+	/* A folder in the way of usage.json: the usage save fails as on a
+	 * read-only disk, even for root (the load before it says it ignores
+	 * the folder). */
+	snprintf(path, sizeof path, "%s/usage.json", m);
 	cr_assert_eq(mkdir(path, 0755), 0);
 	snprintf(out, sizeof out, "%s/ok.txt", ws);
 	cr_assert_eq(cli_run(ws, out, "run --model '%s' --tokens 1,2,3 -n 2 --temp 0", m), 0);
 	char *err = cli_read_err(out);
-	cr_expect(err && strstr(err, "warning: cannot save expert usage") && strstr(err, "usage.json.tmp"),
+	cr_expect(err && strstr(err, "warning: cannot save expert usage") && strstr(err, "usage.json"),
 		  "the failed save is not reported: %s", err);
 	free(err);
+	cr_assert_eq(rmdir(path), 0);
 	/* Flip one byte of every record of the first expert file: whatever
 	 * the routing, the first expert read fails its checksum. */
 	snprintf(path, sizeof path, "%s/experts/layer-000.bin", m);

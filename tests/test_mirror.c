@@ -151,13 +151,13 @@ Test(mirror, measures_unprofiled_disks)
 
 /* Temporary files that a killed `colibri mirror` leaves in the mirror
  * folder (experts/layer-LLL.bin.tmp of the model's expert files,
- * colibri-mirror.json.tmp) are reported by doctor, which leaves them (a
+ * colibri-mirror.json.tmp-PID-N of file_write_atomic) are reported by doctor, which leaves them (a
  * mirror may be running), and removed by the next mirror run, also one
  * that copies another layer. Files of any other name stay. */
 Test(mirror, leftovers_of_a_killed_mirror)
 {
 	cr_assert_eq(tu_sh("'%s' mirror --quiet --no-probe --model '%s' --to '%s' --layers 2", tu_colibri(), model, mirror), 0);
-	const char *stale[] = { "experts/layer-000.bin.tmp", "colibri-mirror.json.tmp" };
+	const char *stale[] = { "experts/layer-000.bin.tmp", "colibri-mirror.json.tmp-4242-0" };
 	const char *keep[] = { "experts/layer-000.bin.tmp.keep", "experts/layer-001.bin.tmp", "notes.tmp",
 			       "experts/layer-000.bin" };
 	char path[4400], out[4400];

@@ -4,6 +4,7 @@
 #include "engine/model/mirror.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -92,6 +93,18 @@ int mirror_leftovers(const struct manifest *m, const char *dir, int (*found)(voi
 		struct stat sb;
 		if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
 			rc = found(ctx, path);
+	}
+	/* colibri-mirror.json goes through file_write_atomic, whose temporary
+	 * file is colibri-mirror.json.tmp-PID-N. */
+	glob_t g;
+	snprintf(path, sizeof path, "%s/colibri-mirror.json.tmp-*", dir);
+	if (!rc && glob(path, GLOB_NOSORT, NULL, &g) == 0) {
+		for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
+			struct stat sb;
+			if (lstat(g.gl_pathv[i], &sb) == 0 && S_ISREG(sb.st_mode))
+				rc = found(ctx, g.gl_pathv[i]);
+		}
+		globfree(&g);
 	}
 	return rc;
 }

@@ -27,7 +27,8 @@ int mirror_verify(const char *model_dir, const char *to_dir, bool quiet);
 
 /* Leftovers of an interrupted mirror_add in the mirror folder dir of the
  * model of m: the temporary files it writes there, each expert file's name
- * followed by ".tmp" and colibri-mirror.json.tmp, and nothing else. Calls
+ * followed by ".tmp", colibri-mirror.json.tmp and colibri-mirror.json.tmp-*
+ * (file_write_atomic's), and nothing else. Calls
  * found for each that exists; a nonzero return stops the walk and is the
  * result (0 otherwise). mirror_add removes them; doctor reports them. */
 int mirror_leftovers(const struct manifest *m, const char *dir, int (*found)(void *ctx, const char *path),
