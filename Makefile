@@ -75,10 +75,21 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libcolibri.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libcolibri.a -lcriterion $(LIBS)
 
-# No harness feeds its input to the matvec kernels (only fuzz_config links
-# them, through generate.o), and with sanitizers and coverage clang takes
-# 50 s over them, most of make test's fuzz step: they build uninstrumented.
-build-fuzz/compute/matvec_%.o: override SAN =
+# No harness feeds its input to the kernels (but for quant.c's conversions
+# of tensor data), the store, the planner (but for the shard placement a
+# manifest names), the forward pass, MPI, the command line, decoding (but
+# for generate.c's generation_config.json parser) or the server (but for
+# the request, text and constraint parsers): the harnesses link them
+# (through generate.o and the serve objects) without running them, so they
+# build without sanitizers and coverage, which takes clang three times as
+# long (the matvec kernels alone 50 s). A parser added to one of these
+# folders belongs in FUZZ_KEEP when a harness reaches it.
+FUZZ_KEEP  = engine/decode/generate.c engine/decode/constrain.c engine/serve/serve_request.c \
+             planner/placement.c compute/quant.c \
+             engine/serve/serve_text.c engine/serve/serve_constraint.c engine/serve/serve_prompt.c
+FUZZ_PLAIN = $(patsubst %.c,build-fuzz/%.o,$(filter-out $(FUZZ_KEEP),$(wildcard compute/*.c storage/*.c \
+             planner/*.c engine/forward/*.c engine/dist/*.c engine/cli/*.c engine/decode/*.c engine/serve/*.c)))
+$(FUZZ_PLAIN): override SAN =
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libcolibri.a $(wildcard tests/fuzz/*.h)
 	@mkdir -p $(dir $@)

@@ -18,7 +18,11 @@
  *
  * A cached container is shared: a test must not write into it (damage a
  * file, register a mirror, shard it in place). A test that changes its
- * container takes a private copy with fc_container_copy.
+ * container takes a private copy with fc_container_copy. colibri itself
+ * writes one file there, usage.json (learned pinning; file_write_atomic,
+ * so concurrent runs never mix it): it changes what is pinned and so the
+ * speed and the hit counts, never a bit of the output. A test that counts
+ * pins, hits or misses runs on a container of its own.
  */
 #ifndef COLIBRI_TESTS_FIXTURE_CACHE_H
 #define COLIBRI_TESTS_FIXTURE_CACHE_H
