@@ -176,7 +176,7 @@ def main():
     ap.add_argument("--pass", dest="pass_", choices=("opt", "asan"), default="opt")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("COLIBRI_TEST_JOBS", "2")))
     ap.add_argument("--fixtures", default=os.path.join(REPO, "build", "fixtures"))
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
 
     build = a.build if os.path.isabs(a.build) else os.path.join(REPO, a.build)
     label = os.path.relpath(build, REPO)
