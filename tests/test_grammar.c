@@ -501,7 +501,10 @@ static void qwen3_check(const char *gbnf, const char *const *prefixes, size_t n_
 	struct grammar *g = parse_ok(gbnf);
 	size_t words = (q.n + 63) / 64;
 	uint64_t *m = malloc(words * 8), *b = malloc(words * 8);
-	for (size_t k = 0; k < n_prefixes; k++) {
+	/* Under the sanitizers the first third of the prefixes: the same mask
+	 * code on fewer grammar states (the optimised pass checks them all). */
+	size_t n_checked = (size_t)tu_reps((int)n_prefixes);
+	for (size_t k = 0; k < n_checked; k++) {
 		struct grammar_state *s;
 		cr_assert_eq(grammar_state_new(&s, g), 0);
 		cr_assert_eq(grammar_state_advance(s, prefixes[k], strlen(prefixes[k])), 0, "prefix '%s'",
