@@ -7,9 +7,14 @@
  * folder), the convert options, the fixtures' stamp (tools/make_fixtures.sh
  * writes a new one whenever the generator changes) and the colibri binary
  * under test (device, inode, size and modification time), so a rebuilt
- * binary or regenerated fixture never meets an old container. The cache
- * lives in $COLIBRI_CONTAINERS (tools/run_tests.py sets BUILD/containers
- * and empties it at the start of a run), else beside the binary.
+ * binary or regenerated fixture never meets an old container. A source
+ * that is no fixture (the checked-in models/kjv-moe-hf, named relative to
+ * the repository, or an absolute path) has no stamp of its own: it is
+ * keyed by its absolute path, the fixtures' stamp, and the name, size and
+ * modification time of each file directly in it, so a checkout or an edit
+ * that changes one of its files changes the key. The cache lives in
+ * $COLIBRI_CONTAINERS (tools/run_tests.py sets BUILD/containers and
+ * empties it at the start of a run), else beside the binary.
  *
  * Concurrency: Criterion runs tests as separate processes and the runner
  * runs two binaries at a time, so each entry is made under an exclusive
@@ -22,16 +27,20 @@
  * writes one file there, usage.json (learned pinning; file_write_atomic,
  * so concurrent runs never mix it): it changes what is pinned and so the
  * speed and the hit counts, never a bit of the output. A test that counts
- * pins, hits or misses runs on a container of its own.
+ * pins, hits or misses runs on a container of its own: fc_container_copy
+ * leaves usage.json out, so the copy is what convert wrote.
  */
 #ifndef COLIBRI_TESTS_FIXTURE_CACHE_H
 #define COLIBRI_TESTS_FIXTURE_CACHE_H
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -63,30 +72,85 @@ static inline void fc_dir(char *buf, size_t n)
 		snprintf(buf, n, "containers");
 }
 
-/* Writes into out the container of fixture `src` (a path under the fixtures
- * folder: "hf/qwen3_moe", "gguf/olmoe.f32.gguf") converted with `args`
- * ("--quant int4"; "" for convert's defaults) by the colibri under test,
- * converting it first if no test of this build has. Fails the test, with
- * convert's messages, when the conversion fails. The container is shared:
- * read it, never change it. */
+/* The path of source src into path: absolute as it is; else under the
+ * fixtures folder when it is there; else under the repository (tu_repo()),
+ * as models/kjv-moe-hf. Returns whether it is a fixture. */
+static inline bool fc_source(char *path, size_t n, const char *src)
+{
+	if (src[0] == '/') {
+		snprintf(path, n, "%s", src);
+		return false;
+	}
+	snprintf(path, n, "%s/%s", tu_fixtures(), src);
+	if (access(path, F_OK) == 0)
+		return true;
+	char repo[PATH_MAX];
+	snprintf(repo, sizeof repo, "%s/%s", tu_repo(), src);
+	if (!realpath(repo, path))
+		snprintf(path, n, "%s", repo);
+	return false;
+}
+
+/* The files of a source that is no fixture, for its key: a sum over its
+ * entries (readdir's order is not fixed) of the hash of each one's name,
+ * size and modification time; one file's alone when it is a file. */
+static inline uint64_t fc_files_hash(const char *path)
+{
+	struct stat st;
+	char line[PATH_MAX + 128], p[PATH_MAX * 2];
+	if (stat(path, &st) != 0)
+		return 0;
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(line, sizeof line, "%lld:%lld.%09ld", (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+			 st.st_mtim.tv_nsec);
+		return fc_fnv1a(0xcbf29ce484222325ull, line);
+	}
+	uint64_t sum = 0;
+	DIR *d = opendir(path);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+		if (stat(p, &st) != 0)
+			continue;
+		snprintf(line, sizeof line, "%s:%lld:%lld.%09ld", e->d_name, (long long)st.st_size,
+			 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+		sum += fc_fnv1a(0xcbf29ce484222325ull, line);
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+/* Writes into out the container of `src` (a path under the fixtures
+ * folder: "hf/qwen3_moe", "gguf/olmoe.f32.gguf"; or, for a checkpoint that
+ * is no fixture, a path relative to the repository, "models/kjv-moe-hf",
+ * or an absolute one) converted with `args` ("--quant int4"; "" for
+ * convert's defaults) by the colibri under test, converting it first if no
+ * test of this build has. Fails the test, with convert's messages, when the
+ * conversion fails. The container is shared: read it, never change it. */
 static inline void fc_container(char *out, size_t n, const char *src, const char *args)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 64], key[PATH_MAX * 2];
 	fc_dir(dir, sizeof dir);
-	snprintf(path, sizeof path, "%s/%s", tu_fixtures(), src);
+	bool fixture = fc_source(path, sizeof path, src);
 	struct stat fst, bst;
-	cr_assert_eq(stat(path, &fst), 0, "fixture %s is missing: run tools/make_fixtures.sh "
-		     "(tools/run_tests.py sets COLIBRI_FIXTURES)", path);
+	cr_assert_eq(stat(path, &fst), 0, "%s %s is missing%s", fixture ? "fixture" : "checkpoint", path,
+		     fixture ? ": run tools/make_fixtures.sh (tools/run_tests.py sets COLIBRI_FIXTURES)" : "");
 	cr_assert_eq(stat(tu_colibri(), &bst), 0, "no colibri binary at %s (COLIBRI_BIN)", tu_colibri());
 	char stamp_path[PATH_MAX + 16];
 	snprintf(stamp_path, sizeof stamp_path, "%s/.stamp", tu_fixtures());
 	char *stamp = tu_read(stamp_path, NULL);
-	snprintf(key, sizeof key, "%s|%s|%s|%llu:%llu:%lld:%lld.%09ld", stamp ? stamp : "", src, args,
-		 (unsigned long long)bst.st_dev, (unsigned long long)bst.st_ino, (long long)bst.st_size,
-		 (long long)bst.st_mtim.tv_sec, bst.st_mtim.tv_nsec);
+	snprintf(key, sizeof key, "%s|%s|%s|%llu:%llu:%lld:%lld.%09ld|%016llx", stamp ? stamp : "",
+		 fixture ? src : path, args, (unsigned long long)bst.st_dev, (unsigned long long)bst.st_ino,
+		 (long long)bst.st_size, (long long)bst.st_mtim.tv_sec, bst.st_mtim.tv_nsec,
+		 fixture ? 0ull : (unsigned long long)fc_files_hash(path));
 	free(stamp);
+	/* The name says what it holds: the fixture's path, else the source's
+	 * own name. */
+	const char *base = strrchr(path, '/');
 	char name[256];
-	snprintf(name, sizeof name, "%s", src);
+	snprintf(name, sizeof name, "%s", fixture ? src : base ? base + 1 : path);
 	for (char *p = name; *p; p++)
 		if (*p == '/' || *p == '.')
 			*p = '_';
@@ -153,13 +217,17 @@ static inline void fc_logits(char *out, size_t n, const char *src, const char *a
 	close(fd);
 }
 
-/* A private copy of fixture src converted with args, at dest (which must
- * not exist), for a test that changes its container. */
+/* A private copy of src (as fc_container takes it) converted with args, at
+ * dest (which must not exist), for a test that changes its container or
+ * counts pins, hits or misses. It holds what convert wrote: the usage.json
+ * that runs on the shared container left is not copied (nor a temporary
+ * of one, which a run may rename away while the copy is made). */
 static inline void fc_container_copy(const char *dest, const char *src, const char *args)
 {
 	char c[PATH_MAX + 64];
 	fc_container(c, sizeof c, src, args);
-	cr_assert_eq(tu_sh("cp -r '%s' '%s'", c, dest), 0, "cannot copy %s to %s", c, dest);
+	cr_assert_eq(tu_sh("mkdir '%s' && for f in '%s'/*; do case \"${f##*/}\" in usage.json*) continue;; esac; "
+			   "cp -r \"$f\" '%s'/ || exit 1; done", dest, c, dest), 0, "cannot copy %s to %s", c, dest);
 }
 
 #endif
