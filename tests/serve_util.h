@@ -25,6 +25,7 @@
 #include "engine/serve/serve_request.h"
 #include "tests/cli_util.h"
 #include "tests/family_model.h"
+#include "tests/fixture_cache.h"
 
 
 static char ws[PATH_MAX];
@@ -37,30 +38,21 @@ static inline bool fixture_present(void)
 	return access(p, F_OK) == 0;
 }
 
-/* One container for every test of a run: converted once (under a lock, as
- * tests run two at a time) next to the fixtures, again when they change. */
+/* One container for every test of a run: qwen3_moe_tok at bf16 from the
+ * build's shared cache (tests/fixture_cache.h: converted once per build
+ * and binary; the servers run with --no-pin and keep their sessions in
+ * ws), reached through the link ws/serve-qwen3_moe_tok, whose name is the
+ * model id the server gives by default. A test that damages its model
+ * takes fc_container_copy(dest, SERVE_FIXTURE, SERVE_CONVERT). */
+#define SERVE_FIXTURE "hf/qwen3_moe_tok"
+#define SERVE_CONVERT "--quant bf16"
+
 static inline void prepare_model(void)
 {
-	char stamp_path[PATH_MAX + 16], lock[PATH_MAX + 16], mine[PATH_MAX + 32];
-	snprintf(model, sizeof model, "%s/../serve-qwen3_moe_tok", tu_fixtures());
-	snprintf(stamp_path, sizeof stamp_path, "%s/.stamp", tu_fixtures());
-	snprintf(lock, sizeof lock, "%s.lock", model);
-	snprintf(mine, sizeof mine, "%s/fixture-stamp", model);
-	int fd = open(lock, O_CREAT | O_RDWR, 0644);
-	cr_assert_geq(fd, 0);
-	flock(fd, LOCK_EX);
-	char *want = tu_read(stamp_path, NULL), *have = tu_read(mine, NULL);
-	if (!want || !have || strcmp(want, have) != 0) {
-		tu_rmrf(model);
-		cr_assert_eq(tu_sh("COLIBRI_CACHE_DIR='%s/cache' '%s' convert --quiet --quant bf16 '%s/hf/qwen3_moe_tok' '%s'",
-				   ws, tu_colibri(), tu_fixtures(), model),
-			     0, "convert failed");
-		cr_assert_eq(tu_write(mine, want ? want : "", want ? strlen(want) : 0), 0);
-	}
-	free(want);
-	free(have);
-	flock(fd, LOCK_UN);
-	close(fd);
+	char cached[PATH_MAX];
+	fc_container(cached, sizeof cached, SERVE_FIXTURE, SERVE_CONVERT);
+	snprintf(model, sizeof model, "%s/serve-qwen3_moe_tok", ws);
+	cr_assert_eq(symlink(cached, model), 0, "cannot link %s to %s: %s", model, cached, strerror(errno));
 }
 
 static inline void setup(void)

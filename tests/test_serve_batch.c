@@ -75,7 +75,7 @@ Test(serve, engine_error_is_500)
 	NEED_FIXTURE();
 	char bad[PATH_MAX + 16], file[PATH_MAX + 64];
 	snprintf(bad, sizeof bad, "%s/bad", ws);
-	cr_assert_eq(tu_sh("cp -r '%s' '%s'", model, bad), 0);
+	fc_container_copy(bad, SERVE_FIXTURE, SERVE_CONVERT);
 	snprintf(file, sizeof file, "%s/experts/layer-000.bin", bad);
 	size_t len = 0;
 	char *good = tu_read(file, &len), *broken = malloc(len);
