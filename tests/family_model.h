@@ -13,7 +13,8 @@
  * built-in template for them is used, as on a real checkpoint).
  *
  * family_model(ws, family, out) converts fixtures/hf/<family> with that
- * tokenizer into ws/<family>, the real `colibri convert` path.
+ * tokenizer, the real `colibri convert` path, once per build (the
+ * container cache of tests/fixture_cache.h), and links it as ws/<family>.
  */
 #ifndef COLIBRI_TESTS_FAMILY_MODEL_H
 #define COLIBRI_TESTS_FAMILY_MODEL_H
@@ -21,6 +22,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 
+#include "tests/fixture_cache.h"
 #include "tests/test_util.h"
 
 struct family_chat {
@@ -154,9 +156,13 @@ static inline void family_tokenizer_config_write(const char *path, const struct 
 	cJSON_Delete(c);
 }
 
-/* ws/<family>: fixtures/hf/<family> (linked file by file) with the tiny
- * tokenizer and fc's template, converted. out gets the container's path. */
-static inline void family_model(const char *ws, const struct family_chat *fc, char *out, size_t n)
+/* The checkpoint of fc's family: fixtures/hf/<family> linked file by file
+ * with the tiny tokenizer and fc's template, made in ws/hf-<family>, and
+ * published once per build into the container cache (tests/fixture_cache.h)
+ * as family-<family>-<hash of the two files made here>, so that a changed
+ * tokenizer or template is another checkpoint. Made under an exclusive
+ * flock and published by rename: absent or whole. out gets its path. */
+static inline void family_checkpoint(const char *ws, const struct family_chat *fc, char *out, size_t n)
 {
 	char src[PATH_MAX], hf[PATH_MAX + 64], p[PATH_MAX + 128];
 	snprintf(src, sizeof src, "%s/hf/%s", tu_fixtures(), fc->family);
@@ -175,11 +181,43 @@ static inline void family_model(const char *ws, const struct family_chat *fc, ch
 	closedir(d);
 	snprintf(p, sizeof p, "%s/tokenizer.json", hf);
 	family_tokenizer_write(p);
+	char *tok = tu_read(p, NULL);
 	snprintf(p, sizeof p, "%s/tokenizer_config.json", hf);
 	family_tokenizer_config_write(p, fc);
+	char *cfg = tu_read(p, NULL);
+	cr_assert(tok && cfg, "cannot read back the tokenizer files in %s", hf);
+	uint64_t h = fc_fnv1a(fc_fnv1a(fc_fnv1a(0xcbf29ce484222325ull, fc->family), tok), cfg);
+	free(tok);
+	free(cfg);
+
+	char dir[PATH_MAX], lock[PATH_MAX + 16];
+	fc_dir(dir, sizeof dir);
+	cr_assert_eq(tu_sh("mkdir -p '%s'", dir), 0, "cannot make the container cache %s", dir);
+	snprintf(out, n, "%s/family-%s-%016llx", dir, fc->family, (unsigned long long)h);
+	snprintf(lock, sizeof lock, "%s.lock", out);
+	snprintf(p, sizeof p, "%s/config.json", out);
+	int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0, "cannot open %s: %s", lock, strerror(errno));
+	while (flock(fd, LOCK_EX) != 0)
+		cr_assert_eq(errno, EINTR, "flock %s: %s", lock, strerror(errno));
+	int rc = access(p, F_OK) == 0 ? 0
+		 : tu_sh("rm -rf '%s' '%s.tmp' && cp -RP '%s' '%s.tmp' && mv '%s.tmp' '%s'", out, out, hf, out, out, out);
+	close(fd);
+	cr_assert_eq(rc, 0, "cannot publish %s as %s", hf, out);
+}
+
+/* ws/<family>: fc's family checkpoint (family_checkpoint) converted with
+ * convert's defaults, the build's shared container, reached through the
+ * link ws/<family>, whose name is the model id serve gives. The commands
+ * run on it only read it (sessions go to their cache folders; usage.json
+ * may change what they pin, never their output). out gets the link. */
+static inline void family_model(const char *ws, const struct family_chat *fc, char *out, size_t n)
+{
+	char hf[PATH_MAX], cached[PATH_MAX];
+	family_checkpoint(ws, fc, hf, sizeof hf);
+	fc_container(cached, sizeof cached, hf, "");
 	snprintf(out, n, "%s/%s", ws, fc->family);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s' '%s'", tu_colibri(), hf, out), 0, "convert of %s failed",
-		     fc->family);
+	cr_assert_eq(symlink(cached, out), 0, "cannot link %s to %s: %s", out, cached, strerror(errno));
 }
 
 #endif
