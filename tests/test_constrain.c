@@ -17,6 +17,7 @@
 #include "engine/grammar/grammar.h"
 #include "tests/cli_util.h"
 #include "tests/family_model.h"
+#include "tests/fixture_cache.h"
 
 static char ws[4096];
 static char cache[4200];
@@ -34,24 +35,22 @@ static void teardown(void)
 
 TestSuite(constrain, .init = setup, .fini = teardown);
 
-/* The default model (a trained toy), converted into ws/kjv. */
+/* The default model (a trained toy) converted with convert's defaults: the
+ * build's shared container, which the runs here only read. */
 static void kjv_model(char *out, size_t n)
 {
-	snprintf(out, n, "%s/kjv", ws);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/models/kjv-moe-hf' '%s'", tu_colibri(), tu_repo(), out), 0);
+	fc_container(out, n, "models/kjv-moe-hf", "");
 }
 
-/* The random qwen3_moe_tok fixture (Qwen3's tokenizer), or false when the
- * fixture lacks it (tools/node_modules missing). */
+/* The random qwen3_moe_tok fixture (Qwen3's tokenizer) at int4, shared as
+ * well, or false when the fixture lacks it (tools/node_modules missing). */
 static bool qwen_model(char *out, size_t n)
 {
 	char probe[PATH_MAX];
 	snprintf(probe, sizeof probe, "%s/hf/qwen3_moe_tok/tokenizer.json", tu_fixtures());
 	if (access(probe, R_OK) != 0)
 		return false;
-	snprintf(out, n, "%s/qwen", ws);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/qwen3_moe_tok' '%s'", tu_colibri(),
-			   tu_fixtures(), out), 0);
+	fc_container(out, n, "hf/qwen3_moe_tok", "--quant int4");
 	return true;
 }
 

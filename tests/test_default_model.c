@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 
 static char ws[PATH_MAX], hf[PATH_MAX + 64], cache[PATH_MAX + 16];
 
@@ -35,14 +36,12 @@ static void teardown(void)
 
 TestSuite(default_model, .init = setup, .fini = teardown, .timeout = 600);
 
-/* Converts the shipped checkpoint into ws/name with the extra options. */
-static void convert(const char *name, const char *opts, char *dir, size_t n)
+/* The shipped checkpoint converted with the options opts, into dir: the
+ * build's shared container (tests/fixture_cache.h), which the commands
+ * here only read. */
+static void convert(const char *opts, char *dir, size_t n)
 {
-	snprintf(dir, n, "%s/%s", ws, name);
-	char out[PATH_MAX + 16];
-	snprintf(out, sizeof out, "%s/convert.out", ws);
-	cr_assert_eq(cli_run(cache, out, "convert '%s' '%s' %s --quiet", hf, dir, opts), 0, "convert failed: %s",
-		     cli_read_err(out));
+	fc_container(dir, n, "models/kjv-moe-hf", opts);
 }
 
 static cJSON *eval_json(void)
@@ -78,7 +77,7 @@ static double mean_loss(const float *logits, const int *ids, int n, int vocab)
 Test(default_model, perplexity_matches_the_training_script)
 {
 	char dir[PATH_MAX + 32];
-	convert("bf16", "--quant bf16", dir, sizeof dir);
+	convert("--quant bf16", dir, sizeof dir);
 	cJSON *ev = eval_json();
 	const cJSON *wins = cJSON_GetObjectItem(ev, "test_windows");
 	int nw = cJSON_GetArraySize(wins);
@@ -133,7 +132,7 @@ Test(default_model, perplexity_matches_the_training_script)
 Test(default_model, tokenizer_encodes_as_trained)
 {
 	char dir[PATH_MAX + 32];
-	convert("int4", "", dir, sizeof dir);
+	convert("", dir, sizeof dir);
 	cJSON *ev = eval_json();
 	const cJSON *cases = cJSON_GetObjectItem(ev, "tokenizer_check");
 	cr_assert_geq(cJSON_GetArraySize(cases), 8);
@@ -172,7 +171,7 @@ static int corpus_words(const char *text)
 Test(default_model, greedy_text_is_the_same_at_any_ram_and_reads_as_the_corpus)
 {
 	char dir[PATH_MAX + 32];
-	convert("int4", "", dir, sizeof dir);
+	convert("", dir, sizeof dir);
 	static const char *const ram[] = { "", "--ram min --io-depth 1", "--ram min --no-prefetch --threads 1",
 					   "--ram 1G --no-direct" };
 	char *first = NULL;
@@ -199,7 +198,7 @@ Test(default_model, greedy_text_is_the_same_at_any_ram_and_reads_as_the_corpus)
 Test(default_model, run_and_chat_use_it_without_model)
 {
 	char dir[PATH_MAX + 32], out[PATH_MAX + 16], ref[PATH_MAX + 16];
-	convert("int4", "", dir, sizeof dir);
+	convert("", dir, sizeof dir);
 	snprintf(ref, sizeof ref, "%s/ref.out", ws);
 	snprintf(out, sizeof out, "%s/run.out", ws);
 	cr_assert_eq(cli_run(cache, ref, "run --model '%s' --prompt 'The LORD is' -n 24 --temp 0", dir), 0);
