@@ -24,6 +24,7 @@
 #include "engine/decode/batch.h"
 #include "engine/decode/session.h"
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 
 static char ws[PATH_MAX];
 
@@ -71,15 +72,15 @@ struct rig {
 	char model[PATH_MAX + 32];
 };
 
-/* Converts fixture name (bf16), opens it, and a forward of 3 sequences of
- * ctx positions with steps of 8 rows. */
+/* Opens fixture name converted at bf16 (the build's shared container: the
+ * sessions go to ws, nothing is written into it), and a forward of 3
+ * sequences of ctx positions with steps of 8 rows. */
 static void rig_open(struct rig *g, const char *name, int ctx)
 {
 	memset(g, 0, sizeof *g);
-	snprintf(g->model, sizeof g->model, "%s/%s", ws, name);
-	if (access(g->model, F_OK) != 0)
-		cr_assert_eq(tu_sh("'%s' convert --quiet --quant bf16 '%s/hf/%s' '%s'", tu_colibri(), tu_fixtures(), name,
-				   g->model), 0);
+	char src[256];
+	snprintf(src, sizeof src, "hf/%s", name);
+	fc_container(g->model, sizeof g->model, src, "--quant bf16");
 	char cache[PATH_MAX + 16];
 	snprintf(cache, sizeof cache, "%s/cache", ws);
 	setenv("COLIBRI_CACHE_DIR", cache, 1);

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "tests/family_model.h"
+#include "tests/fixture_cache.h"
 #include "tests/test_util.h"
 
 static char ws[PATH_MAX];
@@ -50,17 +51,17 @@ static void teardown(void)
 
 TestSuite(chat_cli, .init = setup, .fini = teardown, .timeout = 300);
 
-/* qwen3_moe_tok converted with quant into ws/name (written into out). */
-static void need_model(const char *name, const char *quant, char *out, size_t n)
+/* qwen3_moe_tok converted with quant (the build's shared container; the
+ * sessions go to the cache folder, not into it), into out. */
+static void need_model(const char *quant, char *out, size_t n)
 {
-	char hf[PATH_MAX];
+	char hf[PATH_MAX], args[64];
 	snprintf(hf, sizeof hf, "%s/hf/qwen3_moe_tok/tokenizer.json", tu_fixtures());
 	if (access(hf, R_OK) != 0)
 		cr_skip_test("fixture hf/qwen3_moe_tok is missing: tools/node_modules lacks the Qwen3 tokenizer "
 			     "(run ./setup.sh)");
-	snprintf(out, n, "%s/%s", ws, name);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant %s '%s/hf/qwen3_moe_tok' '%s'", tu_colibri(), quant,
-			   tu_fixtures(), out), 0, "convert failed");
+	snprintf(args, sizeof args, "--quant %s", quant);
+	fc_container(out, n, "hf/qwen3_moe_tok", args);
 }
 
 static void no_sanitizer_report(const char *what, const char *text)
@@ -193,7 +194,7 @@ static const char *content_of(const cJSON *j, int i)
 Test(chat_cli, two_turns_reuse_the_first)
 {
 	char m[PATH_MAX + 32];
-	need_model("tok", "int4", m, sizeof m);
+	need_model("int4", m, sizeof m);
 	struct run r = chat_pipe(m, "two", "Hello there\nHow are you?\n", "-n 12");
 	int t1, p1, c1, t2, p2, c2;
 	cr_assert(status_of(r.err, 0, &t1, &p1, &c1) && status_of(r.err, 1, &t2, &p2, &c2), "no status lines:\n%s",
@@ -221,7 +222,7 @@ Test(chat_cli, two_turns_reuse_the_first)
 Test(chat_cli, reset_keeps_the_system_prompt)
 {
 	char m[PATH_MAX + 32];
-	need_model("tok", "int4", m, sizeof m);
+	need_model("int4", m, sizeof m);
 	struct run r = chat_pipe(m, "reset", "Hello there\n:reset\nHello there\n", "-n 10 --system 'Be brief.'");
 	int t1, p1, c1, t2, p2, c2;
 	cr_assert(status_of(r.err, 0, &t1, &p1, &c1) && status_of(r.err, 1, &t2, &p2, &c2), "%s", r.err);
@@ -241,7 +242,7 @@ Test(chat_cli, reset_keeps_the_system_prompt)
 Test(chat_cli, save_and_resume_continue_as_without_a_restart)
 {
 	char m[PATH_MAX + 32];
-	need_model("tok", "int4", m, sizeof m);
+	need_model("int4", m, sizeof m);
 	struct run u = chat_pipe(m, "u", "Hello there\nWhat next?\nTell me more\n", "-n 12 --session U");
 	struct run p = chat_pipe(m, "p", "Hello there\nWhat next?\n:save X\n", "-n 12 --session P");
 	cr_expect(strstr(p.err, "saved as session \"X\""), "%s", p.err);
@@ -320,7 +321,7 @@ Test(chat_cli, every_family_resumes_as_without_a_restart)
 Test(chat_cli, think_off_closes_the_reasoning_block)
 {
 	char m[PATH_MAX + 32];
-	need_model("tok", "int4", m, sizeof m);
+	need_model("int4", m, sizeof m);
 	struct run on = chat_pipe(m, "on", "Hello there\n", "-n 4 --session on");
 	struct run off = chat_pipe(m, "off", "Hello there\n", "-n 4 --session off --think off");
 	int t, p_on, p_off, c;
@@ -350,7 +351,7 @@ static char *expect_aside(const char *err, const char *why, const char *json, si
 Test(chat_cli, bad_session_files_are_refused_and_kept)
 {
 	char m[PATH_MAX + 32], dir[PATH_MAX + 64], json[PATH_MAX + 128];
-	need_model("tok", "int4", m, sizeof m);
+	need_model("int4", m, sizeof m);
 	struct run r = chat_pipe(m, "first", "Hello there\n", "-n 6");
 	run_free(&r);
 	session_dir(m, dir, sizeof dir);
@@ -407,8 +408,8 @@ Test(chat_cli, bad_session_files_are_refused_and_kept)
 Test(chat_cli, another_models_session_is_refused)
 {
 	char a[PATH_MAX + 32], b[PATH_MAX + 32], da[PATH_MAX + 64], db[PATH_MAX + 64];
-	need_model("tok4", "int4", a, sizeof a);
-	need_model("tok8", "int8", b, sizeof b);
+	need_model("int4", a, sizeof a);
+	need_model("int8", b, sizeof b);
 	struct run r = chat_pipe(a, "a", "Hello there\n", "-n 6");
 	run_free(&r);
 	r = chat_pipe(b, "b", "Hello there\n", "-n 6");
@@ -534,7 +535,7 @@ static int tty_end(struct tty *t, double timeout_s)
 Test(chat_cli, terminal_line_editing_and_history)
 {
 	char m[PATH_MAX + 32];
-	need_model("tok", "int4", m, sizeof m);
+	need_model("int4", m, sizeof m);
 	struct tty t;
 	tty_start(&t, m, "-n 4");
 	cr_assert(tty_expect(&t, "colibri chat:", 1, 60), "no banner:\n%s", t.buf);
@@ -557,7 +558,7 @@ Test(chat_cli, terminal_line_editing_and_history)
 Test(chat_cli, terminal_more_save_reset_resume)
 {
 	char m[PATH_MAX + 32];
-	need_model("tok", "int4", m, sizeof m);
+	need_model("int4", m, sizeof m);
 	struct tty t;
 	tty_start(&t, m, "-n 4");
 	tty_prompt(&t, 1);
@@ -605,7 +606,7 @@ Test(chat_cli, terminal_more_save_reset_resume)
 Test(chat_cli, terminal_ctrl_c_stops_the_answer)
 {
 	char m[PATH_MAX + 32];
-	need_model("tok", "int4", m, sizeof m);
+	need_model("int4", m, sizeof m);
 	struct tty t;
 	tty_start(&t, m, "-n 100000");
 	tty_prompt(&t, 1);

@@ -28,6 +28,7 @@
 #include "engine/decode/session.h"
 #include "engine/text/prompt.h"
 #include "engine/text/tokenizer.h"
+#include "tests/fixture_cache.h"
 #include "tests/test_util.h"
 
 static char ws[PATH_MAX];
@@ -49,7 +50,9 @@ static void teardown(void)
 
 TestSuite(conversation, .init = setup, .fini = teardown, .timeout = 240);
 
-/* qwen3_moe_tok converted (bf16) into ws, or the test skips with the reason. */
+/* qwen3_moe_tok converted at bf16 (the build's shared container: the
+ * sessions go to the cache folder, not into it), or the test skips with
+ * the reason. */
 static void need_model(void)
 {
 	char hf[PATH_MAX];
@@ -57,9 +60,7 @@ static void need_model(void)
 	if (access(hf, R_OK) != 0)
 		cr_skip_test("fixture hf/qwen3_moe_tok is missing: tools/node_modules lacks the Qwen3 tokenizer "
 			     "(run ./setup.sh)");
-	snprintf(model, sizeof model, "%s/tok", ws);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant bf16 '%s/hf/qwen3_moe_tok' '%s'", tu_colibri(), tu_fixtures(),
-			   model), 0, "convert failed");
+	fc_container(model, sizeof model, "hf/qwen3_moe_tok", "--quant bf16");
 }
 
 Test(conversation, messages_json_hash)

@@ -29,6 +29,7 @@
 #include "engine/forward/forward.h"
 #include "engine/forward/seq_state.h"
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 
 static char ws[PATH_MAX];
 
@@ -210,14 +211,14 @@ Test(seq_state, save_and_load)
 	seq_state_free(&b);
 }
 
-/* Converts fixture name (bf16) into ws and opens it with a forward of 32
- * positions and prefill chunks of 8. */
+/* Opens fixture name converted at bf16 (the build's shared container; the
+ * states go to ws) with a forward of 32 positions and prefill chunks of 8. */
 static void open_model(const char *name, struct session *s)
 {
-	char model[PATH_MAX + 32];
-	snprintf(model, sizeof model, "%s/%s", ws, name);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant bf16 '%s/hf/%s' '%s'", tu_colibri(), tu_fixtures(), name, model),
-		     0);
+	static char model[PATH_MAX + 32];
+	char src[256];
+	snprintf(src, sizeof src, "hf/%s", name);
+	fc_container(model, sizeof model, src, "--quant bf16");
 	struct session_options o;
 	session_options_default(&o);
 	o.model_dir = model;
@@ -295,9 +296,7 @@ Test(seq_state, inkling_resumes_bit_identical) { check_resume("inkling_bf16"); }
 Test(seq_state, drafting_through_replay)
 {
 	char model[PATH_MAX + 32], out[PATH_MAX + 32];
-	snprintf(model, sizeof model, "%s/glm", ws);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant bf16 '%s/hf/glm_moe_dsa' '%s'", tu_colibri(), tu_fixtures(),
-			   model), 0);
+	fc_container(model, sizeof model, "hf/glm_moe_dsa", "--quant bf16");
 	char *text[2];
 	double requests[2];
 	for (int replay = 0; replay < 2; replay++) {
