@@ -18,6 +18,7 @@
 #include <criterion/criterion.h>
 
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 #include "tests/node_ref.h"
 
 static char ws[PATH_MAX];
@@ -34,14 +35,22 @@ static void teardown(void)
 
 TestSuite(cli_input, .init = setup, .fini = teardown);
 
-/* Converts fixture `name` into ws/name (bf16) and writes its path. */
+/* Writes the path of fixture `name` converted at bf16: the build's shared
+ * container, which a test reads and never changes. */
 static void convert(const char *name, char *model, size_t n)
 {
+	char src[256];
+	snprintf(src, sizeof src, "hf/%s", name);
+	fc_container(model, n, src, "--quant bf16");
+}
+
+/* The same, as a private copy at ws/name that the test may change. */
+static void convert_copy(const char *name, char *model, size_t n)
+{
+	char src[256];
+	snprintf(src, sizeof src, "hf/%s", name);
 	snprintf(model, n, "%s/%s", ws, name);
-	if (access(model, F_OK) == 0)
-		return;
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant bf16 '%s/hf/%s' '%s'", tu_colibri(), tu_fixtures(), name, model),
-		     0, "convert %s failed", name);
+	fc_container_copy(model, src, "--quant bf16");
 }
 
 /* Runs colibri with args (printf-style); it must fail with status 1..127,
@@ -171,7 +180,7 @@ Test(cli_input, tokenize_file_keeps_nul)
 Test(cli_input, error_first_and_alone)
 {
 	char m[PATH_MAX + 16], path[PATH_MAX + 64], out[PATH_MAX + 16];
-	convert("qwen3_moe", m, sizeof m);
+	convert_copy("qwen3_moe", m, sizeof m);
 	/* A folder in the way of usage.json: the usage save fails as on a
 	 * read-only disk, even for root (the load before it says it ignores
 	 * the folder). */
@@ -206,13 +215,16 @@ Test(cli_input, ram_beyond_memory_warned)
 	free(err);
 }
 
-/* Copies container src to ws/dst and applies a Python edit to the dict m
- * of file `json` in it (or a shell command when json is NULL). */
-static void broken_copy(const char *src, const char *dst, const char *json, const char *edit)
+/* Copies fixture `name`'s bf16 container to ws/dst and applies a Python
+ * edit to the dict m of file `json` in it (or a shell command when json is
+ * NULL). */
+static void broken_copy(const char *name, const char *dst, const char *json, const char *edit)
 {
-	char d[PATH_MAX + 16];
+	char d[PATH_MAX + 16], src[256];
 	snprintf(d, sizeof d, "%s/%s", ws, dst);
-	cr_assert_eq(tu_sh("rm -rf '%s' && cp -r '%s' '%s'", d, src, d), 0);
+	snprintf(src, sizeof src, "hf/%s", name);
+	tu_rmrf(d);
+	fc_container_copy(d, src, "--quant bf16");
 	if (json)
 		cr_assert_eq(tu_sh("/usr/bin/python3 -c \"import json,sys; p=sys.argv[1]; m=json.load(open(p)); %s; "
 				   "json.dump(m, open(p, 'w'))\" '%s/%s'", edit, d, json), 0, "%s", edit);
@@ -225,8 +237,6 @@ static void broken_copy(const char *src, const char *dst, const char *json, cons
  * the exit status), which expect_fail's one-line rule catches. */
 Test(cli_input, load_failures_leak_nothing)
 {
-	char m[PATH_MAX + 16];
-	convert("deepseek_v32", m, sizeof m);
 	static const struct {
 		const char *name, *json, *edit, *needle;
 	} cases[] = {
@@ -238,7 +248,7 @@ Test(cli_input, load_failures_leak_nothing)
 		{ "nofile", NULL, "rm experts/layer-001.bin", "layer-001.bin" },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		broken_copy(m, cases[i].name, cases[i].json, cases[i].edit);
+		broken_copy("deepseek_v32", cases[i].name, cases[i].json, cases[i].edit);
 		free(expect_fail(cases[i].needle, NULL, "logits --model '%s/%s' --tokens 1,2 --out '%s/l.f32'", ws,
 				 cases[i].name, ws));
 	}

@@ -46,6 +46,7 @@
 #include "engine/model/model_config.h"
 #include "base/error.h"
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 
 static char ws[PATH_MAX];
 
@@ -296,14 +297,15 @@ Test(config, generation_config_checked)
 	cr_expect_eq(o.temp, 0.0f);
 }
 
-/* Converts fixture name into ws/c and edits the container's config.json
- * with Python statements on its dict c. */
+/* A private copy of fixture name converted at bf16, at ws/c-name, with
+ * the container's config.json edited by Python statements on its dict c. */
 static void container_with(const char *name, const char *edit, char *model, size_t n)
 {
+	char src[256];
 	snprintf(model, n, "%s/c-%s", ws, name);
+	snprintf(src, sizeof src, "hf/%s", name);
 	tu_rmrf(model);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant bf16 '%s/hf/%s' '%s'", tu_colibri(), tu_fixtures(), name, model),
-		     0);
+	fc_container_copy(model, src, "--quant bf16");
 	cr_assert_eq(tu_sh("/usr/bin/python3 -c \"import json,sys; p=sys.argv[1]; c=json.load(open(p)); %s; "
 			   "json.dump(c, open(p, 'w'))\" '%s/config.json'", edit, model), 0);
 }
