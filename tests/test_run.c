@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 
 static char scratch[4096];
 static char model[4200];
@@ -27,8 +28,11 @@ static void setup(void)
 }
 
 /* The tests on real text use qwen3_moe_tok (the Qwen3 tokenizer from
- * tools/node_modules): skip with the reason when it is missing, else
- * convert it into `model` (int4). */
+ * tools/node_modules): skip with the reason when it is missing, else set
+ * `model` to it with convert's defaults (int4), the build's shared
+ * container (tests/fixture_cache.h). The runs on it may pin what other
+ * runs used (usage.json), which changes no output; a test that counts
+ * pins, hits or misses takes a private copy instead. */
 static void need_tok_model(void)
 {
 	char hf[PATH_MAX];
@@ -36,9 +40,7 @@ static void need_tok_model(void)
 	if (access(hf, R_OK) != 0)
 		cr_skip_test("fixture hf/qwen3_moe_tok is missing: tools/node_modules lacks the Qwen3 tokenizer "
 			     "(run ./setup.sh)");
-	snprintf(model, sizeof model, "%s/tok-int4", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/qwen3_moe_tok' '%s'", tu_colibri(),
-			   tu_fixtures(), model), 0, "convert failed");
+	fc_container(model, sizeof model, "hf/qwen3_moe_tok", "");
 }
 
 static void teardown(void)
@@ -121,7 +123,7 @@ Test(run, stops_at_eos)
 	 * first token, make it the EOS in a copy, and generation must stop there. */
 	char m2[4400], args[8192], path[4400];
 	snprintf(m2, sizeof m2, "%s/eosm", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/olmoe' '%s'", tu_colibri(), tu_fixtures(), m2), 0);
+	fc_container_copy(m2, "hf/olmoe", "");
 	snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7 -n 1 --temp 0", m2);
 	char *first = run_out("eos0", args);
 	int id = atoi(first);
@@ -160,8 +162,7 @@ Test(run, tokenize_roundtrip)
 Test(run, no_tokenizer)
 {
 	char m2[4400];
-	snprintf(m2, sizeof m2, "%s/notok", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/olmoe' '%s'", tu_colibri(), tu_fixtures(), m2), 0);
+	fc_container(m2, sizeof m2, "hf/olmoe", "");
 	cr_expect_neq(tu_sh("'%s' run --model '%s' --prompt hi -n 2 2>'%s/nt.err'", tu_colibri(), m2, scratch), 0);
 	char path[4400];
 	snprintf(path, sizeof path, "%s/nt.err", scratch);
@@ -237,10 +238,9 @@ static double json_num(const cJSON *j, const char *key)
  * its missed experts' records exactly, and its wait fits in its wall time. */
 Test(run, stats_window_puts_the_startup_apart)
 {
-	char hf[PATH_MAX + 16], path[4400], args[8192];
-	snprintf(hf, sizeof hf, "%s/hf/qwen3_moe", tu_fixtures());
+	char path[4400], args[8192];
 	snprintf(model, sizeof model, "%s/win-int4", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s' '%s'", tu_colibri(), hf, model), 0);
+	fc_container_copy(model, "hf/qwen3_moe", "");
 	for (int i = 0; i < 2; i++) {
 		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 16 --temp 0 --no-prefetch "
 			 "--draft 0 --stats --stats-json '%s/win%d.json'", model, scratch, i);
@@ -270,10 +270,9 @@ Test(run, stats_window_puts_the_startup_apart)
  * starts warm and misses only the coldest few, with the same tokens. */
 Test(run, model_in_ram_starts_warm)
 {
-	char hf[PATH_MAX + 16], path[4400], args[8192];
-	snprintf(hf, sizeof hf, "%s/hf/qwen3_moe", tu_fixtures());
+	char path[4400], args[8192];
 	snprintf(model, sizeof model, "%s/warm-int4", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s' '%s'", tu_colibri(), hf, model), 0);
+	fc_container_copy(model, "hf/qwen3_moe", "");
 	char *out[2];
 	for (int i = 0; i < 2; i++) {
 		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 24 --temp 0 --draft 0 "
@@ -307,10 +306,9 @@ Test(run, model_in_ram_starts_warm)
  * and the text is the same. */
 Test(run, prefetch_reads_only_precise_predictions)
 {
-	char hf[PATH_MAX + 16], path[4400], args[8192];
-	snprintf(hf, sizeof hf, "%s/hf/qwen3_moe", tu_fixtures());
+	char path[4400], args[8192];
 	snprintf(model, sizeof model, "%s/pf-int4", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s' '%s'", tu_colibri(), hf, model), 0);
+	fc_container_copy(model, "hf/qwen3_moe", "");
 	char *text[2];
 	double reads[2], bytes[2], misses[2], record = 0, precision = 0;
 	for (int i = 0; i < 2; i++) {
@@ -347,10 +345,9 @@ Test(run, prefetch_reads_only_precise_predictions)
  * --no-prefetch gives. */
 Test(run, hash_layers_prefetch_exactly)
 {
-	char hf[PATH_MAX + 16], path[4400], args[8192];
-	snprintf(hf, sizeof hf, "%s/hf/deepseek_v4", tu_fixtures());
+	char path[4400], args[8192];
 	snprintf(model, sizeof model, "%s/v4-int4", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s' '%s'", tu_colibri(), hf, model), 0);
+	fc_container_copy(model, "hf/deepseek_v4", "");
 	setenv("COLIBRI_PREFETCH_PRECISION", "2", 1);
 	snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 16 --temp 0 --no-pin "
 		 "--stats-json '%s/v4pf.json'", model, scratch);
@@ -416,8 +413,7 @@ static int stats_classes(const char *path, double frames[4], double bytes[4], do
 Test(run, frame_classes_beside_mtp)
 {
 	char ds[4400], args[8192], path[4400];
-	snprintf(ds, sizeof ds, "%s/ds-int4", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/deepseek_v3' '%s'", tu_colibri(), tu_fixtures(), ds), 0);
+	fc_container(ds, sizeof ds, "hf/deepseek_v3", "--quant int4");
 	double frames[4], bytes[4], peak, budget;
 	bool san;
 
@@ -471,8 +467,7 @@ Test(run, context_holds_prompt_and_n)
 {
 	need_tok_model();
 	char ds[4400], args[8192];
-	snprintf(ds, sizeof ds, "%s/ds-ctx", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/deepseek_v3' '%s'", tu_colibri(), tu_fixtures(), ds), 0);
+	fc_container(ds, sizeof ds, "hf/deepseek_v3", "--quant int4");
 	const char *models[] = { model, ds };
 	for (int i = 0; i < 2; i++) {
 		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 12 --temp 0 --draft 2 --ctx 16", models[i]);
