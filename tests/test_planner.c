@@ -30,6 +30,7 @@
 #include "planner/topology.h"
 #include "planner/topology_internal.h"
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 #include "tests/test_util.h"
 
 #define MIB (1ull << 20)
@@ -715,16 +716,23 @@ Test(cgroup, default_mount_points_without_mountinfo)
 	cr_expect_eq(avail, 50 * MIB64);
 }
 
-/* End to end: the commands on a converted fixture. */
+/* End to end: the commands on a converted fixture, qwen3_moe with
+ * convert's defaults: the build's shared container (plan and doctor only
+ * read it), or a private copy in scratch for a test that damages it. */
 static char scratch[4096], model[4200], cache[4200];
 
 static void setup(void)
 {
 	tu_mkdtemp(scratch, sizeof scratch);
-	snprintf(model, sizeof model, "%s/model", scratch);
 	snprintf(cache, sizeof cache, "%s/cache", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/qwen3_moe' '%s'", tu_colibri(), tu_fixtures(), model), 0,
-		     "convert failed");
+	fc_container(model, sizeof model, "hf/qwen3_moe", "");
+}
+
+/* Points model at a private copy, scratch/model. */
+static void model_copy(void)
+{
+	snprintf(model, sizeof model, "%s/model", scratch);
+	fc_container_copy(model, "hf/qwen3_moe", "");
 }
 
 static void teardown(void)
@@ -851,6 +859,7 @@ static void flip_byte(const char *path, long off)
 Test(commands, doctor_deep_names_a_corrupted_expert_record)
 {
 	char out[4400], args[8400], file[4400];
+	model_copy();
 	/* Expert 1 of the first MoE layer, whose record size the manifest gives. */
 	snprintf(file, sizeof file, "%s/manifest.json", model);
 	char *mtext = tu_read(file, NULL);
@@ -876,6 +885,7 @@ Test(commands, doctor_deep_names_a_corrupted_expert_record)
 Test(commands, doctor_names_a_truncated_file)
 {
 	char out[4400], args[8400], file[4400];
+	model_copy();
 	snprintf(file, sizeof file, "%s/experts/layer-000.bin", model);
 	cr_assert_eq(truncate(file, 4096), 0);
 	snprintf(out, sizeof out, "%s/doctor.txt", scratch);
@@ -917,10 +927,9 @@ static uint64_t plan_fixed(const cJSON *j)
 Test(commands, plan_frame_classes_beside_mtp)
 {
 	char mtp[4400], plain[4400], hf[4400];
-	snprintf(mtp, sizeof mtp, "%s/ds-mtp", scratch);
 	snprintf(plain, sizeof plain, "%s/ds-plain", scratch);
 	snprintf(hf, sizeof hf, "%s/hf-plain", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/deepseek_v3' '%s'", tu_colibri(), tu_fixtures(), mtp), 0);
+	fc_container(mtp, sizeof mtp, "hf/deepseek_v3", "--quant int4");
 	cr_assert_eq(tu_sh("cp -r '%s/hf/deepseek_v3' '%s' && sed -i 's/\"num_nextn_predict_layers\": *1/"
 			   "\"num_nextn_predict_layers\": 0/' '%s/config.json'", tu_fixtures(), hf, hf), 0);
 	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s' '%s'", tu_colibri(), hf, plain), 0);

@@ -31,19 +31,27 @@
 #include "engine/model/model.h"
 #include "engine/model/shard.h"
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 #include "tests/test_util.h"
 
 static char scratch[4096], model[4200];
 static const char *source = model; /* what shard() shards */
 
+/* The source: deepseek_v3 at int4, the build's shared container, which
+ * shard only reads; a test that damages it takes a private copy
+ * (model_copy). */
 static void setup(void)
 {
 	tu_mkdtemp(scratch, sizeof scratch);
-	snprintf(model, sizeof model, "%s/model", scratch);
+	fc_container(model, sizeof model, "hf/deepseek_v3", "--quant int4");
 	source = model;
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/deepseek_v3' '%s'", tu_colibri(), tu_fixtures(),
-			   model),
-		     0);
+}
+
+/* Points model (and so source) at a private copy, scratch/model. */
+static void model_copy(void)
+{
+	snprintf(model, sizeof model, "%s/model", scratch);
+	fc_container_copy(model, "hf/deepseek_v3", "--quant int4");
 }
 
 static void teardown(void)
@@ -232,8 +240,7 @@ Test(shard, weights_share_and_even_replicas)
 Test(shard, olmoe_over_three_ranks)
 {
 	char olmoe[4400];
-	snprintf(olmoe, sizeof olmoe, "%s/olmoe", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/olmoe' '%s'", tu_colibri(), tu_fixtures(), olmoe), 0);
+	fc_container(olmoe, sizeof olmoe, "hf/olmoe", "--quant int4");
 	source = olmoe;
 	int held[8 * 16] = { 0 }, per_rank[3];
 	shard_all("ol", 3, "--replicas 2", 8, held, per_rank);
@@ -436,6 +443,7 @@ Test(shard, bad_requests_are_refused_leaving_nothing)
 
 Test(shard, a_damaged_source_record_is_named)
 {
+	model_copy();
 	cJSON *m = manifest_of(model);
 	const cJSON *l = cJSON_GetArrayItem(layers_of(m), 1);
 	int layer = (int)cli_json_num(l, "layer");
@@ -469,6 +477,7 @@ Test(shard, a_damaged_source_record_is_named)
 Test(shard, a_damaged_resident_file_is_named)
 {
 	char path[4400];
+	model_copy();
 	snprintf(path, sizeof path, "%s/resident.bin", model);
 	flip_bits(path, 100, 4);
 	check_refused("dr", "--ranks 2 --rank 0", "does not match its checksum");
