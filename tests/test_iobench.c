@@ -18,6 +18,7 @@
 #include "planner/iobench.h"
 #include "planner/profile.h"
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 #include "tests/test_util.h"
 
 static char scratch[4096], cache[4200], file_a[4200], file_b[4200], small[4200];
@@ -168,10 +169,12 @@ Test(iobench, profile_is_saved_per_device_and_reused_by_plan)
 	cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(entry, "points")), 2);
 	cJSON_Delete(j);
 
-	/* plan finds the profile of the disk holding the container. */
+	/* plan finds the profile of the disk holding the container: a copy in
+	 * scratch, on the disk just measured (the shared container may lie on
+	 * another). */
 	char model[4300];
 	snprintf(model, sizeof model, "%s/model", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/qwen3_moe' '%s'", tu_colibri(), tu_fixtures(), model), 0);
+	fc_container_copy(model, "hf/qwen3_moe", "");
 	cr_assert_eq(cli_run(cache, out, "plan --model '%s' --ram min --json %s", model, direct ? "" : "--no-direct"), 0);
 	j = cli_json_read(out);
 	const cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "disks"), 0);
@@ -205,9 +208,10 @@ Test(iobench, sweep_skips_large_blocks_and_adds_the_record_size)
 	snprintf(prof, sizeof prof, "%s/disks.json", cache);
 	cr_expect_neq(access(prof, F_OK), 0, "--no-save wrote a profile");
 
+	/* A copy in scratch, whose disk (and O_DIRECT) `direct` describes. */
 	char model[4300];
 	snprintf(model, sizeof model, "%s/model", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet '%s/hf/qwen3_moe' '%s'", tu_colibri(), tu_fixtures(), model), 0);
+	fc_container_copy(model, "hf/qwen3_moe", "");
 	cr_assert_eq(cli_run(cache, out, "iobench '%s' --depth 2 --seconds 0.02 --json --no-save %s", model, mode), 0);
 	j = cli_json_read(out);
 	double record = cli_json_num(j, "record_bytes");

@@ -23,6 +23,7 @@
 #include "planner/placement.h"
 #include "planner/plan_hosts.h"
 #include "tests/cli_util.h"
+#include "tests/fixture_cache.h"
 #include "tests/test_util.h"
 
 static char scratch[4096];
@@ -59,13 +60,11 @@ static void teardown(void)
 
 TestSuite(plan_hosts, .init = setup, .fini = teardown, .timeout = 120);
 
-/* Converts the glm4_moe fixture (a dense layer, MoE layers, an MTP layer)
- * into scratch/glm. */
+/* The glm4_moe fixture (a dense layer, MoE layers, an MTP layer) at int4,
+ * the build's shared container: plan only reads it. */
 static void convert_model(void)
 {
-	snprintf(model, sizeof model, "%s/glm", scratch);
-	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s/hf/glm4_moe' '%s'", tu_colibri(), tu_fixtures(), model),
-		     0, "convert glm4_moe failed");
+	fc_container(model, sizeof model, "hf/glm4_moe", "--quant int4");
 }
 
 /* Writes hosts text into scratch/name and returns the path (static). */
