@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "engine/decode/draft_policy.h"
+#include "tests/fixture_cache.h"
 #include "tests/test_util.h"
 
 /* The model: plain = compute + misses * miss_s; drafting divides by
@@ -291,17 +292,20 @@ static void teardown(void)
 
 TestSuite(draft_run, .init = setup, .fini = teardown);
 
-/* Converts the DeepSeek-V3 fixture, or its agreeing rewrite, into scratch. */
+/* The DeepSeek-V3 fixture at int4 (the build's shared container; the runs
+ * here use --no-pin and only read it), or its agreeing rewrite converted
+ * into scratch. */
 static void model(bool agree, char *out, size_t n)
 {
-	char hf[4200];
-	snprintf(hf, sizeof hf, "%s/hf/deepseek_v3", tu_fixtures());
-	if (agree) {
-		snprintf(hf, sizeof hf, "%s/hf-agree", scratch);
-		cr_assert_eq(tu_sh("/usr/bin/python3 '%s/bench/mtp_agree.py' --src '%s/hf/deepseek_v3' --out '%s' "
-				   "--alpha 0.05 >/dev/null 2>&1", tu_repo(), tu_fixtures(), hf), 0, "mtp_agree.py failed");
+	if (!agree) {
+		fc_container(out, n, "hf/deepseek_v3", "--quant int4");
+		return;
 	}
-	snprintf(out, n, "%s/%s-int4", scratch, agree ? "agree" : "random");
+	char hf[4200];
+	snprintf(hf, sizeof hf, "%s/hf-agree", scratch);
+	cr_assert_eq(tu_sh("/usr/bin/python3 '%s/bench/mtp_agree.py' --src '%s/hf/deepseek_v3' --out '%s' "
+			   "--alpha 0.05 >/dev/null 2>&1", tu_repo(), tu_fixtures(), hf), 0, "mtp_agree.py failed");
+	snprintf(out, n, "%s/agree-int4", scratch);
 	cr_assert_eq(tu_sh("'%s' convert --quiet --quant int4 '%s' '%s'", tu_colibri(), hf, out), 0,
 		     "convert failed");
 }
