@@ -73,21 +73,21 @@ static inline void fc_dir(char *buf, size_t n)
 }
 
 /* The path of source src into path: absolute as it is; else under the
- * fixtures folder when it is there; else under the repository (tu_repo()),
- * as models/kjv-moe-hf. Returns whether it is a fixture. */
+ * repository (tu_repo()) when it is there and no fixture of that name is,
+ * as models/kjv-moe-hf; else under the fixtures folder (also when it is
+ * missing, for fc_container's message). Returns whether it is a fixture. */
 static inline bool fc_source(char *path, size_t n, const char *src)
 {
 	if (src[0] == '/') {
 		snprintf(path, n, "%s", src);
 		return false;
 	}
+	char repo[PATH_MAX], real[PATH_MAX];
 	snprintf(path, n, "%s/%s", tu_fixtures(), src);
-	if (access(path, F_OK) == 0)
-		return true;
-	char repo[PATH_MAX];
 	snprintf(repo, sizeof repo, "%s/%s", tu_repo(), src);
-	if (!realpath(repo, path))
-		snprintf(path, n, "%s", repo);
+	if (access(path, F_OK) == 0 || !realpath(repo, real))
+		return true;
+	snprintf(path, n, "%s", real);
 	return false;
 }
 
