@@ -15,8 +15,11 @@ SAN     ?=
 CC_IS_CLANG := $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -1))
 WARN     = -Wall -Wextra -Werror -Wno-unused-parameter $(if $(CC_IS_CLANG),,-Wno-format-truncation)
 ARCH     = -march=x86-64-v3 -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+# -ffile-prefix-map: the checkout's path stays out of the binaries (debug
+# information, __FILE__), so one tree builds the same bytes wherever it
+# lies; the fuzz step's determinism needs that (tests/fuzz/README.md).
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) $(ARCH) -ffp-contract=off \
-             -pthread -I. $(SAN) $(shell pkg-config --cflags libcjson 2>/dev/null)
+             -ffile-prefix-map=$(CURDIR)=. -pthread -I. $(SAN) $(shell pkg-config --cflags libcjson 2>/dev/null)
 AVX512   = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 # Open MPI (engine/dist, colibri across hosts): only dist.c includes mpi.h.
 MPI_CFLAGS = $(shell pkg-config --cflags ompi-c 2>/dev/null)
