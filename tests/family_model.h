@@ -190,16 +190,12 @@ static inline void family_checkpoint(const char *ws, const struct family_chat *f
 	free(tok);
 	free(cfg);
 
-	char dir[PATH_MAX], lock[PATH_MAX + 16];
+	char dir[PATH_MAX];
 	fc_dir(dir, sizeof dir);
 	cr_assert_eq(tu_sh("mkdir -p '%s'", dir), 0, "cannot make the container cache %s", dir);
 	snprintf(out, n, "%s/family-%s-%016llx", dir, fc->family, (unsigned long long)h);
-	snprintf(lock, sizeof lock, "%s.lock", out);
 	snprintf(p, sizeof p, "%s/config.json", out);
-	int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-	cr_assert_geq(fd, 0, "cannot open %s: %s", lock, strerror(errno));
-	while (flock(fd, LOCK_EX) != 0)
-		cr_assert_eq(errno, EINTR, "flock %s: %s", lock, strerror(errno));
+	int fd = fc_lock(out);
 	int rc = access(p, F_OK) == 0 ? 0
 		 : tu_sh("rm -rf '%s' '%s.tmp' && cp -RP '%s' '%s.tmp' && mv '%s.tmp' '%s'", out, out, hf, out, out, out);
 	close(fd);

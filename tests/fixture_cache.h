@@ -122,6 +122,19 @@ static inline uint64_t fc_files_hash(const char *path)
 	return sum;
 }
 
+/* Takes an exclusive lock on PATH.lock for making the cache entry path;
+ * returns its descriptor, which the caller closes to let go. */
+static inline int fc_lock(const char *path)
+{
+	char lock[PATH_MAX + 16];
+	snprintf(lock, sizeof lock, "%s.lock", path);
+	int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0, "cannot open %s: %s", lock, strerror(errno));
+	while (flock(fd, LOCK_EX) != 0)
+		cr_assert_eq(errno, EINTR, "flock %s: %s", lock, strerror(errno));
+	return fd;
+}
+
 /* Writes into out the container of `src` (a path under the fixtures
  * folder: "hf/qwen3_moe", "gguf/olmoe.f32.gguf"; or, for a checkpoint that
  * is no fixture, a path relative to the repository, "models/kjv-moe-hf",
@@ -158,13 +171,9 @@ static inline void fc_container(char *out, size_t n, const char *src, const char
 		 (unsigned long long)fc_fnv1a(0xcbf29ce484222325ull, key));
 	cr_assert_eq(tu_sh("mkdir -p '%s'", dir), 0, "cannot make the container cache %s", dir);
 
-	char lock[PATH_MAX + 16], manifest[PATH_MAX + 32];
-	snprintf(lock, sizeof lock, "%s.lock", out);
+	char manifest[PATH_MAX + 32];
 	snprintf(manifest, sizeof manifest, "%s/manifest.json", out);
-	int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-	cr_assert_geq(fd, 0, "cannot open %s: %s", lock, strerror(errno));
-	while (flock(fd, LOCK_EX) != 0)
-		cr_assert_eq(errno, EINTR, "flock %s: %s", lock, strerror(errno));
+	int fd = fc_lock(out);
 	if (access(manifest, F_OK) != 0) {
 		tu_rmrf(out);
 		int rc = tu_sh("'%s' convert --quiet %s '%s' '%s' >'%s.log' 2>&1", tu_colibri(), args, path, out, out);
@@ -195,12 +204,7 @@ static inline void fc_logits(char *out, size_t n, const char *src, const char *a
 	uint64_t h = fc_fnv1a(fc_fnv1a(0xcbf29ce484222325ull, key), ids);
 	free(ids);
 	snprintf(out, n, "%s-logits-%016llx.f32", model, (unsigned long long)h);
-	char lock[PATH_MAX + 16];
-	snprintf(lock, sizeof lock, "%s.lock", out);
-	int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-	cr_assert_geq(fd, 0, "cannot open %s: %s", lock, strerror(errno));
-	while (flock(fd, LOCK_EX) != 0)
-		cr_assert_eq(errno, EINTR, "flock %s: %s", lock, strerror(errno));
+	int fd = fc_lock(out);
 	if (access(out, F_OK) != 0) {
 		/* logits publishes its --out by rename: absent or whole. */
 		int rc = tu_sh("'%s' logits --model '%s' --tokens \"$(cat '%s')\" --out '%s' %s >'%s.log' 2>&1",
