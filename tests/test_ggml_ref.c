@@ -1,7 +1,8 @@
 /*
  * test_ggml_ref — colibri's reading of GGUF files against ggml and
  * llama.cpp themselves (upstream commit 81ff7abe5), through the references
- * committed in tests/ref/ggml/: tools/ggml_ref.c made them, offline, and
+ * committed in tests/ref/ggml/: tools/ggml_ref.c (dequantization) and
+ * bench/llama_logits.c (logits) made them, offline, and
  * that folder's README.md gives the build, the commands and the reasons
  * for each bound. Nothing here needs llama.cpp.
  *
@@ -39,8 +40,8 @@
 #include "tests/test_util.h"
 
 #define REFS "tests/ref/ggml"
-#define REMAKE "rebuild tools/ggml_ref.c against llama.cpp 81ff7abe5 and remake the references as " REFS \
-	       "/README.md says"
+#define REMAKE "rebuild tools/ggml_ref.c and bench/llama_logits.c against llama.cpp 81ff7abe5 and remake the " \
+	       "references as " REFS "/README.md says"
 
 /* The block files' matrix (tools/ggml_blocks.py). */
 #define ROWS 4
