@@ -10,6 +10,9 @@
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2
+# Debug information: full by default; make test's ASan build takes -g1 (line
+# tables, all its reports need), which compiles a fifth faster.
+DBG     ?= -g
 SAN     ?=
 # -Wformat-truncation is gcc's; clang (make fuzz) does not know the flag.
 CC_IS_CLANG := $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -1))
@@ -18,7 +21,7 @@ ARCH     = -march=x86-64-v3 -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 # -ffile-prefix-map: the checkout's path stays out of the binaries (debug
 # information, __FILE__), so one tree builds the same bytes wherever it
 # lies; the fuzz step's determinism needs that (tests/fuzz/README.md).
-CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) $(ARCH) -ffp-contract=off \
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(DBG) $(WARN) $(ARCH) -ffp-contract=off \
              -ffile-prefix-map=$(CURDIR)=. -pthread -I. $(SAN) $(shell pkg-config --cflags libcjson 2>/dev/null)
 AVX512   = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 # Open MPI (engine/dist, colibri across hosts): only dist.c includes mpi.h.

@@ -43,7 +43,9 @@ if [ $status_build -ne 0 ]; then
 fi
 
 echo "== ASan/UBSan and fuzz builds in the background (build/logs/bg-build.log) [$(elapsed) s]"
-( nice -n 19 $make -j"$jobs" asan-bin && nice -n 19 $make -j"$jobs" fuzz-bin ) >build/logs/bg-build.log 2>&1 &
+# The ASan build with line tables only (DBG=-g1): its reports name files
+# and lines, and it compiles a fifth faster than with full -g.
+( nice -n 19 $make -j"$jobs" asan-bin DBG=-g1 && nice -n 19 $make -j"$jobs" fuzz-bin ) >build/logs/bg-build.log 2>&1 &
 bg=$!
 
 echo "== optimised tests [$(elapsed) s]"
