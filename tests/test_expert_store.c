@@ -47,6 +47,7 @@
 #include "base/error.h"
 #include "storage/expert_store.h"
 #include "tests/expert_store_fixture.h"
+#include "tests/stderr_capture.h"
 
 static void check_configs(bool buffered)
 {
@@ -131,45 +132,6 @@ out:
 	return rc;
 }
 
-/* Sends what the process writes to stderr into a scratch file until
- * stderr_capture_end, which returns it (the caller frees). */
-struct stderr_capture {
-	int saved;
-	char path[64];
-};
-
-static void stderr_capture_begin(struct stderr_capture *c)
-{
-	snprintf(c->path, sizeof c->path, "/tmp/colibri-stderr-XXXXXX");
-	int fd = mkstemp(c->path);
-	cr_assert(fd >= 0, "mkstemp: %s", strerror(errno));
-	fflush(stderr);
-	c->saved = dup(2);
-	cr_assert(c->saved >= 0 && dup2(fd, 2) == 2);
-	close(fd);
-}
-
-static char *stderr_capture_end(struct stderr_capture *c)
-{
-	fflush(stderr);
-	dup2(c->saved, 2);
-	close(c->saved);
-	char *text = tu_read(c->path, NULL);
-	unlink(c->path);
-	cr_assert_not_null(text);
-	fprintf(stderr, "%s", text); /* still shown in the test's log */
-	return text;
-}
-
-/* Lines of text that contain needle. */
-static int lines_with(const char *text, const char *needle)
-{
-	int n = 0;
-	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	return n;
-}
-
 /* The default I/O path, and a test that fails if the store fell back
  * while io_uring works here: when a read through io_uring of our own
  * succeeds, a store opened with default options must read with io_uring,
@@ -202,7 +164,7 @@ Test(expert_store, io_uring_direct_fixed_by_default)
 	char *said = stderr_capture_end(&cap);
 	const struct expert_store_stats *st = expert_store_stats(s);
 	cr_assert(st->io_uring, "io_uring works in this process, but the store fell back to pread threads");
-	cr_expect_eq(lines_with(said, "pread threads"), 0, "no fallback line: %s", said);
+	cr_expect_eq(stderr_count(said, "pread threads"), 0, "no fallback line: %s", said);
 	cr_assert_eq(st->o_direct, direct, "O_DIRECT whenever the file system takes it");
 	cr_assert(st->fixed_files);
 	cr_assert(st->fixed_buffers, "registration fails only over RLIMIT_MEMLOCK");
@@ -255,9 +217,9 @@ Test(expert_store, io_uring_blocked_falls_back_and_says_why)
 	struct expert_store *s = store_open(&fx, 20, 8, false, EXPERT_EVICT_DEFAULT, 0);
 	char *said = stderr_capture_end(&cap);
 	cr_assert(!expert_store_stats(s)->io_uring);
-	cr_expect_eq(lines_with(said, "colibri: warning: io_uring is unavailable (Operation not permitted); "
+	cr_expect_eq(stderr_count(said, "colibri: warning: io_uring is unavailable (Operation not permitted); "
 				      "reading experts with pread threads\n"), 1, "one line naming why: %s", said);
-	cr_expect_eq(lines_with(said, "pread threads"), 1, "said once: %s", said);
+	cr_expect_eq(stderr_count(said, "pread threads"), 1, "said once: %s", said);
 	random_steps(s, &fx, 150, 14);
 	free(said);
 	expert_store_close(s);
@@ -275,9 +237,9 @@ Test(expert_store, env_no_io_uring)
 		struct expert_store *s = store_open(&fx, 20, d, false, EXPERT_EVICT_DEFAULT, 0);
 		char *said = stderr_capture_end(&cap);
 		cr_assert(!expert_store_stats(s)->io_uring);
-		cr_expect_eq(lines_with(said, "colibri: warning: COLIBRI_NO_IO_URING is set; reading experts with pread "
+		cr_expect_eq(stderr_count(said, "colibri: warning: COLIBRI_NO_IO_URING is set; reading experts with pread "
 					      "threads\n"), 1, "the forced fallback says so once: %s", said);
-		cr_expect_eq(lines_with(said, "pread threads"), 1, "said once: %s", said);
+		cr_expect_eq(stderr_count(said, "pread threads"), 1, "said once: %s", said);
 		free(said);
 		random_steps(s, &fx, 150, 11);
 		expert_store_close(s);

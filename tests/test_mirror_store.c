@@ -27,6 +27,7 @@
 #include "base/error.h"
 #include "storage/expert_store.h"
 #include "tests/store_fixture.h"
+#include "tests/stderr_capture.h"
 
 #define MX_LAYERS SF_LAYERS
 #define MX_EXPERTS 16
@@ -100,45 +101,6 @@ static void stats_check(const struct expert_store_stats *st, int n_copies)
 	for (int c = 0; c < n_copies; c++)
 		bytes += st->copy_bytes_read[c];
 	cr_assert_eq(bytes, st->bytes_read, "per-copy bytes add up to the total");
-}
-
-/* ---- stderr capture, to count warning lines ---- */
-
-struct capture {
-	int saved;
-	char path[600];
-};
-
-static void capture_begin(struct capture *c, const char *dir)
-{
-	snprintf(c->path, sizeof c->path, "%s/stderr.txt", dir);
-	fflush(stderr);
-	c->saved = dup(2);
-	int fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	cr_assert(fd >= 0 && c->saved >= 0);
-	dup2(fd, 2);
-	close(fd);
-}
-
-/* Restores stderr, echoes what was captured; the caller frees the text. */
-static char *capture_end(struct capture *c)
-{
-	fflush(stderr);
-	dup2(c->saved, 2);
-	close(c->saved);
-	char *text = tu_read(c->path, NULL);
-	cr_assert_not_null(text);
-	fputs(text, stderr);
-	unlink(c->path);
-	return text;
-}
-
-static int count(const char *text, const char *needle)
-{
-	int n = 0;
-	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	return n;
 }
 
 /* ---- bytes and weights ---- */
@@ -301,11 +263,11 @@ Test(mirror_store, partial_mirror)
 	cr_assert_eq(truncate(fx.paths[2][0], 65536 * 3), 0);
 	fx.desc[2].mirror_paths[1] = NULL;
 	fx.desc[3].mirror_paths[1] = NULL;
-	struct capture cap;
-	capture_begin(&cap, fx.dirs[0]);
+	struct stderr_capture cap;
+	stderr_capture_begin(&cap);
 	struct expert_store *s = mstore_open(&fx, 12, 16, 4096, NULL);
-	char *err = capture_end(&cap);
-	cr_assert_eq(count(err, "lacks"), 2, "one warning per copy");
+	char *err = stderr_capture_end(&cap);
+	cr_assert_eq(stderr_count(err, "lacks"), 2, "one warning per copy");
 	cr_assert(strstr(err, "mirror copy 1 lacks 1 of 3 expert files") && strstr(err, fx.paths[1][3]));
 	cr_assert(strstr(err, "mirror copy 2 lacks 1 of 3 expert files") && strstr(err, "truncated"));
 	free(err);
@@ -336,10 +298,10 @@ Test(mirror_store, primary_missing_mirror_serves)
 	struct store_fixture fx;
 	mfx_make(&fx, 2);
 	cr_assert_eq(unlink(fx.paths[0][2]), 0);
-	struct capture cap;
-	capture_begin(&cap, fx.dirs[1]);
+	struct stderr_capture cap;
+	stderr_capture_begin(&cap);
 	struct expert_store *s = mstore_open(&fx, 12, 8, 0, NULL);
-	char *err = capture_end(&cap);
+	char *err = stderr_capture_end(&cap);
 	cr_assert(strstr(err, "primary copy 0 lacks 1 of 3 expert files"), "%s", err);
 	free(err);
 	const struct expert_store_stats *st = expert_store_stats(s);
@@ -379,8 +341,8 @@ static void check_corrupt_copy(int n_copies, int bad, uint64_t stripe, bool prea
 	corrupt_record(fx.paths[bad][0], 5 * 65536, 65536);
 	struct expert_store *s = mstore_open(&fx, 12, 16, stripe, NULL);
 	const struct expert_store_stats *st = expert_store_stats(s);
-	struct capture cap;
-	capture_begin(&cap, fx.dirs[0]);
+	struct stderr_capture cap;
+	stderr_capture_begin(&cap);
 	int32_t five = 5;
 	step_ok(s, &fx, 0, &five, 1);
 	random_steps(s, &fx, 100, 11);
@@ -388,8 +350,8 @@ static void check_corrupt_copy(int n_copies, int bad, uint64_t stripe, bool prea
 	int32_t ids[MX_PER_STEP] = {10, 11, 12, 13, 14, 15};
 	step_ok(s, &fx, 0, ids, MX_PER_STEP);
 	step_ok(s, &fx, 0, ids, 2);
-	char *err = capture_end(&cap);
-	cr_assert_eq(count(err, "out of rotation"), 1, "one warning:\n%s", err);
+	char *err = stderr_capture_end(&cap);
+	cr_assert_eq(stderr_count(err, "out of rotation"), 1, "one warning:\n%s", err);
 	char want[800];
 	snprintf(want, sizeof want, "%s copy %d is out of rotation: %s: checksum mismatch in layer 0 expert 5 "
 		 "at offset %d", bad ? "mirror" : "primary", bad, fx.paths[bad][0], 5 * 65536);
@@ -465,13 +427,13 @@ static void check_truncated_mirror(bool pread)
 	const struct expert_store_stats *st = expert_store_stats(s);
 	/* After open: records 8.. of layer 3 end early or vanish in the mirror. */
 	cr_assert_eq(truncate(fx.paths[1][3], 262144 * 8 + 6000), 0);
-	struct capture cap;
-	capture_begin(&cap, fx.dirs[0]);
+	struct stderr_capture cap;
+	stderr_capture_begin(&cap);
 	int32_t ids[4] = {8, 9, 1, 2};
 	step_ok(s, &fx, 3, ids, 4);
 	random_steps(s, &fx, 80, 21);
-	char *err = capture_end(&cap);
-	cr_assert_eq(count(err, "out of rotation"), 1, "%s", err);
+	char *err = stderr_capture_end(&cap);
+	cr_assert_eq(stderr_count(err, "out of rotation"), 1, "%s", err);
 	cr_assert(strstr(err, "mirror copy 1 is out of rotation") && strstr(err, fx.paths[1][3]) &&
 		  strstr(err, "unexpected end of file in layer 3 expert"), "%s", err);
 	free(err);
@@ -550,8 +512,8 @@ Test(mirror_store, failed_copy_readmitted)
 	};
 	struct expert_store *s = store_fixture_open(&fx, MX_PER_STEP, &o);
 	const struct expert_store_stats *st = expert_store_stats(s);
-	struct capture cap;
-	capture_begin(&cap, fx.dirs[0]);
+	struct stderr_capture cap;
+	stderr_capture_begin(&cap);
 	int32_t five = 5;
 	step_ok(s, &fx, 0, &five, 1);
 	cr_assert(!st->copy_in_rotation[1]);
@@ -578,9 +540,9 @@ Test(mirror_store, failed_copy_readmitted)
 		step_ok(s, &fx, 3, ids, 3);
 	}
 	cr_assert(!st->copy_in_rotation[1], "a failing returned copy stays in rotation");
-	char *err = capture_end(&cap);
+	char *err = stderr_capture_end(&cap);
 	cr_assert(strstr(err, "mirror copy 1 is back in rotation after 1 s"), "%s", err);
-	cr_assert(strstr(err, "it is tried again in 2 s") && count(err, "out of rotation") == 2, "%s", err);
+	cr_assert(strstr(err, "it is tried again in 2 s") && stderr_count(err, "out of rotation") == 2, "%s", err);
 	free(err);
 	stats_check(st, 2);
 	expert_store_close(s);
