@@ -23,8 +23,8 @@
  *    extent shorter than the sequence, log-length scaling, short
  *    convolutions on k, v and every block's output, one sigmoid router
  *    over routed + shared experts): top-1 equal at every position, no NaN
- *    or infinity, and |logit - reference| at most 2e-6 of the position's
- *    largest logit (4e-6 with Gated DeltaNet; EXACT_REL), teacher-forced;
+ *    or infinity, and |logit - reference| at most 4e-6 of the position's
+ *    largest logit (1e-5 with Gated DeltaNet; EXACT_REL), teacher-forced;
  *    the MTP heads likewise;
  *  - int8 and int4 containers: top-1 agreement and KL divergence against the
  *    f32 container, reported and bounded;
@@ -46,16 +46,17 @@
 #include "tests/test_util.h"
 
 /* The bound of the exact tests: |logit - reference| at most this much of
- * the largest |reference logit| of the position (lu_expect_close). Measured
- * on this suite's fixtures (f32 and bf16 containers, and the mxfp4 ones
- * that keep the released FP4 values): at most 6.9e-7 for every family but
- * the two with Gated DeltaNet, whose recurrent state carries rounding from
- * token to token (qwen3_5_moe 1.07e-6, qwen3_next 1.03e-6). Logits are the
- * same bits on every SIMD level, so the bounds hold on every host: about
- * three times the largest measured difference. A 1e-5 relative error in
- * any family fails. */
-#define EXACT_REL 2e-6
-#define EXACT_REL_GDN 4e-6
+ * the largest |reference logit| of the position (lu_expect_close).
+ * Measured on this suite's fixtures (f32 and bf16 containers, and the mxfp4
+ * ones that keep the released FP4 values) at each SIMD level, which until
+ * issue 38 lands each sum in their own order (COLIBRI_SIMD=scalar | avx2 |
+ * avx512 on an AVX-512 Xeon): at most 1.6e-6 for every family but the two
+ * with Gated DeltaNet, whose recurrent state carries rounding from token
+ * to token (4.5e-6); AVX2 and AVX-512, the levels CI's hosts run, stay
+ * under 8.5e-7 and 1.1e-6. The bounds are about two and a half times the
+ * largest: a 1e-4 relative error in any family fails. */
+#define EXACT_REL 4e-6
+#define EXACT_REL_GDN 1e-5
 
 static char scratch[4096];
 

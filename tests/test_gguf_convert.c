@@ -7,7 +7,7 @@
  *  - An F32 GGUF of each family gives logits bit-identical to the container
  *    converted from the HF checkpoint at f32, and within the forward tests'
  *    bound of transformers' reference logits (no NaN, top-1 equal,
- *    2e-6 of each position's largest logit).
+ *    4e-6 of each position's largest logit).
  *  - A GGUF at each block type is kept as it is (the manifest's types are
  *    the file's), and its logits are bit-identical to the f32 container of
  *    the HF checkpoint tools/gguf_to_hf.py makes by dequantizing the same
@@ -71,12 +71,12 @@ static void convert(const char *src, const char *extra, const char *out_name, ch
 	cr_assert_eq(rc, 0, "convert %s %s failed", src, extra);
 }
 
-/* The bound of the comparisons with transformers' logits (lu_expect_close:
+/* The bound of the comparisons with the numpy reference (lu_expect_close:
  * relative to each position's largest logit). The GGUF containers compute
- * what the HF fixtures' f32 containers do (the same bits, checked), whose
- * largest measured difference to the references is 6.9e-7; see
- * test_forward's EXACT_REL. */
-#define EXACT_REL 2e-6
+ * what the HF fixtures' f32 containers do (the same bits, checked); measured
+ * at most 1.9e-6 at the scalar level (gpt-oss's MXFP4 file), 8.5e-7 with
+ * AVX2 and AVX-512; test_forward's EXACT_REL says why the levels differ. */
+#define EXACT_REL 4e-6
 
 /* l against the numpy reference's logits in ref/<ref>.f32 (tools/reference.py). */
 static void near_reference(const float *l, size_t nl, const char *ref, int T, const char *what)
