@@ -4,8 +4,9 @@
 # tests/asan_subset.txt), then each libFuzzer harness of tests/fuzz/ over
 # its corpus and a fixed number of runs from a fixed seed (build-fuzz/).
 # Never -march=native: AMX faults in some VMs. The baseline is x86-64-v3
-# (AVX2, FMA, F16C); AVX-512 code lives in *_avx512.c files compiled with
-# their own flags and is chosen at run time from CPUID.
+# (AVX2, FMA, F16C); AVX-512 code lives in *_avx512.c files, AVX-VNNI and
+# AVX512-VNNI code in *_avxvnni.c and *_avx512vnni.c, each compiled with its
+# own flags and chosen at run time from CPUID.
 
 CC      ?= cc
 BUILD   ?= build
@@ -23,7 +24,9 @@ ARCH     = -march=x86-64-v3 -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 # lies; the fuzz step's determinism needs that (tests/fuzz/README.md).
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(DBG) $(WARN) $(ARCH) -ffp-contract=off \
              -ffile-prefix-map=$(CURDIR)=. -pthread -I. $(SAN) $(shell pkg-config --cflags libcjson 2>/dev/null)
-AVX512   = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+AVX512   = -mavx512f -mavx512bw -mavx512vl -mavx512dq
+AVX512VNNI = $(AVX512) -mavx512vnni
+AVXVNNI  = -mavxvnni
 # Open MPI (engine/dist, colibri across hosts): only dist.c includes mpi.h.
 MPI_CFLAGS = $(shell pkg-config --cflags ompi-c 2>/dev/null)
 MPI_LIBS   = $(shell pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
@@ -65,6 +68,14 @@ $(BUILD)/engine/dist/dist.o: CFLAGS_ALL += $(MPI_CFLAGS)
 $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(AVX512) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%_avx512vnni.o: %_avx512vnni.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(AVX512VNNI) -MMD -MP -c -o $@ $<
+
+$(BUILD)/%_avxvnni.o: %_avxvnni.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(AVXVNNI) -MMD -MP -c -o $@ $<
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

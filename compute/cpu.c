@@ -18,7 +18,9 @@
 static const char *const cpu_simd_names[] = {
 	[CPU_SIMD_SCALAR] = "scalar",
 	[CPU_SIMD_AVX2] = "avx2",
+	[CPU_SIMD_AVX2_VNNI] = "avxvnni",
 	[CPU_SIMD_AVX512] = "avx512",
+	[CPU_SIMD_AVX512_VNNI] = "avx512vnni",
 };
 
 static uint64_t cpu_xgetbv0(void)
@@ -52,43 +54,70 @@ void cpu_features_detect(struct cpu_features *out)
 	out->avx2 = b & (1u << 5);
 	out->fma = fma;
 	out->f16c = f16c;
+	unsigned a1, b1, c1, d1;
+	__cpuid_count(7, 1, a1, b1, c1, d1);
+	out->avxvnni = a1 & (1u << 4);
 	if (zmm_ok) {
 		out->avx512f = b & (1u << 16);
 		out->avx512dq = b & (1u << 17);
 		out->avx512bw = b & (1u << 30);
 		out->avx512vl = b & (1u << 31);
 		out->avx512vnni = c & (1u << 11);
-		unsigned a1, b1, c1, d1;
-		__cpuid_count(7, 1, a1, b1, c1, d1);
 		out->avx512bf16 = a1 & (1u << 5);
-		(void)b1;
-		(void)c1;
-		(void)d1;
 	}
+	(void)b1;
+	(void)c1;
+	(void)d1;
 	(void)d;
+}
+
+bool cpu_simd_available(enum cpu_simd level)
+{
+	struct cpu_features f;
+	cpu_features_detect(&f);
+	bool avx2 = f.avx2 && f.fma && f.f16c;
+	bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+	switch (level) {
+	case CPU_SIMD_SCALAR:
+		return true;
+	case CPU_SIMD_AVX2:
+		return avx2;
+	case CPU_SIMD_AVX2_VNNI:
+		return avx2 && f.avxvnni;
+	case CPU_SIMD_AVX512:
+		return avx512;
+	case CPU_SIMD_AVX512_VNNI:
+		return avx512 && f.avx512vnni;
+	case CPU_SIMD_COUNT:
+		break;
+	}
+	return false;
+}
+
+/* The best available level at or below `want`. */
+static enum cpu_simd cpu_simd_at_most(enum cpu_simd want)
+{
+	int level = (int)want;
+	while (level > CPU_SIMD_SCALAR && !cpu_simd_available((enum cpu_simd)level))
+		level--;
+	return (enum cpu_simd)level;
 }
 
 enum cpu_simd cpu_simd_supported(void)
 {
-	struct cpu_features f;
-	cpu_features_detect(&f);
-	if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c)
-		return CPU_SIMD_AVX512;
-	if (f.avx2 && f.fma && f.f16c)
-		return CPU_SIMD_AVX2;
-	return CPU_SIMD_SCALAR;
+	return cpu_simd_at_most(CPU_SIMD_AVX512_VNNI);
 }
 
 const char *cpu_simd_name(enum cpu_simd level)
 {
-	if ((unsigned)level > CPU_SIMD_AVX512)
+	if ((unsigned)level >= CPU_SIMD_COUNT)
 		return "unknown";
 	return cpu_simd_names[level];
 }
 
 int cpu_simd_parse(const char *name, enum cpu_simd *out)
 {
-	for (unsigned i = 0; i <= CPU_SIMD_AVX512; i++) {
+	for (unsigned i = 0; i < CPU_SIMD_COUNT; i++) {
 		if (name && strcmp(name, cpu_simd_names[i]) == 0) {
 			*out = (enum cpu_simd)i;
 			return 0;
@@ -106,14 +135,15 @@ static void cpu_level_choose(void)
 	const char *env = getenv("COLIBRI_SIMD");
 	if (env && *env) {
 		enum cpu_simd want;
-		if (cpu_simd_parse(env, &want) != 0)
-			fprintf(stderr, "colibri: ignoring COLIBRI_SIMD=%s (want scalar, avx2 or avx512)\n",
-				env);
-		else if (want > level)
-			fprintf(stderr, "colibri: COLIBRI_SIMD=%s not supported here, using %s\n",
-				env, cpu_simd_name(level));
-		else
-			level = want;
+		if (cpu_simd_parse(env, &want) != 0) {
+			fprintf(stderr, "colibri: ignoring COLIBRI_SIMD=%s (want scalar, avx2, avxvnni, "
+				"avx512 or avx512vnni)\n", env);
+		} else {
+			level = cpu_simd_at_most(want);
+			if (level != want)
+				fprintf(stderr, "colibri: COLIBRI_SIMD=%s not supported here, using %s\n",
+					env, cpu_simd_name(level));
+		}
 	}
 	cpu_level = level;
 }

@@ -38,22 +38,56 @@
 #define TASKS_PER_THREAD 4
 #define TOKEN_BLOCK_BYTES (256 * 1024)
 
+/* The VNNI levels are their base level's table with the integer dot
+ * products replaced (kernels_vnni_avx2 / kernels_vnni_avx512). */
+static struct kernels_ops ops_avx2_vnni, ops_avx512_vnni;
+static pthread_once_t ops_vnni_once = PTHREAD_ONCE_INIT;
+
+static void ops_vnni_make(void)
+{
+	ops_avx2_vnni = kernels_ops_avx2;
+	ops_avx2_vnni.name = "avxvnni";
+	kernels_vnni_avx2(&ops_avx2_vnni);
+	ops_avx512_vnni = kernels_ops_avx512;
+	ops_avx512_vnni.name = "avx512vnni";
+	kernels_vnni_avx512(&ops_avx512_vnni);
+}
+
 const struct kernels_ops *kernels_ops_for(enum cpu_simd level)
 {
 	switch (level) {
+	case CPU_SIMD_AVX512_VNNI:
+		pthread_once(&ops_vnni_once, ops_vnni_make);
+		return &ops_avx512_vnni;
 	case CPU_SIMD_AVX512:
 		return &kernels_ops_avx512;
+	case CPU_SIMD_AVX2_VNNI:
+		pthread_once(&ops_vnni_once, ops_vnni_make);
+		return &ops_avx2_vnni;
 	case CPU_SIMD_AVX2:
 		return &kernels_ops_avx2;
 	case CPU_SIMD_SCALAR:
+	case CPU_SIMD_COUNT:
 		break;
 	}
 	return &kernels_ops_scalar;
 }
 
+/* NULL until kernels_set_level: cpu_simd_level()'s table. */
+static _Atomic(const struct kernels_ops *) ops_forced;
+
+int kernels_set_level(enum cpu_simd level)
+{
+	if ((unsigned)level >= CPU_SIMD_COUNT || !cpu_simd_available(level))
+		return -ENOTSUP;
+	atomic_store(&ops_forced, kernels_ops_for(level));
+	return 0;
+}
+
 const struct kernels_ops *kernels_ops_get(void)
 {
-	return kernels_ops_for(cpu_simd_level());
+	const struct kernels_ops *ops = atomic_load_explicit(&ops_forced, memory_order_relaxed);
+	return ops ? ops : kernels_ops_for(cpu_simd_level());
 }
 
 /* What the int8 weights (low byte) and the int4, mxfp4 and GGML block

@@ -193,10 +193,23 @@ void avx2_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const s
 			int64_t n, int64_t row_begin, int64_t row_end);
 float avx2_act_q16_run(int16_t *q, const float *x);
 
+/* Replace a copy of the AVX2 / AVX-512 table's integer dot products (rows_q8,
+ * rows_q16) with their AVX-VNNI / AVX512-VNNI versions
+ * (matvec_avxvnni.c, matvec_avx512vnni.c): the same bits, fewer
+ * instructions. */
+void kernels_vnni_avx2(struct kernels_ops *ops);
+void kernels_vnni_avx512(struct kernels_ops *ops);
+
 /* Table of a level; the caller must know the machine supports it. */
 const struct kernels_ops *kernels_ops_for(enum cpu_simd level);
 
-/* Table of cpu_simd_level(), chosen once per process. */
+/* Table of cpu_simd_level(), chosen once per process, or of the level
+ * kernels_set_level chose. */
 const struct kernels_ops *kernels_ops_get(void);
+
+/* From now on every kernel of the process runs at `level` (tests compare the
+ * levels' bits in one process; set it while no kernel runs). -ENOTSUP if the
+ * machine lacks it. */
+int kernels_set_level(enum cpu_simd level);
 
 #endif
