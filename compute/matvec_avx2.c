@@ -7,11 +7,14 @@
  * vector once and feeds it to every token. Token t's operations do not
  * depend on NT, which keeps matmul bit-identical to matvec.
  *
- * Fixed order per token: four accumulators, accumulator j taking inputs
- * 32k + 8j .. 32k + 8j + 7, combined as (a0 + a1) + (a2 + a3), then a fixed
- * horizontal sum, then any scalar tail in input order. Grouped weights are
- * dequantized exactly like the scalar reference, w = fl(q * scale), before
- * the multiply-add.
+ * Fixed order per token, docs/ARITHMETIC.md's dot product: the 32 lanes in
+ * four accumulators, accumulator j taking inputs 32k + 8j .. 32k + 8j + 7
+ * (input i in lane i mod 32) by one fused multiply-add each, a ragged tail
+ * only into the lanes it has; the lanes fold as (a0 + a2) + (a1 + a3)
+ * (i + 16, then i + 8), then avx2_hsum (4, 2, 1). That is the scalar
+ * reference's sequence, so every level writes the same bits. Grouped
+ * weights are dequantized exactly like the scalar reference, w = fl(q *
+ * scale), before the multiply-add.
  *
  * The GGML block types decode each run of 32 inputs into four vectors equal
  * to quant_row_dequantize's values (the same f32 operations, in ggml's
@@ -36,6 +39,7 @@
 #define AVX2_NT 2
 #define AVX2_INLINE static inline __attribute__((always_inline))
 
+/* Lanes 0..7 folded: i + 4, i + 2, i + 1. */
 AVX2_INLINE float avx2_hsum(__m256 v)
 {
 	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -88,21 +92,35 @@ AVX2_INLINE void avx2_row_dense(float *out, int64_t os, const void *wv, const fl
 							    acc[t][j]);
 		}
 	}
-	for (; c + 8 <= cols; c += 8) {
-		__m256 w = is_bf16 ? avx2_load_half(wh + c, kind) : _mm256_loadu_ps(wf + c);
+	/* Fewer than 32 inputs left: chunk j of 8 goes to accumulator j, and
+	 * a lane past the end keeps its value (no 0 * 0 added, which would turn
+	 * a -0 into +0). */
+#pragma GCC unroll 4
+	for (int j = 0; j < 4; j++) {
+		int64_t cj = c + 8 * j, len = cols - cj;
+		if (len <= 0)
+			break;
+		if (len > 8)
+			len = 8;
+		float wt[8] = { 0 }, xt[8] = { 0 };
+		int32_t keep[8] = { 0 };
+		for (int64_t k = 0; k < len; k++) {
+			wt[k] = is_bf16 ? avx2_half_to_f32(wh[cj + k], kind) : wf[cj + k];
+			keep[k] = -1;
+		}
+		__m256 w = _mm256_loadu_ps(wt);
+		__m256 sel = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)keep));
 #pragma GCC unroll 2
-		for (int t = 0; t < nt; t++)
-			acc[t][0] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + t * cols + c), acc[t][0]);
+		for (int t = 0; t < nt; t++) {
+			memcpy(xt, x + t * cols + cj, (size_t)len * sizeof(float));
+			__m256 f = _mm256_fmadd_ps(w, _mm256_loadu_ps(xt), acc[t][j]);
+			acc[t][j] = _mm256_blendv_ps(acc[t][j], f, sel);
+		}
 	}
 #pragma GCC unroll 2
-	for (int t = 0; t < nt; t++) {
-		__m256 v = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),
-					 _mm256_add_ps(acc[t][2], acc[t][3]));
-		float s = avx2_hsum(v);
-		for (int64_t k = c; k < cols; k++)
-			s += (is_bf16 ? avx2_half_to_f32(wh[k], kind) : wf[k]) * x[t * cols + k];
-		out[t * os] = s;
-	}
+	for (int t = 0; t < nt; t++)
+		out[t * os] = avx2_hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][2]),
+						      _mm256_add_ps(acc[t][1], acc[t][3])));
 }
 
 /* acc[t][j] += w[j] * x_t[c + 8 j], then the row's result per token. */
@@ -121,8 +139,8 @@ AVX2_INLINE void avx2_finish(float *out, int64_t os, __m256 acc[AVX2_NT][4], con
 {
 #pragma GCC unroll 2
 	for (int t = 0; t < nt; t++)
-		out[t * os] = avx2_hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),
-						      _mm256_add_ps(acc[t][2], acc[t][3])));
+		out[t * os] = avx2_hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][2]),
+						      _mm256_add_ps(acc[t][1], acc[t][3])));
 }
 
 /* 8 signed bytes (the low half of b) as floats times the group scale. */
@@ -1087,6 +1105,7 @@ static float avx2_dot_f32(const float *a, const float *b, int64_t n)
 	return out;
 }
 
+/* out[i] = fma(a, x[i], out[i]), as every level. */
 static void avx2_axpy_f32(float *out, float a, const float *x, int64_t n)
 {
 	__m256 av = _mm256_set1_ps(a);
@@ -1095,7 +1114,7 @@ static void avx2_axpy_f32(float *out, float a, const float *x, int64_t n)
 		_mm256_storeu_ps(out + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i),
 							  _mm256_loadu_ps(out + i)));
 	for (; i < n; i++)
-		out[i] += a * x[i];
+		out[i] = fmaf(a, x[i], out[i]);
 }
 
 const struct kernels_ops kernels_ops_avx2 = {

@@ -6,12 +6,15 @@
  * Each kernel computes a block of NR rows x NT tokens (1 or 2 each, constants
  * after inlining): a decoded weight vector feeds every token and an
  * activation vector every row, which halves the traffic of both in matmul.
- * Every (row, token) pair owns four accumulators; accumulator j takes the
- * inputs 64k + 16j .. 64k + 16j + 15, they are combined as (a0 + a1) +
- * (a2 + a3), then summed horizontally in a fixed order. None of that depends
- * on NR, NT or the neighbours in the block, so matmul equals matvec bit for
- * bit. Ragged f32/bf16 tails use masked loads; grouped rows are multiples of
- * 32 inputs and need no tail.
+ * Every (row, token) pair owns the 32 lanes of docs/ARITHMETIC.md's dot
+ * product in two registers: accumulator j % 2 takes the inputs 64k + 16j ..
+ * 64k + 16j + 15 (input i in lane i mod 32), one fused multiply-add each,
+ * and the lanes fold as acc0 + acc1 (i + 16), then avx512_hsum (8, 4, 2,
+ * 1). That is the scalar reference's sequence, so every level writes the
+ * same bits; none of it depends on NR, NT or the neighbours in the block,
+ * so matmul equals matvec bit for bit. Ragged f32/bf16 tails add only the
+ * lanes they have (mask3 fmadd leaves the others untouched); grouped rows
+ * are multiples of 32 inputs and need no tail.
  *
  * Grouped weights are dequantized exactly like the scalar reference,
  * w = fl(q * scale) (mxfp4: e2m1 * 2^(e - 127)), then multiplied-added in
@@ -47,37 +50,37 @@ AVX512_INLINE float avx512_hsum(__m512 v)
 	return _mm_cvtss_f32(s);
 }
 
-AVX512_INLINE void avx512_zero(__m512 acc[NR_MAX][NT_MAX][4], const int nr, const int nt)
+AVX512_INLINE void avx512_zero(__m512 acc[NR_MAX][NT_MAX][2], const int nr, const int nt)
 {
 #pragma GCC unroll 16
 	for (int i = 0; i < nr; i++)
 		for (int t = 0; t < nt; t++)
-			for (int j = 0; j < 4; j++)
+			for (int j = 0; j < 2; j++)
 				acc[i][t][j] = _mm512_setzero_ps();
 }
 
-AVX512_INLINE void avx512_finish(float *out, int64_t os, __m512 acc[NR_MAX][NT_MAX][4],
+AVX512_INLINE void avx512_finish(float *out, int64_t os, __m512 acc[NR_MAX][NT_MAX][2],
 				 const int nr, const int nt)
 {
 #pragma GCC unroll 4
 	for (int i = 0; i < nr; i++)
 		for (int t = 0; t < nt; t++)
-			out[t * os + i] = avx512_hsum(_mm512_add_ps(
-				_mm512_add_ps(acc[i][t][0], acc[i][t][1]),
-				_mm512_add_ps(acc[i][t][2], acc[i][t][3])));
+			out[t * os + i] = avx512_hsum(_mm512_add_ps(acc[i][t][0], acc[i][t][1]));
 }
 
-/* acc[i][t][j0 + j] += w[j] * x_t[c + 16 j] for j < nw. */
-AVX512_INLINE void avx512_fma(__m512 acc[NR_MAX][NT_MAX][4], const int i, const __m512 *w,
+/* acc[i][t][(j0 + j) % 2] += w[j] * x_t[c + 16 j] for j < nw, in order of j;
+ * c + 16 * j0 is a multiple of 32 (input c + 16 j sits in lane (j0 + j) % 2 *
+ * 16 onwards). */
+AVX512_INLINE void avx512_fma(__m512 acc[NR_MAX][NT_MAX][2], const int i, const __m512 *w,
 			      const int j0, const int nw, const float *x, int64_t cols, int64_t c,
 			      const int nt)
 {
-#pragma GCC unroll 2
-	for (int t = 0; t < nt; t++)
 #pragma GCC unroll 4
-		for (int j = 0; j < nw; j++)
-			acc[i][t][j0 + j] = _mm512_fmadd_ps(
-				w[j], _mm512_loadu_ps(x + t * cols + c + 16 * j), acc[i][t][j0 + j]);
+	for (int j = 0; j < nw; j++)
+#pragma GCC unroll 2
+		for (int t = 0; t < nt; t++)
+			acc[i][t][(j0 + j) & 1] = _mm512_fmadd_ps(
+				w[j], _mm512_loadu_ps(x + t * cols + c + 16 * j), acc[i][t][(j0 + j) & 1]);
 }
 
 enum { DENSE_F32 = 0, DENSE_BF16 = 1, DENSE_F16 = 2 };
@@ -101,7 +104,7 @@ AVX512_INLINE void avx512_block_dense(float *out, int64_t os, const struct qmatr
 	int64_t cols = m->cols;
 	const char *w = (const char *)m->data + r * cols * (is_bf16 ? 2 : 4);
 	int64_t w_stride = cols * (is_bf16 ? 2 : 4);
-	__m512 acc[NR_MAX][NT_MAX][4];
+	__m512 acc[NR_MAX][NT_MAX][2];
 	avx512_zero(acc, nr, nt);
 	int64_t c = 0;
 	for (; c + 64 <= cols; c += 64) {
@@ -114,15 +117,21 @@ AVX512_INLINE void avx512_block_dense(float *out, int64_t os, const struct qmatr
 			avx512_fma(acc, i, wv, 0, 4, x, cols, c, nt);
 		}
 	}
-	for (; c < cols; c += 16) {
-		__mmask16 k = cols - c >= 16 ? 0xffff : (__mmask16)((1u << (cols - c)) - 1);
+	/* At most four chunks of 16 are left; chunk j goes to accumulator j % 2
+	 * (a constant index, so acc stays in registers). */
+#pragma GCC unroll 4
+	for (int j = 0; j < 4; j++) {
+		int64_t cj = c + 16 * j;
+		if (cj >= cols)
+			break;
+		__mmask16 k = cols - cj >= 16 ? 0xffff : (__mmask16)((1u << (cols - cj)) - 1);
 #pragma GCC unroll 2
 		for (int i = 0; i < nr; i++) {
-			__m512 wv = avx512_load_dense(w + i * w_stride, c, k, kind);
+			__m512 wv = avx512_load_dense(w + i * w_stride, cj, k, kind);
 #pragma GCC unroll 2
 			for (int t = 0; t < nt; t++)
-				acc[i][t][0] = _mm512_fmadd_ps(
-					wv, _mm512_maskz_loadu_ps(k, x + t * cols + c), acc[i][t][0]);
+				acc[i][t][j & 1] = _mm512_mask3_fmadd_ps(
+					wv, _mm512_maskz_loadu_ps(k, x + t * cols + cj), acc[i][t][j & 1], k);
 		}
 	}
 	avx512_finish(out, os, acc, nr, nt);
@@ -158,7 +167,7 @@ AVX512_INLINE void avx512_block_grouped(float *out, int64_t os, const struct qma
 	int64_t q_stride = is_int4 ? cols / 2 : cols;
 	const uint8_t *q = (const uint8_t *)m->data + r * q_stride;
 	const float *s = m->scales + r * n_groups;
-	__m512 acc[NR_MAX][NT_MAX][4];
+	__m512 acc[NR_MAX][NT_MAX][2];
 	avx512_zero(acc, nr, nt);
 	for (int64_t g = 0; g < n_groups; g++) {
 		int64_t c0 = g * group;
@@ -205,11 +214,9 @@ AVX512_INLINE void avx512_block_grouped(float *out, int64_t os, const struct qma
 
 /* Rows r .. r+nr-1 of an mxfp4 matrix against nt tokens. Each block of 32
  * inputs goes through a lookup of its own, tab = e2m1 * 2^(e - 127) (exact,
- * the dequantized weights with their -0), as avx512_int4_run reads it;
- * block 2k feeds accumulators 0, 1 and block 2k + 1 accumulators 2, 3, so
- * inputs 64k + 16j .. + 15 go to accumulator j as for the other types, and
- * a lone last block feeds 0 with both halves, as avx512_block_dense's tail
- * does, so the result is the f32 kernel's on the dequantized weights. */
+ * the dequantized weights with their -0), as avx512_int4_run reads it, and
+ * feeds accumulators 0, 1 (inputs 32k .. 32k + 15, 32k + 16 .. 32k + 31),
+ * so the result is the f32 kernel's on the dequantized weights. */
 AVX512_INLINE void avx512_block_mxfp4(float *out, int64_t os, const struct qmatrix *m, int64_t r,
 				      const float *x, const int nr, const int nt)
 {
@@ -217,35 +224,29 @@ AVX512_INLINE void avx512_block_mxfp4(float *out, int64_t os, const struct qmatr
 					     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
 	int64_t cols = m->cols, row_bytes = cols / 2 + cols / 32, blocks = cols / 32;
 	const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
-	__m512 acc[NR_MAX][NT_MAX][4];
+	__m512 acc[NR_MAX][NT_MAX][2];
 	avx512_zero(acc, nr, nt);
 	for (int64_t k = 0; k < blocks; k++) {
-		const int j0 = (int)(k & 1) * 2;
 #pragma GCC unroll 2
 		for (int i = 0; i < nr; i++) {
 			const uint8_t *qi = q + i * row_bytes;
 			__m512 tab = _mm512_mul_ps(levels, _mm512_set1_ps(quant_e8m0_to_f32(qi[cols / 2 + k], 0)));
 			__m512 w[2];
 			avx512_int4_run(w, qi + 16 * k, tab);
-			if (k + 1 == blocks && j0 == 0) {
-				/* The dense kernel's tail: both halves into accumulator 0. */
-				avx512_fma(acc, i, &w[0], 0, 1, x, cols, 32 * k, nt);
-				avx512_fma(acc, i, &w[1], 0, 1, x, cols, 32 * k + 16, nt);
-			} else {
-				avx512_fma(acc, i, w, j0, 2, x, cols, 32 * k, nt);
-			}
+			avx512_fma(acc, i, w, 0, 2, x, cols, 32 * k, nt);
 		}
 	}
 	avx512_finish(out, os, acc, nr, nt);
 }
 
-/* acc[t][j] += w * x_t[c], one vector for nt tokens. */
-AVX512_INLINE void avx512_fma1(__m512 acc[BT_MAX][4], __m512 w, const int j, const float *x,
+/* acc[t][j % 2] += w * x_t[c], one vector for nt tokens; c is 16 j modulo
+ * 32. */
+AVX512_INLINE void avx512_fma1(__m512 acc[BT_MAX][2], __m512 w, const int j, const float *x,
 			       int64_t cols, int64_t c, const int nt)
 {
 #pragma GCC unroll 4
 	for (int t = 0; t < nt; t++)
-		acc[t][j] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * cols + c), acc[t][j]);
+		acc[t][j & 1] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + t * cols + c), acc[t][j & 1]);
 }
 
 /* The little-endian half at p, exactly. */
@@ -291,9 +292,8 @@ AVX512_INLINE void avx512_k_scales(float *d1, float *m1, const uint8_t *b)
 }
 
 /* One row of a GGML block type against nt tokens (nt <= BT_MAX), in
- * avx512_block_dense's order: inputs 64k + 16j .. + 15 go to accumulator j,
- * and a lone last run of 32 (cols % 64 == 32, q8_0 / q4_0) goes, 16 and 16,
- * into accumulator 0 as the dense kernel's tail does. Weights are the
+ * avx512_block_dense's order: inputs 32k + 16j .. + 15 go to accumulator
+ * j. Weights are the
  * values of quant_row_dequantize: q4_0 and the K-quants of 4 and 5 bits
  * through lookups made per block or sub-block with the same f32 operations
  * (tab[n] = (float)(n - 8) * d; d1 * (float)n - m1), read as
@@ -305,10 +305,10 @@ AVX512_INLINE void avx512_row_blocks(float *out, int64_t os, const uint8_t *q, c
 	const __m512 levels = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 	const __m512 sixteen = _mm512_set1_ps(16.0f);
 	const __m256i mask32 = _mm256_set1_epi8(0x0f);
-	__m512 acc[BT_MAX][4];
-#pragma GCC unroll 16
+	__m512 acc[BT_MAX][2];
+#pragma GCC unroll 8
 	for (int t = 0; t < nt; t++)
-		for (int j = 0; j < 4; j++)
+		for (int j = 0; j < 2; j++)
 			acc[t][j] = _mm512_setzero_ps();
 	if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
 		/* Blocks in pairs, so that every accumulator index is a constant
@@ -327,7 +327,7 @@ AVX512_INLINE void avx512_row_blocks(float *out, int64_t os, const uint8_t *q, c
 		if (k < blocks) {
 			avx512_block32(w, q + k * bs, type);
 			avx512_fma1(acc, w[0], 0, x, cols, 32 * k, nt);
-			avx512_fma1(acc, w[1], 0, x, cols, 32 * k + 16, nt);
+			avx512_fma1(acc, w[1], 1, x, cols, 32 * k + 16, nt);
 		}
 	} else if (type == QUANT_Q4_K || type == QUANT_Q5_K) {
 		const int is_q5 = type == QUANT_Q5_K;
@@ -407,8 +407,7 @@ AVX512_INLINE void avx512_row_blocks(float *out, int64_t os, const uint8_t *q, c
 	}
 #pragma GCC unroll 4
 	for (int t = 0; t < nt; t++)
-		out[t * os] = avx512_hsum(_mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]),
-							_mm512_add_ps(acc[t][2], acc[t][3])));
+		out[t * os] = avx512_hsum(_mm512_add_ps(acc[t][0], acc[t][1]));
 }
 
 /* The rows of a block type, one at a time (one weight stream), up to four
@@ -546,6 +545,7 @@ static float avx512_dot_f32(const float *a, const float *b, int64_t n)
 	return out;
 }
 
+/* out[i] = fma(a, x[i], out[i]), as every level. */
 static void avx512_axpy_f32(float *out, float a, const float *x, int64_t n)
 {
 	__m512 av = _mm512_set1_ps(a);

@@ -1,12 +1,14 @@
 /*
- * matvec_scalar — the reference kernels: plain C, one accumulator, inputs in
- * natural order. The SIMD versions are tested against these.
+ * matvec_scalar — the reference kernels: plain C that spells out
+ * docs/ARITHMETIC.md's order. Every SIMD level reproduces these bits.
  *
- * Every type is "dequantize, then dot": the weight of a grouped format is
- * w = (float)q * scale[g], rounded to f32 exactly as quant_row_dequantize
- * does (for mxfp4 w = e2m1 * 2^(e - 127), exact), and acc += w * x[c] runs
- * over c in order. The SIMD versions compute
- * the same w and differ only in how the products are summed. The GGML block
+ * Every type against f32 activations is "dequantize, then dot": the weight
+ * of a grouped format is w = (float)q * scale[g], rounded to f32 exactly as
+ * quant_row_dequantize does (for mxfp4 w = e2m1 * 2^(e - 127), exact), and
+ * the dot product is ARITHMETIC.md's: input c goes into lane c % 32 by
+ * acc = fmaf(w, x[c], acc), inputs in order, and the 32 lanes fold as
+ * scalar_fold does. The SIMD versions compute the same w and the same
+ * lanes, a register's worth at a time. The GGML block
  * types (q8_0, q4_0, q4_k, q5_k, q6_k) take their weights a block at a time
  * from quant_block_dequantize, f16 from f16_to_f32: the values of
  * quant_row_dequantize, so each is bit-identical to this f32 kernel on the
@@ -21,18 +23,30 @@
 
 #include "compute/kernels_internal.h"
 
+#define LANES 32
+
+/* The lanes summed as halves folded onto halves: lane i + 16 onto lane i,
+ * then i + 8, i + 4, i + 2, i + 1 (a warp's shuffle-down tree). */
+static float scalar_fold(float acc[LANES])
+{
+	for (int h = LANES / 2; h >= 1; h /= 2)
+		for (int i = 0; i < h; i++)
+			acc[i] = acc[i] + acc[i + h];
+	return acc[0];
+}
+
 static float scalar_dot_f32(const float *a, const float *b, int64_t n)
 {
-	float acc = 0.0f;
+	float acc[LANES] = { 0 };
 	for (int64_t i = 0; i < n; i++)
-		acc += a[i] * b[i];
-	return acc;
+		acc[i % LANES] = fmaf(a[i], b[i], acc[i % LANES]);
+	return scalar_fold(acc);
 }
 
 static void scalar_axpy_f32(float *out, float a, const float *x, int64_t n)
 {
 	for (int64_t i = 0; i < n; i++)
-		out[i] += a * x[i];
+		out[i] = fmaf(a, x[i], out[i]);
 }
 
 static void scalar_rows_f32(float *out, int64_t out_stride, const struct qmatrix *m,
@@ -52,10 +66,10 @@ static void scalar_rows_bf16(float *out, int64_t out_stride, const struct qmatri
 		const uint16_t *w = (const uint16_t *)m->data + r * cols;
 		for (int64_t t = 0; t < n; t++) {
 			const float *xt = x + t * cols;
-			float acc = 0.0f;
+			float acc[LANES] = { 0 };
 			for (int64_t c = 0; c < cols; c++)
-				acc += bf16_to_f32(w[c]) * xt[c];
-			out[t * out_stride + r] = acc;
+				acc[c % LANES] = fmaf(bf16_to_f32(w[c]), xt[c], acc[c % LANES]);
+			out[t * out_stride + r] = scalar_fold(acc);
 		}
 	}
 }
@@ -69,10 +83,10 @@ static void scalar_rows_int8(float *out, int64_t out_stride, const struct qmatri
 		const float *s = m->scales + r * n_groups;
 		for (int64_t t = 0; t < n; t++) {
 			const float *xt = x + t * cols;
-			float acc = 0.0f;
+			float acc[LANES] = { 0 };
 			for (int64_t c = 0; c < cols; c++)
-				acc += ((float)q[c] * s[c / group]) * xt[c];
-			out[t * out_stride + r] = acc;
+				acc[c % LANES] = fmaf((float)q[c] * s[c / group], xt[c], acc[c % LANES]);
+			out[t * out_stride + r] = scalar_fold(acc);
 		}
 	}
 }
@@ -86,13 +100,13 @@ static void scalar_rows_int4(float *out, int64_t out_stride, const struct qmatri
 		const float *s = m->scales + r * n_groups;
 		for (int64_t t = 0; t < n; t++) {
 			const float *xt = x + t * cols;
-			float acc = 0.0f;
+			float acc[LANES] = { 0 };
 			for (int64_t c = 0; c < cols; c++) {
 				uint8_t b = q[(c / 32) * 16 + (c % 16)];
 				int nib = (c % 32) < 16 ? (b & 0xf) : (b >> 4);
-				acc += ((float)(nib - 8) * s[c / group]) * xt[c];
+				acc[c % LANES] = fmaf((float)(nib - 8) * s[c / group], xt[c], acc[c % LANES]);
 			}
-			out[t * out_stride + r] = acc;
+			out[t * out_stride + r] = scalar_fold(acc);
 		}
 	}
 }
@@ -106,13 +120,14 @@ static void scalar_rows_mxfp4(float *out, int64_t out_stride, const struct qmatr
 		const uint8_t *e = q + cols / 2;
 		for (int64_t t = 0; t < n; t++) {
 			const float *xt = x + t * cols;
-			float acc = 0.0f;
+			float acc[LANES] = { 0 };
 			for (int64_t c = 0; c < cols; c++) {
 				uint8_t b = q[(c / 32) * 16 + (c % 16)];
 				unsigned nib = (c % 32) < 16 ? (b & 0xfu) : (b >> 4);
-				acc += (quant_e2m1_to_f32(nib) * quant_e8m0_to_f32(e[c / 32], 0)) * xt[c];
+				acc[c % LANES] = fmaf(quant_e2m1_to_f32(nib) * quant_e8m0_to_f32(e[c / 32], 0),
+						      xt[c], acc[c % LANES]);
 			}
-			out[t * out_stride + r] = acc;
+			out[t * out_stride + r] = scalar_fold(acc);
 		}
 	}
 }
@@ -125,16 +140,17 @@ static void scalar_rows_f16(float *out, int64_t out_stride, const struct qmatrix
 		const uint16_t *w = (const uint16_t *)m->data + r * cols;
 		for (int64_t t = 0; t < n; t++) {
 			const float *xt = x + t * cols;
-			float acc = 0.0f;
+			float acc[LANES] = { 0 };
 			for (int64_t c = 0; c < cols; c++)
-				acc += f16_to_f32(w[c]) * xt[c];
-			out[t * out_stride + r] = acc;
+				acc[c % LANES] = fmaf(f16_to_f32(w[c]), xt[c], acc[c % LANES]);
+			out[t * out_stride + r] = scalar_fold(acc);
 		}
 	}
 }
 
 /* A GGML block type: each block dequantized into w[] (at most 256 weights,
- * on the stack), then acc += w * x in input order, as scalar_dot_f32. */
+ * on the stack), then into the lanes as scalar_dot_f32 (blocks hold a
+ * multiple of 32 inputs, so input k * qk + i is in lane i % 32). */
 static void scalar_rows_blocks(float *out, int64_t out_stride, const struct qmatrix *m,
 			       const float *x, int64_t n, int64_t row_begin, int64_t row_end)
 {
@@ -146,13 +162,13 @@ static void scalar_rows_blocks(float *out, int64_t out_stride, const struct qmat
 		const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
 		for (int64_t t = 0; t < n; t++) {
 			const float *xt = x + t * cols;
-			float acc = 0.0f;
+			float acc[LANES] = { 0 };
 			for (int64_t k = 0; k < cols / qk; k++) {
 				quant_block_dequantize(w, m->type, q + k * block_bytes);
 				for (int64_t i = 0; i < qk; i++)
-					acc += w[i] * xt[k * qk + i];
+					acc[i % LANES] = fmaf(w[i], xt[k * qk + i], acc[i % LANES]);
 			}
-			out[t * out_stride + r] = acc;
+			out[t * out_stride + r] = scalar_fold(acc);
 		}
 	}
 }

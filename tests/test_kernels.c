@@ -273,12 +273,11 @@ static void check_level(enum cpu_simd level)
 		for (int64_t tok = 0; tok < n; tok++) {
 			for (int64_t r = 0; r < sh->rows; r++) {
 				float g = got[tok * sh->rows + r];
-				double tol = 1e-5 * row_abs(&t, r, x + tok * sh->cols) + 1e-30;
-				cr_assert_leq(fabs(g - want[tok * sh->rows + r]), tol,
-					      "%s %s %ldx%ld tok %ld row %ld: %.9g vs %.9g",
-					      ops->name, quant_type_name(sh->type), (long)sh->rows,
-					      (long)sh->cols, (long)tok, (long)r, g,
-					      want[tok * sh->rows + r]);
+				cr_assert_eq(memcmp(&g, &want[tok * sh->rows + r], 4), 0,
+					     "%s %s %ldx%ld tok %ld row %ld: %.9g vs scalar %.9g",
+					     ops->name, quant_type_name(sh->type), (long)sh->rows,
+					     (long)sh->cols, (long)tok, (long)r, g,
+					     want[tok * sh->rows + r]);
 				ops->rows[sh->type](one, sh->rows, &t.m, x + tok * sh->cols, 1, r, r + 1);
 				cr_assert_eq(memcmp(&one[r], &got[tok * sh->rows + r], 4), 0,
 					     "%s %s: matmul token %ld row %ld differs from matvec",
@@ -299,18 +298,42 @@ static void check_level(enum cpu_simd level)
 			want += (double)a[i] * b[i];
 			mag += fabs((double)a[i] * b[i]);
 		}
-		cr_assert_leq(fabs(ops->dot_f32(a, b, len) - want), 1e-6 * mag + 1e-30);
-		float *o = rand_vec(len, 13 + len);
+		float d = ops->dot_f32(a, b, len), d_ref = ref->dot_f32(a, b, len);
+		cr_assert_leq(fabs(d - want), 1e-6 * mag + 1e-30);
+		cr_assert_eq(memcmp(&d, &d_ref, 4), 0, "%s dot_f32 of %ld: %.9g vs scalar %.9g",
+			     ops->name, (long)len, d, d_ref);
+		float *o = rand_vec(len, 13 + len), *o_ref = rand_vec(len, 13 + len);
 		double *ow = malloc(sizeof(double) * (len + 1));
 		for (int64_t i = 0; i < len; i++)
 			ow[i] = o[i] + 0.75 * (double)a[i];
 		ops->axpy_f32(o, 0.75f, a, len);
+		ref->axpy_f32(o_ref, 0.75f, a, len);
 		for (int64_t i = 0; i < len; i++)
 			cr_assert_float_eq(o[i], ow[i], 1e-6);
+		cr_assert_eq(memcmp(o, o_ref, sizeof(float) * len), 0, "%s axpy_f32 of %ld differs from scalar",
+			     ops->name, (long)len);
+		free(o_ref);
 		free(a);
 		free(b);
 		free(o);
 		free(ow);
+	}
+	/* Signed zeros: a lane whose products are all -0 (underflowing or
+	 * zero) stays -0 at every level, and the tails must not add a +0 to
+	 * it. Lengths around the tail sizes, one lane holding -0 only. */
+	for (int64_t len = 1; len <= 70; len++) {
+		float *a = calloc((size_t)len, sizeof(float)), *b = calloc((size_t)len, sizeof(float));
+		for (int64_t i = 0; i < len; i++) {
+			a[i] = -1e-30f;
+			b[i] = 1e-30f; /* the product underflows to -0 */
+		}
+		float d = ops->dot_f32(a, b, len), d_ref = ref->dot_f32(a, b, len);
+		cr_assert_eq(memcmp(&d, &d_ref, 4), 0, "%s dot_f32 of %ld underflows: %g vs scalar %g",
+			     ops->name, (long)len, d, d_ref);
+		if (len >= 32) /* every lane -0; with fewer, a +0 lane joins the fold */
+			cr_assert(signbit(d_ref), "the scalar dot of -0 products is -0");
+		free(a);
+		free(b);
 	}
 }
 
