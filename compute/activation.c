@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "compute/kernels.h"
+#include "compute/fmath.h"
 
 void softmax(float *x, int64_t n)
 {
@@ -17,7 +18,7 @@ void softmax(float *x, int64_t n)
 			max = x[i];
 	float sum = 0.0f;
 	for (int64_t i = 0; i < n; i++) {
-		x[i] = expf(x[i] - max);
+		x[i] = fm_expf(x[i] - max);
 		sum += x[i];
 	}
 	/* Dividing (not multiplying by 1/sum) matches torch.softmax rounding. */
@@ -29,6 +30,6 @@ void swiglu(float *out, const float *gate, const float *up, int64_t n)
 {
 	for (int64_t i = 0; i < n; i++) {
 		float g = gate[i];
-		out[i] = g / (1.0f + expf(-g)) * up[i];
+		out[i] = fm_siluf(g) * up[i];
 	}
 }

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "compute/kernels.h"
+#include "compute/fmath.h"
 
 void attention_head_keys(float *out, const float *q, const float *k, int64_t k_stride,
 			 const float *v, int64_t v_stride, const int32_t *keys, int64_t n_keys,
@@ -59,10 +60,10 @@ void attention_head_sink(float *out, const float *q, const float *k, int64_t k_s
 		max = scratch[t] > max ? scratch[t] : max;
 	}
 	for (int64_t t = 0; t < n_ctx; t++) {
-		scratch[t] = expf(scratch[t] - max);
+		scratch[t] = fm_expf(scratch[t] - max);
 		sum += scratch[t];
 	}
-	sum += expf(sink - max);
+	sum += fm_expf(sink - max);
 	for (int64_t i = 0; i < v_dim; i++)
 		out[i] = 0.0f;
 	for (int64_t t = 0; t < n_ctx; t++)

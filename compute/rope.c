@@ -1,11 +1,12 @@
 /*
  * rope — rotary position embedding of one head vector.
  *
- * The angle is pos * inv_freq[i] computed in f32, then cosf/sinf, as the
- * Hugging Face implementations do (they build cos/sin tables in f32), so
- * positions far into a long context round the same way as the reference.
+ * The angle is pos * inv_freq[i] computed in f32, then its cos and sin
+ * (fm_sincosf: ours, the same bits on every machine), as the Hugging Face
+ * implementations do (they build cos/sin tables in f32), so positions far
+ * into a long context round the same way as the reference.
  */
-#include <math.h>
+#include "compute/fmath.h"
 
 #include "compute/kernels.h"
 
@@ -14,7 +15,8 @@ void rope(float *x, int64_t rot_dim, int64_t pos, const float *inv_freq, enum ro
 	int64_t half = rot_dim / 2;
 	for (int64_t i = 0; i < half; i++) {
 		float theta = (float)pos * inv_freq[i];
-		float c = cosf(theta), s = sinf(theta);
+		float c, s;
+		fm_sincosf(theta, &s, &c);
 		/* NEOX rotates (i, i + half); GPT-J rotates (2i, 2i + 1). */
 		int64_t a = kind == ROPE_NEOX ? i : 2 * i;
 		int64_t b = kind == ROPE_NEOX ? i + half : 2 * i + 1;

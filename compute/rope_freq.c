@@ -8,16 +8,17 @@
 #include "compute/rope_freq.h"
 
 #include <math.h>
+#include "compute/fmath.h"
 
 void rope_freq_default(float *inv_freq, int64_t rot_dim, double theta)
 {
 	for (int64_t i = 0; i < rot_dim / 2; i++)
-		inv_freq[i] = (float)(1.0 / pow(theta, (double)(2 * i) / (double)rot_dim));
+		inv_freq[i] = (float)(1.0 / fm_pow(theta, (double)(2 * i) / (double)rot_dim));
 }
 
 static double yarn_correction_dim(double rotations, int64_t dim, double theta, int64_t max_pos)
 {
-	return (double)dim * log((double)max_pos / (rotations * 2 * M_PI)) / (2 * log(theta));
+	return (double)dim * fm_log((double)max_pos / (rotations * 2 * M_PI)) / (2 * fm_log(theta));
 }
 
 void rope_freq_yarn(float *inv_freq, int64_t rot_dim, double theta, double factor,
@@ -36,7 +37,7 @@ void rope_freq_yarn(float *inv_freq, int64_t rot_dim, double theta, double facto
 	if (low == high)
 		high += 0.001;
 	for (int64_t i = 0; i < rot_dim / 2; i++) {
-		double pos = pow(theta, (double)(2 * i) / (double)rot_dim);
+		double pos = fm_pow(theta, (double)(2 * i) / (double)rot_dim);
 		double extrap = 1.0 / pos, interp = 1.0 / (factor * pos);
 		double ramp = ((double)i - low) / (high - low);
 		ramp = ramp < 0 ? 0 : (ramp > 1 ? 1 : ramp);

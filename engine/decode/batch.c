@@ -22,6 +22,7 @@
 #include "compute/kernels.h"
 #include "engine/decode/constrain.h"
 #include "engine/text/tokenizer.h"
+#include "compute/fmath.h"
 
 #define SESSION_MAGIC "CLBSESS1"
 
@@ -193,8 +194,8 @@ static void logprobs_of(const struct batch *b, const float *logits, struct batch
 	float mx = logits[sampler_argmax(logits, V)];
 	double sum = 0;
 	for (int32_t v = 0; v < V; v++)
-		sum += exp((double)logits[v] - mx);
-	float lse = mx + (float)log(sum);
+		sum += fm_exp((double)logits[v] - mx);
+	float lse = mx + (float)fm_log(sum);
 	t->logprob = logits[t->id] - lse;
 	t->n_top = n_top;
 	if (n_top > 0) {

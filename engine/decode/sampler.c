@@ -22,6 +22,7 @@
 
 #include "compute/kernels.h"
 #include "base/error.h"
+#include "compute/fmath.h"
 
 int sampler_init(struct sampler *s, int32_t vocab, float temp, int32_t top_k, float top_p,
 		 uint64_t seed)
@@ -95,7 +96,7 @@ static int32_t sampler_dist(struct sampler *s, float *logits)
 	for (int32_t i = 0; i < n; i++)
 		mx = fmaxf(mx, logits[s->idx[i]]);
 	for (int32_t i = 0; i < n; i++) {
-		float p = expf((logits[s->idx[i]] - mx) / s->temp);
+		float p = fm_expf((logits[s->idx[i]] - mx) / s->temp);
 		s->prob[s->idx[i]] = p;
 		sum += p;
 	}

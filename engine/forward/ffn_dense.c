@@ -9,6 +9,7 @@
 
 #include "compute/kernels.h"
 #include "engine/forward/forward_internal.h"
+#include "compute/fmath.h"
 
 struct dense_weights {
 	struct qmatrix gate;             /* [intermediate, hidden] */
@@ -38,7 +39,7 @@ void ffn_swiglu(const struct forward *f, const struct qmatrix *g, const struct q
 		}
 	if (alpha > 0)
 		for (int64_t i = 0; i < n; i++)
-			gate[i] = (up[i] + 1.0f) * (gate[i] / (1.0f + expf(-alpha * gate[i])));
+			gate[i] = (up[i] + 1.0f) * (gate[i] / (1.0f + fm_expf(-alpha * gate[i])));
 	else
 		swiglu(gate, gate, up, n);
 	matmul(f->pool, out, d, gate, m);

@@ -13,10 +13,11 @@
 
 #include "base/error.h"
 #include "compute/kernels.h"
+#include "compute/fmath.h"
 
 static float sigmoid(float x)
 {
-	return 1.0f / (1.0f + expf(-x));
+	return 1.0f / (1.0f + fm_expf(-x));
 }
 
 static int bind_of(struct hc_weights *w, const struct model *m, int layer, int64_t rows, int64_t n_scale,

@@ -39,6 +39,7 @@
 #include "compute/kernels.h"
 #include "compute/threadpool.h"
 #include "engine/forward/forward_internal.h"
+#include "compute/fmath.h"
 
 struct gdn_weights {
 	struct qmatrix qkv;              /* [2*key_dim + value_dim, hidden] in_proj_qkv (Qwen3.5) */
@@ -170,13 +171,13 @@ static void regroup(const struct model_config *c, const struct gdn_scratch *s, i
 
 static float silu(float x)
 {
-	return x / (1.0f + expf(-x));
+	return x / (1.0f + fm_expf(-x));
 }
 
 /* torch.nn.functional.softplus with its default threshold 20. */
 static float softplus(float x)
 {
-	return x > 20.0f ? x : log1pf(expf(x));
+	return x > 20.0f ? x : fm_log1pf(fm_expf(x));
 }
 
 /* The convolution over the step's rows in order: row t's output takes its
@@ -224,8 +225,8 @@ static void prepare_rows(const struct model_config *c, const struct gdn_weights 
 		}
 		for (int64_t h = 0; h < NV; h++) {
 			size_t i = (size_t)t * NV + h;
-			s->beta[i] = 1.0f / (1.0f + expf(-s->b[i]));
-			s->g[i] = -expf(w->A_log[h]) * softplus(s->a[i] + w->dt_bias[h]);
+			s->beta[i] = 1.0f / (1.0f + fm_expf(-s->b[i]));
+			s->g[i] = -fm_expf(w->A_log[h]) * softplus(s->a[i] + w->dt_bias[h]);
 		}
 	}
 }
@@ -256,7 +257,7 @@ static void delta_task(void *ctx, int task, int thread)
 			continue;
 		const float *q = s->conv + (size_t)t * C + kh * dk, *k = q + kd;
 		const float *v = s->conv + (size_t)t * C + 2 * kd + h * dv;
-		float decay = expf(s->g[(size_t)t * c->lin_v_heads + h]);
+		float decay = fm_expf(s->g[(size_t)t * c->lin_v_heads + h]);
 		float beta = s->beta[(size_t)t * c->lin_v_heads + h];
 		float *o = s->core + (size_t)t * value_dim(c) + h * dv;
 		memset(mem, 0, (size_t)dv * sizeof(float));

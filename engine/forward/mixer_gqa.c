@@ -19,6 +19,7 @@
 #include "compute/kernels.h"
 #include "compute/threadpool.h"
 #include "engine/forward/forward_internal.h"
+#include "compute/fmath.h"
 
 struct gqa_weights {
 	struct qmatrix wq;               /* [n_heads*head_dim, hidden]; attn_gate: [n_heads*2*head_dim, hidden],
@@ -209,7 +210,7 @@ static int gqa_run(struct forward *f, int layer, int n, float *acc)
 			gqa_task(&job, i, 0);
 	if (c->attn_gate)
 		for (int64_t i = 0; i < n * Q; i++)
-			s.att[i] *= 1.0f / (1.0f + expf(-s.gate[i]));
+			s.att[i] *= 1.0f / (1.0f + fm_expf(-s.gate[i]));
 	matmul(f->pool, s.out, &w->wo, s.att, n);
 	for (int t = 0; t < n; t++)
 		add_bias(s.out + t * H, w->bo, H);

@@ -25,6 +25,7 @@
 #include "compute/kernels.h"
 #include "compute/threadpool.h"
 #include "engine/forward/forward_internal.h"
+#include "compute/fmath.h"
 
 struct rel_weights {
 	struct qmatrix wq;               /* [n_heads*head_dim, hidden] (the layer's heads) */
@@ -190,7 +191,7 @@ static int rel_run(struct forward *f, int layer, int n, float *acc)
 		float tau = 1.0f;
 		if (d.global && c->log_n_floor > 0) {
 			float ratio = (float)(pos + 1) / (float)c->log_n_floor;
-			tau = 1.0f + c->log_alpha * logf(ratio > 1.0f ? ratio : 1.0f);
+			tau = 1.0f + c->log_alpha * fm_logf(ratio > 1.0f ? ratio : 1.0f);
 			for (int64_t i = 0; i < Q; i++)
 				q[i] *= tau;
 		}

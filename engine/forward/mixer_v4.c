@@ -56,6 +56,7 @@
 #include "compute/threadpool.h"
 #include "engine/forward/forward_internal.h"
 #include "engine/forward/v4_compress.h"
+#include "compute/fmath.h"
 
 #define V4_ROT_PAIRS_MAX 256 /* rot_dim / 2 at most (the layer's frequencies live in its weights) */
 #define V4_ENTRY_BLOCK 64    /* indexer entries scored per task */
@@ -452,10 +453,10 @@ static void attend_task(void *ctx, int task, int thread)
 	}
 	float sum = 0.0f;
 	for (int64_t i = 0; i < n_slide + n_entry; i++) {
-		sc[i] = expf(sc[i] - max);
+		sc[i] = fm_expf(sc[i] - max);
 		sum += sc[i];
 	}
-	sum += expf(sink - max);
+	sum += fm_expf(sink - max);
 	float *out = j->s->att + (size_t)t * Q + (size_t)h * hd;
 	memset(out, 0, (size_t)hd * sizeof(float));
 	for (int64_t i = 0; i < n_slide; i++)

@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "compute/kernels.h"
+#include "compute/fmath.h"
 
 int v4_window_slots(struct v4_slot *out, const struct v4_series *s, int64_t w)
 {
@@ -41,14 +42,14 @@ void v4_pool(float *out, const struct v4_pool_in *in, int n, int64_t dim, float 
 	for (int j = 0; j < n; j++) {
 		const float *g = in[j].gate, *b = in[j].bias;
 		for (int64_t d = 0; d < D; d++)
-			sum[d] += expf((g[d] + b[d]) - max[d]);
+			sum[d] += fm_expf((g[d] + b[d]) - max[d]);
 	}
 	for (int64_t d = 0; d < D; d++)
 		out[d] = 0.0f;
 	for (int j = 0; j < n; j++) {
 		const float *g = in[j].gate, *b = in[j].bias, *kv = in[j].kv;
 		for (int64_t d = 0; d < D; d++)
-			out[d] += kv[d] * (expf((g[d] + b[d]) - max[d]) / sum[d]);
+			out[d] += kv[d] * (fm_expf((g[d] + b[d]) - max[d]) / sum[d]);
 	}
 }
 

@@ -17,6 +17,7 @@
 #include "base/json_get.h"
 #include "base/error.h"
 #include "engine/model/model_config_internal.h"
+#include "compute/fmath.h"
 
 /* eos_token_id may be an integer or a list of integers, each a token of
  * the vocabulary. */
@@ -659,7 +660,7 @@ static int v4_yarn(struct model_config *cfg, const cJSON *y, const char *src, bo
 	if (!rc && cJSON_GetObjectItemCaseSensitive(y, "attention_factor"))
 		rc = cfg_float(y, src, "attention_factor", 1.0, 0.0, 1e3, true, &af);
 	else if (!rc && nested && cfg->yarn_factor > 1) {
-		float a = 0.1f * logf(cfg->yarn_factor);
+		float a = 0.1f * fm_logf(cfg->yarn_factor);
 		af = cfg->yarn_mscale > 0 && cfg->yarn_mscale_all_dim > 0
 			     ? (a * cfg->yarn_mscale + 1.0f) / (a * cfg->yarn_mscale_all_dim + 1.0f)
 			     : a + 1.0f;
@@ -1068,13 +1069,13 @@ int model_config_parse(struct model_config *cfg, const cJSON *top, const char *s
 	if (cfg->arch == MODEL_ARCH_DEEPSEEK_V4)
 		return 0;
 	if (cfg->yarn && cfg->yarn_mscale_all_dim > 0 && cfg->yarn_factor > 1) {
-		float m = 0.1f * cfg->yarn_mscale_all_dim * logf(cfg->yarn_factor) + 1.0f;
+		float m = 0.1f * cfg->yarn_mscale_all_dim * fm_logf(cfg->yarn_factor) + 1.0f;
 		cfg->attn_scale *= m * m;
 	}
 	if (cfg->yarn && cfg->yarn_factor > 1) {
 		/* HF: get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
 		 * when both are set, else get_mscale(factor). */
-		float a = 0.1f * logf(cfg->yarn_factor);
+		float a = 0.1f * fm_logf(cfg->yarn_factor);
 		if (cfg->yarn_mscale > 0 && cfg->yarn_mscale_all_dim > 0)
 			cfg->rope_attn_factor = (a * cfg->yarn_mscale + 1.0f) / (a * cfg->yarn_mscale_all_dim + 1.0f);
 		else
