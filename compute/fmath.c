@@ -4,10 +4,12 @@
  * multiply and add as written; nothing here calls the C library's
  * transcendental functions.
  *
- * exp: k = rint(x / ln 2), r = (x - k ln2_hi) - k ln2_lo (ln2_hi has 32
- * significant bits, so k ln2_hi is exact for |k| < 2^21), |r| <= 0.35;
- * exp(r) by its Taylor series to r^13 (remainder below 1e-17) in Horner
- * form; then times 2^k in two exact steps.
+ * exp: k = rint(32 x / ln 2), r = (x - k ln2_hi / 32) - k ln2_lo / 32
+ * (ln2_hi has 32 significant bits, so k ln2_hi / 32 is exact for |k| <
+ * 2^21), |r| <= ln 2 / 64; exp(x) = 2^(k >> 5) 2^((k & 31) / 32) exp(r),
+ * with exp(r) - 1 by its Taylor series to r^6 (remainder below 1e-17) in
+ * Horner form, the table value t as t + t (exp(r) - 1), then times the
+ * power of two in two exact steps.
  * log: x = m 2^e with m in [sqrt(1/2), sqrt(2)); f = m - 1 (exact),
  * s = f / (2 + f), log m = 2 s (1 + s^2/3 + ... + s^22/23) (remainder below
  * 1e-18); log x = (e ln2_lo + log m) + e ln2_hi.
@@ -22,48 +24,47 @@
 #include <stdint.h>
 #include <string.h>
 
-#define LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000 */
-#define LN2_LO 1.90821492927058770002e-10
-#define INV_LN2 1.44269504088896338700e+00
 #define SQRT_HALF 0.70710678118654752440
-
-/* 2^k for -1022 <= k <= 1023, exactly. */
-static double pow2i(int k)
-{
-	uint64_t b = (uint64_t)(k + 1023) << 52;
-	double d;
-	memcpy(&d, &b, 8);
-	return d;
-}
 
 double fm_exp(double x)
 {
-	if (x != x)
-		return x;
-	if (x > 709.8)
-		return INFINITY;
-	if (x < -745.2)
-		return 0.0;
-	double kd = rint(x * INV_LN2);
-	double r = (x - kd * LN2_HI) - kd * LN2_LO;
-	/* 1/n! for n = 13 .. 2, Horner from the top. */
-	double p = 1.0 / 6227020800.0;
-	p = p * r + 1.0 / 479001600.0;
-	p = p * r + 1.0 / 39916800.0;
-	p = p * r + 1.0 / 3628800.0;
-	p = p * r + 1.0 / 362880.0;
-	p = p * r + 1.0 / 40320.0;
-	p = p * r + 1.0 / 5040.0;
-	p = p * r + 1.0 / 720.0;
-	p = p * r + 1.0 / 120.0;
-	p = p * r + 1.0 / 24.0;
-	p = p * r + 1.0 / 6.0;
-	p = p * r + 0.5;
-	p = p * r + 1.0;
-	p = p * r + 1.0;
-	int k = (int)kd, k1 = k / 2;
-	return p * pow2i(k1) * pow2i(k - k1);
+	return fm_exp_inline(x);
 }
+
+const double fm_exp2_32[32] = {
+	0x1.0000000000000p+0, /* 2^(0/32) */
+	0x1.059b0d3158574p+0, /* 2^(1/32) */
+	0x1.0b5586cf9890fp+0, /* 2^(2/32) */
+	0x1.11301d0125b51p+0, /* 2^(3/32) */
+	0x1.172b83c7d517bp+0, /* 2^(4/32) */
+	0x1.1d4873168b9aap+0, /* 2^(5/32) */
+	0x1.2387a6e756238p+0, /* 2^(6/32) */
+	0x1.29e9df51fdee1p+0, /* 2^(7/32) */
+	0x1.306fe0a31b715p+0, /* 2^(8/32) */
+	0x1.371a7373aa9cbp+0, /* 2^(9/32) */
+	0x1.3dea64c123422p+0, /* 2^(10/32) */
+	0x1.44e086061892dp+0, /* 2^(11/32) */
+	0x1.4bfdad5362a27p+0, /* 2^(12/32) */
+	0x1.5342b569d4f82p+0, /* 2^(13/32) */
+	0x1.5ab07dd485429p+0, /* 2^(14/32) */
+	0x1.6247eb03a5585p+0, /* 2^(15/32) */
+	0x1.6a09e667f3bcdp+0, /* 2^(16/32) */
+	0x1.71f75e8ec5f74p+0, /* 2^(17/32) */
+	0x1.7a11473eb0187p+0, /* 2^(18/32) */
+	0x1.82589994cce13p+0, /* 2^(19/32) */
+	0x1.8ace5422aa0dbp+0, /* 2^(20/32) */
+	0x1.93737b0cdc5e5p+0, /* 2^(21/32) */
+	0x1.9c49182a3f090p+0, /* 2^(22/32) */
+	0x1.a5503b23e255dp+0, /* 2^(23/32) */
+	0x1.ae89f995ad3adp+0, /* 2^(24/32) */
+	0x1.b7f76f2fb5e47p+0, /* 2^(25/32) */
+	0x1.c199bdd85529cp+0, /* 2^(26/32) */
+	0x1.cb720dcef9069p+0, /* 2^(27/32) */
+	0x1.d5818dcfba487p+0, /* 2^(28/32) */
+	0x1.dfc97337b9b5fp+0, /* 2^(29/32) */
+	0x1.ea4afa2a490dap+0, /* 2^(30/32) */
+	0x1.f50765b6e4540p+0, /* 2^(31/32) */
+};
 
 double fm_log(double x)
 {
@@ -104,7 +105,7 @@ double fm_log(double x)
 	p = p * z + 1.0 / 3.0;
 	double lm = (2.0 * s) + (2.0 * s) * (z * p);
 	double ed = (double)e;
-	return (ed * LN2_LO + lm) + ed * LN2_HI;
+	return (ed * FM_LN2_LO + lm) + ed * FM_LN2_HI;
 }
 
 double fm_pow(double x, double y)
@@ -177,11 +178,6 @@ void fm_sincos(double x, double *s, double *c)
 		*c = sr;
 		break;
 	}
-}
-
-float fm_expf(float x)
-{
-	return (float)fm_exp((double)x);
 }
 
 float fm_logf(float x)

@@ -19,6 +19,9 @@
 #ifndef COLIBRI_COMPUTE_FMATH_H
 #define COLIBRI_COMPUTE_FMATH_H
 
+#include <math.h>
+#include <stdint.h>
+
 /* exp within 2 ulps of double; log within 2.
  * x^y for x > 0 (exp(y log x)); 0^y is 0 for y > 0, 1 for y == 0, inf for
  * y < 0; NaN for x < 0. Within 4 + 2 |y log x| ulps. */
@@ -32,7 +35,6 @@ double fm_pow(double x, double y);
  * on every machine. */
 void fm_sincos(double x, double *s, double *c);
 
-float fm_expf(float x);
 float fm_logf(float x);
 float fm_log1pf(float x);
 void fm_sincosf(float x, float *s, float *c);
@@ -41,5 +43,52 @@ void fm_sincosf(float x, float *s, float *c);
  * them: x / (1 + exp(-x)). */
 float fm_sigmoidf(float x);
 float fm_siluf(float x);
+
+
+/* The inline body of fm_exp and fm_expf (the softmax and SiLU loops call
+ * them per element); fmath.c's comment describes the method. */
+#define FM_LN2_HI 6.93147180369123816490e-01 /* 0x3fe62e42fee00000 */
+#define FM_LN2_LO 1.90821492927058770002e-10
+#define FM_INV_LN2 1.44269504088896338700e+00
+extern const double fm_exp2_32[32]; /* 2^(j/32), rounded to double */
+
+/* 2^k for -1022 <= k <= 1023, exactly. */
+static inline double fm_pow2i(int k)
+{
+	union {
+		uint64_t u;
+		double d;
+	} b = { .u = (uint64_t)(k + 1023) << 52 };
+	return b.d;
+}
+
+static inline double fm_exp_inline(double x)
+{
+	if (x != x)
+		return x;
+	if (x > 709.8)
+		return (double)INFINITY;
+	if (x < -745.2)
+		return 0.0;
+	double kd = rint(x * (32.0 * FM_INV_LN2));
+	double r = (x - kd * (FM_LN2_HI / 32.0)) - kd * (FM_LN2_LO / 32.0);
+	/* exp(r) - 1 to r^6 / 6!, Horner from the top. */
+	double p = 1.0 / 720.0;
+	p = p * r + 1.0 / 120.0;
+	p = p * r + 1.0 / 24.0;
+	p = p * r + 1.0 / 6.0;
+	p = p * r + 0.5;
+	p = p * r + 1.0;
+	p = p * r;
+	int k = (int)kd, e = k >> 5; /* floor(k / 32): >> of a negative int is arithmetic in gcc and clang */
+	double t = fm_exp2_32[k & 31];
+	int e1 = e / 2;
+	return (t + t * p) * fm_pow2i(e1) * fm_pow2i(e - e1);
+}
+
+static inline float fm_expf(float x)
+{
+	return (float)fm_exp_inline((double)x);
+}
 
 #endif
