@@ -47,14 +47,13 @@
 
 /* The bound of the exact tests: |logit - reference| at most this much of
  * the largest |reference logit| of the position (lu_expect_close).
- * Measured on this suite's fixtures (f32 and bf16 containers, and the mxfp4
- * ones that keep the released FP4 values) at each SIMD level, which until
- * issue 38 lands each sum in their own order (COLIBRI_SIMD=scalar | avx2 |
- * avx512 on an AVX-512 Xeon): at most 1.6e-6 for every family but the two
- * with Gated DeltaNet, whose recurrent state carries rounding from token
- * to token (4.5e-6); AVX2 and AVX-512, the levels CI's hosts run, stay
- * under 8.5e-7 and 1.1e-6. The bounds are about two and a half times the
- * largest: a 1e-4 relative error in any family fails. */
+ * Every SIMD level computes the same bits (docs/ARITHMETIC.md,
+ * test_simd_levels), so one measurement holds for all: before the levels
+ * were made one arithmetic, each summed in its own order and the largest
+ * difference over the levels was 1.6e-6 for every family but the two with
+ * Gated DeltaNet, whose recurrent state carries rounding from token to
+ * token (4.5e-6). The bounds are about two and a half times those: a 1e-4
+ * relative error in any family fails. */
 #define EXACT_REL 4e-6
 #define EXACT_REL_GDN 1e-5
 

@@ -74,8 +74,9 @@ static void convert(const char *src, const char *extra, const char *out_name, ch
 /* The bound of the comparisons with the numpy reference (lu_expect_close:
  * relative to each position's largest logit). The GGUF containers compute
  * what the HF fixtures' f32 containers do (the same bits, checked); measured
- * at most 1.9e-6 at the scalar level (gpt-oss's MXFP4 file), 8.5e-7 with
- * AVX2 and AVX-512; test_forward's EXACT_REL says why the levels differ. */
+ * at most 1.9e-6 (gpt-oss's MXFP4 file) when the SIMD levels still summed
+ * in orders of their own; they are one arithmetic now (test_forward's
+ * EXACT_REL). */
 #define EXACT_REL 4e-6
 
 /* l against the numpy reference's logits in ref/<ref>.f32 (tools/reference.py). */

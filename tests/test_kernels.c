@@ -3,10 +3,10 @@
  * kernels_internal.h:
  *  - the scalar matvec of every weight type against a naive
  *    dequantize-then-dot in double precision written here;
- *  - every SIMD level the CPU has (skipped with a reason otherwise) against
- *    scalar, on ragged shapes: row counts off the vector width, odd group
- *    counts, f32/bf16 column tails, 1..7 tokens; tolerance relative to
- *    sum |w||x|;
+ *  - every SIMD level the CPU has (skipped with a reason otherwise)
+ *    bit-identical to scalar (docs/ARITHMETIC.md), on ragged shapes: row
+ *    counts off the vector width, odd group counts, f32/bf16 column tails,
+ *    1..7 tokens; dot and axpy too, with lanes holding -0;
  *  - matmul row t bit-identical to matvec on token t, per level;
  *  - public matvec/matmul bit-identical with no pool and pools of 1, 2, 3,
  *    with f32 and with int8 activations;

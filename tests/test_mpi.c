@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include "compute/cpu.h"
 #include "tests/cli_util.h"
 #include "tests/fixture_cache.h"
 #include "tests/logits_util.h"
@@ -169,8 +170,10 @@ static void need_netns(void)
 
 /* The mpirun command line that starts rank i (of n) as `colibri args[i]`
  * inside namespace i, with COLIBRI_CACHE_DIR in scratch and a hard time
- * limit so that a hung job can not hang the test. */
-static void mpi_cmd_with(char *buf, size_t size, const char *mpirun_opts, int n, const char *const args[], int limit_s)
+ * limit so that a hung job can not hang the test; envs (or NULL) gives
+ * each rank's environment assignments ("" for none). */
+static void mpi_cmd_env(char *buf, size_t size, const char *mpirun_opts, int n, const char *const args[],
+			const char *const envs[], int limit_s)
 {
 	/* LSAN_OPTIONS only matters to the ASan build: Open MPI's own leaks
 	 * are suppressed (tests/mpi/lsan.supp says why the slow unwinder). */
@@ -181,9 +184,14 @@ static void mpi_cmd_with(char *buf, size_t size, const char *mpirun_opts, int n,
 			 "timeout -k 5 %d mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self %s",
 			 scratch, subnet, lsan ? lsan : "", lsan && *lsan ? ":" : "", tu_repo(), limit_s, mpirun_opts);
 	for (int i = 0; i < n; i++)
-		w += snprintf(buf + w, size - (size_t)w, "%s -n 1 ip netns exec %s%d '%s' %s", i ? " :" : "", prefix,
-			      i, tu_colibri(), args[i]);
+		w += snprintf(buf + w, size - (size_t)w, "%s -n 1 ip netns exec %s%d env %s '%s' %s", i ? " :" : "",
+			      prefix, i, envs ? envs[i] : "", tu_colibri(), args[i]);
 	cr_assert_lt((size_t)w, size, "mpirun command line too long");
+}
+
+static void mpi_cmd_with(char *buf, size_t size, const char *mpirun_opts, int n, const char *const args[], int limit_s)
+{
+	mpi_cmd_env(buf, size, mpirun_opts, n, args, NULL, limit_s);
 }
 
 static void mpi_cmd(char *buf, size_t size, int n, const char *const args[], int limit_s)
@@ -323,6 +331,59 @@ static void check_bit_identical(const char *name, const char *quant)
 static void check_bit_identical_all(const char *name, const char *quant)
 {
 	check_cases(name, quant, !TU_SANITIZED);
+}
+
+/* One arithmetic across machines: three ranks at three different SIMD
+ * levels (the lowest, the middle and the best this machine has; a rank on
+ * another CPU is the same case) give one process's logits, for a container
+ * on the f32 kernels (bf16) and one on the int8 ones (int4). */
+static void check_levels(const char *name, const char *quant)
+{
+	int avail[CPU_SIMD_COUNT], n_avail = 0;
+	for (int l = 0; l < CPU_SIMD_COUNT; l++)
+		if (cpu_simd_available((enum cpu_simd)l))
+			avail[n_avail++] = l;
+	char env[3][64], model[4200], base[4400], out[4400], cmd[8192], args[3][4800];
+	const char *argv[3], *envv[3];
+	int pick[3] = { avail[0], avail[n_avail / 2], avail[n_avail - 1] };
+	convert(name, quant, model, sizeof model);
+	char *tokens = lu_read_tokens(name);
+	snprintf(base, sizeof base, "%s/single-%s.f32", scratch, quant);
+	cr_assert_eq(tu_sh("COLIBRI_CACHE_DIR='%s/cache' '%s' logits --model '%s' --tokens %s --out '%s' 2>'%s.err'",
+			   scratch, tu_colibri(), model, tokens, base, base), 0, "%s: single-process logits failed",
+		     name);
+	snprintf(out, sizeof out, "%s/levels-%s.f32", scratch, quant);
+	for (int r = 0; r < 3; r++) {
+		snprintf(env[r], sizeof env[r], "COLIBRI_SIMD=%s", cpu_simd_name((enum cpu_simd)pick[r]));
+		snprintf(args[r], sizeof args[r], "logits --model '%s' --tokens %s --out '%s' --placement 1,1,1", model,
+			 tokens, out);
+		argv[r] = args[r];
+		envv[r] = env[r];
+	}
+	mpi_cmd_env(cmd, sizeof cmd, "", 3, argv, envv, 60);
+	int rc = tu_sh("%s </dev/null >'%s.log' 2>&1", cmd, out);
+	char log[4500];
+	snprintf(log, sizeof log, "%s.log", out);
+	char *text = tu_read(log, NULL);
+	cr_assert_eq(rc, 0, "%s: logits over ranks at %s | %s | %s exit %d:\n%s", name, env[0], env[1], env[2], rc,
+		     text ? text : "");
+	free(text);
+	size_t n0 = 0, n1 = 0;
+	char *ref = tu_read(base, &n0), *got = tu_read(out, &n1);
+	cr_assert(ref && got, "%s: missing logits", name);
+	cr_expect(n1 == n0 && memcmp(ref, got, n0) == 0, "%s/%s: ranks at %s | %s | %s differ from one process", name,
+		  quant, env[0], env[1], env[2]);
+	cr_log_info("%s/%s: ranks at %s | %s | %s", name, quant, env[0], env[1], env[2]);
+	free(ref);
+	free(got);
+	free(tokens);
+}
+
+Test(mpi, ranks_at_different_simd_levels)
+{
+	need_netns();
+	check_levels("olmoe", "bf16");
+	check_levels("olmoe", "int4");
 }
 
 /* The families test_forward checks logits on, at the precision its
