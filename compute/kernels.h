@@ -2,11 +2,12 @@
  * kernels — the numerical building blocks of a forward pass.
  *
  * Every kernel has a plain scalar version (the reference) and, where it pays,
- * AVX2 and AVX-512 versions chosen once at run time from CPUID (see cpu.h).
- * Activations are f32, except that int4, mxfp4, int8 and the GGML block
- * weights may meet them quantized to int8 / int16 (kernels_set_activations).
- * Two rules keep results
- * reproducible:
+ * AVX2, AVX-VNNI, AVX-512 and AVX512-VNNI versions chosen once at run time
+ * from CPUID (see cpu.h). Activations are f32, except that int4, mxfp4, int8
+ * and the GGML block weights may meet them quantized to int8 / int16
+ * (kernels_set_activations). Three rules keep results reproducible:
+ *  - every level follows docs/ARITHMETIC.md's order of operations (the
+ *    32-lane dot product, the quantized lanes), so all write the same bits;
  *  - each output element is reduced by one thread in a fixed order, so the
  *    result does not depend on the thread count;
  *  - row t of matmul() is bit-identical to matvec() on token t, so prefill,
@@ -46,7 +47,8 @@ struct threadpool;
 int kernels_set_activations(const char *name);
 const char *kernels_activations_name(void);
 
-/* The SIMD level the kernels run at: "scalar", "avx2" or "avx512". */
+/* The SIMD level the kernels run at: "scalar", "avx2", "avxvnni", "avx512" or
+ * "avx512vnni". */
 const char *kernels_ops_name(void);
 
 /* out[rows] = m x, x[cols]. out must not alias x. pool may be NULL (caller's
@@ -114,10 +116,11 @@ void attention_head_keys(float *out, const float *q, const float *k, int64_t k_s
 			 const float *v, int64_t v_stride, const int32_t *keys, int64_t n_keys,
 			 int64_t k_dim, int64_t v_dim, float scale, float *scratch);
 
-/* Dot product of two f32 vectors in the kernels' fixed order. */
+/* Dot product of two f32 vectors in docs/ARITHMETIC.md's order (32 lanes of
+ * fused multiply-adds, folded i + 16, 8, 4, 2, 1). */
 float dot_f32(const float *a, const float *b, int64_t n);
 
-/* out[n] += a * x[n] */
+/* out[i] = fmaf(a, x[i], out[i]) */
 void axpy_f32(float *out, float a, const float *x, int64_t n);
 
 #endif

@@ -5,7 +5,8 @@
  *
  * Invariant shared by every kernel_rows_fn: the value written for (token t,
  * row r) depends only on row r of the matrix and on token t's activations,
- * through one fixed sequence of floating-point operations per SIMD level.
+ * through one fixed sequence of floating-point operations, the same at every
+ * SIMD level (docs/ARITHMETIC.md).
  * It does not depend on n, on which other rows or tokens are in the same
  * call, nor on the thread that runs it. That is what makes matmul row t
  * bit-identical to matvec and results independent of the thread count.
