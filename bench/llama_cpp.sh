@@ -141,9 +141,11 @@ llama_cpp_check_flags() {
     esac
   done
   [ -z "$_miss" ] || llama_cpp_say "WARNING: built without this host's switches:$_miss (remove its build/ to rebuild)"
-  case " $1 " in
-    *" GGML_NATIVE=ON "* | *"AMX_"*"=ON "*) llama_cpp_say "WARNING: built with GGML_NATIVE or AMX on" ;;
-  esac
+  for _f in $1; do
+    case $_f in
+      GGML_NATIVE=ON | GGML_AMX_*=ON) llama_cpp_say "WARNING: built with $_f" ;;
+    esac
+  done
 }
 
 # shellcheck disable=SC2034  # llama_bin and llama_flags are for the caller
