@@ -23,6 +23,10 @@
 # Environment: COLIBRI, LLAMA_CPP_DIR, BENCH_VS_LAYERS [16], BENCH_TOKENS [32],
 #   BENCH_REPEAT [2], BENCH_FIO_SECONDS [5], BENCH_VS_ONLY [ram,2G,1G,pp],
 #   BENCH_RESULTS.
+# BENCH_VS_ONLY=prepare stops after the bf16 source and the two GGUFs (and
+# finding or building llama.cpp), before any colibri conversion or run:
+# the peer's side made ahead, no colibri binary needed; the containers come
+# from the colibri that will be measured.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,9 +42,9 @@ if ! llama_cpp_find; then
   model_say "skipped: no llama.cpp (set LLAMA_CPP_DIR to its source tree or binaries)"
   exit 0
 fi
-[ -x "$colibri" ] || { model_say "no colibri binary at $colibri (make first)"; exit 1; }
-[ "$(id -u)" = 0 ] || model_say "not root: the capped runs are skipped and the page cache is not dropped"
-command -v fio >/dev/null || { model_say "needs fio"; exit 1; }
+[ "$only" = prepare ] || [ -x "$colibri" ] || { model_say "no colibri binary at $colibri (make first)"; exit 1; }
+[ "$only" = prepare ] || [ "$(id -u)" = 0 ] || model_say "not root: the capped runs are skipped and the page cache is not dropped"
+[ "$only" = prepare ] || command -v fio >/dev/null || { model_say "needs fio"; exit 1; }
 
 mkdir -p "$work" "$results"
 src=$work/olmoe-1b-7b-${layers}l-bf16
@@ -67,6 +71,12 @@ gguf() { # TYPE
   fi
   echo "$_out"
 }
+if [ "$only" = prepare ]; then
+  g4=$(gguf q4_0)
+  g8=$(gguf q8_0)
+  model_say "prepared: $src, $g4, $g8 (llama.cpp: $llama_bin)"
+  exit 0
+fi
 c4=$(convert int4 --quant int4)
 c4d=$(convert int4-dense-int4 --quant int4 --dense-quant int4)
 c8=$(convert int8 --quant int8)
