@@ -626,6 +626,35 @@ Test(convert, dense_quant_option)
 }
 Test(convert, qwen3_moe_fp8_every_quant) { convert_all_quants("qwen3_moe_fp8"); }
 
+/* --head-quant: lm_head alone takes its own type, the other dense matrices
+ * keep --dense-quant's (both ways round); a bad type is refused. */
+Test(convert, head_quant_option)
+{
+	char hf_dir[PATH_MAX], out[PATH_MAX + 64];
+	fixture_path(hf_dir, sizeof hf_dir, "qwen3_moe");
+	static const char *const args[] = { "--quant int4 --dense-quant int4 --head-quant int8 --quiet",
+					    "--quant int4 --head-quant int4 --quiet" };
+	static const enum quant_type head[] = { QUANT_INT8, QUANT_INT4 }, dense[] = { QUANT_INT4, QUANT_INT8 };
+	for (int i = 0; i < 2; i++) {
+		snprintf(out, sizeof out, "%s/head%d", ws, i);
+		cr_assert_eq(convert(hf_dir, out, args[i]), 0);
+		struct manifest m;
+		cr_assert_eq(manifest_load(&m, out), 0, "%s", error_message());
+		const struct manifest_tensor *lm = manifest_find(&m, "lm_head.weight");
+		const struct manifest_tensor *q = manifest_find(&m, "model.layers.0.self_attn.q_proj.weight");
+		cr_assert(lm && q);
+		cr_expect_eq(lm->type, head[i], "%s: lm_head is %s", args[i], quant_type_name(lm->type));
+		cr_expect_eq(q->type, dense[i], "%s: q_proj is %s", args[i], quant_type_name(q->type));
+		manifest_free(&m);
+	}
+	snprintf(out, sizeof out, "%s/bad-head", ws);
+	int st = convert(hf_dir, out, "--head-quant int3");
+	char *log = read_file(ws, "log.txt", NULL);
+	cr_expect_eq(st, 2);
+	cr_expect(log && strstr(log, "--head-quant") && strstr(log, "int3"), "%s", log);
+	free(log);
+}
+
 /* --activations is written into the manifest (auto by default); a bad
  * value is refused naming the option. */
 Test(convert, activations_option)

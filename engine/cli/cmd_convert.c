@@ -1,6 +1,6 @@
 /*
  * cmd_convert — `colibri convert HF_DIR|MODEL.gguf OUT_DIR [--quant T]
- * [--dense-quant T] [--activations A] [--group-size N] [--force] [--quiet]`.
+ * [--dense-quant T] [--head-quant T] [--activations A] [--group-size N] [--force] [--quiet]`.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@ static void convert_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: colibri convert HF_DIR|MODEL.gguf OUT_DIR [--quant int4|mxfp4|int8|bf16|f32]\n"
-		"                       [--dense-quant int4|mxfp4|int8|bf16|f32]\n"
+		"                       [--dense-quant int4|mxfp4|int8|bf16|f32] [--head-quant T]\n"
 		"                       [--activations auto|int8|f32] [--group-size 64] [--force] [--quiet]\n"
 		"  Converts a Hugging Face checkpoint, or a GGUF file (one file or any part of a\n"
 		"  split -0000N-of-0000M.gguf), into a colibri container. A GGUF keeps every\n"
@@ -27,6 +27,7 @@ static void convert_usage(FILE *f)
 		"                and DeepSeek-V4's FP4 experts, kept exactly); norms and routers stay f32\n"
 		"  --dense-quant dense weights (attention, shared experts, lm_head); default: as\n"
 		"                --quant except int4 and mxfp4 -> int8; MTP layers keep int8 or better\n"
+		"  --head-quant  lm_head alone (the largest dense matrix; default: as --dense-quant)\n"
 		"  --activations what quantized weights multiply: auto (default) quantizes each\n"
 		"                token's activations per 32 inputs, to int8 for int4, mxfp4 and a\n"
 		"                GGUF's block types, to int16 for int8 weights, summed exactly in\n"
@@ -47,11 +48,12 @@ int cmd_convert(int argc, char **argv)
 		{ "force", no_argument, 0, 'f' },       { "quiet", no_argument, 0, 's' },
 		{ "help", no_argument, 0, 'h' },        { "dense-quant", required_argument, 0, 'd' },
 		{ "activations", required_argument, 0, 'a' },
+		{ "head-quant", required_argument, 0, 'H' },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "q:d:a:g:fsh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "q:d:H:a:g:fsh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'a':
 			if (strcmp(optarg, "auto") && strcmp(optarg, "int8") && strcmp(optarg, "f32")) {
@@ -68,6 +70,14 @@ int cmd_convert(int argc, char **argv)
 				return 2;
 			}
 			o.dense_quant_set = true;
+			break;
+		case 'H':
+			if (quant_type_parse(optarg, &o.head_quant) != 0 || !quant_type_quantizable(o.head_quant)) {
+				fprintf(stderr, "colibri convert: --head-quant must be int4, mxfp4, int8, bf16, f16 or f32, not \"%s\"\n",
+					optarg);
+				return 2;
+			}
+			o.head_quant_set = true;
 			break;
 		case 'q':
 			if (quant_type_parse(optarg, &o.quant) != 0 || !quant_type_quantizable(o.quant)) {

@@ -218,6 +218,8 @@ static enum quant_type resident_type(const struct converter *c, const struct ten
 		break;
 	}
 	enum quant_type d = c->dense_quant;
+	if (c->opt->head_quant_set && strcmp(s->name, "lm_head.weight") == 0)
+		d = c->opt->head_quant;
 	/* MTP modules keep int8 or better, as their experts do. */
 	if (s->layer >= c->cfg.n_layers && four_bit(d))
 		d = QUANT_INT8;

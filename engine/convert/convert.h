@@ -23,6 +23,8 @@ struct convert_options {
 	bool quant_set;          /* quant was chosen; else experts released in MXFP4 (gpt-oss) stay QUANT_MXFP4 */
 	bool dense_quant_set;    /* dense matrices take dense_quant, else convert_dense_quant(quant) */
 	enum quant_type dense_quant;
+	bool head_quant_set;     /* lm_head takes head_quant, else the dense type */
+	enum quant_type head_quant;
 	const char *activations;  /* "auto" (default), "int8" or "f32": the manifest's quant.activations */
 	int32_t group;           /* default QUANT_GROUP_DEFAULT */
 	bool force;              /* replace an existing container */
