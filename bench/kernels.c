@@ -2,7 +2,7 @@
  * kernels — matvec throughput of each weight format against the memory
  * bandwidth measured in the same run (planner/membw.c, what `plan` uses).
  *
- *   make bench-kernels && build/bench/kernels [--seconds S] [--mib M]
+ *   make bench-kernels && build/bench/kernels [--seconds S] [--mib M] [--tokens N]
  *
  * For each format (f32, bf16, int8, int4, mxfp4, f16, and the GGML block types
  * q8_0, q4_0, q4_k, q5_k, q6_k, filled with random blocks whose halves are
@@ -17,9 +17,12 @@
  * int4, mxfp4 and the GGML block types q8_0 .. q6_k take the int8
  * dot-product path, int8 the int16 one; `--activations int8` puts int8 on
  * the int8 path too) and `--activations f32` measures the f32 path (f32,
- * bf16 and f16 are always there). COLIBRI_SIMD=avx2 (or scalar)
- * measures a lower level. Gw/s is billions of weights a second, which
- * compares formats of different widths.
+ * bf16 and f16 are always there). COLIBRI_SIMD=avx512|avxvnni|avx2|scalar
+ * measures a lower level; the first line names the level that ran and the
+ * CPU's flags. Gw/s is billions of weights a second, which compares formats
+ * of different widths. --tokens N runs matmul over N tokens instead (a
+ * prefill: N = 512), where Gw/s counts weights times tokens, the rate that
+ * bounds prompt processing, and GB/s the stored bytes once per call.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -105,18 +108,22 @@ static int set_build(struct bench_set *s, enum quant_type type, uint64_t target,
 	return 0;
 }
 
-/* Runs matvec over the set until `seconds` pass; GB/s of stored bytes,
- * and billions of weights a second into *gw. */
+/* Runs matvec (tokens 1) or matmul over `tokens` tokens over the set until
+ * `seconds` pass; GB/s of stored bytes, and billions of weights times
+ * tokens a second into *gw. */
 static double set_run(const struct bench_set *s, struct threadpool *pool, double seconds,
-		      float *x, float *y, double *gw)
+		      const float *x, float *y, int64_t tokens, double *gw)
 {
 	double t0 = clock_now_s(), t;
 	uint64_t bytes = 0, weights = 0;
 	int i = 0;
 	do {
-		matvec(pool, y, &s->m[i], x);
+		if (tokens == 1)
+			matvec(pool, y, &s->m[i], x);
+		else
+			matmul(pool, y, &s->m[i], x, tokens);
 		bytes += quant_matrix_bytes(s->m[i].type, s->m[i].rows, s->m[i].cols, s->m[i].group);
-		weights += (uint64_t)(s->m[i].rows * s->m[i].cols);
+		weights += (uint64_t)(s->m[i].rows * s->m[i].cols * tokens);
 		i = (i + 1) % s->n;
 		t = clock_now_s();
 	} while (t - t0 < seconds);
@@ -124,10 +131,32 @@ static double set_run(const struct bench_set *s, struct threadpool *pool, double
 	return (double)bytes / (t - t0) / 1e9;
 }
 
+/* What ran: the level and the CPU flags it was chosen from. */
+static void print_cpu(void)
+{
+	struct cpu_features f;
+	cpu_features_detect(&f);
+	const struct {
+		const char *name;
+		bool on;
+	} flags[] = {
+		{ "avx2", f.avx2 },	    { "fma", f.fma },		{ "f16c", f.f16c },
+		{ "avx512f", f.avx512f },   { "avx512bw", f.avx512bw }, { "avx512vl", f.avx512vl },
+		{ "avx512dq", f.avx512dq }, { "avx512vnni", f.avx512vnni }, { "avx512bf16", f.avx512bf16 },
+		{ "avxvnni", f.avxvnni },
+	};
+	printf("cpu: best level %s, flags", cpu_simd_name(cpu_simd_supported()));
+	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+		if (flags[i].on)
+			printf(" %s", flags[i].name);
+	printf("\n");
+}
+
 int main(int argc, char **argv)
 {
 	double seconds = 0.5;
 	uint64_t mib = 256;
+	int64_t tokens = 1;
 	int l2 = 0;
 	const char *only = NULL;
 	const char *act = NULL;
@@ -142,8 +171,10 @@ int main(int argc, char **argv)
 			only = argv[++i];
 		else if (!strcmp(argv[i], "--activations") && i + 1 < argc)
 			act = argv[++i];
+		else if (!strcmp(argv[i], "--tokens") && i + 1 < argc && atoll(argv[i + 1]) >= 1)
+			tokens = atoll(argv[++i]);
 		else {
-			fprintf(stderr, "usage: %s [--seconds S] [--mib M] [--l2] [--only FORMAT] [--activations auto|int8|f32]\n",
+			fprintf(stderr, "usage: %s [--seconds S] [--mib M] [--l2] [--only FORMAT] [--activations auto|int8|f32] [--tokens N]\n",
 				argv[0]);
 			return 2;
 		}
@@ -162,13 +193,15 @@ int main(int argc, char **argv)
 			fprintf(stderr, "kernels: memory bandwidth measurement failed\n");
 			return 1;
 		}
-	printf("kernels %s, activations %s; memory bandwidth %.1f GB/s at 1 thread, %.1f GB/s at %d\n",
-	       kernels_ops_get()->name, kernels_activations_name(), bw[0], bw[1], all);
+	print_cpu();
+	printf("kernels %s, activations %s, %s of %lld token%s; memory bandwidth %.1f GB/s at 1 thread, %.1f GB/s at %d\n",
+	       kernels_ops_get()->name, kernels_activations_name(), tokens == 1 ? "matvec" : "matmul",
+	       (long long)tokens, tokens == 1 ? "" : "s", bw[0], bw[1], all);
 	printf("%-6s %8s %10s %10s %8s %8s\n", "format", "threads", "MiB", "GB/s", "of bw", "Gw/s");
-	float *x = malloc(2048 * sizeof(float)), *y = malloc(2048 * sizeof(float));
+	float *x = malloc((size_t)tokens * 2048 * sizeof(float)), *y = malloc((size_t)tokens * 2048 * sizeof(float));
 	if (!x || !y)
 		return 1;
-	for (int i = 0; i < 2048; i++)
+	for (int64_t i = 0; i < tokens * 2048; i++)
 		x[i] = rng_float();
 	static const enum quant_type types[] = { QUANT_F32,  QUANT_BF16, QUANT_INT8, QUANT_INT4,
 						 QUANT_MXFP4, QUANT_F16,  QUANT_Q8_0, QUANT_Q4_0,
@@ -187,10 +220,16 @@ int main(int argc, char **argv)
 			if (counts[k] > 1 && threadpool_init(&pool, counts[k]) != 0)
 				return 1;
 			double gw;
-			set_run(&s, pool, seconds / 5, x, y, &gw);
-			double gbps = set_run(&s, pool, seconds, x, y, &gw);
-			printf("%-6s %8d %10.0f %10.2f %7.0f%% %8.2f\n", quant_type_name(types[ti]), counts[k],
-			       (double)s.bytes / (1 << 20), gbps, 100 * gbps / bw[k], gw);
+			set_run(&s, pool, seconds / 5, x, y, tokens, &gw);
+			double gbps = set_run(&s, pool, seconds, x, y, tokens, &gw);
+			/* A prefill reads its weights once per call: the share of the
+			 * bandwidth says nothing there. */
+			if (tokens == 1)
+				printf("%-6s %8d %10.0f %10.2f %7.0f%% %8.2f\n", quant_type_name(types[ti]), counts[k],
+				       (double)s.bytes / (1 << 20), gbps, 100 * gbps / bw[k], gw);
+			else
+				printf("%-6s %8d %10.0f %10.2f %8s %8.2f\n", quant_type_name(types[ti]), counts[k],
+				       (double)s.bytes / (1 << 20), gbps, "-", gw);
 			if (pool)
 				threadpool_free(pool);
 		}
