@@ -1,11 +1,371 @@
 /*
  * matvec_avxvnni — the integer dot products with AVX-VNNI (VEX-encoded
- * vpdpbusd / vpdpwssd on 256-bit registers), for AVX2 hosts that have it.
- * Same sequences as kernels_internal.h, so the same bits as every level.
+ * vpdpbusd / vpdpwssd on 256-bit registers), for AVX2 hosts that have it
+ * (Intel since Alder Lake and Sapphire Rapids, AMD since Zen 5).
+ *
+ * Same sequences as kernels_internal.h, so the same bits as every level:
+ * only the exact integer lane sums are computed with other instructions,
+ * and the float steps per lane and the final tree are the scalar ones.
+ *
+ * vpdpbusd multiplies unsigned bytes by signed ones and adds each group of
+ * four products into an int32 lane, which is the shape of a pair of runs
+ * (lane l: four inputs of the low half, four of the high half), so one
+ * instruction per half gives a lane's sum. Every weight enters as the
+ * unsigned u = q + o: int4 and q4_0 their stored nibble (o = 8), int8 and
+ * q8_0 q ^ 0x80 (o = 128), mxfp4 2 * e2m1 + 16 through a lookup (o = 16);
+ * o times the lane's activation sum, o / 8 * sum8, comes off. Every sum is
+ * an exact int32 (at most 8 * 255 * 127), so the lanes are those of
+ * maddubs / madd, without their int16 steps or int8's per-token sign work.
+ * int16 activations (int8 weights) take vpdpwssd on the weights widened to
+ * int16. The K types keep the AVX2 versions: their sub-block scales
+ * multiply int16 sums, which VNNI does not shorten.
+ *
+ * Loop order: a call's tokens go four at a time, and each group of four
+ * walks every row of the call, each pair decoded once for the four. The
+ * group's activations (16 KiB at 2048 inputs) stay in L1 while the rows,
+ * which a task keeps in L2, stream past them. Decode (one token) is one
+ * pass over the rows, prefetching the next row as it goes.
  */
+#include <immintrin.h>
+#include <string.h>
+
 #include "compute/kernels_internal.h"
+
+#define VNNI_INLINE static inline __attribute__((always_inline))
+#define VNNI_NT 4
+#define VNNI_RB 4
+
+/* ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), the fixed tree. */
+VNNI_INLINE float vnni_hsum(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+/* Two floats (the runs of a pair) each in four lanes: a pair's scales. */
+VNNI_INLINE __m256 vnni_halves(uint64_t two)
+{
+	const __m256i halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+	return _mm256_permutevar8x32_ps(_mm256_castsi256_ps(_mm256_castsi128_si256(_mm_cvtsi64_si128((long long)two))),
+					halves);
+}
+
+/* The bits of 2^(e - 128), quant_e8m0_to_f32(e, 1). */
+VNNI_INLINE uint32_t vnni_e8m0_bits(unsigned e)
+{
+	int b = (int)e - 1;
+	return b >= 1 ? (uint32_t)b << 23 : 0x00400000u >> -b;
+}
+
+/* A pair of weights as the unsigned bytes u that meet the activations: lo
+ * inputs 0..15 of both runs, hi inputs 16..31 (kernels_internal.h's
+ * order). */
+struct vnni_pair {
+	__m256i lo, hi;
+};
+
+/* Pair p of an int8, int4 or mxfp4 row q; last: it has one run only (the
+ * other meets zero activations). int4 and mxfp4 store the two runs' low
+ * nibbles then high nibbles, already the activations' order; int8 gathers
+ * its runs' halves. */
+VNNI_INLINE struct vnni_pair vnni_decode(const uint8_t *q, int64_t p, int last, const enum quant_type type)
+{
+	struct vnni_pair w;
+	if (type == QUANT_INT8) {
+		const __m256i flip = _mm256_set1_epi8((char)0x80);
+		__m256i w0 = _mm256_loadu_si256((const __m256i *)(q + 64 * p));
+		__m256i w1 = last ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(q + 64 * p + 32));
+		w.lo = _mm256_xor_si256(_mm256_permute2x128_si256(w0, w1, 0x20), flip);
+		w.hi = _mm256_xor_si256(_mm256_permute2x128_si256(w0, w1, 0x31), flip);
+		return w;
+	}
+	const __m256i mask = _mm256_set1_epi8(0x0f);
+	__m256i v = last ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(q + 32 * p)))
+			 : _mm256_loadu_si256((const __m256i *)(q + 32 * p));
+	w.lo = _mm256_and_si256(v, mask);
+	w.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+	if (type == QUANT_MXFP4) {
+		/* 2 * e2m1 + 16 of each code: 16..28 for +0..+6, 16..4 for -0..-6. */
+		const __m256i lut = _mm256_broadcastsi128_si256(
+			_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4));
+		w.lo = _mm256_shuffle_epi8(lut, w.lo);
+		w.hi = _mm256_shuffle_epi8(lut, w.hi);
+	}
+	return w;
+}
+
+/* q8_0 / q4_0 pair p: blocks 2p, 2p + 1 of a row (the second missing when
+ * last), their d in *fd, four lanes each. The two-byte block headers sit
+ * between the payloads, so each 128-bit half comes from its own load
+ * and a blend puts them together (no shuffle). */
+VNNI_INLINE struct vnni_pair vnni_decode_32(const uint8_t *row, int64_t p, int last, __m256 *fd,
+					    const enum quant_type type)
+{
+	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+	const uint8_t *b0 = row + 2 * p * bs, *b1 = b0 + bs;
+	uint16_t h0, h1 = 0;
+	memcpy(&h0, b0, 2);
+	if (!last)
+		memcpy(&h1, b1, 2);
+	__m128 d = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h0 | (uint32_t)h1 << 16)));
+	*fd = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+	struct vnni_pair w;
+	if (last) {
+		/* Block 2p alone: its halves, zeros for the missing block. */
+		__m256i l0 = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2)));
+		if (type == QUANT_Q8_0) {
+			const __m256i flip = _mm256_set1_epi8((char)0x80);
+			__m256i h0v = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 18)));
+			w.lo = _mm256_xor_si256(l0, flip);
+			w.hi = _mm256_xor_si256(h0v, flip);
+			return w;
+		}
+		const __m256i mask = _mm256_set1_epi8(0x0f);
+		w.lo = _mm256_and_si256(l0, mask);
+		w.hi = _mm256_and_si256(_mm256_srli_epi16(l0, 4), mask);
+		return w;
+	}
+	if (type == QUANT_Q8_0) {
+		/* lo: b0's bytes 0..15, then b1's (b0 + 36, the high half of
+		 * a load at b0 + 20); hi: bytes 16..31 of each. */
+		const __m256i flip = _mm256_set1_epi8((char)0x80);
+		__m256i lo = _mm256_blend_epi32(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
+						_mm256_loadu_si256((const __m256i *)(b0 + 20)), 0xf0);
+		__m256i hi = _mm256_blend_epi32(_mm256_loadu_si256((const __m256i *)(b0 + 18)),
+						_mm256_loadu_si256((const __m256i *)(b0 + 36)), 0xf0);
+		w.lo = _mm256_xor_si256(lo, flip);
+		w.hi = _mm256_xor_si256(hi, flip);
+		return w;
+	}
+	const __m256i mask = _mm256_set1_epi8(0x0f);
+	__m256i v = _mm256_blend_epi32(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
+				       _mm256_loadu_si256((const __m256i *)(b0 + 4)), 0xf0);
+	w.lo = _mm256_and_si256(v, mask);
+	w.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+	return w;
+}
+
+/* What u = q + o adds to a lane beyond q * x: o times the lane's sum of
+ * eight x, from sum8 = 8 * that sum (exact shifts). */
+VNNI_INLINE __m256i vnni_offset(__m256i x8, const enum quant_type type)
+{
+	if (type == QUANT_INT8 || type == QUANT_Q8_0)
+		return _mm256_slli_epi32(x8, 4);
+	if (type == QUANT_MXFP4)
+		return _mm256_slli_epi32(x8, 1);
+	return x8;
+}
+
+/* Rows r .. r + rb - 1 of an int8, int4, mxfp4, q8_0 or q4_0 matrix
+ * against tokens t .. t + nt - 1 (token j's pair p at xq + 64 * (j * pairs
+ * + p), its d and sum8 at 8 * (j * pairs + p)): for each pair, each row's
+ * weights decoded once, each token's activations loaded once, and for
+ * every (row, token) the exact lanes and acc = fma(sw * d_x, (float)lanes,
+ * acc). Each (row, token) is one chain of dependent multiply-adds, four
+ * cycles apart; rb * nt of them side by side keep the units busy (one
+ * chain alone ran at 32 Gw/s, a third of what the instructions allow).
+ * by_group (int8, int4): group % 64 == 0, so no lone last run and a
+ * pair's runs share a scale; otherwise each pair looks its runs' groups
+ * up. */
+VNNI_INLINE void vnni_q8_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, const int rb,
+			       const struct act_q8 *x, int64_t t, const int nt, const enum quant_type type,
+			       const int by_group)
+{
+	const int is_mxfp4 = type == QUANT_MXFP4, is_32 = type == QUANT_Q8_0 || type == QUANT_Q4_0;
+	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+	int64_t cols = m->cols, runs = cols / 32, pairs = x->pairs;
+	int64_t row_bytes = type == QUANT_INT8 ? cols : is_mxfp4 ? cols / 2 + cols / 32 : is_32 ? runs * bs : cols / 2;
+	int64_t group = is_mxfp4 || is_32 ? 32 : m->group, n_groups = cols / group, pairs_per_group = group / 64;
+	/* Weight bytes of a pair, and how many pairs one prefetch of 64 covers. */
+	const int64_t step = type == QUANT_INT8 ? 64 : is_32 ? 2 * bs : 32;
+	const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
+	const float *s = is_mxfp4 || is_32 ? NULL : m->scales + r * n_groups;
+	const int8_t *xq = x->q + t * pairs * 64;
+	const float *xd = x->d + t * pairs * 8;
+	const int32_t *xs = x->sum8 + t * pairs * 8;
+	__m256 acc[VNNI_RB][VNNI_NT], sw[VNNI_RB];
+#pragma GCC unroll 4
+	for (int i = 0; i < rb; i++) {
+		sw[i] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++)
+			acc[i][j] = _mm256_setzero_ps();
+	}
+	int64_t g = 0, in_group = 0; /* by_group: pair p's group, counted */
+	for (int64_t p = 0; p < pairs; p++) {
+		int last = 2 * p + 1 == runs;
+		struct vnni_pair w[VNNI_RB];
+#pragma GCC unroll 4
+		for (int i = 0; i < rb; i++) {
+			const uint8_t *qi = q + i * row_bytes;
+			if (step >= 64 || !(p & 1))
+				_mm_prefetch((const char *)(qi + rb * row_bytes + step * p), _MM_HINT_T0);
+			if (is_32) {
+				w[i] = vnni_decode_32(qi, p, last, &sw[i], type);
+				continue;
+			}
+			if (is_mxfp4) {
+				const uint8_t *e = qi + cols / 2;
+				uint64_t b = vnni_e8m0_bits(e[2 * p]);
+				sw[i] = vnni_halves(b | (uint64_t)(last ? b : vnni_e8m0_bits(e[2 * p + 1])) << 32);
+			} else if (by_group) {
+				if (in_group == 0)
+					sw[i] = _mm256_broadcast_ss(s + i * n_groups + g);
+			} else {
+				const float *si = s + i * n_groups;
+				float s0 = si[64 * p / group], s1 = last ? s0 : si[(64 * p + 32) / group];
+				sw[i] = _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
+			}
+			w[i] = vnni_decode(qi, p, !by_group && last, type);
+		}
+		if (by_group && ++in_group == pairs_per_group) {
+			in_group = 0;
+			g++;
+		}
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++) {
+			int64_t o = j * pairs + p;
+			__m256i neg = _mm256_sub_epi32(_mm256_setzero_si256(),
+						       vnni_offset(_mm256_loadu_si256((const __m256i *)(xs + 8 * o)), type));
+			__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * o));
+			__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * o + 32));
+			__m256 dx = _mm256_loadu_ps(xd + 8 * o);
+#pragma GCC unroll 4
+			for (int i = 0; i < rb; i++) {
+				__m256i lanes = _mm256_dpbusd_avx_epi32(neg, w[i].lo, xlo);
+				lanes = _mm256_dpbusd_avx_epi32(lanes, w[i].hi, xhi);
+				acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(sw[i], dx), _mm256_cvtepi32_ps(lanes), acc[i][j]);
+			}
+		}
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < rb; i++)
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++)
+			out[j * os + i] = vnni_hsum(acc[i][j]);
+}
+
+/* Tokens four at a time, each group over every row, one row at a time;
+ * the rest of the tokens one by one, four rows at a time. */
+VNNI_INLINE void vnni_rows_q8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			      int64_t row_begin, int64_t row_end, const enum quant_type type, const int by_group)
+{
+	int64_t t = 0;
+	for (; t + 4 <= n; t += 4)
+		for (int64_t r = row_begin; r < row_end; r++)
+			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 4, type, by_group);
+	for (; t < n; t++) {
+		int64_t r = row_begin;
+		for (; r + 4 <= row_end; r += 4)
+			vnni_q8_block(out + t * os + r, os, m, r, 4, x, t, 1, type, by_group);
+		for (; r < row_end; r++)
+			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 1, type, by_group);
+	}
+}
+
+static void vnni_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			      int64_t row_begin, int64_t row_end)
+{
+	if (m->group % 64 == 0)
+		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT8, 1);
+	else
+		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT8, 0);
+}
+
+static void vnni_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			      int64_t row_begin, int64_t row_end)
+{
+	if (m->group % 64 == 0)
+		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT4, 1);
+	else
+		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT4, 0);
+}
+
+static void vnni_rows_q8_mxfp4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			       int64_t n, int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_MXFP4, 0);
+}
+
+static void vnni_rows_q8_q8_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			      int64_t n, int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q8_0, 0);
+}
+
+static void vnni_rows_q8_q4_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			      int64_t n, int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q4_0, 0);
+}
+
+/* Row r of an int8 matrix against tokens t .. t + nt - 1's int16
+ * activations, in kernels_internal.h's sequence for kernel_rows_q16_fn:
+ * run k's lanes (the weights widened once for every token) into
+ * accumulator k % 2. */
+VNNI_INLINE void vnni_q16_row(float *out, int64_t os, const struct qmatrix *m, int64_t r, const struct act_q16 *x,
+			      int64_t t, const int nt)
+{
+	int64_t cols = m->cols, group = m->group, runs = cols / 32, runs_per_group = group / 32;
+	const int8_t *q = (const int8_t *)m->data + r * cols;
+	const float *s = m->scales + r * (cols / group);
+	const int16_t *xq = x->q + t * cols;
+	const float *xd = x->d + t * runs;
+	__m256 acc[VNNI_NT][2];
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+	int64_t g = 0, in_group = 0;
+	__m256 sw = _mm256_broadcast_ss(s);
+	for (int64_t k = 0; k < runs; k += 2) {
+		_mm_prefetch((const char *)(q + cols + 32 * k), _MM_HINT_T0);
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			if (h == 1 && k + 1 == runs)
+				break;
+			int64_t c = 32 * (k + h);
+			__m256i wlo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c)));
+			__m256i whi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c + 16)));
+#pragma GCC unroll 4
+			for (int j = 0; j < nt; j++) {
+				const int16_t *xj = xq + j * cols + c;
+				__m256i p = _mm256_dpwssd_avx_epi32(_mm256_setzero_si256(), wlo,
+								    _mm256_loadu_si256((const __m256i *)xj));
+				p = _mm256_dpwssd_avx_epi32(p, whi, _mm256_loadu_si256((const __m256i *)(xj + 16)));
+				__m256 d = _mm256_mul_ps(sw, _mm256_broadcast_ss(xd + j * runs + k + h));
+				acc[j][h] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[j][h]);
+			}
+			if (++in_group == runs_per_group && k + h + 1 < runs) {
+				in_group = 0;
+				sw = _mm256_broadcast_ss(s + ++g);
+			}
+		}
+	}
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++)
+		out[j * os] = vnni_hsum(_mm256_add_ps(acc[j][0], acc[j][1]));
+}
+
+static void vnni_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x,
+			       int64_t n, int64_t row_begin, int64_t row_end)
+{
+	int64_t t = 0;
+	for (; t + 4 <= n; t += 4)
+		for (int64_t r = row_begin; r < row_end; r++)
+			vnni_q16_row(out + t * os + r, os, m, r, x, t, 4);
+	for (; t < n; t++)
+		for (int64_t r = row_begin; r < row_end; r++)
+			vnni_q16_row(out + t * os + r, os, m, r, x, t, 1);
+}
 
 void kernels_vnni_avx2(struct kernels_ops *ops)
 {
-	(void)ops;
+	ops->rows_q8[QUANT_INT8] = vnni_rows_q8_int8;
+	ops->rows_q8[QUANT_INT4] = vnni_rows_q8_int4;
+	ops->rows_q8[QUANT_MXFP4] = vnni_rows_q8_mxfp4;
+	ops->rows_q8[QUANT_Q8_0] = vnni_rows_q8_q8_0;
+	ops->rows_q8[QUANT_Q4_0] = vnni_rows_q8_q4_0;
+	ops->rows_q16 = vnni_rows_q16_int8;
 }
