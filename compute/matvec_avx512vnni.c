@@ -1,11 +1,436 @@
 /*
  * matvec_avx512vnni — the integer dot products with AVX512-VNNI (vpdpbusd /
- * vpdpwssd). Same sequences as kernels_internal.h, so the same bits as
- * every level.
+ * vpdpwssd on 512-bit registers). Same sequences as kernels_internal.h, so
+ * the same bits as every level.
+ *
+ * Two rows share a register: row r in the low 256 bits, row r + 1 in the
+ * high 256, each half laid out as the 256-bit kernels lay one row out, and
+ * a token's 256-bit activations broadcast to both halves (a broadcast load,
+ * no shuffle). Every lane still belongs to one row, one token and one
+ * pair, and takes that (row, token)'s own fmaf, so each row's sequence is
+ * the scalar one; the two halves are summed apart at the end. A lone last
+ * row fills both halves and keeps the low one.
+ *
+ * The integer lanes: vpdpbusd multiplies unsigned bytes by signed ones and
+ * adds each group of four products into an int32 lane, the shape of a pair
+ * of runs (lane l: four inputs of the low half, four of the high half).
+ * Every weight enters as the unsigned u = q + o: int4 and q4_0 their stored
+ * nibble (o = 8), int8 and q8_0 q ^ 0x80 (o = 128), mxfp4 2 * e2m1 + 16
+ * through a lookup (o = 16); o times the lane's activation sum, o / 8 *
+ * sum8, comes off. Every sum is an exact int32. int16 activations take
+ * vpdpwssd on the weights widened to int16. The K types keep the AVX2
+ * versions: their sub-block scales multiply int16 sums, which VNNI does not
+ * shorten.
+ *
+ * Each (row, token) is one chain of dependent multiply-adds, four cycles
+ * apart, which alone would idle the units: a step handles Z_RP register
+ * rows (2 * Z_RP rows) against up to four tokens, so several chains run
+ * side by side. A call's tokens go four at a time, each group over every
+ * row of the call: the group's activations (16 KiB at 2048 inputs) stay in
+ * L1 while the rows, which a task keeps in L2, stream past.
  */
+#include <immintrin.h>
+#include <string.h>
+
 #include "compute/kernels_internal.h"
+
+#define Z_INLINE static inline __attribute__((always_inline))
+#define Z_NT 4 /* tokens of a step */
+#define Z_RP 2 /* registers of two rows in a step */
+
+/* ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), the fixed tree. */
+Z_INLINE float z_hsum(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+/* Four floats, each in four lanes: (row r run 2p, run 2p + 1, row r + 1
+ * run 2p, run 2p + 1), a register's scales for one pair. */
+Z_INLINE __m512 z_quarters(__m128 four)
+{
+	const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+	return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(four));
+}
+
+/* One float in the low eight lanes, another in the high eight. */
+Z_INLINE __m512 z_halves(const float *a, const float *b)
+{
+	return _mm512_insertf32x8(_mm512_set1_ps(*a), _mm256_set1_ps(*b), 1);
+}
+
+/* The bits of 2^(e - 128), quant_e8m0_to_f32(e, 1). */
+Z_INLINE uint32_t z_e8m0_bits(unsigned e)
+{
+	int b = (int)e - 1;
+	return b >= 1 ? (uint32_t)b << 23 : 0x00400000u >> -b;
+}
+
+/* Two rows' pair of weights as the unsigned bytes u that meet the
+ * activations: lo inputs 0..15 of both runs, hi inputs 16..31
+ * (kernels_internal.h's order), row r low, row r + 1 high. */
+struct z_pair {
+	__m512i lo, hi;
+};
+
+/* 32 bytes at p, or (half) 16 bytes and zeros. */
+Z_INLINE __m256i z_load32(const uint8_t *p, int half)
+{
+	return half ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* q8_0 / q4_0 pair p of one row: lo, hi as the 256-bit kernel has them
+ * (the two-byte block headers sit between the payloads, so each 128-bit
+ * half comes from its own load and a blend joins them); last: block 2p
+ * alone. */
+Z_INLINE void z_decode_32_row(__m256i *lo, __m256i *hi, const uint8_t *row, int64_t p, int last,
+			      const enum quant_type type)
+{
+	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+	const uint8_t *b0 = row + 2 * p * bs;
+	if (type == QUANT_Q8_0) {
+		if (last) {
+			*lo = z_load32(b0 + 2, 1);
+			*hi = z_load32(b0 + 18, 1);
+			return;
+		}
+		/* b1 = b0 + 34: its bytes 0..15 are the high half of a load at
+		 * b0 + 20, its bytes 16..31 that of one at b0 + 36. */
+		*lo = _mm256_blend_epi32(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
+					 _mm256_loadu_si256((const __m256i *)(b0 + 20)), 0xf0);
+		*hi = _mm256_blend_epi32(_mm256_loadu_si256((const __m256i *)(b0 + 18)),
+					 _mm256_loadu_si256((const __m256i *)(b0 + 36)), 0xf0);
+		return;
+	}
+	*lo = last ? z_load32(b0 + 2, 1)
+		   : _mm256_blend_epi32(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
+					_mm256_loadu_si256((const __m256i *)(b0 + 4)), 0xf0);
+}
+
+/* Pair p of rows q0, q1 (q1 may be q0); last: the pair has one run only
+ * (the other meets zero activations). int4 and mxfp4 store the two runs'
+ * low nibbles then high nibbles, already the activations' order; int8
+ * gathers its runs' halves; q4_0 holds nibbles like int4 once its blocks
+ * are joined. */
+Z_INLINE struct z_pair z_decode(const uint8_t *q0, const uint8_t *q1, int64_t p, int last,
+				const enum quant_type type)
+{
+	const __m512i mask = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
+	struct z_pair w;
+	if (type == QUANT_INT8) {
+		__mmask64 k = last ? 0xffffffffull : ~0ull;
+		__m512i a = _mm512_maskz_loadu_epi8(k, q0 + 64 * p), b = _mm512_maskz_loadu_epi8(k, q1 + 64 * p);
+		w.lo = _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(2, 0, 2, 0)), flip);
+		w.hi = _mm512_xor_si512(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 1, 3, 1)), flip);
+		return w;
+	}
+	__m512i v;
+	if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+		__m256i lo0, hi0, lo1, hi1;
+		z_decode_32_row(&lo0, &hi0, q0, p, last, type);
+		z_decode_32_row(&lo1, &hi1, q1, p, last, type);
+		if (type == QUANT_Q8_0) {
+			w.lo = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo0), lo1, 1), flip);
+			w.hi = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(hi0), hi1, 1), flip);
+			return w;
+		}
+		v = _mm512_inserti64x4(_mm512_castsi256_si512(lo0), lo1, 1);
+	} else {
+		v = _mm512_inserti64x4(_mm512_castsi256_si512(z_load32(q0 + 32 * p, last)), z_load32(q1 + 32 * p, last), 1);
+	}
+	w.lo = _mm512_and_si512(v, mask);
+	w.hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+	if (type == QUANT_MXFP4) {
+		/* 2 * e2m1 + 16 of each code: 16..28 for +0..+6, 16..4 for -0..-6. */
+		const __m512i lut = _mm512_broadcast_i32x4(
+			_mm_setr_epi8(16, 17, 18, 19, 20, 22, 24, 28, 16, 15, 14, 13, 12, 10, 8, 4));
+		w.lo = _mm512_shuffle_epi8(lut, w.lo);
+		w.hi = _mm512_shuffle_epi8(lut, w.hi);
+	}
+	return w;
+}
+
+/* The scales of pair p for rows q0, q1 of an mxfp4 (2^(e - 128) of each
+ * run) or q8_0 / q4_0 matrix (each block's d; a missing block's d is 0). */
+Z_INLINE __m512 z_scales_pair(const uint8_t *q0, const uint8_t *q1, int64_t cols, int64_t p, int last,
+			      const enum quant_type type)
+{
+	if (type == QUANT_MXFP4) {
+		const uint8_t *e0 = q0 + cols / 2, *e1 = q1 + cols / 2;
+		uint32_t a0 = z_e8m0_bits(e0[2 * p]), b0 = z_e8m0_bits(e1[2 * p]);
+		uint32_t a1 = last ? a0 : z_e8m0_bits(e0[2 * p + 1]), b1 = last ? b0 : z_e8m0_bits(e1[2 * p + 1]);
+		__m128i v = _mm_unpacklo_epi64(_mm_cvtsi64_si128((long long)(a0 | (uint64_t)a1 << 32)),
+					       _mm_cvtsi64_si128((long long)(b0 | (uint64_t)b1 << 32)));
+		return z_quarters(_mm_castsi128_ps(v));
+	}
+	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+	const uint8_t *b0 = q0 + 2 * p * bs, *b1 = q1 + 2 * p * bs;
+	uint16_t h[4] = { 0, 0, 0, 0 };
+	memcpy(&h[0], b0, 2);
+	memcpy(&h[2], b1, 2);
+	if (!last) {
+		memcpy(&h[1], b0 + bs, 2);
+		memcpy(&h[3], b1 + bs, 2);
+	}
+	uint64_t u;
+	memcpy(&u, h, 8);
+	return z_quarters(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)u)));
+}
+
+/* What u = q + o adds to a lane beyond q * x: o times the lane's sum of
+ * eight x, from sum8 = 8 * that sum (exact shifts). */
+Z_INLINE __m512i z_offset(__m512i x8, const enum quant_type type)
+{
+	if (type == QUANT_INT8 || type == QUANT_Q8_0)
+		return _mm512_slli_epi32(x8, 4);
+	if (type == QUANT_MXFP4)
+		return _mm512_slli_epi32(x8, 1);
+	return x8;
+}
+
+/* Row r_i of step row i: rows r .. r + 2 * rp - 1, the last one repeated
+ * where the call's rows end first. */
+Z_INLINE int64_t z_row(int64_t r, int i, int64_t row_end)
+{
+	return r + i < row_end ? r + i : row_end - 1;
+}
+
+/* Rows r .. min(r + 2 * rp, row_end) - 1 of an int8, int4, mxfp4, q8_0 or
+ * q4_0 matrix against tokens t .. t + nt - 1 (token j's pair p at xq + 64
+ * * (j * pairs + p), its d and sum8 at 8 * (j * pairs + p)): for each pair,
+ * each row's weights decoded once, each token's activations loaded once,
+ * and for every (row, token) the exact lanes and acc = fma(sw * d_x,
+ * (float)lanes, acc). by_group (int8, int4): group % 64 == 0, so no lone
+ * last run and a pair's runs share a scale, loaded once per group;
+ * otherwise each pair looks its runs' groups up. */
+Z_INLINE void z_q8_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, int64_t row_end,
+			 const int rp, const struct act_q8 *x, int64_t t, const int nt, const enum quant_type type,
+			 const int by_group)
+{
+	const int is_mxfp4 = type == QUANT_MXFP4, is_32 = type == QUANT_Q8_0 || type == QUANT_Q4_0;
+	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
+	int64_t cols = m->cols, runs = cols / 32, pairs = x->pairs;
+	int64_t row_bytes = type == QUANT_INT8 ? cols : is_mxfp4 ? cols / 2 + cols / 32 : is_32 ? runs * bs : cols / 2;
+	int64_t group = is_mxfp4 || is_32 ? 32 : m->group, n_groups = cols / group;
+	int64_t ppg = by_group ? group / 64 : 1; /* pairs a scale lasts */
+	const int64_t step = type == QUANT_INT8 ? 64 : is_32 ? 2 * bs : 32; /* weight bytes of a pair */
+	const uint8_t *q[2 * Z_RP];
+	const float *s[2 * Z_RP];
+#pragma GCC unroll 4
+	for (int i = 0; i < 2 * rp; i++) {
+		int64_t ri = z_row(r, i, row_end);
+		q[i] = (const uint8_t *)m->data + ri * row_bytes;
+		s[i] = is_mxfp4 || is_32 ? NULL : m->scales + ri * n_groups;
+	}
+	const int8_t *xq = x->q + t * pairs * 64;
+	const float *xd = x->d + t * pairs * 8;
+	const int32_t *xs = x->sum8 + t * pairs * 8;
+	__m512 acc[Z_RP][Z_NT], sw[Z_RP];
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++)
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++)
+			acc[i][j] = _mm512_setzero_ps();
+	for (int64_t p0 = 0, g = 0; p0 < pairs; p0 += ppg, g++) {
+		if (by_group)
+#pragma GCC unroll 4
+			for (int i = 0; i < rp; i++)
+				sw[i] = z_halves(s[2 * i] + g, s[2 * i + 1] + g);
+		for (int64_t p = p0; p < p0 + ppg; p++) {
+			int last = 2 * p + 1 == runs;
+			struct z_pair w[Z_RP];
+#pragma GCC unroll 4
+			for (int i = 0; i < rp; i++) {
+				const uint8_t *q0 = q[2 * i], *q1 = q[2 * i + 1];
+				_mm_prefetch((const char *)(q0 + 2 * rp * row_bytes + step * p), _MM_HINT_T0);
+				_mm_prefetch((const char *)(q1 + 2 * rp * row_bytes + step * p), _MM_HINT_T0);
+				if (is_mxfp4 || is_32) {
+					sw[i] = z_scales_pair(q0, q1, cols, p, last, type);
+				} else if (!by_group) {
+					int64_t g0 = 64 * p / group, g1 = last ? g0 : (64 * p + 32) / group;
+					sw[i] = z_quarters(_mm_setr_ps(s[2 * i][g0], s[2 * i][g1], s[2 * i + 1][g0],
+								       s[2 * i + 1][g1]));
+				}
+				w[i] = z_decode(q0, q1, p, !by_group && last, type);
+			}
+#pragma GCC unroll 4
+			for (int j = 0; j < nt; j++) {
+				int64_t o = j * pairs + p;
+				__m512i x8 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xs + 8 * o)));
+				__m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), z_offset(x8, type));
+				__m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq + 64 * o)));
+				__m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq + 64 * o + 32)));
+				__m512 dx = _mm512_broadcast_f32x8(_mm256_loadu_ps(xd + 8 * o));
+#pragma GCC unroll 4
+				for (int i = 0; i < rp; i++) {
+					__m512i lanes = _mm512_dpbusd_epi32(neg, w[i].lo, xlo);
+					lanes = _mm512_dpbusd_epi32(lanes, w[i].hi, xhi);
+					acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(sw[i], dx), _mm512_cvtepi32_ps(lanes),
+								    acc[i][j]);
+				}
+			}
+		}
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++)
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++) {
+			out[j * os + 2 * i] = z_hsum(_mm512_castps512_ps256(acc[i][j]));
+			if (r + 2 * i + 1 < row_end)
+				out[j * os + 2 * i + 1] = z_hsum(_mm512_extractf32x8_ps(acc[i][j], 1));
+		}
+}
+
+/* Tokens four at a time, each group over every row of the call, two rows
+ * a register; the rest one token at a time, four rows a step. */
+Z_INLINE void z_rows_q8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			int64_t row_begin, int64_t row_end, const enum quant_type type, const int by_group)
+{
+	int64_t t = 0;
+	for (; t + 4 <= n; t += 4)
+		for (int64_t r = row_begin; r < row_end; r += 2)
+			z_q8_block(out + t * os + r, os, m, r, row_end, 1, x, t, 4, type, by_group);
+	for (; t < n; t++) {
+		int64_t r = row_begin;
+		for (; r + 4 <= row_end; r += 4)
+			z_q8_block(out + t * os + r, os, m, r, row_end, 2, x, t, 1, type, by_group);
+		for (; r < row_end; r += 2)
+			z_q8_block(out + t * os + r, os, m, r, row_end, 1, x, t, 1, type, by_group);
+	}
+}
+
+static void z_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			   int64_t row_begin, int64_t row_end)
+{
+	if (m->group % 64 == 0)
+		z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT8, 1);
+	else
+		z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT8, 0);
+}
+
+static void z_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			   int64_t row_begin, int64_t row_end)
+{
+	if (m->group % 64 == 0)
+		z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT4, 1);
+	else
+		z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT4, 0);
+}
+
+static void z_rows_q8_mxfp4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			    int64_t row_begin, int64_t row_end)
+{
+	z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_MXFP4, 0);
+}
+
+static void z_rows_q8_q8_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			   int64_t row_begin, int64_t row_end)
+{
+	z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q8_0, 0);
+}
+
+static void z_rows_q8_q4_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			   int64_t row_begin, int64_t row_end)
+{
+	z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q4_0, 0);
+}
+
+/* Rows r .. min(r + 2 * rp, row_end) - 1 of an int8 matrix against tokens
+ * t .. t + nt - 1's int16 activations, in kernels_internal.h's sequence for
+ * kernel_rows_q16_fn: run k's lanes into accumulator k % 2. A register
+ * holds two rows' weights of one half of a run widened to int16 (lo:
+ * inputs 0..15, hi: 16..31), against the token's half broadcast. */
+Z_INLINE void z_q16_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, int64_t row_end,
+			  const int rp, const struct act_q16 *x, int64_t t, const int nt)
+{
+	int64_t cols = m->cols, group = m->group, runs = cols / 32, n_groups = cols / group;
+	int64_t rpg = group / 32; /* runs a scale lasts */
+	const int8_t *q[2 * Z_RP];
+	const float *s[2 * Z_RP];
+#pragma GCC unroll 4
+	for (int i = 0; i < 2 * rp; i++) {
+		int64_t ri = z_row(r, i, row_end);
+		q[i] = (const int8_t *)m->data + ri * cols;
+		s[i] = m->scales + ri * n_groups;
+	}
+	const int16_t *xq = x->q + t * cols;
+	const float *xd = x->d + t * runs;
+	__m512 acc[Z_RP][Z_NT][2], sw[Z_RP];
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++)
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++)
+			acc[i][j][0] = acc[i][j][1] = _mm512_setzero_ps();
+	for (int64_t k0 = 0, g = 0; k0 < runs; k0 += rpg, g++) {
+#pragma GCC unroll 4
+		for (int i = 0; i < rp; i++)
+			sw[i] = z_halves(s[2 * i] + g, s[2 * i + 1] + g);
+		for (int64_t k = k0; k < k0 + rpg; k++) {
+			const int h = (int)(k & 1);
+			__m512i wlo[Z_RP], whi[Z_RP];
+#pragma GCC unroll 4
+			for (int i = 0; i < rp; i++) {
+				const int8_t *q0 = q[2 * i] + 32 * k, *q1 = q[2 * i + 1] + 32 * k;
+				if (!h) {
+					_mm_prefetch((const char *)(q0 + 2 * rp * cols), _MM_HINT_T0);
+					_mm_prefetch((const char *)(q1 + 2 * rp * cols), _MM_HINT_T0);
+				}
+				__m512i a = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)q0));
+				__m512i b = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)q1));
+				wlo[i] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0));
+				whi[i] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2));
+			}
+#pragma GCC unroll 4
+			for (int j = 0; j < nt; j++) {
+				const int16_t *xj = xq + j * cols + 32 * k;
+				__m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xj));
+				__m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xj + 16)));
+				__m512 dx = _mm512_set1_ps(xd[j * runs + k]);
+#pragma GCC unroll 4
+				for (int i = 0; i < rp; i++) {
+					__m512i lanes = _mm512_dpwssd_epi32(_mm512_setzero_si512(), wlo[i], xlo);
+					lanes = _mm512_dpwssd_epi32(lanes, whi[i], xhi);
+					acc[i][j][h] = _mm512_fmadd_ps(_mm512_mul_ps(sw[i], dx), _mm512_cvtepi32_ps(lanes),
+								       acc[i][j][h]);
+				}
+			}
+		}
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++)
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++) {
+			__m512 a = _mm512_add_ps(acc[i][j][0], acc[i][j][1]);
+			out[j * os + 2 * i] = z_hsum(_mm512_castps512_ps256(a));
+			if (r + 2 * i + 1 < row_end)
+				out[j * os + 2 * i + 1] = z_hsum(_mm512_extractf32x8_ps(a, 1));
+		}
+}
+
+static void z_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x, int64_t n,
+			    int64_t row_begin, int64_t row_end)
+{
+	int64_t t = 0;
+	for (; t + 4 <= n; t += 4)
+		for (int64_t r = row_begin; r < row_end; r += 2)
+			z_q16_block(out + t * os + r, os, m, r, row_end, 1, x, t, 4);
+	for (; t < n; t++) {
+		int64_t r = row_begin;
+		for (; r + 4 <= row_end; r += 4)
+			z_q16_block(out + t * os + r, os, m, r, row_end, 2, x, t, 1);
+		for (; r < row_end; r += 2)
+			z_q16_block(out + t * os + r, os, m, r, row_end, 1, x, t, 1);
+	}
+}
 
 void kernels_vnni_avx512(struct kernels_ops *ops)
 {
-	(void)ops;
+	ops->rows_q8[QUANT_INT8] = z_rows_q8_int8;
+	ops->rows_q8[QUANT_INT4] = z_rows_q8_int4;
+	ops->rows_q8[QUANT_MXFP4] = z_rows_q8_mxfp4;
+	ops->rows_q8[QUANT_Q8_0] = z_rows_q8_q8_0;
+	ops->rows_q8[QUANT_Q4_0] = z_rows_q8_q4_0;
+	ops->rows_q16 = z_rows_q16_int8;
 }
