@@ -197,232 +197,305 @@ Z_INLINE int64_t z_row(int64_t r, int i, int64_t row_end)
 	return r + i < row_end ? r + i : row_end - 1;
 }
 
-/* Rows r .. min(r + 2 * rp, row_end) - 1 of an int8, int4, mxfp4, q8_0 or
- * q4_0 matrix against tokens t .. t + nt - 1 (token j's pair p at xq + 64
- * * (j * pairs + p), its d and sum8 at 8 * (j * pairs + p)): for each pair,
- * each row's weights decoded once, each token's activations loaded once,
+/* Where a pair's scales come from: Z_SC_PAIR one per pair (int8 and int4
+ * at group 64, s[p]; mxfp4, q8_0 and q4_0 from the pair's own bytes),
+ * Z_SC_GROUP one per group of several pairs (group a multiple of 64),
+ * Z_SC_RUN each run its own group's (any other group, a lookup a pair). */
+enum z_scale { Z_SC_PAIR, Z_SC_GROUP, Z_SC_RUN };
+
+/* What a step keeps: the weights and scales of its rows, its tokens'
+ * activations and the accumulators, acc[i][j] for register i and token j. */
+struct z_q8_step {
+	const uint8_t *q[2 * Z_RP];
+	const float *s[2 * Z_RP];
+	const int8_t *xq;
+	const float *xd;
+	const int32_t *xs;
+	int64_t pairs, cols, group, row_bytes, step;
+	__m512 acc[Z_RP][Z_NT], sw[Z_RP];
+};
+
+/* Pair p of the step's rows against its tokens (token j's pair p at xq +
+ * 64 * (j * pairs + p), its d and sum8 at 8 * (j * pairs + p)): each
+ * register's weights decoded once, each token's activations loaded once,
  * and for every (row, token) the exact lanes and acc = fma(sw * d_x,
- * (float)lanes, acc). by_group (int8, int4): group % 64 == 0, so no lone
- * last run and a pair's runs share a scale, loaded once per group;
- * otherwise each pair looks its runs' groups up. */
+ * (float)lanes, acc). last: the pair has one run only. */
+Z_INLINE void z_q8_pair(struct z_q8_step *st, int64_t p, const int last, const int rp, const int nt,
+			const enum quant_type type, const enum z_scale sc)
+{
+	struct z_pair w[Z_RP];
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++) {
+		const uint8_t *q0 = st->q[2 * i], *q1 = st->q[2 * i + 1];
+		_mm_prefetch((const char *)(q0 + 2 * rp * st->row_bytes + st->step * p), _MM_HINT_T0);
+		_mm_prefetch((const char *)(q1 + 2 * rp * st->row_bytes + st->step * p), _MM_HINT_T0);
+		if (type == QUANT_MXFP4 || type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+			st->sw[i] = z_scales_pair(q0, q1, st->cols, p, last, type);
+		} else if (sc == Z_SC_PAIR) {
+			st->sw[i] = z_halves(st->s[2 * i] + p, st->s[2 * i + 1] + p);
+		} else if (sc == Z_SC_RUN) {
+			int64_t g0 = 64 * p / st->group, g1 = last ? g0 : (64 * p + 32) / st->group;
+			const float *s0 = st->s[2 * i], *s1 = st->s[2 * i + 1];
+			st->sw[i] = z_quarters(_mm_setr_ps(s0[g0], s0[g1], s1[g0], s1[g1]));
+		}
+		w[i] = z_decode(q0, q1, p, last, type);
+	}
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++) {
+		int64_t o = j * st->pairs + p;
+		__m512i x8 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(st->xs + 8 * o)));
+		__m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), z_offset(x8, type));
+		__m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(st->xq + 64 * o)));
+		__m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(st->xq + 64 * o + 32)));
+		__m512 dx = _mm512_broadcast_f32x8(_mm256_loadu_ps(st->xd + 8 * o));
+#pragma GCC unroll 4
+		for (int i = 0; i < rp; i++) {
+			__m512i lanes = _mm512_dpbusd_epi32(neg, w[i].lo, xlo);
+			lanes = _mm512_dpbusd_epi32(lanes, w[i].hi, xhi);
+			st->acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(st->sw[i], dx), _mm512_cvtepi32_ps(lanes),
+							st->acc[i][j]);
+		}
+	}
+}
+
+/* Rows r .. min(r + 2 * rp, row_end) - 1 of an int8, int4, mxfp4, q8_0 or
+ * q4_0 matrix against tokens t .. t + nt - 1, pair after pair (a lone last
+ * run, cols % 64 == 32, comes last on its own), then each (row, token)'s
+ * final sum. */
 Z_INLINE void z_q8_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, int64_t row_end,
 			 const int rp, const struct act_q8 *x, int64_t t, const int nt, const enum quant_type type,
-			 const int by_group)
+			 const enum z_scale sc)
 {
 	const int is_mxfp4 = type == QUANT_MXFP4, is_32 = type == QUANT_Q8_0 || type == QUANT_Q4_0;
 	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
-	int64_t cols = m->cols, runs = cols / 32, pairs = x->pairs;
-	int64_t row_bytes = type == QUANT_INT8 ? cols : is_mxfp4 ? cols / 2 + cols / 32 : is_32 ? runs * bs : cols / 2;
-	int64_t group = is_mxfp4 || is_32 ? 32 : m->group, n_groups = cols / group;
-	int64_t ppg = by_group ? group / 64 : 1; /* pairs a scale lasts */
-	const int64_t step = type == QUANT_INT8 ? 64 : is_32 ? 2 * bs : 32; /* weight bytes of a pair */
-	const uint8_t *q[2 * Z_RP];
-	const float *s[2 * Z_RP];
+	int64_t cols = m->cols, runs = cols / 32;
+	struct z_q8_step st;
+	st.cols = cols;
+	st.pairs = x->pairs;
+	st.group = is_mxfp4 || is_32 ? 32 : m->group;
+	st.row_bytes = type == QUANT_INT8 ? cols : is_mxfp4 ? cols / 2 + cols / 32 : is_32 ? runs * bs : cols / 2;
+	st.step = type == QUANT_INT8 ? 64 : is_32 ? 2 * bs : 32;
+	int64_t n_groups = cols / st.group;
 #pragma GCC unroll 4
 	for (int i = 0; i < 2 * rp; i++) {
 		int64_t ri = z_row(r, i, row_end);
-		q[i] = (const uint8_t *)m->data + ri * row_bytes;
-		s[i] = is_mxfp4 || is_32 ? NULL : m->scales + ri * n_groups;
+		st.q[i] = (const uint8_t *)m->data + ri * st.row_bytes;
+		st.s[i] = is_mxfp4 || is_32 ? NULL : m->scales + ri * n_groups;
 	}
-	const int8_t *xq = x->q + t * pairs * 64;
-	const float *xd = x->d + t * pairs * 8;
-	const int32_t *xs = x->sum8 + t * pairs * 8;
-	__m512 acc[Z_RP][Z_NT], sw[Z_RP];
+	st.xq = x->q + t * st.pairs * 64;
+	st.xd = x->d + t * st.pairs * 8;
+	st.xs = x->sum8 + t * st.pairs * 8;
 #pragma GCC unroll 4
 	for (int i = 0; i < rp; i++)
 #pragma GCC unroll 4
 		for (int j = 0; j < nt; j++)
-			acc[i][j] = _mm512_setzero_ps();
-	for (int64_t p0 = 0, g = 0; p0 < pairs; p0 += ppg, g++) {
-		if (by_group)
+			st.acc[i][j] = _mm512_setzero_ps();
+	int64_t full = runs / 2;
+	if (sc == Z_SC_GROUP) {
+		int64_t ppg = st.group / 64;
+		for (int64_t p0 = 0, g = 0; p0 < full; p0 += ppg, g++) {
 #pragma GCC unroll 4
 			for (int i = 0; i < rp; i++)
-				sw[i] = z_halves(s[2 * i] + g, s[2 * i + 1] + g);
-		for (int64_t p = p0; p < p0 + ppg; p++) {
-			int last = 2 * p + 1 == runs;
-			struct z_pair w[Z_RP];
-#pragma GCC unroll 4
-			for (int i = 0; i < rp; i++) {
-				const uint8_t *q0 = q[2 * i], *q1 = q[2 * i + 1];
-				_mm_prefetch((const char *)(q0 + 2 * rp * row_bytes + step * p), _MM_HINT_T0);
-				_mm_prefetch((const char *)(q1 + 2 * rp * row_bytes + step * p), _MM_HINT_T0);
-				if (is_mxfp4 || is_32) {
-					sw[i] = z_scales_pair(q0, q1, cols, p, last, type);
-				} else if (!by_group) {
-					int64_t g0 = 64 * p / group, g1 = last ? g0 : (64 * p + 32) / group;
-					sw[i] = z_quarters(_mm_setr_ps(s[2 * i][g0], s[2 * i][g1], s[2 * i + 1][g0],
-								       s[2 * i + 1][g1]));
-				}
-				w[i] = z_decode(q0, q1, p, !by_group && last, type);
-			}
-#pragma GCC unroll 4
-			for (int j = 0; j < nt; j++) {
-				int64_t o = j * pairs + p;
-				__m512i x8 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xs + 8 * o)));
-				__m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), z_offset(x8, type));
-				__m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq + 64 * o)));
-				__m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xq + 64 * o + 32)));
-				__m512 dx = _mm512_broadcast_f32x8(_mm256_loadu_ps(xd + 8 * o));
-#pragma GCC unroll 4
-				for (int i = 0; i < rp; i++) {
-					__m512i lanes = _mm512_dpbusd_epi32(neg, w[i].lo, xlo);
-					lanes = _mm512_dpbusd_epi32(lanes, w[i].hi, xhi);
-					acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(sw[i], dx), _mm512_cvtepi32_ps(lanes),
-								    acc[i][j]);
-				}
-			}
+				st.sw[i] = z_halves(st.s[2 * i] + g, st.s[2 * i + 1] + g);
+			for (int64_t p = p0; p < p0 + ppg; p++)
+				z_q8_pair(&st, p, 0, rp, nt, type, sc);
 		}
+	} else {
+		for (int64_t p = 0; p < full; p++)
+			z_q8_pair(&st, p, 0, rp, nt, type, sc);
+		if (runs & 1)
+			z_q8_pair(&st, full, 1, rp, nt, type, sc);
 	}
 #pragma GCC unroll 4
 	for (int i = 0; i < rp; i++)
 #pragma GCC unroll 4
 		for (int j = 0; j < nt; j++) {
-			out[j * os + 2 * i] = z_hsum(_mm512_castps512_ps256(acc[i][j]));
+			out[j * os + 2 * i] = z_hsum(_mm512_castps512_ps256(st.acc[i][j]));
 			if (r + 2 * i + 1 < row_end)
-				out[j * os + 2 * i + 1] = z_hsum(_mm512_extractf32x8_ps(acc[i][j], 1));
+				out[j * os + 2 * i + 1] = z_hsum(_mm512_extractf32x8_ps(st.acc[i][j], 1));
 		}
 }
 
 /* Tokens four at a time, each group over every row of the call, two rows
  * a register; the rest one token at a time, four rows a step. */
 Z_INLINE void z_rows_q8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
-			int64_t row_begin, int64_t row_end, const enum quant_type type, const int by_group)
+			int64_t row_begin, int64_t row_end, const enum quant_type type, const enum z_scale sc)
 {
 	int64_t t = 0;
 	for (; t + 4 <= n; t += 4)
 		for (int64_t r = row_begin; r < row_end; r += 2)
-			z_q8_block(out + t * os + r, os, m, r, row_end, 1, x, t, 4, type, by_group);
+			z_q8_block(out + t * os + r, os, m, r, row_end, 1, x, t, 4, type, sc);
 	for (; t < n; t++) {
 		int64_t r = row_begin;
 		for (; r + 4 <= row_end; r += 4)
-			z_q8_block(out + t * os + r, os, m, r, row_end, 2, x, t, 1, type, by_group);
+			z_q8_block(out + t * os + r, os, m, r, row_end, 2, x, t, 1, type, sc);
 		for (; r < row_end; r += 2)
-			z_q8_block(out + t * os + r, os, m, r, row_end, 1, x, t, 1, type, by_group);
+			z_q8_block(out + t * os + r, os, m, r, row_end, 1, x, t, 1, type, sc);
 	}
+}
+
+/* int8 and int4: the scale mode their group allows. */
+Z_INLINE void z_rows_q8_grouped(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+				int64_t n, int64_t row_begin, int64_t row_end, const enum quant_type type)
+{
+	if (m->group == 64)
+		z_rows_q8(out, os, m, x, n, row_begin, row_end, type, Z_SC_PAIR);
+	else if (m->group % 64 == 0)
+		z_rows_q8(out, os, m, x, n, row_begin, row_end, type, Z_SC_GROUP);
+	else
+		z_rows_q8(out, os, m, x, n, row_begin, row_end, type, Z_SC_RUN);
 }
 
 static void z_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
 			   int64_t row_begin, int64_t row_end)
 {
-	if (m->group % 64 == 0)
-		z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT8, 1);
-	else
-		z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT8, 0);
+	z_rows_q8_grouped(out, os, m, x, n, row_begin, row_end, QUANT_INT8);
 }
 
 static void z_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
 			   int64_t row_begin, int64_t row_end)
 {
-	if (m->group % 64 == 0)
-		z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT4, 1);
-	else
-		z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT4, 0);
+	z_rows_q8_grouped(out, os, m, x, n, row_begin, row_end, QUANT_INT4);
 }
 
 static void z_rows_q8_mxfp4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
 			    int64_t row_begin, int64_t row_end)
 {
-	z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_MXFP4, 0);
+	z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_MXFP4, Z_SC_PAIR);
 }
 
 static void z_rows_q8_q8_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
 			   int64_t row_begin, int64_t row_end)
 {
-	z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q8_0, 0);
+	z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q8_0, Z_SC_PAIR);
 }
 
 static void z_rows_q8_q4_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
 			   int64_t row_begin, int64_t row_end)
 {
-	z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q4_0, 0);
+	z_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q4_0, Z_SC_PAIR);
+}
+
+/* What a q16 step keeps, as struct z_q8_step. */
+struct z_q16_step {
+	const int8_t *q[2 * Z_RP];
+	const float *s[2 * Z_RP];
+	const int16_t *xq;
+	const float *xd;
+	int64_t cols, runs;
+	__m512 acc[Z_RP][Z_NT][2], sw[Z_RP];
+};
+
+/* Run k of the step's rows (weights widened to int16: lo inputs 0..15 of
+ * both rows, hi 16..31) against its tokens (the token's halves broadcast),
+ * into accumulator k % 2 = h. */
+Z_INLINE void z_q16_run(struct z_q16_step *st, int64_t k, const int h, const int rp, const int nt)
+{
+	__m512i wlo[Z_RP], whi[Z_RP];
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++) {
+		const int8_t *q0 = st->q[2 * i] + 32 * k, *q1 = st->q[2 * i + 1] + 32 * k;
+		if (!h) {
+			_mm_prefetch((const char *)(q0 + 2 * rp * st->cols), _MM_HINT_T0);
+			_mm_prefetch((const char *)(q1 + 2 * rp * st->cols), _MM_HINT_T0);
+		}
+		__m512i a = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)q0));
+		__m512i b = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)q1));
+		wlo[i] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0));
+		whi[i] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2));
+	}
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++) {
+		const int16_t *xj = st->xq + j * st->cols + 32 * k;
+		__m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xj));
+		__m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xj + 16)));
+		__m512 dx = _mm512_set1_ps(st->xd[j * st->runs + k]);
+#pragma GCC unroll 4
+		for (int i = 0; i < rp; i++) {
+			__m512i lanes = _mm512_dpwssd_epi32(_mm512_setzero_si512(), wlo[i], xlo);
+			lanes = _mm512_dpwssd_epi32(lanes, whi[i], xhi);
+			st->acc[i][j][h] = _mm512_fmadd_ps(_mm512_mul_ps(st->sw[i], dx), _mm512_cvtepi32_ps(lanes),
+							   st->acc[i][j][h]);
+		}
+	}
 }
 
 /* Rows r .. min(r + 2 * rp, row_end) - 1 of an int8 matrix against tokens
  * t .. t + nt - 1's int16 activations, in kernels_internal.h's sequence for
- * kernel_rows_q16_fn: run k's lanes into accumulator k % 2. A register
- * holds two rows' weights of one half of a run widened to int16 (lo:
- * inputs 0..15, hi: 16..31), against the token's half broadcast. */
+ * kernel_rows_q16_fn: run k's lanes into accumulator k % 2, two runs a
+ * step. rpg: runs a scale lasts (group / 32), 2 at the default group. */
 Z_INLINE void z_q16_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, int64_t row_end,
-			  const int rp, const struct act_q16 *x, int64_t t, const int nt)
+			  const int rp, const struct act_q16 *x, int64_t t, const int nt, const int rpg2)
 {
 	int64_t cols = m->cols, group = m->group, runs = cols / 32, n_groups = cols / group;
-	int64_t rpg = group / 32; /* runs a scale lasts */
-	const int8_t *q[2 * Z_RP];
-	const float *s[2 * Z_RP];
+	int64_t rpg = group / 32;
+	struct z_q16_step st;
+	st.cols = cols;
+	st.runs = runs;
 #pragma GCC unroll 4
 	for (int i = 0; i < 2 * rp; i++) {
 		int64_t ri = z_row(r, i, row_end);
-		q[i] = (const int8_t *)m->data + ri * cols;
-		s[i] = m->scales + ri * n_groups;
+		st.q[i] = (const int8_t *)m->data + ri * cols;
+		st.s[i] = m->scales + ri * n_groups;
 	}
-	const int16_t *xq = x->q + t * cols;
-	const float *xd = x->d + t * runs;
-	__m512 acc[Z_RP][Z_NT][2], sw[Z_RP];
+	st.xq = x->q + t * cols;
+	st.xd = x->d + t * runs;
 #pragma GCC unroll 4
 	for (int i = 0; i < rp; i++)
 #pragma GCC unroll 4
 		for (int j = 0; j < nt; j++)
-			acc[i][j][0] = acc[i][j][1] = _mm512_setzero_ps();
-	for (int64_t k0 = 0, g = 0; k0 < runs; k0 += rpg, g++) {
+			st.acc[i][j][0] = st.acc[i][j][1] = _mm512_setzero_ps();
+	int64_t g = 0, in_group = 0; /* run k's group, counted (but for rpg2) */
+	for (int64_t k = 0; k < runs; k += 2) {
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			if (h == 1 && k + 1 == runs)
+				break;
+			if (rpg2 ? h == 0 : in_group == 0)
 #pragma GCC unroll 4
-		for (int i = 0; i < rp; i++)
-			sw[i] = z_halves(s[2 * i] + g, s[2 * i + 1] + g);
-		for (int64_t k = k0; k < k0 + rpg; k++) {
-			const int h = (int)(k & 1);
-			__m512i wlo[Z_RP], whi[Z_RP];
-#pragma GCC unroll 4
-			for (int i = 0; i < rp; i++) {
-				const int8_t *q0 = q[2 * i] + 32 * k, *q1 = q[2 * i + 1] + 32 * k;
-				if (!h) {
-					_mm_prefetch((const char *)(q0 + 2 * rp * cols), _MM_HINT_T0);
-					_mm_prefetch((const char *)(q1 + 2 * rp * cols), _MM_HINT_T0);
-				}
-				__m512i a = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)q0));
-				__m512i b = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)q1));
-				wlo[i] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0));
-				whi[i] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2));
+				for (int i = 0; i < rp; i++)
+					st.sw[i] = z_halves(st.s[2 * i] + (rpg2 ? k / 2 : g), st.s[2 * i + 1] + (rpg2 ? k / 2 : g));
+			if (!rpg2 && ++in_group == rpg) {
+				in_group = 0;
+				g++;
 			}
-#pragma GCC unroll 4
-			for (int j = 0; j < nt; j++) {
-				const int16_t *xj = xq + j * cols + 32 * k;
-				__m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xj));
-				__m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xj + 16)));
-				__m512 dx = _mm512_set1_ps(xd[j * runs + k]);
-#pragma GCC unroll 4
-				for (int i = 0; i < rp; i++) {
-					__m512i lanes = _mm512_dpwssd_epi32(_mm512_setzero_si512(), wlo[i], xlo);
-					lanes = _mm512_dpwssd_epi32(lanes, whi[i], xhi);
-					acc[i][j][h] = _mm512_fmadd_ps(_mm512_mul_ps(sw[i], dx), _mm512_cvtepi32_ps(lanes),
-								       acc[i][j][h]);
-				}
-			}
+			z_q16_run(&st, k + h, h, rp, nt);
 		}
 	}
 #pragma GCC unroll 4
 	for (int i = 0; i < rp; i++)
 #pragma GCC unroll 4
 		for (int j = 0; j < nt; j++) {
-			__m512 a = _mm512_add_ps(acc[i][j][0], acc[i][j][1]);
+			__m512 a = _mm512_add_ps(st.acc[i][j][0], st.acc[i][j][1]);
 			out[j * os + 2 * i] = z_hsum(_mm512_castps512_ps256(a));
 			if (r + 2 * i + 1 < row_end)
 				out[j * os + 2 * i + 1] = z_hsum(_mm512_extractf32x8_ps(a, 1));
 		}
 }
 
-static void z_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x, int64_t n,
-			    int64_t row_begin, int64_t row_end)
+Z_INLINE void z_rows_q16(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x, int64_t n,
+			 int64_t row_begin, int64_t row_end, const int rpg2)
 {
 	int64_t t = 0;
 	for (; t + 4 <= n; t += 4)
 		for (int64_t r = row_begin; r < row_end; r += 2)
-			z_q16_block(out + t * os + r, os, m, r, row_end, 1, x, t, 4);
+			z_q16_block(out + t * os + r, os, m, r, row_end, 1, x, t, 4, rpg2);
 	for (; t < n; t++) {
 		int64_t r = row_begin;
 		for (; r + 4 <= row_end; r += 4)
-			z_q16_block(out + t * os + r, os, m, r, row_end, 2, x, t, 1);
+			z_q16_block(out + t * os + r, os, m, r, row_end, 2, x, t, 1, rpg2);
 		for (; r < row_end; r += 2)
-			z_q16_block(out + t * os + r, os, m, r, row_end, 1, x, t, 1);
+			z_q16_block(out + t * os + r, os, m, r, row_end, 1, x, t, 1, rpg2);
 	}
+}
+
+static void z_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x, int64_t n,
+			    int64_t row_begin, int64_t row_end)
+{
+	if (m->group == 64)
+		z_rows_q16(out, os, m, x, n, row_begin, row_end, 1);
+	else
+		z_rows_q16(out, os, m, x, n, row_begin, row_end, 0);
 }
 
 void kernels_vnni_avx512(struct kernels_ops *ops)

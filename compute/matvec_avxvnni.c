@@ -158,85 +158,242 @@ VNNI_INLINE __m256i vnni_offset(__m256i x8, const enum quant_type type)
 	return x8;
 }
 
-/* Rows r .. r + rb - 1 of an int8, int4, mxfp4, q8_0 or q4_0 matrix
- * against tokens t .. t + nt - 1 (token j's pair p at xq + 64 * (j * pairs
- * + p), its d and sum8 at 8 * (j * pairs + p)): for each pair, each row's
+/* Where a pair's scales come from: VNNI_SC_PAIR one per pair (int8 and
+ * int4 at group 64, s[p]; mxfp4, q8_0 and q4_0 from the pair's own bytes),
+ * VNNI_SC_GROUP one per group of several pairs (group a multiple of 64),
+ * VNNI_SC_RUN each run its own group's (any other group, a lookup a pair). */
+enum vnni_scale { VNNI_SC_PAIR, VNNI_SC_GROUP, VNNI_SC_RUN };
+
+/* What a step keeps: rows r .. r + rb - 1 (row i at q + i * row_bytes, its
+ * scales at s + i * n_groups), its tokens' activations, and acc[i][j] for
+ * row i and token j. */
+struct vnni_q8_step {
+	const uint8_t *q;
+	const float *s;
+	const int8_t *xq;
+	const float *xd;
+	const int32_t *xs;
+	int64_t pairs, cols, group, n_groups, row_bytes, step;
+	__m256 acc[VNNI_RB][VNNI_NT], sw[VNNI_RB];
+};
+
+/* Pair p of the step's rows against its tokens (token j's pair p at xq +
+ * 64 * (j * pairs + p), its d and sum8 at 8 * (j * pairs + p)): each row's
  * weights decoded once, each token's activations loaded once, and for
  * every (row, token) the exact lanes and acc = fma(sw * d_x, (float)lanes,
- * acc). Each (row, token) is one chain of dependent multiply-adds, four
- * cycles apart; rb * nt of them side by side keep the units busy (one
- * chain alone ran at 32 Gw/s, a third of what the instructions allow).
- * by_group (int8, int4): group % 64 == 0, so no lone last run and a
- * pair's runs share a scale; otherwise each pair looks its runs' groups
- * up. */
+ * acc). last: the pair has one run only. */
+VNNI_INLINE void vnni_q8_pair(struct vnni_q8_step *st, int64_t p, const int last, const int rb, const int nt,
+			      const enum quant_type type, const enum vnni_scale sc)
+{
+	struct vnni_pair w[VNNI_RB];
+#pragma GCC unroll 4
+	for (int i = 0; i < rb; i++) {
+		const uint8_t *qi = st->q + i * st->row_bytes;
+		_mm_prefetch((const char *)(qi + rb * st->row_bytes + st->step * p), _MM_HINT_T0);
+		if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+			w[i] = vnni_decode_32(qi, p, last, &st->sw[i], type);
+			continue;
+		}
+		if (type == QUANT_MXFP4) {
+			const uint8_t *e = qi + st->cols / 2;
+			uint64_t b = vnni_e8m0_bits(e[2 * p]);
+			st->sw[i] = vnni_halves(b | (uint64_t)(last ? b : vnni_e8m0_bits(e[2 * p + 1])) << 32);
+		} else if (sc == VNNI_SC_PAIR) {
+			st->sw[i] = _mm256_broadcast_ss(st->s + i * st->n_groups + p);
+		} else if (sc == VNNI_SC_RUN) {
+			const float *si = st->s + i * st->n_groups;
+			float s0 = si[64 * p / st->group], s1 = last ? s0 : si[(64 * p + 32) / st->group];
+			st->sw[i] = _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
+		}
+		w[i] = vnni_decode(qi, p, last, type);
+	}
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++) {
+		int64_t o = j * st->pairs + p;
+		__m256i neg = _mm256_sub_epi32(_mm256_setzero_si256(),
+					       vnni_offset(_mm256_loadu_si256((const __m256i *)(st->xs + 8 * o)), type));
+		__m256i xlo = _mm256_loadu_si256((const __m256i *)(st->xq + 64 * o));
+		__m256i xhi = _mm256_loadu_si256((const __m256i *)(st->xq + 64 * o + 32));
+		__m256 dx = _mm256_loadu_ps(st->xd + 8 * o);
+#pragma GCC unroll 4
+		for (int i = 0; i < rb; i++) {
+			__m256i lanes = _mm256_dpbusd_avx_epi32(neg, w[i].lo, xlo);
+			lanes = _mm256_dpbusd_avx_epi32(lanes, w[i].hi, xhi);
+			st->acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(st->sw[i], dx), _mm256_cvtepi32_ps(lanes),
+							st->acc[i][j]);
+		}
+	}
+}
+
+/* Rows r .. r + rb - 1 of an int8, int4, mxfp4, q8_0 or q4_0 matrix
+ * against tokens t .. t + nt - 1, pair after pair (a lone last run, cols %
+ * 64 == 32, comes last on its own), then each (row, token)'s final sum.
+ * Each (row, token) is one chain of dependent multiply-adds, four cycles
+ * apart; rb * nt of them side by side keep the units busy (one chain alone
+ * ran at 32 Gw/s, a third of what the instructions allow). */
 VNNI_INLINE void vnni_q8_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, const int rb,
 			       const struct act_q8 *x, int64_t t, const int nt, const enum quant_type type,
-			       const int by_group)
+			       const enum vnni_scale sc)
 {
 	const int is_mxfp4 = type == QUANT_MXFP4, is_32 = type == QUANT_Q8_0 || type == QUANT_Q4_0;
 	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
-	int64_t cols = m->cols, runs = cols / 32, pairs = x->pairs;
-	int64_t row_bytes = type == QUANT_INT8 ? cols : is_mxfp4 ? cols / 2 + cols / 32 : is_32 ? runs * bs : cols / 2;
-	int64_t group = is_mxfp4 || is_32 ? 32 : m->group, n_groups = cols / group, pairs_per_group = group / 64;
-	/* Weight bytes of a pair, and how many pairs one prefetch of 64 covers. */
-	const int64_t step = type == QUANT_INT8 ? 64 : is_32 ? 2 * bs : 32;
-	const uint8_t *q = (const uint8_t *)m->data + r * row_bytes;
-	const float *s = is_mxfp4 || is_32 ? NULL : m->scales + r * n_groups;
-	const int8_t *xq = x->q + t * pairs * 64;
-	const float *xd = x->d + t * pairs * 8;
-	const int32_t *xs = x->sum8 + t * pairs * 8;
-	__m256 acc[VNNI_RB][VNNI_NT], sw[VNNI_RB];
+	int64_t cols = m->cols, runs = cols / 32;
+	struct vnni_q8_step st;
+	st.cols = cols;
+	st.pairs = x->pairs;
+	st.group = is_mxfp4 || is_32 ? 32 : m->group;
+	st.n_groups = cols / st.group;
+	st.row_bytes = type == QUANT_INT8 ? cols : is_mxfp4 ? cols / 2 + cols / 32 : is_32 ? runs * bs : cols / 2;
+	st.step = type == QUANT_INT8 ? 64 : is_32 ? 2 * bs : 32;
+	st.q = (const uint8_t *)m->data + r * st.row_bytes;
+	st.s = is_mxfp4 || is_32 ? NULL : m->scales + r * st.n_groups;
+	st.xq = x->q + t * st.pairs * 64;
+	st.xd = x->d + t * st.pairs * 8;
+	st.xs = x->sum8 + t * st.pairs * 8;
 #pragma GCC unroll 4
-	for (int i = 0; i < rb; i++) {
-		sw[i] = _mm256_setzero_ps();
+	for (int i = 0; i < rb; i++)
 #pragma GCC unroll 4
 		for (int j = 0; j < nt; j++)
-			acc[i][j] = _mm256_setzero_ps();
+			st.acc[i][j] = _mm256_setzero_ps();
+	int64_t full = runs / 2;
+	if (sc == VNNI_SC_GROUP) {
+		int64_t ppg = st.group / 64;
+		for (int64_t p0 = 0, g = 0; p0 < full; p0 += ppg, g++) {
+#pragma GCC unroll 4
+			for (int i = 0; i < rb; i++)
+				st.sw[i] = _mm256_broadcast_ss(st.s + i * st.n_groups + g);
+			for (int64_t p = p0; p < p0 + ppg; p++)
+				vnni_q8_pair(&st, p, 0, rb, nt, type, sc);
+		}
+	} else {
+		for (int64_t p = 0; p < full; p++)
+			vnni_q8_pair(&st, p, 0, rb, nt, type, sc);
+		if (runs & 1)
+			vnni_q8_pair(&st, full, 1, rb, nt, type, sc);
 	}
-	int64_t g = 0, in_group = 0; /* by_group: pair p's group, counted */
-	for (int64_t p = 0; p < pairs; p++) {
-		int last = 2 * p + 1 == runs;
-		struct vnni_pair w[VNNI_RB];
 #pragma GCC unroll 4
-		for (int i = 0; i < rb; i++) {
-			const uint8_t *qi = q + i * row_bytes;
-			if (step >= 64 || !(p & 1))
-				_mm_prefetch((const char *)(qi + rb * row_bytes + step * p), _MM_HINT_T0);
-			if (is_32) {
-				w[i] = vnni_decode_32(qi, p, last, &sw[i], type);
-				continue;
-			}
-			if (is_mxfp4) {
-				const uint8_t *e = qi + cols / 2;
-				uint64_t b = vnni_e8m0_bits(e[2 * p]);
-				sw[i] = vnni_halves(b | (uint64_t)(last ? b : vnni_e8m0_bits(e[2 * p + 1])) << 32);
-			} else if (by_group) {
-				if (in_group == 0)
-					sw[i] = _mm256_broadcast_ss(s + i * n_groups + g);
-			} else {
-				const float *si = s + i * n_groups;
-				float s0 = si[64 * p / group], s1 = last ? s0 : si[(64 * p + 32) / group];
-				sw[i] = _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
-			}
-			w[i] = vnni_decode(qi, p, !by_group && last, type);
-		}
-		if (by_group && ++in_group == pairs_per_group) {
-			in_group = 0;
-			g++;
-		}
+	for (int i = 0; i < rb; i++)
 #pragma GCC unroll 4
-		for (int j = 0; j < nt; j++) {
-			int64_t o = j * pairs + p;
-			__m256i neg = _mm256_sub_epi32(_mm256_setzero_si256(),
-						       vnni_offset(_mm256_loadu_si256((const __m256i *)(xs + 8 * o)), type));
-			__m256i xlo = _mm256_loadu_si256((const __m256i *)(xq + 64 * o));
-			__m256i xhi = _mm256_loadu_si256((const __m256i *)(xq + 64 * o + 32));
-			__m256 dx = _mm256_loadu_ps(xd + 8 * o);
+		for (int j = 0; j < nt; j++)
+			out[j * os + i] = vnni_hsum(st.acc[i][j]);
+}
+
+/* Tokens four at a time, each group over every row, one row at a time;
+ * the rest of the tokens one by one, four rows at a time. */
+VNNI_INLINE void vnni_rows_q8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			      int64_t row_begin, int64_t row_end, const enum quant_type type, const enum vnni_scale sc)
+{
+	int64_t t = 0;
+	for (; t + 4 <= n; t += 4)
+		for (int64_t r = row_begin; r < row_end; r++)
+			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 4, type, sc);
+	for (; t < n; t++) {
+		int64_t r = row_begin;
+		for (; r + 4 <= row_end; r += 4)
+			vnni_q8_block(out + t * os + r, os, m, r, 4, x, t, 1, type, sc);
+		for (; r < row_end; r++)
+			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 1, type, sc);
+	}
+}
+
+/* int8 and int4: the scale mode their group allows. */
+VNNI_INLINE void vnni_rows_q8_grouped(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+				      int64_t n, int64_t row_begin, int64_t row_end, const enum quant_type type)
+{
+	if (m->group == 64)
+		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, type, VNNI_SC_PAIR);
+	else if (m->group % 64 == 0)
+		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, type, VNNI_SC_GROUP);
+	else
+		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, type, VNNI_SC_RUN);
+}
+
+static void vnni_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			      int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_q8_grouped(out, os, m, x, n, row_begin, row_end, QUANT_INT8);
+}
+
+static void vnni_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			      int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_q8_grouped(out, os, m, x, n, row_begin, row_end, QUANT_INT4);
+}
+
+static void vnni_rows_q8_mxfp4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			       int64_t n, int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_MXFP4, VNNI_SC_PAIR);
+}
+
+static void vnni_rows_q8_q8_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			      int64_t n, int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q8_0, VNNI_SC_PAIR);
+}
+
+static void vnni_rows_q8_q4_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			      int64_t n, int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q4_0, VNNI_SC_PAIR);
+}
+
+/* Rows r .. r + rb - 1 of an int8 matrix against tokens t .. t + nt - 1's
+ * int16 activations, in kernels_internal.h's sequence for
+ * kernel_rows_q16_fn: run k's lanes (its weights widened once for every
+ * token) into accumulator k % 2. rpg2: group 64, a scale per two runs;
+ * otherwise the runs' groups are counted. */
+VNNI_INLINE void vnni_q16_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, const int rb,
+				const struct act_q16 *x, int64_t t, const int nt, const int rpg2)
+{
+	int64_t cols = m->cols, group = m->group, runs = cols / 32, n_groups = cols / group, rpg = group / 32;
+	const int8_t *q = (const int8_t *)m->data + r * cols;
+	const float *s = m->scales + r * n_groups;
+	const int16_t *xq = x->q + t * cols;
+	const float *xd = x->d + t * runs;
+	__m256 acc[VNNI_RB][VNNI_NT][2], sw[VNNI_RB];
+#pragma GCC unroll 4
+	for (int i = 0; i < rb; i++)
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++)
+			acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
+	int64_t g = 0, in_group = 0;
+	for (int64_t k = 0; k < runs; k += 2) {
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			if (h == 1 && k + 1 == runs)
+				break;
+			int64_t c = 32 * (k + h);
+			if (rpg2 ? h == 0 : in_group == 0)
+#pragma GCC unroll 4
+				for (int i = 0; i < rb; i++)
+					sw[i] = _mm256_broadcast_ss(s + i * n_groups + (rpg2 ? k / 2 : g));
+			if (!rpg2 && ++in_group == rpg) {
+				in_group = 0;
+				g++;
+			}
+			__m256i wlo[VNNI_RB], whi[VNNI_RB];
 #pragma GCC unroll 4
 			for (int i = 0; i < rb; i++) {
-				__m256i lanes = _mm256_dpbusd_avx_epi32(neg, w[i].lo, xlo);
-				lanes = _mm256_dpbusd_avx_epi32(lanes, w[i].hi, xhi);
-				acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(sw[i], dx), _mm256_cvtepi32_ps(lanes), acc[i][j]);
+				const int8_t *qi = q + i * cols + c;
+				if (!h)
+					_mm_prefetch((const char *)(qi + rb * cols), _MM_HINT_T0);
+				wlo[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)qi));
+				whi[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(qi + 16)));
+			}
+#pragma GCC unroll 4
+			for (int j = 0; j < nt; j++) {
+				const int16_t *xj = xq + j * cols + c;
+				__m256i xlo = _mm256_loadu_si256((const __m256i *)xj);
+				__m256i xhi = _mm256_loadu_si256((const __m256i *)(xj + 16));
+				__m256 dx = _mm256_broadcast_ss(xd + j * runs + k + h);
+#pragma GCC unroll 4
+				for (int i = 0; i < rb; i++) {
+					__m256i p = _mm256_dpwssd_avx_epi32(_mm256_setzero_si256(), wlo[i], xlo);
+					p = _mm256_dpwssd_avx_epi32(p, whi[i], xhi);
+					acc[i][j][h] = _mm256_fmadd_ps(_mm256_mul_ps(sw[i], dx), _mm256_cvtepi32_ps(p),
+								       acc[i][j][h]);
+				}
 			}
 		}
 	}
@@ -244,120 +401,32 @@ VNNI_INLINE void vnni_q8_block(float *out, int64_t os, const struct qmatrix *m, 
 	for (int i = 0; i < rb; i++)
 #pragma GCC unroll 4
 		for (int j = 0; j < nt; j++)
-			out[j * os + i] = vnni_hsum(acc[i][j]);
+			out[j * os + i] = vnni_hsum(_mm256_add_ps(acc[i][j][0], acc[i][j][1]));
 }
 
-/* Tokens four at a time, each group over every row, one row at a time;
- * the rest of the tokens one by one, four rows at a time. */
-VNNI_INLINE void vnni_rows_q8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
-			      int64_t row_begin, int64_t row_end, const enum quant_type type, const int by_group)
+VNNI_INLINE void vnni_rows_q16(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x, int64_t n,
+			       int64_t row_begin, int64_t row_end, const int rpg2)
 {
 	int64_t t = 0;
 	for (; t + 4 <= n; t += 4)
 		for (int64_t r = row_begin; r < row_end; r++)
-			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 4, type, by_group);
+			vnni_q16_block(out + t * os + r, os, m, r, 1, x, t, 4, rpg2);
 	for (; t < n; t++) {
 		int64_t r = row_begin;
-		for (; r + 4 <= row_end; r += 4)
-			vnni_q8_block(out + t * os + r, os, m, r, 4, x, t, 1, type, by_group);
+		for (; r + 2 <= row_end; r += 2)
+			vnni_q16_block(out + t * os + r, os, m, r, 2, x, t, 1, rpg2);
 		for (; r < row_end; r++)
-			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 1, type, by_group);
+			vnni_q16_block(out + t * os + r, os, m, r, 1, x, t, 1, rpg2);
 	}
-}
-
-static void vnni_rows_q8_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
-			      int64_t row_begin, int64_t row_end)
-{
-	if (m->group % 64 == 0)
-		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT8, 1);
-	else
-		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT8, 0);
-}
-
-static void vnni_rows_q8_int4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
-			      int64_t row_begin, int64_t row_end)
-{
-	if (m->group % 64 == 0)
-		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT4, 1);
-	else
-		vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_INT4, 0);
-}
-
-static void vnni_rows_q8_mxfp4(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
-			       int64_t n, int64_t row_begin, int64_t row_end)
-{
-	vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_MXFP4, 0);
-}
-
-static void vnni_rows_q8_q8_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
-			      int64_t n, int64_t row_begin, int64_t row_end)
-{
-	vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q8_0, 0);
-}
-
-static void vnni_rows_q8_q4_0(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
-			      int64_t n, int64_t row_begin, int64_t row_end)
-{
-	vnni_rows_q8(out, os, m, x, n, row_begin, row_end, QUANT_Q4_0, 0);
-}
-
-/* Row r of an int8 matrix against tokens t .. t + nt - 1's int16
- * activations, in kernels_internal.h's sequence for kernel_rows_q16_fn:
- * run k's lanes (the weights widened once for every token) into
- * accumulator k % 2. */
-VNNI_INLINE void vnni_q16_row(float *out, int64_t os, const struct qmatrix *m, int64_t r, const struct act_q16 *x,
-			      int64_t t, const int nt)
-{
-	int64_t cols = m->cols, group = m->group, runs = cols / 32, runs_per_group = group / 32;
-	const int8_t *q = (const int8_t *)m->data + r * cols;
-	const float *s = m->scales + r * (cols / group);
-	const int16_t *xq = x->q + t * cols;
-	const float *xd = x->d + t * runs;
-	__m256 acc[VNNI_NT][2];
-#pragma GCC unroll 4
-	for (int j = 0; j < nt; j++)
-		acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-	int64_t g = 0, in_group = 0;
-	__m256 sw = _mm256_broadcast_ss(s);
-	for (int64_t k = 0; k < runs; k += 2) {
-		_mm_prefetch((const char *)(q + cols + 32 * k), _MM_HINT_T0);
-#pragma GCC unroll 2
-		for (int h = 0; h < 2; h++) {
-			if (h == 1 && k + 1 == runs)
-				break;
-			int64_t c = 32 * (k + h);
-			__m256i wlo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c)));
-			__m256i whi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + c + 16)));
-#pragma GCC unroll 4
-			for (int j = 0; j < nt; j++) {
-				const int16_t *xj = xq + j * cols + c;
-				__m256i p = _mm256_dpwssd_avx_epi32(_mm256_setzero_si256(), wlo,
-								    _mm256_loadu_si256((const __m256i *)xj));
-				p = _mm256_dpwssd_avx_epi32(p, whi, _mm256_loadu_si256((const __m256i *)(xj + 16)));
-				__m256 d = _mm256_mul_ps(sw, _mm256_broadcast_ss(xd + j * runs + k + h));
-				acc[j][h] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[j][h]);
-			}
-			if (++in_group == runs_per_group && k + h + 1 < runs) {
-				in_group = 0;
-				sw = _mm256_broadcast_ss(s + ++g);
-			}
-		}
-	}
-#pragma GCC unroll 4
-	for (int j = 0; j < nt; j++)
-		out[j * os] = vnni_hsum(_mm256_add_ps(acc[j][0], acc[j][1]));
 }
 
 static void vnni_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, const struct act_q16 *x,
 			       int64_t n, int64_t row_begin, int64_t row_end)
 {
-	int64_t t = 0;
-	for (; t + 4 <= n; t += 4)
-		for (int64_t r = row_begin; r < row_end; r++)
-			vnni_q16_row(out + t * os + r, os, m, r, x, t, 4);
-	for (; t < n; t++)
-		for (int64_t r = row_begin; r < row_end; r++)
-			vnni_q16_row(out + t * os + r, os, m, r, x, t, 1);
+	if (m->group == 64)
+		vnni_rows_q16(out, os, m, x, n, row_begin, row_end, 1);
+	else
+		vnni_rows_q16(out, os, m, x, n, row_begin, row_end, 0);
 }
 
 void kernels_vnni_avx2(struct kernels_ops *ops)
