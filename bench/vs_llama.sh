@@ -87,5 +87,6 @@ g8=$(gguf q8_0)
 raw=$results/vs-llama-$date.json
 "$py" "$here/vs_llama_runs.py" --llama-bin "$llama_bin" --colibri "$colibri" --out "$raw" \
   --tokens "$tokens" --repeat "$repeat" --fio-seconds "${BENCH_FIO_SECONDS:-5}" --only "$only" \
+  --llama-flags "$llama_flags" \
   --pair "Q4_0 vs int4:$g4:$c4" --pair "Q4_0 vs int4 dense int4:$g4:$c4d" --pair "Q8_0 vs int8:$g8:$c8"
 "$py" "$here/vs_llama_report.py" "$raw" --out "$results/vs-llama-$date.md"

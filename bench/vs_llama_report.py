@@ -51,6 +51,9 @@ def main():
              "%d repeat(s), engines alternating (llama.cpp, colibri), page cache dropped before every "
              "capped run. Ratios are medians of the per-repeat colibri / llama.cpp ratios.\n"
              % (raw["date"], raw["cpus"], raw["threads"], raw["tokens"], raw["repeat"]),
+             "Host: %s; flags: %s (AMX, where listed, is never used). colibri: %s. llama.cpp built with: %s.\n"
+             % (raw.get("cpu_model", "unknown"), raw.get("cpu_flags", "unknown"), raw.get("colibri_simd", "unknown"),
+                raw.get("llama_flags", "unknown")),
              "Pairs (same bf16 values): " + "; ".join("%s = `%s` vs `%s`" % (
                  p["name"], os.path.basename(p["gguf"]), os.path.basename(p["ctr"])) for p in raw["pairs"]) + "\n",
              "".join("%s\n" % n for n in raw.get("notes", [])),

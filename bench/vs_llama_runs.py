@@ -198,6 +198,38 @@ def say(msg):
     sys.stderr.flush()
 
 
+def host_cpu():
+    """The CPU's model name and the SIMD flags that matter here (the host
+    changes from day to day, so each results file names its own)."""
+    model, flags = "unknown", []
+    want = ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni",
+            "avx512_bf16", "avx512vbmi", "amx_tile", "amx_int8")
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name") and model == "unknown":
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                have = set(line.split(":", 1)[1].split())
+                flags = [f for f in want if f in have]
+    except OSError:
+        pass
+    return model, " ".join(flags)
+
+
+def colibri_simd(colibri, ctr):
+    """The kernels colibri picks here (its --stats line "kernels: LEVEL,
+    activations A"), from one token of the container ctr; or unknown."""
+    try:
+        out = subprocess.run([colibri, "run", "--model", ctr, "--tokens", "1", "-n", "1", "--stats"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    for line in out.splitlines():
+        if line.startswith("kernels:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--llama-bin", required=True)
@@ -210,6 +242,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--only", default="ram,2G,1G,pp")
+    ap.add_argument("--llama-flags", default="unknown", help="the GGML_* switches llama.cpp was built with")
     args = ap.parse_args()
     only = set(args.only.split(","))
     pairs = []
@@ -223,6 +256,8 @@ def main():
     scratch = tempfile.mkdtemp(prefix="vs-llama-")
     raw = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": os.uname().release,
            "cpus": os.cpu_count(), "threads": args.threads, "tokens": args.tokens, "repeat": args.repeat,
+           "cpu_model": host_cpu()[0], "cpu_flags": host_cpu()[1], "llama_flags": args.llama_flags,
+           "colibri_simd": colibri_simd(args.colibri, pairs[0]["ctr"]),
            "pairs": pairs, "measurements": []}
 
     def measure(kind, pair, sampled, cap_name):
