@@ -350,7 +350,10 @@ Z_INLINE void z_rows_q8(float *out, int64_t os, const struct qmatrix *m, const s
 	int64_t t = 0, lanes = 8 * x->pairs;
 	for (; t + 8 <= n && 8 * lanes <= Z_NEG; t += 8) {
 		z_neg_fill(neg, x, t, 8, type);
-		for (int64_t r = row_begin; r < row_end; r += 2)
+		int64_t r = row_begin;
+		for (; r + 4 <= row_end; r += 4)
+			z_q8_block(out + t * os + r, os, m, r, row_end, 2, x, t, 8, neg, type, sc);
+		for (; r < row_end; r += 2)
 			z_q8_block(out + t * os + r, os, m, r, row_end, 1, x, t, 8, neg, type, sc);
 	}
 	for (; t + 4 <= n && 4 * lanes <= Z_NEG; t += 4) {
