@@ -173,6 +173,7 @@ struct vnni_q8_step {
 	const int8_t *xq;
 	const float *xd;
 	const int32_t *xs;
+	const int32_t *neg; /* or NULL: -(o * sum8 / 8) of each token's pairs */
 	int64_t pairs, cols, group, n_groups, row_bytes, step;
 	__m256 acc[VNNI_RB][VNNI_NT], sw[VNNI_RB];
 };
@@ -183,7 +184,7 @@ struct vnni_q8_step {
  * every (row, token) the exact lanes and acc = fma(sw * d_x, (float)lanes,
  * acc). last: the pair has one run only. */
 VNNI_INLINE void vnni_q8_pair(struct vnni_q8_step *st, int64_t p, const int last, const int rb, const int nt,
-			      const enum quant_type type, const enum vnni_scale sc)
+			      const enum quant_type type, const enum vnni_scale sc, const int pre)
 {
 	struct vnni_pair w[VNNI_RB];
 #pragma GCC unroll 4
@@ -210,8 +211,9 @@ VNNI_INLINE void vnni_q8_pair(struct vnni_q8_step *st, int64_t p, const int last
 #pragma GCC unroll 4
 	for (int j = 0; j < nt; j++) {
 		int64_t o = j * st->pairs + p;
-		__m256i neg = _mm256_sub_epi32(_mm256_setzero_si256(),
-					       vnni_offset(_mm256_loadu_si256((const __m256i *)(st->xs + 8 * o)), type));
+		__m256i neg = pre ? _mm256_loadu_si256((const __m256i *)(st->neg + 8 * o))
+				  : _mm256_sub_epi32(_mm256_setzero_si256(),
+						     vnni_offset(_mm256_loadu_si256((const __m256i *)(st->xs + 8 * o)), type));
 		__m256i xlo = _mm256_loadu_si256((const __m256i *)(st->xq + 64 * o));
 		__m256i xhi = _mm256_loadu_si256((const __m256i *)(st->xq + 64 * o + 32));
 		__m256 dx = _mm256_loadu_ps(st->xd + 8 * o);
@@ -232,8 +234,8 @@ VNNI_INLINE void vnni_q8_pair(struct vnni_q8_step *st, int64_t p, const int last
  * apart; rb * nt of them side by side keep the units busy (one chain alone
  * ran at 32 Gw/s, a third of what the instructions allow). */
 VNNI_INLINE void vnni_q8_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, const int rb,
-			       const struct act_q8 *x, int64_t t, const int nt, const enum quant_type type,
-			       const enum vnni_scale sc)
+			       const struct act_q8 *x, int64_t t, const int nt, const int32_t *neg,
+			       const enum quant_type type, const enum vnni_scale sc)
 {
 	const int is_mxfp4 = type == QUANT_MXFP4, is_32 = type == QUANT_Q8_0 || type == QUANT_Q4_0;
 	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
@@ -250,6 +252,7 @@ VNNI_INLINE void vnni_q8_block(float *out, int64_t os, const struct qmatrix *m, 
 	st.xq = x->q + t * st.pairs * 64;
 	st.xd = x->d + t * st.pairs * 8;
 	st.xs = x->sum8 + t * st.pairs * 8;
+	st.neg = neg;
 #pragma GCC unroll 4
 	for (int i = 0; i < rb; i++)
 #pragma GCC unroll 4
@@ -263,13 +266,13 @@ VNNI_INLINE void vnni_q8_block(float *out, int64_t os, const struct qmatrix *m, 
 			for (int i = 0; i < rb; i++)
 				st.sw[i] = _mm256_broadcast_ss(st.s + i * st.n_groups + g);
 			for (int64_t p = p0; p < p0 + ppg; p++)
-				vnni_q8_pair(&st, p, 0, rb, nt, type, sc);
+				vnni_q8_pair(&st, p, 0, rb, nt, type, sc, neg != NULL);
 		}
 	} else {
 		for (int64_t p = 0; p < full; p++)
-			vnni_q8_pair(&st, p, 0, rb, nt, type, sc);
+			vnni_q8_pair(&st, p, 0, rb, nt, type, sc, neg != NULL);
 		if (runs & 1)
-			vnni_q8_pair(&st, full, 1, rb, nt, type, sc);
+			vnni_q8_pair(&st, full, 1, rb, nt, type, sc, neg != NULL);
 	}
 #pragma GCC unroll 4
 	for (int i = 0; i < rb; i++)
@@ -278,22 +281,48 @@ VNNI_INLINE void vnni_q8_block(float *out, int64_t os, const struct qmatrix *m, 
 			out[j * os + i] = vnni_hsum(st.acc[i][j]);
 }
 
-/* Tokens four at a time, each group over every row, one row at a time;
- * the rest of the tokens one by one, four rows at a time. */
+/* -(o * sum8 / 8) of tokens t .. t + nt - 1, what every row's lanes of
+ * those tokens start from: neg[8 * (j * pairs + p) + l]. */
+VNNI_INLINE void vnni_neg_fill(int32_t *neg, const struct act_q8 *x, int64_t t, int64_t nt,
+			       const enum quant_type type)
+{
+	const int32_t *xs = x->sum8 + t * x->pairs * 8;
+	for (int64_t i = 0; i < nt * x->pairs; i++)
+		_mm256_storeu_si256((__m256i *)(neg + 8 * i),
+				    _mm256_sub_epi32(_mm256_setzero_si256(),
+						     vnni_offset(_mm256_loadu_si256((const __m256i *)(xs + 8 * i)), type)));
+}
+
+/* Tokens four at a time, each group over every row, two rows a step; the
+ * rest of the tokens one by one, four rows a step. Each group's offsets
+ * are negated once, into VNNI_NEG int32s (16 KiB) on the stack, rather than
+ * once per row; four tokens fit up to 8192 inputs, one up to 32768, and
+ * beyond that each row negates its own. */
+#define VNNI_NEG (4 * 8 * 128)
 VNNI_INLINE void vnni_rows_q8(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
 			      int64_t row_begin, int64_t row_end, const enum quant_type type, const enum vnni_scale sc)
 {
-	int64_t t = 0;
-	for (; t + 4 <= n; t += 4)
-		for (int64_t r = row_begin; r < row_end; r++)
-			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 4, type, sc);
-	for (; t < n; t++) {
+	int32_t neg[VNNI_NEG];
+	int64_t t = 0, lanes = 8 * x->pairs;
+	for (; t + 4 <= n && 4 * lanes <= VNNI_NEG; t += 4) {
+		vnni_neg_fill(neg, x, t, 4, type);
+		int64_t r = row_begin;
+		for (; r + 2 <= row_end; r += 2)
+			vnni_q8_block(out + t * os + r, os, m, r, 2, x, t, 4, neg, type, sc);
+		for (; r < row_end; r++)
+			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 4, neg, type, sc);
+	}
+	for (; t < n && lanes <= VNNI_NEG; t++) {
+		vnni_neg_fill(neg, x, t, 1, type);
 		int64_t r = row_begin;
 		for (; r + 4 <= row_end; r += 4)
-			vnni_q8_block(out + t * os + r, os, m, r, 4, x, t, 1, type, sc);
+			vnni_q8_block(out + t * os + r, os, m, r, 4, x, t, 1, neg, type, sc);
 		for (; r < row_end; r++)
-			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 1, type, sc);
+			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 1, neg, type, sc);
 	}
+	for (; t < n; t++)
+		for (int64_t r = row_begin; r < row_end; r++)
+			vnni_q8_block(out + t * os + r, os, m, r, 1, x, t, 1, NULL, type, sc);
 }
 
 /* int8 and int4: the scale mode their group allows. */
