@@ -18,9 +18,10 @@
  * nibble (o = 8), int8 and q8_0 q ^ 0x80 (o = 128), mxfp4 2 * e2m1 + 16
  * through a lookup (o = 16); o times the lane's activation sum, o / 8 *
  * sum8, comes off. Every sum is an exact int32. int16 activations take
- * vpdpwssd on the weights widened to int16. The K types keep the AVX2
- * versions: their sub-block scales multiply int16 sums, which VNNI does not
- * shorten.
+ * vpdpwssd on the weights widened to int16. q4_k and q5_k meet x with
+ * their unsigned q as they are (the block's min is a term of its own), and
+ * each lane's S times its sub-block's scale is taken as a product of floats,
+ * exact below 2^24; q6_k keeps the AVX2 kernel.
  *
  * Each (row, token) is one chain of dependent multiply-adds, four cycles
  * apart, which alone would idle the units: a step handles up to Z_RP
@@ -551,6 +552,228 @@ static void z_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, con
 		z_rows_q16(out, os, m, x, n, row_begin, row_end, 0);
 }
 
+/* q4_k / q5_k: sub-block j's 6-bit scales and mins of the block at b, as
+ * bytes sc[0..7] and mn[0..7] (quant_k_scale_min, four at a time). */
+Z_INLINE void z_k_scales(uint64_t *sc, uint64_t *mn, const uint8_t *b)
+{
+	uint32_t u0, u1, u2;
+	memcpy(&u0, b + 4, 4);
+	memcpy(&u1, b + 8, 4);
+	memcpy(&u2, b + 12, 4);
+	uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+	uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+	*sc = (u0 & 0x3f3f3f3fu) | (uint64_t)sc_hi << 32;
+	*mn = (u1 & 0x3f3f3f3fu) | (uint64_t)mn_hi << 32;
+}
+
+/* Sixteen bytes (row r's eight, then row r + 1's) as floats. */
+Z_INLINE __m512 z_bytes_ps(uint64_t a, uint64_t b)
+{
+	__m128i v = _mm_unpacklo_epi64(_mm_cvtsi64_si128((long long)a), _mm_cvtsi64_si128((long long)b));
+	return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
+}
+
+/* The halves at p and q as floats, p's in the low eight lanes. */
+Z_INLINE __m512 z_halves_f16(const uint8_t *p, const uint8_t *q)
+{
+	uint16_t a, b;
+	memcpy(&a, p, 2);
+	memcpy(&b, q, 2);
+	__m512 v = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)a | (uint32_t)b << 16))));
+	return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), v);
+}
+
+/* What a q4_k / q5_k step keeps: its rows, its tokens' activations and
+ * their sums as floats (sumf[8 * (j * pairs + p) + l] = sum8 / 8), the
+ * current block's d, dmin, scales and mins (row r low, r + 1 high), and
+ * the accumulators. */
+struct z_k_step {
+	const uint8_t *q[2 * Z_RP];
+	const int8_t *xq;
+	const float *xd;
+	const float *sumf;
+	int64_t pairs, row_bytes;
+	__m512 fd[Z_RP], fm[Z_RP], sc[Z_RP], mn[Z_RP];
+	__m512i qh[Z_RP];
+	__m512 acc[Z_RP][Z_NT];
+};
+
+/* Pair pp of block k (pair p = 4k + pp) of the step's rows against its
+ * tokens, in kernels_internal.h's sequence for the K types: the run's
+ * unsigned q (0..15, 0..31 with q5_k's fifth bit) against x, S exact, then
+ * acc = fma(d * d_x, (float)(sc_j * S), acc) and acc = fma(-(dmin * d_x),
+ * (float)(m_j * sum8 / 8), acc). sc_j * S and m_j * sum8 / 8 are integers
+ * below 2^24, so the products of their factors as floats are those
+ * integers exactly. */
+Z_INLINE void z_k_pair(struct z_k_step *st, int64_t k, const int pp, const int rp, const int nt,
+		       const enum quant_type type)
+{
+	const int is_q5 = type == QUANT_Q5_K;
+	const int64_t bs = is_q5 ? QUANT_Q5_K_BYTES : QUANT_Q4_K_BYTES;
+	const __m512i mask = _mm512_set1_epi8(0x0f);
+	const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+	const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+	const __m512i q_idx = _mm512_setr_epi32(2 * pp, 2 * pp, 2 * pp, 2 * pp, 2 * pp + 1, 2 * pp + 1, 2 * pp + 1,
+						2 * pp + 1, 8 + 2 * pp, 8 + 2 * pp, 8 + 2 * pp, 8 + 2 * pp, 9 + 2 * pp,
+						9 + 2 * pp, 9 + 2 * pp, 9 + 2 * pp);
+	int64_t p = 4 * k + pp;
+	struct z_pair w[Z_RP];
+	__m512 scf[Z_RP], mnf[Z_RP];
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++) {
+		const uint8_t *b0 = st->q[2 * i] + k * bs, *b1 = st->q[2 * i + 1] + k * bs;
+		const int64_t off = (is_q5 ? 48 : 16) + 32 * pp;
+		__m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + off))),
+					       _mm256_loadu_si256((const __m256i *)(b1 + off)), 1);
+		/* nl: run 2p's q (row r: 0..31, then row r + 1's), nh run 2p + 1's */
+		__m512i nl = _mm512_and_si512(v, mask), nh = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+		if (is_q5) {
+			const __m512i sixteen = _mm512_set1_epi8(16);
+			nl = _mm512_mask_add_epi8(nl, _mm512_test_epi8_mask(st->qh[i], _mm512_set1_epi8((char)(1 << (2 * pp)))),
+						  nl, sixteen);
+			nh = _mm512_mask_add_epi8(nh, _mm512_test_epi8_mask(st->qh[i], _mm512_set1_epi8((char)(2 << (2 * pp)))),
+						  nh, sixteen);
+		}
+		w[i].lo = _mm512_permutex2var_epi64(nl, lo_idx, nh);
+		w[i].hi = _mm512_permutex2var_epi64(nl, hi_idx, nh);
+		scf[i] = _mm512_permutexvar_ps(q_idx, st->sc[i]);
+		mnf[i] = _mm512_permutexvar_ps(q_idx, st->mn[i]);
+	}
+#pragma GCC unroll 8
+	for (int j = 0; j < nt; j++) {
+		int64_t o = j * st->pairs + p;
+		__m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(st->xq + 64 * o)));
+		__m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(st->xq + 64 * o + 32)));
+		__m512 dx = _mm512_broadcast_f32x8(_mm256_loadu_ps(st->xd + 8 * o));
+		__m512 sumx = _mm512_broadcast_f32x8(_mm256_loadu_ps(st->sumf + 8 * o));
+#pragma GCC unroll 4
+		for (int i = 0; i < rp; i++) {
+			__m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[i].lo, xlo);
+			lanes = _mm512_dpbusd_epi32(lanes, w[i].hi, xhi);
+			__m512 a = _mm512_fmadd_ps(_mm512_mul_ps(st->fd[i], dx),
+						   _mm512_mul_ps(_mm512_cvtepi32_ps(lanes), scf[i]), st->acc[i][j]);
+			st->acc[i][j] = _mm512_fnmadd_ps(_mm512_mul_ps(st->fm[i], dx), _mm512_mul_ps(mnf[i], sumx), a);
+		}
+	}
+}
+
+/* Rows r .. min(r + 2 * rp, row_end) - 1 of a q4_k / q5_k matrix against
+ * tokens t .. t + nt - 1 (sumf as struct z_k_step has it, from token t),
+ * block after block. */
+Z_INLINE void z_k_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, int64_t row_end, const int rp,
+			const struct act_q8 *x, int64_t t, const int nt, const float *sumf, const enum quant_type type)
+{
+	const int is_q5 = type == QUANT_Q5_K;
+	const int64_t bs = is_q5 ? QUANT_Q5_K_BYTES : QUANT_Q4_K_BYTES;
+	struct z_k_step st;
+	st.pairs = x->pairs;
+	st.row_bytes = m->cols / QUANT_K_BLOCK * bs;
+#pragma GCC unroll 4
+	for (int i = 0; i < 2 * rp; i++)
+		st.q[i] = (const uint8_t *)m->data + z_row(r, i, row_end) * st.row_bytes;
+	st.xq = x->q + t * st.pairs * 64;
+	st.xd = x->d + t * st.pairs * 8;
+	st.sumf = sumf;
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++)
+#pragma GCC unroll 8
+		for (int j = 0; j < nt; j++)
+			st.acc[i][j] = _mm512_setzero_ps();
+	for (int64_t k = 0; k < m->cols / QUANT_K_BLOCK; k++) {
+#pragma GCC unroll 4
+		for (int i = 0; i < rp; i++) {
+			const uint8_t *b0 = st.q[2 * i] + k * bs, *b1 = st.q[2 * i + 1] + k * bs;
+			for (int64_t o = 0; o < bs; o += 64) {
+				_mm_prefetch((const char *)(b0 + 2 * rp * st.row_bytes + o), _MM_HINT_T0);
+				_mm_prefetch((const char *)(b1 + 2 * rp * st.row_bytes + o), _MM_HINT_T0);
+			}
+			uint64_t sc0, mn0, sc1, mn1;
+			z_k_scales(&sc0, &mn0, b0);
+			z_k_scales(&sc1, &mn1, b1);
+			st.sc[i] = z_bytes_ps(sc0, sc1);
+			st.mn[i] = z_bytes_ps(mn0, mn1);
+			st.fd[i] = z_halves_f16(b0, b1);
+			st.fm[i] = z_halves_f16(b0 + 2, b1 + 2);
+			if (is_q5)
+				st.qh[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 16))),
+							      _mm256_loadu_si256((const __m256i *)(b1 + 16)), 1);
+		}
+		z_k_pair(&st, k, 0, rp, nt, type);
+		z_k_pair(&st, k, 1, rp, nt, type);
+		z_k_pair(&st, k, 2, rp, nt, type);
+		z_k_pair(&st, k, 3, rp, nt, type);
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++)
+#pragma GCC unroll 8
+		for (int j = 0; j < nt; j++) {
+			out[j * os + 2 * i] = z_hsum(_mm512_castps512_ps256(st.acc[i][j]));
+			if (r + 2 * i + 1 < row_end)
+				out[j * os + 2 * i + 1] = z_hsum(_mm512_extractf32x8_ps(st.acc[i][j], 1));
+		}
+}
+
+/* sum8 / 8 of tokens t .. t + nt - 1 as floats (exact), once per group. */
+Z_INLINE void z_sumf_fill(float *sumf, const struct act_q8 *x, int64_t t, int64_t nt)
+{
+	const int32_t *xs = x->sum8 + t * x->pairs * 8;
+	for (int64_t i = 0; i < nt * x->pairs; i++)
+		_mm256_storeu_ps(sumf + 8 * i, _mm256_cvtepi32_ps(_mm256_srai_epi32(
+							_mm256_loadu_si256((const __m256i *)(xs + 8 * i)), 3)));
+}
+
+/* The K types' rows, blocked as z_rows_q8, with each token group's
+ * activation sums made once as floats in place of the negated offsets;
+ * rows of more than 65536 inputs, whose one token's sums do not fit, take
+ * the AVX2 kernel. */
+Z_INLINE void z_rows_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+		       int64_t row_begin, int64_t row_end, const enum quant_type type)
+{
+	float sumf[Z_NEG];
+	int64_t t = 0, lanes = 8 * x->pairs;
+	for (; t + 8 <= n && 8 * lanes <= Z_NEG; t += 8) {
+		z_sumf_fill(sumf, x, t, 8);
+		int64_t r = row_begin;
+		for (; r + 4 <= row_end; r += 4)
+			z_k_block(out + t * os + r, os, m, r, row_end, 2, x, t, 8, sumf, type);
+		for (; r < row_end; r += 2)
+			z_k_block(out + t * os + r, os, m, r, row_end, 1, x, t, 8, sumf, type);
+	}
+	for (; t + 4 <= n && 4 * lanes <= Z_NEG; t += 4) {
+		z_sumf_fill(sumf, x, t, 4);
+		for (int64_t r = row_begin; r < row_end; r += 2)
+			z_k_block(out + t * os + r, os, m, r, row_end, 1, x, t, 4, sumf, type);
+	}
+	for (; t < n && lanes <= Z_NEG; t++) {
+		z_sumf_fill(sumf, x, t, 1);
+		int64_t r = row_begin;
+		for (; r + 4 <= row_end; r += 4)
+			z_k_block(out + t * os + r, os, m, r, row_end, 2, x, t, 1, sumf, type);
+		for (; r < row_end; r += 2)
+			z_k_block(out + t * os + r, os, m, r, row_end, 1, x, t, 1, sumf, type);
+	}
+	if (t < n) {
+		struct act_q8 rest = { .q = x->q + t * x->pairs * 64, .d = x->d + t * x->pairs * 8,
+				       .sum8 = x->sum8 + t * x->pairs * 8, .pairs = x->pairs };
+		if (type == QUANT_Q4_K)
+			avx2_rows_q8_q4_k(out + t * os, os, m, &rest, n - t, row_begin, row_end);
+		else
+			avx2_rows_q8_q5_k(out + t * os, os, m, &rest, n - t, row_begin, row_end);
+	}
+}
+
+static void z_rows_q8_q4_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			   int64_t row_begin, int64_t row_end)
+{
+	z_rows_k(out, os, m, x, n, row_begin, row_end, QUANT_Q4_K);
+}
+
+static void z_rows_q8_q5_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			   int64_t row_begin, int64_t row_end)
+{
+	z_rows_k(out, os, m, x, n, row_begin, row_end, QUANT_Q5_K);
+}
+
 void kernels_vnni_avx512(struct kernels_ops *ops)
 {
 	ops->rows_q8[QUANT_INT8] = z_rows_q8_int8;
@@ -558,5 +781,7 @@ void kernels_vnni_avx512(struct kernels_ops *ops)
 	ops->rows_q8[QUANT_MXFP4] = z_rows_q8_mxfp4;
 	ops->rows_q8[QUANT_Q8_0] = z_rows_q8_q8_0;
 	ops->rows_q8[QUANT_Q4_0] = z_rows_q8_q4_0;
+	ops->rows_q8[QUANT_Q4_K] = z_rows_q8_q4_k;
+	ops->rows_q8[QUANT_Q5_K] = z_rows_q8_q5_k;
 	ops->rows_q16 = z_rows_q16_int8;
 }
