@@ -21,7 +21,8 @@
  * vpdpwssd on the weights widened to int16. q4_k and q5_k meet x with
  * their unsigned q as they are (the block's min is a term of its own), and
  * each lane's S times its sub-block's scale is taken as a product of floats,
- * exact below 2^24; q6_k keeps the AVX2 kernel.
+ * exact below 2^24; q6_k's six stored bits are u = q + 32, each half of a
+ * lane taken apart for its own sub-block scale.
  *
  * Each (row, token) is one chain of dependent multiply-adds, four cycles
  * apart, which alone would idle the units: a step handles up to Z_RP
@@ -774,6 +775,188 @@ static void z_rows_q8_q5_k(float *out, int64_t os, const struct qmatrix *m, cons
 	z_rows_k(out, os, m, x, n, row_begin, row_end, QUANT_Q5_K);
 }
 
+/* What a q6_k step keeps: its rows, its tokens' activations and negated
+ * half-lane offsets (neg[16 * (j * pairs + p) + l]: -32 times the sum of
+ * lane l's four low-half inputs, then of its four high-half ones), the
+ * current block's d and sixteen scales as floats (row r, row r + 1), the
+ * current half's ql and qh bytes, and the accumulators. */
+struct z_q6_step {
+	const uint8_t *q[2 * Z_RP];
+	const int8_t *xq;
+	const float *xd;
+	const int32_t *neg;
+	int64_t pairs, row_bytes;
+	__m512 fd[Z_RP], s0[Z_RP], s1[Z_RP];
+	__m512i ql0[Z_RP], ql1[Z_RP], qh[Z_RP];
+	__m512 acc[Z_RP][Z_NT];
+};
+
+/* Two rows' 32 bytes at offset o of blocks b0, b1. */
+Z_INLINE __m512i z_rows32(const uint8_t *b0, const uint8_t *b1, int64_t o)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + o))),
+				  _mm256_loadu_si256((const __m256i *)(b1 + o)), 1);
+}
+
+/* Pair pp of block k (pair p = 4k + pp) of a q6_k step against its tokens,
+ * in kernels_internal.h's sequence: u = q + 32 in 0..63 (the six stored
+ * bits as they are) against each half of a lane apart, S_a = u . x_a -
+ * 32 sum(x_a) and S_b likewise, exact; then (float)(s_a S_a + s_b S_b) as
+ * a fused multiply-add of exact floats (every partial below 2^23) and acc
+ * = fma(d * d_x, that, acc). */
+Z_INLINE void z_q6_pair(struct z_q6_step *st, int64_t k, const int pp, const int rp, const int nt)
+{
+	const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+	const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+	const int s = 4 * pp; /* scales of runs 2pp, 2pp + 1: s, s + 1 and s + 2, s + 3 */
+	const __m512i a_idx = _mm512_setr_epi32(s, s, s, s, s + 2, s + 2, s + 2, s + 2, 16 + s, 16 + s, 16 + s, 16 + s,
+						18 + s, 18 + s, 18 + s, 18 + s);
+	const __m512i b_idx = _mm512_add_epi32(a_idx, _mm512_set1_epi32(1));
+	const __m512i low4 = _mm512_set1_epi8(0x0f), six = _mm512_set1_epi8(0x3f);
+	int64_t p = 4 * k + pp;
+	struct z_pair w[Z_RP];
+	__m512 sa[Z_RP], sb[Z_RP];
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++) {
+		/* Run 2pp: nibble (pp odd: high) of ql[0..31], qh bits 4 (pp % 2)
+		 * .. +1; run 2pp + 1: of ql[32..63], qh bits 2 higher. Bits land
+		 * at 4..5 by one shift each (the and drops what crosses bytes). */
+		__m512i l0 = pp & 1 ? _mm512_srli_epi16(st->ql0[i], 4) : st->ql0[i];
+		__m512i l1 = pp & 1 ? _mm512_srli_epi16(st->ql1[i], 4) : st->ql1[i];
+		__m512i h0 = pp & 1 ? st->qh[i] : _mm512_slli_epi16(st->qh[i], 4);
+		__m512i h1 = pp & 1 ? _mm512_srli_epi16(st->qh[i], 2) : _mm512_slli_epi16(st->qh[i], 2);
+		/* (l & 0x0f) | (h & ~0x0f), then the six bits */
+		__m512i u0 = _mm512_and_si512(_mm512_ternarylogic_epi32(l0, h0, low4, 0xe4), six);
+		__m512i u1 = _mm512_and_si512(_mm512_ternarylogic_epi32(l1, h1, low4, 0xe4), six);
+		w[i].lo = _mm512_permutex2var_epi64(u0, lo_idx, u1);
+		w[i].hi = _mm512_permutex2var_epi64(u0, hi_idx, u1);
+		sa[i] = _mm512_permutex2var_ps(st->s0[i], a_idx, st->s1[i]);
+		sb[i] = _mm512_permutex2var_ps(st->s0[i], b_idx, st->s1[i]);
+	}
+#pragma GCC unroll 8
+	for (int j = 0; j < nt; j++) {
+		int64_t o = j * st->pairs + p;
+		__m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(st->xq + 64 * o)));
+		__m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(st->xq + 64 * o + 32)));
+		__m512i na = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(st->neg + 16 * o)));
+		__m512i nb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(st->neg + 16 * o + 8)));
+		__m512 dx = _mm512_broadcast_f32x8(_mm256_loadu_ps(st->xd + 8 * o));
+#pragma GCC unroll 4
+		for (int i = 0; i < rp; i++) {
+			__m512 fa = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(na, w[i].lo, xlo));
+			__m512 fb = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nb, w[i].hi, xhi));
+			__m512 lanes = _mm512_fmadd_ps(fa, sa[i], _mm512_mul_ps(fb, sb[i]));
+			st->acc[i][j] = _mm512_fmadd_ps(_mm512_mul_ps(st->fd[i], dx), lanes, st->acc[i][j]);
+		}
+	}
+}
+
+/* Rows r .. min(r + 2 * rp, row_end) - 1 of a q6_k matrix against tokens
+ * t .. t + nt - 1 (neg as struct z_q6_step has it, from token t). */
+Z_INLINE void z_q6_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, int64_t row_end,
+			 const int rp, const struct act_q8 *x, int64_t t, const int nt, const int32_t *neg)
+{
+	const int64_t bs = QUANT_Q6_K_BYTES;
+	struct z_q6_step st;
+	st.pairs = x->pairs;
+	st.row_bytes = m->cols / QUANT_K_BLOCK * bs;
+#pragma GCC unroll 4
+	for (int i = 0; i < 2 * rp; i++)
+		st.q[i] = (const uint8_t *)m->data + z_row(r, i, row_end) * st.row_bytes;
+	st.xq = x->q + t * st.pairs * 64;
+	st.xd = x->d + t * st.pairs * 8;
+	st.neg = neg;
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++)
+#pragma GCC unroll 8
+		for (int j = 0; j < nt; j++)
+			st.acc[i][j] = _mm512_setzero_ps();
+	for (int64_t k = 0; k < m->cols / QUANT_K_BLOCK; k++) {
+#pragma GCC unroll 2
+		for (int hf = 0; hf < 2; hf++) {
+#pragma GCC unroll 4
+			for (int i = 0; i < rp; i++) {
+				const uint8_t *b0 = st.q[2 * i] + k * bs, *b1 = st.q[2 * i + 1] + k * bs;
+				if (hf == 0) {
+					for (int64_t o = 0; o < bs; o += 64) {
+						_mm_prefetch((const char *)(b0 + 2 * rp * st.row_bytes + o), _MM_HINT_T0);
+						_mm_prefetch((const char *)(b1 + 2 * rp * st.row_bytes + o), _MM_HINT_T0);
+					}
+					__m128i s0 = _mm_loadu_si128((const __m128i *)(b0 + 192));
+					__m128i s1 = _mm_loadu_si128((const __m128i *)(b1 + 192));
+					st.s0[i] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s0));
+					st.s1[i] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s1));
+					st.fd[i] = z_halves_f16(b0 + 208, b1 + 208);
+				}
+				st.ql0[i] = z_rows32(b0, b1, 64 * hf);
+				st.ql1[i] = z_rows32(b0, b1, 64 * hf + 32);
+				st.qh[i] = z_rows32(b0, b1, 128 + 32 * hf);
+			}
+			z_q6_pair(&st, k, 2 * hf, rp, nt);
+			z_q6_pair(&st, k, 2 * hf + 1, rp, nt);
+		}
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < rp; i++)
+#pragma GCC unroll 8
+		for (int j = 0; j < nt; j++) {
+			out[j * os + 2 * i] = z_hsum(_mm512_castps512_ps256(st.acc[i][j]));
+			if (r + 2 * i + 1 < row_end)
+				out[j * os + 2 * i + 1] = z_hsum(_mm512_extractf32x8_ps(st.acc[i][j], 1));
+		}
+}
+
+/* -32 times each half-lane's sum of four x of tokens t .. t + nt - 1, once
+ * per group: vpdpbusd of 32s against a pair's 64 bytes, whose groups of
+ * four are the lanes' low halves (xlo) then their high halves (xhi). */
+Z_INLINE void z_q6_neg_fill(int32_t *neg, const struct act_q8 *x, int64_t t, int64_t nt)
+{
+	const int8_t *xq = x->q + t * x->pairs * 64;
+	const __m512i w32 = _mm512_set1_epi8(32);
+	for (int64_t i = 0; i < nt * x->pairs; i++) {
+		__m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w32,
+						_mm512_loadu_si512((const void *)(xq + 64 * i)));
+		_mm512_storeu_si512((void *)(neg + 16 * i), _mm512_sub_epi32(_mm512_setzero_si512(), s));
+	}
+}
+
+/* q6_k's rows, blocked as z_rows_q8 with twice the offsets a token (a
+ * lane's two halves have their own scales); eight tokens fit up to 4096
+ * inputs, four up to 8192, one up to 32768, and longer rows take the AVX2
+ * kernel. */
+static void z_rows_q8_q6_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			   int64_t row_begin, int64_t row_end)
+{
+	int32_t neg[Z_NEG];
+	int64_t t = 0, lanes = 16 * x->pairs;
+	for (; t + 8 <= n && 8 * lanes <= Z_NEG; t += 8) {
+		z_q6_neg_fill(neg, x, t, 8);
+		int64_t r = row_begin;
+		for (; r + 4 <= row_end; r += 4)
+			z_q6_block(out + t * os + r, os, m, r, row_end, 2, x, t, 8, neg);
+		for (; r < row_end; r += 2)
+			z_q6_block(out + t * os + r, os, m, r, row_end, 1, x, t, 8, neg);
+	}
+	for (; t + 4 <= n && 4 * lanes <= Z_NEG; t += 4) {
+		z_q6_neg_fill(neg, x, t, 4);
+		for (int64_t r = row_begin; r < row_end; r += 2)
+			z_q6_block(out + t * os + r, os, m, r, row_end, 1, x, t, 4, neg);
+	}
+	for (; t < n && lanes <= Z_NEG; t++) {
+		z_q6_neg_fill(neg, x, t, 1);
+		int64_t r = row_begin;
+		for (; r + 4 <= row_end; r += 4)
+			z_q6_block(out + t * os + r, os, m, r, row_end, 2, x, t, 1, neg);
+		for (; r < row_end; r += 2)
+			z_q6_block(out + t * os + r, os, m, r, row_end, 1, x, t, 1, neg);
+	}
+	if (t < n) {
+		struct act_q8 rest = { .q = x->q + t * x->pairs * 64, .d = x->d + t * x->pairs * 8,
+				       .sum8 = x->sum8 + t * x->pairs * 8, .pairs = x->pairs };
+		avx2_rows_q8_q6_k(out + t * os, os, m, &rest, n - t, row_begin, row_end);
+	}
+}
+
 void kernels_vnni_avx512(struct kernels_ops *ops)
 {
 	ops->rows_q8[QUANT_INT8] = z_rows_q8_int8;
@@ -783,5 +966,6 @@ void kernels_vnni_avx512(struct kernels_ops *ops)
 	ops->rows_q8[QUANT_Q4_0] = z_rows_q8_q4_0;
 	ops->rows_q8[QUANT_Q4_K] = z_rows_q8_q4_k;
 	ops->rows_q8[QUANT_Q5_K] = z_rows_q8_q5_k;
+	ops->rows_q8[QUANT_Q6_K] = z_rows_q8_q6_k;
 	ops->rows_q16 = z_rows_q16_int8;
 }
