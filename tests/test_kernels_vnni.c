@@ -147,7 +147,8 @@ static const struct case_shape cases[] = {
 	{ QUANT_Q8_0, 1, 32, 0 },      { QUANT_Q8_0, 4, 96, 0 },     { QUANT_Q8_0, 7, 640, 0 },
 	{ QUANT_Q4_0, 2, 32, 0 },      { QUANT_Q4_0, 5, 160, 0 },    { QUANT_Q4_0, 9, 512, 0 },
 	{ QUANT_Q4_K, 3, 256, 0 },     { QUANT_Q4_K, 5, 768, 0 },    { QUANT_Q5_K, 3, 512, 0 },
-	{ QUANT_Q6_K, 5, 512, 0 },
+	{ QUANT_Q5_K, 1, 256, 0 },     { QUANT_Q6_K, 1, 256, 0 },    { QUANT_Q6_K, 5, 512, 0 },
+	{ QUANT_Q6_K, 13, 768, 0 },
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
