@@ -85,9 +85,10 @@ Z_INLINE __m256i z_load32(const uint8_t *p, int half)
 	return half ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)p)) : _mm256_loadu_si256((const __m256i *)p);
 }
 
-/* q8_0 / q4_0 pair p of one row: lo, hi as the 256-bit kernel has them
- * (the two-byte block headers sit between the payloads, so each 128-bit
- * half comes from its own load and a blend joins them); last: block 2p
+/* q8_0 / q4_0 pair p of one row: q8_0's inputs 0..15 of blocks 2p and
+ * 2p + 1 in lo, 16..31 in hi; q4_0's two blocks' bytes in lo (hi unset).
+ * The two-byte block headers sit between the payloads, so each 128-bit
+ * half comes from its own load and a blend joins them; last: block 2p
  * alone. */
 Z_INLINE void z_decode_32_row(__m256i *lo, __m256i *hi, const uint8_t *row, int64_t p, int last,
 			      const enum quant_type type)
@@ -224,7 +225,8 @@ struct z_q8_step {
  * 64 * (j * pairs + p), its d and sum8 at 8 * (j * pairs + p)): each
  * register's weights decoded once, each token's activations loaded once,
  * and for every (row, token) the exact lanes and acc = fma(sw * d_x,
- * (float)lanes, acc). last: the pair has one run only. */
+ * (float)lanes, acc). last: the pair has one run only; pre: the lanes
+ * start from st->neg, else from sum8. */
 Z_INLINE void z_q8_pair(struct z_q8_step *st, int64_t p, const int last, const int rp, const int nt,
 			const enum quant_type type, const enum z_scale sc, const int pre)
 {
@@ -245,7 +247,7 @@ Z_INLINE void z_q8_pair(struct z_q8_step *st, int64_t p, const int last, const i
 		}
 		w[i] = z_decode(q0, q1, p, last, type);
 	}
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 	for (int j = 0; j < nt; j++) {
 		int64_t o = j * st->pairs + p;
 		__m512i neg;
@@ -298,7 +300,7 @@ Z_INLINE void z_q8_block(float *out, int64_t os, const struct qmatrix *m, int64_
 	st.neg = neg;
 #pragma GCC unroll 4
 	for (int i = 0; i < rp; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int j = 0; j < nt; j++)
 			st.acc[i][j] = _mm512_setzero_ps();
 	int64_t full = runs / 2;
@@ -319,7 +321,7 @@ Z_INLINE void z_q8_block(float *out, int64_t os, const struct qmatrix *m, int64_
 	}
 #pragma GCC unroll 4
 	for (int i = 0; i < rp; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int j = 0; j < nt; j++) {
 			out[j * os + 2 * i] = z_hsum(_mm512_castps512_ps256(st.acc[i][j]));
 			if (r + 2 * i + 1 < row_end)
@@ -448,7 +450,7 @@ Z_INLINE void z_q16_run(struct z_q16_step *st, int64_t k, const int h, const int
 		wlo[i] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0));
 		whi[i] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2));
 	}
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 	for (int j = 0; j < nt; j++) {
 		const int16_t *xj = st->xq + j * st->cols + 32 * k;
 		__m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xj));
@@ -486,7 +488,7 @@ Z_INLINE void z_q16_block(float *out, int64_t os, const struct qmatrix *m, int64
 	st.xd = x->d + t * runs;
 #pragma GCC unroll 4
 	for (int i = 0; i < rp; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int j = 0; j < nt; j++)
 			st.acc[i][j][0] = st.acc[i][j][1] = _mm512_setzero_ps();
 	int64_t g = 0, in_group = 0; /* run k's group, counted (but for rpg2) */
@@ -508,7 +510,7 @@ Z_INLINE void z_q16_block(float *out, int64_t os, const struct qmatrix *m, int64
 	}
 #pragma GCC unroll 4
 	for (int i = 0; i < rp; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int j = 0; j < nt; j++) {
 			__m512 a = _mm512_add_ps(st.acc[i][j][0], st.acc[i][j][1]);
 			out[j * os + 2 * i] = z_hsum(_mm512_castps512_ps256(a));
