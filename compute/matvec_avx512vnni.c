@@ -157,19 +157,24 @@ Z_INLINE struct z_pair z_decode(const uint8_t *q0, const uint8_t *q1, int64_t p,
 	return w;
 }
 
-/* The scales of pair p for rows q0, q1 of an mxfp4 (2^(e - 128) of each
- * run) or q8_0 / q4_0 matrix (each block's d; a missing block's d is 0). */
-Z_INLINE __m512 z_scales_pair(const uint8_t *q0, const uint8_t *q1, int64_t cols, int64_t p, int last,
-			      const enum quant_type type)
+/* 2^(e - 128) (quant_e8m0_to_f32(e, 1)) of the n < 16 or more scale bytes
+ * at e, sixteen runs of an mxfp4 row (past n: e = 0, a finite scale that
+ * meets zero activations): e >= 2 is the exponent field e - 1, e = 1 and 0
+ * the subnormals 2^-127 and 2^-128. */
+Z_INLINE __m512 z_e8m0_16(const uint8_t *e, int64_t n)
 {
-	if (type == QUANT_MXFP4) {
-		const uint8_t *e0 = q0 + cols / 2, *e1 = q1 + cols / 2;
-		uint32_t a0 = z_e8m0_bits(e0[2 * p]), b0 = z_e8m0_bits(e1[2 * p]);
-		uint32_t a1 = last ? a0 : z_e8m0_bits(e0[2 * p + 1]), b1 = last ? b0 : z_e8m0_bits(e1[2 * p + 1]);
-		__m128i v = _mm_unpacklo_epi64(_mm_cvtsi64_si128((long long)(a0 | (uint64_t)a1 << 32)),
-					       _mm_cvtsi64_si128((long long)(b0 | (uint64_t)b1 << 32)));
-		return z_quarters(_mm_castsi128_ps(v));
-	}
+	const __m512i one = _mm512_set1_epi32(1);
+	__mmask16 k = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+	__m512i v = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, e));
+	__m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(v, one), 23);
+	__m512i tiny = _mm512_srlv_epi32(_mm512_set1_epi32(0x00400000), _mm512_sub_epi32(one, v));
+	return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(v, one), tiny, normal));
+}
+
+/* The scales of pair p for rows q0, q1 of a q8_0 / q4_0 matrix: each
+ * block's d (a missing block's d is 0). */
+Z_INLINE __m512 z_scales_pair(const uint8_t *q0, const uint8_t *q1, int64_t p, int last, const enum quant_type type)
+{
 	const int64_t bs = type == QUANT_Q8_0 ? QUANT_Q8_0_BYTES : QUANT_Q4_0_BYTES;
 	const uint8_t *b0 = q0 + 2 * p * bs, *b1 = q1 + 2 * p * bs;
 	uint16_t h[4] = { 0, 0, 0, 0 };
@@ -219,6 +224,7 @@ struct z_q8_step {
 	const int32_t *neg; /* or NULL: -(o * sum8 / 8) of each token's pairs */
 	int64_t pairs, cols, group, row_bytes, step;
 	__m512 acc[Z_RP][Z_NT], sw[Z_RP];
+	__m512 e0[Z_RP], e1[Z_RP]; /* mxfp4: 16 runs' scales of each row from run 16c */
 };
 
 /* Pair p of the step's rows against its tokens (token j's pair p at xq +
@@ -236,8 +242,15 @@ Z_INLINE void z_q8_pair(struct z_q8_step *st, int64_t p, const int last, const i
 		const uint8_t *q0 = st->q[2 * i], *q1 = st->q[2 * i + 1];
 		_mm_prefetch((const char *)(q0 + 2 * rp * st->row_bytes + st->step * p), _MM_HINT_T0);
 		_mm_prefetch((const char *)(q1 + 2 * rp * st->row_bytes + st->step * p), _MM_HINT_T0);
-		if (type == QUANT_MXFP4 || type == QUANT_Q8_0 || type == QUANT_Q4_0) {
-			st->sw[i] = z_scales_pair(q0, q1, st->cols, p, last, type);
+		if (type == QUANT_MXFP4) {
+			/* runs 2p, 2p + 1 of each row: indices 2c, 2c + 1 and 16 + 2c,
+			 * 17 + 2c of e0, e1 (a lone last run's partner is the next
+			 * byte's scale, finite, against zero activations) */
+			const __m512i base = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 16, 16, 16, 16, 17, 17, 17, 17);
+			__m512i idx = _mm512_add_epi32(base, _mm512_set1_epi32((int)(2 * (p & 7))));
+			st->sw[i] = _mm512_permutex2var_ps(st->e0[i], idx, st->e1[i]);
+		} else if (type == QUANT_Q8_0 || type == QUANT_Q4_0) {
+			st->sw[i] = z_scales_pair(q0, q1, p, last, type);
 		} else if (sc == Z_SC_PAIR) {
 			st->sw[i] = z_halves(st->s[2 * i] + p, st->s[2 * i + 1] + p);
 		} else if (sc == Z_SC_RUN) {
@@ -312,6 +325,31 @@ Z_INLINE void z_q8_block(float *out, int64_t os, const struct qmatrix *m, int64_
 				st.sw[i] = z_halves(st.s[2 * i] + g, st.s[2 * i + 1] + g);
 			for (int64_t p = p0; p < p0 + ppg; p++)
 				z_q8_pair(&st, p, 0, rp, nt, type, sc, neg != NULL);
+		}
+	} else if (is_mxfp4) {
+		/* The scales of eight pairs at a time, made in vectors; a lone
+		 * last run finds its own among the last eight's, or makes it. */
+#pragma GCC unroll 4
+		for (int i = 0; i < rp; i++)
+			st.e0[i] = st.e1[i] = _mm512_setzero_ps();
+		for (int64_t p0 = 0; p0 < full; p0 += 8) {
+#pragma GCC unroll 4
+			for (int i = 0; i < rp; i++) {
+				st.e0[i] = z_e8m0_16(st.q[2 * i] + cols / 2 + 2 * p0, runs - 2 * p0);
+				st.e1[i] = z_e8m0_16(st.q[2 * i + 1] + cols / 2 + 2 * p0, runs - 2 * p0);
+			}
+			int64_t p1 = p0 + 8 < full ? p0 + 8 : full;
+			for (int64_t p = p0; p < p1; p++)
+				z_q8_pair(&st, p, 0, rp, nt, type, sc, neg != NULL);
+		}
+		if (runs & 1) {
+			if (full % 8 == 0)
+#pragma GCC unroll 4
+				for (int i = 0; i < rp; i++) {
+					st.e0[i] = z_e8m0_16(st.q[2 * i] + cols / 2 + 2 * full, 1);
+					st.e1[i] = z_e8m0_16(st.q[2 * i + 1] + cols / 2 + 2 * full, 1);
+				}
+			z_q8_pair(&st, full, 1, rp, nt, type, sc, neg != NULL);
 		}
 	} else {
 		for (int64_t p = 0; p < full; p++)
