@@ -44,19 +44,22 @@ VNNI_INLINE float vnni_hsum(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-/* Two floats (the runs of a pair) each in four lanes: a pair's scales. */
-VNNI_INLINE __m256 vnni_halves(uint64_t two)
+/* 2^(e - 128) (quant_e8m0_to_f32(e, 1)) of the n < 8 or more scale bytes
+ * at e, eight runs of an mxfp4 row (past n: e = 0, a finite scale that
+ * meets zero activations): e >= 2 is the exponent field e - 1, e = 1 and 0
+ * the subnormals 2^-127 and 2^-128. */
+VNNI_INLINE __m256 vnni_e8m0_8(const uint8_t *e, int64_t n)
 {
-	const __m256i halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-	return _mm256_permutevar8x32_ps(_mm256_castsi256_ps(_mm256_castsi128_si256(_mm_cvtsi64_si128((long long)two))),
-					halves);
-}
-
-/* The bits of 2^(e - 128), quant_e8m0_to_f32(e, 1). */
-VNNI_INLINE uint32_t vnni_e8m0_bits(unsigned e)
-{
-	int b = (int)e - 1;
-	return b >= 1 ? (uint32_t)b << 23 : 0x00400000u >> -b;
+	const __m256i one = _mm256_set1_epi32(1);
+	uint64_t b = 0;
+	if (n >= 8)
+		memcpy(&b, e, 8);
+	else
+		memcpy(&b, e, (size_t)n);
+	__m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)b));
+	__m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, one), 23);
+	__m256i tiny = _mm256_srlv_epi32(_mm256_set1_epi32(0x00400000), _mm256_sub_epi32(one, v));
+	return _mm256_castsi256_ps(_mm256_blendv_epi8(tiny, normal, _mm256_cmpgt_epi32(v, one)));
 }
 
 /* A pair of weights as the unsigned bytes u that meet the activations: lo
@@ -176,6 +179,7 @@ struct vnni_q8_step {
 	const int32_t *neg; /* or NULL: -(o * sum8 / 8) of each token's pairs */
 	int64_t pairs, cols, group, n_groups, row_bytes, step;
 	__m256 acc[VNNI_RB][VNNI_NT], sw[VNNI_RB];
+	__m256 e8[VNNI_RB]; /* mxfp4: 8 runs' scales of each row from run 8c */
 };
 
 /* Pair p of the step's rows against its tokens (token j's pair p at xq +
@@ -196,9 +200,12 @@ VNNI_INLINE void vnni_q8_pair(struct vnni_q8_step *st, int64_t p, const int last
 			continue;
 		}
 		if (type == QUANT_MXFP4) {
-			const uint8_t *e = qi + st->cols / 2;
-			uint64_t b = vnni_e8m0_bits(e[2 * p]);
-			st->sw[i] = vnni_halves(b | (uint64_t)(last ? b : vnni_e8m0_bits(e[2 * p + 1])) << 32);
+			/* runs 2p, 2p + 1: indices 2c, 2c + 1 of e8 (a lone last run's
+			 * partner is the next byte's scale, finite, against zero
+			 * activations) */
+			__m256i idx = _mm256_add_epi32(_mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1),
+						       _mm256_set1_epi32((int)(2 * (p & 3))));
+			st->sw[i] = _mm256_permutevar8x32_ps(st->e8[i], idx);
 		} else if (sc == VNNI_SC_PAIR) {
 			st->sw[i] = _mm256_broadcast_ss(st->s + i * st->n_groups + p);
 		} else if (sc == VNNI_SC_RUN) {
@@ -267,6 +274,27 @@ VNNI_INLINE void vnni_q8_block(float *out, int64_t os, const struct qmatrix *m, 
 				st.sw[i] = _mm256_broadcast_ss(st.s + i * st.n_groups + g);
 			for (int64_t p = p0; p < p0 + ppg; p++)
 				vnni_q8_pair(&st, p, 0, rb, nt, type, sc, neg != NULL);
+		}
+	} else if (is_mxfp4) {
+		/* The scales of four pairs at a time, made in vectors; a lone last
+		 * run finds its own among the last four's, or makes it. */
+#pragma GCC unroll 4
+		for (int i = 0; i < rb; i++)
+			st.e8[i] = _mm256_setzero_ps();
+		for (int64_t p0 = 0; p0 < full; p0 += 4) {
+#pragma GCC unroll 4
+			for (int i = 0; i < rb; i++)
+				st.e8[i] = vnni_e8m0_8(st.q + i * st.row_bytes + cols / 2 + 2 * p0, runs - 2 * p0);
+			int64_t p1 = p0 + 4 < full ? p0 + 4 : full;
+			for (int64_t p = p0; p < p1; p++)
+				vnni_q8_pair(&st, p, 0, rb, nt, type, sc, neg != NULL);
+		}
+		if (runs & 1) {
+			if (full % 4 == 0)
+#pragma GCC unroll 4
+				for (int i = 0; i < rb; i++)
+					st.e8[i] = vnni_e8m0_8(st.q + i * st.row_bytes + cols / 2 + 2 * full, 1);
+			vnni_q8_pair(&st, full, 1, rb, nt, type, sc, neg != NULL);
 		}
 	} else {
 		for (int64_t p = 0; p < full; p++)
