@@ -17,14 +17,16 @@
  * an exact int32 (at most 8 * 255 * 127), so the lanes are those of
  * maddubs / madd, without their int16 steps or int8's per-token sign work.
  * int16 activations (int8 weights) take vpdpwssd on the weights widened to
- * int16. The K types keep the AVX2 versions: their sub-block scales
- * multiply int16 sums, which VNNI does not shorten.
+ * int16. The K types keep the AVX2 kernels at this level (matvec_avx512vnni.c
+ * has VNNI ones).
  *
- * Loop order: a call's tokens go four at a time, and each group of four
- * walks every row of the call, each pair decoded once for the four. The
- * group's activations (16 KiB at 2048 inputs) stay in L1 while the rows,
- * which a task keeps in L2, stream past them. Decode (one token) is one
- * pass over the rows, prefetching the next row as it goes.
+ * Each (row, token) is one chain of dependent multiply-adds, so a step
+ * takes several rows and tokens side by side. Loop order: a call's tokens
+ * go four at a time, and each group of four walks every row of the call,
+ * two rows a step, each pair decoded once for the four tokens; the group's
+ * activations (16 KiB at 2048 inputs) stay in L1 while the rows, which a
+ * task keeps in L2, stream past them. Decode (one token) takes four rows a
+ * step, prefetching the next four as it goes.
  */
 #include <immintrin.h>
 #include <string.h>
