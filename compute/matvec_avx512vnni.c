@@ -65,13 +65,6 @@ Z_INLINE __m512 z_halves(const float *a, const float *b)
 	return _mm512_insertf32x8(_mm512_set1_ps(*a), _mm256_set1_ps(*b), 1);
 }
 
-/* The bits of 2^(e - 128), quant_e8m0_to_f32(e, 1). */
-Z_INLINE uint32_t z_e8m0_bits(unsigned e)
-{
-	int b = (int)e - 1;
-	return b >= 1 ? (uint32_t)b << 23 : 0x00400000u >> -b;
-}
-
 /* Two rows' pair of weights as the unsigned bytes u that meet the
  * activations: lo inputs 0..15 of both runs, hi inputs 16..31
  * (kernels_internal.h's order), row r low, row r + 1 high. */
