@@ -488,6 +488,265 @@ static void vnni_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, 
 		vnni_rows_q16(out, os, m, x, n, row_begin, row_end, 0);
 }
 
+/* q4_k / q5_k: the block at b's eight 6-bit scales and mins as floats
+ * (quant_k_scale_min, four at a time). */
+VNNI_INLINE void vnni_k_scales(__m256 *sc, __m256 *mn, const uint8_t *b)
+{
+	uint32_t u0, u1, u2;
+	memcpy(&u0, b + 4, 4);
+	memcpy(&u1, b + 8, 4);
+	memcpy(&u2, b + 12, 4);
+	uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+	uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+	uint64_t s = (u0 & 0x3f3f3f3fu) | (uint64_t)sc_hi << 32, m = (u1 & 0x3f3f3f3fu) | (uint64_t)mn_hi << 32;
+	*sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)s)));
+	*mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
+}
+
+/* The little-endian half at p as a float (F16C, exact). */
+VNNI_INLINE float vnni_half(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return _cvtsh_ss(h);
+}
+
+/* What a K-type step keeps: rows r .. r + rb - 1, its tokens' activations
+ * and, from token t, their per-pair extras (q4_k / q5_k: sum8 / 8 as
+ * floats, 8 a pair; q6_k: -32 times each half-lane's sum of four x, 16 a
+ * pair), the current block's d, dmin and scales per row, and the
+ * accumulators. */
+struct vnni_k_step {
+	const uint8_t *q;
+	const int8_t *xq;
+	const float *xd;
+	const void *extra;
+	int64_t pairs, row_bytes;
+	__m256 fd[VNNI_RB], fm[VNNI_RB], s0[VNNI_RB], s1[VNNI_RB];
+	__m256i qh[VNNI_RB], ql0[VNNI_RB], ql1[VNNI_RB];
+	__m256 acc[VNNI_RB][VNNI_NT];
+};
+
+/* Pair pp of block k (pair p = 4k + pp) of a K-type step against its
+ * tokens, in kernels_internal.h's sequence for the type (see
+ * matvec_avx512vnni.c's z_k_pair and z_q6_pair, the same steps on two
+ * rows a register): q4_k / q5_k's unsigned q meet x as they are, sc_j * S
+ * and m_j * sum8 / 8 as exact float products; q6_k's six bits u = q + 32
+ * meet each half of a lane apart, (float)(s_a S_a + s_b S_b) one fused
+ * multiply-add of exact floats. */
+VNNI_INLINE void vnni_k_pair(struct vnni_k_step *st, int64_t k, const int pp, const int rb, const int nt,
+			     const enum quant_type type)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	int64_t p = 4 * k + pp;
+	struct vnni_pair w[VNNI_RB];
+	__m256 sa[VNNI_RB], sb[VNNI_RB];
+#pragma GCC unroll 4
+	for (int i = 0; i < rb; i++) {
+		__m256i u0, u1; /* run 2p's u (inputs 0..31), run 2p + 1's */
+		if (type == QUANT_Q6_K) {
+			const __m256i bits45 = _mm256_set1_epi8(0x30);
+			const int s = 4 * pp;
+			__m256i l0 = pp & 1 ? _mm256_srli_epi16(st->ql0[i], 4) : st->ql0[i];
+			__m256i l1 = pp & 1 ? _mm256_srli_epi16(st->ql1[i], 4) : st->ql1[i];
+			__m256i h0 = pp & 1 ? st->qh[i] : _mm256_slli_epi16(st->qh[i], 4);
+			__m256i h1 = pp & 1 ? _mm256_srli_epi16(st->qh[i], 2) : _mm256_slli_epi16(st->qh[i], 2);
+			u0 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(h0, bits45));
+			u1 = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(h1, bits45));
+			/* scales s, s + 2 (runs' low halves), s + 1, s + 3 (high) */
+			const __m256i ia = _mm256_setr_epi32(s % 8, s % 8, s % 8, s % 8, s % 8 + 2, s % 8 + 2, s % 8 + 2,
+							     s % 8 + 2);
+			__m256 tab = pp < 2 ? st->s0[i] : st->s1[i];
+			sa[i] = _mm256_permutevar8x32_ps(tab, ia);
+			sb[i] = _mm256_permutevar8x32_ps(tab, _mm256_add_epi32(ia, _mm256_set1_epi32(1)));
+		} else {
+			const int is_q5 = type == QUANT_Q5_K;
+			const int64_t bs = is_q5 ? QUANT_Q5_K_BYTES : QUANT_Q4_K_BYTES;
+			const uint8_t *b = st->q + i * st->row_bytes + k * bs;
+			__m256i v = _mm256_loadu_si256((const __m256i *)(b + (is_q5 ? 48 : 16) + 32 * pp));
+			u0 = _mm256_and_si256(v, low4);
+			u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+			if (is_q5) {
+				/* bits 2pp, 2pp + 1 of qh to bit 4 (the and drops what
+				 * crosses bytes) */
+				const __m256i bit4 = _mm256_set1_epi8(0x10);
+				__m256i h0 = pp == 3 ? _mm256_srli_epi16(st->qh[i], 2) : _mm256_slli_epi16(st->qh[i], 4 - 2 * pp);
+				__m256i h1 = pp >= 2 ? _mm256_srli_epi16(st->qh[i], 2 * pp - 3)
+						     : _mm256_slli_epi16(st->qh[i], 3 - 2 * pp);
+				u0 = _mm256_or_si256(u0, _mm256_and_si256(h0, bit4));
+				u1 = _mm256_or_si256(u1, _mm256_and_si256(h1, bit4));
+			}
+			const __m256i iq = _mm256_setr_epi32(2 * pp, 2 * pp, 2 * pp, 2 * pp, 2 * pp + 1, 2 * pp + 1,
+							     2 * pp + 1, 2 * pp + 1);
+			sa[i] = _mm256_permutevar8x32_ps(st->s0[i], iq); /* sc */
+			sb[i] = _mm256_permutevar8x32_ps(st->s1[i], iq); /* m */
+		}
+		w[i].lo = _mm256_permute2x128_si256(u0, u1, 0x20);
+		w[i].hi = _mm256_permute2x128_si256(u0, u1, 0x31);
+	}
+#pragma GCC unroll 4
+	for (int j = 0; j < nt; j++) {
+		int64_t o = j * st->pairs + p;
+		__m256i xlo = _mm256_loadu_si256((const __m256i *)(st->xq + 64 * o));
+		__m256i xhi = _mm256_loadu_si256((const __m256i *)(st->xq + 64 * o + 32));
+		__m256 dx = _mm256_loadu_ps(st->xd + 8 * o);
+#pragma GCC unroll 4
+		for (int i = 0; i < rb; i++) {
+			if (type == QUANT_Q6_K) {
+				const int32_t *neg = (const int32_t *)st->extra + 16 * o;
+				__m256i ia = _mm256_dpbusd_avx_epi32(_mm256_loadu_si256((const __m256i *)neg), w[i].lo, xlo);
+				__m256i ib = _mm256_dpbusd_avx_epi32(_mm256_loadu_si256((const __m256i *)(neg + 8)), w[i].hi, xhi);
+				__m256 lanes = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), sa[i],
+							       _mm256_mul_ps(_mm256_cvtepi32_ps(ib), sb[i]));
+				st->acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(st->fd[i], dx), lanes, st->acc[i][j]);
+			} else {
+				__m256 sumx = _mm256_loadu_ps((const float *)st->extra + 8 * o);
+				__m256i lanes = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w[i].lo, xlo);
+				lanes = _mm256_dpbusd_avx_epi32(lanes, w[i].hi, xhi);
+				__m256 a = _mm256_fmadd_ps(_mm256_mul_ps(st->fd[i], dx),
+							   _mm256_mul_ps(_mm256_cvtepi32_ps(lanes), sa[i]), st->acc[i][j]);
+				st->acc[i][j] = _mm256_fnmadd_ps(_mm256_mul_ps(st->fm[i], dx), _mm256_mul_ps(sb[i], sumx), a);
+			}
+		}
+	}
+}
+
+/* Rows r .. r + rb - 1 of a K-type matrix against tokens t .. t + nt - 1
+ * (extra as struct vnni_k_step has it, from token t), block after block. */
+VNNI_INLINE void vnni_k_block(float *out, int64_t os, const struct qmatrix *m, int64_t r, const int rb,
+			      const struct act_q8 *x, int64_t t, const int nt, const void *extra,
+			      const enum quant_type type)
+{
+	const int64_t bs = type == QUANT_Q6_K ? QUANT_Q6_K_BYTES : type == QUANT_Q5_K ? QUANT_Q5_K_BYTES
+											: QUANT_Q4_K_BYTES;
+	struct vnni_k_step st;
+	st.pairs = x->pairs;
+	st.row_bytes = m->cols / QUANT_K_BLOCK * bs;
+	st.q = (const uint8_t *)m->data + r * st.row_bytes;
+	st.xq = x->q + t * st.pairs * 64;
+	st.xd = x->d + t * st.pairs * 8;
+	st.extra = extra;
+#pragma GCC unroll 4
+	for (int i = 0; i < rb; i++)
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++)
+			st.acc[i][j] = _mm256_setzero_ps();
+	for (int64_t k = 0; k < m->cols / QUANT_K_BLOCK; k++) {
+#pragma GCC unroll 4
+		for (int i = 0; i < rb; i++) {
+			const uint8_t *b = st.q + i * st.row_bytes + k * bs;
+			for (int64_t o = 0; o < bs; o += 64)
+				_mm_prefetch((const char *)(b + rb * st.row_bytes + o), _MM_HINT_T0);
+			if (type == QUANT_Q6_K) {
+				__m128i sv = _mm_loadu_si128((const __m128i *)(b + 192));
+				st.s0[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sv));
+				st.s1[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sv, sv)));
+				st.fd[i] = _mm256_set1_ps(vnni_half(b + 208));
+			} else {
+				vnni_k_scales(&st.s0[i], &st.s1[i], b);
+				st.fd[i] = _mm256_set1_ps(vnni_half(b));
+				st.fm[i] = _mm256_set1_ps(vnni_half(b + 2));
+				if (type == QUANT_Q5_K)
+					st.qh[i] = _mm256_loadu_si256((const __m256i *)(b + 16));
+			}
+		}
+#pragma GCC unroll 2
+		for (int hf = 0; hf < 2; hf++) {
+			if (type == QUANT_Q6_K)
+#pragma GCC unroll 4
+				for (int i = 0; i < rb; i++) {
+					const uint8_t *b = st.q + i * st.row_bytes + k * bs;
+					st.ql0[i] = _mm256_loadu_si256((const __m256i *)(b + 64 * hf));
+					st.ql1[i] = _mm256_loadu_si256((const __m256i *)(b + 64 * hf + 32));
+					st.qh[i] = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * hf));
+				}
+			vnni_k_pair(&st, k, 2 * hf, rb, nt, type);
+			vnni_k_pair(&st, k, 2 * hf + 1, rb, nt, type);
+		}
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < rb; i++)
+#pragma GCC unroll 4
+		for (int j = 0; j < nt; j++)
+			out[j * os + i] = vnni_hsum(st.acc[i][j]);
+}
+
+/* The per-pair extras of tokens t .. t + nt - 1 (struct vnni_k_step),
+ * once per token group. */
+VNNI_INLINE void vnni_k_extra_fill(void *extra, const struct act_q8 *x, int64_t t, int64_t nt,
+				   const enum quant_type type)
+{
+	const int64_t first = t * x->pairs;
+	for (int64_t i = 0; i < nt * x->pairs; i++) {
+		if (type == QUANT_Q6_K) {
+			/* vpdpbusd of 32s against the lanes' low halves, then high */
+			const __m256i w32 = _mm256_set1_epi8(32);
+			const int8_t *xq = x->q + 64 * (first + i);
+			int32_t *neg = (int32_t *)extra + 16 * i;
+			__m256i a = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w32,
+							    _mm256_loadu_si256((const __m256i *)xq));
+			__m256i b = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w32,
+							    _mm256_loadu_si256((const __m256i *)(xq + 32)));
+			_mm256_storeu_si256((__m256i *)neg, _mm256_sub_epi32(_mm256_setzero_si256(), a));
+			_mm256_storeu_si256((__m256i *)(neg + 8), _mm256_sub_epi32(_mm256_setzero_si256(), b));
+		} else {
+			__m256i x8 = _mm256_loadu_si256((const __m256i *)(x->sum8 + 8 * (first + i)));
+			_mm256_storeu_ps((float *)extra + 8 * i, _mm256_cvtepi32_ps(_mm256_srai_epi32(x8, 3)));
+		}
+	}
+}
+
+/* The K types' rows, blocked as vnni_rows_q8 with each token group's
+ * extras made once in VNNI_NEG 32-bit words (q6_k's two a pair, which
+ * halve what fits); rows too long for one token's take the AVX2 kernel. */
+VNNI_INLINE void vnni_rows_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x, int64_t n,
+			     int64_t row_begin, int64_t row_end, const enum quant_type type)
+{
+	int32_t extra[VNNI_NEG];
+	int64_t t = 0, words = (type == QUANT_Q6_K ? 16 : 8) * x->pairs;
+	for (; t + 4 <= n && 4 * words <= VNNI_NEG; t += 4) {
+		vnni_k_extra_fill(extra, x, t, 4, type);
+		for (int64_t r = row_begin; r < row_end; r++)
+			vnni_k_block(out + t * os + r, os, m, r, 1, x, t, 4, extra, type);
+	}
+	for (; t < n && words <= VNNI_NEG; t++) {
+		vnni_k_extra_fill(extra, x, t, 1, type);
+		int64_t r = row_begin;
+		for (; r + 2 <= row_end; r += 2)
+			vnni_k_block(out + t * os + r, os, m, r, 2, x, t, 1, extra, type);
+		for (; r < row_end; r++)
+			vnni_k_block(out + t * os + r, os, m, r, 1, x, t, 1, extra, type);
+	}
+	if (t < n) {
+		struct act_q8 rest = { .q = x->q + t * x->pairs * 64, .d = x->d + t * x->pairs * 8,
+				       .sum8 = x->sum8 + t * x->pairs * 8, .pairs = x->pairs };
+		if (type == QUANT_Q4_K)
+			avx2_rows_q8_q4_k(out + t * os, os, m, &rest, n - t, row_begin, row_end);
+		else if (type == QUANT_Q5_K)
+			avx2_rows_q8_q5_k(out + t * os, os, m, &rest, n - t, row_begin, row_end);
+		else
+			avx2_rows_q8_q6_k(out + t * os, os, m, &rest, n - t, row_begin, row_end);
+	}
+}
+
+static void vnni_rows_q8_q4_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			      int64_t n, int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_k(out, os, m, x, n, row_begin, row_end, QUANT_Q4_K);
+}
+
+static void vnni_rows_q8_q5_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			      int64_t n, int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_k(out, os, m, x, n, row_begin, row_end, QUANT_Q5_K);
+}
+
+static void vnni_rows_q8_q6_k(float *out, int64_t os, const struct qmatrix *m, const struct act_q8 *x,
+			      int64_t n, int64_t row_begin, int64_t row_end)
+{
+	vnni_rows_k(out, os, m, x, n, row_begin, row_end, QUANT_Q6_K);
+}
+
 void kernels_vnni_avx2(struct kernels_ops *ops)
 {
 	ops->rows_q8[QUANT_INT8] = vnni_rows_q8_int8;
@@ -495,5 +754,8 @@ void kernels_vnni_avx2(struct kernels_ops *ops)
 	ops->rows_q8[QUANT_MXFP4] = vnni_rows_q8_mxfp4;
 	ops->rows_q8[QUANT_Q8_0] = vnni_rows_q8_q8_0;
 	ops->rows_q8[QUANT_Q4_0] = vnni_rows_q8_q4_0;
+	ops->rows_q8[QUANT_Q4_K] = vnni_rows_q8_q4_k;
+	ops->rows_q8[QUANT_Q5_K] = vnni_rows_q8_q5_k;
+	ops->rows_q8[QUANT_Q6_K] = vnni_rows_q8_q6_k;
 	ops->rows_q16 = vnni_rows_q16_int8;
 }
