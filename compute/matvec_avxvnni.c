@@ -17,8 +17,10 @@
  * an exact int32 (at most 8 * 255 * 127), so the lanes are those of
  * maddubs / madd, without their int16 steps or int8's per-token sign work.
  * int16 activations (int8 weights) take vpdpwssd on the weights widened to
- * int16. The K types keep the AVX2 kernels at this level (matvec_avx512vnni.c
- * has VNNI ones).
+ * int16. q4_k and q5_k meet x with their unsigned q as they are (the
+ * block's min is a term of its own), sc_j * S a product of exact floats;
+ * q6_k's six stored bits are u = q + 32, each half of a lane taken apart
+ * for its own sub-block scale.
  *
  * Each (row, token) is one chain of dependent multiply-adds, so a step
  * takes several rows and tokens side by side. Loop order: a call's tokens
