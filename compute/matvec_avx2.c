@@ -37,6 +37,7 @@
 #include "compute/kernels_internal.h"
 
 #define AVX2_NT 2
+#define PF_AHEAD 1024 /* inputs ahead the dense kernel prefetches its weights */
 #define AVX2_INLINE static inline __attribute__((always_inline))
 
 /* Lanes 0..7 folded: i + 4, i + 2, i + 1. */
@@ -83,6 +84,9 @@ AVX2_INLINE void avx2_row_dense(float *out, int64_t os, const void *wv, const fl
 			acc[t][j] = _mm256_setzero_ps();
 	int64_t c = 0;
 	for (; c + 32 <= cols; c += 32) {
+		/* The hardware prefetcher alone left bf16 rows at 65-70% of the
+		 * memory bandwidth (f32 rows, twice the bytes an input, reach it). */
+		_mm_prefetch(is_bf16 ? (const char *)(wh + c + PF_AHEAD) : (const char *)(wf + c + PF_AHEAD), _MM_HINT_T0);
 #pragma GCC unroll 4
 		for (int j = 0; j < 4; j++) {
 			__m256 w = is_bf16 ? avx2_load_half(wh + c + 8 * j, kind) : _mm256_loadu_ps(wf + c + 8 * j);

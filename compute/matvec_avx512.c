@@ -39,6 +39,7 @@
 #define NR_MAX 2
 #define NT_MAX 2
 #define BT_MAX 4 /* tokens per decode of a block-type row */
+#define PF_AHEAD 1024 /* inputs ahead the dense kernel prefetches its weights */
 #define AVX512_INLINE static inline __attribute__((always_inline))
 
 AVX512_INLINE float avx512_hsum(__m512 v)
@@ -111,6 +112,9 @@ AVX512_INLINE void avx512_block_dense(float *out, int64_t os, const struct qmatr
 #pragma GCC unroll 2
 		for (int i = 0; i < nr; i++) {
 			__m512 wv[4];
+			_mm_prefetch(w + i * w_stride + (c + PF_AHEAD) * (is_bf16 ? 2 : 4), _MM_HINT_T0);
+			if (is_bf16)
+				_mm_prefetch(w + i * w_stride + (c + PF_AHEAD) * 2 + 64, _MM_HINT_T0);
 #pragma GCC unroll 4
 			for (int j = 0; j < 4; j++)
 				wv[j] = avx512_load_dense(w + i * w_stride, c + 16 * j, 0xffff, kind);
