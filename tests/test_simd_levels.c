@@ -6,7 +6,9 @@
  * drafting. Compared with memcmp, NaN and signed zeros included.
  *
  * Containers per family: f32, bf16, int8 (int16 activations), int4 and
- * mxfp4 (int8 activations); for one family per kind of attention also the
+ * mxfp4 (int8 activations), bf16 and int4 for a second layout of a family;
+ * runs on f32 activations only skip the VNNI levels, whose f32 functions
+ * are their base levels' (checked); for one family per kind of attention also the
  * grouped weights against f32 activations and int8 weights against int8
  * ones; the GGML block types (q8_0, q4_0, q4_k, q5_k, q6_k, the q4_k_m
  * mix, f16, bf16, mxfp4 GGUFs) with either activations. A level the
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "compute/cpu.h"
+#include "compute/kernels_internal.h"
 #include "tests/fixture_cache.h"
 #include "tests/logits_util.h"
 #include "tests/test_util.h"
@@ -51,18 +54,39 @@ static char *slurp(const char *path, size_t *len)
 	return tu_read(path, len);
 }
 
+/* The VNNI levels are their base level's table with the integer dot
+ * products replaced (compute/kernels.c): every f32-activation entry is the
+ * same function. A run that meets f32 activations only (f32 and bf16
+ * containers, --activations f32) is therefore the base level's run, and the
+ * tests below skip those levels for it; this test keeps that true. */
+Test(levels, vnni_f32_entries_are_the_base_levels)
+{
+	static const enum cpu_simd pairs[][2] = { { CPU_SIMD_AVX2_VNNI, CPU_SIMD_AVX2 },
+						  { CPU_SIMD_AVX512_VNNI, CPU_SIMD_AVX512 } };
+	for (int i = 0; i < 2; i++) {
+		const struct kernels_ops *v = kernels_ops_for(pairs[i][0]), *b = kernels_ops_for(pairs[i][1]);
+		for (int t = 0; t < QUANT_TYPE_COUNT; t++)
+			cr_expect(v->rows[t] == b->rows[t], "%s rows[%s] is not %s's", v->name,
+				  quant_type_name((enum quant_type)t), b->name);
+		cr_expect(v->dot_f32 == b->dot_f32 && v->axpy_f32 == b->axpy_f32, "%s dot/axpy differ from %s's",
+			  v->name, b->name);
+	}
+}
+
 /* `colibri ARGS` at every available level, each writing the files named by
  * the placeholders %1$s (main output) and %2$s (second output, may be
  * unused) under scratch; every level's files must equal the first level's
- * byte for byte. */
-static void same_at_every_level(const char *what, const char *args_fmt, bool second)
+ * byte for byte. f32_only: the run meets f32 activations only, and the VNNI
+ * levels (the same f32 functions as their base levels) are left out. */
+static void same_at_every_level(const char *what, const char *args_fmt, bool second, bool f32_only)
 {
 	char *first[2] = { NULL, NULL };
 	size_t first_len[2] = { 0, 0 };
 	const char *first_level = NULL;
 	static int seq;
 	for (int l = 0; l < CPU_SIMD_COUNT; l++) {
-		if (!cpu_simd_available((enum cpu_simd)l))
+		if (!cpu_simd_available((enum cpu_simd)l) ||
+		    (f32_only && (l == CPU_SIMD_AVX2_VNNI || l == CPU_SIMD_AVX512_VNNI)))
 			continue;
 		const char *level = cpu_simd_name((enum cpu_simd)l);
 		char out[2][4300], args[8192];
@@ -101,13 +125,17 @@ static void check(const char *src, const char *convert_args, const char *tokens_
 	snprintf(what, sizeof what, "%s %s", src, convert_args);
 	snprintf(fmt, sizeof fmt, "logits --model '%s' --tokens %s --out '%%1$s'%s", model, tokens,
 		 mtp ? " --mtp-out '%2$s'" : "");
-	same_at_every_level(what, fmt, mtp);
+	bool f32_only = strstr(convert_args, "--activations f32") || strstr(convert_args, "--quant f32") ||
+			strstr(convert_args, "--quant bf16");
+	same_at_every_level(what, fmt, mtp, f32_only);
 	free(tokens);
 }
 
 /* Every container type of a family (gpt-oss's 96-input down_proj takes
- * groups of 32). */
-static void check_family(const char *name, bool mtp)
+ * groups of 32); a second layout of a family already checked (fused
+ * experts, no q_lora, another RoPE pairing, a legacy config) takes bf16
+ * (the f32-activation kernels) and int4 (the int8 ones) only. */
+static void check_layout(const char *name, bool mtp, bool all_types)
 {
 	static const char *const quants[] = { "--quant f32", "--quant bf16", "--quant int8", "--quant int4",
 					      "--quant mxfp4" };
@@ -116,11 +144,16 @@ static void check_family(const char *name, bool mtp)
 	const char *group = strncmp(name, "gpt_oss", 7) == 0 ? " --group-size 32" : "";
 	/* Under the sanitizers two types: the f32 kernels and the int8 ones. */
 	static const size_t few[] = { 1, 3 };
-	size_t n = TU_SANITIZED ? 2 : sizeof quants / sizeof quants[0];
+	size_t n = TU_SANITIZED || !all_types ? 2 : sizeof quants / sizeof quants[0];
 	for (size_t i = 0; i < n; i++) {
-		snprintf(args, sizeof args, "%s%s", quants[TU_SANITIZED ? few[i] : i], group);
+		snprintf(args, sizeof args, "%s%s", quants[TU_SANITIZED || !all_types ? few[i] : i], group);
 		check(src, args, name, mtp);
 	}
+}
+
+static void check_family(const char *name, bool mtp)
+{
+	check_layout(name, mtp, true);
 }
 
 /* The grouped kernels against f32 activations, int8 against int8. */
@@ -139,24 +172,24 @@ static void check_activations(const char *name)
 
 Test(levels, olmoe) { check_family("olmoe", false); }
 Test(levels, qwen3_moe) { check_family("qwen3_moe", false); check_activations("qwen3_moe"); }
-Test(levels, qwen3_moe_fused) { check_family("qwen3_moe_fused", false); }
+Test(levels, qwen3_moe_fused) { check_layout("qwen3_moe_fused", false, false); }
 Test(levels, qwen3_moe_fp8) { check_family("qwen3_moe_fp8", false); }
 Test(levels, mixtral) { check_family("mixtral", false); }
 Test(levels, deepseek_v3) { check_family("deepseek_v3", true); check_activations("deepseek_v3"); }
-Test(levels, deepseek_v3_noqlora) { check_family("deepseek_v3_noqlora", false); }
+Test(levels, deepseek_v3_noqlora) { check_layout("deepseek_v3_noqlora", false, false); }
 Test(levels, deepseek_v3_fp8) { check_family("deepseek_v3_fp8", false); }
 Test(levels, glm4_moe) { check_family("glm4_moe", true); }
 Test(levels, deepseek_v32) { check_family("deepseek_v32", true); }
 Test(levels, deepseek_v32_fp8) { check_family("deepseek_v32_fp8", false); }
 Test(levels, glm_moe_dsa) { check_family("glm_moe_dsa", true); }
-Test(levels, glm_moe_dsa_interleave) { check_family("glm_moe_dsa_interleave", false); }
-Test(levels, glm_moe_dsa_yarn) { check_family("glm_moe_dsa_yarn", false); }
+Test(levels, glm_moe_dsa_interleave) { check_layout("glm_moe_dsa_interleave", false, false); }
+Test(levels, glm_moe_dsa_yarn) { check_layout("glm_moe_dsa_yarn", false, false); }
 Test(levels, qwen3_5_moe) { check_family("qwen3_5_moe", false); check_activations("qwen3_5_moe"); }
-Test(levels, qwen3_5_moe_text) { check_family("qwen3_5_moe_text", false); }
+Test(levels, qwen3_5_moe_text) { check_layout("qwen3_5_moe_text", false, false); }
 Test(levels, qwen3_next) { check_family("qwen3_next", false); }
 Test(levels, deepseek_v4) { check_family("deepseek_v4", true); check_activations("deepseek_v4"); }
 Test(levels, deepseek_v4_fp8) { check_family("deepseek_v4_fp8", true); }
-Test(levels, deepseek_v4_legacy) { check_family("deepseek_v4_legacy", true); }
+Test(levels, deepseek_v4_legacy) { check_layout("deepseek_v4_legacy", true, false); }
 Test(levels, minimax_m2) { check_family("minimax_m2", false); }
 Test(levels, minimax_m2_fp8) { check_family("minimax_m2_fp8", false); }
 Test(levels, gpt_oss_mxfp4) { check_family("gpt_oss_mxfp4", false); check_activations("gpt_oss_mxfp4"); }
@@ -187,11 +220,11 @@ static void check_drafting(const char *name)
 	fc_container(model, sizeof model, src, "--quant int4");
 	snprintf(what, sizeof what, "%s drafting", name);
 	snprintf(fmt, sizeof fmt, "run --model '%s' --tokens 5,6,7,8 -n 24 --temp 0 --draft 2 >'%%1$s'", model);
-	same_at_every_level(what, fmt, false);
+	same_at_every_level(what, fmt, false, false);
 	/* Sampled: the sampler's softmax is ours too. */
 	snprintf(what, sizeof what, "%s sampled", name);
 	snprintf(fmt, sizeof fmt, "run --model '%s' --tokens 5,6,7,8 -n 24 --temp 0.9 --seed 3 >'%%1$s'", model);
-	same_at_every_level(what, fmt, false);
+	same_at_every_level(what, fmt, false, false);
 }
 
 Test(levels, drafting_mla) { check_drafting("deepseek_v3"); }
