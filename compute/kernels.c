@@ -260,6 +260,9 @@ struct rows_job {
 	kernel_rows_q16_fn fn_q16;    /* set: int16 activations in xq16 */
 	float *out;
 	const struct qmatrix *m;
+	float *out2;                  /* matmul_pair: tasks from first2 on take m2 into out2 */
+	const struct qmatrix *m2;
+	int first2;
 	const float *x;
 	struct act_q8 xq;
 	struct act_q16 xq16;
@@ -271,14 +274,21 @@ struct rows_job {
 static void rows_job_run(void *ctx, int task, int thread)
 {
 	const struct rows_job *job = ctx;
+	const struct qmatrix *m = job->m;
+	float *out_m = job->out;
+	if (job->m2 && task >= job->first2) {
+		m = job->m2;
+		out_m = job->out2;
+		task -= job->first2;
+	}
 	int64_t begin = (int64_t)task * job->rows_per_task;
 	int64_t end = begin + job->rows_per_task;
-	int64_t cols = job->m->cols;
-	if (end > job->m->rows)
-		end = job->m->rows;
+	int64_t cols = m->cols;
+	if (end > m->rows)
+		end = m->rows;
 	for (int64_t t = 0; t < job->n; t += job->tokens_per_block) {
 		int64_t nt = job->n - t < job->tokens_per_block ? job->n - t : job->tokens_per_block;
-		float *out = job->out + t * job->m->rows;
+		float *out = out_m + t * m->rows;
 		if (job->fn_q8) {
 			int64_t pairs = job->xq.pairs;
 			struct act_q8 xt = {
@@ -287,25 +297,29 @@ static void rows_job_run(void *ctx, int task, int thread)
 				.sum8 = job->xq.sum8 + t * pairs * 8,
 				.pairs = pairs,
 			};
-			job->fn_q8(out, job->m->rows, job->m, &xt, nt, begin, end);
+			job->fn_q8(out, m->rows, m, &xt, nt, begin, end);
 		} else if (job->fn_q16) {
 			struct act_q16 xt = { .q = job->xq16.q + t * cols, .d = job->xq16.d + t * (cols / 32),
 					      .cols = cols };
-			job->fn_q16(out, job->m->rows, job->m, &xt, nt, begin, end);
+			job->fn_q16(out, m->rows, m, &xt, nt, begin, end);
 		} else {
-			job->fn(out, job->m->rows, job->m, job->x + t * cols, nt, begin, end);
+			job->fn(out, m->rows, m, job->x + t * cols, nt, begin, end);
 		}
 	}
 }
 
+/* m2 (or NULL): a second matrix of m's type and width, into out2, in the
+ * same pass over the pool and on the same quantized activations. */
 static void rows_job_dispatch(struct threadpool *pool, float *out, const struct qmatrix *m,
-			      const float *x, int64_t n)
+			      float *out2, const struct qmatrix *m2, const float *x, int64_t n)
 {
 	const struct kernels_ops *ops = kernels_ops_get();
 	struct rows_job job = {
 		.fn = ops->rows[m->type],
 		.out = out,
 		.m = m,
+		.out2 = out2,
+		.m2 = m2,
 		.x = x,
 		.n = n,
 	};
@@ -331,13 +345,17 @@ static void rows_job_dispatch(struct threadpool *pool, float *out, const struct 
 	else if (job.tokens_per_block < 4)
 		job.tokens_per_block = 4;
 	int threads = pool ? threadpool_size(pool) : 1;
-	int64_t per = m->rows / ((int64_t)threads * TASKS_PER_THREAD);
+	int64_t rows = m->rows + (m2 ? m2->rows : 0);
+	int64_t per = rows / ((int64_t)threads * TASKS_PER_THREAD);
 	if (per > ROWS_PER_TASK_MAX)
 		per = ROWS_PER_TASK_MAX;
 	if (per < ROWS_PER_TASK_MIN)
 		per = ROWS_PER_TASK_MIN;
 	job.rows_per_task = per;
 	int n_tasks = (int)((m->rows + per - 1) / per);
+	job.first2 = n_tasks;
+	if (m2)
+		n_tasks += (int)((m2->rows + per - 1) / per);
 	if (!pool) {
 		for (int i = 0; i < n_tasks; i++)
 			rows_job_run(&job, i, 0);
@@ -348,14 +366,27 @@ static void rows_job_dispatch(struct threadpool *pool, float *out, const struct 
 
 void matvec(struct threadpool *pool, float *out, const struct qmatrix *m, const float *x)
 {
-	rows_job_dispatch(pool, out, m, x, 1);
+	rows_job_dispatch(pool, out, m, NULL, NULL, x, 1);
 }
 
 void matmul(struct threadpool *pool, float *out, const struct qmatrix *m,
 	    const float *x, int64_t n)
 {
 	if (n > 0)
-		rows_job_dispatch(pool, out, m, x, n);
+		rows_job_dispatch(pool, out, m, NULL, NULL, x, n);
+}
+
+void matmul_pair(struct threadpool *pool, float *out_a, const struct qmatrix *a, float *out_b,
+		 const struct qmatrix *b, const float *x, int64_t n)
+{
+	if (n <= 0)
+		return;
+	if (a->type != b->type || a->cols != b->cols || a->group != b->group) {
+		rows_job_dispatch(pool, out_a, a, NULL, NULL, x, n);
+		rows_job_dispatch(pool, out_b, b, NULL, NULL, x, n);
+		return;
+	}
+	rows_job_dispatch(pool, out_a, a, out_b, b, x, n);
 }
 
 float dot_f32(const float *a, const float *b, int64_t n)

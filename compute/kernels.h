@@ -60,6 +60,13 @@ void matvec(struct threadpool *pool, float *out, const struct qmatrix *m, const 
 void matmul(struct threadpool *pool, float *out, const struct qmatrix *m,
 	    const float *x, int64_t n);
 
+/* out_a[n, a->rows] = x a^T and out_b[n, b->rows] = x b^T in one pass over
+ * the pool, the activations quantized once (a SwiGLU's gate and up): each
+ * the bits of its own matmul. Two matmuls where a and b differ in type,
+ * width or group. */
+void matmul_pair(struct threadpool *pool, float *out_a, const struct qmatrix *a, float *out_b,
+		 const struct qmatrix *b, const float *x, int64_t n);
+
 /* out[n] = x[n] / sqrt(mean(x^2) + eps) * w[n]; out may alias x. */
 void rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
 

@@ -8,6 +8,7 @@
  *    counts off the vector width, odd group counts, f32/bf16 column tails,
  *    1..7 tokens; dot and axpy too, with lanes holding -0;
  *  - matmul row t bit-identical to matvec on token t, per level;
+ *  - matmul_pair's two outputs bit-identical to two matmuls;
  *  - public matvec/matmul bit-identical with no pool and pools of 1, 2, 3,
  *    with f32 and with int8 activations;
  *  - mxfp4: thread counts and batch sizes bit-identical with either
@@ -360,6 +361,49 @@ Test(kernels, avx512_vs_scalar)
 Test(kernels, avx512vnni_vs_scalar)
 {
 	check_level(CPU_SIMD_AVX512_VNNI);
+}
+
+/* matmul_pair: each output the bits of its own matmul, at every pool size
+ * and activation mode, and two matmuls where the types differ. */
+Test(kernels, matmul_pair_is_two_matmuls)
+{
+	struct threadpool *pool;
+	cr_assert_eq(threadpool_init(&pool, 2), 0);
+	static const char *acts[] = { "f32", "auto" };
+	static const enum quant_type types[][2] = { { QUANT_INT4, QUANT_INT4 }, { QUANT_INT8, QUANT_INT8 },
+						    { QUANT_BF16, QUANT_BF16 }, { QUANT_INT4, QUANT_INT8 } };
+	for (int a = 0; a < 2; a++)
+		for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+			cr_assert_eq(kernels_set_activations(acts[a]), 0);
+			int64_t cols = 320, n = 11, ra = 77, rb = 45;
+			struct tmat ta, tb;
+			tmat_make(&ta, types[k][0], ra, cols, 64, 500 + (int)k);
+			tmat_make(&tb, types[k][1], rb, cols, 64, 600 + (int)k);
+			float *x = rand_vec(n * cols, 31 + (int)k);
+			float *wa = malloc(sizeof(float) * n * ra), *wb = malloc(sizeof(float) * n * rb);
+			float *ga = malloc(sizeof(float) * n * ra), *gb = malloc(sizeof(float) * n * rb);
+			for (int p = 0; p < 2; p++)
+				for (int64_t m = 1; m <= n; m += 5) {
+					matmul(NULL, wa, &ta.m, x, m);
+					matmul(NULL, wb, &tb.m, x, m);
+					memset(ga, 0xff, sizeof(float) * n * ra);
+					memset(gb, 0xff, sizeof(float) * n * rb);
+					matmul_pair(p ? pool : NULL, ga, &ta.m, gb, &tb.m, x, m);
+					cr_assert(memcmp(ga, wa, sizeof(float) * m * ra) == 0 &&
+						  memcmp(gb, wb, sizeof(float) * m * rb) == 0,
+						  "matmul_pair %s/%s, %ld tokens, %s activations, pool %d differs",
+						  quant_type_name(types[k][0]), quant_type_name(types[k][1]), (long)m, acts[a], p);
+				}
+			free(x);
+			free(wa);
+			free(wb);
+			free(ga);
+			free(gb);
+			tmat_free(&ta);
+			tmat_free(&tb);
+		}
+	threadpool_free(pool);
+	kernels_set_activations("auto");
 }
 
 /* Public matvec/matmul: same bits whatever the pool, and matmul row t equal

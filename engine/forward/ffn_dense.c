@@ -22,8 +22,7 @@ void ffn_swiglu(const struct forward *f, const struct qmatrix *g, const struct q
 		const struct glu_bias *b, const float *in, int m, float *gate, float *up, float *out)
 {
 	int64_t I = g->rows, n = (int64_t)m * I;
-	matmul(f->pool, gate, g, in, m);
-	matmul(f->pool, up, u, in, m);
+	matmul_pair(f->pool, gate, g, up, u, in, m);
 	if (b)
 		for (int64_t i = 0; i < n; i++) {
 			gate[i] += b->gate_up[2 * (i % I)];
