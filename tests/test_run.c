@@ -142,6 +142,51 @@ Test(run, stops_at_eos)
 	free(err);
 }
 
+/* generation_config.json's sampling applies however the model folder is
+ * named: --model DIR, --model=DIR, and the default model (no --model; here
+ * COLIBRI_DEFAULT_MODEL): seeds 7 and 8 then give other tokens, while an
+ * explicit --temp 0 stays greedy (issue 39: --model=DIR and the default
+ * model ran greedy, --seed doing nothing). */
+Test(run, generation_config_however_the_model_is_named)
+{
+	char m2[4400], path[4400];
+	snprintf(m2, sizeof m2, "%s/sampled", scratch);
+	fc_container_copy(m2, "hf/olmoe", "");
+	snprintf(path, sizeof path, "%s/generation_config.json", m2);
+	const char *js = "{\"do_sample\": true, \"temperature\": 1.0}";
+	cr_assert_eq(tu_write(path, js, strlen(js)), 0);
+	static const char *const forms[] = { "--model '%s'", "--model='%s'", "" };
+	for (int f = 0; f < 3; f++) {
+		char model_arg[4500], args[8192], name[32];
+		snprintf(model_arg, sizeof model_arg, forms[f], m2);
+		static const char *const seeds[] = { "--seed 7", "--seed 8", "--seed 7 --temp 0", "--seed 8 --temp 0" };
+		char *out[4];
+		for (int k = 0; k < 4; k++) {
+			snprintf(args, sizeof args, "run %s --tokens 5,6,7 -n 16 %s", model_arg, seeds[k]);
+			snprintf(name, sizeof name, "gc%d%d", f, k);
+			if (f == 2) {
+				char cmd[8400];
+				snprintf(cmd, sizeof cmd, "env COLIBRI_DEFAULT_MODEL='%s' '%s' %s >'%s/%s' 2>'%s/%s.err'", m2,
+					 tu_colibri(), args, scratch, name, scratch, name);
+				cr_assert_eq(tu_sh("%s", cmd), 0, "%s failed", cmd);
+				char p[4500];
+				snprintf(p, sizeof p, "%s/%s", scratch, name);
+				out[k] = tu_read(p, NULL);
+				cr_assert_not_null(out[k]);
+			} else {
+				out[k] = run_out(name, args);
+			}
+		}
+		cr_expect(strcmp(out[0], out[1]) != 0, "%s: seeds 7 and 8 gave the same tokens (%s): sampling is off",
+			  f == 2 ? "the default model" : forms[f], out[0]);
+		cr_expect(strchr(out[2], ',') && strcmp(out[2], out[3]) == 0,
+			  "%s: --temp 0 is not greedy whatever the seed: %s / %s", f == 2 ? "the default model" : forms[f],
+			  out[2], out[3]);
+		for (int k = 0; k < 4; k++)
+			free(out[k]);
+	}
+}
+
 Test(run, tokenize_roundtrip)
 {
 	need_tok_model();

@@ -647,17 +647,28 @@ int cmd_chat(int argc, char **argv)
 	c->think_open = c->think_close = -1;
 	conversation_init(&c->conv);
 	bool fresh = false;
-	/* The model folder decides the sampling defaults: find it first. */
-	int rc = generate_options_for_argv(&go, argc, argv);
+	/* The model folder's generation_config.json gives the sampling
+	 * defaults, taken once the folder is known; what the options set stays. */
+	int rc = generate_options_default(&go, NULL);
+	unsigned set = 0;
 	go.n_predict = CHAT_N_DEFAULT;
 	int ch;
 	optind = 1;
 	while (!rc && (ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'n': rc = session_parse_int("n", optarg, 1, 1 << 24, &go.n_predict); break;
-		case CHAT_TEMP: rc = session_parse_float("temp", optarg, 0, 100, &go.temp); break;
-		case CHAT_TOP_P: rc = session_parse_float("top-p", optarg, 1e-6f, 1, &go.top_p); break;
-		case CHAT_TOP_K: rc = session_parse_int("top-k", optarg, 0, INT32_MAX, &go.top_k); break;
+		case CHAT_TEMP:
+			rc = session_parse_float("temp", optarg, 0, 100, &go.temp);
+			set |= GENERATE_SET_TEMP;
+			break;
+		case CHAT_TOP_P:
+			rc = session_parse_float("top-p", optarg, 1e-6f, 1, &go.top_p);
+			set |= GENERATE_SET_TOP_P;
+			break;
+		case CHAT_TOP_K:
+			rc = session_parse_int("top-k", optarg, 0, INT32_MAX, &go.top_k);
+			set |= GENERATE_SET_TOP_K;
+			break;
 		case CHAT_SEED: rc = session_parse_seed(optarg, &go.seed); break;
 		case CHAT_SYSTEM: c->system = optarg; break;
 		case CHAT_NEW: fresh = true; break;
@@ -699,6 +710,10 @@ int cmd_chat(int argc, char **argv)
 	if (default_model_use(&so.model_dir)) {
 		free(c);
 		return cmd_fail("no model");
+	}
+	if (generate_options_model(&go, so.model_dir, set)) {
+		free(c);
+		return cmd_fail("bad generation_config.json");
 	}
 	c->params = (struct batch_params){ .n_predict = go.n_predict, .temp = go.temp, .top_k = go.top_k,
 					   .top_p = go.top_p, .seed = go.seed };

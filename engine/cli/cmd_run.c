@@ -121,8 +121,10 @@ int cmd_run(int argc, char **argv)
 		{ "json-ws", required_argument, 0, RUN_JSON_WS },
 		{ "help", no_argument, 0, 'h' },                { 0, 0, 0, 0 },
 	};
-	/* The model folder decides the sampling defaults: find it first. */
-	int rc = generate_options_for_argv(&go, argc, argv);
+	/* The model folder's generation_config.json gives the sampling
+	 * defaults, taken once the folder is known; what the options set stays. */
+	int rc = generate_options_default(&go, NULL);
+	unsigned set = 0;
 	int ch;
 	optind = 1;
 	while (!rc && (ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
@@ -133,12 +135,17 @@ int cmd_run(int argc, char **argv)
 		case RUN_PROMPT: prompt = optarg; break;
 		case RUN_PROMPT_FILE: prompt_file = optarg; break;
 		case RUN_TOKENS: tokens_arg = optarg; break;
-		case RUN_TEMP: rc = session_parse_float("temp", optarg, 0, 100, &go.temp); break;
+		case RUN_TEMP:
+			rc = session_parse_float("temp", optarg, 0, 100, &go.temp);
+			set |= GENERATE_SET_TEMP;
+			break;
 		case RUN_TOP_P:
 			rc = session_parse_float("top-p", optarg, 1e-6f, 1, &go.top_p);
+			set |= GENERATE_SET_TOP_P;
 			break;
 		case RUN_TOP_K:
 			rc = session_parse_int("top-k", optarg, 0, INT32_MAX, &go.top_k);
+			set |= GENERATE_SET_TOP_K;
 			break;
 		case RUN_SEED:
 			rc = session_parse_seed(optarg, &go.seed);
@@ -201,6 +208,10 @@ int cmd_run(int argc, char **argv)
 	if (default_model_use(&so.model_dir)) {
 		grammar_free(gram);
 		return cmd_fail("no model");
+	}
+	if (generate_options_model(&go, so.model_dir, set)) {
+		grammar_free(gram);
+		return cmd_fail("bad generation_config.json");
 	}
 	struct tokenizer *tok = NULL;
 	int32_t *ids = NULL;

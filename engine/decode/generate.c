@@ -59,16 +59,19 @@ int generate_options_default(struct generate_options *o, const char *model_dir)
 	return 0;
 }
 
-int generate_options_for_argv(struct generate_options *o, int argc, char **argv)
+int generate_options_model(struct generate_options *o, const char *model_dir, unsigned set)
 {
-	const char *model_dir = NULL;
-	for (int i = 1; i + 1 < argc; i++)
-		if (!strcmp(argv[i], "--model"))
-			model_dir = argv[i + 1];
-	int rc = generate_options_default(o, NULL);
-	if (model_dir && (rc = session_check_model(model_dir)) == 0)
-		rc = generate_options_default(o, model_dir);
-	return rc;
+	struct generate_options m;
+	int rc = generate_options_default(&m, model_dir);
+	if (rc)
+		return rc;
+	if (!(set & GENERATE_SET_TEMP))
+		o->temp = m.temp;
+	if (!(set & GENERATE_SET_TOP_K))
+		o->top_k = m.top_k;
+	if (!(set & GENERATE_SET_TOP_P))
+		o->top_p = m.top_p;
+	return 0;
 }
 
 static bool is_eos(const struct model_config *c, const struct tokenizer *tok, int32_t id)

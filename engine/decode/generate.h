@@ -57,10 +57,16 @@ struct generate_stats {
  * that is malformed or holds values out of range gives -EINVAL naming the
  * file and the field (o still holds the built-in defaults). */
 int generate_options_default(struct generate_options *o, const char *model_dir);
-/* The same for the folder a command line names with --model (argv as
- * main gives it, before getopt runs), checked to be a container first:
- * the defaults the command's own options then override. */
-int generate_options_for_argv(struct generate_options *o, int argc, char **argv);
+/* The sampling fields a command line set itself, which
+ * generate_options_model leaves alone. */
+enum { GENERATE_SET_TEMP = 1, GENERATE_SET_TOP_K = 2, GENERATE_SET_TOP_P = 4 };
+
+/* Once the command's model folder is known (after its options are parsed
+ * and the default model chosen, however --model was written): temp, top_k
+ * and top_p from DIR/generation_config.json as generate_options_default
+ * reads them, except the fields in `set`; the other fields stay. Errors as
+ * generate_options_default's (o unchanged). */
+int generate_options_model(struct generate_options *o, const char *model_dir, unsigned set);
 
 /* Vocabulary-wide rows generate_run holds at once for these options (the
  * verified logits, the draft distributions, the sampler's buffers): what
