@@ -202,6 +202,15 @@ Test(run, tokenize_roundtrip)
 	cr_expect_str_eq(back, text);
 	free(ids);
 	free(back);
+	/* An id beyond the vocabulary is refused, naming it (issue 39: it
+	 * printed nothing and exited 0). */
+	cr_expect_neq(tu_sh("'%s' detokenize --model '%s' --tokens 1,99999999 >'%s/big' 2>'%s/big.err'", tu_colibri(), model,
+			    scratch, scratch), 0, "detokenize of an id beyond the vocabulary succeeded");
+	char path[4400];
+	snprintf(path, sizeof path, "%s/big.err", scratch);
+	char *err = tu_read(path, NULL);
+	cr_expect(err && strstr(err, "99999999") && strstr(err, "vocabulary"), "unclear error: %s", err ? err : "");
+	free(err);
 }
 
 Test(run, no_tokenizer)

@@ -101,6 +101,12 @@ int cmd_detokenize(int argc, char **argv)
 	int rc = prompt_tokenizer_load(&tok, model);
 	if (!rc)
 		rc = session_parse_tokens(tokens, &ids, &n);
+	/* An id the tokenizer does not know has no text: refused, as run
+	 * refuses it, rather than printed as nothing. */
+	for (int i = 0; !rc && i < n; i++)
+		if (ids[i] < 0 || ids[i] >= tokenizer_vocab_size(tok))
+			rc = error_set(EINVAL, "token id %d is outside the tokenizer's vocabulary of %d (%s)", ids[i],
+				       tokenizer_vocab_size(tok), model);
 	if (!rc && (rc = tokenizer_decode(tok, ids, (size_t)n, &text, &len)) != 0)
 		rc = error_set(-rc, "cannot decode the tokens");
 	if (!rc) {
