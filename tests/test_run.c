@@ -187,6 +187,35 @@ Test(run, generation_config_however_the_model_is_named)
 	}
 }
 
+/* A command line a command cannot run gets exit 2 and one line saying why
+ * (issue 39: each dumped the whole help with no reason). */
+Test(run, usage_errors_say_why)
+{
+	static const char *const cases[][2] = {
+		{ "run -n 2", "no prompt" },
+		{ "run --prompt hi stray", "unexpected argument \"stray\"" },
+		{ "run --prompt hi --prompt-file /dev/null", "not several" },
+		{ "run --prompt hi --grammar g --json-schema s", "not several" },
+		{ "convert only-one", "needs a checkpoint" },
+		{ "convert a b c", "two arguments" },
+		{ "tokenize --text hi", "needs --model" },
+		{ "tokenize --model m", "--text TEXT and --file F" },
+		{ "detokenize --model m", "needs --tokens" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char err[4400];
+		snprintf(err, sizeof err, "%s/usage%zu.err", scratch, i);
+		int st = tu_sh("'%s' %s >/dev/null 2>'%s'", tu_colibri(), cases[i][0], err);
+		char *text = tu_read(err, NULL);
+		cr_expect_eq(st, 2, "colibri %s: exit %d, not 2", cases[i][0], st);
+		cr_expect(text && strstr(text, cases[i][1]) && strstr(text, "--help"),
+			  "colibri %s does not say why (%s): %s", cases[i][0], cases[i][1], text ? text : "");
+		cr_expect(text && !strstr(text, "usage:"), "colibri %s still dumps the help: %s", cases[i][0],
+			  text ? text : "");
+		free(text);
+	}
+}
+
 Test(run, tokenize_roundtrip)
 {
 	need_tok_model();

@@ -30,4 +30,8 @@ int cmd_worker(int argc, char **argv);
  * reports. */
 int cmd_fail(const char *what);
 
+/* A command line the command cannot run: prints "colibri CMD: REASON" and
+ * where the options are, and returns the exit status 2. */
+int cmd_usage_error(const char *cmd, const char *reason);
+
 #endif

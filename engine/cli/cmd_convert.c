@@ -111,10 +111,10 @@ int cmd_convert(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (argc - optind != 2) {
-		convert_usage(stderr);
-		return 2;
-	}
+	if (argc - optind != 2)
+		return cmd_usage_error("convert", argc - optind < 2 ? "needs a checkpoint (a folder or a .gguf) and "
+						     "the container folder to write, in that order"
+								    : "takes two arguments: the checkpoint and the container folder");
 	o.hf_dir = argv[optind];
 	o.out_dir = argv[optind + 1];
 	if (convert_run(&o) != 0)

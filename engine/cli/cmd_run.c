@@ -184,11 +184,17 @@ int cmd_run(int argc, char **argv)
 	}
 	if (rc)
 		return cmd_fail("bad option");
-	if ((!!prompt + !!prompt_file + !!tokens_arg) != 1 || optind != argc ||
-	    (!!grammar_file + !!grammar_text + !!json_schema) > 1) {
-		run_usage(stderr);
-		return 2;
+	if (!prompt && !prompt_file && !tokens_arg)
+		return cmd_usage_error("run", "no prompt: give --prompt TEXT, --prompt-file F or --tokens IDS");
+	if ((!!prompt + !!prompt_file + !!tokens_arg) != 1)
+		return cmd_usage_error("run", "give one of --prompt, --prompt-file and --tokens, not several");
+	if (optind != argc) {
+		char msg[512];
+		snprintf(msg, sizeof msg, "unexpected argument \"%s\" (a prompt goes after --prompt)", argv[optind]);
+		return cmd_usage_error("run", msg);
 	}
+	if ((!!grammar_file + !!grammar_text + !!json_schema) > 1)
+		return cmd_usage_error("run", "give one of --grammar, --grammar-text and --json-schema, not several");
 	struct grammar *gram = NULL;
 	char *schema_gbnf = NULL;
 	if (json_schema && run_json_schema(json_schema, json_ws, &schema_gbnf))

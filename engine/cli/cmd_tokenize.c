@@ -42,10 +42,12 @@ int cmd_tokenize(int argc, char **argv)
 			return ch == 'h' ? 0 : 2;
 		}
 	}
-	if (!model || !text == !file || optind != argc) {
-		fprintf(stderr, "usage: colibri tokenize --model DIR (--text TEXT | --file F) [--chat] [--system TEXT]\n");
-		return 2;
-	}
+	if (!model)
+		return cmd_usage_error("tokenize", "needs --model DIR (the tokenizer is the model's)");
+	if (!text == !file)
+		return cmd_usage_error("tokenize", "give one of --text TEXT and --file F");
+	if (optind != argc)
+		return cmd_usage_error("tokenize", "unexpected argument (the text goes after --text)");
 	char *buf = NULL;
 	struct tokenizer *tok = NULL;
 	struct model_config cfg;
@@ -89,10 +91,10 @@ int cmd_detokenize(int argc, char **argv)
 			return ch == 'h' ? 0 : 2;
 		}
 	}
-	if (!model || !tokens || optind != argc) {
-		fprintf(stderr, "usage: colibri detokenize --model DIR --tokens IDS\n");
-		return 2;
-	}
+	if (!model)
+		return cmd_usage_error("detokenize", "needs --model DIR (the tokenizer is the model's)");
+	if (!tokens || optind != argc)
+		return cmd_usage_error("detokenize", "needs --tokens IDS (comma-separated), and nothing else");
 	struct tokenizer *tok = NULL;
 	int32_t *ids = NULL;
 	int n = 0;

@@ -53,6 +53,12 @@ int cmd_fail(const char *what)
 	return 1;
 }
 
+int cmd_usage_error(const char *cmd, const char *reason)
+{
+	fprintf(stderr, "colibri %s: %s (colibri %s --help lists the options)\n", cmd, reason, cmd);
+	return 2;
+}
+
 static int dispatch(int argc, char **argv)
 {
 	if (dist_rank() > 0)
