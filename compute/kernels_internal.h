@@ -15,6 +15,7 @@
 #define COLIBRI_COMPUTE_KERNELS_INTERNAL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "compute/cpu.h"
 #include "compute/quant.h"
@@ -102,6 +103,21 @@ static inline void quant_k_scale_min(const uint8_t *scales, int j, int *sc, int 
 		*sc = (scales[j + 4] & 15) | (scales[j - 4] >> 6) << 4;
 		*mn = (scales[j + 4] >> 4) | (scales[j] >> 6) << 4;
 	}
+}
+
+/* All eight sub-blocks' 6-bit scales and mins of a q4_k / q5_k block at
+ * once (quant_k_scale_min four at a time): scale j in byte j of *sc, min j
+ * in byte j of *mn (little-endian), for the SIMD kernels to widen. */
+static inline void quant_k_scales8(uint64_t *sc, uint64_t *mn, const uint8_t *scales)
+{
+	uint32_t u0, u1, u2;
+	memcpy(&u0, scales, 4);
+	memcpy(&u1, scales + 4, 4);
+	memcpy(&u2, scales + 8, 4);
+	uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+	uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+	*sc = (u0 & 0x3f3f3f3fu) | (uint64_t)sc_hi << 32;
+	*mn = (u1 & 0x3f3f3f3fu) | (uint64_t)mn_hi << 32;
 }
 
 /* Bytes of q, and floats of d (= int32s of sum8), for n tokens of cols. */

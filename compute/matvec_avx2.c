@@ -316,14 +316,10 @@ AVX2_INLINE void avx2_deq_dm32(__m256 w[4], __m256i v, __m256 d1, __m256 m1)
  * bytes 0..7 of *sc and of *mn. */
 AVX2_INLINE void avx2_k_scales(__m128i *sc, __m128i *mn, const uint8_t *s)
 {
-	uint32_t u0, u1, u2;
-	memcpy(&u0, s, 4);
-	memcpy(&u1, s + 4, 4);
-	memcpy(&u2, s + 8, 4);
-	uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
-	uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
-	*sc = _mm_setr_epi32((int)(u0 & 0x3f3f3f3fu), (int)sc_hi, 0, 0);
-	*mn = _mm_setr_epi32((int)(u1 & 0x3f3f3f3fu), (int)mn_hi, 0, 0);
+	uint64_t s8, m8;
+	quant_k_scales8(&s8, &m8, s);
+	*sc = _mm_cvtsi64_si128((long long)s8);
+	*mn = _mm_cvtsi64_si128((long long)m8);
 }
 
 /* One row of a GGML block type against nt tokens: each run of 32 inputs

@@ -281,14 +281,9 @@ AVX512_INLINE void avx512_block32(__m512 *w, const uint8_t *b, const enum quant_
  * packing of the 6-bit scales and mins), into d1[8] and m1[8]. */
 AVX512_INLINE void avx512_k_scales(float *d1, float *m1, const uint8_t *b)
 {
-	uint32_t u0, u1, u2;
-	memcpy(&u0, b + 4, 4);
-	memcpy(&u1, b + 8, 4);
-	memcpy(&u2, b + 12, 4);
-	uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
-	uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
-	__m128i sc = _mm_setr_epi32((int)(u0 & 0x3f3f3f3fu), (int)sc_hi, 0, 0);
-	__m128i mn = _mm_setr_epi32((int)(u1 & 0x3f3f3f3fu), (int)mn_hi, 0, 0);
+	uint64_t s8, m8;
+	quant_k_scales8(&s8, &m8, b + 4);
+	__m128i sc = _mm_cvtsi64_si128((long long)s8), mn = _mm_cvtsi64_si128((long long)m8);
 	_mm256_storeu_ps(d1, _mm256_mul_ps(_mm256_set1_ps(avx512_half(b)),
 					   _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc))));
 	_mm256_storeu_ps(m1, _mm256_mul_ps(_mm256_set1_ps(avx512_half(b + 2)),

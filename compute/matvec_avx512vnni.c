@@ -586,20 +586,6 @@ static void z_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, con
 		z_rows_q16(out, os, m, x, n, row_begin, row_end, 0);
 }
 
-/* q4_k / q5_k: sub-block j's 6-bit scales and mins of the block at b, as
- * bytes sc[0..7] and mn[0..7] (quant_k_scale_min, four at a time). */
-Z_INLINE void z_k_scales(uint64_t *sc, uint64_t *mn, const uint8_t *b)
-{
-	uint32_t u0, u1, u2;
-	memcpy(&u0, b + 4, 4);
-	memcpy(&u1, b + 8, 4);
-	memcpy(&u2, b + 12, 4);
-	uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
-	uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
-	*sc = (u0 & 0x3f3f3f3fu) | (uint64_t)sc_hi << 32;
-	*mn = (u1 & 0x3f3f3f3fu) | (uint64_t)mn_hi << 32;
-}
-
 /* Sixteen bytes (row r's eight, then row r + 1's) as floats. */
 Z_INLINE __m512 z_bytes_ps(uint64_t a, uint64_t b)
 {
@@ -722,8 +708,8 @@ Z_INLINE void z_k_block(float *out, int64_t os, const struct qmatrix *m, int64_t
 				_mm_prefetch((const char *)(b1 + 2 * rp * st.row_bytes + o), _MM_HINT_T0);
 			}
 			uint64_t sc0, mn0, sc1, mn1;
-			z_k_scales(&sc0, &mn0, b0);
-			z_k_scales(&sc1, &mn1, b1);
+			quant_k_scales8(&sc0, &mn0, b0 + 4);
+			quant_k_scales8(&sc1, &mn1, b1 + 4);
 			st.sc[i] = z_bytes_ps(sc0, sc1);
 			st.mn[i] = z_bytes_ps(mn0, mn1);
 			st.fd[i] = z_halves_f16(b0, b1);

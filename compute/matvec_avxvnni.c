@@ -494,13 +494,8 @@ static void vnni_rows_q16_int8(float *out, int64_t os, const struct qmatrix *m, 
  * (quant_k_scale_min, four at a time). */
 VNNI_INLINE void vnni_k_scales(__m256 *sc, __m256 *mn, const uint8_t *b)
 {
-	uint32_t u0, u1, u2;
-	memcpy(&u0, b + 4, 4);
-	memcpy(&u1, b + 8, 4);
-	memcpy(&u2, b + 12, 4);
-	uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
-	uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
-	uint64_t s = (u0 & 0x3f3f3f3fu) | (uint64_t)sc_hi << 32, m = (u1 & 0x3f3f3f3fu) | (uint64_t)mn_hi << 32;
+	uint64_t s, m;
+	quant_k_scales8(&s, &m, b + 4);
 	*sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)s)));
 	*mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m)));
 }
