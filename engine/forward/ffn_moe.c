@@ -206,7 +206,7 @@ static void route_grouped(const struct model_config *c, const float *bias, float
 {
 	int E = c->n_experts, K = c->top_k, G = c->n_group, per = E / G;
 	for (int e = 0; e < E; e++) {
-		logits[e] = 1.0f / (1.0f + fm_expf(-logits[e]));
+		logits[e] = fm_sigmoidf(logits[e]);
 		choice[e] = logits[e] + (bias ? bias[e] : 0.0f);
 	}
 	float gscore[MODEL_GROUPS_MAX] = { 0 };
@@ -292,13 +292,13 @@ static void route_shared(const struct model_config *c, const struct moe_weights 
 {
 	int E = c->n_experts, K = c->top_k, S = c->n_shared_experts;
 	for (int e = 0; e < E; e++)
-		choice[e] = 1.0f / (1.0f + fm_expf(-logits[e])) + (w->router_bias ? w->router_bias[e] : 0.0f);
+		choice[e] = fm_sigmoidf(logits[e]) + (w->router_bias ? w->router_bias[e] : 0.0f);
 	topk(sel, choice, E, K);
 	float sum = 0.0f;
 	for (int k = 0; k < K; k++)
-		sum += wt[k] = 1.0f / (1.0f + fm_expf(-logits[sel[k]]));
+		sum += wt[k] = fm_sigmoidf(logits[sel[k]]);
 	for (int i = 0; i < S; i++)
-		sum += shared_w[i] = 1.0f / (1.0f + fm_expf(-logits[E + i]));
+		sum += shared_w[i] = fm_sigmoidf(logits[E + i]);
 	float scale = c->routed_scaling * w->global_scale / sum;
 	for (int k = 0; k < K; k++)
 		wt[k] *= scale;
@@ -435,7 +435,7 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 				pl[e] = sqrt_softplus(pl[e]) + w->router_bias[e];
 		if (c->router == ROUTER_SIGMOID_SHARED && w->router_bias)
 			for (int e = 0; e < E; e++)
-				pl[e] = 1.0f / (1.0f + fm_expf(-pl[e])) + w->router_bias[e];
+				pl[e] = fm_sigmoidf(pl[e]) + w->router_bias[e];
 		if (w->logit_bias)
 			for (int e = 0; e < E; e++)
 				pl[e] += w->logit_bias[e];
@@ -699,7 +699,7 @@ static int moe_shared_run(struct forward *f, int layer, int n, float *acc)
 	if (c->shared_gate) {
 		matmul(f->pool, s.share, &w->share, f->xn, n);
 		for (int t = 0; t < n; t++) {
-			float g = 1.0f / (1.0f + fm_expf(-s.share[t]));
+			float g = fm_sigmoidf(s.share[t]);
 			for (int64_t i = 0; i < H; i++)
 				s.out[t * H + i] *= g;
 		}

@@ -15,11 +15,6 @@
 #include "compute/kernels.h"
 #include "compute/fmath.h"
 
-static float sigmoid(float x)
-{
-	return 1.0f / (1.0f + fm_expf(-x));
-}
-
 static int bind_of(struct hc_weights *w, const struct model *m, int layer, int64_t rows, int64_t n_scale,
 		   const char *fn, const char *base, const char *scale)
 {
@@ -56,8 +51,8 @@ void hc_weights_of(float *pre, float *post, float *comb, const float *mix, const
 		   int hc, int iters, float eps)
 {
 	for (int i = 0; i < hc; i++) {
-		pre[i] = sigmoid(mix[i] * scale[0] + base[i]) + eps;
-		post[i] = 2.0f * sigmoid(mix[hc + i] * scale[1] + base[hc + i]);
+		pre[i] = fm_sigmoidf(mix[i] * scale[0] + base[i]) + eps;
+		post[i] = 2.0f * fm_sigmoidf(mix[hc + i] * scale[1] + base[hc + i]);
 	}
 	for (int i = 0; i < hc; i++) {
 		float *r = comb + i * hc;
@@ -158,7 +153,7 @@ void hc_head(struct forward *f, const struct hc_weights *w, int n)
 	for (int t = 0; t < n; t++) {
 		float pre[HC_MULT_MAX];
 		for (int i = 0; i < hc; i++)
-			pre[i] = sigmoid(f->hc_mix[t * hc + i] * w->scale[0] + w->base[i]) + c->hc_eps;
+			pre[i] = fm_sigmoidf(f->hc_mix[t * hc + i] * w->scale[0] + w->base[i]) + c->hc_eps;
 		hc_collapse(f->x + t * H, f->hc_x + t * HH, pre, hc, H);
 	}
 }

@@ -17,7 +17,7 @@
  *             S *= exp(g); delta = (v - S^T k) * beta; S += k delta^T;
  *             o = S^T q;
  *   out       RMSNorm of o per value head times w (not zero-centred) times
- *             silu(z), then out_proj.
+ *             fm_siluf(z), then out_proj.
  *
  * One formulation for every batch size: the recurrent form, token by
  * token in each sequence's order (transformers' chunked prefill form is the
@@ -169,11 +169,6 @@ static void regroup(const struct model_config *c, const struct gdn_scratch *s, i
 	}
 }
 
-static float silu(float x)
-{
-	return x / (1.0f + fm_expf(-x));
-}
-
 /* torch.nn.functional.softplus with its default threshold 20. */
 static float softplus(float x)
 {
@@ -197,7 +192,7 @@ static void conv_rows(struct forward *f, const struct gdn_weights *w, const stru
 			float acc = 0.0f;
 			for (int64_t j = 0; j + 1 < K; j++)
 				acc += wc[j] * hist[j * C + ch];
-			y[ch] = silu(acc + wc[K - 1] * x[ch]);
+			y[ch] = fm_siluf(acc + wc[K - 1] * x[ch]);
 		}
 		if (K > 1) {
 			memmove(hist, hist + C, (size_t)((K - 2) * C) * sizeof(float));
@@ -225,7 +220,7 @@ static void prepare_rows(const struct model_config *c, const struct gdn_weights 
 		}
 		for (int64_t h = 0; h < NV; h++) {
 			size_t i = (size_t)t * NV + h;
-			s->beta[i] = 1.0f / (1.0f + fm_expf(-s->b[i]));
+			s->beta[i] = fm_sigmoidf(s->b[i]);
 			s->g[i] = -fm_expf(w->A_log[h]) * softplus(s->a[i] + w->dt_bias[h]);
 		}
 	}
@@ -312,13 +307,13 @@ static int gdn_run(struct forward *f, int layer, int n, float *acc)
 	else
 		for (int i = 0; i < n_seqs * (int)NV; i++)
 			delta_task(&job, i, 0);
-	/* Qwen3_5MoeRMSNormGated: norm(o) * w * silu(z), per value head. */
+	/* Qwen3_5MoeRMSNormGated: norm(o) * w * fm_siluf(z), per value head. */
 	for (int64_t r = 0; r < (int64_t)n * NV; r++) {
 		float *o = s.core + r * dv;
 		const float *z = s.z + r * dv;
 		rmsnorm(o, o, w->norm, dv, c->rms_eps);
 		for (int64_t i = 0; i < dv; i++)
-			o[i] *= silu(z[i]);
+			o[i] *= fm_siluf(z[i]);
 	}
 	matmul(f->pool, s.out, &w->out, s.core, n);
 	for (int64_t i = 0; i < n * H; i++)

@@ -210,7 +210,7 @@ static int gqa_run(struct forward *f, int layer, int n, float *acc)
 			gqa_task(&job, i, 0);
 	if (c->attn_gate)
 		for (int64_t i = 0; i < n * Q; i++)
-			s.att[i] *= 1.0f / (1.0f + fm_expf(-s.gate[i]));
+			s.att[i] *= fm_sigmoidf(s.gate[i]);
 	matmul(f->pool, s.out, &w->wo, s.att, n);
 	for (int t = 0; t < n; t++)
 		add_bias(s.out + t * H, w->bo, H);
