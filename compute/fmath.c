@@ -211,3 +211,8 @@ float fm_siluf(float x)
 {
 	return x / (1.0f + fm_expf(-x));
 }
+
+float fm_softplusf(float x)
+{
+	return x > 20.0f ? x : fm_log1pf(fm_expf(x));
+}

@@ -44,6 +44,10 @@ void fm_sincosf(float x, float *s, float *c);
 float fm_sigmoidf(float x);
 float fm_siluf(float x);
 
+/* torch.nn.functional.softplus with its defaults (beta 1, threshold 20):
+ * x above 20, else log1p(exp(x)). */
+float fm_softplusf(float x);
+
 
 /* The inline body of fm_exp and fm_expf (the softmax and SiLU loops call
  * them per element); fmath.c's comment describes the method. */

@@ -166,4 +166,7 @@ Test(fmath, special_values)
 	cr_assert_eq(fm_siluf(0.0f), 0.0f);
 	cr_assert_eq(fm_sigmoidf(-INFINITY), 0.0f);
 	cr_assert_eq(fm_sigmoidf(INFINITY), 1.0f);
+	cr_assert_eq(fm_softplusf(30.0f), 30.0f, "above the threshold softplus is x");
+	cr_assert_leq(ulpsf(fm_softplusf(0.5f), log1pl(expl(0.5L))), 1.0);
+	cr_assert_leq(ulpsf(fm_softplusf(-12.0f), log1pl(expl(-12.0L))), 1.0);
 }

@@ -238,12 +238,6 @@ static void route_grouped(const struct model_config *c, const float *bias, float
 	}
 }
 
-/* torch's softplus (beta 1, threshold 20), then the square root. */
-static float sqrt_softplus(float x)
-{
-	return sqrtf(x > 20.0f ? x : fm_log1pf(fm_expf(x)));
-}
-
 /* DeepSeek-V4: sqrt(softplus) scores; the experts are the top-k of the
  * scores plus the correction bias, or on a hash-routed layer tid2eid's row
  * of the token; their unbiased scores, renormalised (+1e-20) and scaled,
@@ -254,7 +248,7 @@ static void route_v4(const struct model_config *c, const struct moe_weights *w, 
 {
 	int E = c->n_experts, K = c->top_k;
 	for (int e = 0; e < E; e++) {
-		logits[e] = sqrt_softplus(logits[e]);
+		logits[e] = sqrtf(fm_softplusf(logits[e]));
 		choice[e] = logits[e] + (w->router_bias ? w->router_bias[e] : 0.0f);
 	}
 	if (w->tid2eid)
@@ -432,7 +426,7 @@ static void prefetch_next(struct forward *f, const struct moe_scratch *s, int la
 		float *pl = s->pred_logits + (size_t)t * R;
 		if (c->router == ROUTER_SQRTSOFTPLUS && w->router_bias)
 			for (int e = 0; e < E; e++)
-				pl[e] = sqrt_softplus(pl[e]) + w->router_bias[e];
+				pl[e] = sqrtf(fm_softplusf(pl[e])) + w->router_bias[e];
 		if (c->router == ROUTER_SIGMOID_SHARED && w->router_bias)
 			for (int e = 0; e < E; e++)
 				pl[e] = fm_sigmoidf(pl[e]) + w->router_bias[e];

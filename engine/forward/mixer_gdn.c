@@ -169,12 +169,6 @@ static void regroup(const struct model_config *c, const struct gdn_scratch *s, i
 	}
 }
 
-/* torch.nn.functional.softplus with its default threshold 20. */
-static float softplus(float x)
-{
-	return x > 20.0f ? x : fm_log1pf(fm_expf(x));
-}
-
 /* The convolution over the step's rows in order: row t's output takes its
  * sequence's last lin_conv - 1 inputs (the state, which row t then
  * advances) and its own; then SiLU. */
@@ -221,7 +215,7 @@ static void prepare_rows(const struct model_config *c, const struct gdn_weights 
 		for (int64_t h = 0; h < NV; h++) {
 			size_t i = (size_t)t * NV + h;
 			s->beta[i] = fm_sigmoidf(s->b[i]);
-			s->g[i] = -fm_expf(w->A_log[h]) * softplus(s->a[i] + w->dt_bias[h]);
+			s->g[i] = -fm_expf(w->A_log[h]) * fm_softplusf(s->a[i] + w->dt_bias[h]);
 		}
 	}
 }
