@@ -61,8 +61,21 @@ int serve_answer_tools(struct serve_answer *a, enum tool_format f, const char *t
 	return 0;
 }
 
+void serve_answer_dialect(struct serve_answer *a, const struct serve_dialect *d, void *ctx)
+{
+	a->dialect = d;
+	a->dialect_ctx = ctx;
+}
+
+char *serve_dialect_error(const struct serve_dialect *d, const struct serve_error *e)
+{
+	return d && d->error ? d->error(e) : serve_json_error(e);
+}
+
 void serve_answer_free(struct serve_answer *a)
 {
+	if (a->dialect && a->dialect->ctx_free)
+		a->dialect->ctx_free(a->dialect_ctx);
 	if (a->tools)
 		tool_call_parser_free(&a->tp);
 	cJSON_Delete(a->tools_json);
@@ -205,7 +218,10 @@ int serve_answer_add(struct serve_answer *a, const struct serve_take *t)
 		at += e->content_len;
 	}
 	merge_logprobs(a, logprobs_of(a, t));
-	return a->content.rc ? a->content.rc : a->reasoning.rc;
+	int rc = a->content.rc ? a->content.rc : a->reasoning.rc;
+	if (!rc && a->dialect && a->dialect->add)
+		rc = a->dialect->add(a, t);
+	return rc;
 }
 
 static cJSON *usage_of(const struct serve_take *t)
@@ -277,6 +293,8 @@ static char *print_free(cJSON *o)
 
 char *serve_answer_json(struct serve_answer *a, const struct serve_take *last)
 {
+	if (a->dialect)
+		return a->dialect->json(a, last);
 	bool chat = a->endpoint == SERVE_CHAT;
 	cJSON *o = head_of(a, chat ? "chat.completion" : "text_completion");
 	cJSON *choices = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
@@ -469,6 +487,8 @@ int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct 
 {
 	if (a->finished)
 		return 0;
+	if (a->dialect)
+		return a->dialect->stream(a, t, out);
 	if (!a->started) {
 		a->started = true;
 		if (a->endpoint == SERVE_CHAT)

@@ -21,7 +21,28 @@
 #include "engine/text/tool_calls.h"
 
 struct cJSON;
+struct serve_answer;
 struct tokenizer;
+
+/*
+ * A dialect writes the answer in another API's shapes (llama-server's
+ * /completion: serve_llama; Ollama's /api routes). serve_answer_add still
+ * gathers the output as for OpenAI (content, reasoning, tool calls through
+ * the parser, logprobs when init asked for them), then calls add, if any,
+ * for what the dialect keeps of its own (in a->dialect_ctx); json and
+ * stream replace the OpenAI objects and chunks: stream writes everything
+ * a stream sends, sets a->started with its first bytes and a->finished
+ * with its last. error writes an error body in the dialect's shape; the
+ * HTTP side uses it for every error of the dialect's routes.
+ */
+struct serve_dialect {
+	const char *stream_type;     /* a stream's Content-Type ("text/event-stream", "application/x-ndjson") */
+	int (*add)(struct serve_answer *a, const struct serve_take *t); /* may be NULL */
+	char *(*json)(struct serve_answer *a, const struct serve_take *last);
+	int (*stream)(struct serve_answer *a, const struct serve_take *t, struct strbuf *out);
+	char *(*error)(const struct serve_error *e);
+	void (*ctx_free)(void *ctx); /* may be NULL */
+};
 
 struct serve_answer {
 	enum serve_endpoint endpoint;
@@ -42,6 +63,8 @@ struct serve_answer {
 	struct tool_call_parser tp;
 	struct strbuf tp_content;    /* stream: content the parser released in the current feed */
 	struct strbuf *tp_out;       /* stream: where the current feed's chunks go */
+	const struct serve_dialect *dialect; /* NULL: OpenAI's shapes */
+	void *dialect_ctx;           /* the dialect's own, freed with the answer */
 };
 
 /* id is made unique from a counter and the clock. echo (may be NULL) is
@@ -55,6 +78,13 @@ void serve_answer_free(struct serve_answer *a);
  * "tool_calls" when there are some. tools_json is the request's tools
  * (copied). Returns 0 or -ENOMEM. */
 int serve_answer_tools(struct serve_answer *a, enum tool_format f, const char *tools_json);
+
+/* From now on the answer is written in dialect d, which owns ctx (freed by
+ * serve_answer_free through d->ctx_free). */
+void serve_answer_dialect(struct serve_answer *a, const struct serve_dialect *d, void *ctx);
+
+/* An error body in d's shape (NULL: OpenAI's), malloc'd. */
+char *serve_dialect_error(const struct serve_dialect *d, const struct serve_error *e);
 
 /* Non-streamed: takes in one serve_job_take's output. */
 int serve_answer_add(struct serve_answer *a, const struct serve_take *t);

@@ -33,6 +33,7 @@ struct http_req {
 	struct serve_http *h;
 	struct MHD_Connection *conn;
 	enum serve_route route;
+	const struct serve_dialect *dialect; /* the route's answer and error shapes; NULL: OpenAI's */
 	bool post;                   /* a completion request: has a body */
 	bool answered;               /* a response is queued */
 	struct strbuf body;
@@ -84,7 +85,7 @@ static enum MHD_Result respond_json(struct http_req *r, int status, char *json)
 
 static enum MHD_Result respond_error(struct http_req *r, const struct serve_error *e)
 {
-	return respond_json(r, e->status, serve_json_error(e));
+	return respond_json(r, e->status, serve_dialect_error(r->dialect, e));
 }
 
 static enum MHD_Result fail(struct http_req *r, int status, const char *param, const char *code, const char *msg)
@@ -143,13 +144,15 @@ static enum serve_route route_of(const struct serve_http *h, const char *url, bo
 
 static ssize_t live_read(void *cls, uint64_t pos, char *buf, size_t max);
 
-/* Answers 200 with an event stream whose bytes reader gives. */
+/* Answers 200 with a stream whose bytes reader gives: server-sent events,
+ * or what the route's dialect streams. */
 static enum MHD_Result stream_respond(struct http_req *r, MHD_ContentReaderCallback reader)
 {
 	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, reader, r, NULL);
 	if (!resp)
 		return MHD_NO;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				r->dialect ? r->dialect->stream_type : "text/event-stream");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 	enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
 	MHD_destroy_response(resp);
