@@ -11,12 +11,18 @@
  *    tool_calls message whose arguments parse and match the parameters'
  *    types and ranges, finish_reason "tool_calls", streamed as
  *    delta.tool_calls whose pieces concatenate to the same call;
+ *  - the generic tool format on the default model, whose template renders
+ *    no tools: the tools reach the prompt as the generic system prompt,
+ *    a history's calls as generic answers, the log says so once, and
+ *    forced calls of schemas without additionalProperties end as
+ *    tool_calls within a bounded max_tokens;
  *  - what is refused with a 400 naming the field: a schema that does not
  *    convert, a strict schema with keywords the grammar cannot enforce, an
  *    unknown response_format type, a tool_choice naming no tool or forcing
  *    a call without tools.
  */
 #include "base/strbuf.h"
+#include "engine/text/tool_calls.h"
 #include "tests/serve_util.h"
 
 #define SCHEMA                                                                                                  \
@@ -271,6 +277,7 @@ static void forced_calls(const char *family)
 
 Test(serve, forced_tool_calls_qwen3) { forced_calls("qwen3_next"); }
 Test(serve, forced_tool_calls_qwen3_5) { forced_calls("qwen3_5_moe"); }
+/* DeepSeek-V3's template writes calls but lists no tools: the generic format. */
 Test(serve, forced_tool_calls_deepseek_v3) { forced_calls("deepseek_v3"); }
 Test(serve, forced_tool_calls_deepseek_v32) { forced_calls("deepseek_v32"); }
 Test(serve, forced_tool_calls_deepseek_v4) { forced_calls("deepseek_v4"); }
@@ -347,4 +354,162 @@ Test(serve, stop_string_inside_forced_tokens)
 	cr_expect_eq(s1, s0, "%.0f steps ran on an idle server: a finished slot went on decoding", s1 - s0);
 	cr_expect_eq(metric(&s, "colibri_active_slots"), 0);
 	cr_expect_eq(srv_stop(&s), 0);
+}
+
+/* ---- the generic tool format, on the default model ---- */
+
+/* Enough for any call of TOOLS_OPEN on the default model: the longest is
+ * about 130 bytes (a 12-character city, every member, a newline and a
+ * blank in each gap) and its tokenizer spends at most a token on each
+ * (97 tokens at most measured over these seeds). */
+#define GENERIC_CALL_TOKENS_MAX 160
+
+/* TOOLS without additionalProperties: a forced call must still end. */
+#define TOOLS_OPEN                                                                                                \
+	"[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather.\",\"parameters\":"   \
+	"{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":12},\"days\":{\"type\":"      \
+	"\"integer\",\"minimum\":1,\"maximum\":7},\"metric\":{\"type\":\"boolean\"}},\"required\":[\"city\",\"days\"]}}}," \
+	"{\"type\":\"function\",\"function\":{\"name\":\"add\",\"description\":\"Adds.\",\"parameters\":{\"type\":"     \
+	"\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":999},\"b\":{\"type\":"        \
+	"\"integer\",\"minimum\":0,\"maximum\":999}},\"required\":[\"a\",\"b\"]}}}]"
+
+/* The chat request and a completion of the prompt text it should render
+ * give the same prompt tokens and the same greedy text. */
+static void expect_rendered(const struct srv *s, cJSON *chat, const char *prompt, const char *what)
+{
+	cJSON *cmpl = cJSON_CreateObject();
+	cJSON_AddStringToObject(cmpl, "prompt", prompt);
+	cJSON_AddNumberToObject(cmpl, "max_tokens", 6);
+	cJSON_AddNumberToObject(cmpl, "temperature", 0);
+	cJSON_AddNumberToObject(chat, "max_tokens", 6);
+	cJSON_AddNumberToObject(chat, "temperature", 0);
+	char *chat_s = cJSON_PrintUnformatted(chat), *cmpl_s = cJSON_PrintUnformatted(cmpl);
+	cJSON *a = http_json(s, "POST", "/v1/chat/completions", chat_s, 200);
+	cJSON *b = http_json(s, "POST", "/v1/completions", cmpl_s, 200);
+	cr_expect_eq(num_at(a, "usage.prompt_tokens"), num_at(b, "usage.prompt_tokens"), "%s: the prompt is not the one expected",
+		     what);
+	cr_expect_str_eq(str_at(a, "choices.0.message.content"), str_at(b, "choices.0.text"), "%s", what);
+	cr_expect(!at(a, "choices.0.message.tool_calls"), "%s", what);
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	cJSON_Delete(cmpl);
+	free(chat_s);
+	free(cmpl_s);
+}
+
+/* The default model's template (kjv-moe: '<|role|>\ncontent<|end|>\n')
+ * renders no tools, so tools go through the generic format: the server
+ * says so once in its log; with tool_choice auto the tools reach the
+ * prompt as the generic system prompt (it failed silently before: they
+ * were dropped), a history's calls are written as generic answers; a
+ * forced call (required, or named) of tools whose schemas leave
+ * additionalProperties unset ends within a few dozen tokens as tool_calls
+ * whose arguments have no member beyond the schema's (before, it could run
+ * on in keys of its own until max_tokens and come back as text). */
+Test(serve, generic_tools_on_the_default_model)
+{
+	char dir[PATH_MAX];
+	fc_container(dir, sizeof dir, "models/kjv-moe-hf", "");
+	struct srv s;
+	srv_start_dir(&s, dir, "%s", "--ctx 1024");
+	cJSON *tools = cJSON_Parse(TOOLS_OPEN);
+	char *gp = tool_generic_prompt(tools);
+	cr_assert(gp);
+	struct strbuf want = { 0 };
+
+	/* auto: the prompt opens with the generic one as the system message */
+	cJSON *chat = cJSON_CreateObject();
+	cJSON_AddItemToObject(chat, "messages", cJSON_Parse("[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}]"));
+	cJSON_AddItemToObject(chat, "tools", cJSON_Duplicate(tools, 1));
+	strbuf_printf(&want, "<|system|>\n%s<|end|>\n<|user|>\nWeather in Paris?<|end|>\n<|assistant|>\n", gp);
+	expect_rendered(&s, chat, want.p, "auto");
+	cJSON_Delete(chat);
+
+	/* a history: the prompt joins the system message, the call is a generic answer */
+	cJSON *calls = cJSON_Parse("[{\"id\":\"call_0\",\"type\":\"function\",\"function\":{\"name\":\"add\","
+				   "\"arguments\":\"{\\\"a\\\": 2, \\\"b\\\": 3}\"}}]");
+	char *ct = tool_generic_calls_text(calls);
+	cr_assert(ct);
+	chat = cJSON_CreateObject();
+	cJSON *msgs = cJSON_AddArrayToObject(chat, "messages");
+	cJSON_AddItemToArray(msgs, cJSON_Parse("{\"role\":\"system\",\"content\":\"Be brief.\"}"));
+	cJSON_AddItemToArray(msgs, cJSON_Parse("{\"role\":\"user\",\"content\":\"Add 2 and 3.\"}"));
+	cJSON *asst = cJSON_Parse("{\"role\":\"assistant\",\"content\":null}");
+	cJSON_AddItemToObject(asst, "tool_calls", calls);
+	cJSON_AddItemToArray(msgs, asst);
+	cJSON_AddItemToArray(msgs, cJSON_Parse("{\"role\":\"tool\",\"tool_call_id\":\"call_0\",\"content\":\"5\"}"));
+	cJSON_AddItemToObject(chat, "tools", cJSON_Duplicate(tools, 1));
+	want.len = 0;
+	strbuf_printf(&want,
+		      "<|system|>\nBe brief.\n\n%s<|end|>\n<|user|>\nAdd 2 and 3.<|end|>\n<|assistant|>\n%s<|end|>\n"
+		      "<|tool|>\n5<|end|>\n<|assistant|>\n",
+		      gp, ct);
+	expect_rendered(&s, chat, want.p, "history");
+	cJSON_Delete(chat);
+	free(ct);
+
+	/* required and named: a finished call of the schema */
+	static const char *const choices[] = { "\"required\"", "{\"type\":\"function\",\"function\":{\"name\":\"add\"}}" };
+	int most = 0;
+	for (int c = 0; c < 2; c++)
+		for (int seed = 1; seed <= tu_reps(3); seed++) {
+			char body[4096], what[64];
+			snprintf(what, sizeof what, "%s seed %d", c ? "named" : "required", seed);
+			snprintf(body, sizeof body,
+				 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}],\"max_tokens\":%d,"
+				 "\"temperature\":1,\"seed\":%d,\"tools\":" TOOLS_OPEN ",\"tool_choice\":%s%s}",
+				 GENERIC_CALL_TOKENS_MAX, seed, choices[c], seed == 1 ? ",\"stream\":true" : "");
+			if (seed == 1) {
+				/* streamed: the call comes as delta.tool_calls */
+				char *resp = NULL;
+				cr_assert_eq(http(&s, "POST", "/v1/chat/completions", body, NULL, &resp), 200);
+				cJSON *ev = sse_events(resp);
+				struct strbuf sa = { 0 }, sn = { 0 };
+				const char *fin = "";
+				const cJSON *e;
+				cJSON_ArrayForEach(e, ev) {
+					const cJSON *n = at(e, "choices.0.delta.tool_calls.0.function.name");
+					const cJSON *a = at(e, "choices.0.delta.tool_calls.0.function.arguments");
+					const cJSON *f = at(e, "choices.0.finish_reason");
+					if (cJSON_IsString(f))
+						fin = f->valuestring;
+					if (cJSON_IsString(n))
+						strbuf_put(&sn, n->valuestring, strlen(n->valuestring));
+					if (cJSON_IsString(a))
+						strbuf_put(&sa, a->valuestring, strlen(a->valuestring));
+				}
+				cr_expect_str_eq(fin, "tool_calls", "%s: %s", what, resp);
+				cr_assert(sn.p && sa.p, "%s: no delta.tool_calls: %s", what, resp);
+				expect_call(sn.p, sa.p, c ? "add" : NULL, what);
+				strbuf_free(&sa);
+				strbuf_free(&sn);
+				cJSON_Delete(ev);
+				free(resp);
+				continue;
+			}
+			cJSON *j = http_json(&s, "POST", "/v1/chat/completions", body, 200);
+			char *printed = cJSON_PrintUnformatted(j);
+			cr_expect_str_eq(str_at(j, "choices.0.finish_reason"), "tool_calls", "%s: %s", what, printed);
+			const cJSON *tc = at(j, "choices.0.message.tool_calls");
+			cr_assert(cJSON_IsArray(tc) && cJSON_GetArraySize(tc) == 1, "%s: %s", what, printed);
+			expect_call(str_at(j, "choices.0.message.tool_calls.0.function.name"),
+				    str_at(j, "choices.0.message.tool_calls.0.function.arguments"), c ? "add" : NULL, what);
+			int n = (int)num_at(j, "usage.completion_tokens");
+			most = n > most ? n : most;
+			free(printed);
+			cJSON_Delete(j);
+		}
+	cr_log_info("generic forced calls: at most %d tokens", most);
+
+	/* said once, at start, whatever the requests */
+	cr_expect_eq(srv_stop(&s), 0);
+	char *log = tu_read(s.err, NULL);
+	int said = 0;
+	for (const char *p = log; p && (p = strstr(p, "does not render tools")); p++)
+		said++;
+	cr_expect_eq(said, 1, "the generic format is said %d times in the log:\n%s", said, log ? log : "");
+	free(log);
+	strbuf_free(&want);
+	free(gp);
+	cJSON_Delete(tools);
 }

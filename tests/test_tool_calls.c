@@ -17,7 +17,12 @@
  *   - content around calls, several calls, no calls, a literal "<tool_call"
  *     that is no call, truncated and malformed calls (text kept as content,
  *     error set), the typed-parameter rule, a callback that stops the
- *     parser, and random bytes and marker fragments without a crash.
+ *     parser, and random bytes and marker fragments without a crash;
+ *   - the generic format (for templates that render no tools): its prompt
+ *     lists each tool and the answer shapes, a history's calls written as
+ *     that answer read back as the same calls, and canned answers: a call,
+ *     calls, a response, plain text, and malformed or cut-off calls, which
+ *     are content.
  */
 #include <criterion/criterion.h>
 #include <cjson/cJSON.h>
@@ -489,10 +494,12 @@ Test(tool_calls, hostile_input)
 		"<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "```json\n", "```", "<｜DSML｜tool_calls>",
 		"<｜DSML｜invoke", " name=\"", "\">", "<｜DSML｜parameter", " string=\"true\"", "</｜DSML｜parameter>",
 		"</｜DSML｜invoke>", "</｜DSML｜function_calls>", "{\"name\": \"f\", \"arguments\": {", "}", "\"", "\n",
+		"{\"tool_call\": ", "{\"tool_calls\": [", "]", ", ", "{\"response\": ",
 		" ", "f", "1", "True", "[", "東", "\xe4\xba", "\xff", "<", "<｜",
 	};
 	static const enum tool_format all[] = { TOOL_FORMAT_NONE, TOOL_FORMAT_HERMES, TOOL_FORMAT_QWEN_XML,
-						TOOL_FORMAT_GLM, TOOL_FORMAT_DEEPSEEK, TOOL_FORMAT_DSML };
+						TOOL_FORMAT_GLM, TOOL_FORMAT_DEEPSEEK, TOOL_FORMAT_DSML,
+						TOOL_FORMAT_GENERIC };
 	cJSON *tools = cJSON_Parse(tools_json);
 	unsigned seed = 18;
 	char text[4096];
@@ -524,4 +531,91 @@ Test(tool_calls, hostile_input)
 		}
 	}
 	cJSON_Delete(tools);
+}
+
+/* ---- the generic format ---- */
+
+Test(tool_calls, generic_answers)
+{
+	const enum tool_format g = TOOL_FORMAT_GENERIC;
+	expect_parse(g, false, "{\"tool_call\": {\"name\": \"f\", \"arguments\": {\"a\": 1}}}", "", 0,
+		     CALLS({ "f", "{\"a\":1}" }));
+	/* blanks before, text after, arguments as JSON text or left out */
+	expect_parse(g, true, "\n {\"tool_call\":{\"name\":\"f\",\"arguments\":\"{\\\"s\\\": \\\"x\\\"}\"}}\n\nDone, Zürich.",
+		     "Done, Zürich.", 0, CALLS({ "f", "{\"s\":\"x\"}" }));
+	expect_parse(g, false, "{\"tool_call\": {\"name\": \"f\"}}", "", 0, CALLS({ "f", "{}" }));
+	expect_parse(g, false,
+		     "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}, {\"type\": \"function\", \"function\": "
+		     "{\"name\": \"g\", \"arguments\": {\"b\": [true]}}}]}",
+		     "", 0, CALLS({ "f", "{}" }, { "g", "{\"b\":[true]}" }));
+	/* a response is its text; any other answer is content as written */
+	expect_parse(g, false, "{\"response\": \"Hello, \\u6771\\u4eac.\\n\"}", "Hello, 東京.\n", 0, NO_CALLS);
+	expect_parse(g, false, "{\"response\": {\"x\": 1}}", "{\"x\":1}", 0, NO_CALLS);
+	static const char *const plain[] = {
+		"",
+		"  \n",
+		"Plain answer, 東京 🌂\n",
+		"Let me call {\"tool_call\": {\"name\": \"f\", \"arguments\": {}}}",
+		"{\"answer\": 42}",
+		"{braces} in text",
+		"{\"response\": \"x\"} and more",
+	};
+	for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+		expect_parse(g, false, plain[i], plain[i], 0, NO_CALLS);
+	/* a call that is malformed or cut off is content too, with the error set */
+	static const char *const bad[] = {
+		"{\"tool_call\": {\"name\": \"f\", \"argu",
+		"{\"tool_call\": {\"arguments\": {}}}",
+		"{\"tool_call\": {\"name\": \"f\", \"arguments\": 3}}",
+		"{\"tool_call\": {\"name\": \"f\", \"arguments\": \"not json\"}}",
+		"{\"tool_call\": \"f\"}",
+		"{\"tool_calls\": []}",
+		"{\"tool_calls\": {\"name\": \"f\"}}",
+		"{\"tool_calls\": [{\"name\": \"f\"}, {\"nom\": \"g\"}]}",
+		"{\"tool_call\": {\"name\": \"<f>\", \"arguments\": {}}}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		expect_parse(g, false, bad[i], bad[i], -EBADMSG, NO_CALLS);
+}
+
+Test(tool_calls, generic_prompt_and_history)
+{
+	cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":"
+				   "\"Weather of a city.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"
+				   "{\"type\":\"string\"}},\"required\":[\"city\"]}}},"
+				   "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]");
+	char *prompt = tool_generic_prompt(tools);
+	cr_assert(prompt);
+	/* each tool on a line of its own, as JSON with its schema */
+	cr_expect(strstr(prompt, "\n{\"name\":\"get_weather\",\"description\":\"Weather of a city.\",\"parameters\":"
+				 "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}\n"),
+		  "%s", prompt);
+	cr_expect(strstr(prompt, "\n{\"name\":\"now\"}\n"), "%s", prompt);
+	cr_expect(strstr(prompt, "{\"tool_call\": {\"name\": ") && strstr(prompt, "{\"tool_calls\": [{\"name\": "), "%s",
+		  prompt);
+	free(prompt);
+	cJSON_Delete(tools);
+
+	/* an assistant's calls, as OpenAI's API sends them, written as the answer the prompt asks for */
+	cJSON *one = cJSON_Parse("[{\"id\":\"call_0\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+				 "\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}]");
+	char *t = tool_generic_calls_text(one);
+	cr_assert(t);
+	cr_expect_str_eq(t, "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}}");
+	expect_parse(TOOL_FORMAT_GENERIC, false, t, "", 0, CALLS({ "get_weather", "{\"city\":\"Paris\"}" }));
+	free(t);
+	cJSON *two = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"now\",\"arguments\":\"{}\"}},"
+				 "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":{\"city\":\"東京\"}}}]");
+	t = tool_generic_calls_text(two);
+	cr_assert(t);
+	cr_expect(!strncmp(t, "{\"tool_calls\": [", 16), "%s", t);
+	expect_parse(TOOL_FORMAT_GENERIC, false, t, "", 0, CALLS({ "now", "{}" }, { "get_weather", "{\"city\":\"東京\"}" }));
+	free(t);
+	cJSON *none = cJSON_Parse("[]"), *nameless = cJSON_Parse("[{\"function\":{\"arguments\":\"{}\"}}]");
+	cr_expect_null(tool_generic_calls_text(none));
+	cr_expect_null(tool_generic_calls_text(nameless));
+	cJSON_Delete(one);
+	cJSON_Delete(two);
+	cJSON_Delete(none);
+	cJSON_Delete(nameless);
 }

@@ -92,10 +92,13 @@ static void renamed(struct strbuf *b, const char *g, const char *pre)
 	}
 }
 
-/* Appends the rules of schema s renamed under pre: its root is pre"root". */
+/* Appends the rules of schema s renamed under pre: its root is pre"root".
+ * A call's arguments get at most a newline and one blank between tokens
+ * (not response_format's twenty): they are read, not shown, and a model
+ * that pads them would spend its max_tokens on layout before the call ends. */
 static int schema_rules(struct strbuf *b, const cJSON *s, bool strict, const char *pre, char *err, size_t err_len)
 {
-	struct json_schema_options o = { .strict = strict };
+	struct json_schema_options o = { .strict = strict, .ws_max = 1 };
 	char *g = NULL;
 	int rc = json_schema_to_gbnf(s, &o, &g, NULL, err, err_len);
 	if (rc)
@@ -198,7 +201,11 @@ static int call_rule(struct strbuf *b, enum tool_format f, const cJSON *fn, int 
 {
 	const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
 	const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-	bool strict = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict"));
+	/* An object without additionalProperties takes no other members (as
+	 * OpenAI's strict mode reads it), whatever the function's "strict":
+	 * else a forced call may run on in keys nobody declared until
+	 * max_tokens cuts it off, and then it is no call. */
+	bool strict = true;
 	cJSON *none = NULL;
 	if (!cJSON_IsObject(params) && !cJSON_IsBool(params))
 		params = none = cJSON_Parse("{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}");
@@ -207,7 +214,7 @@ static int call_rule(struct strbuf *b, enum tool_format f, const cJSON *fn, int 
 	char pre[32];
 	snprintf(pre, sizeof pre, "t%d-", i);
 	int rc;
-	if (f == TOOL_FORMAT_HERMES || f == TOOL_FORMAT_DEEPSEEK || f == TOOL_FORMAT_HARMONY) {
+	if (f == TOOL_FORMAT_HERMES || f == TOOL_FORMAT_DEEPSEEK || f == TOOL_FORMAT_HARMONY || f == TOOL_FORMAT_GENERIC) {
 		rc = schema_rules(b, params, strict, pre, err, err_len);
 	} else {
 		rc = xml_params(b, f, params, strict, pre, err, err_len);
@@ -216,16 +223,18 @@ static int call_rule(struct strbuf *b, enum tool_format f, const cJSON *fn, int 
 	if (rc)
 		return rc;
 	strbuf_printf(b, "%scall ::= ", pre);
-	if (f == TOOL_FORMAT_HERMES) {
+	if (f == TOOL_FORMAT_HERMES || f == TOOL_FORMAT_GENERIC) {
 		cJSON *js = cJSON_CreateString(name);
 		char *q = js ? cJSON_PrintUnformatted(js) : NULL;
 		cJSON_Delete(js);
 		if (!q)
 			return -ENOMEM;
-		puts_(b, "\"<tool_call>\\n{\\\"name\\\": \" ");
+		puts_(b, f == TOOL_FORMAT_HERMES ? "\"<tool_call>\\n{\\\"name\\\": \" "
+						 : "\"{\\\"tool_call\\\": {\\\"name\\\": \" ");
 		lit(b, q);
 		free(q);
-		strbuf_printf(b, " \", \\\"arguments\\\": \" %sroot \"}\\n</tool_call>\"\n", pre);
+		strbuf_printf(b, " \", \\\"arguments\\\": \" %sroot %s\n", pre,
+			      f == TOOL_FORMAT_HERMES ? "\"}\\n</tool_call>\"" : "\"}}\"");
 	} else if (f == TOOL_FORMAT_DEEPSEEK) {
 		strbuf_printf(b, "\"<｜tool▁call▁begin｜>function<｜tool▁sep｜>\" ");
 		lit(b, name);

@@ -8,6 +8,7 @@
  *
  * The tool-call grammar is one call (parallel calls are not forced):
  *   HERMES    <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call>
+ *   GENERIC   {"tool_call": {"name": "N", "arguments": ARGS}}
  *   DEEPSEEK  <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N
  *             \n```json\nARGS\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
  *   QWEN_XML, GLM, DSML: the function's properties in schema order, the
@@ -15,8 +16,11 @@
  *             of the property's schema, or, for a property of type
  *             "string", raw text without '<' (its enum, minLength and
  *             maxLength kept, other string keywords not).
- * ARGS is the parameters schema through json_schema_to_gbnf (strict when
- * the function says "strict": true), or {} for a function without one.
+ * ARGS is the parameters schema through json_schema_to_gbnf in strict
+ * mode whatever the function says: an object schema without
+ * additionalProperties admits its listed members only (a schema that
+ * allows more says so with additionalProperties), so that a forced call
+ * ends; {} for a function without parameters.
  *
  * The constrain (engine/decode/constrain.h) is made here too, so that the
  * scheduler only masks and advances it. Ownership: the constraint owns its

@@ -4,6 +4,7 @@
 #include "engine/serve/serve_prompt.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,33 @@
 
 #include "engine/serve/serve_constraint.h"
 #include "engine/text/tokenizer.h"
+
+/* A template that renders tools writes this function's name when offered it. */
+#define PROBE_NAME "colibri_probe_function"
+
+/* Whether the template writes the tools it is given: 1, 0, or -ENOMEM.
+ * Asked by rendering, not by reading the template text: a template may
+ * name tool calls without ever listing tools (DeepSeek-V3's renders the
+ * calls in the history only), and the built-in C renderers render none. */
+static int renders_tools(const struct chat_template *ct)
+{
+	if (!ct->jinja)
+		return 0;
+	cJSON *msgs = cJSON_Parse("[{\"role\":\"user\",\"content\":\"Hello\"}]");
+	cJSON *tools = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"" PROBE_NAME "\","
+				   "\"description\":\"A probe.\",\"parameters\":{\"type\":\"object\","
+				   "\"properties\":{\"q\":{\"type\":\"string\"}}}}}]");
+	struct chat_options o = { .add_generation_prompt = true };
+	char *text = NULL, why[128];
+	size_t len = 0;
+	int rc = msgs && tools ? chat_template_render_json(ct, msgs, tools, &o, &text, &len, why, sizeof why) : -ENOMEM;
+	if (rc != -ENOMEM)
+		rc = rc == 0 && strstr(text, PROBE_NAME) != NULL;
+	free(text);
+	cJSON_Delete(msgs);
+	cJSON_Delete(tools);
+	return rc;
+}
 
 int serve_prompt_init(struct serve_prompt *sp, const struct tokenizer *tok, const char *model_type)
 {
@@ -25,6 +53,19 @@ int serve_prompt_init(struct serve_prompt *sp, const struct tokenizer *tok, cons
 	if (rc == -ENOMEM)
 		return rc;
 	sp->have_template = rc == 0;
+	if (!sp->have_template)
+		return 0;
+	if ((rc = renders_tools(&sp->ct)) < 0) {
+		chat_template_free(&sp->ct);
+		return rc;
+	}
+	if (!rc) {
+		sp->tool_format = TOOL_FORMAT_GENERIC;
+		fprintf(stderr,
+			"colibri serve: the %s%s chat template does not render tools; requests with tools get colibri's "
+			"generic tool prompt, and calls are read from JSON answers (engine/serve/README.md)\n",
+			sp->ct.jinja ? "model's" : "built-in ", sp->ct.jinja ? "" : chat_family_name(sp->ct.family));
+	}
 	return 0;
 }
 
@@ -108,6 +149,121 @@ static int render_jinja(const struct serve_prompt *sp, const struct serve_reques
 	return rc;
 }
 
+/* Whether r goes through the generic tool format: tools on offer, or calls in the history. */
+static bool generic_wanted(const struct serve_prompt *sp, const struct serve_request *r)
+{
+	if (sp->tool_format != TOOL_FORMAT_GENERIC)
+		return false;
+	if (r->tools_json && r->tool_choice != SERVE_TOOLS_NONE)
+		return true;
+	for (int i = 0; i < r->n_messages; i++)
+		if (r->messages[i].has_tool_calls)
+			return true;
+	return false;
+}
+
+/* Sets m's content to head + sep + tail (head: its text content, may be absent). */
+static bool set_content(cJSON *m, const char *head, const char *sep, const char *tail)
+{
+	size_t n = (head ? strlen(head) + strlen(sep) : 0) + strlen(tail) + 1;
+	char *t = malloc(n);
+	if (!t)
+		return false;
+	snprintf(t, n, "%s%s%s", head ? head : "", head ? sep : "", tail);
+	cJSON *v = cJSON_CreateString(t);
+	free(t);
+	if (!v)
+		return false;
+	if (cJSON_HasObjectItem(m, "content"))
+		return cJSON_ReplaceItemInObjectCaseSensitive(m, "content", v);
+	return cJSON_AddItemToObject(m, "content", v);
+}
+
+/* The text content of m, or NULL when it has none. */
+static const char *content_of(const cJSON *m)
+{
+	const char *c = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "content"));
+	return c && c[0] ? c : NULL;
+}
+
+/* The messages as the generic format gives them to the template: an
+ * assistant's tool_calls become its content, written as the answer the
+ * generic prompt asks for, and a null content is "" (such templates print
+ * content as text); for a built-in renderer (plain) every message keeps
+ * its role and text only. Returns false when out of memory. */
+static bool generic_messages(cJSON *msgs, bool plain)
+{
+	cJSON *m;
+	cJSON_ArrayForEach(m, msgs) {
+		const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+		if (calls) {
+			char *t = tool_generic_calls_text(calls);
+			bool ok = !t || set_content(m, content_of(m), "\n", t);
+			free(t);
+			if (!ok)
+				return false;
+			cJSON_DeleteItemFromObjectCaseSensitive(m, "tool_calls");
+		}
+		if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "content")) && !set_content(m, NULL, "", ""))
+			return false;
+		for (cJSON *f = m->child, *next; plain && f; f = next) {
+			next = f->next;
+			if (strcmp(f->string, "role") != 0 && strcmp(f->string, "content") != 0)
+				cJSON_Delete(cJSON_DetachItemViaPointer(m, f));
+		}
+	}
+	return true;
+}
+
+/*
+ * A template that cannot render tools, given them: the generic tool
+ * prompt (engine/text/tool_calls.h) joins the system message, or opens the
+ * conversation as one; a template that refuses a system message then gets
+ * it at the head of the first message. Calls in the history are written as
+ * the generic answers they were (generic_messages).
+ */
+static int render_generic(const struct serve_prompt *sp, const struct serve_request *r, const struct chat_options *co,
+			  char **text, size_t *len, char *why, size_t why_len)
+{
+	cJSON *msgs = cJSON_Parse(r->messages_json);
+	cJSON *tools = r->tools_json && r->tool_choice != SERVE_TOOLS_NONE ? cJSON_Parse(r->tools_json) : NULL;
+	cJSON *kwargs = r->template_kwargs_json ? cJSON_Parse(r->template_kwargs_json) : NULL;
+	char *prompt = tools ? tool_generic_prompt(tools) : NULL;
+	struct chat_options o = *co;
+	o.kwargs = kwargs;
+	int rc = -ENOMEM;
+	if (!msgs || (tools && !prompt) || (r->template_kwargs_json && !kwargs) || !generic_messages(msgs, !sp->ct.jinja))
+		goto out;
+	cJSON *first = msgs->child;
+	const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(first, "role"));
+	bool system = role && !strcmp(role, "system");
+	cJSON *added = NULL;
+	if (prompt && system) {
+		if (!set_content(first, content_of(first), "\n\n", prompt))
+			goto out;
+	} else if (prompt) {
+		if (!(added = cJSON_CreateObject()) || !cJSON_AddStringToObject(added, "role", "system") ||
+		    !cJSON_AddStringToObject(added, "content", prompt) || !cJSON_InsertItemInArray(msgs, 0, added)) {
+			cJSON_Delete(added);
+			goto out;
+		}
+	}
+	rc = chat_template_render_json(&sp->ct, msgs, NULL, &o, text, len, why, why_len);
+	if (rc == -EINVAL && added && first) {
+		cJSON_DeleteItemFromArray(msgs, 0);
+		const char *c = content_of(first);
+		rc = set_content(first, prompt, c ? "\n\n" : "", c ? c : "")
+			     ? chat_template_render_json(&sp->ct, msgs, NULL, &o, text, len, why, why_len)
+			     : -ENOMEM;
+	}
+out:
+	cJSON_Delete(msgs);
+	cJSON_Delete(tools);
+	cJSON_Delete(kwargs);
+	free(prompt);
+	return rc;
+}
+
 /* Renders the messages; *text is malloc'd. */
 static int render(const struct serve_prompt *sp, const struct serve_request *r, bool no_thinking, char **text,
 		  size_t *len, struct serve_error *err)
@@ -115,7 +271,9 @@ static int render(const struct serve_prompt *sp, const struct serve_request *r, 
 	struct chat_options co = { .add_generation_prompt = r->add_generation_prompt, .no_thinking = no_thinking };
 	char why[256] = "";
 	int rc;
-	if (sp->ct.jinja) {
+	if (generic_wanted(sp, r)) {
+		rc = render_generic(sp, r, &co, text, len, why, sizeof why);
+	} else if (sp->ct.jinja) {
 		rc = render_jinja(sp, r, &co, text, len, why, sizeof why);
 	} else {
 		struct chat_message *msgs = malloc((size_t)r->n_messages * sizeof *msgs);
@@ -152,16 +310,6 @@ static int build_chat(const struct serve_prompt *sp, const struct serve_request 
 		return serve_error_set(err, 400, "chat_template_kwargs", NULL,
 				       "template variables need the model's Jinja template; the built-in %s renderer takes none",
 				       chat_family_name(sp->ct.family));
-	if (r->tools_json && !sp->ct.jinja)
-		return serve_error_set(err, 400, "tools", NULL, "tools are not supported by the built-in %s chat template",
-				       chat_family_name(sp->ct.family));
-	for (int i = 0; i < r->n_messages && !sp->ct.jinja; i++)
-		if (r->messages[i].has_tool_calls) {
-			char param[48];
-			snprintf(param, sizeof param, "messages[%d].tool_calls", i);
-			return serve_error_set(err, 400, param, NULL, "tool_calls are not supported by the built-in %s chat template",
-					       chat_family_name(sp->ct.family));
-		}
 	bool no_thinking = r->enable_thinking == 0 || serve_constraint_wanted(r);
 	int rc = render(sp, r, no_thinking, text, len, err);
 	if (rc || r->enable_thinking != 0)

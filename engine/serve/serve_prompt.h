@@ -11,11 +11,21 @@
  * chat_template_kwargs (template variables, as apply_chat_template's
  * **kwargs). Tool call arguments (JSON text in OpenAI's API) go in as
  * objects, as vLLM passes them and as transformers documents them; a
- * template that fails on objects gets the text the client sent. With a
- * built-in C renderer (no usable template) the rest is refused with a 400
- * naming the field: tools, assistant tool_calls, template variables, a
- * role the family lacks, and enable_thinking=false for a template without
- * the switch. A constrained request (response_format, or a tool_choice
+ * template that fails on objects gets the text the client sent.
+ *
+ * Whether the template renders tools is found once, at init, by rendering
+ * a probe tool (a template may name tool calls without listing tools, as
+ * DeepSeek-V3's does; a built-in C renderer renders none). One that does
+ * not gets the generic tool format (tool_calls.h, TOOL_FORMAT_GENERIC):
+ * the tools go in a system prompt of colibri's own (joined to the
+ * request's system message; at the head of the first message where the
+ * template refuses a system role), the history's tool_calls are written as
+ * the JSON answers that prompt asks for, and tool_format says GENERIC so
+ * that calls are read back and forced in that form; init says so once on
+ * stderr. With a built-in C renderer (no usable template) the rest is
+ * refused with a 400 naming the field: template variables, a role the
+ * family lacks, and enable_thinking=false for a template without the
+ * switch. A constrained request (response_format, or a tool_choice
  * that forces a call) is rendered without thinking where the template has
  * the switch, and its output is all content: the grammar holds from the
  * first token.
@@ -40,7 +50,7 @@ struct serve_prompt {
 	bool think_tags;             /* the vocabulary has <think> and </think> */
 	bool harmony;                /* the template writes gpt-oss's harmony: its channels are split, a call ends the
 				      * output (serve_text), reasoning_content goes to the template as `thinking` */
-	enum tool_format tool_format; /* how the template writes tool calls */
+	enum tool_format tool_format; /* how the template writes tool calls; GENERIC when it renders no tools */
 	bool dsml_tool_calls;        /* DSML in V4's <｜DSML｜tool_calls> block (else V3.2's function_calls) */
 	bool history;                /* find each chat prompt's history (serve_prompt_ids.history): the model's
 				      * sequence state has fixed parts, which only a checkpoint takes back */

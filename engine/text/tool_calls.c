@@ -14,6 +14,11 @@
  * reader (read_hermes ... read_dsml); p->raw keeps the call's text as fed
  * so that a call that fails to read goes back to content. Buffers grow
  * with one response's text (geometrically; a few reallocations per reply).
+ *
+ * GENERIC has no markers and a machine of its own (run_generic): TEXT
+ * while only blanks have come, then HOLD (the answer opened with '{': kept
+ * in p->pending to the end, then read whole by generic_finish) or PLAIN
+ * (everything is content, as it comes).
  */
 #include "engine/text/tool_calls.h"
 
@@ -22,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ST_TEXT, ST_BLOCK, ST_CALL };
+enum { ST_TEXT, ST_BLOCK, ST_CALL, ST_HOLD, ST_PLAIN };
 
 struct tool_markers {
 	const char *block_open[2], *block_close[2];	/* NULL when the format has no block */
@@ -40,6 +45,7 @@ static const struct tool_markers markers[] = {
 			       { "</｜DSML｜function_calls>", "</｜DSML｜tool_calls>" },
 			       "<｜DSML｜invoke", "</｜DSML｜invoke>" },
 	[TOOL_FORMAT_HARMONY] = { { NULL, NULL }, { NULL, NULL }, "<|start|>assistant to=", "<|call|>" },
+	[TOOL_FORMAT_GENERIC] = { { NULL, NULL }, { NULL, NULL }, NULL, NULL },
 };
 
 enum tool_format tool_format_detect(const char *template_text, const char *model_type)
@@ -77,7 +83,7 @@ enum tool_format tool_format_detect(const char *template_text, const char *model
 
 const char *tool_format_name(enum tool_format f)
 {
-	static const char *const names[] = { "none", "hermes", "qwen_xml", "glm", "deepseek", "dsml", "harmony" };
+	static const char *const names[] = { "none", "hermes", "qwen_xml", "glm", "deepseek", "dsml", "harmony", "generic" };
 	return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "?";
 }
 
@@ -597,11 +603,51 @@ static void read_dsml(const struct tool_call_parser *p, struct call_read *r, con
 	}
 }
 
+/* Records a call read whole: args (an object) printed as its arguments,
+ * the events emitted. name is taken over (freed here either way). */
+static int call_record(struct tool_call_parser *p, char *name, const cJSON *args)
+{
+	char *json = cJSON_PrintUnformatted(args);
+	if (!json)
+		goto oom;
+	if (p->n_calls == p->calls_cap) {
+		size_t cap = p->calls_cap ? p->calls_cap * 2 : 4;
+		struct tool_call *c = realloc(p->calls, cap * sizeof *c);
+		if (!c)
+			goto oom;
+		p->calls = c;
+		p->calls_cap = cap;
+	}
+	struct tool_call *c = &p->calls[p->n_calls];
+	snprintf(c->id, sizeof c->id, "call_%zu", p->n_calls);
+	c->name = name;
+	c->arguments = json;
+	size_t i = p->n_calls++;
+	if (!p->emit)
+		return 0;
+	struct tool_call_event ev = { .kind = TOOL_CALL_EVENT_START, .index = i, .id = c->id, .name = c->name };
+	int rc = p->emit(p->ctx, &ev);
+	if (rc)
+		return rc;
+	ev.kind = TOOL_CALL_EVENT_ARGUMENTS;
+	ev.text = c->arguments;
+	ev.text_len = strlen(c->arguments);
+	if ((rc = p->emit(p->ctx, &ev)))
+		return rc;
+	ev.kind = TOOL_CALL_EVENT_END;
+	ev.text = NULL;
+	ev.text_len = 0;
+	return p->emit(p->ctx, &ev);
+oom:
+	free(name);
+	free(json);
+	return -ENOMEM;
+}
+
 /* Reads the text between a call's markers and records the call, or returns -EBADMSG. */
 static int call_finish(struct tool_call_parser *p, const char *s, size_t n)
 {
 	struct call_read r = { .args = cJSON_CreateObject() };
-	char *json = NULL;
 	int rc = 0;
 	if (!r.args)
 		return -ENOMEM;
@@ -612,7 +658,8 @@ static int call_finish(struct tool_call_parser *p, const char *s, size_t n)
 	case TOOL_FORMAT_DEEPSEEK: read_deepseek(p, &r, s, n); break;
 	case TOOL_FORMAT_DSML: read_dsml(p, &r, s, n); break;
 	case TOOL_FORMAT_HARMONY: read_harmony(p, &r, s, n); break;
-	case TOOL_FORMAT_NONE: r.why = "no tool format"; break;
+	case TOOL_FORMAT_NONE:
+	case TOOL_FORMAT_GENERIC: r.why = "no tool format"; break;
 	}
 	if (r.oom) {
 		rc = -ENOMEM;
@@ -625,45 +672,255 @@ static int call_finish(struct tool_call_parser *p, const char *s, size_t n)
 		rc = -EBADMSG;
 		goto out;
 	}
-	if (!(json = cJSON_PrintUnformatted(r.args))) {
+	rc = call_record(p, r.name, r.args);
+	r.name = NULL;
+out:
+	free(r.name);
+	cJSON_Delete(r.args);
+	return rc;
+}
+
+/* ---- the generic format ---- */
+
+static int buf_str(struct tool_call_buf *b, const char *s)
+{
+	return buf_add(b, s, strlen(s));
+}
+
+/* The function object of a tools or tool_calls item: its "function", or the item itself. */
+static const cJSON *function_of(const cJSON *item)
+{
+	const cJSON *fn = cJSON_GetObjectItemCaseSensitive(item, "function");
+	return cJSON_IsObject(fn) ? fn : item;
+}
+
+/* Appends v printed without layout. */
+static int buf_json(struct tool_call_buf *b, const cJSON *v)
+{
+	char *t = cJSON_PrintUnformatted(v);
+	int rc = t ? buf_str(b, t) : -ENOMEM;
+	free(t);
+	return rc;
+}
+
+/*
+ * The wording is colibri's; the shapes are llama.cpp's generic format, so
+ * that a model that has seen that format writes what we read. A plain-text
+ * answer is allowed (and streams) where llama.cpp asks for {"response": ...}:
+ * nothing constrains an answer that may or may not call.
+ */
+char *tool_generic_prompt(const cJSON *tools)
+{
+	struct tool_call_buf b = { 0 };
+	int rc = buf_str(&b, "You can call these functions. Each line is one function as JSON: its name, what it does, "
+			     "and the JSON Schema of its arguments.\n");
+	const cJSON *t;
+	cJSON_ArrayForEach(t, tools) {
+		const cJSON *fn = function_of(t);
+		static const char *const keys[] = { "name", "description", "parameters" };
+		cJSON *line = cJSON_CreateObject();
+		if (!line)
+			rc = -ENOMEM;
+		for (int k = 0; !rc && k < 3; k++) {
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(fn, keys[k]);
+			if (v && !cJSON_AddItemToObject(line, keys[k], cJSON_Duplicate(v, true)))
+				rc = -ENOMEM;
+		}
+		if (!rc)
+			rc = buf_json(&b, line);
+		if (!rc)
+			rc = buf_str(&b, "\n");
+		cJSON_Delete(line);
+	}
+	if (!rc)
+		rc = buf_str(&b, "\nTo call a function, answer with this JSON object and nothing else:\n"
+				 "{\"tool_call\": {\"name\": \"<function name>\", \"arguments\": {<its arguments>}}}\n"
+				 "To call several at once:\n"
+				 "{\"tool_calls\": [{\"name\": \"<function name>\", \"arguments\": {<its arguments>}}, ...]}\n"
+				 "Each result comes back in a message of its own. When no function is needed, "
+				 "answer in plain text.");
+	if (rc) {
+		buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+/* Appends {"name": N, "arguments": A} of one OpenAI tool call. */
+static int generic_call_text(struct tool_call_buf *b, const cJSON *call)
+{
+	const cJSON *fn = function_of(call), *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+	if (!cJSON_IsString(name))
+		return -EINVAL;
+	cJSON *parsed = cJSON_IsString(args) ? json_exact(args->valuestring, strlen(args->valuestring)) : NULL;
+	if (cJSON_IsObject(parsed))
+		args = parsed;
+	int rc = buf_str(b, "{\"name\": ");
+	if (!rc)
+		rc = buf_json(b, name);
+	if (!rc)
+		rc = buf_str(b, ", \"arguments\": ");
+	if (!rc && args)
+		rc = buf_json(b, args);
+	else if (!rc)
+		rc = buf_str(b, "{}");
+	if (!rc)
+		rc = buf_str(b, "}");
+	cJSON_Delete(parsed);
+	return rc;
+}
+
+char *tool_generic_calls_text(const cJSON *tool_calls)
+{
+	int n = cJSON_GetArraySize(tool_calls);
+	if (!cJSON_IsArray(tool_calls) || n == 0)
+		return NULL;
+	struct tool_call_buf b = { 0 };
+	int rc = buf_str(&b, n == 1 ? "{\"tool_call\": " : "{\"tool_calls\": [");
+	const cJSON *c;
+	int i = 0;
+	cJSON_ArrayForEach(c, tool_calls) {
+		if (!rc && i++)
+			rc = buf_str(&b, ", ");
+		if (!rc)
+			rc = generic_call_text(&b, c);
+	}
+	if (!rc)
+		rc = buf_str(&b, n == 1 ? "}" : "]}");
+	if (rc) {
+		buf_free(&b);
+		return NULL;
+	}
+	return b.data;
+}
+
+/* Adds one call of an answer ({"name": N, "arguments": ...}, or OpenAI's
+ * shape) to out as {"name", "arguments"} with object arguments; returns why
+ * not (a static message), or NULL. *oom is set when memory ran out. */
+static const char *generic_call_read(const cJSON *call, cJSON *out, bool *oom)
+{
+	const cJSON *fn = function_of(call);
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fn, "name"));
+	if (!cJSON_IsObject(fn) || !name || !name_ok(name, strlen(name)))
+		return "no function name";
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+	if (!args)
+		args = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+	cJSON *a = !args ? cJSON_CreateObject()
+		   : cJSON_IsString(args) ? json_exact(args->valuestring, strlen(args->valuestring))
+					  : cJSON_Duplicate(args, true);
+	if (!a && (!args || !cJSON_IsString(args))) {
+		*oom = true;
+		return "out of memory";
+	}
+	if (!cJSON_IsObject(a)) {
+		cJSON_Delete(a);
+		return "arguments are not a JSON object";
+	}
+	cJSON *o = cJSON_CreateObject();
+	if (!o || !cJSON_AddStringToObject(o, "name", name) || !cJSON_AddItemToObject(o, "arguments", a)) {
+		cJSON_Delete(o);
+		cJSON_Delete(a);
+		*oom = true;
+		return "out of memory";
+	}
+	cJSON_AddItemToArray(out, o);
+	return NULL;
+}
+
+/*
+ * Reads a held answer (it opened with '{'): the calls of a leading
+ * {"tool_calls": [...]} or {"tool_call": {...}} (text after them is
+ * content), the text of a lone {"response": ...}, else the answer's bytes
+ * as content, with the error set when it tried to be a call.
+ */
+static int generic_finish(struct tool_call_parser *p)
+{
+	const char *s = p->pending.data;
+	size_t n = p->pending.len;
+	char *text = dup_n(s, n);
+	cJSON *calls = cJSON_CreateArray();
+	int rc = 0;
+	if (!text || !calls) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (p->n_calls == p->calls_cap) {
-		size_t cap = p->calls_cap ? p->calls_cap * 2 : 4;
-		struct tool_call *c = realloc(p->calls, cap * sizeof *c);
-		if (!c) {
+	const char *end = NULL, *why = NULL;
+	cJSON *v = cJSON_ParseWithOpts(text, &end, 0);
+	const char *rest = v ? end : text + n;
+	size_t rest_n = (size_t)(text + n - rest);
+	skip_ws(&rest, &rest_n);
+	const cJSON *many = cJSON_GetObjectItemCaseSensitive(v, "tool_calls");
+	const cJSON *one = cJSON_GetObjectItemCaseSensitive(v, "tool_call");
+	const cJSON *response = cJSON_GetObjectItemCaseSensitive(v, "response");
+	bool oom = false;
+	if (!v) {
+		if (strstr(text, "\"tool_call"))
+			why = "not JSON (cut off?)";
+	} else if (many || one) {
+		if (many && (!cJSON_IsArray(many) || cJSON_GetArraySize(many) == 0))
+			why = "\"tool_calls\" is not an array of calls";
+		const cJSON *c;
+		if (many && !why)
+			cJSON_ArrayForEach(c, many)
+				if (!why)
+					why = generic_call_read(c, calls, &oom);
+		if (!many)
+			why = generic_call_read(one, calls, &oom);
+		if (oom) {
 			rc = -ENOMEM;
-			goto out;
+			goto free_v;
 		}
-		p->calls = c;
-		p->calls_cap = cap;
+		if (!why) {
+			cJSON *c2;
+			cJSON_ArrayForEach(c2, calls) {
+				char *name = strdup(cJSON_GetObjectItemCaseSensitive(c2, "name")->valuestring);
+				if (!name) {
+					rc = -ENOMEM;
+					goto free_v;
+				}
+				if ((rc = call_record(p, name, cJSON_GetObjectItemCaseSensitive(c2, "arguments"))))
+					goto free_v;
+			}
+			p->after_call = true;
+			rc = content_text(p, rest, rest_n);
+			goto free_v;
+		}
+	} else if (response && !rest_n) {
+		char *printed = cJSON_IsString(response) ? NULL : cJSON_PrintUnformatted(response);
+		const char *r = printed ? printed : cJSON_GetStringValue(response);
+		rc = r ? content_out(p, r, strlen(r)) : -ENOMEM;
+		free(printed);
+		goto free_v;
 	}
-	struct tool_call *c = &p->calls[p->n_calls];
-	snprintf(c->id, sizeof c->id, "call_%zu", p->n_calls);
-	c->name = r.name;
-	c->arguments = json;
-	r.name = NULL;
-	json = NULL;
-	size_t i = p->n_calls++;
-	if (p->emit) {
-		struct tool_call_event ev = { .kind = TOOL_CALL_EVENT_START, .index = i, .id = c->id, .name = c->name };
-		if ((rc = p->emit(p->ctx, &ev)))
-			goto out;
-		ev.kind = TOOL_CALL_EVENT_ARGUMENTS;
-		ev.text = c->arguments;
-		ev.text_len = strlen(c->arguments);
-		if ((rc = p->emit(p->ctx, &ev)))
-			goto out;
-		ev.kind = TOOL_CALL_EVENT_END;
-		ev.text = NULL;
-		ev.text_len = 0;
-		rc = p->emit(p->ctx, &ev);
-	}
+	if (why)
+		set_error(p, why);
+	rc = content_text(p, s, n);
+free_v:
+	cJSON_Delete(v);
 out:
-	free(r.name);
-	free(json);
-	cJSON_Delete(r.args);
+	p->pending.len = 0;
+	cJSON_Delete(calls);
+	free(text);
+	return rc;
+}
+
+/* GENERIC's machine: decides on the answer's first non-blank byte. */
+static int run_generic(struct tool_call_parser *p)
+{
+	if (p->state == ST_TEXT) {
+		size_t i = 0;
+		while (i < p->pending.len && is_ws(p->pending.data[i]))
+			i++;
+		if (i == p->pending.len)
+			return 0;
+		p->state = p->pending.data[i] == '{' ? ST_HOLD : ST_PLAIN;
+	}
+	if (p->state == ST_HOLD)
+		return 0;
+	int rc = content_text(p, p->pending.data, p->pending.len);
+	p->pending.len = 0;
 	return rc;
 }
 
@@ -825,6 +1082,8 @@ static int step_call(struct tool_call_parser *p)
 
 static int run(struct tool_call_parser *p)
 {
+	if (p->format == TOOL_FORMAT_GENERIC)
+		return run_generic(p);
 	if (p->format == TOOL_FORMAT_NONE) {
 		int rc = content_text(p, p->pending.data, p->pending.len);
 		p->pending.len = 0;
@@ -854,7 +1113,9 @@ int tool_call_parser_finish(struct tool_call_parser *p)
 	int rc = p->stopped;
 	if (rc)
 		return rc;
-	if (p->state == ST_CALL || (p->state == ST_BLOCK && p->block_calls == 0)) {
+	if (p->state == ST_HOLD) {
+		rc = generic_finish(p);
+	} else if (p->state == ST_CALL || (p->state == ST_BLOCK && p->block_calls == 0)) {
 		set_error(p, "cut off before its end marker");
 		rc = buf_add(&p->raw, p->pending.data, p->pending.len);
 		p->pending.len = 0;

@@ -19,6 +19,12 @@
  *             <|message|>{...}<|call|>, as the template renders a call and as
  *             harmony.h re-emits one the model wrote (the recipient may also
  *             follow the channel there; <|call|> may be the stop token)
+ *   GENERIC   colibri's own, for a template that does not render tools (the
+ *             server's choice, never detected): the answer is one JSON object,
+ *             {"tool_call": {"name": N, "arguments": {...}}}, {"tool_calls":
+ *             [{"name": N, "arguments": {...}}, ...]} or {"response": TEXT}
+ *             (the shapes of llama.cpp's generic format); tool_generic_prompt
+ *             tells the model so. Any other answer is content.
  *   NONE      Mixtral, OLMoE / Tulu, Qwen1.5-MoE: their templates have no tool
  *             format; everything is content.
  *
@@ -40,6 +46,11 @@
  * Known limit: a call is held until its end marker, then emitted whole
  * (start, its arguments in one delta, end), so that a malformed call can
  * still become content; argument text does not stream within one call.
+ * GENERIC has no markers: an answer whose first non-blank byte is '{' is
+ * held to the end and then read as a whole (a call, calls, a response's
+ * text, or, when it is none of these, its bytes as content); any other
+ * answer streams as content. A call may be followed by text (content);
+ * text before it makes the whole answer content.
  */
 #ifndef COLIBRI_TOOL_CALLS_H
 #define COLIBRI_TOOL_CALLS_H
@@ -57,6 +68,7 @@ enum tool_format {
 	TOOL_FORMAT_DEEPSEEK,
 	TOOL_FORMAT_DSML,
 	TOOL_FORMAT_HARMONY,
+	TOOL_FORMAT_GENERIC,
 };
 
 /*
@@ -69,6 +81,24 @@ enum tool_format tool_format_detect(const char *template_text, const char *model
 
 /* Lower-case name, e.g. "hermes". */
 const char *tool_format_name(enum tool_format f);
+
+/*
+ * GENERIC's instructions to the model (malloc'd, caller frees; NULL when
+ * out of memory): the functions of tools (an OpenAI tools array) one JSON
+ * line each, with name, description and parameters schema, then the JSON
+ * answer that calls them. Meant to join the system prompt.
+ */
+char *tool_generic_prompt(const cJSON *tools);
+
+/*
+ * GENERIC's text of an assistant's calls (tool_calls as OpenAI's API gives
+ * them: [{"function": {"name": N, "arguments": TEXT or object}}, ...]), as
+ * the model is asked to write it: {"tool_call": ...} for one call,
+ * {"tool_calls": [...]} for several; arguments that are JSON text of an
+ * object go in as the object. malloc'd; NULL when out of memory or when
+ * tool_calls is not a non-empty array of calls with a name.
+ */
+char *tool_generic_calls_text(const cJSON *tool_calls);
 
 enum tool_call_event_kind {
 	TOOL_CALL_EVENT_CONTENT,	/* text: a delta of the content */
