@@ -29,6 +29,7 @@
 #include "base/error.h"
 #include "engine/cli/chat_input.h"
 #include "engine/text/harmony.h"
+#include "engine/cli/cli_alias.h"
 #include "engine/cli/cmd.h"
 #include "engine/cli/default_model.h"
 #include "engine/decode/batch.h"
@@ -640,6 +641,8 @@ int cmd_chat(int argc, char **argv)
 		{ "session", required_argument, 0, CHAT_SESSION }, { "think", required_argument, 0, CHAT_THINK },
 		{ "help", no_argument, 0, 'h' },                 { 0, 0, 0, 0 },
 	};
+	if (cli_alias_apply("chat", &argc, &argv, "n:h", opts))
+		return 2;
 	struct chat *c = calloc(1, sizeof *c);
 	if (!c)
 		return cmd_fail("out of memory");

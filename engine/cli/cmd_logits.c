@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cli/cli_alias.h"
 #include "engine/cli/cmd.h"
+#include "engine/cli/model_cache.h"
 #include "engine/forward/forward.h"
 #include "engine/decode/session.h"
 #include "base/error.h"
@@ -111,6 +113,8 @@ int cmd_logits(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
+	if (cli_alias_apply("logits", &argc, &argv, "h", opts))
+		return 2;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (ch == 't')
@@ -133,6 +137,8 @@ int cmd_logits(int argc, char **argv)
 		logits_usage(stderr);
 		return 2;
 	}
+	if (model_cache_use(&so.model_dir))
+		return cmd_fail("no model");
 	int32_t *tokens = NULL;
 	int n = 0;
 	if (session_parse_tokens(tokens_arg, &tokens, &n) != 0)

@@ -22,7 +22,9 @@
 #include "compute/kernels.h"
 #include "compute/quant.h"
 #include "compute/threadpool.h"
+#include "engine/cli/cli_alias.h"
 #include "engine/cli/cmd.h"
+#include "engine/cli/model_cache.h"
 #include "engine/forward/forward.h"
 #include "engine/model/manifest.h"
 #include "engine/decode/session.h"
@@ -437,6 +439,8 @@ int cmd_plan(int argc, char **argv)
 	};
 	const char *hosts_path = NULL;
 	int ch, rc = 0;
+	if (cli_alias_apply("plan", &argc, &argv, "h", opts))
+		return 2;
 	optind = 1;
 	while (!rc && (ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (ch == PLAN_OPT_JSON)
@@ -458,6 +462,8 @@ int cmd_plan(int argc, char **argv)
 		plan_usage(stderr);
 		return 2;
 	}
+	if (model_cache_use(&so.model_dir))
+		return cmd_fail("no model");
 	struct placement_spec spec = { .replicas = so.placement.replicas };
 	if ((placement || so.placement.replicas) && !hosts_path) {
 		fprintf(stderr, "colibri: plan: --%s needs --hosts FILE (the ranks it places over)\n",

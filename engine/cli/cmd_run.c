@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cli/cli_alias.h"
 #include "engine/cli/cmd.h"
 #include "engine/cli/default_model.h"
 #include "base/files.h"
@@ -126,6 +127,8 @@ int cmd_run(int argc, char **argv)
 	int rc = generate_options_default(&go, NULL);
 	unsigned set = 0;
 	int ch;
+	if (cli_alias_apply("run", &argc, &argv, "n:h", opts))
+		return 2;
 	optind = 1;
 	while (!rc && (ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		switch (ch) {

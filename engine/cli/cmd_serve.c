@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "engine/cli/cli_alias.h"
 #include "engine/cli/cmd.h"
 #include "engine/cli/default_model.h"
 #include "engine/decode/session.h"
@@ -121,6 +122,8 @@ static int serve_main(int argc, char **argv, bool web)
 	};
 	int ch, rc = 0;
 	uint64_t bytes = 0;
+	if (cli_alias_apply(web ? "web" : "serve", &argc, &argv, "h", opts))
+		return 2;
 	optind = 1;
 	while (!rc && (ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {

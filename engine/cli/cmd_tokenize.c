@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cli/cli_alias.h"
 #include "engine/cli/cmd.h"
+#include "engine/cli/model_cache.h"
 #include "base/files.h"
 #include "engine/model/model_config.h"
 #include "engine/text/prompt.h"
@@ -28,6 +30,8 @@ int cmd_tokenize(int argc, char **argv)
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
+	if (cli_alias_apply("tokenize", &argc, &argv, "h", opts))
+		return 2;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (ch) {
@@ -48,6 +52,8 @@ int cmd_tokenize(int argc, char **argv)
 		return cmd_usage_error("tokenize", "give one of --text TEXT and --file F");
 	if (optind != argc)
 		return cmd_usage_error("tokenize", "unexpected argument (the text goes after --text)");
+	if (model_cache_use(&model))
+		return cmd_fail("no model");
 	char *buf = NULL;
 	struct tokenizer *tok = NULL;
 	struct model_config cfg;
@@ -80,6 +86,8 @@ int cmd_detokenize(int argc, char **argv)
 		{ "help", no_argument, 0, 'h' },        { 0, 0, 0, 0 },
 	};
 	int ch;
+	if (cli_alias_apply("detokenize", &argc, &argv, "h", opts))
+		return 2;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (ch == 'm')
@@ -95,6 +103,8 @@ int cmd_detokenize(int argc, char **argv)
 		return cmd_usage_error("detokenize", "needs --model DIR (the tokenizer is the model's)");
 	if (!tokens || optind != argc)
 		return cmd_usage_error("detokenize", "needs --tokens IDS (comma-separated), and nothing else");
+	if (model_cache_use(&model))
+		return cmd_fail("no model");
 	struct tokenizer *tok = NULL;
 	int32_t *ids = NULL;
 	int n = 0;

@@ -11,6 +11,7 @@
 #include <getopt.h>
 
 #include "base/error.h"
+#include "engine/cli/cli_alias.h"
 #include "engine/cli/cmd.h"
 #include "engine/cli/default_model.h"
 #include "engine/decode/session.h"
@@ -23,6 +24,7 @@ int cmd_worker(int argc, char **argv)
 	session_options_default(&so);
 	int ch, rc = 0;
 	opterr = 0; /* the command's own options are rank 0's business */
+	cli_alias_apply(NULL, &argc, &argv, "", opts); /* -m as --model; on failure the line stays */
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (ch == '?' || ch == ':')

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/files.h"
+#include "engine/cli/model_cache.h"
 #include "engine/convert/convert.h"
 
 #define HF_NAME "kjv-moe-hf"
@@ -58,14 +59,9 @@ static int fits(int n, size_t len, const char *what)
 /* The cache folder for the converted default model. */
 static int cache_dir(char *out, size_t len)
 {
-	const char *d = getenv("COLIBRI_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-	if (d && *d)
-		return fits(snprintf(out, len, "%s/models/" OUT_NAME, d), len, d);
-	if (x && *x)
-		return fits(snprintf(out, len, "%s/colibri/models/" OUT_NAME, x), len, x);
-	if (h && *h)
-		return fits(snprintf(out, len, "%s/.cache/colibri/models/" OUT_NAME, h), len, h);
-	return error_set(ENOENT, "default model: no folder to convert it into: set $COLIBRI_CACHE_DIR or $HOME");
+	char root[PATH_MAX];
+	int rc = model_cache_root(root, sizeof root);
+	return rc ? rc : fits(snprintf(out, len, "%s/" OUT_NAME, root), len, root);
 }
 
 /* The container of checkpoint hf: its fresh sibling, else the cache,
@@ -138,7 +134,7 @@ int default_model_use(const char **model_dir)
 {
 	static char dir[PATH_MAX];
 	if (*model_dir)
-		return 0;
+		return model_cache_use(model_dir);
 	int rc = default_model_dir(dir, sizeof dir);
 	if (rc)
 		return rc;

@@ -11,8 +11,8 @@
  *      DIR/../share/colibri/kjv-moe-hf (make install), DIR being the
  *      folder of the running executable;
  *   3. its container: the sibling kjv-moe (what make demo writes) when it
- *      is at least as new as the checkpoint, else the cache
- *      $XDG_CACHE_HOME/colibri/kjv-moe (~/.cache/...), converted there
+ *      is at least as new as the checkpoint, else ROOT/kjv-moe in the
+ *      cache (model_cache.h: ~/.cache/colibri/models/...), converted there
  *      (int4, a few seconds) when missing or older than the checkpoint.
  */
 #ifndef COLIBRI_ENGINE_DEFAULT_MODEL_H
@@ -25,9 +25,10 @@
  * an error names every place looked at. */
 int default_model_dir(char *out, size_t len);
 
-/* For a command's --model: leaves a given one as it is, else points
- * *model_dir at the default model's container (a static buffer) and says
- * so on stderr. */
+/* For a command's --model: leaves a given folder as it is; a given GGUF
+ * file becomes its container in the cache (converted the first time,
+ * engine/cli/model_cache.h); none: the default model's container, said on
+ * stderr. *model_dir then points at a static buffer. */
 int default_model_use(const char **model_dir);
 
 #endif

@@ -64,8 +64,15 @@ static void progress_show(struct progress *p, bool final)
 		return;
 	p->last = t;
 	double mb = (double)p->bytes_read / 1e6, dt = t - p->t0 > 1e-6 ? t - p->t0 : 1e-6;
-	fprintf(stderr, "%sconvert: tensors %" PRIu64 "/%" PRIu64 ", %.1f MB read, %.0f MB/s%s",
-		isatty(2) ? "\r" : "", p->tensors_done, p->tensors_total, mb, mb / dt,
+	/* A bar of tensors done: the experts' matrices, most of them in an
+	 * MoE, are each a tensor here, so it follows the bytes closely. */
+	double done = p->tensors_total ? (double)p->tensors_done / (double)p->tensors_total : 1;
+	char bar[21];
+	for (int i = 0; i < 20; i++)
+		bar[i] = i < (int)(done * 20 + 1e-9) ? '#' : '.';
+	bar[20] = 0;
+	fprintf(stderr, "%sconvert: [%s] %3d%% tensors %" PRIu64 "/%" PRIu64 ", %.1f MB read, %.0f MB/s%s",
+		isatty(2) ? "\r" : "", bar, (int)(done * 100), p->tensors_done, p->tensors_total, mb, mb / dt,
 		final || !isatty(2) ? "\n" : "");
 	fflush(stderr);
 }

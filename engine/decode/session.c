@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <inttypes.h>
 #include <math.h>
@@ -76,8 +77,23 @@ int session_check_model(const char *dir)
 	char path[PATH_MAX];
 	if (stat(dir, &sb) != 0)
 		return error_set(errno, "%s: cannot open the model folder: %s", dir, strerror(errno));
-	if (!S_ISDIR(sb.st_mode))
-		return error_set(ENOTDIR, "%s: not a folder (--model takes a colibri container folder)", dir);
+	if (!S_ISDIR(sb.st_mode)) {
+		/* A GGUF file is what llama.cpp and Ollama users have: the
+		 * commands that run a model convert it on the way
+		 * (engine/cli/model_cache.h), the others name the way out. */
+		char magic[4];
+		int fd = open(dir, O_RDONLY | O_CLOEXEC);
+		bool gguf = fd >= 0 && file_pread_full(fd, magic, 4, 0) == 0 && !memcmp(magic, "GGUF", 4);
+		if (fd >= 0)
+			close(fd);
+		if (gguf)
+			return error_set(ENOTDIR, "%s: a GGUF file, not a container folder: run, chat, serve, plan, "
+					 "logits and tokenize take it as it is (converted once into the cache, whose "
+					 "folder they print), or convert it yourself: colibri convert %s DIR, then "
+					 "--model DIR", dir, dir);
+		return error_set(ENOTDIR, "%s: not a folder: --model takes a colibri container folder, or a .gguf "
+				 "file; colibri convert makes a container of a Hugging Face checkpoint folder", dir);
+	}
 	snprintf(path, sizeof path, "%s/manifest.json", dir);
 	if (access(path, F_OK) != 0)
 		return error_set(ENOENT, "%s: not a colibri container (no manifest.json); make one with "
