@@ -6,6 +6,13 @@
  *  - conversation_prompt on the real Qwen3 template: the ids of the ChatML
  *    text written by hand from Qwen3's template (not from our output), with
  *    and without enable_thinking, and whether the prompt opens <think>;
+ *  - conversation_fit (issue 39, item 2): the oldest turns go whole, the
+ *    system prompt and the kept messages stay, as few as leave the room
+ *    asked for, and the prompt is the template's text of the shorter
+ *    conversation (written by hand); a prompt that cannot leave what it
+ *    needs drops nothing; through a real forward, the turn after a drop
+ *    has the logits, bit for bit, of a cold prefill of what remains, with
+ *    the shared prefix (the system prompt) taken from the cache;
  *  - sessions on disk through a real forward (qwen3_moe_tok, bf16): saved
  *    after a turn and loaded into a fresh process state, the next turn
  *    prefills only its new tokens and its logits are bit-identical, row for
@@ -164,6 +171,110 @@ Test(conversation, prompt_is_the_qwen3_template)
 	tokenizer_free(tok);
 }
 
+/* ids of text, in a malloc'd array; *n their count. */
+static int32_t *ids_of(const struct tokenizer *tok, const char *text, int *n)
+{
+	int32_t *ids = NULL;
+	size_t nv = 0;
+	cr_assert_eq(tokenizer_encode(tok, text, strlen(text), &ids, &nv), 0);
+	*n = (int)nv;
+	return ids;
+}
+
+/* [system, One, Two, Three, Four, Five]: two turns and a question. */
+static void five(struct conversation *c)
+{
+	static const char *const m[][2] = { { "system", "Be brief." }, { "user", "One" },   { "assistant", "Two" },
+					    { "user", "Three" },      { "assistant", "Four" }, { "user", "Five" } };
+	conversation_init(c);
+	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+		cr_assert_eq(conversation_add(c, m[i][0], m[i][1], strlen(m[i][1])), 0);
+}
+
+#define SYS "<|im_start|>system\nBe brief.<|im_end|>\n"
+#define TURN(u, a) "<|im_start|>user\n" u "<|im_end|>\n<|im_start|>assistant\n" a "<|im_end|>\n"
+#define ASK(u) "<|im_start|>user\n" u "<|im_end|>\n<|im_start|>assistant\n"
+
+Test(conversation, fit_drops_the_oldest_turns)
+{
+	need_model();
+	struct tokenizer *tok = NULL;
+	cr_assert_eq(prompt_tokenizer_load(&tok, model), 0, "%s", error_message());
+	int n_all, n_one, n_two;
+	free(ids_of(tok, SYS TURN("One", "Two") TURN("Three", "Four") ASK("Five"), &n_all));
+	free(ids_of(tok, SYS TURN("Three", "Four") ASK("Five"), &n_one));
+	free(ids_of(tok, SYS ASK("Five"), &n_two));
+	struct conversation c;
+	int32_t *ids = NULL;
+	int n = 0;
+	/* Room enough: nothing goes. */
+	five(&c);
+	struct conversation_fit f = { .ctx = n_all + 8, .want = 8, .need = 1, .keep = 1 };
+	cr_assert_eq(conversation_fit(&c, &f, tok, "qwen3_moe", NULL, &ids, &n, NULL, NULL), 0, "%s", error_message());
+	cr_expect(f.dropped == 0 && f.freed == 0 && c.n == 6);
+	expect_ids(tok, ids, n, SYS TURN("One", "Two") TURN("Three", "Four") ASK("Five"));
+	free(ids);
+	/* One position short: the oldest turn goes, whole. */
+	f.ctx = n_all + 7;
+	cr_assert_eq(conversation_fit(&c, &f, tok, "qwen3_moe", NULL, &ids, &n, NULL, NULL), 0, "%s", error_message());
+	cr_expect_eq(f.dropped, 1);
+	cr_expect_eq(f.freed, n_all - n_one);
+	cr_expect(c.n == 4 && !strcmp(c.msgs[0].content, "Be brief.") && !strcmp(c.msgs[1].content, "Three"));
+	expect_ids(tok, ids, n, SYS TURN("Three", "Four") ASK("Five"));
+	free(ids);
+	conversation_free(&c);
+	/* Room only without both: both go, in one call. */
+	five(&c);
+	f.ctx = n_two + 8;
+	cr_assert_eq(conversation_fit(&c, &f, tok, "qwen3_moe", NULL, &ids, &n, NULL, NULL), 0, "%s", error_message());
+	cr_expect(f.dropped == 2 && f.freed == n_all - n_two && c.n == 2);
+	expect_ids(tok, ids, n, SYS ASK("Five"));
+	free(ids);
+	conversation_free(&c);
+	/* What is wanted cannot be had, what is needed can: all that can go goes. */
+	five(&c);
+	f.ctx = n_two + 1;
+	cr_assert_eq(conversation_fit(&c, &f, tok, "qwen3_moe", NULL, &ids, &n, NULL, NULL), 0, "%s", error_message());
+	cr_expect(f.dropped == 2 && c.n == 2);
+	free(ids);
+	conversation_free(&c);
+	/* Not even what is needed: nothing goes, the prompt's length is said. */
+	five(&c);
+	f.ctx = n_two;
+	cr_expect_eq(conversation_fit(&c, &f, tok, "qwen3_moe", NULL, &ids, &n, NULL, NULL), -ENOSPC);
+	cr_expect(ids == NULL && n == n_two && c.n == 6 && f.dropped == 0, "%d tokens, %zu messages", n, c.n);
+	error_clear();
+	/* A cut answer that goes on (:more): left out of the prompt, kept with
+	 * its question and its cut token; the turn before goes. */
+	cr_assert_eq(conversation_add(&c, "assistant", "Si", 2), 0);
+	c.cut_token = 77;
+	int n_head;
+	free(ids_of(tok, SYS TURN("Three", "Four") ASK("Five"), &n_head));
+	f = (struct conversation_fit){ .ctx = n_head + 10, .want = 10, .need = 3, .keep = 2, .leave_out = 1 };
+	cr_assert_eq(conversation_fit(&c, &f, tok, "qwen3_moe", NULL, &ids, &n, NULL, NULL), 0, "%s", error_message());
+	cr_expect(f.dropped == 1 && c.n == 5 && c.cut_token == 77 && !strcmp(c.msgs[4].content, "Si"));
+	expect_ids(tok, ids, n, SYS TURN("Three", "Four") ASK("Five"));
+	free(ids);
+	/* The last two are kept: the next turn cannot go whole. */
+	cr_expect_eq(conversation_drop_turn(&c, 2), 2);
+	cr_expect_eq(conversation_drop_turn(&c, 2), 0, "a turn went into the kept messages");
+	cr_expect_eq(c.n, 3);
+	/* Without a system prompt, an answer first goes alone; the last
+	 * message going takes the cut token with it. */
+	conversation_free(&c);
+	conversation_init(&c);
+	cr_assert_eq(conversation_add(&c, "assistant", "Hi", 2), 0);
+	cr_assert_eq(conversation_add(&c, "user", "Hello", 5), 0);
+	cr_assert_eq(conversation_add(&c, "assistant", "Yes", 3), 0);
+	c.cut_token = 5;
+	cr_expect_eq(conversation_drop_turn(&c, 0), 1);
+	cr_expect(c.n == 2 && !strcmp(c.msgs[0].content, "Hello") && c.cut_token == 5);
+	cr_expect_eq(conversation_drop_turn(&c, 0), 2);
+	cr_expect(c.n == 0 && c.cut_token == -1);
+	conversation_free(&c);
+	tokenizer_free(tok);
+}
+
 #define ROWS_MAX 8
 
 /* The logits of every answer token, and its ids. */
@@ -288,6 +399,48 @@ Test(conversation, resume_gives_bit_identical_logits)
 	cr_expect_str_eq(c.msgs[c.n - 1].content, want_text);
 	free(want);
 	free(want_text);
+	conversation_free(&c);
+	rig_close(&g);
+}
+
+/* Two turns, then a third whose prompt leaves no room for its answer: the
+ * oldest turn goes, and the warm slot, which holds all three, answers with
+ * the logits of a cold prefill of what remains, taking only the system
+ * prompt's prefix from its cache. */
+Test(conversation, fitted_turn_has_the_logits_of_the_shorter_conversation)
+{
+	need_model();
+	struct rig g;
+	rig_open(&g);
+	struct conversation c;
+	conversation_init(&c);
+	cr_assert_eq(conversation_add(&c, "system", "Be brief.", 9), 0);
+	cr_assert_eq(conversation_add(&c, "user", "Hello there", 11), 0);
+	answer(&g, &c);
+	cr_assert_eq(conversation_add(&c, "user", "And then?", 9), 0);
+	answer(&g, &c);
+	cr_assert_eq(conversation_add(&c, "user", "Tell me more", 12), 0);
+	int32_t *ids = NULL;
+	int n = 0;
+	cr_assert_eq(conversation_prompt(&c, c.n, g.tok, "qwen3_moe", NULL, &ids, &n, NULL, NULL), 0);
+	free(ids);
+	struct conversation_fit f = { .ctx = n - 1 + ROWS_MAX, .want = ROWS_MAX, .need = 1, .keep = 1 };
+	cr_assert_eq(conversation_fit(&c, &f, g.tok, "qwen3_moe", NULL, &ids, &n, NULL, NULL), 0, "%s", error_message());
+	free(ids);
+	cr_assert(f.dropped == 1 && c.n == 4, "%d turns dropped, %zu messages left", f.dropped, c.n);
+	int cached = answer(&g, &c);
+	cr_expect(cached > 0 && cached < n, "%d of %d prompt tokens cached after the drop", cached, n);
+	size_t V = (size_t)g.s.model.cfg.vocab;
+	int n_rows = g.r.n;
+	float *want = malloc((size_t)n_rows * V * sizeof(float));
+	memcpy(want, g.r.rows, (size_t)n_rows * V * sizeof(float));
+	seq_state_reset(&g.s.fwd.seqs[0]);
+	conversation_pop(&c);
+	cr_expect_eq(answer(&g, &c), 0);
+	cr_expect_eq(g.r.n, n_rows);
+	cr_expect_eq(memcmp(g.r.rows, want, (size_t)n_rows * V * sizeof(float)), 0,
+		     "the turn after the drop differs from a cold prefill of what remains");
+	free(want);
 	conversation_free(&c);
 	rig_close(&g);
 }

@@ -56,6 +56,41 @@ void conversation_move(struct conversation *dst, struct conversation *src)
 	conversation_init(src);
 }
 
+/* The index of the first message a turn can start at: after a leading
+ * system message. */
+static size_t first_turn(const struct conversation *c)
+{
+	return c->n > 0 && !strcmp(c->msgs[0].role, "system") ? 1 : 0;
+}
+
+/* The end of the turn that starts at message i: the next user message
+ * after it, or n. */
+static size_t turn_end(const struct conversation *c, size_t i)
+{
+	for (i++; i < c->n && strcmp(c->msgs[i].role, "user"); i++)
+		;
+	return i;
+}
+
+size_t conversation_drop_turn(struct conversation *c, size_t keep)
+{
+	size_t start = first_turn(c);
+	if (start >= c->n)
+		return 0;
+	size_t end = turn_end(c, start);
+	if (end + keep > c->n)
+		return 0;
+	for (size_t i = start; i < end; i++) {
+		free(c->msgs[i].role);
+		free(c->msgs[i].content);
+	}
+	if (end == c->n)
+		c->cut_token = -1;
+	memmove(c->msgs + start, c->msgs + end, (c->n - end) * sizeof *c->msgs);
+	c->n -= end - start;
+	return end - start;
+}
+
 size_t conversation_count(const struct conversation *c, const char *role)
 {
 	size_t k = 0;
@@ -259,4 +294,61 @@ int conversation_prompt(const struct conversation *c, size_t n_msgs, const struc
 		return error_set(-rc, rc == -EILSEQ ? "the conversation is not valid UTF-8" : "cannot tokenize the conversation");
 	*n = (int)nv;
 	return 0;
+}
+
+int conversation_fit(struct conversation *c, struct conversation_fit *f, const struct tokenizer *tok,
+		     const char *model_type, const struct conversation_prompt_options *o, int32_t **ids, int *n,
+		     bool *thinking, int *n_history)
+{
+	*ids = NULL;
+	*n = 0;
+	f->dropped = 0;
+	f->freed = 0;
+	/* A view of c without its first k turns: the leading system message
+	 * and msgs[from..n), borrowed, so that c changes only once the number
+	 * of turns is settled. One rendering per turn tried; a chat drops one
+	 * or two at a time. */
+	size_t start = first_turn(c), from = start;
+	struct conversation v = *c;
+	v.msgs = malloc((c->n ? c->n : 1) * sizeof *v.msgs);
+	if (!v.msgs)
+		return error_set(ENOMEM, "out of memory");
+	memcpy(v.msgs, c->msgs, start * sizeof *v.msgs);
+	int k = 0, n_first = -1, rc = 0;
+	for (;;) {
+		v.n = start + (c->n - from);
+		memcpy(v.msgs + start, c->msgs + from, (c->n - from) * sizeof *v.msgs);
+		free(*ids);
+		rc = conversation_prompt(&v, v.n - (f->leave_out < v.n ? f->leave_out : v.n), tok, model_type, o, ids,
+					 n, thinking, NULL);
+		if (rc)
+			break;
+		if (n_first < 0)
+			n_first = *n;
+		size_t next = from < c->n ? turn_end(c, from) : c->n;
+		if ((int64_t)*n + f->want <= f->ctx || from >= c->n || next + f->keep > c->n)
+			break;
+		from = next;
+		k++;
+	}
+	free(v.msgs);
+	if (!rc && (int64_t)*n + f->need > f->ctx)
+		rc = error_set(ENOSPC, "the prompt has %d tokens; the context holds %d", *n, f->ctx);
+	if (rc) {
+		int len = *n;
+		free(*ids);
+		*ids = NULL;
+		*n = len;
+		return rc;
+	}
+	for (int i = 0; i < k; i++)
+		conversation_drop_turn(c, f->keep);
+	f->dropped = k;
+	f->freed = n_first - *n;
+	if (n_history) { /* its second rendering, once, for what remains */
+		free(*ids);
+		rc = conversation_prompt(c, c->n - (f->leave_out < c->n ? f->leave_out : c->n), tok, model_type, o,
+					 ids, n, thinking, n_history);
+	}
+	return rc;
 }

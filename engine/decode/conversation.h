@@ -3,7 +3,9 @@
  * list of (role, content), its JSON form (sessions on disk, see
  * conversation_store.h), and conversation_prompt, the one function that
  * renders the list through the model's chat template and tokenizes it, so
- * that a new template engine changes one place.
+ * that a new template engine changes one place; and conversation_fit,
+ * which drops the oldest turns when the conversation outgrows its context
+ * (the system prompt stays).
  *
  * Invariants: contents hold no NUL byte (templates work on C strings; a NUL
  * in text becomes U+FFFD); roles are "system", "user" or "assistant".
@@ -53,6 +55,13 @@ int conversation_append(struct conversation *c, const char *text, size_t len);
 /* Removes the last message (if any). */
 void conversation_pop(struct conversation *c);
 
+/* Removes the oldest turn: the first message after a leading system
+ * message and those after it up to the next user message (a user message
+ * and its answers), unless that would remove one of the last keep
+ * messages. Returns how many messages went (0: none could). cut_token
+ * stays with the last message, and goes with it. */
+size_t conversation_drop_turn(struct conversation *c, size_t keep);
+
 /* Messages of the given role. */
 size_t conversation_count(const struct conversation *c, const char *role);
 
@@ -86,5 +95,31 @@ struct conversation_prompt_options {
 int conversation_prompt(const struct conversation *c, size_t n_msgs, const struct tokenizer *tok,
 			const char *model_type, const struct conversation_prompt_options *o, int32_t **ids, int *n,
 			bool *thinking, int *n_history);
+
+/* How a conversation is made to fit its context (conversation_fit). The
+ * caller fills the first five fields. */
+struct conversation_fit {
+	int ctx;                     /* positions of the context */
+	int want;                    /* positions the prompt should leave after it: the answer's room */
+	int need;                    /* positions it must leave (<= want); 0: none */
+	size_t keep;                 /* trailing messages never dropped */
+	size_t leave_out;            /* trailing messages the prompt does not render (a cut answer that
+				      * goes on from its tokens, counted in want and need) */
+	int dropped;                 /* out: turns dropped */
+	int freed;                   /* out: prompt tokens they took */
+};
+
+/* The prompt of c's first c->n - f->leave_out messages (conversation_prompt,
+ * whose outputs these are), after dropping as few of the oldest turns as
+ * leaves f->want positions of f->ctx free (conversation_drop_turn with
+ * f->keep); when no number of turns does, as many as can go. Turns are
+ * dropped only on success. -ENOSPC with a message when even then the
+ * prompt leaves fewer than f->need positions (c unchanged); *n still says
+ * how long the prompt would be. The prompt of what remains is the one a
+ * conversation that never held the dropped turns gives, so a cache that
+ * keeps the longest common prefix of its tokens stays exact. */
+int conversation_fit(struct conversation *c, struct conversation_fit *f, const struct tokenizer *tok,
+		     const char *model_type, const struct conversation_prompt_options *o, int32_t **ids, int *n,
+		     bool *thinking, int *n_history);
 
 #endif
