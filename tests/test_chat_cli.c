@@ -14,6 +14,13 @@
  *  - --think off renders Qwen3's closed empty reasoning block;
  *  - every family (tests/family_model.h) chats and resumes a session in a
  *    new process without a prefill, answering as an uninterrupted one;
+ *  - the context (issue 39, item 2): the default -n is a quarter of it; a
+ *    conversation that outgrows it drops its oldest turn, keeps the system
+ *    prompt, says so in one line, and answers as a new chat of what remains
+ *    does (a session holding only that, prefilled from nothing), on a
+ *    transformer (qwen3_moe_tok) and on a recurrent hybrid (qwen3_next,
+ *    whose state cannot be cut back); the session left that full says so
+ *    when it is resumed and drops its oldest turn before the first message;
  *  - on a terminal (forkpty): libedit is there (Ctrl-A moves to the start of
  *    the line, Up recalls history); -n 4 then :more continues the answer to
  *    what -n 8 gives at once; :save, :reset, and a resume in a new process;
@@ -31,6 +38,8 @@
 #include <signal.h>
 #include <time.h>
 
+#include "base/error.h"
+#include "engine/decode/conversation_store.h"
 #include "tests/family_model.h"
 #include "tests/fixture_cache.h"
 #include "tests/test_util.h"
@@ -433,6 +442,149 @@ Test(chat_cli, another_models_session_is_refused)
 	cr_expect_eq(cJSON_GetArraySize(messages_of(j)), 2);
 	cr_expect_str_eq(content_of(j, 0), "Hi");
 	cJSON_Delete(j);
+}
+
+/* The line before the k-th status line (from 0), or "" (static). */
+static const char *line_before_status(const char *err, int k)
+{
+	static char line[512];
+	line[0] = 0;
+	const char *p = err;
+	for (int i = 0; p && (p = strstr(p, " tok/s, first token")); i++, p++) {
+		if (i < k)
+			continue;
+		while (p > err && *p != '[')
+			p--;
+		const char *end = p > err ? p - 1 : p, *start = end;
+		while (start > err && start[-1] != '\n')
+			start--;
+		snprintf(line, sizeof line, "%.*s", (int)(end - start), start);
+		break;
+	}
+	return line;
+}
+
+/* Saves the first n messages of session `from` as session `to` with no
+ * state, as if a chat had held only them: the next chat on it prefills
+ * all of it. */
+static void session_head(const char *model, const char *from, int n, const char *to)
+{
+	cJSON *j = session_read(model, from);
+	struct conversation_store st = { .model_dir = model };
+	session_dir(model, st.dir, sizeof st.dir);
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "model_id");
+	cr_assert(cJSON_IsString(id));
+	st.model_id = strtoull(id->valuestring, NULL, 16);
+	struct conversation c;
+	conversation_init(&c);
+	for (int i = 0; i < n; i++) {
+		const cJSON *msg = cJSON_GetArrayItem(messages_of(j), i);
+		const char *role = cJSON_GetObjectItemCaseSensitive(msg, "role")->valuestring, *text = content_of(j, i);
+		cr_assert_eq(conversation_add(&c, role, text, strlen(text)), 0);
+	}
+	cr_assert_eq(conversation_store_save(&st, to, &c, NULL, 0), 0, "%s", error_message());
+	conversation_free(&c);
+	cJSON_Delete(j);
+}
+
+/* Three turns in a context that holds two: the third drops the first (one
+ * line says so), the system prompt stays, and its answer is the one a new
+ * chat of [system, turn 2] gives to the third message, prefilled from
+ * nothing. quarter: the default -n that args leave (0: args give -n). */
+static void shift_as_a_new_chat(const char *m, const char *tag, const char *input, const char *last,
+				const char *args, int quarter)
+{
+	char t[64], a[512];
+	snprintf(t, sizeof t, "%s-a", tag);
+	snprintf(a, sizeof a, "%s --session A", args);
+	struct run r = chat_pipe(m, t, input, a);
+	int t1, p1, c1, p2, c2, p3, c3;
+	cr_assert(status_of(r.err, 0, &t1, &p1, &c1) && status_of(r.err, 1, &t1, &p2, &c2) &&
+		  status_of(r.err, 2, &t1, &p3, &c3) && !status_of(r.err, 3, &t1, &p3, &c3),
+		  "%s: three answers expected:\n%s", tag, r.err);
+	if (quarter) { /* item 1: the default answer stays well inside the context */
+		cr_assert(status_of(r.err, 0, &t1, &p1, &c1));
+		cr_expect(t1 <= quarter && (t1 == quarter || !strstr(r.err, "cut at -n")),
+			  "%s: %d tokens answered by default, not a quarter of the context (%d):\n%s", tag, t1, quarter,
+			  r.err);
+	}
+	cr_expect_eq(count(r.err, "context full:"), 1, "%s: %s", tag, r.err);
+	int freed = 0;
+	cr_expect_eq(sscanf(line_before_status(r.err, 2), "context full: dropped the oldest turn (%d tokens)", &freed), 1,
+		     "%s: no notice before the third answer:\n%s", tag, r.err);
+	cr_expect_gt(freed, 0);
+	cr_expect_lt(p3, p2 + freed, "%s: the third prompt (%d) did not shrink", tag, p3);
+	cr_expect_lt(c3, p3, "%s: the shifted prompt was taken from the cache whole", tag);
+	cJSON *j = session_read(m, "A");
+	cr_assert_eq(cJSON_GetArraySize(messages_of(j)), 5, "%s: [system, turn 2, turn 3] expected", tag);
+	cr_expect_str_eq(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(messages_of(j), 0), "role")->valuestring,
+			 "system", "%s: the system prompt went", tag);
+	cr_expect_str_eq(content_of(j, 3), last);
+	cJSON_Delete(j);
+	/* The new chat: the first three messages that remain, then the last. */
+	session_head(m, "A", 3, "F");
+	snprintf(t, sizeof t, "%s-f", tag);
+	snprintf(a, sizeof a, "%s --session F", args);
+	char in[256];
+	snprintf(in, sizeof in, "%s\n", last);
+	struct run f = chat_pipe(m, t, in, a);
+	int tf, pf, cf;
+	cr_assert(status_of(f.err, 0, &tf, &pf, &cf), "%s: %s", tag, f.err);
+	cr_expect(!strstr(f.err, "context full"), "%s: %s", tag, f.err);
+	cr_expect_eq(cf, 0, "%s: the new chat had something cached", tag);
+	cr_expect_eq(pf, p3, "%s: the new chat's prompt has %d tokens, the shifted one %d", tag, pf, p3);
+	size_t la = strlen(r.out), lf = strlen(f.out);
+	cr_expect(lf > 1 && la > lf && !strcmp(r.out + la - lf, f.out),
+		  "%s: the answer after the shift is not the new chat's:\n[%s]\n[%s]", tag, r.out, f.out);
+	run_free(&r);
+	run_free(&f);
+}
+
+/* Items 1-3 of issue 39 on qwen3_moe_tok: the default -n of --ctx 80 is
+ * 20; the third turn drops the first and answers as a new chat would; and
+ * session A, which then leaves no room for another answer of 20, says so
+ * when it is resumed, before the first message, and drops its oldest turn
+ * (the answer that filled the context, in the issue). */
+Test(chat_cli, context_full_drops_the_oldest_turn_as_a_new_chat_would)
+{
+	char m[PATH_MAX + 32];
+	need_model("int4", m, sizeof m);
+	const char *args = "--ctx 80 --system 'Be brief.'";
+	shift_as_a_new_chat(m, "shift", "Hello there\nHow are you?\nWhat next?\n", "What next?", args, 20);
+	char a[256];
+	snprintf(a, sizeof a, "%s --session A", args);
+	struct run r = chat_pipe(m, "resume-full", "Tell me more\n", a);
+	const char *said = strstr(r.err, "session \"A\" ("), *dropped = strstr(r.err, "context full: dropped the oldest");
+	const char *first = strstr(r.err, " tok/s, first token");
+	cr_expect(said && strstr(said, "no longer fits the context of 80 with room for an answer (20)"), "%s", r.err);
+	cr_expect(said && dropped && first && said < dropped && dropped < first,
+		  "the resume did not say so before the first answer:\n%s", r.err);
+	int t, p, c;
+	cr_assert(status_of(r.err, 0, &t, &p, &c), "%s", r.err);
+	cr_expect_leq(p + 20, 80, "the resumed prompt (%d tokens) leaves no room", p);
+	cJSON *j = session_read(m, "A");
+	cr_expect_eq(cJSON_GetArraySize(messages_of(j)), 5);
+	cr_expect_str_eq(content_of(j, 0), "Be brief.");
+	cr_expect_str_eq(content_of(j, 1), "What next?");
+	cr_expect_str_eq(content_of(j, 3), "Tell me more");
+	cJSON_Delete(j);
+	run_free(&r);
+}
+
+/* The same on Qwen3-Next, whose Gated DeltaNet state cannot be cut back to
+ * the shared prefix: the shifted turn starts over (its checkpoint lies
+ * beyond what is shared) and still answers as the new chat does. */
+Test(chat_cli, context_full_on_a_recurrent_state)
+{
+	const struct family_chat *fc = NULL;
+	for (size_t i = 0; i < FAMILY_CHATS; i++)
+		if (!strcmp(family_chats[i].family, "qwen3_next"))
+			fc = &family_chats[i];
+	cr_assert_not_null(fc);
+	char m[PATH_MAX + 64];
+	family_model(ws, fc, m, sizeof m);
+	shift_as_a_new_chat(m, "shift-gdn", "hello there\nwhat next\ntell me more\n", "tell me more",
+			    "--ctx 96 -n 6 --system 'be brief'", 0);
 }
 
 /* colibri chat on a pseudo-terminal. */

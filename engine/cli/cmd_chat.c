@@ -10,6 +10,14 @@
  * answer (conversation_store.h), and the next `colibri chat` on the model
  * resumes them without a prefill.
  *
+ * The context: the default -n is a quarter of it (at most CHAT_N_MAX), and
+ * a turn whose prompt would leave less than that (at most half the
+ * context) for its answer drops the oldest turns first, keeping the system
+ * prompt (conversation_fit), as does a session that is resumed into a
+ * context it no longer fits. What remains is rendered anew and the slot
+ * keeps only the prefix it still shares, so the answers are those of a new
+ * chat of the shortened conversation, not of a shifted cache.
+ *
  * Output: answers on stdout; everything else (status lines, notices,
  * command output) on stderr, so a script that pipes entries in reads only
  * the answers on stdout. On a terminal, thinking is dimmed and the prompt
@@ -42,7 +50,7 @@
 #include "storage/expert_store.h"
 
 #define CHAT_CTX_DEFAULT 4096
-#define CHAT_N_DEFAULT 1024
+#define CHAT_N_MAX 1024 /* the default -n: a quarter of the context, at most this */
 #define DIM "\033[2m"
 #define UNDIM "\033[22m"
 
@@ -57,12 +65,16 @@ static void chat_usage(FILE *f)
 		   "  the model's folder under $COLIBRI_CACHE_DIR/sessions (else $XDG_CACHE_HOME/colibri,\n"
 		   "  else ~/.cache/colibri), and the next chat on this model resumes it without a prefill;\n"
 		   "  --new starts a new conversation instead (replacing NAME's at the first answer).\n"
-		   "  -n: tokens per answer at most (default %d; :more continues a cut answer).\n"
-		   "  --ctx: positions of the conversation (default %d, at most the model's).\n"
+		   "  -n: tokens per answer at most (default a quarter of the context, at most %d; :more\n"
+		   "  continues a cut answer).\n"
+		   "  --ctx: positions of the conversation (default %d, at most the model's; beyond the\n"
+		   "  model's positions with a warning). When the conversation and room for the answer (-n,\n"
+		   "  at most half the context) outgrow it, the oldest turns are dropped, the system prompt\n"
+		   "  stays, and a line says so; what remains answers as a new chat of it would.\n"
 		   "  --think: show the model's reasoning (dimmed on a terminal), hide it, or ask the\n"
 		   "  template for none (enable_thinking=false). Sampling defaults come from the\n"
 		   "  model's generation_config.json; --temp 0 is greedy.\n",
-		SESSION_USAGE, CHAT_N_DEFAULT, CHAT_CTX_DEFAULT);
+		SESSION_USAGE, CHAT_N_MAX, CHAT_CTX_DEFAULT);
 }
 
 static void chat_help(FILE *f, const char *session)
@@ -323,7 +335,7 @@ static int decode_answer(struct chat *c, const int32_t *ids, int n, bool thinkin
 	const struct batch_slot *s = &c->b.slots[0];
 	const char *why = c->finish == BATCH_STOPPED ? "; stopped"
 			  : c->finish != BATCH_LENGTH   ? ""
-			  : s->n_tokens + 1 >= c->b.f->ctx ? "; the context is full (:reset)"
+			  : s->n_tokens + 1 >= c->b.f->ctx ? "; the context is full (the next turn drops the oldest)"
 							  : "; cut at -n (:more continues)";
 	char first[32] = "-";
 	if (c->n_answer)
@@ -362,6 +374,48 @@ static bool cut_in_think(struct chat *c)
 	return close ? open > close : open || opened;
 }
 
+/* The room a turn keeps for its answer: -n, at most half the context, so
+ * that a large -n still leaves turns to keep. */
+static int answer_room(const struct chat *c)
+{
+	int half = c->b.f->ctx / 2;
+	return c->params.n_predict < half ? c->params.n_predict : half;
+}
+
+/* The one line that says conversation_fit dropped turns. */
+static void fit_note(struct chat *c, const struct conversation_fit *f)
+{
+	if (f->dropped == 1)
+		note(c, "context full: dropped the oldest turn (%d tokens)", f->freed);
+	else if (f->dropped > 1)
+		note(c, "context full: dropped the %d oldest turns (%d tokens)", f->dropped, f->freed);
+	if (f->dropped)
+		c->dirty = true;
+}
+
+/* A conversation just loaded (name) that leaves no room for the next
+ * answer says so and drops its oldest turns, before the first message. */
+static void fit_loaded(struct chat *c, const char *name)
+{
+	struct conversation_prompt_options po = { .no_thinking = c->think == THINK_OFF };
+	struct conversation_fit f = { .ctx = c->b.f->ctx, .want = answer_room(c) };
+	int32_t *ids = NULL;
+	int n = 0;
+	int rc = conversation_fit(&c->conv, &f, c->tok, c->model_type, &po, &ids, &n, NULL, NULL);
+	free(ids);
+	if (rc) { /* a template that cannot render it says so at the first message */
+		error_clear();
+		return;
+	}
+	if (f.dropped)
+		note(c, "colibri: session \"%s\" (%d tokens) no longer fits the context of %d with room for an answer "
+			"(%d)", name, n + f.freed, f.ctx, f.want);
+	fit_note(c, &f);
+	if (n + f.want > f.ctx)
+		note(c, "colibri: session \"%s\": its system prompt alone leaves %d of the context's %d positions; "
+			"answers are cut short (a larger --ctx, or --new)", name, f.ctx - n, f.ctx);
+}
+
 /* A new user message and its answer. */
 static void turn(struct chat *c, const char *text)
 {
@@ -375,12 +429,24 @@ static void turn(struct chat *c, const char *text)
 	bool thinking = false;
 	struct conversation_prompt_options po = { .no_thinking = c->think == THINK_OFF };
 	int history = 0;
-	/* The history's length (a second render) matters only to a state that
-	 * goes back by checkpoint. */
-	int rc = conversation_prompt(&c->conv, c->conv.n, c->tok, c->model_type, &po, &ids, &n, &thinking,
-				     c->s.fwd.seqs[0].has_fixed ? &history : NULL);
-	if (!rc)
+	/* The oldest turns go when the prompt leaves too little room for the
+	 * answer; the rest is rendered anew, so that the slot keeps only the
+	 * prefix it still shares (the system prompt) and prefills what follows:
+	 * the answer is that of a new chat of what remains. The history's
+	 * length (a second render) matters only to a state that goes back by
+	 * checkpoint. */
+	struct conversation_fit f = { .ctx = c->b.f->ctx, .want = answer_room(c), .need = 1, .keep = 1 };
+	int rc = conversation_fit(&c->conv, &f, c->tok, c->model_type, &po, &ids, &n, &thinking,
+				  c->s.fwd.seqs[0].has_fixed ? &history : NULL);
+	if (rc == -ENOSPC) {
+		error_clear();
+		rc = error_set(ENOSPC, "the message does not fit: its prompt has %d tokens and the context holds %d (a "
+				       "larger --ctx, or a shorter message)", n, f.ctx);
+	}
+	if (!rc) {
+		fit_note(c, &f);
 		rc = decode_answer(c, ids, n, thinking, history);
+	}
 	free(ids);
 	if (!rc && c->n_answer == 0 && c->finish == BATCH_STOPPED) {
 		note(c, "(stopped before the answer began; the message is dropped)");
@@ -402,7 +468,11 @@ static void turn(struct chat *c, const char *text)
 }
 
 /* :more — the cut answer goes on from its last token, which the slot's
- * state does not hold yet: the prompt is the slot's history and that token. */
+ * state does not hold yet: the prompt is the rendering of the messages
+ * before the answer, the answer's tokens as the slot holds them, and that
+ * token. When they leave no room, the oldest turns go as for a new message
+ * (the cut answer and its question stay), and the answer goes on after the
+ * shorter history as it would in a new chat of what remains. */
 static void more(struct chat *c)
 {
 	const struct batch_slot *s = &c->b.slots[0];
@@ -410,25 +480,59 @@ static void more(struct chat *c)
 		note(c, "nothing to continue: the last answer is complete");
 		return;
 	}
-	if (s->n_tokens == 0 || c->b.f->seqs[0].pos != s->n_tokens) {
+	struct conversation_prompt_options po = { .no_thinking = c->think == THINK_OFF };
+	int32_t *head = NULL, *ids = NULL;
+	int n_head = 0;
+	int rc = conversation_prompt(&c->conv, c->conv.n - 1, c->tok, c->model_type, &po, &head, &n_head, NULL, NULL);
+	if (rc)
+		error_clear();
+	if (rc || s->n_tokens < n_head || c->b.f->seqs[0].pos != s->n_tokens ||
+	    memcmp(s->tokens, head, (size_t)n_head * sizeof *head)) {
+		free(head);
 		note(c, "the cut answer's tokens were not restored, so it cannot go on exactly; ask again instead");
 		return;
 	}
-	int n = s->n_tokens + 1;
-	int32_t *ids = malloc((size_t)n * sizeof *ids);
-	if (!ids) {
+	int n_answer = s->n_tokens - n_head + 1;
+	int32_t *answer = malloc((size_t)n_answer * sizeof *answer);
+	free(head);
+	head = NULL;
+	if (!answer) {
 		note(c, "colibri: out of memory");
 		return;
 	}
-	memcpy(ids, s->tokens, (size_t)s->n_tokens * sizeof *ids);
-	ids[n - 1] = c->conv.cut_token;
+	memcpy(answer, s->tokens + n_head, (size_t)(n_answer - 1) * sizeof *answer);
+	answer[n_answer - 1] = c->conv.cut_token;
+	struct conversation_fit f = { .ctx = c->b.f->ctx, .want = n_answer + answer_room(c), .need = n_answer + 1,
+				      .keep = 2, .leave_out = 1 };
+	int history = 0;
+	rc = conversation_fit(&c->conv, &f, c->tok, c->model_type, &po, &head, &n_head, NULL,
+			      c->s.fwd.seqs[0].has_fixed ? &history : NULL);
+	if (rc == -ENOSPC) {
+		error_clear();
+		rc = error_set(ENOSPC, "the cut answer fills the context of %d: it cannot go on (a larger --ctx)", f.ctx);
+	}
+	int n = n_head + n_answer;
+	if (!rc && !(ids = malloc((size_t)n * sizeof *ids)))
+		rc = error_set(ENOMEM, "out of memory");
+	if (rc) {
+		note(c, "colibri: %s", error_message());
+		error_clear();
+		free(head);
+		free(answer);
+		return;
+	}
+	memcpy(ids, head, (size_t)n_head * sizeof *ids);
+	memcpy(ids + n_head, answer, (size_t)n_answer * sizeof *ids);
+	free(head);
+	free(answer);
+	fit_note(c, &f);
 	bool thinking = cut_in_think(c);
 	/* The stream goes on from the cut token (its text is shown already),
 	 * so that a decoder's first-token rules do not apply again. */
 	const char *skip;
 	size_t skip_len;
 	(void)tokenizer_stream_put(&c->ts, c->conv.cut_token, &skip, &skip_len);
-	int rc = decode_answer(c, ids, n, thinking, 0);
+	rc = decode_answer(c, ids, n, thinking, history);
 	free(ids);
 	if (!rc && c->answer_len)
 		rc = conversation_append(&c->conv, c->answer, c->answer_len);
@@ -506,6 +610,7 @@ static void load(struct chat *c, const char *name)
 	}
 	conversation_move(&c->conv, &tmp);
 	report_load(c, name, &r);
+	fit_loaded(c, name);
 	c->dirty = true;
 	save(c);
 }
@@ -654,7 +759,7 @@ int cmd_chat(int argc, char **argv)
 	 * defaults, taken once the folder is known; what the options set stays. */
 	int rc = generate_options_default(&go, NULL);
 	unsigned set = 0;
-	go.n_predict = CHAT_N_DEFAULT;
+	go.n_predict = 0; /* not given: set from the context once it is known */
 	int ch;
 	optind = 1;
 	while (!rc && (ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
@@ -730,7 +835,9 @@ int cmd_chat(int argc, char **argv)
 	int need_ctx = 0;
 	if (!rc) {
 		snprintf(c->model_type, sizeof c->model_type, "%s", cfg.model_type);
-		need_ctx = CHAT_CTX_DEFAULT < cfg.max_positions ? CHAT_CTX_DEFAULT : cfg.max_positions;
+		need_ctx = so.ctx                              ? so.ctx
+			   : CHAT_CTX_DEFAULT < cfg.max_positions ? CHAT_CTX_DEFAULT
+								  : cfg.max_positions;
 		c->think_open = tokenizer_token_id(c->tok, "<think>");
 		c->think_close = tokenizer_token_id(c->tok, "</think>");
 		if (c->think_open < 0 || c->think_close < 0)
@@ -753,6 +860,10 @@ int cmd_chat(int argc, char **argv)
 	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 	if (!rc && c->s.fwd.n_seqs != 1)
 		rc = error_set(EINVAL, "chat decodes one sequence");
+	if (!rc && c->params.n_predict == 0) { /* well inside the context, so that turns can stay */
+		int quarter = c->s.fwd.ctx / 4 > 0 ? c->s.fwd.ctx / 4 : 1;
+		c->params.n_predict = quarter < CHAT_N_MAX ? quarter : CHAT_N_MAX;
+	}
 	if (!rc && (rc = batch_init(&c->b, &c->s.fwd, c->tok, on_token, c)) == 0)
 		c->b_ready = true;
 	if (!rc && (rc = tokenizer_stream_init(&c->ts, c->tok)) == 0)
@@ -769,6 +880,8 @@ int cmd_chat(int argc, char **argv)
 		bool resumed = false;
 		if (!fresh && (rc = conversation_store_load(&c->store, c->session_name, &c->conv, &c->b, 0, &r)) == 0)
 			resumed = report_load(c, c->session_name, &r);
+		if (resumed)
+			fit_loaded(c, c->session_name);
 		if (!rc && !resumed)
 			start_fresh(c);
 		if (!rc && resumed && c->system &&
