@@ -564,3 +564,45 @@ Test(run, context_holds_prompt_and_n)
 				    tu_colibri(), models[i], scratch), 0, "--ctx 15 accepted for 16 positions");
 	}
 }
+
+/* The model's positions bound the context (issue 39, item 2), on
+ * deepseek_v3's fixture (256 positions, YaRN 4 x 64): --ctx beyond them
+ * warns and goes on, as llama.cpp does past n_ctx_train (transformers
+ * computes any position; the model was not trained there); without --ctx,
+ * a run that needs more is refused, naming them; the default -n is a
+ * quarter of the context at most (of --ctx 40, 10; of the model's 256, 64,
+ * under 128). */
+Test(run, context_beyond_the_model_warns)
+{
+	char ds[4400], args[8192], path[4400];
+	fc_container(ds, sizeof ds, "hf/deepseek_v3", "--quant int4");
+	snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 4 --temp 0 --ctx 300", ds);
+	free(run_out("beyond", args));
+	snprintf(path, sizeof path, "%s/beyond.err", scratch);
+	char *err = tu_read(path, NULL);
+	cr_expect(err && strstr(err, "warning: --ctx 300 is beyond the 256 positions the model was trained for"), "%s",
+		  err);
+	free(err);
+	snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 -n 4 --temp 0 --ctx 256", ds);
+	free(run_out("within", args));
+	snprintf(path, sizeof path, "%s/within.err", scratch);
+	err = tu_read(path, NULL);
+	cr_expect(err && !strstr(err, "beyond"), "%s", err);
+	free(err);
+	cr_expect_neq(tu_sh("'%s' run --model '%s' --tokens 5,6,7,8 -n 300 --temp 0 2>'%s/need.err'", tu_colibri(), ds,
+			    scratch), 0, "304 positions run on a model of 256");
+	snprintf(path, sizeof path, "%s/need.err", scratch);
+	err = tu_read(path, NULL);
+	cr_expect(err && strstr(err, "304 positions needed but the model has 256"), "%s", err);
+	free(err);
+	static const char *const pairs[][2] = { { "--ctx 40", "-n 10 --ctx 40" }, { "", "-n 64" } };
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 --temp 0 %s", ds, pairs[i][0]);
+		char *dflt = run_out("default-n", args);
+		snprintf(args, sizeof args, "run --model '%s' --tokens 5,6,7,8 --temp 0 %s", ds, pairs[i][1]);
+		char *given = run_out("given-n", args);
+		cr_expect_str_eq(dflt, given, "the default -n of \"%s\" is not \"%s\"", pairs[i][0], pairs[i][1]);
+		free(dflt);
+		free(given);
+	}
+}

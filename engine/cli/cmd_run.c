@@ -29,7 +29,8 @@ static void run_usage(FILE *f)
 		   "                   [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]\n"
 		   "                   [--draft auto|N] [--grammar FILE | --grammar-text GBNF | --json-schema FILE|JSON]\n"
 		   "                   [--json-ws N|none] [--no-forced-batch]%s\n"
-		   "  Generates up to N tokens (default 128) and streams the text to stdout.\n"
+		   "  Generates up to N tokens (default 128, at most a quarter of the context) and streams\n"
+		   "  the text to stdout. --ctx beyond the model's positions (max_position_embeddings) warns.\n"
 		   "  Without --model: the default model (a toy trained on the King James Bible, models/kjv-moe-hf).\n"
 		   "  --prompt-file reads the prompt from a file (- for stdin), for prompts too long for a\n"
 		   "  command line.\n"
@@ -107,7 +108,7 @@ int cmd_run(int argc, char **argv)
 	const char *prompt = NULL, *prompt_file = NULL, *tokens_arg = NULL, *system = NULL;
 	const char *grammar_file = NULL, *grammar_text = NULL, *json_schema = NULL;
 	int json_ws = 0;
-	bool chat = false;
+	bool chat = false, n_given = false;
 	static const struct option opts[] = {
 		SESSION_LONG_OPTIONS,
 		{ "prompt", required_argument, 0, RUN_PROMPT }, { "prompt-file", required_argument, 0, RUN_PROMPT_FILE },
@@ -134,6 +135,7 @@ int cmd_run(int argc, char **argv)
 		switch (ch) {
 		case 'n':
 			rc = session_parse_int("n", optarg, 0, 1 << 24, &go.n_predict);
+			n_given = true;
 			break;
 		case RUN_PROMPT: prompt = optarg; break;
 		case RUN_PROMPT_FILE: prompt_file = optarg; break;
@@ -252,6 +254,12 @@ int cmd_run(int argc, char **argv)
 	struct session s;
 	memset(&s, 0, sizeof s);
 	so.logits_rows = generate_logits_rows(&go);
+	struct model_config mc;
+	if (!rc && !n_given && (rc = model_config_load(&mc, so.model_dir)) == 0) {
+		int quarter = (so.ctx ? so.ctx : mc.max_positions) / 4; /* well inside the context */
+		if (go.n_predict > quarter)
+			go.n_predict = quarter > 1 ? quarter : 1;
+	}
 	if (!rc)
 		rc = session_open(&s, &so, n + go.n_predict);
 	struct generate_stats st;

@@ -284,6 +284,14 @@ static int session_pin(struct session *s, const uint8_t *owner)
 	return 0;
 }
 
+/* The positions a model takes: max_position_embeddings, or what its YaRN
+ * scaling reaches when that says more. */
+static int32_t model_positions(const struct model_config *c)
+{
+	double yarn = c->yarn ? (double)c->yarn_factor * c->yarn_original_max : 0;
+	return yarn > c->max_positions ? (yarn < INT32_MAX ? (int32_t)yarn : INT32_MAX) : c->max_positions;
+}
+
 static int session_open_local(struct session *s, const struct session_options *o, int need_ctx)
 {
 	memset(s, 0, sizeof *s);
@@ -296,10 +304,20 @@ static int session_open_local(struct session *s, const struct session_options *o
 		return rc;
 	int threads = o->threads;
 	int ctx = o->ctx ? o->ctx : need_ctx;
-	if (ctx > cfg.max_positions && !o->ctx)
-		ctx = cfg.max_positions;
+	int32_t most = model_positions(&cfg);
+	if (ctx > most && !o->ctx)
+		return error_set(EINVAL, "%d positions needed but the model has %d (max_position_embeddings): a shorter "
+					 "prompt or -n (--ctx N goes beyond the model's positions, with a warning)",
+				 need_ctx, most);
 	if (ctx < need_ctx)
 		return error_set(EINVAL, "%d positions needed but the context is %d (--ctx)", need_ctx, ctx);
+	/* transformers computes any position, so a longer context is the same
+	 * arithmetic, but the model never saw those positions in training: as
+	 * llama.cpp does for n_ctx > n_ctx_train, say so and go on. */
+	if (ctx > most && dist_rank() == 0)
+		fprintf(stderr, "colibri: warning: --ctx %d is beyond the %d positions the model was trained for "
+				"(max_position_embeddings); what it writes past position %d may degrade\n", ctx, most,
+			most);
 	/* The plan sizes the expert cache, the IO depth and the threads;
 	 * explicit flags override it and the run says so. */
 	struct plan_container pc;
