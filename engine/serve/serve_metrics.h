@@ -36,6 +36,14 @@ enum serve_route {
 	SERVE_ROUTE_LIVE,            /* the dashboard's event stream */
 	SERVE_ROUTE_STATE,           /* the dashboard's state, once */
 	SERVE_ROUTE_UI,              /* the dashboard's static files */
+	SERVE_ROUTE_OLLAMA_CHAT,     /* Ollama's API (serve_ollama.h) */
+	SERVE_ROUTE_OLLAMA_GENERATE,
+	SERVE_ROUTE_OLLAMA_TAGS,
+	SERVE_ROUTE_OLLAMA_SHOW,
+	SERVE_ROUTE_OLLAMA_PS,
+	SERVE_ROUTE_OLLAMA_VERSION,
+	SERVE_ROUTE_OLLAMA_EMBED,
+	SERVE_ROUTE_OLLAMA_EMBEDDINGS,
 	SERVE_ROUTE_OTHER,
 	SERVE_ROUTES,
 };
