@@ -13,6 +13,10 @@
  *  - /api/live: an event on connect, events while a request decodes at
  *    most ten a second, one a second when idle, seq increasing; past 32
  *    dashboards a 503; a server with dashboards connected stops at SIGTERM;
+ *  - the throughput headline (issue 39, item 7): while a request decodes,
+ *    colibri_decode_tokens_per_second is the tokens over the time in steps
+ *    that the events show; idle, it keeps that rate instead of diluting it
+ *    with the idle seconds;
  *  - every chat answer's timings (streamed and not);
  *  - `colibri web --no-open` prints the dashboard's URL.
  */
@@ -263,9 +267,15 @@ Test(serve, dashboard_state_matches_metrics_and_stats)
 	cJSON_Delete(js);
 }
 
+/* What the tests read from one state event. */
+struct live_event {
+	uint64_t seq;
+	double generated, step_s, decode_tps, active;
+};
+
 /* The events in the text of an /api/live stream: each "event: state" with
- * its data's seq; returns how many. */
-static int live_events(const char *text, uint64_t *seq, int cap)
+ * its data's numbers; returns how many. */
+static int live_events(const char *text, struct live_event *ev, int cap)
 {
 	int n = 0;
 	for (const char *p = text; p && (p = strstr(p, "event: state\ndata: ")); p++) {
@@ -277,7 +287,11 @@ static int live_events(const char *text, uint64_t *seq, int cap)
 		cr_assert(j, "an event that is not JSON: %.200s", data);
 		cr_assert(at(j, "map.where") && at(j, "metrics.colibri_generated_tokens_total"), "not a state: %.200s", data);
 		if (n < cap)
-			seq[n] = (uint64_t)num_at(j, "seq");
+			ev[n] = (struct live_event){ (uint64_t)num_at(j, "seq"),
+						     num_at(j, "metrics.colibri_generated_tokens_total"),
+						     num_at(j, "metrics.colibri_step_seconds_total"),
+						     num_at(j, "metrics.colibri_decode_tokens_per_second"),
+						     num_at(j, "metrics.colibri_active_slots") };
 		n++;
 		cJSON_Delete(j);
 		free(data);
@@ -290,12 +304,12 @@ Test(serve, dashboard_live_events)
 	NEED_FIXTURE();
 	struct srv s;
 	srv_start(&s, "%s", "");
-	uint64_t seq[64];
+	static struct live_event ev[64];
 	/* Idle: one on connect, then one a second. */
 	char *idle = NULL;
 	double t0 = now_s();
 	http(&s, "GET", "/api/live", NULL, "--max-time 2.5", &idle);
-	int n = live_events(idle, seq, 64);
+	int n = live_events(idle, ev, 64);
 	cr_expect(n >= 2 && n <= 4, "%d events in 2.5 s idle (one on connect, one a second)", n);
 	cr_expect_lt(now_s() - t0, 10);
 	free(idle);
@@ -306,13 +320,42 @@ Test(serve, dashboard_live_events)
 	wait_metric(&s, "colibri_generated_tokens_total", 2);
 	/* The 400 tokens take 3 s here: the second below is all decoding. */
 	http(&s, "GET", "/api/live", NULL, "--max-time 1", &busy);
-	n = live_events(busy, seq, 64);
+	n = live_events(busy, ev, 64);
 	cr_expect(n >= 4 && n <= 12, "%d events in 1 s of decoding (at most 10 a second)", n);
 	for (int i = 1; i < n && i < 64; i++)
-		cr_expect_gt(seq[i], seq[i - 1], "event %d: seq %llu after %llu", i, (unsigned long long)seq[i],
-			     (unsigned long long)seq[i - 1]);
+		cr_expect_gt(ev[i].seq, ev[i - 1].seq, "event %d: seq %llu after %llu", i, (unsigned long long)ev[i].seq,
+			     (unsigned long long)ev[i - 1].seq);
 	free(busy);
 	kill_pidfile(pid);
+	/* The headline while decoding: the tokens over the time in steps
+	 * between the first event and the last that show the request active. */
+	const struct live_event *a = NULL, *b = NULL;
+	for (int i = 0; i < n && i < 64; i++)
+		if (ev[i].active > 0) {
+			a = a ? a : &ev[i];
+			b = &ev[i];
+		}
+	cr_assert(a && b->step_s > a->step_s, "no two events a step apart while the request decoded");
+	double want = (b->generated - a->generated) / (b->step_s - a->step_s);
+	cr_expect(b->decode_tps > want / 1.5 && b->decode_tps < want * 1.5,
+		  "decoding: colibri_decode_tokens_per_second %.1f, the events show %.0f tokens in %.3f s of steps (%.1f/s)",
+		  b->decode_tps, b->generated - a->generated, b->step_s - a->step_s, want);
+	/* Idle: the same rate, however long since (the 10 s average falls). */
+	double until_idle = now_s() + 10;
+	cJSON *state = NULL;
+	for (;;) {
+		state = http_json(&s, "GET", "/api/state", NULL, 200);
+		if (num_at(state, "metrics.colibri_active_slots") == 0 || now_s() > until_idle)
+			break;
+		cJSON_Delete(state);
+		sleep_ms(20);
+	}
+	cr_assert_eq(num_at(state, "metrics.colibri_active_slots"), 0,
+		     "the stream's request still runs 10 s after its client left");
+	double t_idle = now_s(), kept = num_at(state, "metrics.colibri_decode_tokens_per_second");
+	cr_expect(kept > want / 1.5 && kept < want * 1.5, "idle: colibri_decode_tokens_per_second %.1f, decoding ran at %.1f/s",
+		  kept, want);
+	cJSON_Delete(state);
 	/* 32 dashboards at once, a 33rd refused; the server stops with them
 	 * connected. */
 	tu_sh("for i in $(seq 32); do curl -sN --max-time 60 http://127.0.0.1:%d/api/live >/dev/null 2>&1 & done", s.port);
@@ -321,6 +364,10 @@ Test(serve, dashboard_live_events)
 	while (now_s() < until && (st = http(&s, "GET", "/api/live", NULL, "--max-time 0.5", NULL)) != 503)
 		sleep_ms(50);
 	cr_expect_eq(st, 503, "the 33rd dashboard is refused");
+	cJSON *later = http_json(&s, "GET", "/api/state", NULL, 200);
+	cr_expect_eq(num_at(later, "metrics.colibri_decode_tokens_per_second"), kept,
+		     "idle %.1f s later, the decode rate moved", now_s() - t_idle);
+	cJSON_Delete(later);
 	t0 = now_s();
 	cr_assert_eq(srv_stop(&s), 0);
 	cr_expect_lt(now_s() - t0, 10, "the dashboards' streams hold the shutdown up");

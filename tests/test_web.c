@@ -1,16 +1,19 @@
 /*
  * test_web — the web dashboard of `colibri serve` (engine/serve/web/,
  * docs/DASHBOARD.md) in a real browser: a server on the qwen3_moe_tok
- * fixture (tests/serve_util.h) with --stats-json, and headless Chromium
+ * fixture (tests/serve_util.h) with --stats-json and --ram min (experts
+ * come and go, so the disk card moves all along), and headless Chromium
  * driven by tests/web/dashboard.mjs (puppeteer-core from tools/node_modules),
  * which checks that the page loads without console errors, that state
  * events arrive, that a chat answer streams and Stop ends one, that the
- * runtime panel's numbers equal /metrics, and that hovering the expert map
- * names the cell. This file then stops the server and checks that the
- * routed count of every map cell the page drew equals the expert_usage of
- * the --stats-json report: the map shows exactly the experts the run used.
- * Screenshots go to BUILD/test-artifacts/web/; COLIBRI_WEB_SCREENSHOT=FILE
- * also saves the README's picture (docs/dashboard.png). Skipped with a reason
+ * runtime panel's numbers equal /metrics, that the throughput card shows
+ * the decode rate while an answer streams and says idle otherwise, that the
+ * disk card's "since start" never falls (issue 39, item 7), and that
+ * hovering the expert map names the cell. This file then stops the server
+ * and checks that the routed count of every map cell the page drew equals
+ * the expert_usage of the --stats-json report: the map shows exactly the
+ * experts the run used. Screenshots go to BUILD/test-artifacts/web/ (the
+ * README's picture is tools/dashboard_shot.sh's). Skipped with a reason
  * where node, Chromium (COLIBRI_CHROMIUM, else chromium in PATH) or
  * puppeteer-core is missing. The suite runs it against build/colibri and
  * build-asan/colibri.
@@ -129,7 +132,7 @@ Test(web, dashboard_in_chromium)
 	snprintf(stats, sizeof stats, "%s/stats.json", ws);
 	snprintf(out, sizeof out, "%s/web.out", ws);
 	struct srv s;
-	srv_start(&s, "--ctx 2048 --stats-json '%s'", stats);
+	srv_start(&s, "--ctx 2048 --ram min --stats-json '%s'", stats);
 	web_server_pid = s.pid;
 	int rc = tu_sh("timeout -s TERM 90 node '%s/tests/web/dashboard.mjs' http://127.0.0.1:%d '%s' '%s' >'%s' 2>&1",
 		       tu_repo(), s.port, art, chromium, out);

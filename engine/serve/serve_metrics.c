@@ -118,6 +118,24 @@ static uint64_t rss_bytes(void)
 	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+/* Tokens per second of generating steps' time over the samples of the
+ * SERVE_RATE_SECONDS up to sample `last` (the step that just generated):
+ * the decode rate of the last stretch of work. Idle time between requests
+ * lies outside the steps, so it never dilutes the rate; `alone` (the last
+ * step's own rate) stands in when no earlier sample is that recent. O(window). */
+static double decode_rate_locked(const struct serve_metrics *m, int last, double alone)
+{
+	int first = last;
+	for (int k = m->rate_n - 2; k >= 0; k--) {
+		int i = (m->rate_head + k) % SERVE_RATE_WINDOW;
+		if (m->rate_t[last] - m->rate_t[i] > SERVE_RATE_SECONDS)
+			break;
+		first = i;
+	}
+	double s = m->rate_gen_s[last] - m->rate_gen_s[first];
+	return first == last || s < 1e-9 ? alone : (double)(m->rate_tok[last] - m->rate_tok[first]) / s;
+}
+
 void serve_metrics_step(struct serve_metrics *m, int tokens, int active, int queued, bool failed, double step_s,
 			const struct session *s, double now)
 {
@@ -131,6 +149,8 @@ void serve_metrics_step(struct serve_metrics *m, int tokens, int active, int que
 		m->steps++;
 	m->step_errors += failed;
 	m->step_s += step_s;
+	if (tokens > 0)
+		m->gen_step_s += step_s;
 	if (st) {
 		m->expert_requests = st->requests;
 		m->expert_pinned_hits = st->pinned_hits;
@@ -170,6 +190,9 @@ void serve_metrics_step(struct serve_metrics *m, int tokens, int active, int que
 	m->rate_tok[at] = m->tokens_generated;
 	m->rate_bytes[at] = m->bytes_read;
 	m->rate_busy_s[at] = m->disk_busy_s;
+	m->rate_gen_s[at] = m->gen_step_s;
+	if (tokens > 0)
+		m->decode_tps = decode_rate_locked(m, at, step_s > 0 ? (double)tokens / step_s : 0);
 	pthread_mutex_unlock(&m->mu);
 }
 
@@ -297,6 +320,9 @@ static void render_locked(struct serve_metrics *m, const char *model_id, double 
 	sample(e, "colibri_prompt_tokens_total", "{kind=\"cached\"}", "%llu", (unsigned long long)m->prompt_cached);
 	head(e, "colibri_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s, all requests together.");
 	sample(e, "colibri_tokens_per_second", "", "%.3f", rate_locked(m, now));
+	head(e, "colibri_decode_tokens_per_second", "gauge",
+	     "Tokens generated per second of the time in steps that generated, over the last 10 s of them: the decode rate of the latest work, idle time not counted (kept while idle).");
+	sample(e, "colibri_decode_tokens_per_second", "", "%.3f", m->decode_tps);
 	head(e, "colibri_time_to_first_token_seconds", "histogram", "From admission to a request's first token.");
 	uint64_t cum = 0;
 	for (int b = 0; b < SERVE_TTFT_BUCKETS; b++) {

@@ -2,7 +2,8 @@
  * serve_metrics — the numbers GET /metrics reports, in Prometheus' text
  * format: requests by route and status, tokens generated and prompt tokens
  * (prefilled and cached) as counters, time to first token as a histogram,
- * generated tokens per second over the last 10 s, queue length and active
+ * generated tokens per second over the last 10 s and per second of step
+ * time while generating (decode), queue length and active
  * slots, the expert store's hits (pinned, cached), misses, bytes read and
  * disk GB/s (since start, recent, and the saved disk profile's), time in
  * steps split into disk wait and compute, prefetch precision and recall,
@@ -77,8 +78,11 @@ struct serve_metrics {
 	uint64_t rate_tok[SERVE_RATE_WINDOW];
 	uint64_t rate_bytes[SERVE_RATE_WINDOW]; /* bytes read, at each sample */
 	double rate_busy_s[SERVE_RATE_WINDOW];  /* disk busy time, at each sample */
+	double rate_gen_s[SERVE_RATE_WINDOW];   /* gen_step_s, at each sample */
 	int rate_head, rate_n;
 	double step_s;               /* summed time inside forward steps */
+	double gen_step_s;           /* of it, in the steps that generated a token */
+	double decode_tps;           /* tokens / gen_step_s over the last steps that generated */
 	/* The session, as of the last step. */
 	uint64_t expert_requests, expert_pinned_hits, expert_cached_hits, expert_joins, expert_misses;
 	uint64_t bytes_read;

@@ -17,9 +17,13 @@
 //      tests/test_web.c compares with the --stats-json report's expert_usage
 //      once the server has stopped; hovering a used cell shows #map-tip
 //      naming its layer, expert and routed count, moving off hides it;
-//  (f) screenshots of the whole page into ARTIFACTS; with
-//      COLIBRI_WEB_SCREENSHOT=FILE also a 1400x900 one into FILE (the one in
-//      docs/ for the README).
+//  (f) screenshots of the whole page into ARTIFACTS (the README's picture
+//      is tools/dashboard_shot.sh's, on the default model);
+//  (g) the headlines (issue 39, item 7): the throughput card says "idle"
+//      with no request, shows the decode rate while an answer streams, and
+//      after one keeps it as "last N tok/s decode", N the answer's own rate
+//      within a factor of two (not an average diluted by idle time); the
+//      disk card's "since start" never falls, at any state event of the run.
 // Run by tests/test_web.c:
 //   node tests/web/dashboard.mjs BASE_URL ARTIFACTS CHROMIUM
 // Prints one line per check, "all checks passed" at the end, and exits
@@ -140,6 +144,30 @@ await check(live.status === 200 && /application\/json/.test(live.headers.get('co
   'GET /api/state is JSON', `status ${live.status}, content-type ${live.headers.get('content-type')}`);
 await noProblems('after loading');
 
+// (g) The throughput card as the user reads it, and every value the disk
+// card's "since start" row takes from here to the end.
+const tput = () => page.evaluate(() => {
+  const card = [...document.querySelectorAll('.card')].find((c) => c.querySelector('h3')?.textContent === 'Throughput');
+  const hero = card?.querySelector('.hero'), unit = card?.querySelector('.unit');
+  const ms = window.colibri.state?.metrics ?? {};
+  return { hero: hero?.textContent ?? null, unit: unit?.textContent ?? null, value: hero?.getAttribute('data-value'),
+    busy: ms.colibri_active_slots > 0 || ms.colibri_queue_length > 0, events: window.colibri.events };
+});
+const shownRate = (t) => Number((t ?? '').replace(/,/g, ''));
+const sameRate = (text, v) => Math.abs(shownRate(text) - v) <= (v >= 100 ? 0.5 : 0.05) + 1e-9;
+await until(async () => (await tput()).hero === 'idle', 3000,
+  async () => `with no request the throughput card says "${(await tput()).hero} ${(await tput()).unit}", not "idle"`);
+console.log(`ok the throughput card says "${(await tput()).hero}, ${(await tput()).unit}" before any request`);
+await page.evaluate(() => {
+  const row = [...document.querySelectorAll('.card .kv')].find((r) => /since start/.test(r.querySelector('.k')?.textContent));
+  const el = row?.querySelector('[data-metric]');
+  const w = (window.__disk = { metric: el?.getAttribute('data-metric') ?? null, values: [] });
+  if (!el) return;
+  const look = () => w.values.push({ value: el.getAttribute('data-value'), text: el.textContent });
+  look();
+  new MutationObserver(look).observe(el, { attributes: true, childList: true, characterData: true, subtree: true });
+});
+
 // (c) Chat. The settings are set as a user would, then the message typed.
 async function setField(sel, value) {
   await page.evaluate((sel, value) => {
@@ -235,6 +263,18 @@ for (const [k, v] of Object.entries(timings)) {
   await check(Number.isFinite(n) && n >= 0 && (k !== 'tokens_per_second' || n > 0), `the timing ${k} shows a number`,
     v === null ? `no .timings [data-timing="${k}"] in the answer` : `it shows "${v}"`);
 }
+// (g) Idle after the two answers: the card keeps the last decode rate, the
+// rate the answers themselves ran at, whatever the idle time since.
+await until(idle, 10000, 'the server never went idle after the first answer');
+const after = await until(async () => { const t = await tput(); return t.hero === 'idle' ? t : null; }, 3000,
+  async () => `idle after an answer, the throughput card says "${(await tput()).hero}, ${(await tput()).unit}"`);
+const lastRate = Number(after.value), own = tk.tokens_per_second;
+await check(after.hero === 'idle' && /^last [0-9.,]+ tok\/s decode$/.test(after.unit ?? '') &&
+  sameRate(after.unit.replace(/^last |tok\/s decode$/g, ''), lastRate),
+  `idle after an answer, the throughput card says "${after.hero}, ${after.unit}"`, JSON.stringify(after));
+await check(lastRate >= own / 2 && lastRate <= own * 2,
+  `its last decode rate ${lastRate.toFixed(1)} tok/s is the answer's own ${own.toFixed(1)} tok/s within a factor of two`,
+  'the headline is not the rate the answers ran at');
 await page.screenshot({ path: path.join(artifacts, 'chat.png'), fullPage: true });
 
 // Stop on a long answer, then the next message is answered.
@@ -242,6 +282,13 @@ await setField('#chat-max-tokens', 1500);
 stopping = true;
 const nStop = await send('Tell a long story');
 await until(async () => (await lastAnswer()).text.length > 0, 30000, 'the long answer never showed text');
+// (g) While it streams, the card shows the decode rate it carries.
+const busyCard = await until(async () => {
+  const t = await tput();
+  return t.busy && t.hero !== 'idle' && sameRate(t.hero, Number(t.value)) && Number(t.value) > 0 ? t : null;
+}, 10000, async () => `while an answer streams the throughput card says "${(await tput()).hero}, ${(await tput()).unit}"`);
+await check(busyCard.unit === 'tok/s decode', `while an answer streams the card says "${busyCard.hero} ${busyCard.unit}"`,
+  JSON.stringify(busyCard));
 await page.click('#chat-stop');
 await until(async () => (await lastAnswer()).done !== null, 10000,
   'after Stop the answer never got data-done');
@@ -264,7 +311,7 @@ await noProblems('after the chats');
 // which moves on its own.
 await until(idle, 10000, 'the server never went idle');
 const shown = [
-  'colibri_tokens_per_second', 'colibri_generated_tokens_total', 'colibri_queue_length', 'colibri_active_slots',
+  'colibri_decode_tokens_per_second', 'colibri_generated_tokens_total', 'colibri_queue_length', 'colibri_active_slots',
   'colibri_slots', 'colibri_ram_budget_bytes', 'colibri_ram_resident_bytes', 'colibri_ram_kv_bytes',
   'colibri_ram_expert_cache_bytes', 'colibri_ram_pinned_bytes', 'colibri_ram_scratch_bytes',
   'colibri_resident_set_bytes', 'colibri_disk_gigabytes_per_second', 'colibri_disk_recent_gigabytes_per_second',
@@ -374,10 +421,12 @@ console.log('ok moving off the map hides #map-tip');
 await page.setViewport({ width: WIDTH, height: HEIGHT });
 await page.evaluate(() => window.scrollTo(0, 0));
 await page.screenshot({ path: path.join(artifacts, 'dashboard.png'), fullPage: true });
-if (process.env.COLIBRI_WEB_SCREENSHOT) {
-  await page.screenshot({ path: process.env.COLIBRI_WEB_SCREENSHOT });
-  console.log(`ok screenshot ${process.env.COLIBRI_WEB_SCREENSHOT}`);
-}
+const disk = await page.evaluate(() => window.__disk);
+const falls = disk.values.map((v, i) => [Number(disk.values[i - 1]?.value), Number(v.value), i])
+  .filter(([a, b]) => b < a).map(([a, b, i]) => `${disk.values[i - 1].text} (${a}) then ${disk.values[i].text} (${b})`);
+await check(disk.metric && disk.values.length >= 2 && falls.length === 0,
+  `the disk card's "since start" (${disk.metric}) never fell over ${disk.values.length} values`,
+  disk.metric ? falls.join('; ') || `${disk.values.length} values` : 'no row labelled "since start"');
 await noProblems('at the end');
 await browser.close();
 console.log(`all checks passed (${panelChecked} panel numbers, ${map.layers}x${map.experts} map, ${Date.now() - t0} ms)`);

@@ -1,10 +1,11 @@
 /* panel.js: the runtime panel. Built once, then updated from each state
- * event (colibri.onState): tok/s with a sparkline, the RAM budget and its
- * split, disk bandwidth against the saved profile, disk wait / compute,
- * expert hit split, prefetch precision / recall, per-copy traffic and the
- * request queue. Every number shown from a metric is an element with
- * data-metric="NAME" and data-value="RAW" (docs/DASHBOARD.md); derived
- * shares (percentages of a bar) carry data-derived instead. */
+ * event (colibri.onState): the decode rate with a sparkline (or "idle"),
+ * the RAM budget and its split, disk bandwidth against the saved profile
+ * and the bytes read since start, disk wait / compute, expert hit split,
+ * prefetch precision / recall, per-copy traffic and the request queue.
+ * Every number shown from a metric is an element with data-metric="NAME"
+ * and data-value="RAW" (docs/DASHBOARD.md); derived shares (percentages of
+ * a bar) carry data-derived instead. */
 'use strict';
 
 (function () {
@@ -12,6 +13,7 @@
 	const nums = [];          /* { el, name, fmt } */
 	const bars = [];          /* { el, segs: [{ el, lab, value(m) }], total(m) } */
 	const spark = { canvas: null, pts: [], dirty: false };
+	const tput = { hero: null, unit: null, card: null };
 	let copiesBox = null, copiesCard = null, copiesKey = '';
 
 	/* ---- formatting ---- */
@@ -29,6 +31,7 @@
 	const pct = (v) => (v * 100).toFixed(1) + '%';
 	const secs = (v) => (v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : Math.round(v).toString()) + ' s';
 	const gbs = (v) => v.toFixed(2) + ' GB/s';
+	const rate = (v) => (v >= 100 ? int(v) : v.toFixed(1));
 
 	/* ---- building blocks ---- */
 	const h = C.el;
@@ -81,10 +84,19 @@
 
 	/* ---- the cards ---- */
 	function build() {
+		/* The headline is the decode rate (tokens per second of the steps
+		 * that generated), never a wall-clock average that idle time
+		 * dilutes; with no request active or queued it says idle and keeps
+		 * the last rate beside it. throughput() writes it, not the loop. */
 		let c = card('Throughput');
+		tput.card = c;
 		const big = h('div', 'big');
-		big.appendChild(num('colibri_tokens_per_second', fixed(1), 'hero'));
-		big.appendChild(h('span', 'unit', 'tok/s'));
+		tput.hero = h('span', 'num hero', '—');
+		tput.hero.dataset.metric = 'colibri_decode_tokens_per_second';
+		tput.hero.title = 'tokens generated per second of the steps that generated, over the last 10 s of them';
+		big.appendChild(tput.hero);
+		tput.unit = h('span', 'unit', 'tok/s decode');
+		big.appendChild(tput.unit);
 		c.appendChild(big);
 		spark.canvas = h('canvas', 'spark');
 		c.appendChild(spark.canvas);
@@ -134,10 +146,13 @@
 			const prof = m('colibri_disk_profile_gigabytes_per_second')(ms);
 			return Math.max(prof > 0 ? prof : seen, now, 1e-9);
 		});
-		row(c, 'since start', 'colibri_disk_gigabytes_per_second', gbs);
+		/* "since start" is the bytes read, a counter that only grows; the
+		 * mean rate (bytes / busy time) is labelled as the average it is:
+		 * it falls whenever reads come slower than the start-up's. */
+		row(c, 'read since start', 'colibri_expert_read_bytes_total', bytes);
+		row(c, 'average while reading', 'colibri_disk_gigabytes_per_second', gbs);
 		const prof = row(c, 'disk profile', 'colibri_disk_profile_gigabytes_per_second', (v) => (v > 0 ? gbs(v) : 'not profiled'));
 		prof.classList.add('profile');
-		row(c, 'expert bytes read', 'colibri_expert_read_bytes_total', bytes);
 
 		c = card('Step time');
 		bar(c, [
@@ -244,7 +259,7 @@
 				s.el.dataset.derived = f.toFixed(4);
 			});
 		}
-		const tps = ms.colibri_tokens_per_second;
+		const tps = throughput(ms);
 		if (typeof tps === 'number') {
 			spark.pts.push({ t: performance.now(), v: tps });
 			const cut = performance.now() - 120000;
@@ -257,7 +272,24 @@
 		}
 	}
 
-	/* The tok/s sparkline over the last two minutes, on its own canvas. */
+	/* The headline from the decode rate and whether anything runs; returns
+	 * what the sparkline plots (0 while idle), undefined without a rate. */
+	function throughput(ms) {
+		const v = ms.colibri_decode_tokens_per_second;
+		if (typeof v !== 'number' || !isFinite(v)) {
+			delete tput.hero.dataset.value;
+			tput.hero.textContent = '—';
+			return undefined;
+		}
+		const idle = !(ms.colibri_active_slots > 0) && !(ms.colibri_queue_length > 0);
+		tput.hero.dataset.value = String(v);
+		tput.card.dataset.idle = idle ? '1' : '0';
+		tput.hero.textContent = idle ? 'idle' : rate(v);
+		tput.unit.textContent = !idle ? 'tok/s decode' : v > 0 ? 'last ' + rate(v) + ' tok/s decode' : 'no request yet';
+		return idle ? 0 : v;
+	}
+
+	/* The decode-rate sparkline over the last two minutes, on its own canvas. */
 	function drawSpark() {
 		spark.dirty = false;
 		const cv = spark.canvas;
