@@ -89,6 +89,48 @@ int plan_main_class(const struct plan_inputs *in)
 	return best;
 }
 
+static uint64_t kv_bytes_of(const struct plan_inputs *in)
+{
+	return in->kv_bytes_per_position * (uint64_t)in->ctx + in->state_fixed_bytes;
+}
+
+static uint64_t scratch_bytes_of(const struct plan_inputs *in)
+{
+	return in->scratch_bytes ? in->scratch_bytes : PLAN_SCRATCH_BYTES;
+}
+
+/* One token's experts: top_k frames of every class. */
+static uint64_t one_token_bytes(const struct plan_inputs *in)
+{
+	if (in->n_moe_layers == 0)
+		return 0;
+	if (in->n_classes == 0)
+		return (uint64_t)in->top_k * in->record_bytes_max;
+	uint64_t sum = 0;
+	for (int c = 0; c < in->n_classes; c++)
+		sum += (uint64_t)in->top_k * in->class_record_bytes[c];
+	return sum;
+}
+
+uint64_t plan_min_bytes(const struct plan_inputs *in)
+{
+	return in->resident_bytes + kv_bytes_of(in) + scratch_bytes_of(in) + one_token_bytes(in);
+}
+
+/* What the scratch of the refusal holds, when the inputs say. */
+static void scratch_parts_str(char *buf, size_t len, const struct plan_inputs *in)
+{
+	const struct plan_scratch *s = &in->scratch;
+	if (!s->batch) {
+		buf[0] = 0;
+		return;
+	}
+	snprintf(buf, len, " (forward buffers %.1f MiB for batch %d, %d threads and %d sequence%s; %d logits rows "
+			   "%.1f MiB; tokenizer %.1f MiB; reserve %.1f MiB)",
+		 s->forward_bytes / MIB_F, s->batch, s->threads, s->n_seqs, s->n_seqs == 1 ? "" : "s", s->logits_rows,
+		 s->logits_bytes / MIB_F, s->tokenizer_bytes / MIB_F, s->reserve_bytes / MIB_F);
+}
+
 /* Chooses the budget; refuses an explicit one below the minimum. */
 static int choose_budget(struct plan *p, const struct plan_inputs *in)
 {
@@ -98,16 +140,19 @@ static int choose_budget(struct plan *p, const struct plan_inputs *in)
 	} else if (in->ram_bytes) {
 		p->available_bytes = in->available_memory_bytes > 0 ? (uint64_t)in->available_memory_bytes : 0;
 		if (in->ram_bytes < p->min_bytes) {
-			/* Rounded up, so that passing the stated number works. */
+			/* The minimum rounded up, so that passing the stated number
+			 * works; the budget exact, or a budget a byte short reads
+			 * as the minimum itself. */
 			uint64_t min_mib = (p->min_bytes + MIB - 1) / MIB;
+			char parts[256];
+			scratch_parts_str(parts, sizeof parts, in);
 			return plan_fail(p, ENOMEM,
-					 "--ram %.0f MiB is below the minimum of %" PRIu64 " MiB (%" PRIu64 " bytes) for this "
-					 "model: resident weights %.1f MiB + KV cache %.1f MiB for %d positions + one token's %d "
-					 "experts %.1f MiB + scratch %.1f MiB; pass --ram min to run at the minimum",
-					 in->ram_bytes / MIB_F, min_mib, p->min_bytes, p->resident_bytes / MIB_F,
-					 p->kv_bytes / MIB_F, in->ctx, in->top_k,
-					 (p->min_bytes - p->resident_bytes - p->kv_bytes - p->scratch_bytes) / MIB_F,
-					 p->scratch_bytes / MIB_F);
+					 "--ram %.1f MiB (%" PRIu64 " bytes) is below the minimum of %" PRIu64 " MiB (%" PRIu64
+					 " bytes) for this model: resident weights %.1f MiB + KV cache %.1f MiB for %d positions "
+					 "+ one token's %d experts %.1f MiB + scratch %.1f MiB%s; pass --ram min to run at the "
+					 "minimum", in->ram_bytes / MIB_F, in->ram_bytes, min_mib, p->min_bytes,
+					 p->resident_bytes / MIB_F, p->kv_bytes / MIB_F, in->ctx, in->top_k,
+					 one_token_bytes(in) / MIB_F, p->scratch_bytes / MIB_F, parts);
 		}
 		p->budget_bytes = in->ram_bytes;
 		p->budget_source = PLAN_BUDGET_EXPLICIT;
@@ -253,17 +298,16 @@ int plan_compute(struct plan *p, const struct plan_inputs *in)
 		return rc;
 	bool moe = in->n_moe_layers > 0;
 	p->resident_bytes = in->resident_bytes;
-	p->kv_bytes = in->kv_bytes_per_position * (uint64_t)in->ctx + in->state_fixed_bytes;
-	p->scratch_bytes = in->scratch_bytes ? in->scratch_bytes : PLAN_SCRATCH_BYTES;
+	p->kv_bytes = kv_bytes_of(in);
+	p->scratch_bytes = scratch_bytes_of(in);
 	classes_init(p, in);
 	p->frame_bytes = moe ? p->classes[p->main_class].frame_bytes : 0;
-	uint64_t fixed = p->resident_bytes + p->kv_bytes + p->scratch_bytes, one_token = 0;
+	uint64_t fixed = p->resident_bytes + p->kv_bytes + p->scratch_bytes;
 	for (int c = 0; c < p->n_classes; c++) {
 		p->frames_all += p->classes[c].frames_all;
 		p->cache_bytes_all += p->classes[c].frames_all * p->classes[c].frame_bytes;
-		one_token += (uint64_t)in->top_k * p->classes[c].frame_bytes;
 	}
-	p->min_bytes = fixed + one_token;
+	p->min_bytes = plan_min_bytes(in);
 	p->full_bytes = fixed + p->cache_bytes_all;
 	if ((rc = choose_budget(p, in)))
 		return rc;

@@ -47,8 +47,17 @@
 #include "planner/profile.h"
 
 #define PLAN_SCRATCH_BYTES (64ull << 20)     /* scratch when the caller gives none */
-#define PLAN_RESERVE_BYTES (16ull << 20)     /* stacks, rings, allocator slack (as session.c) */
-#define PLAN_OUTPUT_ROWS 4                   /* logits and sampler rows of vocab floats */
+/* A loaded tokenizer keeps up to this many times the bytes of its files
+ * resident (its tables, and the parse's freed heap that malloc keeps):
+ * VmRSS after tokenizer_load less before is 5.4x tokenizer.json for
+ * DeepSeek-V3's, 6.8x DeepSeek-V4's, 7.0x Qwen3's, 14x gpt-oss's; the
+ * toy's 2.1 MiB for 128 KiB is mostly fixed cost, which the reserve holds. */
+#define PLAN_TOKENIZER_FACTOR 16
+#define PLAN_RESERVE_BYTES (16ull << 20)     /* the binary and its libraries (about 9 MiB resident),
+					      * stacks, io_uring rings, allocator slack */
+#define PLAN_OUTPUT_ROWS 7                   /* logits and sampler rows of vocab floats counted at
+					      * least: run's with --draft auto, so chat's 3 and serve's
+					      * --parallel + 1 up to 6 count the same */
 #define PLAN_BATCH_DEFAULT 64                /* tokens per forward step (session default) */
 #define PLAN_RAM_DEFAULT_FRACTION 0.85       /* share of available memory without --ram */
 #define PLAN_IO_DEPTH_DEFAULT 32             /* without a disk profile */
@@ -78,7 +87,18 @@ struct plan_inputs {
 					* convolution states (Gated DeltaNet), counted with the KV cache */
 	int32_t ctx;                   /* positions the KV cache holds, >= 1 */
 	uint64_t scratch_bytes;        /* everything else outside the expert cache: forward buffers,
-					* logits, reserve; 0: PLAN_SCRATCH_BYTES */
+					* logits, tokenizer, reserve; 0: PLAN_SCRATCH_BYTES */
+	struct plan_scratch {          /* what scratch_bytes was sized for and holds, for the report and
+					* the refusal; all zero: not known (a bare scratch_bytes) */
+		int32_t batch;         /* rows of a forward step */
+		int32_t threads;       /* score rows, one per thread */
+		int32_t n_seqs;        /* sequences decoded together, each with its KV cache */
+		int32_t logits_rows;   /* rows of vocab floats counted */
+		uint64_t forward_bytes;   /* the forward pass's buffers beyond the KV cache */
+		uint64_t logits_bytes;    /* logits_rows x vocab floats */
+		uint64_t tokenizer_bytes; /* what a loaded tokenizer may keep resident */
+		uint64_t reserve_bytes;   /* PLAN_RESERVE_BYTES */
+	} scratch;
 	/* The user; zero means "plan it". */
 	uint64_t ram_bytes;            /* --ram SIZE */
 	bool ram_min;                  /* --ram min */
@@ -185,9 +205,17 @@ struct plan {
  * are none. */
 int plan_main_class(const struct plan_inputs *in);
 
+/* The smallest budget that runs: resident + KV cache + scratch + top_k
+ * frames of every class (docs/PLAN.md, section 1). The one place the
+ * minimum is computed: plan_compute takes it, so plan, run, chat and serve,
+ * which all get their inputs from plan_container_load_shape, print, accept
+ * and refuse the same number. in: inputs plan_compute accepts. */
+uint64_t plan_min_bytes(const struct plan_inputs *in);
+
 /* Computes the plan. 0, or -EINVAL (inconsistent inputs) / -ENOMEM (an
- * explicit budget below the minimum) with out->error stating the problem
- * and, for -ENOMEM, the minimum in GiB and bytes. */
+ * explicit budget below plan_min_bytes) with out->error stating the problem
+ * and, for -ENOMEM, the minimum in MiB (rounded up) and bytes and what it
+ * is made of. */
 int plan_compute(struct plan *out, const struct plan_inputs *in);
 
 /* The point of disk profile d that p's estimates read at: block nearest the

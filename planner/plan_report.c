@@ -94,8 +94,18 @@ static void text_budget(FILE *f, const struct plan *p, const struct plan_inputs 
 		row(f, "  kv cache", plan_bytes_str(v, p->kv_bytes), "%d positions x %s (%s)", in->ctx,
 		    plan_bytes_str(a, in->kv_bytes_per_position), what);
 	}
-	row(f, "  scratch", plan_bytes_str(v, p->scratch_bytes),
-	    "activations and buffers of the forward pass, logits, a reserve for stacks and rings");
+	const struct plan_scratch *sc = &in->scratch;
+	if (sc->batch) {
+		char t[32], r[32];
+		row(f, "  scratch", plan_bytes_str(v, p->scratch_bytes),
+		    "forward buffers %s (batch %d, %d threads) + %d logits rows %s + tokenizer %s (%dx its files) + "
+		    "reserve %s (the binary, libraries, stacks, io rings)", plan_bytes_str(a, sc->forward_bytes),
+		    sc->batch, sc->threads, sc->logits_rows, plan_bytes_str(b, sc->logits_bytes),
+		    plan_bytes_str(t, sc->tokenizer_bytes), PLAN_TOKENIZER_FACTOR, plan_bytes_str(r, sc->reserve_bytes));
+	} else {
+		row(f, "  scratch", plan_bytes_str(v, p->scratch_bytes),
+		    "activations and buffers of the forward pass, logits, a reserve for stacks and rings");
+	}
 	if (p->n_classes <= 1) {
 		row(f, "  expert cache", plan_bytes_str(v, p->expert_cache_bytes),
 		    "%" PRIu64 " frames of %s, %.1f per MoE layer of %d experts%s", p->frames,
@@ -118,8 +128,12 @@ static void text_budget(FILE *f, const struct plan *p, const struct plan_inputs 
 		row(f, "  slack", plan_bytes_str(v, p->slack_bytes), "left over: less than one frame");
 	if (p->unused_bytes)
 		row(f, "  unused", plan_bytes_str(v, p->unused_bytes), "beyond what caching every expert needs");
-	row(f, "minimum", plan_bytes_str(v, p->min_bytes),
-	    "resident + KV + scratch + one token's %d experts%s (%s); a smaller --ram is refused", in->top_k,
+	/* In whole MiB rounded up, as the refusal states it: the number a
+	 * reader passes back, and the bytes that are the exact line. */
+	snprintf(v, sizeof v, "%" PRIu64 " MiB", (p->min_bytes + (1u << 20) - 1) >> 20);
+	row(f, "minimum", v,
+	    "%" PRIu64 " bytes (--ram %" PRIu64 "B): resident + KV + scratch + one token's %d experts%s (%s); a "
+	    "smaller --ram is refused", p->min_bytes, p->min_bytes, in->top_k,
 	    p->n_classes > 1 ? " in frames of every class" : "",
 	    plan_bytes_str(b, p->min_bytes - p->resident_bytes - p->kv_bytes - p->scratch_bytes));
 	row(f, "every expert", plan_bytes_str(v, p->full_bytes), "the budget that caches all %" PRIu64 " experts",
@@ -233,8 +247,18 @@ static void text_estimate(FILE *f, const struct plan *p, const struct plan_input
 void plan_report_text(FILE *f, const struct plan *p, const struct plan_inputs *in, const struct plan_machine *m,
 		      const struct plan_model_info *mi)
 {
-	fprintf(f, "plan for %s (%s, %d layers, %d MoE layers of %d experts, top-%d, %s experts)\n\n", mi->dir,
+	fprintf(f, "plan for %s (%s, %d layers, %d MoE layers of %d experts, top-%d, %s experts)\n", mi->dir,
 		mi->model_type, mi->n_layers, in->n_moe_layers, in->n_experts, in->top_k, mi->expert_quant);
+	const struct plan_scratch *sc = &in->scratch;
+	if (sc->batch) {
+		char par[32] = "";
+		if (sc->n_seqs > 1)
+			snprintf(par, sizeof par, " --parallel %d", sc->n_seqs);
+		fprintf(f, "sized for --ctx %d --batch %d --threads %d%s, %d logits rows: run, chat and serve given the "
+			   "same have this minimum (run's --ctx is the prompt + -n unless given)\n",
+			in->ctx, sc->batch, sc->threads, par, sc->logits_rows);
+	}
+	fputc('\n', f);
 	text_budget(f, p, in);
 	text_machine(f, p, in, m, mi->dir);
 	text_estimate(f, p, in, mi->dir);
@@ -347,6 +371,20 @@ cJSON *plan_report_json(const struct plan *p, const struct plan_inputs *in, cons
 	cJSON_AddNumberToObject(sp, "slack_bytes", (double)p->slack_bytes);
 	cJSON_AddNumberToObject(sp, "unused_bytes", (double)p->unused_bytes);
 	cJSON_AddNumberToObject(r, "ctx", in->ctx);
+	const struct plan_scratch *sc = &in->scratch;
+	if (sc->batch) {
+		cJSON *sh = cJSON_AddObjectToObject(r, "shape");
+		cJSON_AddNumberToObject(sh, "ctx", in->ctx);
+		cJSON_AddNumberToObject(sh, "batch", sc->batch);
+		cJSON_AddNumberToObject(sh, "threads", sc->threads);
+		cJSON_AddNumberToObject(sh, "sequences", sc->n_seqs);
+		cJSON_AddNumberToObject(sh, "logits_rows", sc->logits_rows);
+		cJSON *sp2 = cJSON_AddObjectToObject(r, "scratch");
+		cJSON_AddNumberToObject(sp2, "forward_bytes", (double)sc->forward_bytes);
+		cJSON_AddNumberToObject(sp2, "logits_bytes", (double)sc->logits_bytes);
+		cJSON_AddNumberToObject(sp2, "tokenizer_bytes", (double)sc->tokenizer_bytes);
+		cJSON_AddNumberToObject(sp2, "reserve_bytes", (double)sc->reserve_bytes);
+	}
 	cJSON *ec = cJSON_AddObjectToObject(r, "expert_cache");
 	cJSON_AddNumberToObject(ec, "frame_bytes", (double)p->frame_bytes);
 	cJSON_AddNumberToObject(ec, "frames", (double)p->frames);

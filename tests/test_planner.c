@@ -4,7 +4,9 @@
  * sums to the budget, whole frames, the minimum refused with its number in
  * the message, more RAM never fewer frames, estimates monotone in disk
  * bandwidth, the io-depth knee, overrides; then the commands end to end on a
- * converted fixture: `plan --json` against the schema, `doctor` passing on a
+ * converted fixture: `plan --json` against the schema, `plan --ram min`'s
+ * bytes taken by `run` of the same --ctx/--batch/--threads/--draft and by
+ * plan_min_bytes, a byte less refused by both alike, `doctor` passing on a
  * good container and failing, naming the file, on a corrupted expert record
  * (--deep) and on a truncated file (without --deep). Also topology_discover
  * and membw_measure give sane values. No assertion depends on disk or
@@ -22,6 +24,7 @@
 #include <inttypes.h>
 #include <math.h>
 
+#include "engine/decode/plan_container.h"
 #include "planner/blockdev.h"
 #include "planner/membw.h"
 #include "planner/plan.h"
@@ -98,6 +101,7 @@ Test(plan, minimum_refused_with_the_number)
 	uint64_t min = in.resident_bytes + in.kv_bytes_per_position * (uint64_t)in.ctx + PLAN_SCRATCH_BYTES +
 		       (uint64_t)in.top_k * in.record_bytes_max;
 	struct plan p;
+	cr_expect_eq(plan_min_bytes(&in), min, "the one function that states the minimum");
 	in.ram_min = true;
 	cr_assert_eq(plan_compute(&p, &in), 0);
 	cr_expect_eq(p.min_bytes, min);
@@ -108,6 +112,10 @@ Test(plan, minimum_refused_with_the_number)
 	cr_expect_eq(plan_compute(&p, &in), 0, "the minimum itself must be accepted: %s", p.error);
 	in.ram_bytes = min - 1;
 	cr_assert_eq(plan_compute(&p, &in), -ENOMEM);
+	/* A byte short reads as a byte short, not as the minimum rounded. */
+	char given[64];
+	snprintf(given, sizeof given, "(%" PRIu64 " bytes) is below", min - 1);
+	cr_expect(strstr(p.error, given), "message lacks \"%s\": %s", given, p.error);
 	char mib[64], bytes[64];
 	snprintf(mib, sizeof mib, "minimum of %" PRIu64 " MiB", (uint64_t)((min + MIB - 1) / MIB));
 	snprintf(bytes, sizeof bytes, "%" PRIu64 " bytes", min);
@@ -500,6 +508,73 @@ Test(commands, plan_text_explains_and_refuses_low_budget)
 	text = cli_read_err(out);
 	cr_expect(text && strstr(text, "below the minimum of"), "%s", text);
 	free(text);
+}
+
+/* The refusal line of a command's stderr (malloc'd), or NULL. */
+static char *ram_refusal(const char *out)
+{
+	char *err = cli_read_err(out), *at = err ? strstr(err, "colibri: --ram ") : NULL;
+	char *line = NULL;
+	if (at) {
+		size_t n = strcspn(at, "\n");
+		line = strndup(at, n);
+	}
+	free(err);
+	return line;
+}
+
+/* Issue 39, item 3: plan --ram min said 23.9 MiB and run refused 25M,
+ * counting its own resident set and a context of the prompt instead. Now
+ * one function (plan_min_bytes over plan_container_load) gives both the
+ * minimum: for each shape, run takes exactly the bytes plan --ram min
+ * states, and a byte less is refused by both with the same sentence.
+ * --draft 3 holds more logits rows than run's default, and plan counts them. */
+Test(commands, plan_and_run_agree_on_the_minimum)
+{
+	const char *shapes[] = { "--ctx 64", "--ctx 300 --batch 8 --threads 1 --draft 3" };
+	/* Logits rows: run's default, or with 3 drafts 3 + 1 verified rows,
+	 * 3 draft distributions and 4 more (generate_logits_rows). */
+	const int rows[] = { PLAN_OUTPUT_ROWS, 3 + 1 + 3 + 4 };
+	char out[4400], args[8400];
+	snprintf(out, sizeof out, "%s/min.out", scratch);
+	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+		snprintf(args, sizeof args, "plan --model '%s' --ram min --json %s", model, shapes[i]);
+		cr_assert_eq(colibri(out, args), 0, "%s", args);
+		cJSON *j = cli_json_read(out);
+		double min = cli_json_num(j, "budget.min_bytes");
+		cr_expect_eq(cli_json_num(j, "budget.bytes"), min);
+		if (i == 0) {
+			/* What the function says for the same shape, called directly. */
+			struct plan_container c;
+			struct plan_shape sh = { .ctx = 64 };
+			cr_assert_eq(plan_container_load_shape(&c, model, &sh), 0);
+			cr_expect_eq((double)plan_min_bytes(&c.in), min);
+			plan_container_free(&c);
+		}
+
+		snprintf(args, sizeof args, "run --model '%s' --tokens 1,2 -n 1 --temp 0 --ram %.0fB %s", model, min,
+			 shapes[i]);
+		cr_expect_eq(colibri(out, args), 0, "run refused the %.0f bytes plan --ram min states (%s)", min,
+			     shapes[i]);
+		snprintf(args, sizeof args, "run --model '%s' --tokens 1,2 -n 1 --temp 0 --ram %.0fB %s", model, min - 1,
+			 shapes[i]);
+		cr_expect_neq(colibri(out, args), 0, "run took a byte less than the minimum (%s)", shapes[i]);
+		char *by_run = ram_refusal(out);
+		snprintf(args, sizeof args, "plan --model '%s' --ram %.0fB %s", model, min - 1, shapes[i]);
+		cr_expect_neq(colibri(out, args), 0, "plan took a byte less than its minimum (%s)", shapes[i]);
+		char *by_plan = ram_refusal(out);
+		cr_assert(by_run && by_plan, "no refusal: run \"%s\", plan \"%s\"", by_run, by_plan);
+		cr_expect_str_eq(by_run, by_plan, "plan and run refuse differently (%s)", shapes[i]);
+		char want[128];
+		snprintf(want, sizeof want, "minimum of %.0f MiB (%.0f bytes)", ceil(min / MIB), min);
+		cr_expect(strstr(by_run, want), "\"%s\" lacks \"%s\"", by_run, want);
+		free(by_run);
+		free(by_plan);
+		/* plan says what it sized the minimum for. */
+		cr_expect_eq(cli_json_num(j, "shape.ctx"), atoi(shapes[i] + strlen("--ctx ")));
+		cr_expect_eq(cli_json_num(j, "shape.logits_rows"), rows[i], "%s", shapes[i]);
+		cJSON_Delete(j);
+	}
 }
 
 Test(commands, doctor_passes_on_a_good_container)

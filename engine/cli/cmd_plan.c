@@ -1,9 +1,12 @@
 /*
  * cmd_plan — `colibri plan --model DIR [--ram SIZE|min] [--ctx N]
- * [--threads N] [--batch N] [--io-depth N] [--no-direct] [--probe] [--json]
- * [--hosts FILE [--placement auto|even|W0,W1,..]]`: how the RAM budget is
- * split, which IO depth and thread count a run uses, and the decode speed
- * to expect with its bottleneck (planner/plan.h). With --hosts, also which
+ * [--threads N] [--batch N] [--parallel N] [--draft auto|N] [--io-depth N]
+ * [--no-direct] [--probe] [--json] [--hosts FILE [--placement
+ * auto|even|W0,W1,..]]`: how the RAM budget is split, which IO depth and
+ * thread count a run uses, and the decode speed to expect with its
+ * bottleneck (planner/plan.h). The budget's fixed part is sized as
+ * session_open sizes it (session_plan_shape), so a run, chat or serve of
+ * the same options has the minimum plan states. With --hosts, also which
  * rank of an MPI run serves how many routed experts: the table
  * placement_weights and placement_build give rank 0 of a run from the
  * same disk bandwidths, and each rank's disk, compute and network cost
@@ -27,6 +30,7 @@
 #include "engine/cli/model_cache.h"
 #include "engine/forward/forward.h"
 #include "engine/model/manifest.h"
+#include "engine/decode/generate.h"
 #include "engine/decode/session.h"
 #include "planner/placement.h"
 #include "planner/plan_hosts.h"
@@ -401,12 +405,14 @@ static cJSON *hosts_plan_json(const struct hosts_plan *hp)
 static void plan_usage(FILE *f)
 {
 	fprintf(f, "usage: colibri plan --model DIR [--ram SIZE|min] [--ctx N] [--threads N] [--batch N]\n"
-		   "                    [--io-depth N] [--no-direct] [--probe] [--json]\n"
-		   "                    [--hosts FILE [--placement auto|even|W0,W1,..] [--replicas K]]\n"
+		   "                    [--parallel N] [--draft auto|N] [--io-depth N] [--no-direct] [--probe]\n"
+		   "                    [--json] [--hosts FILE [--placement auto|even|W0,W1,..] [--replicas K]]\n"
 		   "  Shows how the RAM budget is split (resident weights, KV cache, scratch, expert cache),\n"
 		   "  the IO depth and threads a run uses, the disks and their measured bandwidth, and the\n"
 		   "  expected cold and warm decode speed with its bottleneck. --ctx defaults to %d positions\n"
-		   "  (at most the model's). --probe measures the disk for 2 s when it has no saved profile.\n"
+		   "  (at most the model's). The minimum is the one run, chat and serve take with the same\n"
+		   "  --ctx, --batch, --threads and --draft (run's --ctx defaults to the prompt + -n); --parallel N\n"
+		   "  sizes it for serve's N sequences. --probe measures the disk for 2 s when it has no saved profile.\n"
 		   "  --json prints the same as the schema of docs/PLAN.md.\n"
 		   "  --hosts FILE: the ranks of an MPI run, a JSON array in rank order of\n"
 		   "    {\"host\":\"a\", \"ram\":\"16G\", \"disk_gbps\":3.2 or \"profile\":\"disks.json\" [, \"disk\":KEY],\n"
@@ -417,7 +423,20 @@ static void plan_usage(FILE *f)
 		PLAN_CTX_DEFAULT, PLAN_HOST_NET_GBPS_DEFAULT, PLAN_HOST_RTT_US_DEFAULT);
 }
 
-enum { PLAN_OPT_JSON = 3000, PLAN_OPT_PROBE, PLAN_OPT_HOSTS, PLAN_OPT_PLACEMENT };
+/* --draft auto|N as run takes it: the drafts change the logits rows a run holds. */
+static int plan_draft(struct generate_options *go, const char *arg)
+{
+	if (strcmp(arg, "auto") == 0) {
+		go->draft = -1;
+		return 0;
+	}
+	if (session_parse_int("draft", arg, 0, 16, &go->draft) == 0)
+		return 0;
+	error_clear();
+	return error_set(EINVAL, "--draft takes auto or a number of drafts 0..16, not \"%s\"", arg);
+}
+
+enum { PLAN_OPT_JSON = 3000, PLAN_OPT_PROBE, PLAN_OPT_HOSTS, PLAN_OPT_PLACEMENT, PLAN_OPT_PARALLEL, PLAN_OPT_DRAFT };
 
 int cmd_plan(int argc, char **argv)
 {
@@ -426,6 +445,11 @@ int cmd_plan(int argc, char **argv)
 	so.io_depth = 0;
 	bool json = false, probe = false;
 	const char *placement = NULL;
+	/* What the session would hold: run's logits rows (its --draft), or
+	 * with --parallel serve's sequences and rows, as cmd_serve sets them. */
+	struct generate_options go;
+	generate_options_default(&go, NULL);
+	int parallel = 0;
 	struct hosts_plan *hp = NULL;
 	/* Ours first, so that they win over a session option of the same name. */
 	static const struct option opts[] = {
@@ -433,6 +457,8 @@ int cmd_plan(int argc, char **argv)
 		{ "probe", no_argument, 0, PLAN_OPT_PROBE },
 		{ "hosts", required_argument, 0, PLAN_OPT_HOSTS },
 		{ "placement", required_argument, 0, PLAN_OPT_PLACEMENT },
+		{ "parallel", required_argument, 0, PLAN_OPT_PARALLEL },
+		{ "draft", required_argument, 0, PLAN_OPT_DRAFT },
 		{ "help", no_argument, 0, 'h' },
 		SESSION_LONG_OPTIONS,
 		{ 0, 0, 0, 0 },
@@ -451,6 +477,10 @@ int cmd_plan(int argc, char **argv)
 			hosts_path = optarg;
 		else if (ch == PLAN_OPT_PLACEMENT)
 			placement = optarg;
+		else if (ch == PLAN_OPT_PARALLEL)
+			rc = session_parse_int("parallel", optarg, 1, 256, &parallel);
+		else if (ch == PLAN_OPT_DRAFT)
+			rc = plan_draft(&go, optarg);
 		else if (ch == 'h' || (rc = session_option(&so, ch, optarg)) == -ENOENT) {
 			plan_usage(ch == 'h' ? stdout : stderr);
 			return ch == 'h' ? 0 : 2;
@@ -487,7 +517,14 @@ int cmd_plan(int argc, char **argv)
 	struct plan p;
 	if (!m)
 		return cmd_fail("out of memory");
-	if ((rc = plan_container_load(&c, so.model_dir, so.ctx, so.batch, so.threads, so.parallel)))
+	if (parallel) {
+		so.parallel = parallel;
+		so.logits_rows = parallel + 1;
+	} else {
+		so.logits_rows = generate_logits_rows(&go);
+	}
+	struct plan_shape shape = session_plan_shape(&so, so.ctx);
+	if ((rc = plan_container_load_shape(&c, so.model_dir, &shape)))
 		goto out;
 	if ((rc = plan_machine_discover(m, (const char *const *)c.paths, c.n_paths, PLAN_MEASURE_MEMBW))) {
 		rc = error_set(-rc, "%s: cannot find the disk of the expert files: %s", so.model_dir, strerror(-rc));

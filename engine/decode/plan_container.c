@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/forward/forward.h"
@@ -56,8 +57,36 @@ static int class_add(struct plan_inputs *in, uint64_t record_bytes, int32_t n_re
 	return 0;
 }
 
+/* What tokenizer_load reads: tokenizer.json, tokenizer_config.json and
+ * chat_template.jinja, times PLAN_TOKENIZER_FACTOR; 0 without
+ * tokenizer.json (nothing is loaded then). */
+static uint64_t tokenizer_bytes(const char *dir)
+{
+	static const char *const files[] = { "tokenizer.json", "tokenizer_config.json", "chat_template.jinja" };
+	uint64_t sum = 0;
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+		char path[PATH_MAX];
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+			sum += (uint64_t)st.st_size;
+		else if (i == 0)
+			return 0;
+	}
+	return sum * PLAN_TOKENIZER_FACTOR;
+}
+
 int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads, int n_seqs)
 {
+	struct plan_shape sh = { .ctx = ctx, .batch = batch, .threads = threads, .n_seqs = n_seqs };
+	return plan_container_load_shape(c, dir, &sh);
+}
+
+int plan_container_load_shape(struct plan_container *c, const char *dir, const struct plan_shape *sh)
+{
+	static const struct plan_shape defaults;
+	if (!sh)
+		sh = &defaults;
 	struct manifest man;
 	memset(c, 0, sizeof *c);
 	int rc = model_config_load(&c->cfg, dir);
@@ -107,19 +136,30 @@ int plan_container_load(struct plan_container *c, const char *dir, int ctx, int 
 	manifest_free(&man);
 	/* The forward pass's buffers grow linearly with the context: the
 	 * sequence state (KV cache, MLA latents for DeepSeek-style attention)
-	 * and a score row per thread. Two sizes give the slope and the constant, exactly as
-	 * forward_init allocates them. */
-	int t = threads > 0 ? threads : topology_physical_cores();
-	int bt = batch > 0 ? batch : PLAN_BATCH_DEFAULT;
-	int ns = n_seqs > 0 ? n_seqs : 1;
+	 * and a score row per thread. Two sizes give the slope and the
+	 * constant, exactly as forward_init allocates them (measured: within
+	 * 20 KB, its layer table, of what it mallocs). Where a part stops
+	 * growing (a sliding window) the line overcounts, never under. */
+	int t = sh->threads > 0 ? sh->threads : topology_physical_cores();
+	int bt = sh->batch > 0 ? sh->batch : PLAN_BATCH_DEFAULT;
+	int ns = sh->n_seqs > 0 ? sh->n_seqs : 1;
+	int rows = sh->logits_rows > PLAN_OUTPUT_ROWS ? sh->logits_rows : PLAN_OUTPUT_ROWS;
 	uint64_t f1 = forward_bytes(&c->cfg, 1, bt, t, ns), f2 = forward_bytes(&c->cfg, 2, bt, t, ns);
 	in->kv_bytes_per_position = f2 - f1;
 	forward_state_what(&c->cfg, c->kv_what, sizeof c->kv_what);
 	in->kv_what = c->kv_what;
 	in->state_fixed_bytes = forward_state_fixed_bytes(&c->cfg, ns);
-	in->scratch_bytes = (f1 - in->kv_bytes_per_position - in->state_fixed_bytes) + PLAN_OUTPUT_ROWS * (uint64_t)c->cfg.vocab * sizeof(float) +
-			    PLAN_RESERVE_BYTES;
-	in->ctx = ctx > 0 ? ctx : c->cfg.max_positions < PLAN_CTX_DEFAULT ? c->cfg.max_positions : PLAN_CTX_DEFAULT;
+	struct plan_scratch *s = &in->scratch;
+	*s = (struct plan_scratch){
+		.batch = bt, .threads = t, .n_seqs = ns, .logits_rows = rows,
+		.forward_bytes = f1 - in->kv_bytes_per_position - in->state_fixed_bytes,
+		.logits_bytes = (uint64_t)rows * (uint64_t)c->cfg.vocab * sizeof(float),
+		.tokenizer_bytes = tokenizer_bytes(dir),
+		.reserve_bytes = PLAN_RESERVE_BYTES,
+	};
+	in->scratch_bytes = s->forward_bytes + s->logits_bytes + s->tokenizer_bytes + s->reserve_bytes;
+	in->ctx = sh->ctx > 0 ? sh->ctx
+			      : c->cfg.max_positions < PLAN_CTX_DEFAULT ? c->cfg.max_positions : PLAN_CTX_DEFAULT;
 	return rc;
 }
 

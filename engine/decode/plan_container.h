@@ -27,14 +27,31 @@ struct plan_container {
 	char kv_what[160];           /* in.kv_what points here */
 };
 
-/* Loads config.json and the manifest of dir. ctx 0 means PLAN_CTX_DEFAULT
- * positions (at most the model's), batch 0 PLAN_BATCH_DEFAULT, threads 0 the
- * physical cores, n_seqs 0 one sequence. kv_bytes_per_position and
- * scratch_bytes are what forward_init allocates for that ctx, batch,
- * threads and n_seqs sequences decoded together (their sequence states and
- * score rows per position; the rest), plus PLAN_OUTPUT_ROWS logits rows
- * and PLAN_RESERVE_BYTES. Free with plan_container_free, also after a
- * failure. -errno with a message on failure. */
+/* What a session holds beside the model's weights and frames, which sizes
+ * the fixed part of its budget. plan, run, chat and serve each fill it from
+ * their options (session_plan_shape), so given the same --ctx, --batch,
+ * --threads (and serve's --parallel) they count the same minimum. */
+struct plan_shape {
+	int ctx;                     /* positions of each sequence; 0: PLAN_CTX_DEFAULT, at most the model's */
+	int batch;                   /* rows of a forward step; 0: PLAN_BATCH_DEFAULT */
+	int threads;                 /* 0: the physical cores */
+	int n_seqs;                  /* sequences decoded together (serve's --parallel); 0: one */
+	int logits_rows;             /* rows of vocab floats the command holds at once; at least
+				      * PLAN_OUTPUT_ROWS are counted */
+};
+
+/* Loads config.json and the manifest of dir and sizes the session of
+ * shape sh (NULL: every default). kv_bytes_per_position is what
+ * forward_init allocates per position for that shape (the sequence states
+ * and a score row per thread), state_fixed_bytes its fixed state; and
+ * scratch_bytes the only count of the rest (in.scratch says what it holds):
+ * the forward's other buffers, max(logits_rows, PLAN_OUTPUT_ROWS) rows of
+ * vocab floats, PLAN_TOKENIZER_FACTOR x the tokenizer's files and
+ * PLAN_RESERVE_BYTES. Free with plan_container_free, also after a failure.
+ * -errno with a message on failure. */
+int plan_container_load_shape(struct plan_container *c, const char *dir, const struct plan_shape *sh);
+
+/* plan_container_load_shape with the logits rows' default. */
 int plan_container_load(struct plan_container *c, const char *dir, int ctx, int batch, int threads, int n_seqs);
 /* The record size most MoE layers share (ties: the smaller): the read the
  * disk mostly serves, and the block a disk probe should measure. */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/decode/plan_container.h"
 #include "engine/dist/dist.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model.h"
@@ -125,6 +126,11 @@ struct session {
 
 void session_options_default(struct session_options *o);
 
+/* What the RAM minimum of a session of these options at ctx positions
+ * counts (plan_container_load_shape): the one mapping that plan and
+ * session_open both use. */
+struct plan_shape session_plan_shape(const struct session_options *o, int ctx);
+
 /* Applies one parsed option (ch from SESSION_LONG_OPTIONS). Returns 0 if
  * handled, -EINVAL with a message for a bad value, -ENOENT if ch is not a
  * session option. */
@@ -144,7 +150,7 @@ int session_parse_seed(const char *arg, uint64_t *out);
  * saying what dir is instead (missing, not a folder, not a container). */
 int session_check_model(const char *dir);
 
-/* Parses "24G", "512M", "1.5T", "64K" or a plain number of GiB. */
+/* Parses "24G", "512M", "1.5T", "64K", "1000B" (bytes) or a plain number of GiB. */
 int session_parse_size(const char *s, uint64_t *bytes);
 
 /* Parses "1,2,3" (and, with ranges, "0-3,7") of numbers 0..max into a
