@@ -18,7 +18,7 @@
  *    conversation that outgrows it drops its oldest turn, keeps the system
  *    prompt, says so in one line, and answers as a new chat of what remains
  *    does (a session holding only that, prefilled from nothing), on a
- *    transformer (qwen3_moe_tok) and on a recurrent hybrid (qwen3_next,
+ *    transformer (the default model) and on a recurrent hybrid (qwen3_next,
  *    whose state cannot be cut back); the session left that full says so
  *    when it is resumed and drops its oldest turn before the first message;
  *  - on a terminal (forkpty): libedit is there (Ctrl-A moves to the start of
@@ -540,17 +540,17 @@ static void shift_as_a_new_chat(const char *m, const char *tag, const char *inpu
 	run_free(&f);
 }
 
-/* Items 1-3 of issue 39 on qwen3_moe_tok: the default -n of --ctx 80 is
- * 20; the third turn drops the first and answers as a new chat would; and
+/* Items 1-3 of issue 39 on the default model (kjv-moe, whose 1,024
+ * positions the old default -n filled): the default -n of --ctx 80 is 20;
+ * the third turn drops the first and answers as a new chat would; and
  * session A, which then leaves no room for another answer of 20, says so
- * when it is resumed, before the first message, and drops its oldest turn
- * (the answer that filled the context, in the issue). */
+ * when it is resumed, before the first message, and drops its oldest turn. */
 Test(chat_cli, context_full_drops_the_oldest_turn_as_a_new_chat_would)
 {
 	char m[PATH_MAX + 32];
-	need_model("int4", m, sizeof m);
+	fc_container(m, sizeof m, "models/kjv-moe-hf", "");
 	const char *args = "--ctx 80 --system 'Be brief.'";
-	shift_as_a_new_chat(m, "shift", "Hello there\nHow are you?\nWhat next?\n", "What next?", args, 20);
+	shift_as_a_new_chat(m, "shift", "And it came to pass\nWhat then?\nWhat next?\n", "What next?", args, 20);
 	char a[256];
 	snprintf(a, sizeof a, "%s --session A", args);
 	struct run r = chat_pipe(m, "resume-full", "Tell me more\n", a);
