@@ -334,11 +334,9 @@ int conversation_fit(struct conversation *c, struct conversation_fit *f, const s
 	free(v.msgs);
 	if (!rc && (int64_t)*n + f->need > f->ctx)
 		rc = error_set(ENOSPC, "the prompt has %d tokens; the context holds %d", *n, f->ctx);
-	if (rc) {
-		int len = *n;
+	if (rc) { /* *n stays: how long the prompt would be */
 		free(*ids);
 		*ids = NULL;
-		*n = len;
 		return rc;
 	}
 	for (int i = 0; i < k; i++)
