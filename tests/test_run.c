@@ -10,7 +10,8 @@
  * classes, top_k frames each at --ram min (within the budget, drafting)
  * and a frame per expert when everything fits, with the same greedy text;
  * with a frame for every expert, a second run pins all the first one used
- * and misses nothing.
+ * and misses nothing; --repeat-penalty, --presence-penalty and --min-p
+ * change what they should, also from generation_config.json.
  */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
@@ -213,6 +214,89 @@ Test(run, usage_errors_say_why)
 		cr_expect(text && strstr(text, cases[i][1]) && strstr(text, "--help"),
 			  "colibri %s does not say why (%s): %s", cases[i][0], cases[i][1], text ? text : "");
 		cr_expect(text && !strstr(text, "usage:"), "colibri %s still dumps the help: %s", cases[i][0],
+			  text ? text : "");
+		free(text);
+	}
+}
+
+/* Whether some 24 bytes of s occur twice: the text repeats itself. */
+static bool repeats(const char *s)
+{
+	size_t n = strlen(s);
+	for (size_t i = 0; i + 24 <= n; i++)
+		for (size_t j = i + 1; j + 24 <= n; j++)
+			if (!memcmp(s + i, s + j, 24))
+				return true;
+	return false;
+}
+
+/* The sampling options of llama.cpp's names that run lacked (issue 39):
+ * the default toy model repeats a phrase under greedy decoding, which
+ * --repeat-penalty changes (transformers applies it greedy too), as
+ * --presence-penalty does; --repeat-last-n 0 turns the penalty off again;
+ * --min-p 1 leaves the most probable token alone, so sampling gives the
+ * greedy text whatever the seed. generation_config.json's
+ * repetition_penalty applies with do_sample false and its min_p with
+ * sampling, unless an option says otherwise. Values out of range are
+ * refused, naming the option. */
+Test(run, repeat_penalty_min_p_and_penalties)
+{
+	char kjv[4200], m2[4400], path[4500], args[8192];
+	fc_container(kjv, sizeof kjv, "models/kjv-moe-hf", "");
+	static const char *const opts[] = {
+		"--temp 0", "--temp 0 --repeat-penalty 1.3", "--temp 0 --repeat-penalty 1.3 --repeat-last-n 0",
+		"--temp 0 --presence-penalty 1", "--temp 1 --min-p 1 --seed 7",
+	};
+	char *out[5];
+	for (int k = 0; k < 5; k++) {
+		char name[16];
+		snprintf(name, sizeof name, "pen%d", k);
+		snprintf(args, sizeof args, "run --model '%s' --prompt 'And it came to pass' -n 40 %s", kjv, opts[k]);
+		out[k] = run_out(name, args);
+	}
+	cr_assert(repeats(out[0]), "the greedy text does not repeat, so it shows no penalty: %s", out[0]);
+	cr_expect(strcmp(out[1], out[0]) != 0, "--repeat-penalty 1.3 left the greedy text as it was: %s", out[1]);
+	cr_expect_str_eq(out[2], out[0], "--repeat-last-n 0 still penalises");
+	cr_expect(strcmp(out[3], out[0]) != 0, "--presence-penalty 1 left the greedy text as it was: %s", out[3]);
+	cr_expect_str_eq(out[4], out[0], "--min-p 1 sampled something other than the most probable token");
+
+	/* The same from generation_config.json (its EOS ids kept): min_p 1
+	 * makes sampling greedy, so the text is the penalised greedy one. */
+	snprintf(m2, sizeof m2, "%s/kjv-penalised", scratch);
+	fc_container_copy(m2, "models/kjv-moe-hf", "");
+	snprintf(path, sizeof path, "%s/generation_config.json", m2);
+	const char *js = "{\"do_sample\": true, \"temperature\": 1.0, \"min_p\": 1.0, \"repetition_penalty\": 1.3, "
+			 "\"eos_token_id\": [4095, 4091]}";
+	cr_assert_eq(tu_write(path, js, strlen(js)), 0);
+	static const struct {
+		const char *opts;
+		int same_as;     /* the output above it must equal, or -1: differ from out[1] */
+	} cfg[] = { { "--seed 7", 1 }, { "--seed 7 --repeat-penalty 1", 0 }, { "--seed 7 --min-p 0", -1 } };
+	for (int k = 0; k < 3; k++) {
+		char name[16];
+		snprintf(name, sizeof name, "cfg%d", k);
+		snprintf(args, sizeof args, "run --model '%s' --prompt 'And it came to pass' -n 40 %s", m2, cfg[k].opts);
+		char *o = run_out(name, args);
+		if (cfg[k].same_as >= 0)
+			cr_expect_str_eq(o, out[cfg[k].same_as], "generation_config.json with %s", cfg[k].opts);
+		else
+			cr_expect(strcmp(o, out[1]) != 0, "generation_config.json with %s still takes its min_p", cfg[k].opts);
+		free(o);
+	}
+	for (int k = 0; k < 5; k++)
+		free(out[k]);
+
+	static const char *const bad[][2] = {
+		{ "--min-p 1.5", "--min-p" },		  { "--repeat-penalty 0", "--repeat-penalty" },
+		{ "--repeat-last-n -2", "--repeat-last-n" }, { "--presence-penalty 3", "--presence-penalty" },
+		{ "--frequency-penalty x", "--frequency-penalty" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char err[4400];
+		snprintf(err, sizeof err, "%s/bad%zu.err", scratch, i);
+		int st = tu_sh("'%s' run --prompt hi %s >/dev/null 2>'%s'", tu_colibri(), bad[i][0], err);
+		char *text = tu_read(err, NULL);
+		cr_expect(st != 0 && text && strstr(text, bad[i][1]), "colibri run %s: exit %d, %s", bad[i][0], st,
 			  text ? text : "");
 		free(text);
 	}

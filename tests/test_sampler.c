@@ -8,7 +8,16 @@
  *    compared with the distribution worked out here in double precision from
  *    the definitions, by Pearson's chi-square at significance P_FAIL; a token
  *    of probability 0 must never be drawn, and sampler_probs must give the
- *    exact distribution to 1e-6;
+ *    exact distribution to 1e-6; min-p (issue 39) at several cuts and
+ *    temperatures and after top-k and top-p; the repetition penalty (issue
+ *    39), rewarding and penalising, over windows of the history, greedy and
+ *    sampled, before presence and frequency;
+ *  - the repetition penalty's arithmetic on single logits, hand-computed
+ *    and in long double, and its window (repeat_last_n 0, 1, a part, all,
+ *    -1, more than the history), each token once however often it repeats;
+ *  - off values (min-p 0, repetition penalty 1 or 0, with a history)
+ *    reproduce the sampler from before those stages bit for bit: its
+ *    probabilities and 2000 draws, hashed;
  *  - greedy: temperature 0 gives the argmax (lowest id on ties) every time;
  *  - speculative sampling's verify step (sampler_spec_verify), a draft drawn
  *    from q and checked against p: the output is distributed as p and the
@@ -17,7 +26,10 @@
  *    one-hot p;
  *  - power, worked out analytically: for each wrong definition the issue
  *    names (temperature applied as T^2 or 1/T, top-k keeping k + 1 or k - 1,
- *    top-p keeping one token more or fewer, a penalty applied twice) and for
+ *    top-p keeping one token more or fewer, a penalty applied twice, min-p
+ *    comparing with min_p alone or before temperature, a repetition penalty
+ *    dividing negative logits, applied per occurrence, over one token too
+ *    many, or after presence and frequency) and for
  *    a verify step that accepts every draft or redraws from p, the
  *    statistic a sampler built that way would show exceeds the threshold by
  *    five standard deviations, or it would draw a token of probability 0
@@ -27,21 +39,24 @@
  *    probabilities never picks a token of probability 0; a rejected draft
  *    whose residual max(0, p - q) is zero by rounding draws from p.
  *
- * The definitions, in the order they apply (transformers' warpers, OpenAI's
- * penalties): penalties logit -= presence * (count > 0) + frequency * count;
- * temperature divides the logits (0: greedy, the argmax); top-k keeps
+ * The definitions, in the order they apply (transformers' processors and
+ * warpers, then vLLM's order of the penalties): the repetition penalty
+ * (transformers' RepetitionPenaltyLogitsProcessor) turns the logit l of
+ * each distinct token among the last repeat_last_n of the history into
+ * l * penalty when l < 0, else l / penalty; penalties logit -= presence *
+ * (count > 0) + frequency * count; temperature divides the logits (0:
+ * greedy, the argmax); top-k keeps
  * exactly k tokens, the lower id on ties (as llama.cpp; transformers' warper
  * keeps every token tied with the k-th); top-p keeps the smallest set of the
  * most probable tokens whose probability reaches top_p, the lower id first
  * on ties, the first token always, on the probabilities after temperature
- * (llama.cpp's default chain applies temperature last, after top-p).
+ * (llama.cpp's default chain applies temperature last, after top-p); min-p
+ * (transformers' MinPLogitsWarper) then drops the tokens whose probability
+ * is below min_p times the largest and renormalises.
  *
- * Adding a stage (min-p, issue 39, which colibri does not have yet) takes a
- * field in struct setting, its step in exact_dist where the sampler applies
- * it (transformers: after top-p, drop tokens under min_p times the largest
- * probability and renormalise), its wrong variants in enum wrong (say
- * comparing with min_p alone, not times the largest), and a Test like
- * top_p's whose expect_caught names them.
+ * Adding a stage takes a field in struct setting, its step in exact_dist
+ * where the sampler applies it, its wrong variants in enum wrong, and a
+ * Test like top_p's whose expect_caught names them.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -71,13 +86,48 @@ static const float logits32[32] = {
  * the least likely token among them. */
 static const uint16_t counts32[32] = { [5] = 3, [9] = 1, [2] = 2, [12] = 4, [20] = 1, [21] = 6 };
 
+/* A history for the repetition penalty, oldest first: the top token (id
+ * 5) three times, negative logits (ids 1, 4, 12 and 16, id 12 the least
+ * likely), one of the tie at 0.85 (id 3, the other being id 21). The last
+ * 4 hold ids 5 (twice), 1 and 21; one more adds id 3. */
+static const int32_t hist32[] = { 9, 4, 16, 5, 12, 3, 5, 1, 5, 21 };
+#define N_HIST32 ((int)(sizeof hist32 / sizeof hist32[0]))
+
 struct setting {
 	float temp;
 	int32_t top_k;
 	float top_p;
 	float presence, frequency;
-	const uint16_t *counts; /* NULL: no penalties */
+	const uint16_t *counts; /* NULL: no presence or frequency */
+	float min_p;            /* 0: off */
+	float repeat;           /* 0: off */
+	int32_t last_n;         /* the repetition penalty's window */
+	const int32_t *hist;    /* [n_hist]: NULL, no repetition penalty */
+	int n_hist;
 };
+
+/* The sampler's parameters of a setting. */
+static struct sampler_params params_of(const struct setting *st)
+{
+	return (struct sampler_params){
+		.temp = st->temp, .top_k = st->top_k, .top_p = st->top_p, .min_p = st->min_p,
+		.repeat_penalty = st->hist ? st->repeat : 1, .repeat_last_n = st->last_n,
+		.presence = st->counts ? st->presence : 0, .frequency = st->counts ? st->frequency : 0,
+	};
+}
+
+/* sampler_init with the plain parameters of the tests that need no more. */
+static int init_plain(struct sampler *s, int32_t vocab, float temp, int32_t top_k, float top_p, uint64_t seed)
+{
+	struct sampler_params p = { .temp = temp, .top_k = top_k, .top_p = top_p, .repeat_penalty = 1 };
+	return sampler_init(s, vocab, &p, seed);
+}
+
+/* The penalties of st on x, as batch.c and generate.c apply them. */
+static void penalize(struct sampler *s, float *x, const struct setting *st)
+{
+	sampler_penalties(s, x, st->hist, st->n_hist, st->counts);
+}
 
 /* The wrong definitions whose detection the test proves. */
 enum wrong {
@@ -89,12 +139,21 @@ enum wrong {
 	WRONG_TOPP_MORE,
 	WRONG_TOPP_FEWER,
 	WRONG_PENALTY_TWICE,
+	WRONG_MINP_ABSOLUTE,     /* keeps p >= min_p, not min_p times the largest */
+	WRONG_MINP_BEFORE_TEMP,  /* the cut on the probabilities at temperature 1 (llama.cpp's chain) */
+	WRONG_REPEAT_SIGN,       /* divides negative logits too, raising them */
+	WRONG_REPEAT_EACH,       /* once per occurrence, not per distinct token */
+	WRONG_REPEAT_WINDOW,     /* one token more than repeat_last_n */
+	WRONG_REPEAT_AFTER,      /* after presence and frequency */
 	WRONG_COUNT,
 };
 
 static const char *const wrong_name[WRONG_COUNT] = {
 	"none", "temperature T^2", "temperature 1/T", "top-k k+1", "top-k k-1",
-	"top-p one more", "top-p one fewer", "penalty twice",
+	"top-p one more", "top-p one fewer", "penalty twice", "min-p without the largest",
+	"min-p before temperature", "repetition penalty dividing negative logits",
+	"repetition penalty per occurrence", "repetition window one too long",
+	"repetition penalty after presence and frequency",
 };
 
 /* Ids ordered by value, descending, the lower id first on ties. */
@@ -110,6 +169,31 @@ static void rank_desc(int *order, const double *val, int n)
 	}
 }
 
+/* The repetition penalty of st on x[], in double, from its definition (or
+ * the wrong one w); returns whether w applies. */
+static bool repeat_exact(double *x, const struct setting *st, enum wrong w)
+{
+	if (!st->hist || st->repeat == 1 || st->last_n == 0)
+		return false;
+	int n = st->n_hist, from = st->last_n < 0 || st->last_n >= n ? 0 : n - st->last_n;
+	bool applies = false, seen[V_MAX] = { false };
+	if (w == WRONG_REPEAT_WINDOW && from > 0) {
+		from--;
+		applies = true;
+	}
+	double pen = st->repeat;
+	for (int i = from; i < n; i++) {
+		int t = st->hist[i];
+		if (seen[t] && w != WRONG_REPEAT_EACH)
+			continue;
+		applies |= seen[t] && w == WRONG_REPEAT_EACH;
+		applies |= x[t] < 0 && w == WRONG_REPEAT_SIGN;
+		seen[t] = true;
+		x[t] = x[t] < 0 && w != WRONG_REPEAT_SIGN ? x[t] * pen : x[t] / pen;
+	}
+	return applies;
+}
+
 /* The exact distribution out[V] of setting st over logits, in double, from
  * the definitions; with w, the distribution of that wrong definition.
  * Returns false when w does not apply to st (its stage is off, or k + 1,
@@ -121,6 +205,10 @@ static bool exact_dist(double *out, const float *logits, int V, const struct set
 	bool applies = w == WRONG_NONE;
 	for (int v = 0; v < V; v++)
 		x[v] = logits[v];
+	bool repeat_after = w == WRONG_REPEAT_AFTER && st->hist && st->counts;
+	applies |= repeat_after;
+	if (!repeat_after)
+		applies |= repeat_exact(x, st, w);
 	if (st->counts) {
 		double times = w == WRONG_PENALTY_TWICE ? 2 : 1;
 		for (int v = 0; v < V; v++) {
@@ -129,6 +217,8 @@ static bool exact_dist(double *out, const float *logits, int V, const struct set
 			applies |= w == WRONG_PENALTY_TWICE && c > 0 && (st->presence != 0 || st->frequency != 0);
 		}
 	}
+	if (repeat_after)
+		repeat_exact(x, st, w);
 	memset(out, 0, (size_t)V * sizeof *out);
 	rank_desc(order, x, V);
 	if (st->temp == 0) {
@@ -172,6 +262,23 @@ static bool exact_dist(double *out, const float *logits, int V, const struct set
 		}
 		if (m < 1 || m > n)
 			return false;
+		n = m;
+		sum = 0;
+		for (int i = 0; i < n; i++)
+			sum += p[i];
+		for (int i = 0; i < n; i++)
+			p[i] /= sum;
+	}
+	if (st->min_p > 0) {
+		/* p[] is descending, so what min-p keeps is a prefix: the
+		 * tokens of probability at least min_p times p[0], the largest
+		 * (always kept, as transformers' min_tokens_to_keep 1). */
+		applies |= w == WRONG_MINP_ABSOLUTE || w == WRONG_MINP_BEFORE_TEMP;
+		int m = 1;
+		while (m < n && (w == WRONG_MINP_ABSOLUTE	 ? p[m] >= st->min_p
+				 : w == WRONG_MINP_BEFORE_TEMP ? exp(x[order[m]] - x[order[0]]) >= st->min_p
+							       : p[m] >= st->min_p * p[0]))
+			m++;
 		n = m;
 		sum = 0;
 		for (int i = 0; i < n; i++)
@@ -322,12 +429,12 @@ static void draw_counts(double *count, const float *logits, int V, const struct 
 {
 	struct sampler s;
 	float x[V_MAX];
-	cr_assert_eq(sampler_init(&s, V, st->temp, st->top_k, st->top_p, seed), 0);
+	struct sampler_params sp = params_of(st);
+	cr_assert_eq(sampler_init(&s, V, &sp, seed), 0);
 	memset(count, 0, (size_t)V * sizeof *count);
 	for (int i = 0; i < N_DRAWS; i++) {
 		memcpy(x, logits, (size_t)V * sizeof *x);
-		if (st->counts)
-			sampler_penalize(x, st->counts, V, st->presence, st->frequency);
+		penalize(&s, x, st);
 		int32_t id = sampler_sample(&s, x);
 		cr_assert(id >= 0 && id < V, "sampled id %d outside the vocabulary", id);
 		count[id]++;
@@ -356,10 +463,10 @@ static unsigned check_setting(const char *name, const float *logits, int V, cons
 	cr_assert(exact_dist(p, logits, V, st, WRONG_NONE));
 
 	struct sampler s;
-	cr_assert_eq(sampler_init(&s, V, st->temp, st->top_k, st->top_p, seed), 0);
+	struct sampler_params sp = params_of(st);
+	cr_assert_eq(sampler_init(&s, V, &sp, seed), 0);
 	memcpy(x, logits, (size_t)V * sizeof *x);
-	if (st->counts)
-		sampler_penalize(x, st->counts, V, st->presence, st->frequency);
+	penalize(&s, x, st);
 	sampler_probs(&s, x, probs);
 	sampler_free(&s);
 	for (int v = 0; v < V; v++) {
@@ -462,7 +569,7 @@ Test(sampler, greedy_is_argmax)
 	for (int i = 0; i < 2; i++) {
 		struct sampler s;
 		float y[16], probs[16];
-		cr_assert_eq(sampler_init(&s, 16, 0, settings[i].top_k, settings[i].top_p, 7), 0);
+		cr_assert_eq(init_plain(&s, 16, 0, settings[i].top_k, settings[i].top_p, 7), 0);
 		for (int k = 0; k < 1000; k++) {
 			memcpy(y, x, sizeof y);
 			cr_assert_eq(sampler_sample(&s, y), 4, "greedy draw %d", k);
@@ -598,6 +705,181 @@ Test(sampler, penalize_touches_only_generated_tokens)
 	}
 }
 
+/* How far min_p lies from every ratio p / p_max of st's distribution
+ * before min-p: a case closer than float rounding has no well-defined cut. */
+static double minp_margin(const float *logits, int V, const struct setting *st)
+{
+	struct setting all = *st;
+	all.min_p = 0;
+	double p[V_MAX], top = 0, margin = INFINITY;
+	exact_dist(p, logits, V, &all, WRONG_NONE);
+	for (int v = 0; v < V; v++)
+		top = fmax(top, p[v]);
+	for (int v = 0; v < V; v++)
+		if (p[v] > 0 && p[v] < top)
+			margin = fmin(margin, fabs(p[v] / top - st->min_p));
+	return margin;
+}
+
+Test(sampler, min_p)
+{
+	/* 1 keeps the top token alone (id 5 has no tie); temperatures 0.5 and
+	 * 2 tell min-p after temperature from min-p before it. */
+	static const struct setting settings[] = {
+		{ .temp = 1, .top_p = 1, .min_p = 0.3f },   { .temp = 0.5f, .top_p = 1, .min_p = 0.2f },
+		{ .temp = 2, .top_p = 1, .min_p = 0.2f },   { .temp = 1, .top_p = 1, .min_p = 1 },
+		/* After top-k and top-p, on what they kept. */
+		{ .temp = 1, .top_k = 8, .top_p = 0.95f, .min_p = 0.3f },
+	};
+	unsigned caught = 0;
+	for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+		const struct setting *st = &settings[i];
+		char name[128];
+		snprintf(name, sizeof name, "min-p %g, temperature %g, top-k %d, top-p %g", st->min_p, st->temp,
+			 st->top_k, st->top_p);
+		cr_assert(minp_margin(logits32, 32, st) > 1e-4, "%s lies on a ratio to the largest", name);
+		if (st->top_p < 1)
+			cr_assert(topp_margin(logits32, 32, st) > 1e-4, "%s lies on a cumulative boundary", name);
+		caught |= check_setting(name, logits32, 32, st, 900 + i);
+	}
+	expect_caught("min-p", caught, BIT(WRONG_MINP_ABSOLUTE) | BIT(WRONG_MINP_BEFORE_TEMP));
+}
+
+Test(sampler, repetition_penalty)
+{
+	static const struct setting settings[] = {
+		{ .temp = 1, .top_p = 1, .repeat = 1.5f, .last_n = -1, .hist = hist32, .n_hist = N_HIST32 },
+		{ .temp = 1, .top_p = 1, .repeat = 1.5f, .last_n = 4, .hist = hist32, .n_hist = N_HIST32 },
+		/* Below 1 it rewards what was seen. */
+		{ .temp = 1, .top_p = 1, .repeat = 0.7f, .last_n = 64, .hist = hist32, .n_hist = N_HIST32 },
+		/* Greedy too: ids 5 and 9 fall to 0.8 and 0.675, and id 2 (1.1,
+		 * tied with id 8) becomes the argmax. */
+		{ .temp = 0, .top_p = 1, .repeat = 2, .last_n = -1, .hist = hist32, .n_hist = N_HIST32 },
+		/* Before presence and frequency (ids 5, 12 and 21 have both). */
+		{ .temp = 1, .top_p = 1, .repeat = 1.5f, .last_n = -1, .hist = hist32, .n_hist = N_HIST32,
+		  .presence = 0.5f, .frequency = 0.3f, .counts = counts32 },
+		{ .temp = 0.8f, .top_k = 6, .top_p = 0.9f, .repeat = 1.3f, .last_n = 6, .hist = hist32,
+		  .n_hist = N_HIST32, .presence = 0.4f, .frequency = 0.25f, .counts = counts32 },
+	};
+	unsigned caught = 0;
+	for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+		const struct setting *st = &settings[i];
+		char name[160];
+		snprintf(name, sizeof name, "repetition %g over %d, presence %g, frequency %g, temperature %g, top-k %d, "
+			 "top-p %g", st->repeat, st->last_n, st->presence, st->frequency, st->temp, st->top_k, st->top_p);
+		if (st->top_p < 1)
+			cr_assert(topp_margin(logits32, 32, st) > 1e-4, "%s lies on a cumulative boundary", name);
+		caught |= check_setting(name, logits32, 32, st, 1000 + i);
+	}
+	expect_caught("repetition penalty", caught,
+		      BIT(WRONG_REPEAT_SIGN) | BIT(WRONG_REPEAT_EACH) | BIT(WRONG_REPEAT_WINDOW) |
+			      BIT(WRONG_REPEAT_AFTER));
+}
+
+Test(sampler, repetition_penalty_values_and_window)
+{
+	/* By hand, penalty 2: 2 -> 1, -3 -> -6 (once, though it repeats),
+	 * -0.25 -> -0.5, 0 stays 0; ids 2 and 4, not in the history, stay.
+	 * Penalty 0.5 rewards: 2 -> 4, -3 -> -1.5. */
+	static const int32_t hist[] = { 0, 1, 1, 3, 5, 1 };
+	const float x0[6] = { 2, -3, 0.5f, -0.25f, 1, 0 };
+	const float want2[6] = { 1, -6, 0.5f, -0.5f, 1, 0 }, want_half[6] = { 4, -1.5f, 0.5f, -0.125f, 1, 0 };
+	struct sampler s;
+	float x[V_MAX];
+	cr_assert_eq(init_plain(&s, 6, 1, 0, 1, 1), 0);
+	memcpy(x, x0, sizeof x0);
+	sampler_repeat_penalize(&s, x, hist, 6, 2, -1);
+	for (int v = 0; v < 6; v++)
+		cr_expect_eq(x[v], want2[v], "penalty 2: logit %d is %.9g, want %.9g", v, x[v], want2[v]);
+	memcpy(x, x0, sizeof x0);
+	sampler_repeat_penalize(&s, x, hist, 6, 0.5f, -1);
+	for (int v = 0; v < 6; v++)
+		cr_expect_eq(x[v], want_half[v], "penalty 0.5: logit %d is %.9g, want %.9g", v, x[v], want_half[v]);
+	/* Ids outside the vocabulary are skipped. */
+	static const int32_t stray[] = { -1, 6, 1 << 30 };
+	memcpy(x, x0, sizeof x0);
+	sampler_repeat_penalize(&s, x, stray, 3, 2, -1);
+	cr_expect_eq(memcmp(x, x0, sizeof x0), 0, "ids outside the vocabulary moved a logit");
+	sampler_free(&s);
+
+	/* The window over hist32, against long double: the last N tokens, 0
+	 * none, -1 or more than the history all of it. */
+	static const int32_t windows[] = { 0, 1, 4, 5, 9, 10, 11, 1000, -1 };
+	const float pen = 1.3f;
+	cr_assert_eq(init_plain(&s, 32, 1, 0, 1, 1), 0);
+	for (size_t k = 0; k < sizeof windows / sizeof windows[0]; k++) {
+		int32_t n = windows[k];
+		bool in[32] = { false };
+		for (int i = 0; i < N_HIST32; i++)
+			in[hist32[i]] |= n < 0 || i >= N_HIST32 - n;
+		memcpy(x, logits32, sizeof logits32);
+		sampler_repeat_penalize(&s, x, hist32, N_HIST32, pen, n);
+		for (int v = 0; v < 32; v++) {
+			long double l = logits32[v], want = !in[v] ? l : l < 0 ? l * pen : l / pen;
+			cr_expect(fabsl(x[v] - want) <= fabsl(want) * 0x1p-24L, "window %d: logit %d is %.9g, want %.12Lg", n,
+				  v, x[v], want);
+			if (!in[v])
+				cr_expect_eq(x[v], logits32[v], "window %d: logit %d moved", n, v);
+		}
+	}
+	sampler_free(&s);
+}
+
+/* FNV-1a over n bytes. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+Test(sampler, off_values_are_the_old_sampler)
+{
+	/* The hashes of sampler_probs and 2000 draws that the sampler of
+	 * commit b4d21fe (before min-p and the repetition penalty existed)
+	 * gives for these settings and seeds 42..45. With min-p 0 and the
+	 * repetition penalty 1 or 0 beside a history, every bit must stay. */
+	static const struct {
+		float temp;
+		int32_t top_k;
+		float top_p, presence, frequency;
+		uint64_t hash;
+	} old[] = {
+		{ 0.7f, 0, 1, 0, 0, 0x8603e65149dc6ca4ull },
+		{ 1, 5, 0.9f, 0, 0, 0x3361d8947bc80156ull },
+		{ 1.3f, 0, 0.6f, 0.4f, 0.25f, 0x1600ea208eff1fbfull },
+		{ 0, 0, 1, 0.5f, 0, 0x6aafd70591767f88ull },
+	};
+	for (int repeat = 0; repeat <= 1; repeat++) {
+		for (int i = 0; i < 4; i++) {
+			struct setting st = { .temp = old[i].temp, .top_k = old[i].top_k, .top_p = old[i].top_p,
+					      .presence = old[i].presence, .frequency = old[i].frequency,
+					      .counts = old[i].presence || old[i].frequency ? counts32 : NULL,
+					      .repeat = (float)repeat, .last_n = 64, .hist = hist32, .n_hist = N_HIST32 };
+			struct sampler_params sp = params_of(&st);
+			struct sampler s;
+			float x[32], probs[32];
+			cr_assert_eq(sampler_init(&s, 32, &sp, 42 + (uint64_t)i), 0);
+			cr_expect_eq(sampler_penalizes(&s), st.counts != NULL, "setting %d: penalties on with none", i);
+			uint64_t h = 0xcbf29ce484222325ull;
+			memcpy(x, logits32, sizeof x);
+			penalize(&s, x, &st);
+			sampler_probs(&s, x, probs);
+			h = fnv1a(h, probs, sizeof probs);
+			for (int d = 0; d < 2000; d++) {
+				memcpy(x, logits32, sizeof x);
+				penalize(&s, x, &st);
+				int32_t id = sampler_sample(&s, x);
+				h = fnv1a(h, &id, sizeof id);
+			}
+			sampler_free(&s);
+			cr_expect_eq(h, old[i].hash, "setting %d with repetition penalty %d: hash %#llx, the old sampler's %#llx",
+				     i, repeat, (unsigned long long)h, (unsigned long long)old[i].hash);
+		}
+	}
+}
+
 /* The speculative step: the draft from q, verified against p, N_DRAWS
  * times. The output must be distributed as p, the acceptance rate must be
  * sum_v q_v min(1, p_v / q_v), and a verify step that accepts every draft
@@ -618,7 +900,7 @@ static void check_spec(const char *name, const float *p, const float *q, int V, 
 	struct sampler s;
 	float pw[V_MAX];
 	double count[V_MAX] = { 0 }, n_accepted = 0;
-	cr_assert_eq(sampler_init(&s, V, 1, 0, 1, seed), 0);
+	cr_assert_eq(init_plain(&s, V, 1, 0, 1, seed), 0);
 	for (int i = 0; i < N_DRAWS; i++) {
 		bool accepted;
 		int32_t draft = sampler_draw(&s, q);
@@ -711,7 +993,7 @@ static bool largest_uniform_state(uint64_t *state)
 	struct sampler s;
 	bool found = false;
 	float top = nextafterf(1.0f, 0.0f);
-	cr_assert_eq(sampler_init(&s, 1, 1, 0, 1, 0), 0);
+	cr_assert_eq(init_plain(&s, 1, 1, 0, 1, 0), 0);
 	for (uint64_t c = 0; c < (1ull << 28) && !found; c++) {
 		s.rng = c;
 		if (sampler_uniform(&s) == top) {
@@ -735,7 +1017,7 @@ Test(sampler, draw_past_the_sum_skips_zero_probability)
 	float x[V], y[V], probs[V];
 	uint64_t lcg = 12345;
 	struct sampler s;
-	cr_assert_eq(sampler_init(&s, V, 1, 0, 1, 1), 0);
+	cr_assert_eq(init_plain(&s, V, 1, 0, 1, 1), 0);
 	for (int tries = 0; tries < 1000; tries++) {
 		for (int v = 0; v < V - 1; v++) {
 			lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
@@ -770,7 +1052,7 @@ Test(sampler, spec_residual_without_mass_draws_from_p)
 	float p[4] = { 0, nextafterf(0.5f, 0), 0.5f, 0 }, q[4] = { 0, 0.5f, 0.5f, 0 };
 	struct sampler s;
 	bool accepted;
-	cr_assert_eq(sampler_init(&s, 4, 1, 0, 1, 1), 0);
+	cr_assert_eq(init_plain(&s, 4, 1, 0, 1, 1), 0);
 	s.rng = state;
 	int32_t id = sampler_spec_verify(&s, p, q, 1, &accepted);
 	cr_expect(!accepted, "the largest uniform should reject p/q = %.9g", nextafterf(0.5f, 0) / 0.5f);

@@ -6,7 +6,8 @@
  *  - chat, non-streamed and streamed (usage, finish_reason, the same text
  *    both ways), stop strings (the text before the stop, not the stop),
  *    logprobs in OpenAI's shape, seeded sampling reproducible;
- *  - /v1/completions: text and token-list prompts, echo, logprobs;
+ *  - /v1/completions: text and token-list prompts, echo, logprobs, the
+ *    repetition penalty under vLLM's and llama-server's names;
  *  - tools and tool calls reach the model's template: the same prompt
  *    tokens, tokens and logprobs as a completion of Jinja2's render;
  *  - errors in OpenAI's shape: 400 naming the field, 401, 404, 405, 413;
@@ -251,6 +252,25 @@ Test(serve, completions)
 	cr_expect_str_eq(str_at(j, "choices.0.text"), text, "ids %s", ids);
 	cr_expect_eq(num_at(j, "usage.prompt_tokens"), n_prompt);
 	cJSON_Delete(j);
+	/* The repetition penalty under vLLM's and llama-server's names (issue
+	 * 39): the same greedy text either way, another than without, and
+	 * without again over a window of 0 tokens. Below 1 it rewards the
+	 * prompt's tokens, which the random fixture's text never repeats. */
+	static const char *const repeat[] = { "\"repetition_penalty\":0.05", "\"repeat_penalty\":0.05",
+					      "\"repeat_penalty\":0.05,\"repeat_last_n\":0" };
+	char *penalised = NULL;
+	for (int k = 0; k < 3; k++) {
+		snprintf(body, sizeof body, "{\"prompt\":\"Once upon a time\",\"max_tokens\":6,\"temperature\":0,%s}",
+			 repeat[k]);
+		j = http_json(&s, "POST", "/v1/completions", body, 200);
+		const char *t = str_at(j, "choices.0.text");
+		if (k == 0)
+			cr_expect_str_neq((penalised = strdup(t)), text, "%s changed nothing", repeat[k]);
+		else
+			cr_expect_str_eq(t, k == 1 ? penalised : text, "%s", repeat[k]);
+		cJSON_Delete(j);
+	}
+	free(penalised);
 	/* Streamed. */
 	char *resp = NULL;
 	cr_assert_eq(http(&s, "POST", "/v1/completions",
@@ -403,6 +423,9 @@ Test(serve, bad_requests)
 		{ "\"chat_template_kwargs\":{\"x\":1,\"enable_thinking\":\"no\"}", "chat_template_kwargs.enable_thinking" },
 		{ "\"chat_template_kwargs\":{\"tools\":null}", "chat_template_kwargs.tools" },
 		{ "\"logit_bias\":{\"5\":1}", "logit_bias" },
+		{ "\"min_p\":1.5", "min_p" },                    { "\"repetition_penalty\":0", "repetition_penalty" },
+		{ "\"repeat_penalty\":1e-300", "repeat_penalty" }, { "\"repeat_last_n\":-2", "repeat_last_n" },
+		{ "\"repetition_penalty\":1.1,\"repeat_penalty\":1.2", "repeat_penalty" },
 	};
 	char body[1024];
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -57,7 +57,9 @@
 static void chat_usage(FILE *f)
 {
 	fprintf(f, "usage: colibri chat [--model DIR] [--session NAME] [--new] [--system TEXT] [-n N]\n"
-		   "                    [--temp T] [--top-p P] [--top-k K] [--seed S] [--think show|hide|off]%s\n"
+		   "                    [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--think show|hide|off]\n"
+		   "                    [--repeat-penalty F] [--repeat-last-n N] [--presence-penalty F]\n"
+		   "                    [--frequency-penalty F]%s\n"
 		   "  A conversation in the terminal (without --model: the default model, a toy trained on\n"
 		   "  the King James Bible); answers stream to stdout. Commands: :more :reset\n"
 		   "  :save NAME :load NAME :sessions :stats :help :quit (also Ctrl-D); :help says more.\n"
@@ -73,7 +75,8 @@ static void chat_usage(FILE *f)
 		   "  stays, and a line says so; what remains answers as a new chat of it would.\n"
 		   "  --think: show the model's reasoning (dimmed on a terminal), hide it, or ask the\n"
 		   "  template for none (enable_thinking=false). Sampling defaults come from the\n"
-		   "  model's generation_config.json; --temp 0 is greedy.\n",
+		   "  model's generation_config.json; --temp 0 is greedy. --min-p, the penalties and\n"
+		   "  --repeat-last-n (default 64, over the conversation's last tokens) as `run --help` says.\n",
 		SESSION_USAGE, CHAT_N_MAX, CHAT_CTX_DEFAULT);
 }
 
@@ -92,7 +95,10 @@ static void chat_help(FILE *f, const char *session)
 		session);
 }
 
-enum { CHAT_TEMP = 2100, CHAT_TOP_P, CHAT_TOP_K, CHAT_SEED, CHAT_SYSTEM, CHAT_NEW, CHAT_SESSION, CHAT_THINK };
+enum {
+	CHAT_TEMP = 2100, CHAT_TOP_P, CHAT_TOP_K, CHAT_SEED, CHAT_SYSTEM, CHAT_NEW, CHAT_SESSION, CHAT_THINK,
+	CHAT_MIN_P, CHAT_REPEAT_PENALTY, CHAT_REPEAT_LAST_N, CHAT_PRESENCE_PENALTY, CHAT_FREQUENCY_PENALTY
+};
 
 enum think_mode { THINK_SHOW, THINK_HIDE, THINK_OFF };
 
@@ -742,6 +748,11 @@ int cmd_chat(int argc, char **argv)
 		SESSION_LONG_OPTIONS,
 		{ "temp", required_argument, 0, CHAT_TEMP },     { "top-p", required_argument, 0, CHAT_TOP_P },
 		{ "top-k", required_argument, 0, CHAT_TOP_K },   { "seed", required_argument, 0, CHAT_SEED },
+		{ "min-p", required_argument, 0, CHAT_MIN_P },
+		{ "repeat-penalty", required_argument, 0, CHAT_REPEAT_PENALTY },
+		{ "repeat-last-n", required_argument, 0, CHAT_REPEAT_LAST_N },
+		{ "presence-penalty", required_argument, 0, CHAT_PRESENCE_PENALTY },
+		{ "frequency-penalty", required_argument, 0, CHAT_FREQUENCY_PENALTY },
 		{ "system", required_argument, 0, CHAT_SYSTEM }, { "new", no_argument, 0, CHAT_NEW },
 		{ "session", required_argument, 0, CHAT_SESSION }, { "think", required_argument, 0, CHAT_THINK },
 		{ "help", no_argument, 0, 'h' },                 { 0, 0, 0, 0 },
@@ -778,6 +789,11 @@ int cmd_chat(int argc, char **argv)
 			set |= GENERATE_SET_TOP_K;
 			break;
 		case CHAT_SEED: rc = session_parse_seed(optarg, &go.seed); break;
+		case CHAT_MIN_P: rc = generate_options_parse(&go, &set, "min-p", optarg); break;
+		case CHAT_REPEAT_PENALTY: rc = generate_options_parse(&go, &set, "repeat-penalty", optarg); break;
+		case CHAT_REPEAT_LAST_N: rc = generate_options_parse(&go, &set, "repeat-last-n", optarg); break;
+		case CHAT_PRESENCE_PENALTY: rc = generate_options_parse(&go, &set, "presence-penalty", optarg); break;
+		case CHAT_FREQUENCY_PENALTY: rc = generate_options_parse(&go, &set, "frequency-penalty", optarg); break;
 		case CHAT_SYSTEM: c->system = optarg; break;
 		case CHAT_NEW: fresh = true; break;
 		case CHAT_SESSION:
@@ -824,7 +840,10 @@ int cmd_chat(int argc, char **argv)
 		return cmd_fail("bad generation_config.json");
 	}
 	c->params = (struct batch_params){ .n_predict = go.n_predict, .temp = go.temp, .top_k = go.top_k,
-					   .top_p = go.top_p, .seed = go.seed };
+					   .top_p = go.top_p, .seed = go.seed, .min_p = go.min_p,
+					   .repeat_penalty = go.repeat_penalty, .repeat_last_n = go.repeat_last_n,
+					   .presence_penalty = go.presence_penalty,
+					   .frequency_penalty = go.frequency_penalty };
 	c->tty = isatty(STDIN_FILENO);
 	const char *term = getenv("TERM");
 	c->color = c->tty && isatty(STDOUT_FILENO) && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));

@@ -1,6 +1,7 @@
 /*
  * cmd_run — `colibri run --model DIR (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]
- * [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]
+ * [--temp T] [--top-p P] [--top-k K] [--min-p P] [--repeat-penalty F] [--repeat-last-n N]
+ * [--presence-penalty F] [--frequency-penalty F] [--seed S] [--chat] [--system TEXT]
  * [--stats]`: generates text and streams it to stdout.
  */
 #include <cjson/cJSON.h>
@@ -26,7 +27,8 @@
 static void run_usage(FILE *f)
 {
 	fprintf(f, "usage: colibri run [--model DIR] (--prompt TEXT | --prompt-file F | --tokens IDS) [-n N]\n"
-		   "                   [--temp T] [--top-p P] [--top-k K] [--seed S] [--chat] [--system TEXT]\n"
+		   "                   [--temp T] [--top-p P] [--top-k K] [--min-p P] [--seed S] [--chat] [--system TEXT]\n"
+		   "                   [--repeat-penalty F] [--repeat-last-n N] [--presence-penalty F] [--frequency-penalty F]\n"
 		   "                   [--draft auto|N] [--grammar FILE | --grammar-text GBNF | --json-schema FILE|JSON]\n"
 		   "                   [--json-ws N|none] [--no-forced-batch]%s\n"
 		   "  Generates up to N tokens (default 128, at most a quarter of the context) and streams\n"
@@ -35,6 +37,12 @@ static void run_usage(FILE *f)
 		   "  --prompt-file reads the prompt from a file (- for stdin), for prompts too long for a\n"
 		   "  command line.\n"
 		   "  Sampling defaults come from the model's generation_config.json; --temp 0 is greedy.\n"
+		   "  Sampling applies temperature, top-k, top-p, then min-p (0 = off: drop tokens below P\n"
+		   "  times the most probable one), in transformers' order (llama.cpp applies temperature last).\n"
+		   "  --repeat-penalty F (1 = off, transformers' repetition_penalty): the logit l of each token\n"
+		   "  among the last --repeat-last-n N of prompt and output (default 64, 0 off, -1 all) becomes\n"
+		   "  l / F, or l * F when negative, greedy too; then --presence-penalty F and --frequency-penalty F\n"
+		   "  (OpenAI's, 0 = off) subtract F, and F times the count, from each generated token's logit.\n"
 		   "  --draft: tokens drafted per step with the model's MTP head and verified in one\n"
 		   "  forward (exact: greedy output is the same with and without); auto (default)\n"
 		   "  drafts when a cost model fed by the measured step times, expert misses and\n"
@@ -54,7 +62,8 @@ static void run_usage(FILE *f)
 
 enum {
 	RUN_PROMPT = 2000, RUN_PROMPT_FILE, RUN_TOKENS, RUN_TEMP, RUN_TOP_P, RUN_TOP_K, RUN_SEED, RUN_CHAT,
-	RUN_SYSTEM, RUN_DRAFT, RUN_GRAMMAR, RUN_GRAMMAR_TEXT, RUN_NO_FORCED_BATCH, RUN_JSON_SCHEMA, RUN_JSON_WS
+	RUN_SYSTEM, RUN_DRAFT, RUN_GRAMMAR, RUN_GRAMMAR_TEXT, RUN_NO_FORCED_BATCH, RUN_JSON_SCHEMA, RUN_JSON_WS,
+	RUN_MIN_P, RUN_REPEAT_PENALTY, RUN_REPEAT_LAST_N, RUN_PRESENCE_PENALTY, RUN_FREQUENCY_PENALTY
 };
 
 /* The GBNF of --json-schema ARG (a file, or the schema when ARG starts
@@ -115,6 +124,11 @@ int cmd_run(int argc, char **argv)
 		{ "tokens", required_argument, 0, RUN_TOKENS },
 		{ "temp", required_argument, 0, RUN_TEMP },     { "top-p", required_argument, 0, RUN_TOP_P },
 		{ "top-k", required_argument, 0, RUN_TOP_K },   { "seed", required_argument, 0, RUN_SEED },
+		{ "min-p", required_argument, 0, RUN_MIN_P },
+		{ "repeat-penalty", required_argument, 0, RUN_REPEAT_PENALTY },
+		{ "repeat-last-n", required_argument, 0, RUN_REPEAT_LAST_N },
+		{ "presence-penalty", required_argument, 0, RUN_PRESENCE_PENALTY },
+		{ "frequency-penalty", required_argument, 0, RUN_FREQUENCY_PENALTY },
 		{ "chat", no_argument, 0, RUN_CHAT },           { "system", required_argument, 0, RUN_SYSTEM },
 		{ "draft", required_argument, 0, RUN_DRAFT },
 		{ "grammar", required_argument, 0, RUN_GRAMMAR }, { "grammar-text", required_argument, 0, RUN_GRAMMAR_TEXT },
@@ -155,6 +169,11 @@ int cmd_run(int argc, char **argv)
 		case RUN_SEED:
 			rc = session_parse_seed(optarg, &go.seed);
 			break;
+		case RUN_MIN_P: rc = generate_options_parse(&go, &set, "min-p", optarg); break;
+		case RUN_REPEAT_PENALTY: rc = generate_options_parse(&go, &set, "repeat-penalty", optarg); break;
+		case RUN_REPEAT_LAST_N: rc = generate_options_parse(&go, &set, "repeat-last-n", optarg); break;
+		case RUN_PRESENCE_PENALTY: rc = generate_options_parse(&go, &set, "presence-penalty", optarg); break;
+		case RUN_FREQUENCY_PENALTY: rc = generate_options_parse(&go, &set, "frequency-penalty", optarg); break;
 		case RUN_CHAT: chat = true; break;
 		case RUN_SYSTEM: system = optarg; break;
 		case RUN_DRAFT:

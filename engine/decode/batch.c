@@ -122,7 +122,12 @@ int batch_start(struct batch *b, int i, const int32_t *prompt, int n, const stru
 	if (s->have_sampler)
 		sampler_free(&s->smp);
 	s->have_sampler = false;
-	int rc = sampler_init(&s->smp, b->f->m->cfg.vocab, p->temp, p->top_k, p->top_p, p->seed);
+	struct sampler_params sp = {
+		.temp = p->temp, .top_k = p->top_k, .top_p = p->top_p, .min_p = p->min_p,
+		.repeat_penalty = p->repeat_penalty, .repeat_last_n = p->repeat_last_n,
+		.presence = p->presence_penalty, .frequency = p->frequency_penalty,
+	};
+	int rc = sampler_init(&s->smp, b->f->m->cfg.vocab, &sp, p->seed);
 	if (rc)
 		return rc;
 	s->have_sampler = true;
@@ -228,14 +233,16 @@ static void sample_slot(struct batch *b, int i, float *row)
 	struct batch_slot *s = &b->slots[i];
 	int32_t V = b->f->m->cfg.vocab;
 	struct batch_token t = { 0 };
-	bool penalties = s->p.presence_penalty != 0 || s->p.frequency_penalty != 0;
+	bool penalties = sampler_penalizes(&s->smp);
 	float *x = row;
 	if (penalties || s->p.logprobs || s->p.cs) {
 		memcpy(b->work, row, (size_t)V * sizeof *row);
 		x = b->work;
 	}
+	/* Every token of the history has run: the prompt, then what was
+	 * generated (and forced) up to the one this row follows. */
 	if (penalties)
-		sampler_penalize(x, s->counts, V, s->p.presence_penalty, s->p.frequency_penalty);
+		sampler_penalties(&s->smp, x, s->tokens, s->n_tokens, s->counts);
 	if (s->p.cs && constrain_mask(s->p.cs, x) <= 0) {
 		grammar_end(b, i);
 		return;

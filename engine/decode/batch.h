@@ -41,7 +41,10 @@ struct batch_params {
 	float temp;                  /* 0: greedy */
 	int32_t top_k;               /* 0: off */
 	float top_p;                 /* 1: off */
+	float min_p;                 /* 0: off */
 	uint64_t seed;
+	float repeat_penalty;        /* transformers' repetition penalty; 1 or 0: off */
+	int32_t repeat_last_n;       /* over the last N tokens of prompt and output: 0 none, -1 all */
 	float presence_penalty;      /* subtracted from the logit of every token generated so far */
 	float frequency_penalty;     /* ... times how often it was generated */
 	bool logprobs;               /* report the chosen token's log probability */

@@ -30,6 +30,8 @@ int generate_options_default(struct generate_options *o, const char *model_dir)
 	o->draft = -1;
 	o->temp = 0;
 	o->top_p = 1;
+	o->repeat_penalty = 1;
+	o->repeat_last_n = 64;
 	o->seed = (uint64_t)time(NULL);
 	o->forced_batch = true;
 	if (!model_dir)
@@ -44,18 +46,24 @@ int generate_options_default(struct generate_options *o, const char *model_dir)
 		return rc;
 	bool sample = false;
 	int64_t top_k = 0;
-	float temp = 1.0f, top_p = 1.0f;
+	float temp = 1.0f, top_p = 1.0f, min_p = 0.0f, repeat = 1.0f;
 	/* GenerationConfig's defaults for the fields the model leaves out. */
 	rc = json_get_bool(j, "do_sample", false, path, &sample);
 	rc = rc ? rc : json_get_float(j, "temperature", 1.0, 0.0, 100.0, false, path, &temp);
 	rc = rc ? rc : json_get_int(j, "top_k", 0, 0, INT32_MAX, path, &top_k);
 	rc = rc ? rc : json_get_float(j, "top_p", 1.0, 0.0, 1.0, true, path, &top_p);
+	rc = rc ? rc : json_get_float(j, "min_p", 0.0, 0.0, 1.0, false, path, &min_p);
+	rc = rc ? rc : json_get_float(j, "repetition_penalty", 1.0, 0.0, 100.0, true, path, &repeat);
 	cJSON_Delete(j);
-	if (rc || !sample)
+	if (rc)
 		return rc;
+	o->repeat_penalty = repeat;
+	if (!sample)
+		return 0;
 	o->temp = temp;
 	o->top_k = (int32_t)top_k;
 	o->top_p = top_p;
+	o->min_p = min_p;
 	return 0;
 }
 
@@ -71,7 +79,34 @@ int generate_options_model(struct generate_options *o, const char *model_dir, un
 		o->top_k = m.top_k;
 	if (!(set & GENERATE_SET_TOP_P))
 		o->top_p = m.top_p;
+	if (!(set & GENERATE_SET_MIN_P))
+		o->min_p = m.min_p;
+	if (!(set & GENERATE_SET_REPEAT_PENALTY))
+		o->repeat_penalty = m.repeat_penalty;
 	return 0;
+}
+
+int generate_options_parse(struct generate_options *o, unsigned *set, const char *name, const char *arg)
+{
+	if (!strcmp(name, "min-p")) {
+		*set |= GENERATE_SET_MIN_P;
+		return session_parse_float(name, arg, 0, 1, &o->min_p);
+	}
+	if (!strcmp(name, "repeat-penalty")) {
+		*set |= GENERATE_SET_REPEAT_PENALTY;
+		/* transformers refuses a penalty of 0, which would divide by it. */
+		int rc = session_parse_float(name, arg, 0, 100, &o->repeat_penalty);
+		if (!rc && !(o->repeat_penalty > 0))
+			rc = error_set(EINVAL, "--repeat-penalty must be above 0 (1 is off), not \"%s\"", arg);
+		return rc;
+	}
+	if (!strcmp(name, "repeat-last-n"))
+		return session_parse_int(name, arg, -1, INT32_MAX, &o->repeat_last_n);
+	if (!strcmp(name, "presence-penalty"))
+		return session_parse_float(name, arg, -2, 2, &o->presence_penalty);
+	if (!strcmp(name, "frequency-penalty"))
+		return session_parse_float(name, arg, -2, 2, &o->frequency_penalty);
+	return -ENOENT;
 }
 
 static bool is_eos(const struct model_config *c, const struct tokenizer *tok, int32_t id)
@@ -90,6 +125,10 @@ struct gen {
 	FILE *out;
 	struct generate_stats *st;
 	struct sampler smp;
+	bool penalize;           /* the sampler's penalties are on */
+	int32_t *hist;           /* [n_prompt + n_predict] prompt and emitted tokens, with the repeat penalty */
+	int n_hist;
+	uint16_t *counts;        /* [vocab] emitted-token counts, with presence or frequency */
 	struct constrain *cs;    /* the grammar, or NULL */
 	struct tokenizer_stream ts;
 	bool have_stream;
@@ -115,8 +154,19 @@ static void gen_emit(struct gen *g, int32_t id)
 		fprintf(g->out, "%s%d", g->st->n_generated ? "," : "", id);
 	}
 	fflush(g->out);
+	if (g->hist)
+		g->hist[g->n_hist++] = id;
+	if (g->counts && g->counts[id] < UINT16_MAX)
+		g->counts[id]++;
 	g->st->n_generated++;
 	g->done = g->st->n_generated >= g->o->n_predict;
+}
+
+/* The penalties on a row of logits for the token after those emitted. */
+static void gen_penalize(struct gen *g, float *logits)
+{
+	if (g->penalize)
+		sampler_penalties(&g->smp, logits, g->hist, g->n_hist, g->counts);
 }
 
 /* Masks a row of logits to what the grammar admits next. */
@@ -130,6 +180,7 @@ static int gen_mask(struct gen *g, float *logits)
  * grammar admits, sampled, and taken by the grammar. */
 static int gen_pick(struct gen *g, float *logits, int32_t *id)
 {
+	gen_penalize(g, logits);
 	int rc = g->cs ? gen_mask(g, logits) : 0;
 	if (rc)
 		return rc;
@@ -271,6 +322,7 @@ static int dec_spec(struct gen *g, struct dec *d)
 	int j = 0;
 	int32_t next = -1;
 	for (; j < d->n && !g->done; j++) {
+		gen_penalize(g, d->rows + (size_t)j * V);
 		if (g->cs && (rc = gen_mask(g, d->rows + (size_t)j * V)))
 			return rc;
 		sampler_probs(&g->smp, d->rows + (size_t)j * V, d->p);
@@ -294,6 +346,7 @@ static int dec_spec(struct gen *g, struct dec *d)
 	if (g->done)
 		return 0;
 	if (next < 0) {
+		gen_penalize(g, d->rows + (size_t)j * V);
 		if (g->cs && (rc = gen_mask(g, d->rows + (size_t)j * V)))
 			return rc;
 		sampler_probs(&g->smp, d->rows + (size_t)j * V, d->p);
@@ -384,8 +437,10 @@ static int decode_loop(struct gen *g, struct dec *d, int draft_mode)
 int generate_logits_rows(const struct generate_options *o)
 {
 	int n = o->draft < 0 ? 1 : o->draft > 16 ? 16 : o->draft;
-	/* rows [n+1] + q [n] + draft_logits + p + the sampler's two */
-	return (n + 1) + (n > 0 ? n : 1) + 4;
+	/* rows [n+1] + q [n] + draft_logits + p + the sampler's two, and the
+	 * presence and frequency penalties' counts (half a row) */
+	bool counts = o->presence_penalty != 0 || o->frequency_penalty != 0;
+	return (n + 1) + (n > 0 ? n : 1) + 4 + counts;
 }
 
 int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *prompt,
@@ -427,8 +482,26 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 	int rc = 0;
 	if (!d.rows || !d.draft_logits || !d.q || !d.p || !d.hid || !d.mtp_hid || !d.h_prev || !d.toks)
 		rc = error_set(ENOMEM, "out of memory");
+	struct sampler_params sp = {
+		.temp = o->temp, .top_k = o->top_k, .top_p = o->top_p, .min_p = o->min_p,
+		.repeat_penalty = o->repeat_penalty, .repeat_last_n = o->repeat_last_n,
+		.presence = o->presence_penalty, .frequency = o->frequency_penalty,
+	};
 	if (!rc)
-		rc = sampler_init(&g.smp, c->vocab, o->temp, o->top_k, o->top_p, o->seed);
+		rc = sampler_init(&g.smp, c->vocab, &sp, o->seed);
+	/* The penalties' history: the prompt, then each token emitted. */
+	g.penalize = !rc && sampler_penalizes(&g.smp);
+	if (g.penalize && g.smp.repeat_penalty != 1 && g.smp.repeat_last_n != 0) {
+		if ((g.hist = malloc(((size_t)n_prompt + (size_t)o->n_predict) * sizeof *g.hist))) {
+			memcpy(g.hist, prompt, (size_t)n_prompt * sizeof *prompt);
+			g.n_hist = n_prompt;
+		} else {
+			rc = error_set(ENOMEM, "out of memory");
+		}
+	}
+	if (!rc && g.penalize && (o->presence_penalty != 0 || o->frequency_penalty != 0) &&
+	    !(g.counts = calloc((size_t)V, sizeof *g.counts)))
+		rc = error_set(ENOMEM, "out of memory");
 	struct constrain cs;
 	bool have_cs = false;
 	if (!rc && o->grammar && !tok)
@@ -482,6 +555,8 @@ int generate_run(struct session *s, const struct tokenizer *tok, const int32_t *
 		fputc('\n', out);
 	fflush(out);
 	sampler_free(&g.smp);
+	free(g.hist);
+	free(g.counts);
 	if (have_cs)
 		constrain_free(&cs);
 	free(d.rows);

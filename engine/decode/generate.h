@@ -23,6 +23,10 @@ struct generate_options {
 	float temp;          /* 0 = greedy */
 	int32_t top_k;
 	float top_p;
+	float min_p;         /* 0 = off */
+	float repeat_penalty;   /* 1 = off: transformers' repetition penalty, greedy too */
+	int32_t repeat_last_n;  /* over the last N tokens of prompt and output (default 64; -1 all) */
+	float presence_penalty, frequency_penalty; /* OpenAI's, on the tokens generated (0 = off) */
 	uint64_t seed;
 	bool print_ids;      /* print ids instead of text (no tokenizer) */
 	int draft;           /* MTP drafts per step: -1 auto (default), 0 off, N */
@@ -51,20 +55,32 @@ struct generate_stats {
 	struct draft_estimate draft_last;
 };
 
-/* Reads temperature/top_k/top_p/do_sample from DIR/generation_config.json
- * when present (model_dir NULL: the built-in defaults only): greedy when
- * the model does not ask for sampling. A file
+/* Reads temperature/top_k/top_p/min_p/do_sample and repetition_penalty
+ * from DIR/generation_config.json when present (model_dir NULL: the
+ * built-in defaults only): greedy when the model does not ask for sampling,
+ * the repetition penalty either way (a processor in transformers, not a
+ * warper). A file
  * that is malformed or holds values out of range gives -EINVAL naming the
  * file and the field (o still holds the built-in defaults). */
 int generate_options_default(struct generate_options *o, const char *model_dir);
 /* The sampling fields a command line set itself, which
  * generate_options_model leaves alone. */
-enum { GENERATE_SET_TEMP = 1, GENERATE_SET_TOP_K = 2, GENERATE_SET_TOP_P = 4 };
+enum {
+	GENERATE_SET_TEMP = 1, GENERATE_SET_TOP_K = 2, GENERATE_SET_TOP_P = 4, GENERATE_SET_MIN_P = 8,
+	GENERATE_SET_REPEAT_PENALTY = 16,
+};
+
+/* The value of the sampling option --NAME (min-p, repeat-penalty,
+ * repeat-last-n, presence-penalty, frequency-penalty) into o, marking in
+ * *set what generate_options_model must leave: -EINVAL naming the option
+ * for a value out of range, -ENOENT for another name. */
+int generate_options_parse(struct generate_options *o, unsigned *set, const char *name, const char *arg);
 
 /* Once the command's model folder is known (after its options are parsed
- * and the default model chosen, however --model was written): temp, top_k
- * and top_p from DIR/generation_config.json as generate_options_default
- * reads them, except the fields in `set`; the other fields stay. Errors as
+ * and the default model chosen, however --model was written): temp, top_k,
+ * top_p, min_p and repeat_penalty from DIR/generation_config.json as
+ * generate_options_default reads them, except the fields in `set`; the
+ * other fields stay. Errors as
  * generate_options_default's (o unchanged). */
 int generate_options_model(struct generate_options *o, const char *model_dir, unsigned set);
 

@@ -3,7 +3,18 @@
  * below (1 - p) / (n - 1): such a token can never be inside the nucleus
  * unless it is the most probable one, which the nucleus always holds (when
  * p < 1 / n every token may fall under the cut), and the filter spares
- * sorting the whole vocabulary.
+ * sorting the whole vocabulary. Min-p compares with min_p times the
+ * largest probability of what top-p left, in float, as transformers'
+ * float32 warper does; the largest always passes (min_p <= 1), and when
+ * nothing falls under the cut the probabilities are left as they were, so
+ * a min-p that removes nothing changes no bit.
+ *
+ * The repetition penalty must touch each distinct token of its window
+ * once. It marks them in s->prob, which holds nothing between calls
+ * (sampler_dist writes every candidate's probability before reading it):
+ * one pass over the window clears each token's mark, a second penalises a
+ * token whose mark is clear and sets it. Two passes over the window, no
+ * pass over the vocabulary.
  *
  * Float limits, decided here: the nucleus boundary is found on a float
  * cumulative sum, so a top_p within a few ulps of a cumulative sum may keep
@@ -24,16 +35,24 @@
 #include "base/error.h"
 #include "compute/fmath.h"
 
-int sampler_init(struct sampler *s, int32_t vocab, float temp, int32_t top_k, float top_p,
-		 uint64_t seed)
+int sampler_init(struct sampler *s, int32_t vocab, const struct sampler_params *p, uint64_t seed)
 {
 	memset(s, 0, sizeof *s);
-	if (!(temp >= 0) || top_k < 0 || !(top_p > 0 && top_p <= 1))
+	if (!(p->temp >= 0) || p->top_k < 0 || !(p->top_p > 0 && p->top_p <= 1))
 		return error_set(EINVAL, "sampling needs --temp >= 0, --top-k >= 0 and 0 < --top-p <= 1");
+	if (!(p->min_p >= 0 && p->min_p <= 1) || !(p->repeat_penalty >= 0) || p->repeat_last_n < -1)
+		return error_set(EINVAL, "sampling needs 0 <= --min-p <= 1, --repeat-penalty > 0 and --repeat-last-n >= -1");
+	if (!isfinite(p->presence) || !isfinite(p->frequency) || !isfinite(p->repeat_penalty))
+		return error_set(EINVAL, "sampling needs finite penalties");
 	s->vocab = vocab;
-	s->temp = temp;
-	s->top_k = top_k > vocab ? vocab : top_k;
-	s->top_p = top_p;
+	s->temp = p->temp;
+	s->top_k = p->top_k > vocab ? vocab : p->top_k;
+	s->top_p = p->top_p;
+	s->min_p = p->min_p;
+	s->repeat_penalty = p->repeat_penalty == 0 ? 1 : p->repeat_penalty;
+	s->repeat_last_n = p->repeat_last_n;
+	s->presence = p->presence;
+	s->frequency = p->frequency;
 	s->rng = seed ^ 0x9e3779b97f4a7c15ull;
 	s->idx = malloc((size_t)vocab * sizeof *s->idx);
 	s->prob = malloc((size_t)vocab * sizeof *s->prob);
@@ -80,7 +99,7 @@ static int by_prob_desc(const void *a, const void *b, void *ctx)
 }
 
 /* The candidates idx[0..n) with their normalised probabilities in
- * prob[id]: temperature, then top-k, then top-p. Returns n. */
+ * prob[id]: temperature, then top-k, then top-p, then min-p. Returns n. */
 static int32_t sampler_dist(struct sampler *s, float *logits)
 {
 	int32_t n;
@@ -133,6 +152,24 @@ static int32_t sampler_dist(struct sampler *s, float *logits)
 			sum += s->prob[s->idx[i]];
 		for (int32_t i = 0; i < n; i++)
 			s->prob[s->idx[i]] /= sum;
+	}
+	if (s->min_p > 0 && n > 1) {
+		float top = 0;
+		for (int32_t i = 0; i < n; i++)
+			top = fmaxf(top, s->prob[s->idx[i]]);
+		float cut = s->min_p * top;
+		int32_t m = 0;
+		for (int32_t i = 0; i < n; i++)
+			if (s->prob[s->idx[i]] >= cut)
+				s->idx[m++] = s->idx[i];
+		if (m < n) {
+			n = m;
+			sum = 0;
+			for (int32_t i = 0; i < n; i++)
+				sum += s->prob[s->idx[i]];
+			for (int32_t i = 0; i < n; i++)
+				s->prob[s->idx[i]] /= sum;
+		}
 	}
 	return n;
 }
@@ -209,6 +246,35 @@ int32_t sampler_spec_verify(struct sampler *s, float *p, const float *q, int32_t
 		for (int32_t v = 0; v < s->vocab; v++)
 			p[v] = p[v] > q[v] ? p[v] - q[v] : 0.0f;
 	return sampler_draw(s, p);
+}
+
+bool sampler_penalizes(const struct sampler *s)
+{
+	return (s->repeat_penalty != 1 && s->repeat_last_n != 0) || s->presence != 0 || s->frequency != 0;
+}
+
+void sampler_repeat_penalize(struct sampler *s, float *x, const int32_t *hist, int n_hist, float penalty,
+			     int32_t last_n)
+{
+	int from = last_n < 0 || last_n >= n_hist ? 0 : n_hist - last_n;
+	for (int i = from; i < n_hist; i++)
+		if (hist[i] >= 0 && hist[i] < s->vocab)
+			s->prob[hist[i]] = 0;
+	for (int i = from; i < n_hist; i++) {
+		int32_t t = hist[i];
+		if (t < 0 || t >= s->vocab || s->prob[t] != 0)
+			continue;
+		s->prob[t] = 1;
+		x[t] = x[t] < 0 ? x[t] * penalty : x[t] / penalty;
+	}
+}
+
+void sampler_penalties(struct sampler *s, float *x, const int32_t *hist, int n_hist, const uint16_t *counts)
+{
+	if (s->repeat_penalty != 1 && s->repeat_last_n != 0)
+		sampler_repeat_penalize(s, x, hist, n_hist, s->repeat_penalty, s->repeat_last_n);
+	if (s->presence != 0 || s->frequency != 0)
+		sampler_penalize(x, counts, s->vocab, s->presence, s->frequency);
 }
 
 void sampler_penalize(float *x, const uint16_t *counts, int32_t vocab, float presence, float frequency)

@@ -158,7 +158,8 @@ int serve_run(struct session *s, const struct tokenizer *tok, const struct serve
 			.created = model_created(s->opt.model_dir), .body_max = o->body_max, .ctx = s->fwd.ctx,
 			.timeout_s = o->timeout_s, .idle_timeout_s = o->idle_timeout_s, .threads = o->http_threads,
 			.lim = { .max_tokens_cap = o->max_tokens, .vocab = s->model.cfg.vocab, .temp = go.temp,
-				 .top_p = go.top_p, .top_k = go.top_k },
+				 .top_p = go.top_p, .top_k = go.top_k, .min_p = go.min_p,
+				 .repeat_penalty = go.repeat_penalty },
 			.live = ui ? &live : NULL, .ui_dir = o->ui_dir,
 		};
 		for (int i = 0; i < s->model.cfg.n_eos && ho.n_eos < MODEL_EOS_MAX; i++)

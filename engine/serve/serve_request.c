@@ -1,7 +1,11 @@
 /*
  * serve_request — see serve_request.h. Ranges are OpenAI's: temperature
  * [0, 2], top_p (0, 1], penalties [-2, 2], top_logprobs [0, 20]; top_k is
- * an extension (vLLM's: -1 or 0 is off). A seed is any integer a double
+ * an extension (vLLM's: -1 or 0 is off), and so are min_p [0, 1] and the
+ * repetition penalty (0, 100] under vLLM's name, repetition_penalty, or
+ * llama-server's, repeat_penalty (one of them, or both equal), over the
+ * last repeat_last_n tokens of prompt and output (llama-server's: default
+ * 64, 0 none, -1 all; vLLM penalises all). A seed is any integer a double
  * holds exactly (|seed| <= 2^53), negative ones taken modulo 2^64.
  */
 #include "engine/serve/serve_request.h"
@@ -587,6 +591,42 @@ static int parse_completion(struct serve_request *r, const cJSON *o, const struc
 	return 0;
 }
 
+/* A repetition penalty under name key, in (0, 100] once rounded to
+ * float (a tiny one that rounds to 0 would divide by it); absent or null
+ * keeps *out. */
+static int get_repeat_penalty(const cJSON *o, const char *key, float *out, struct serve_error *err)
+{
+	float v = -1;
+	int rc = get_num(o, key, 0, 100, true, &v, err);
+	if (rc || v == -1)
+		return rc;
+	if (!(v > 0))
+		return serve_error_set(err, 400, key, NULL, "'%s' must be a number in (0, 100]", key);
+	*out = v;
+	return 0;
+}
+
+/* min_p and the repetition penalty, under either name, and its window. */
+static int parse_repeat(struct serve_request *r, const cJSON *o, const struct serve_limits *lim,
+			struct serve_error *err)
+{
+	r->p.min_p = lim->min_p;
+	float vllm = 0, llama = 0;
+	int64_t last_n = 64;
+	int rc;
+	if ((rc = get_num(o, "min_p", 0, 1, false, &r->p.min_p, err)) ||
+	    (rc = get_repeat_penalty(o, "repetition_penalty", &vllm, err)) ||
+	    (rc = get_repeat_penalty(o, "repeat_penalty", &llama, err)) ||
+	    (rc = get_int(o, "repeat_last_n", -1, INT32_MAX, &last_n, err)))
+		return rc;
+	if (vllm > 0 && llama > 0 && vllm != llama)
+		return serve_error_set(err, 400, "repeat_penalty", NULL,
+				       "'repetition_penalty' and 'repeat_penalty' are one setting: give one of them");
+	r->p.repeat_penalty = vllm > 0 ? vllm : llama > 0 ? llama : lim->repeat_penalty;
+	r->p.repeat_last_n = (int32_t)last_n;
+	return 0;
+}
+
 static int parse_common(struct serve_request *r, const cJSON *o, const struct serve_limits *lim,
 			struct serve_error *err)
 {
@@ -617,6 +657,8 @@ static int parse_common(struct serve_request *r, const cJSON *o, const struct se
 	r->p.top_k = top_k > 0 ? (int32_t)top_k : 0;
 	if (!(r->p.top_p > 0 && r->p.top_p <= 1))
 		r->p.top_p = 1;
+	if ((rc = parse_repeat(r, o, lim, err)))
+		return rc;
 	const cJSON *sv = cJSON_GetObjectItemCaseSensitive(o, "seed");
 	if ((rc = get_int(o, "seed", -JSON_INT_EXACT, JSON_INT_EXACT, &seed, err)))
 		return rc;

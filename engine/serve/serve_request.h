@@ -70,6 +70,7 @@ struct serve_limits {
 	int32_t vocab;               /* token ids of a prompt must be below it */
 	float temp, top_p;           /* sampling defaults where the request gives none */
 	int32_t top_k;               /* (the model's generation_config.json) */
+	float min_p, repeat_penalty; /* likewise (repeat_penalty 0 is off, as 1) */
 };
 
 struct serve_request {
