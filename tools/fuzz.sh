@@ -46,6 +46,7 @@ ci_runs() {
     fuzz_manifest) echo 40000 ;;
     fuzz_safetensors) echo 60000 ;;
     fuzz_safetensors_index) echo 40000 ;;
+    fuzz_serve_llama) echo 50000 ;;
     fuzz_serve_request) echo 200000 ;;
     fuzz_tokenizer) echo 12000 ;;
     *) echo 2000 ;;

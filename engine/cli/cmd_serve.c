@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -37,8 +38,8 @@ static void serve_usage(FILE *f, bool web)
 		"usage: colibri %s [--model DIR] [--host H] [--port P] [--api-key KEY | --api-key-file F]\n"
 		"                     [--insecure-no-key] [--model-id NAME] [--parallel N] [--queue N]\n"
 		"                     [--max-tokens N] [--max-body SIZE] [--timeout S] [--idle-timeout S]\n"
-		"                     [--grace S] [--http-threads N] [--sessions DIR] [--no-forced-batch]\n"
-		"                     [--ui | --no-ui] [--ui-dir DIR]%s%s\n"
+		"                     [--grace S] [--http-threads N] [--sessions DIR] [--slot-save-path DIR]\n"
+		"                     [--no-forced-batch] [--ui | --no-ui] [--ui-dir DIR]%s%s\n"
 		"  Serves the OpenAI API (/v1/chat/completions, /v1/completions, /v1/models) with /health and\n"
 		"  /metrics (Prometheus), and the web dashboard at / (chat, runtime panel, expert map; on by\n"
 		"  default for a loopback host, --ui elsewhere; docs/DASHBOARD.md). `colibri web` is serve\n"
@@ -50,6 +51,8 @@ static void serve_usage(FILE *f, bool web)
 		"  Without a key only loopback addresses may be bound, unless --insecure-no-key.\n"
 		"  Without --model: the default model (a toy trained on the King James Bible).\n"
 		"  --sessions DIR keeps each slot's history and state across restarts (saved at shutdown).\n"
+		"  llama-server's API too: /completion, /tokenize, /detokenize, /props, /slots; --slot-save-path\n"
+		"  DIR is where POST /slots/ID?action=save|restore keeps slot files (default: --sessions DIR).\n"
 		"  response_format / tool_choice constrain the output to a grammar; the tokens it forces run\n"
 		"  in the next step's forward with the sampled one (--no-forced-batch: one step each).\n"
 		"  SIGINT/SIGTERM: stop admitting, let requests finish within --grace, save, exit 0.\n",
@@ -60,7 +63,7 @@ static void serve_usage(FILE *f, bool web)
 enum {
 	SERVE_HOST = 3000, SERVE_PORT, SERVE_KEY, SERVE_KEY_FILE, SERVE_NO_KEY, SERVE_MODEL_ID, SERVE_PARALLEL,
 	SERVE_QUEUE, SERVE_MAX_TOKENS, SERVE_MAX_BODY, SERVE_TIMEOUT, SERVE_IDLE, SERVE_GRACE, SERVE_HTTP_THREADS,
-	SERVE_SESSIONS, SERVE_NO_FORCED_BATCH, SERVE_UI, SERVE_NO_UI, SERVE_UI_DIR, SERVE_NO_OPEN,
+	SERVE_SESSIONS, SERVE_NO_FORCED_BATCH, SERVE_UI, SERVE_NO_UI, SERVE_UI_DIR, SERVE_NO_OPEN, SERVE_SLOT_SAVE,
 };
 
 /* The folder's last name: the default --model-id. */
@@ -112,6 +115,7 @@ static int serve_main(int argc, char **argv, bool web)
 		{ "grace", required_argument, 0, SERVE_GRACE },
 		{ "http-threads", required_argument, 0, SERVE_HTTP_THREADS },
 		{ "sessions", required_argument, 0, SERVE_SESSIONS },
+		{ "slot-save-path", required_argument, 0, SERVE_SLOT_SAVE },
 		{ "no-forced-batch", no_argument, 0, SERVE_NO_FORCED_BATCH },
 		{ "ui", no_argument, 0, SERVE_UI },
 		{ "no-ui", no_argument, 0, SERVE_NO_UI },
@@ -155,6 +159,7 @@ static int serve_main(int argc, char **argv, bool web)
 			break;
 		case SERVE_HTTP_THREADS: rc = session_parse_int("http-threads", optarg, 1, 64, &o.http_threads); break;
 		case SERVE_SESSIONS: o.sessions_dir = optarg; break;
+		case SERVE_SLOT_SAVE: o.slot_save_dir = optarg; break;
 		case SERVE_NO_FORCED_BATCH: o.no_forced_batch = true; break;
 		case SERVE_UI: o.ui = 1; break;
 		case SERVE_NO_UI: o.ui = 0; break;
@@ -183,6 +188,10 @@ static int serve_main(int argc, char **argv, bool web)
 	if (web) {
 		o.ui = 1;
 		o.open_browser = !no_open;
+	}
+	if (o.slot_save_dir && mkdir(o.slot_save_dir, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "colibri: --slot-save-path %s: %s\n", o.slot_save_dir, strerror(errno));
+		return 2;
 	}
 	if (o.ui_dir && access(o.ui_dir, R_OK | X_OK) != 0) {
 		fprintf(stderr, "colibri: --ui-dir %s: %s\n", o.ui_dir, strerror(errno));

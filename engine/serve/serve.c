@@ -160,7 +160,8 @@ int serve_run(struct session *s, const struct tokenizer *tok, const struct serve
 			.lim = { .max_tokens_cap = o->max_tokens, .vocab = s->model.cfg.vocab, .temp = go.temp,
 				 .top_p = go.top_p, .top_k = go.top_k, .min_p = go.min_p,
 				 .repeat_penalty = go.repeat_penalty },
-			.live = ui ? &live : NULL, .ui_dir = o->ui_dir,
+			.live = ui ? &live : NULL, .ui_dir = o->ui_dir, .model_path = s->opt.model_dir,
+			.slot_save_dir = o->slot_save_dir ? o->slot_save_dir : o->sessions_dir,
 		};
 		for (int i = 0; i < s->model.cfg.n_eos && ho.n_eos < MODEL_EOS_MAX; i++)
 			ho.eos[ho.n_eos++] = s->model.cfg.eos_ids[i];

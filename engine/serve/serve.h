@@ -28,6 +28,7 @@ struct serve_options {
 	double grace_s;              /* shutdown: running requests may finish within it */
 	int http_threads;
 	const char *sessions_dir;    /* NULL: none */
+	const char *slot_save_dir;   /* llama-server's --slot-save-path for /slots; NULL: sessions_dir */
 	bool no_forced_batch;        /* a grammar's forced tokens one step each (for comparison) */
 	int ui;                      /* the dashboard: 1 on, 0 off, -1 (default) on for a loopback host */
 	const char *ui_dir;          /* its files from this folder; NULL: those compiled in */

@@ -26,6 +26,7 @@
 #include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_job.h"
 #include "engine/serve/serve_live.h"
+#include "engine/serve/serve_llama.h"
 #include "engine/serve/serve_ollama.h"
 #include "engine/serve/serve_ui.h"
 #include "engine/text/tokenizer.h"
@@ -49,6 +50,11 @@ struct http_req {
 	const char *ui_name;      /* SERVE_ROUTE_UI: the file asked for */
 	struct serve_live_sub sub; /* SERVE_ROUTE_LIVE */
 	bool subscribed;
+	char slot_arg[16];        /* POST /slots/{id}: the id as given */
+	struct serve_slot_op op;  /* GET /slots, POST /slots/{id}: the scheduler's action */
+	bool op_ready, op_submitted;
+	char *op_file;            /* its file name as the client gave it */
+	struct serve_slot_info *op_info; /* GET /slots: [slots] */
 };
 
 static enum MHD_Result respond(struct http_req *r, int status, const char *type, char *body, size_t len)
@@ -117,6 +123,9 @@ static enum serve_route route_of(const struct serve_http *h, const char *url, bo
 	enum serve_route ollama = serve_ollama_route(url, post);
 	if (ollama != SERVE_ROUTE_OTHER)
 		return ollama;
+	enum serve_route llama = serve_llama_route(url, post, model_arg);
+	if (llama != SERVE_ROUTE_OTHER)
+		return llama;
 	if (h->o.live && (!strcmp(url, "/") || !strncmp(url, "/ui/", 4))) {
 		*model_arg = url[1] ? url + 4 : "index.html";
 		return SERVE_ROUTE_UI;
@@ -268,9 +277,92 @@ static enum MHD_Result ollama_info(struct http_req *r)
 	return json ? respond_json(r, 200, json) : respond_error(r, &e);
 }
 
+/* What llama-server's routes say about this server (serve_llama.h). */
+static void llama_info(const struct serve_http *h, struct serve_llama_info *in)
+{
+	*in = (struct serve_llama_info){ .model_id = h->o.model_id, .model_path = h->o.model_path, .tok = h->tok,
+					 .n_ctx = h->o.ctx, .n_slots = h->sched->b.n_slots, .lim = &h->o.lim,
+					 .slot_save_dir = h->o.slot_save_dir };
+}
+
+/* The answer of a slot action once the scheduler did it; else sleeps
+ * until it wakes the connection. */
+static enum MHD_Result slot_op_reply(struct http_req *r)
+{
+	if (!serve_slot_op_done(&r->op, conn_sleep, r))
+		return MHD_YES; /* suspended until the scheduler wakes it */
+	if (r->op.rc) {
+		struct serve_error e;
+		serve_error_set(&e, r->op.status ? r->op.status : 500, NULL, NULL, "%s", r->op.error);
+		return respond_error(r, &e);
+	}
+	struct serve_llama_info in;
+	llama_info(r->h, &in);
+	const char *f = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
+	if (r->op.action == SERVE_SLOT_LIST && f && *f) {
+		int idle = 0;
+		for (int i = 0; i < in.n_slots; i++)
+			idle += !r->op_info[i].processing;
+		if (!idle)
+			return fail(r, 503, NULL, NULL, "no slot available");
+	}
+	char *json = r->op.action == SERVE_SLOT_LIST ? serve_llama_slots(&in, r->op_info)
+						      : serve_llama_slot_answer(&r->op, r->op_file);
+	return json ? respond_json(r, 200, json) : fail(r, 500, NULL, NULL, "out of memory");
+}
+
+/* Hands r->op to the scheduler, which runs it between steps (the batch is
+ * its own), and answers once it is done. */
+static enum MHD_Result slot_op_start(struct http_req *r)
+{
+	if (serve_sched_slot_op(r->h->sched, &r->op) != 0)
+		return fail(r, 503, NULL, "shutting_down", "the server is shutting down");
+	r->op_submitted = true;
+	atomic_fetch_add(&r->h->jobs_open, 1);
+	return slot_op_reply(r);
+}
+
+/* GET /slots (action LIST), POST /slots/{id}?action=save|restore|erase. */
+static enum MHD_Result slot_action(struct http_req *r)
+{
+	struct serve_llama_info in;
+	struct serve_error e;
+	llama_info(r->h, &in);
+	serve_slot_op_init(&r->op, SERVE_SLOT_LIST, 0, conn_wake, r);
+	r->op_ready = true;
+	if (!r->post) {
+		if (!(r->op_info = calloc((size_t)in.n_slots, sizeof *r->op_info)))
+			return fail(r, 500, NULL, NULL, "out of memory");
+		r->op.info = r->op_info;
+	} else if (serve_llama_slot_action(&r->op, &r->op_file, r->slot_arg,
+					   MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "action"),
+					   r->body.p ? r->body.p : "", r->body.len, &in, &e) != 0) {
+		return respond_error(r, &e);
+	}
+	return slot_op_start(r);
+}
+
+/* POST /tokenize and /detokenize: answered here, without the scheduler. */
+static enum MHD_Result llama_tokens(struct http_req *r)
+{
+	struct serve_error e;
+	const char *b = r->body.p ? r->body.p : "";
+	char *json = r->route == SERVE_ROUTE_LLAMA_TOKENIZE ? serve_llama_tokenize(b, r->body.len, r->h->tok, &e)
+							      : serve_llama_detokenize(b, r->body.len, r->h->tok, &e);
+	return json ? respond_json(r, 200, json) : respond_error(r, &e);
+}
+
 static enum MHD_Result get_route(struct http_req *r, const char *model_arg)
 {
 	struct serve_http *h = r->h;
+	if (r->route == SERVE_ROUTE_LLAMA_SLOTS)
+		return slot_action(r);
+	if (r->route == SERVE_ROUTE_LLAMA_PROPS) {
+		struct serve_llama_info in;
+		llama_info(h, &in);
+		char *json = serve_llama_props(&in);
+		return json ? respond_json(r, 200, json) : fail(r, 500, NULL, NULL, "out of memory");
+	}
 	if (serve_ollama_is_info(r->route))
 		return ollama_info(r);
 	if (r->route == SERVE_ROUTE_UI)
@@ -386,11 +478,17 @@ static enum MHD_Result completion(struct http_req *r)
 	struct serve_request q;
 	struct serve_error e;
 	struct serve_ollama *ol = NULL; /* an Ollama request's own, until the answer takes it */
+	bool llama = r->route == SERVE_ROUTE_LLAMA_COMPLETION;
+	struct serve_llama_completion lx = { 0 }; /* llama-server's /completion fields */
 	enum MHD_Result res;
 	if (r->dialect == &serve_ollama_dialect) {
 		if (ollama_parse(r, &q, &ol, &res) != 0)
 			return res;
 		ep = q.endpoint;
+	} else if (llama) {
+		if (serve_llama_completion_parse(&q, &lx, r->body.p ? r->body.p : "", r->body.len, &h->o.lim,
+						 h->sched->b.n_slots, &e) != 0)
+			return respond_error(r, &e);
 	} else if (serve_request_parse(&q, ep, r->body.p ? r->body.p : "", r->body.len, &h->o.lim, &e) != 0) {
 		return respond_error(r, &e);
 	}
@@ -402,7 +500,7 @@ static enum MHD_Result completion(struct http_req *r)
 		res = respond_error(r, &e);
 		goto out;
 	}
-	if (serve_prompt_build(h->prompt, &q, &ids, &e) != 0) {
+	if ((llama && serve_llama_prompt(&q, &lx, h->tok, &e) != 0) || serve_prompt_build(h->prompt, &q, &ids, &e) != 0) {
 		res = respond_error(r, &e);
 		goto out;
 	}
@@ -421,10 +519,11 @@ static enum MHD_Result completion(struct http_req *r)
 		res = respond_error(r, &e);
 		goto out;
 	}
-	bool constrained = (ep == SERVE_CHAT || ol) && serve_constraint_wanted(&q);
+	bool constrained = llama ? serve_llama_constrained(&lx) : (ep == SERVE_CHAT || ol) && serve_constraint_wanted(&q);
 	if (constrained) {
-		if (serve_constraint_build(&con, &q, h->prompt->tool_format, h->prompt->dsml_tool_calls, h->tok, h->vocab,
-					   h->o.eos, h->o.n_eos, h->o.lim.vocab, &e) != 0) {
+		if (llama ? serve_llama_constraint(&con, &lx, h->tok, h->vocab, h->o.eos, h->o.n_eos, h->o.lim.vocab, &e) != 0
+			  : serve_constraint_build(&con, &q, h->prompt->tool_format, h->prompt->dsml_tool_calls, h->tok,
+						   h->vocab, h->o.eos, h->o.n_eos, h->o.lim.vocab, &e) != 0) {
 			res = respond_error(r, &e);
 			goto out;
 		}
@@ -442,6 +541,8 @@ static enum MHD_Result completion(struct http_req *r)
 	p.n_predict = q.max_tokens > 0 ? q.max_tokens : ctx - ids.n;
 	if (p.n_predict > h->o.lim.max_tokens_cap)
 		p.n_predict = h->o.lim.max_tokens_cap;
+	if (llama) /* n_predict: -1 to the context's end, 0 only the prompt, more than fits up to the end */
+		p.n_predict = serve_llama_n_predict(&lx, ctx - ids.n, h->o.lim.max_tokens_cap);
 	if (!q.seed_given)
 		p.seed = fresh_seed();
 	char *echo = ep == SERVE_COMPLETION && q.echo ? echo_text(h, &q) : NULL;
@@ -452,7 +553,7 @@ static enum MHD_Result completion(struct http_req *r)
 	bool split = ep == SERVE_CHAT && (h->prompt->think_tags || h->prompt->harmony) &&
 		     (!constrained || (h->prompt->harmony && forced_call));
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	int rc = serve_answer_init(&r->ans, ep, h->tok, h->o.model_id, p.logprobs, usage, split, echo);
+	int rc = serve_answer_init(&r->ans, ep, h->tok, h->o.model_id, p.logprobs && !llama, usage, split, echo);
 	free(echo);
 	r->ans_ready = true;
 	if (!rc && ep == SERVE_CHAT && q.tools_json && q.tool_choice != SERVE_TOOLS_NONE)
@@ -460,6 +561,11 @@ static enum MHD_Result completion(struct http_req *r)
 	if (!rc && ol) {
 		serve_answer_dialect(&r->ans, &serve_ollama_dialect, ol);
 		ol = NULL;
+	}
+	if (!rc && llama) {
+		struct serve_llama_info in;
+		llama_info(h, &in);
+		rc = serve_llama_answer(&r->ans, &q, &lx, ids.ids, ids.n, &in);
 	}
 	struct serve_job *j = rc ? NULL
 				 : serve_job_new(&q, ids.ids, ids.n, &p, split, ids.reasoning_open, h->prompt->harmony, h->tok, h->o.timeout_s,
@@ -469,6 +575,10 @@ static enum MHD_Result completion(struct http_req *r)
 		goto out;
 	}
 	ids.ids = NULL; /* the job's now */
+	if (llama) {
+		j->slot_wanted = lx.id_slot;
+		j->no_cache = !lx.cache_prompt;
+	}
 	serve_job_constrain(j, &con);
 	serve_job_set_wake(j, conn_wake, r);
 	rc = serve_sched_submit(h->sched, j);
@@ -488,6 +598,7 @@ static enum MHD_Result completion(struct http_req *r)
 	res = stream_respond(r, sse_read);
 out:
 	free(ol);
+	serve_llama_completion_free(&lx);
 	free(ids.ids);
 	serve_constraint_free(&con);
 	serve_request_free(&q);
@@ -532,6 +643,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->route = route_of(h, url, &r->post, &model_arg);
 		if (serve_ollama_is_route(r->route))
 			r->dialect = &serve_ollama_dialect;
+		else if (serve_llama_is_route(r->route))
+			r->dialect = &serve_llama_dialect;
+		if (r->route == SERVE_ROUTE_LLAMA_SLOTS && r->post &&
+		    (size_t)snprintf(r->slot_arg, sizeof r->slot_arg, "%s", model_arg) >= sizeof r->slot_arg)
+			r->slot_arg[0] = 0; /* cut, it could read as another slot: no slot */
 		if (atomic_load(&h->stopping))
 			return fail(r, 503, NULL, "shutting_down", "the server is shutting down");
 		if (r->route == SERVE_ROUTE_OTHER)
@@ -564,12 +680,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (r->job)
 		return drain(r); /* resumed: more output of a non-streamed answer */
+	if (r->op_submitted)
+		return slot_op_reply(r); /* resumed: the slot action is done */
 	if (r->too_large)
 		return fail(r, 413, NULL, "body_too_large", "the request body is larger than the server accepts");
 	if (r->body.rc)
 		return fail(r, 500, NULL, NULL, "out of memory");
 	if (serve_ollama_is_info(r->route))
 		return ollama_info(r);
+	if (r->route == SERVE_ROUTE_LLAMA_TOKENIZE || r->route == SERVE_ROUTE_LLAMA_DETOKENIZE)
+		return llama_tokens(r);
+	if (r->route == SERVE_ROUTE_LLAMA_SLOTS)
+		return slot_action(r);
 	return completion(r);
 }
 
@@ -587,6 +709,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	}
 	if (r->ans_ready)
 		serve_answer_free(&r->ans);
+	if (r->op_submitted)
+		atomic_fetch_sub(&r->h->jobs_open, 1);
+	if (r->op_ready)
+		serve_slot_op_destroy(&r->op);
+	free(r->op_file);
+	free(r->op_info);
 	serve_take_free(&r->take);
 	strbuf_free(&r->sse);
 	strbuf_free(&r->body);

@@ -4,6 +4,8 @@
  *
  * Routes: GET /health (no key needed), GET /metrics, GET /v1/models,
  * GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions;
+ * llama-server's POST /completion, /tokenize, /detokenize, GET /props,
+ * GET /slots, POST /slots/{id}?action=... (serve_llama.h);
  * with the dashboard on (docs/DASHBOARD.md), GET / and /ui/NAME (its static
  * files, no key needed), GET /api/state and the event stream GET /api/live.
  * Errors answer in OpenAI's shape: 400 bad field, 401 bad key, 404 unknown
@@ -49,6 +51,8 @@ struct serve_http_options {
 	int n_eos;
 	struct serve_live *live;     /* the dashboard's state; NULL: no dashboard */
 	const char *ui_dir;          /* its files from this folder instead of the binary; NULL: embedded */
+	const char *model_path;      /* the model's folder (llama-server's /props) */
+	const char *slot_save_dir;   /* where /slots saves and restores; NULL: refused */
 };
 
 struct grammar_vocab;

@@ -43,6 +43,8 @@ struct serve_job *serve_job_new(struct serve_request *req, int32_t *prompt, int 
 	pthread_mutex_init(&j->mu, NULL);
 	j->refs = 2;
 	j->slot = -1;
+	j->slot_wanted = -1;
+	j->stop_index = -1;
 	j->fd = fd;
 	j->p = *p;
 	j->split = split;
@@ -165,6 +167,8 @@ int serve_job_take(struct serve_job *j, struct serve_take *t, void (*sleep)(void
 	t->n_prompt = j->n_prompt;
 	t->n_cached = j->n_cached;
 	t->n_generated = j->n_generated;
+	t->slot = j->slot;
+	t->stop_index = j->stop_index;
 	t->queue_s = (j->t_slot ? j->t_slot : clock_now_s()) - j->t_admit;
 	t->ttft_s = j->t_first ? j->t_first - j->t_admit : 0;
 	t->decode_s = j->t_first ? j->t_last - j->t_first : 0;
@@ -246,6 +250,7 @@ void serve_job_end(struct serve_job *j, enum serve_finish finish, const struct s
 	pthread_mutex_lock(&j->mu);
 	j->done = true;
 	j->finish = finish;
+	j->stop_index = j->tx.stop_index;
 	if (e)
 		j->error = *e;
 	wake_locked(j);

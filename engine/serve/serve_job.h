@@ -63,6 +63,8 @@ struct serve_take {
 	enum serve_finish finish;
 	struct serve_error error;
 	int n_prompt, n_cached, n_generated;
+	int slot;                    /* the slot it runs on; -1 while queued */
+	int stop_index;              /* done: the stop string (req.stop[i]) that ended it; -1 none */
 	double queue_s;              /* admission to a slot (so far, while queued) */
 	double ttft_s;               /* admission to the first token; 0 before it */
 	double decode_s;             /* the first token to the last */
@@ -79,6 +81,8 @@ struct serve_job {
 	double t_admit;              /* clock_now_s() at admission */
 	double deadline;             /* t_admit + the request timeout */
 	int fd;                      /* the client's socket, for disconnect checks; -1 none */
+	int slot_wanted;             /* the slot it must run on (llama-server's id_slot); -1 any */
+	bool no_cache;               /* prefill the whole prompt (llama-server's cache_prompt false) */
 	/* Written by the HTTP side, read by the scheduler. */
 	atomic_bool cancel;          /* the client is gone */
 
@@ -97,6 +101,7 @@ struct serve_job {
 	bool done;
 	enum serve_finish finish;
 	struct serve_error error;
+	int stop_index;
 	int n_cached, n_generated;
 	double t_slot;               /* when it got a slot; 0 while queued */
 	double t_first, t_last;      /* its first and its latest token; 0 before */
@@ -105,7 +110,7 @@ struct serve_job {
 	void *wake_arg;
 
 	/* The scheduler's own. */
-	int slot;                    /* -1 while queued */
+	int slot;                    /* -1 while queued (written under mu) */
 	bool first_token_seen;
 	bool stop_hit;
 	enum serve_finish pending;   /* how the current step ended it */

@@ -39,6 +39,11 @@ static const char *const route_names[SERVE_ROUTES] = {
 	[SERVE_ROUTE_OLLAMA_VERSION] = "/api/version",
 	[SERVE_ROUTE_OLLAMA_EMBED] = "/api/embed",
 	[SERVE_ROUTE_OLLAMA_EMBEDDINGS] = "/api/embeddings",
+	[SERVE_ROUTE_LLAMA_COMPLETION] = "/completion",
+	[SERVE_ROUTE_LLAMA_TOKENIZE] = "/tokenize",
+	[SERVE_ROUTE_LLAMA_DETOKENIZE] = "/detokenize",
+	[SERVE_ROUTE_LLAMA_PROPS] = "/props",
+	[SERVE_ROUTE_LLAMA_SLOTS] = "/slots",
 	[SERVE_ROUTE_OTHER] = "other",
 };
 

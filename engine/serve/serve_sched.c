@@ -141,11 +141,122 @@ static void job_close(struct serve_sched *sc, struct serve_job *j, enum serve_fi
 	serve_job_unref(j);
 }
 
+/* Forgets free slot i's history and state: the next request prefills all
+ * of its prompt. Returns the tokens it held. */
+static int slot_erase(struct serve_sched *sc, int i)
+{
+	int n = sc->b.slots[i].n_tokens;
+	sc->b.slots[i].n_tokens = 0;
+	seq_state_reset(&sc->b.f->seqs[i]);
+	return n;
+}
+
+/* Marks op done with its results set, and wakes its HTTP side. */
+static void slot_op_finish(struct serve_slot_op *op)
+{
+	pthread_mutex_lock(&op->mu);
+	op->done = true;
+	if (op->waiting && op->wake) {
+		op->waiting = false;
+		op->wake(op->wake_arg);
+	}
+	pthread_mutex_unlock(&op->mu);
+}
+
+static void slot_op_fail(struct serve_slot_op *op, int rc, int status, const char *what)
+{
+	op->rc = rc;
+	op->status = status;
+	snprintf(op->error, sizeof op->error, "%s", what);
+}
+
+/* Runs op on this thread; its slot is free (or op is LIST). */
+static void slot_op_run(struct serve_sched *sc, struct serve_slot_op *op)
+{
+	double t0 = clock_now_s();
+	struct stat st;
+	int rc = 0;
+	switch (op->action) {
+	case SERVE_SLOT_LIST:
+		for (int i = 0; i < sc->b.n_slots; i++) {
+			const struct batch_slot *b = &sc->b.slots[i];
+			op->info[i] = (struct serve_slot_info){
+				.processing = sc->slot_job[i] != NULL, .n_history = b->n_tokens, .n_prompt = b->n_prompt,
+				.n_cached = b->n_cached, .n_generated = b->n_generated, .p = b->p,
+			};
+			op->info[i].p.cs = NULL;
+		}
+		break;
+	case SERVE_SLOT_SAVE:
+		op->n_tokens = sc->b.slots[op->slot].n_tokens;
+		rc = batch_save(&sc->b, op->slot, sc->model_id, op->path);
+		if (!rc && stat(op->path, &st) == 0)
+			op->bytes = (uint64_t)st.st_size;
+		break;
+	case SERVE_SLOT_RESTORE:
+		if (stat(op->path, &st) != 0) {
+			/* A name that names nothing is the client's mistake (400, as llama-server answers). */
+			char why[sizeof op->error];
+			rc = -errno;
+			snprintf(why, sizeof why, "%.400s: %s", op->path, strerror(-rc));
+			slot_op_fail(op, rc, rc == -ENOENT ? 400 : 500, why);
+			break;
+		}
+		rc = batch_load(&sc->b, op->slot, sc->model_id, op->path);
+		op->n_tokens = sc->b.slots[op->slot].n_tokens;
+		op->bytes = (uint64_t)st.st_size;
+		break;
+	case SERVE_SLOT_ERASE:
+		op->n_tokens = slot_erase(sc, op->slot);
+		break;
+	}
+	if (rc && !op->rc) {
+		/* A file that is not a session of this model and context is the
+		 * client's mistake; a failed write is the server's. */
+		slot_op_fail(op, rc, op->action == SERVE_SLOT_RESTORE && rc == -EINVAL ? 400 : 500,
+			     error_message()[0] ? error_message() : strerror(-rc));
+		error_clear();
+	}
+	op->seconds = clock_now_s() - t0;
+}
+
+/* Runs the slot actions whose slot is free; the others wait, first in the
+ * queue, for the next turn. */
+static void slot_ops(struct serve_sched *sc)
+{
+	pthread_mutex_lock(&sc->mu);
+	struct serve_slot_op *todo = sc->ops, *later = NULL, **tail = &later;
+	sc->ops = NULL;
+	pthread_mutex_unlock(&sc->mu);
+	while (todo) {
+		struct serve_slot_op *op = todo;
+		todo = op->next;
+		op->next = NULL;
+		if (op->action != SERVE_SLOT_LIST && sc->slot_job[op->slot]) {
+			*tail = op;
+			tail = &op->next;
+			continue;
+		}
+		slot_op_run(sc, op);
+		slot_op_finish(op);
+	}
+	if (!later)
+		return;
+	pthread_mutex_lock(&sc->mu);
+	*tail = sc->ops;
+	sc->ops = later;
+	pthread_mutex_unlock(&sc->mu);
+}
+
 /* Starts queued jobs on free slots; with sc->mu held. */
 static void admit(struct serve_sched *sc)
 {
 	while (sc->q_n > 0 && sc->n_busy < sc->b.n_slots) {
 		struct serve_job *j = sc->queue[sc->q_head];
+		/* A job that asked for a slot waits at the head until that slot is
+		 * free, as llama-server defers it: the order of arrival holds. */
+		if (j->slot_wanted >= 0 && sc->slot_job[j->slot_wanted] && !atomic_load(&j->cancel))
+			break;
 		sc->q_head = (sc->q_head + 1) % sc->q_cap;
 		sc->q_n--;
 		if (atomic_load(&j->cancel)) {
@@ -155,7 +266,9 @@ static void admit(struct serve_sched *sc)
 			job_close(sc, j, SERVE_FINISH_ERROR, &e);
 			continue;
 		}
-		int slot = batch_pick(&sc->b, j->prompt, j->n_prompt), cached = 0;
+		int slot = j->slot_wanted >= 0 ? j->slot_wanted : batch_pick(&sc->b, j->prompt, j->n_prompt), cached = 0;
+		if (slot >= 0 && j->no_cache)
+			slot_erase(sc, slot);
 		int rc = slot < 0 ? -EBUSY : batch_start(&sc->b, slot, j->prompt, j->n_prompt, &j->p, j, &cached);
 		if (rc) {
 			struct serve_error e;
@@ -165,10 +278,10 @@ static void admit(struct serve_sched *sc)
 			job_close(sc, j, SERVE_FINISH_ERROR, &e);
 			continue;
 		}
-		j->slot = slot;
 		sc->slot_job[slot] = j;
 		sc->n_busy++;
 		pthread_mutex_lock(&j->mu);
+		j->slot = slot; /* under mu: serve_job_take reports it */
 		j->n_cached = cached;
 		j->t_slot = clock_now_s();
 		pthread_mutex_unlock(&j->mu);
@@ -248,12 +361,23 @@ static void *sched_main(void *arg)
 	struct serve_sched *sc = arg;
 	for (;;) {
 		pthread_mutex_lock(&sc->mu);
-		while (!sc->stopping && sc->q_n == 0 && sc->n_busy == 0)
+		while (!sc->stopping && sc->q_n == 0 && sc->n_busy == 0 && !sc->ops)
 			pthread_cond_wait(&sc->cv, &sc->mu);
+		if (sc->ops && !sc->stopping) {
+			pthread_mutex_unlock(&sc->mu);
+			slot_ops(sc); /* before admission: a slot restored serves the requests after it */
+			pthread_mutex_lock(&sc->mu);
+		}
 		bool cancel_all = false;
 		if (sc->stopping) {
 			struct serve_error e;
 			serve_error_set(&e, 503, NULL, "shutting_down", "the server is shutting down");
+			while (sc->ops) {
+				struct serve_slot_op *op = sc->ops;
+				sc->ops = op->next;
+				slot_op_fail(op, -ESHUTDOWN, 503, "the server is shutting down");
+				slot_op_finish(op);
+			}
 			while (sc->q_n > 0) {
 				struct serve_job *j = sc->queue[sc->q_head];
 				sc->q_head = (sc->q_head + 1) % sc->q_cap;
@@ -318,6 +442,50 @@ int serve_sched_submit(struct serve_sched *sc, struct serve_job *j)
 	sc->metrics->queue_len = queued;
 	pthread_mutex_unlock(&sc->metrics->mu);
 	return rc;
+}
+
+void serve_slot_op_init(struct serve_slot_op *op, enum serve_slot_action action, int slot, void (*wake)(void *),
+			void *arg)
+{
+	memset(op, 0, sizeof *op);
+	op->action = action;
+	op->slot = slot;
+	op->wake = wake;
+	op->wake_arg = arg;
+	pthread_mutex_init(&op->mu, NULL);
+}
+
+void serve_slot_op_destroy(struct serve_slot_op *op)
+{
+	pthread_mutex_destroy(&op->mu);
+}
+
+int serve_sched_slot_op(struct serve_sched *sc, struct serve_slot_op *op)
+{
+	pthread_mutex_lock(&sc->mu);
+	int rc = sc->stopping ? -ESHUTDOWN : 0;
+	if (!rc) {
+		struct serve_slot_op **tail = &sc->ops;
+		while (*tail)
+			tail = &(*tail)->next;
+		op->next = NULL;
+		*tail = op;
+		pthread_cond_signal(&sc->cv);
+	}
+	pthread_mutex_unlock(&sc->mu);
+	return rc;
+}
+
+bool serve_slot_op_done(struct serve_slot_op *op, void (*sleep)(void *), void *arg)
+{
+	pthread_mutex_lock(&op->mu);
+	bool done = op->done;
+	if (!done) {
+		op->waiting = true;
+		sleep(arg);
+	}
+	pthread_mutex_unlock(&op->mu);
+	return done;
 }
 
 void serve_sched_stop(struct serve_sched *sc, double grace_s)

@@ -39,6 +39,49 @@ struct serve_sched_options {
 
 struct serve_live;
 
+/*
+ * A slot action of llama-server's /slots API, run by the scheduler thread
+ * between steps, since the batch is its own. SAVE, RESTORE and ERASE wait
+ * while the slot runs a request (llama-server defers them the same way);
+ * LIST does not wait. SAVE and RESTORE are batch_save / batch_load of the
+ * slot (the session file format); a slot restored holds the saved history
+ * and state, so a request whose prompt starts with that history prefills
+ * only what follows it.
+ */
+enum serve_slot_action { SERVE_SLOT_LIST = 0, SERVE_SLOT_SAVE, SERVE_SLOT_RESTORE, SERVE_SLOT_ERASE };
+
+/* One slot as LIST sees it: its current request, or the last one. */
+struct serve_slot_info {
+	bool processing;             /* a request runs on it */
+	int n_history;               /* tokens its sequence state holds */
+	int n_prompt, n_cached, n_generated;
+	struct batch_params p;       /* p.cs is not to be read */
+};
+
+/*
+ * The HTTP side owns the op (it must outlive the action: the scheduler
+ * answers every op it took, also at shutdown, before its thread ends) and
+ * inits it with serve_slot_op_init. mu guards done and waiting; the
+ * results are written before done is set and read after.
+ */
+struct serve_slot_op {
+	enum serve_slot_action action;
+	int slot;
+	char path[4096];             /* SAVE, RESTORE: the file */
+	struct serve_slot_info *info; /* LIST: [the scheduler's slots], the caller's */
+	int rc;                      /* 0, or -errno with status and error saying why */
+	int status;                  /* the HTTP status of a failure */
+	char error[512];
+	int n_tokens;                /* saved, restored or erased */
+	uint64_t bytes;              /* written or read */
+	double seconds;
+	pthread_mutex_t mu;
+	bool done, waiting;
+	void (*wake)(void *arg);     /* called with mu held once done, when the HTTP side sleeps */
+	void *wake_arg;
+	struct serve_slot_op *next;  /* the scheduler's queue */
+};
+
 struct serve_sched {
 	struct session *s;
 	struct batch b;
@@ -55,6 +98,7 @@ struct serve_sched {
 	int n_busy;                  /* jobs on slots */
 	bool stopping;
 	double grace_until;          /* while stopping: running jobs end by then */
+	struct serve_slot_op *ops;   /* slot actions not yet done, in arrival order */
 	/* The thread's own. */
 	struct serve_job **slot_job; /* [n_slots] */
 	int step_tokens;
@@ -81,5 +125,18 @@ void serve_sched_free(struct serve_sched *sc);
 
 /* Whether shutting down. */
 bool serve_sched_stopping(struct serve_sched *sc);
+
+/* A slot action op for slot (ignored by LIST); wake(arg) resumes the
+ * HTTP side. serve_slot_op_destroy once done (or never submitted). */
+void serve_slot_op_init(struct serve_slot_op *op, enum serve_slot_action action, int slot, void (*wake)(void *),
+			void *arg);
+void serve_slot_op_destroy(struct serve_slot_op *op);
+
+/* Hands op over: 0; -ESHUTDOWN when shutting down (op is then not taken). */
+int serve_sched_slot_op(struct serve_sched *sc, struct serve_slot_op *op);
+
+/* HTTP side: true once op is done; else calls sleep(arg) with op->mu held
+ * (so no wake is missed) and op->wake follows once it is. */
+bool serve_slot_op_done(struct serve_slot_op *op, void (*sleep)(void *), void *arg);
 
 #endif

@@ -23,6 +23,7 @@ void serve_text_init(struct serve_text *t, char *const *stop, int n_stop, bool s
 	memset(t, 0, sizeof *t);
 	t->stop = stop;
 	t->n_stop = n_stop;
+	t->stop_index = -1;
 	t->split = split;
 	t->think = split && reasoning_open ? SERVE_THINK_IN : SERVE_THINK_START;
 	t->skip_nl = t->think == SERVE_THINK_IN;
@@ -124,15 +125,19 @@ static void split_put(struct serve_text *t, const char *p, size_t n)
 static void stop_scan(struct serve_text *t)
 {
 	size_t first = t->n_held;
+	int which = -1;
 	for (int i = 0; i < t->n_stop; i++) {
 		const char *at = memmem(t->held, t->n_held, t->stop[i], strlen(t->stop[i]));
-		if (at && (size_t)(at - t->held) < first)
+		if (at && (size_t)(at - t->held) < first) {
 			first = (size_t)(at - t->held);
+			which = i;
+		}
 	}
 	if (first < t->n_held) {
 		split_put(t, t->held, first);
 		t->n_held = 0;
 		t->stopped = true;
+		t->stop_index = which;
 		return;
 	}
 	size_t keep = 0;

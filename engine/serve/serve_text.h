@@ -45,6 +45,7 @@ struct serve_text {
 	char held[SERVE_TEXT_HOLD];  /* decoded, not yet released (stop matching) */
 	size_t n_held;
 	bool stopped;
+	int stop_index;              /* the stop string found (stop[i]); -1 none */
 	bool split;                  /* reasoning apart from content */
 	enum serve_think_state think;
 	bool skip_blank;             /* drop blanks at the start of the content */
