@@ -246,8 +246,8 @@ Test(ollama, parse)
 			   "\"thinking\":\"hm\",\"tool_calls\":[{\"function\":{\"name\":\"w\",\"arguments\":{\"c\":1}}}]},"
 			   "{\"role\":\"tool\",\"tool_name\":\"w\",\"content\":\"sunny\"}],"
 			   "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\"}}],"
-			   "\"options\":{\"temperature\":1.5,\"top_k\":20,\"top_p\":0.9,\"seed\":7,"
-			   "\"num_predict\":9,\"num_ctx\":100,"
+			   "\"options\":{\"temperature\":1.5,\"top_k\":20,\"top_p\":0.9,\"min_p\":0.05,\"seed\":7,"
+			   "\"repeat_penalty\":1.1,\"repeat_last_n\":32,\"num_predict\":9,\"num_ctx\":100,"
 			   "\"stop\":[\"\\n\\n\"],\"num_gpu\":99,\"mirostat\":2}}",
 			   &e),
 		     0, "%s", e.message);
@@ -262,8 +262,9 @@ Test(ollama, parse)
 	cr_expect(r.tools_json && r.tool_choice == SERVE_TOOLS_AUTO);
 	cr_expect_eq(r.format, SERVE_FORMAT_JSON_OBJECT);
 	cr_expect(!r.stream);
-	cr_expect(r.p.temp == 1.5f && r.p.top_k == 20 && r.p.top_p == 0.9f);
+	cr_expect(r.p.temp == 1.5f && r.p.top_k == 20 && r.p.top_p == 0.9f && r.p.min_p == 0.05f);
 	cr_expect(r.seed_given && r.p.seed == 7);
+	cr_expect(r.p.repeat_penalty == 1.1f && r.p.repeat_last_n == 32);
 	cr_expect_eq(r.max_tokens, 9);
 	cr_expect_eq(o.num_ctx, 100);
 	cr_expect(r.n_stop == 1 && !strcmp(r.stop[0], "\n\n"));
@@ -372,7 +373,7 @@ static void answer_of(struct serve_answer *a, const char *tools)
 	serve_answer_dialect(a, &serve_ollama_dialect, o);
 }
 
-Test(serve, ollama_tool_calls_shape)
+Test(ollama, tool_calls_shape)
 {
 	const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":"
 			    "\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";

@@ -5,10 +5,13 @@
  * Routes: GET /health (no key needed), GET /metrics, GET /v1/models,
  * GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions;
  * llama-server's POST /completion, /tokenize, /detokenize, GET /props,
- * GET /slots, POST /slots/{id}?action=... (serve_llama.h);
+ * GET /slots, POST /slots/{id}?action=... (serve_llama.h); Ollama's
+ * POST /api/chat, /api/generate, /api/show, /api/embed, /api/embeddings,
+ * GET /api/tags, /api/ps, /api/version (serve_ollama.h);
  * with the dashboard on (docs/DASHBOARD.md), GET / and /ui/NAME (its static
  * files, no key needed), GET /api/state and the event stream GET /api/live.
- * Errors answer in OpenAI's shape: 400 bad field, 401 bad key, 404 unknown
+ * Errors answer in OpenAI's shape (the llama-server and Ollama routes in
+ * theirs): 400 bad field, 401 bad key, 404 unknown
  * path or model, 405 wrong method, 413 body too large, 429 queue full (with
  * Retry-After), 500 engine failure, 503 shutting down, 504 timeout.
  *

@@ -327,7 +327,7 @@ static int think_of(cJSON *oa, const cJSON *in, const struct serve_ollama_model 
 /* The options that set sampling, read before the OpenAI parse and applied
  * after it (their ranges are Ollama's, wider than OpenAI's). */
 struct sampling {
-	bool temp, top_k, top_p, seed, presence, frequency;
+	bool temp, top_k, top_p, min_p, seed, repeat_penalty, repeat_last_n, presence, frequency;
 	struct batch_params p;
 };
 
@@ -393,10 +393,21 @@ static int options_of(struct serve_ollama *o, struct sampling *s, cJSON *oa, con
 	if (v <= 0)
 		return serve_error_set(err, 400, "options.top_p", NULL, "'options.top_p' must be a number in (0, 1]");
 	s->p.top_p = (float)v;
+	v = 0;
+	if ((rc = opt_num(opts, "min_p", 0, 1, false, &v, &s->min_p, err)))
+		return rc;
+	s->p.min_p = (float)v;
 	if ((rc = opt_num(opts, "seed", -JSON_INT_EXACT, JSON_INT_EXACT, true, &v, &s->seed, err)))
 		return rc;
 	s->seed = s->seed && v >= 0; /* Ollama's -1: a fresh seed */
 	s->p.seed = (uint64_t)(v >= 0 ? v : 0);
+	v = 1;
+	if ((rc = opt_num(opts, "repeat_penalty", 0, 100, false, &v, &s->repeat_penalty, err)))
+		return rc;
+	s->p.repeat_penalty = (float)v;
+	if ((rc = opt_num(opts, "repeat_last_n", -1, INT32_MAX, true, &v, &s->repeat_last_n, err)))
+		return rc;
+	s->p.repeat_last_n = (int32_t)v;
 	v = 0;
 	if ((rc = opt_num(opts, "presence_penalty", -2, 2, false, &v, &s->presence, err)))
 		return rc;
@@ -432,8 +443,8 @@ static int options_of(struct serve_ollama *o, struct sampling *s, cJSON *oa, con
 	 * mapping) does nothing per request; sampling colibri lacks is named. */
 	static const char *const quiet[] = { "num_keep", "num_batch", "num_gpu", "main_gpu", "use_mmap", "use_mlock",
 					     "num_thread", "numa", "low_vram", "f16_kv", "vocab_only", "logits_all",
-					     "draft_num_predict", "temperature", "top_k", "top_p", "seed",
-					     "presence_penalty", "frequency_penalty",
+					     "draft_num_predict", "temperature", "top_k", "top_p", "min_p", "seed",
+					     "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty",
 					     "num_predict", "num_ctx", "stop" };
 	for (const cJSON *k = opts->child; k; k = k->next) {
 		size_t q = 0;
@@ -444,10 +455,7 @@ static int options_of(struct serve_ollama *o, struct sampling *s, cJSON *oa, con
 			       (!strcmp(k->string, "tfs_z") && cJSON_IsNumber(k) && k->valuedouble >= 1) ||
 			       (!strcmp(k->string, "mirostat") && cJSON_IsNumber(k) && k->valuedouble == 0) ||
 			       !strcmp(k->string, "mirostat_tau") || !strcmp(k->string, "mirostat_eta") ||
-			       !strcmp(k->string, "penalize_newline") ||
-			       (!strcmp(k->string, "min_p") && cJSON_IsNumber(k) && k->valuedouble == 0) ||
-			       (!strcmp(k->string, "repeat_penalty") && cJSON_IsNumber(k) && k->valuedouble == 1) ||
-			       !strcmp(k->string, "repeat_last_n");
+			       !strcmp(k->string, "penalize_newline");
 		if (q == sizeof quiet / sizeof quiet[0] && !neutral)
 			warn(o, "options.%.40s is not supported and was ignored", k->string);
 	}
@@ -566,10 +574,16 @@ int serve_ollama_parse(struct serve_ollama *o, struct serve_request *r, bool cha
 		r->p.top_k = s.p.top_k;
 	if (s.top_p)
 		r->p.top_p = s.p.top_p;
+	if (s.min_p)
+		r->p.min_p = s.p.min_p;
 	if (s.seed) {
 		r->p.seed = s.p.seed;
 		r->seed_given = true;
 	}
+	if (s.repeat_penalty)
+		r->p.repeat_penalty = s.p.repeat_penalty;
+	if (s.repeat_last_n)
+		r->p.repeat_last_n = s.p.repeat_last_n;
 	if (s.presence)
 		r->p.presence_penalty = s.p.presence_penalty;
 	if (s.frequency)

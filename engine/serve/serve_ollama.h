@@ -15,8 +15,9 @@
  *   /api/generate  prompt (+ system) rendered as one user turn through the
  *                  model's chat template, or with raw: true the prompt as it
  *                  is (a /v1/completions request)
- *   options        temperature, top_k, top_p, seed, num_predict, num_ctx,
- *                  stop, presence_penalty, frequency_penalty
+ *   options        temperature, top_k, top_p, min_p, seed, num_predict,
+ *                  num_ctx, stop, repeat_penalty, repeat_last_n,
+ *                  presence_penalty, frequency_penalty
  * Errors answer {"error": "message"} with the status (404 "model 'x' not
  * found" for another model name); a stream that fails after it began ends
  * with an {"error": ...} line, as Ollama's do.
