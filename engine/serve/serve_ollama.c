@@ -324,13 +324,6 @@ static int think_of(cJSON *oa, const cJSON *in, const struct serve_ollama_model 
 	return 0;
 }
 
-/* The options that set sampling, read before the OpenAI parse and applied
- * after it (their ranges are Ollama's, wider than OpenAI's). */
-struct sampling {
-	bool temp, top_k, top_p, min_p, seed, repeat_penalty, repeat_last_n, presence, frequency;
-	struct batch_params p;
-};
-
 /* options.key as a number in [lo, hi] (an integer when integral): *given
  * stays false when absent or null. */
 static int opt_num(const cJSON *opts, const char *key, double lo, double hi, bool integral, double *out, bool *given,
@@ -365,14 +358,55 @@ __attribute__((format(printf, 2, 3))) static void warn(struct serve_ollama *o, c
 	va_end(ap);
 }
 
-/* options: the sampling ones into s, num_predict and stop into oa,
- * num_ctx into o; the ones that set up hardware are accepted and do
- * nothing here, others are named in the warning. */
-static int options_of(struct serve_ollama *o, struct sampling *s, cJSON *oa, const cJSON *in,
-		      const struct serve_ollama_model *m, struct serve_error *err)
+/* options.key, a number in [lo, hi], into *out; absent or null keeps it. */
+static int opt_float(const cJSON *opts, const char *key, double lo, double hi, float *out, struct serve_error *err)
+{
+	double v = 0;
+	bool given = false;
+	int rc = opt_num(opts, key, lo, hi, false, &v, &given, err);
+	if (!rc && given)
+		*out = (float)v;
+	return rc;
+}
+
+/* The options that set sampling, onto the parsed request: their ranges
+ * are Ollama's, wider than OpenAI's (temperature up to 100, a repetition
+ * penalty of 0 is off as 1 is, seed -1 asks for a fresh one). */
+static int sampling_of(struct serve_request *r, const cJSON *opts, struct serve_error *err)
+{
+	double top_k = 0, last_n = 0, seed = -1;
+	bool k_given = false, n_given = false, seed_given = false;
+	int rc;
+	if ((rc = opt_float(opts, "temperature", 0, 100, &r->p.temp, err)) ||
+	    (rc = opt_float(opts, "top_p", 0, 1, &r->p.top_p, err)) ||
+	    (rc = opt_float(opts, "min_p", 0, 1, &r->p.min_p, err)) ||
+	    (rc = opt_float(opts, "repeat_penalty", 0, 100, &r->p.repeat_penalty, err)) ||
+	    (rc = opt_float(opts, "presence_penalty", -2, 2, &r->p.presence_penalty, err)) ||
+	    (rc = opt_float(opts, "frequency_penalty", -2, 2, &r->p.frequency_penalty, err)) ||
+	    (rc = opt_num(opts, "top_k", -1, INT32_MAX, true, &top_k, &k_given, err)) ||
+	    (rc = opt_num(opts, "repeat_last_n", -1, INT32_MAX, true, &last_n, &n_given, err)) ||
+	    (rc = opt_num(opts, "seed", -JSON_INT_EXACT, JSON_INT_EXACT, true, &seed, &seed_given, err)))
+		return rc;
+	if (!(r->p.top_p > 0))
+		return serve_error_set(err, 400, "options.top_p", NULL, "'options.top_p' must be a number in (0, 1]");
+	if (k_given)
+		r->p.top_k = top_k > 0 ? (int32_t)top_k : 0;
+	if (n_given)
+		r->p.repeat_last_n = (int32_t)last_n;
+	if (seed_given && seed >= 0) {
+		r->p.seed = (uint64_t)seed;
+		r->seed_given = true;
+	}
+	return 0;
+}
+
+/* options: num_predict and stop into oa, num_ctx into o; the ones that
+ * set up hardware are accepted and do nothing here, others are named in
+ * the warning. The sampling ones are read by sampling_of. */
+static int options_of(struct serve_ollama *o, cJSON *oa, const cJSON *in, const struct serve_ollama_model *m,
+		      struct serve_error *err)
 {
 	const cJSON *opts = cJSON_GetObjectItemCaseSensitive(in, "options");
-	memset(s, 0, sizeof *s);
 	if (!opts || cJSON_IsNull(opts))
 		return 0;
 	if (!cJSON_IsObject(opts))
@@ -380,44 +414,7 @@ static int options_of(struct serve_ollama *o, struct sampling *s, cJSON *oa, con
 	double v = 0;
 	bool given = false;
 	int rc;
-	/* JSON_INT_EXACT: any integer a double holds exactly. */
-	if ((rc = opt_num(opts, "temperature", 0, 100, false, &v, &s->temp, err)))
-		return rc;
-	s->p.temp = (float)v;
-	if ((rc = opt_num(opts, "top_k", -1, INT32_MAX, true, &v, &s->top_k, err)))
-		return rc;
-	s->p.top_k = v > 0 ? (int32_t)v : 0;
-	v = 1;
-	if ((rc = opt_num(opts, "top_p", 0, 1, false, &v, &s->top_p, err)))
-		return rc;
-	if (v <= 0)
-		return serve_error_set(err, 400, "options.top_p", NULL, "'options.top_p' must be a number in (0, 1]");
-	s->p.top_p = (float)v;
-	v = 0;
-	if ((rc = opt_num(opts, "min_p", 0, 1, false, &v, &s->min_p, err)))
-		return rc;
-	s->p.min_p = (float)v;
-	if ((rc = opt_num(opts, "seed", -JSON_INT_EXACT, JSON_INT_EXACT, true, &v, &s->seed, err)))
-		return rc;
-	s->seed = s->seed && v >= 0; /* Ollama's -1: a fresh seed */
-	s->p.seed = (uint64_t)(v >= 0 ? v : 0);
-	v = 1;
-	if ((rc = opt_num(opts, "repeat_penalty", 0, 100, false, &v, &s->repeat_penalty, err)))
-		return rc;
-	s->p.repeat_penalty = (float)v;
-	if ((rc = opt_num(opts, "repeat_last_n", -1, INT32_MAX, true, &v, &s->repeat_last_n, err)))
-		return rc;
-	s->p.repeat_last_n = (int32_t)v;
-	v = 0;
-	if ((rc = opt_num(opts, "presence_penalty", -2, 2, false, &v, &s->presence, err)))
-		return rc;
-	s->p.presence_penalty = (float)v;
-	v = 0;
-	if ((rc = opt_num(opts, "frequency_penalty", -2, 2, false, &v, &s->frequency, err)))
-		return rc;
-	s->p.frequency_penalty = (float)v;
 	/* num_predict: -1 (until the context is full) and -2 (fill it) are the same here. */
-	given = false;
 	if ((rc = opt_num(opts, "num_predict", -2, JSON_INT_EXACT, true, &v, &given, err)))
 		return rc;
 	if (given && v > m->lim->max_tokens_cap)
@@ -538,9 +535,8 @@ int serve_ollama_parse(struct serve_ollama *o, struct serve_request *r, bool cha
 	}
 	const cJSON *schema;
 	bool json;
-	struct sampling s;
 	if ((rc = format_of(in, &schema, &json, err)) || (!raw && (rc = think_of(oa, in, m, model, err))) ||
-	    (rc = options_of(o, &s, oa, in, m, err)))
+	    (rc = options_of(o, oa, in, m, err)))
 		goto out;
 	if (!raw && (json || schema)) {
 		cJSON *rf = cJSON_AddObjectToObject(oa, "response_format"), *js, *c;
@@ -568,26 +564,7 @@ int serve_ollama_parse(struct serve_ollama *o, struct serve_request *r, bool cha
 			goto out;
 		}
 	}
-	if (s.temp)
-		r->p.temp = s.p.temp;
-	if (s.top_k)
-		r->p.top_k = s.p.top_k;
-	if (s.top_p)
-		r->p.top_p = s.p.top_p;
-	if (s.min_p)
-		r->p.min_p = s.p.min_p;
-	if (s.seed) {
-		r->p.seed = s.p.seed;
-		r->seed_given = true;
-	}
-	if (s.repeat_penalty)
-		r->p.repeat_penalty = s.p.repeat_penalty;
-	if (s.repeat_last_n)
-		r->p.repeat_last_n = s.p.repeat_last_n;
-	if (s.presence)
-		r->p.presence_penalty = s.p.presence_penalty;
-	if (s.frequency)
-		r->p.frequency_penalty = s.p.frequency_penalty;
+	rc = sampling_of(r, cJSON_GetObjectItemCaseSensitive(in, "options"), err);
 out:
 	free(text);
 	cJSON_Delete(oa);
