@@ -448,7 +448,8 @@ static int options_of(struct serve_ollama *o, cJSON *oa, const cJSON *in, const 
 		while (q < sizeof quiet / sizeof quiet[0] && strcmp(k->string, quiet[q]) != 0)
 			q++;
 		/* Values that leave sampling as it is need no word. */
-		bool neutral = cJSON_IsNull(k) || (!strcmp(k->string, "typical_p") && cJSON_IsNumber(k) && k->valuedouble >= 1) ||
+		bool neutral = cJSON_IsNull(k) ||
+			       (!strcmp(k->string, "typical_p") && cJSON_IsNumber(k) && k->valuedouble >= 1) ||
 			       (!strcmp(k->string, "tfs_z") && cJSON_IsNumber(k) && k->valuedouble >= 1) ||
 			       (!strcmp(k->string, "mirostat") && cJSON_IsNumber(k) && k->valuedouble == 0) ||
 			       !strcmp(k->string, "mirostat_tau") || !strcmp(k->string, "mirostat_eta") ||
