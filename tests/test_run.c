@@ -286,6 +286,26 @@ Test(run, repeat_penalty_min_p_and_penalties)
 	for (int k = 0; k < 5; k++)
 		free(out[k]);
 
+	/* The window: the model's own penalty looks back on the whole
+	 * context, as transformers' processor does, and a --repeat-penalty
+	 * given by hand on llama.cpp's 64 tokens. Past 64 tokens of history
+	 * the two differ on this text. */
+	static const char *const win[] = {
+		"--seed 7", "--temp 0 --repeat-penalty 1.3 --repeat-last-n -1", "--temp 0 --repeat-penalty 1.3",
+	};
+	char *w[3];
+	for (int k = 0; k < 3; k++) {
+		char name[16];
+		snprintf(name, sizeof name, "win%d", k);
+		snprintf(args, sizeof args, "run --model '%s' --prompt 'And it came to pass' -n 120 %s", k ? kjv : m2,
+			 win[k]);
+		w[k] = run_out(name, args);
+	}
+	cr_expect_str_eq(w[0], w[1], "generation_config.json's penalty is not over the whole context");
+	cr_expect_str_neq(w[2], w[1], "--repeat-penalty without --repeat-last-n looks back on more than 64 tokens");
+	for (int k = 0; k < 3; k++)
+		free(w[k]);
+
 	static const char *const bad[][2] = {
 		{ "--min-p 1.5", "--min-p" },		  { "--repeat-penalty 0", "--repeat-penalty" },
 		{ "--repeat-last-n -2", "--repeat-last-n" }, { "--presence-penalty 3", "--presence-penalty" },

@@ -405,6 +405,34 @@ Test(serve_llama, completion_fields)
 	serve_request_free(&q);
 	serve_llama_completion_free(&x);
 
+	/* The repetition penalty's window without repeat_last_n: 64 under
+	 * llama-server's name, as llama-server; the whole context under vLLM's
+	 * name and for the model's own penalty, as vLLM and transformers. */
+	b = "{\"prompt\":\"x\",\"repeat_penalty\":1.2}";
+	cr_assert_eq(serve_llama_completion_parse(&q, &x, b, strlen(b), &lim, 2, &e), 0, "%s", e.message);
+	cr_expect(q.p.repeat_penalty == 1.2f && q.p.repeat_last_n == 64, "repeat_penalty: window %d", q.p.repeat_last_n);
+	serve_request_free(&q);
+	serve_llama_completion_free(&x);
+	struct serve_limits own = lim;
+	own.repeat_penalty = 1.3f;
+	const struct {
+		const char *body;
+		const struct serve_limits *lim;
+		float penalty;
+		int32_t window;
+	} win[] = {
+		{ "{\"prompt\":\"x\",\"repetition_penalty\":1.2}", &lim, 1.2f, -1 },
+		{ "{\"prompt\":\"x\"}", &own, 1.3f, -1 },
+		{ "{\"prompt\":\"x\",\"repeat_penalty\":1.2,\"repeat_last_n\":8}", &own, 1.2f, 8 },
+	};
+	for (size_t i = 0; i < sizeof win / sizeof win[0]; i++) {
+		cr_assert_eq(serve_request_parse(&q, SERVE_COMPLETION, win[i].body, strlen(win[i].body), win[i].lim, &e), 0,
+			     "%s: %s", win[i].body, e.message);
+		cr_expect(q.p.repeat_penalty == win[i].penalty && q.p.repeat_last_n == win[i].window,
+			  "%s: penalty %g over %d", win[i].body, q.p.repeat_penalty, q.p.repeat_last_n);
+		serve_request_free(&q);
+	}
+
 	static const char *const bad[] = {
 		"{\"prompt\":\"x\",\"ignore_eos\":true}", "{\"prompt\":\"x\",\"dry_multiplier\":0.8}",
 		"{\"prompt\":\"x\",\"id_slot\":2}",     "{\"prompt\":{\"prompt_string\":\"x\",\"multimodal_data\":[\"AA\"]}}",

@@ -290,6 +290,16 @@ Test(ollama, parse)
 	cr_expect(o.num_ctx == 512 && strstr(o.warning, "num_ctx 4096"), "%s", o.warning);
 	serve_request_free(&r);
 
+	/* Ollama's window of 64 for a penalty the request sets; the model's
+	 * own over the whole context, as transformers. */
+	cr_assert_eq(parse(&o, &r, false, "{\"model\":\"m\",\"prompt\":\"Hi\",\"options\":{\"repeat_penalty\":1.2}}", &e),
+		     0, "%s", e.message);
+	cr_expect(r.p.repeat_penalty == 1.2f && r.p.repeat_last_n == 64, "window %d", r.p.repeat_last_n);
+	serve_request_free(&r);
+	cr_assert_eq(parse(&o, &r, false, "{\"model\":\"m\",\"prompt\":\"Hi\"}", &e), 0, "%s", e.message);
+	cr_expect_eq(r.p.repeat_last_n, -1);
+	serve_request_free(&r);
+
 	/* Nothing to run: load, or unload with keep_alive 0. */
 	cr_assert_eq(parse(&o, &r, false, "{\"model\":\"m\",\"prompt\":\"\"}", &e), 0);
 	cr_expect_str_eq(o.done_reason, "load");

@@ -81,8 +81,14 @@ int generate_options_model(struct generate_options *o, const char *model_dir, un
 		o->top_p = m.top_p;
 	if (!(set & GENERATE_SET_MIN_P))
 		o->min_p = m.min_p;
-	if (!(set & GENERATE_SET_REPEAT_PENALTY))
+	if (!(set & GENERATE_SET_REPEAT_PENALTY)) {
 		o->repeat_penalty = m.repeat_penalty;
+		/* The model's own penalty is transformers' processor, which
+		 * looks back on the whole context; the window of 64 is
+		 * llama.cpp's habit for a --repeat-penalty given by hand. */
+		if (!(set & GENERATE_SET_REPEAT_LAST_N))
+			o->repeat_last_n = -1;
+	}
 	return 0;
 }
 
@@ -100,8 +106,10 @@ int generate_options_parse(struct generate_options *o, unsigned *set, const char
 			rc = error_set(EINVAL, "--repeat-penalty must be above 0 (1 is off), not \"%s\"", arg);
 		return rc;
 	}
-	if (!strcmp(name, "repeat-last-n"))
+	if (!strcmp(name, "repeat-last-n")) {
+		*set |= GENERATE_SET_REPEAT_LAST_N;
 		return session_parse_int(name, arg, -1, INT32_MAX, &o->repeat_last_n);
+	}
 	if (!strcmp(name, "presence-penalty"))
 		return session_parse_float(name, arg, -2, 2, &o->presence_penalty);
 	if (!strcmp(name, "frequency-penalty"))

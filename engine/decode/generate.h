@@ -25,7 +25,8 @@ struct generate_options {
 	float top_p;
 	float min_p;         /* 0 = off */
 	float repeat_penalty;   /* 1 = off: transformers' repetition penalty, greedy too */
-	int32_t repeat_last_n;  /* over the last N tokens of prompt and output (default 64; -1 all) */
+	int32_t repeat_last_n;  /* over the last N tokens of prompt and output (default 64; -1 all, the
+				 * default for generation_config.json's penalty) */
 	float presence_penalty, frequency_penalty; /* OpenAI's, on the tokens generated (0 = off) */
 	uint64_t seed;
 	bool print_ids;      /* print ids instead of text (no tokenizer) */
@@ -67,7 +68,7 @@ int generate_options_default(struct generate_options *o, const char *model_dir);
  * generate_options_model leaves alone. */
 enum {
 	GENERATE_SET_TEMP = 1, GENERATE_SET_TOP_K = 2, GENERATE_SET_TOP_P = 4, GENERATE_SET_MIN_P = 8,
-	GENERATE_SET_REPEAT_PENALTY = 16,
+	GENERATE_SET_REPEAT_PENALTY = 16, GENERATE_SET_REPEAT_LAST_N = 32,
 };
 
 /* The value of the sampling option --NAME (min-p, repeat-penalty,

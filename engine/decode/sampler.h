@@ -19,8 +19,11 @@
  * min-p keeps l >= l_max + log(min_p) there and l >= l_max + T log(min_p)
  * here, so a given --min-p keeps fewer tokens here below temperature 1 and
  * more above it (and top-p likewise differs). The repeat window
- * (repeat_last_n, default 64) is llama.cpp's: transformers penalises the
- * whole context, which repeat_last_n -1 gives.
+ * (repeat_last_n) is llama.cpp's: transformers penalises the whole
+ * context, which repeat_last_n -1 gives. run and chat default to 64 for a
+ * --repeat-penalty given by hand (llama.cpp's habit) and to the whole
+ * context for the model's own generation_config.json penalty (the
+ * reference's); serve likewise by the field's name (serve_request.c).
  *
  * Also here: the accept/reject step of speculative sampling. Buffers are
  * sized once at init for the vocabulary; sampling and the penalties

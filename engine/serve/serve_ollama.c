@@ -393,6 +393,8 @@ static int sampling_of(struct serve_request *r, const cJSON *opts, struct serve_
 		r->p.top_k = top_k > 0 ? (int32_t)top_k : 0;
 	if (n_given)
 		r->p.repeat_last_n = (int32_t)last_n;
+	else if (opts && cJSON_GetObjectItemCaseSensitive(opts, "repeat_penalty"))
+		r->p.repeat_last_n = 64; /* Ollama's window for a penalty the request sets */
 	if (seed_given && seed >= 0) {
 		r->p.seed = (uint64_t)seed;
 		r->seed_given = true;

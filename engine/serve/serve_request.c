@@ -4,8 +4,10 @@
  * an extension (vLLM's: -1 or 0 is off), and so are min_p [0, 1] and the
  * repetition penalty (0, 100] under vLLM's name, repetition_penalty, or
  * llama-server's, repeat_penalty (one of them, or both equal), over the
- * last repeat_last_n tokens of prompt and output (llama-server's: default
- * 64, 0 none, -1 all; vLLM penalises all). A seed is any integer a double
+ * last repeat_last_n tokens of prompt and output (0 none, -1 all). Without
+ * repeat_last_n the window is each habit's own: 64 under llama-server's
+ * name, as llama-server does; the whole context under vLLM's name and for
+ * the model's generation_config.json penalty, as vLLM and transformers do. A seed is any integer a double
  * holds exactly (|seed| <= 2^53), negative ones taken modulo 2^64.
  */
 #include "engine/serve/serve_request.h"
@@ -612,7 +614,7 @@ static int parse_repeat(struct serve_request *r, const cJSON *o, const struct se
 {
 	r->p.min_p = lim->min_p;
 	float vllm = 0, llama = 0;
-	int64_t last_n = 64;
+	int64_t last_n = -1;
 	int rc;
 	if ((rc = get_num(o, "min_p", 0, 1, false, &r->p.min_p, err)) ||
 	    (rc = get_repeat_penalty(o, "repetition_penalty", &vllm, err)) ||
@@ -623,6 +625,8 @@ static int parse_repeat(struct serve_request *r, const cJSON *o, const struct se
 		return serve_error_set(err, 400, "repeat_penalty", NULL,
 				       "'repetition_penalty' and 'repeat_penalty' are one setting: give one of them");
 	r->p.repeat_penalty = vllm > 0 ? vllm : llama > 0 ? llama : lim->repeat_penalty;
+	if (!cJSON_GetObjectItemCaseSensitive(o, "repeat_last_n") && !(vllm > 0) && llama > 0)
+		last_n = 64;
 	r->p.repeat_last_n = (int32_t)last_n;
 	return 0;
 }
