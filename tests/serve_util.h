@@ -373,8 +373,11 @@ static inline void kill_pidfile(const char *pidfile)
 
 /* POSTs the n bodies to path at once (curl in the background, then wait);
  * out[i] gets the file holding answer i. With held, the server is stopped
- * (SIGSTOP) while the requests are sent and continued 0.3 s later, so that
- * it takes them in together however fast it decodes. */
+ * (SIGSTOP) while the requests are sent and continued once the kernel has
+ * established all n connections (up to 10 s; a loaded machine may start
+ * the curls late, and a fixed 0.3 s once let the first answer finish before
+ * the second arrived) and 0.2 s more for their bodies, so that it takes them
+ * in together however fast it decodes. */
 static inline void post_together(const struct srv *s, const char *path, int n, const char *const *bodies,
 			  char (*out)[PATH_MAX + 16], bool held)
 {
@@ -392,7 +395,10 @@ static inline void post_together(const struct srv *s, const char *path, int n, c
 			 in, out[i], s->port, path);
 	}
 	if (held)
-		snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "sleep 0.3; kill -CONT %d; ", (int)s->pid);
+		snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd),
+			 "for i in $(seq 200); do [ $(ss -Htn state established '( dport = :%d )' | wc -l) -ge %d ] && "
+			 "break; sleep 0.05; done; sleep 0.2; kill -CONT %d; ",
+			 s->port, n, (int)s->pid);
 	strncat(cmd, "wait", sizeof cmd - strlen(cmd) - 1);
 	cr_assert_eq(tu_sh("%s", cmd), 0);
 }
