@@ -106,15 +106,16 @@ static const char *const grammars[] = {
 	"root ::= \"verse \" [1-9] [0-9]? \": \" ([A-Z] [a-z]{0,8} \" \"){1,4} \"amen\"",
 };
 
-static void check_grammars(const char *model, const char *name)
+/* Each grammar under n_sampling of the samplings (greedy first). */
+static void check_grammars(const char *model, const char *name, size_t n_sampling)
 {
 	for (size_t i = 0; i < sizeof grammars / sizeof grammars[0]; i++) {
 		char path[4400], tag[64], args[4600];
 		snprintf(tag, sizeof tag, "g%zu.gbnf", i);
 		put_file(tag, grammars[i], path, sizeof path);
-		const char *sampling[] = { "--temp 0", "--temp 1 --seed 1", "--temp 1.5 --seed 2 --top-k 0",
+		const char *sampling[] = { "--temp 0", "--temp 1.5 --seed 2 --top-k 0", "--temp 1 --seed 1",
 					   "--temp 1 --seed 3 --top-p 0.9" };
-		for (size_t k = 0; k < (size_t)tu_reps(sizeof sampling / sizeof sampling[0]); k++) {
+		for (size_t k = 0; k < (size_t)tu_reps((int)n_sampling); k++) {
 			snprintf(tag, sizeof tag, "%s-g%zu-s%zu", name, i, k);
 			snprintf(args, sizeof args, "--prompt 'And God said' -n 96 %s --grammar '%s'", sampling[k], path);
 			char *text = gen(model, tag, args);
@@ -130,7 +131,7 @@ Test(constrain, output_follows_the_grammar_trained_model)
 {
 	char m[4400];
 	kjv_model(m, sizeof m);
-	check_grammars(m, "kjv");
+	check_grammars(m, "kjv", 4);
 }
 
 Test(constrain, output_follows_the_grammar_qwen3_vocabulary)
@@ -138,7 +139,10 @@ Test(constrain, output_follows_the_grammar_qwen3_vocabulary)
 	char m[4400];
 	if (!qwen_model(m, sizeof m))
 		cr_skip_test("fixture hf/qwen3_moe_tok is missing (run ./setup.sh)");
-	check_grammars(m, "qwen3");
+	/* Greedy and the widest sampling: the point here is the 151k
+	 * vocabulary's token boundaries, whose masks are the same whatever
+	 * picks among them; the trained model runs all four samplings. */
+	check_grammars(m, "qwen3", 2);
 }
 
 /* The forced tokens of a record grammar ("{\"name\": \"" and the like) go

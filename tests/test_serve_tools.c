@@ -80,7 +80,10 @@ Test(serve, json_object_and_schema_always_parse)
 	struct srv s;
 	srv_start(&s, "%s", "");
 	int stopped = 0;
-	for (int seed = 1; seed <= tu_reps(6); seed++) {
+	/* One seed under the sanitizers: each request masks up to 200 steps
+	 * over the 151k-token vocabulary (21 s for two seeds there); the masks'
+	 * memory is the same at every seed. */
+	for (int seed = 1; seed <= (TU_SANITIZED ? 1 : 6); seed++) {
 		char body[2048];
 		snprintf(body, sizeof body,
 			 "{\"messages\":[{\"role\":\"user\",\"content\":\"Give JSON\"}],\"max_tokens\":120,"
