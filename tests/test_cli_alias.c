@@ -7,7 +7,10 @@
  *    nothing after "--" is, `--alias=value` and `--ctx_size` forms work, an
  *    alias the command does not have and an unknown `-xyz` are refused by
  *    name, and each alias parses (getopt_long) to what our name parses to.
- *    MPI ranks 1.. (lenient) drop what they do not take.
+ *    MPI ranks 1.. (lenient) drop what they do not take. --chat-template
+ *    and --chat-template-file are ours too, passed as they are, and what
+ *    session_chat_template refuses is refused with a message naming the
+ *    option or the file.
  *  - End to end: every command that runs a model refuses `-fa` by name
  *    (each calls the rewrite); run's aliases give run's output byte for
  *    byte, the seed visibly applied; `-c 4` fails as `--ctx 4` does; `-ngl
@@ -157,8 +160,12 @@ Test(cli_alias, grammar_schema_jinja_gpu_layers)
 	cr_expect(strstr(l.err, "-ngl 99 ignored") && strstr(l.err, "--n-gpu-layers all ignored") &&
 		  strstr(l.err, "no GPU offload"), "no note for -ngl: %s", l.err);
 	expect_line(l, "--prompt|x");
-	expect_refused(REWRITE("run", "n:h", run_opts, "--chat-template", "chatml"), "chat_template.jinja");
-	expect_refused(REWRITE("serve", "h", serve_opts, "--chat-template-file", "t.jinja"), "chat_template.jinja");
+	/* --chat-template and --chat-template-file are our names too (session
+	 * options): they pass unchanged, values included; what a value may be
+	 * is session_chat_template's business (test_run). */
+	expect_line(REWRITE("run", "n:h", run_opts, "--chat-template", "chatml", "--chat-template={{ x }}"),
+		    "--chat-template|chatml|--chat-template={{ x }}");
+	expect_line(REWRITE("serve", "h", serve_opts, "--chat-template-file", "t.jinja"), "--chat-template-file|t.jinja");
 }
 
 Test(cli_alias, per_command_and_unknown)
@@ -180,7 +187,8 @@ Test(cli_alias, per_command_and_unknown)
 	struct line l = REWRITE(NULL, "", worker_opts, "-np", "4", "-m", "D", "-p", "x", "-ngl", "9", "-fa",
 				"--chat-template", "t", "-t", "3");
 	cr_expect_str_eq(l.err, "", "a rank printed: %s", l.err);
-	expect_line(l, "--model|D|-fa|--threads|3");
+	/* The chat template is a session option the ranks take and ignore. */
+	expect_line(l, "--model|D|-fa|--chat-template|t|--threads|3");
 }
 
 /* What getopt_long makes of a line: "val=optarg;" for each option. */
@@ -226,6 +234,46 @@ Test(cli_alias, each_alias_parses_as_our_name)
 		parsed("h", serve_opts, REWRITE("serve", "h", serve_opts, serve_pairs[i][2], serve_pairs[i][3]), b, sizeof b);
 		cr_expect_str_eq(a, b, "%s parses otherwise than %s", serve_pairs[i][0], serve_pairs[i][2]);
 	}
+}
+
+/* session_chat_template's refusals, which come before it touches the
+ * tokenizer (run's end to end: test_run): llama.cpp's template names, an
+ * empty --chat-template, a missing or empty file, both options at once;
+ * neither option is nothing to do. */
+Test(cli_alias, chat_template_values_refused)
+{
+	struct session_options o;
+	session_options_default(&o);
+	cr_expect_eq(session_chat_template(&o, NULL), 0);
+	char empty[4200], missing[4200];
+	snprintf(empty, sizeof empty, "%s/empty.jinja", scratch);
+	snprintf(missing, sizeof missing, "%s/none.jinja", scratch);
+	cr_assert_eq(tu_write(empty, " \n", 2), 0);
+	static const char *const names[] = { "chatml", "llama3", "" };
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		o.chat_template = names[i];
+		char want[64];
+		snprintf(want, sizeof want, "takes a Jinja template, not \"%s\"", names[i]);
+		error_clear();
+		cr_expect_eq(session_chat_template(&o, NULL), -EINVAL, "%s taken", names[i]);
+		cr_expect(strstr(error_message(), want) && strstr(error_message(), "--chat-template-file FILE"), "%s",
+			  error_message());
+	}
+	o.chat_template = "{{ messages[0].content }}";
+	o.chat_template_file = empty;
+	error_clear();
+	cr_expect_eq(session_chat_template(&o, NULL), -EINVAL);
+	cr_expect(strstr(error_message(), "not both"), "%s", error_message());
+	o.chat_template = NULL;
+	error_clear();
+	cr_expect_eq(session_chat_template(&o, NULL), -EINVAL);
+	cr_expect(strstr(error_message(), empty) && strstr(error_message(), "empty"), "%s", error_message());
+	o.chat_template_file = missing;
+	error_clear();
+	cr_expect_eq(session_chat_template(&o, NULL), -ENOENT);
+	cr_expect(strstr(error_message(), "--chat-template-file") && strstr(error_message(), missing), "%s",
+		  error_message());
+	error_clear();
 }
 
 /* The container of the small GGUF fixture, converted with convert's

@@ -10,6 +10,7 @@
  *    repetition penalty under vLLM's and llama-server's names;
  *  - tools and tool calls reach the model's template: the same prompt
  *    tokens, tokens and logprobs as a completion of Jinja2's render;
+ *  - --chat-template-file replaces the model's template;
  *  - errors in OpenAI's shape: 400 naming the field, 401, 404, 405, 413;
  *  - the official openai npm client (tests/serve/openai_client.mjs).
  * Scheduling and sessions: test_serve_batch.c; hostile input:
@@ -322,6 +323,36 @@ static cJSON *template_case(const char *name, cJSON **messages, cJSON **tools, c
  * them (arguments as JSON text, as OpenAI clients send them) is the
  * completion of what Jinja2 renders for the same conversation with object
  * arguments: same prompt tokens, same greedy tokens and logprobs. */
+/* --chat-template-file (llama.cpp's name, issue 39, item 4): the server
+ * renders chats with that Jinja text instead of the model's Qwen3 template,
+ * so a chat of "Hi" is the completion of "<<Hi>>" (the same prompt tokens
+ * and greedy text), and /props reports the template in effect. */
+Test(serve, chat_template_file)
+{
+	NEED_FIXTURE();
+	static const char tmpl[] = "{% for m in messages %}<<{{ m.content }}>>{% endfor %}";
+	char path[PATH_MAX + 16];
+	snprintf(path, sizeof path, "%s/t.jinja", ws);
+	cr_assert_eq(tu_write(path, tmpl, strlen(tmpl)), 0);
+	struct srv s;
+	srv_start(&s, "--chat-template-file '%s'", path);
+	char body[512];
+	chat_body(body, sizeof body, "Hi", 4, NULL);
+	cJSON *chat = NULL;
+	char *text = chat_text(&s, body, &chat);
+	cJSON *j = http_json(&s, "POST", "/v1/completions", "{\"prompt\":\"<<Hi>>\",\"max_tokens\":4,\"temperature\":0}",
+			     200);
+	cr_expect_str_eq(text, str_at(j, "choices.0.text"), "the chat was not rendered with --chat-template-file");
+	cr_expect_eq(num_at(chat, "usage.prompt_tokens"), num_at(j, "usage.prompt_tokens"));
+	cJSON_Delete(j);
+	j = http_json(&s, "GET", "/props", NULL, 200);
+	cr_expect_str_eq(str_at(j, "chat_template"), tmpl);
+	cJSON_Delete(j);
+	cJSON_Delete(chat);
+	free(text);
+	cr_expect_eq(srv_stop(&s), 0);
+}
+
 Test(serve, tools_reach_the_template)
 {
 	NEED_FIXTURE();

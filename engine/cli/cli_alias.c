@@ -1,8 +1,8 @@
 /*
  * cli_alias — the table of llama.cpp's option names and the argv rewrite
  * that applies it (cli_alias.h). Only names whose meaning is the same here
- * are aliases; a few llama.cpp options with no counterpart are accepted with
- * a note (-ngl) or refused with the way out (--chat-template).
+ * are aliases; a few llama.cpp options with no counterpart are accepted,
+ * with a note (-ngl) or without (--jinja).
  */
 #include "engine/cli/cli_alias.h"
 
@@ -18,7 +18,6 @@ enum alias_kind {
 	ALIAS_SCHEMA_FILE,   /* -jf FILE: our --json-schema, which reads a value starting with '{' as JSON */
 	ALIAS_GPU_LAYERS,    /* -ngl N: accepted, nothing to offload; a note says so */
 	ALIAS_JINJA,         /* --jinja: accepted, templates are always rendered; takes no value */
-	ALIAS_CHAT_TEMPLATE, /* --chat-template[-file]: refused with the way out */
 };
 
 struct alias {
@@ -30,9 +29,10 @@ struct alias {
 /* Where llama.cpp and colibri spell an option the same (--temp, --top-k,
  * --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
  * --frequency-penalty, --threads, --seed, --host, --port, --api-key,
- * --api-key-file, --parallel, --model, --prompt) there is nothing to
- * rewrite. `-p` and `-f` are llama-tokenize's too, hence tokenize's --text
- * and --file after run's --prompt and --prompt-file. */
+ * --api-key-file, --parallel, --model, --prompt, --chat-template,
+ * --chat-template-file) there is nothing to rewrite. `-p` and `-f` are
+ * llama-tokenize's too, hence tokenize's --text and --file after run's
+ * --prompt and --prompt-file. */
 static const struct alias aliases[] = {
 	{ "-m", "--model", ALIAS_RENAME },
 	{ "-p", "--prompt --text", ALIAS_RENAME },
@@ -51,7 +51,6 @@ static const struct alias aliases[] = {
 	{ "-a --alias", "--model-id", ALIAS_RENAME },
 	{ "-ngl --n-gpu-layers --gpu-layers", "", ALIAS_GPU_LAYERS },
 	{ "--jinja", "", ALIAS_JINJA },
-	{ "--chat-template --chat-template-file", "", ALIAS_CHAT_TEMPLATE },
 };
 
 /* A command line the command cannot run, said as cmd_usage_error says it
@@ -205,13 +204,6 @@ static int alias_take(struct walk *w, const struct alias *al, const char *key, c
 		return 0;
 	case ALIAS_JINJA:
 		return 0;
-	case ALIAS_CHAT_TEMPLATE:
-		if (!w->cmd)
-			return 0;
-		fprintf(stderr, "colibri %s: %s is not supported: colibri renders the model's own chat template "
-				"(tokenizer_config.json's, or chat_template.jinja in the container folder, which wins); "
-				"to use another, write it to MODEL_DIR/chat_template.jinja\n", w->cmd, key);
-		return 2;
 	}
 	return 0;
 }

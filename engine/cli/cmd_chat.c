@@ -851,6 +851,7 @@ int cmd_chat(int argc, char **argv)
 	rc = session_check_model(so.model_dir);
 	rc = rc ? rc : model_config_load(&cfg, so.model_dir);
 	rc = rc ? rc : prompt_tokenizer_load(&c->tok, so.model_dir);
+	rc = rc ? rc : session_chat_template(&so, c->tok);
 	int need_ctx = 0;
 	if (!rc) {
 		snprintf(c->model_type, sizeof c->model_type, "%s", cfg.model_type);

@@ -219,6 +219,10 @@ int cmd_run(int argc, char **argv)
 	}
 	if ((!!grammar_file + !!grammar_text + !!json_schema) > 1)
 		return cmd_usage_error("run", "give one of --grammar, --grammar-text and --json-schema, not several");
+	/* llama-cli chats by default; run does only with --chat. */
+	if ((so.chat_template || so.chat_template_file) && !chat)
+		fprintf(stderr, "colibri: the chat template renders --chat prompts only; without --chat the prompt "
+				"is passed as it is\n");
 	struct grammar *gram = NULL;
 	char *schema_gbnf = NULL;
 	if (json_schema && run_json_schema(json_schema, json_ws, &schema_gbnf))
@@ -257,6 +261,8 @@ int cmd_run(int argc, char **argv)
 	rc = session_check_model(so.model_dir);
 	if (!rc)
 		rc = prompt_tokenizer_load(&tok, so.model_dir);
+	if (!rc)
+		rc = session_chat_template(&so, tok);
 	if (rc == -ENOENT && tokens_arg) {
 		error_clear();
 		rc = 0;

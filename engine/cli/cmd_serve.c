@@ -234,6 +234,8 @@ static int serve_main(int argc, char **argv, bool web)
 		so.parallel = parallel;
 		so.logits_rows = parallel + 1;
 		rc = prompt_tokenizer_load(&tok, so.model_dir);
+		if (!rc)
+			rc = session_chat_template(&so, tok);
 	}
 	/* Bind first: a port in use is found before the model loads. */
 	if (!rc)

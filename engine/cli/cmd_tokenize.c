@@ -1,6 +1,7 @@
 /*
  * cmd_tokenize — `colibri tokenize --model DIR (--text TEXT | --file F)
- * [--chat] [--system TEXT]` prints the ids comma-separated on one line;
+ * [--chat] [--system TEXT] [--chat-template JINJA | --chat-template-file F]`
+ * prints the ids comma-separated on one line;
  * `colibri detokenize --model DIR --tokens IDS` prints the text.
  */
 #include <errno.h>
@@ -23,10 +24,14 @@ int cmd_tokenize(int argc, char **argv)
 {
 	const char *model = NULL, *text = NULL, *file = NULL, *system = NULL;
 	bool chat = false;
+	struct session_options so; /* only the chat template's two */
+	session_options_default(&so);
 	static const struct option opts[] = {
 		{ "model", required_argument, 0, 'm' }, { "text", required_argument, 0, 't' },
 		{ "file", required_argument, 0, 'f' },  { "chat", no_argument, 0, 'c' },
 		{ "system", required_argument, 0, 's' }, { "help", no_argument, 0, 'h' },
+		{ "chat-template", required_argument, 0, SESSION_OPT_CHAT_TEMPLATE },
+		{ "chat-template-file", required_argument, 0, SESSION_OPT_CHAT_TEMPLATE_FILE },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
@@ -40,9 +45,14 @@ int cmd_tokenize(int argc, char **argv)
 		case 'f': file = optarg; break;
 		case 'c': chat = true; break;
 		case 's': system = optarg; break;
+		case SESSION_OPT_CHAT_TEMPLATE:
+		case SESSION_OPT_CHAT_TEMPLATE_FILE:
+			session_option(&so, ch, optarg);
+			break;
 		default:
 			fprintf(ch == 'h' ? stdout : stderr,
-				"usage: colibri tokenize --model DIR (--text TEXT | --file F) [--chat] [--system TEXT]\n");
+				"usage: colibri tokenize --model DIR (--text TEXT | --file F) [--chat] [--system TEXT]\n"
+				"                        [--chat-template JINJA | --chat-template-file F]\n");
 			return ch == 'h' ? 0 : 2;
 		}
 	}
@@ -66,6 +76,8 @@ int cmd_tokenize(int argc, char **argv)
 		rc = model_config_load(&cfg, model);
 	if (!rc)
 		rc = prompt_tokenizer_load(&tok, model);
+	if (!rc)
+		rc = session_chat_template(&so, tok);
 	if (!rc)
 		rc = prompt_encode(tok, chat ? cfg.model_type : NULL, file ? buf : text, len, chat, system, &ids, &n);
 	for (int i = 0; !rc && i < n; i++)

@@ -20,6 +20,7 @@
 #include "base/files.h"
 #include "engine/decode/plan_container.h"
 #include "engine/model/shard.h"
+#include "engine/text/tokenizer.h"
 #include "planner/plan.h"
 #include "planner/plan_machine.h"
 #include "planner/profile.h"
@@ -187,8 +188,50 @@ int session_option(struct session_options *o, int ch, const char *arg)
 		o->dist_timeout_s = v;
 		return rc;
 	}
+	case SESSION_OPT_CHAT_TEMPLATE:
+		o->chat_template = arg;
+		return 0;
+	case SESSION_OPT_CHAT_TEMPLATE_FILE:
+		o->chat_template_file = arg;
+		return 0;
 	}
 	return -ENOENT;
+}
+
+int session_chat_template(const struct session_options *o, struct tokenizer *tok)
+{
+	const char *text = o->chat_template;
+	char *file_text = NULL;
+	size_t len = 0;
+	int rc;
+	if (!text && !o->chat_template_file)
+		return 0;
+	if (text && o->chat_template_file)
+		return error_set(EINVAL, "give one of --chat-template and --chat-template-file, not both");
+	/* llama.cpp also takes the name of a template built into it; a name
+	 * here would be rendered as literal text, every prompt the same. */
+	if (text && !strstr(text, "{%") && !strstr(text, "{{"))
+		return error_set(EINVAL, "--chat-template takes a Jinja template, not \"%.60s\": colibri has no "
+					 "built-in templates by name as llama.cpp has (chatml, llama3 ...) and renders "
+					 "the model's own by default; to use another, pass --chat-template-file FILE",
+				 text);
+	if (!text) {
+		if ((rc = file_read_all(o->chat_template_file, &file_text, &len))) {
+			/* The reader's message names the file; this one the option too. */
+			char why[512];
+			snprintf(why, sizeof why, "%s", error_message());
+			error_clear();
+			return error_set(-rc, "--chat-template-file %s", why);
+		}
+		if (strspn(file_text, " \t\r\n") == len) {
+			free(file_text);
+			return error_set(EINVAL, "--chat-template-file %s: the file is empty", o->chat_template_file);
+		}
+		text = file_text;
+	}
+	rc = tokenizer_set_chat_template(tok, text);
+	free(file_text);
+	return rc ? error_set(-rc, "out of memory for the chat template") : 0;
 }
 
 int session_parse_list(const char *s, const char *what, bool ranges, int32_t max, int32_t **out, int *n)

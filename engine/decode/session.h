@@ -1,8 +1,8 @@
 /*
  * session — what every command that runs a model shares: the common
  * options (--model, --threads, --ctx, --batch, --ram, --io-depth,
- * --no-direct, --stats, --stats-json), loading the model, the thread pool
- * and the forward state, and the statistics report.
+ * --no-direct, --stats, --stats-json, --chat-template), loading the model,
+ * the thread pool and the forward state, and the statistics report.
  */
 #ifndef COLIBRI_ENGINE_SESSION_H
 #define COLIBRI_ENGINE_SESSION_H
@@ -19,6 +19,7 @@
 #include "storage/pinning.h"
 
 struct threadpool;
+struct tokenizer;
 
 struct session_options {
 	const char *model_dir;
@@ -39,6 +40,8 @@ struct session_options {
 	struct placement_spec placement; /* under mpirun: which rank serves which experts (--placement),
 					  * how many hold each (--replicas) */
 	double dist_timeout_s;       /* under mpirun: how long a rank may stay silent (--dist-timeout) */
+	const char *chat_template;   /* --chat-template: Jinja text that replaces the model's (NULL: its own) */
+	const char *chat_template_file; /* --chat-template-file: the same, read from a file */
 };
 
 enum {
@@ -57,6 +60,8 @@ enum {
 	SESSION_OPT_PLACEMENT,
 	SESSION_OPT_DIST_TIMEOUT,
 	SESSION_OPT_REPLICAS,
+	SESSION_OPT_CHAT_TEMPLATE,
+	SESSION_OPT_CHAT_TEMPLATE_FILE,
 };
 
 #define SESSION_LONG_OPTIONS                                                  \
@@ -74,11 +79,14 @@ enum {
 	{ "repin", required_argument, 0, SESSION_OPT_REPIN },                 \
 	{ "placement", required_argument, 0, SESSION_OPT_PLACEMENT },         \
 	{ "dist-timeout", required_argument, 0, SESSION_OPT_DIST_TIMEOUT },   \
-	{ "replicas", required_argument, 0, SESSION_OPT_REPLICAS }
+	{ "replicas", required_argument, 0, SESSION_OPT_REPLICAS },           \
+	{ "chat-template", required_argument, 0, SESSION_OPT_CHAT_TEMPLATE }, \
+	{ "chat-template-file", required_argument, 0, SESSION_OPT_CHAT_TEMPLATE_FILE }
 
 #define SESSION_USAGE                                                         \
 	"\n  common: [--threads N] [--ctx N] [--batch N] [--ram SIZE|min] [--io-depth N]" \
 	" [--no-direct]\n          [--no-prefetch] [--no-pin] [--repin N] [--stats] [--stats-json FILE]" \
+	"\n          [--chat-template JINJA | --chat-template-file FILE] (instead of the model's own)" \
 	"\n  under mpirun: [--placement auto|even|W0,W1,..] [--replicas K] [--dist-timeout SECONDS]"
 
 #define SESSION_EXTRA_MAX 32
@@ -135,6 +143,14 @@ struct plan_shape session_plan_shape(const struct session_options *o, int ctx);
  * handled, -EINVAL with a message for a bad value, -ENOENT if ch is not a
  * session option. */
 int session_option(struct session_options *o, int ch, const char *arg);
+
+/* Applies --chat-template or --chat-template-file to tok, once the command
+ * has loaded it: the Jinja text then replaces the model's own template. A
+ * value of --chat-template without "{%" or "{{" (llama.cpp's built-in
+ * names: chatml, llama3 ...), an empty or unreadable file and both options
+ * together are -EINVAL (or -errno) with a message naming the option or the
+ * file, tok untouched. 0 when neither is given. */
+int session_chat_template(const struct session_options *o, struct tokenizer *tok);
 
 /* Parses a decimal integer in [lo, hi] for option --name; -EINVAL with a
  * message naming the option otherwise (empty, trailing text, overflow). */

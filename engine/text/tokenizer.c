@@ -312,6 +312,16 @@ const char *tokenizer_chat_template(const struct tokenizer *tok)
 	return tok->chat_template;
 }
 
+int tokenizer_set_chat_template(struct tokenizer *tok, const char *text)
+{
+	char *copy = NULL;
+	if (text && !(copy = strdup(text)))
+		return -ENOMEM;
+	free(tok->chat_template);
+	tok->chat_template = copy;
+	return 0;
+}
+
 void tokenizer_free(struct tokenizer *tok)
 {
 	if (!tok)

@@ -89,6 +89,12 @@ bool tokenizer_token_is_special(const struct tokenizer *tok, int32_t id);
 /* The chat_template text (the "default" one of a named list), or NULL. Owned by tok. */
 const char *tokenizer_chat_template(const struct tokenizer *tok);
 
+/* Replaces the chat template tokenizer_chat_template returns with a copy of
+ * text (NULL: none, so the model type's built-in renderer is used), as
+ * --chat-template does; a pointer from an earlier tokenizer_chat_template
+ * is then invalid. 0, or -ENOMEM with the template unchanged. */
+int tokenizer_set_chat_template(struct tokenizer *tok, const char *text);
+
 /*
  * Streaming decoder for generation: tokens go in one at a time and only
  * complete UTF-8 sequences come out; the bytes of a character split across
