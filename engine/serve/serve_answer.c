@@ -284,7 +284,7 @@ static cJSON *head_of(const struct serve_answer *a, const char *object)
 	return o;
 }
 
-static char *print_free(cJSON *o)
+char *serve_json_print(cJSON *o)
 {
 	char *s = o ? cJSON_PrintUnformatted(o) : NULL;
 	cJSON_Delete(o);
@@ -341,21 +341,26 @@ char *serve_answer_json(struct serve_answer *a, const struct serve_take *last)
 	cJSON_AddItemToArray(choices, c);
 	cJSON_AddItemToObject(o, "usage", usage_of(last));
 	cJSON_AddItemToObject(o, "timings", timings_of(last));
-	return print_free(o);
+	return serve_json_print(o);
+}
+
+void serve_json_put(struct strbuf *out, const char *pre, cJSON *o, const char *post)
+{
+	char *s = serve_json_print(o);
+	if (!s) {
+		out->rc = -ENOMEM;
+		return;
+	}
+	strbuf_put(out, pre, strlen(pre));
+	strbuf_put(out, s, strlen(s));
+	strbuf_put(out, post, strlen(post));
+	free(s);
 }
 
 /* Appends "data: JSON\n\n". */
 static void sse_put(struct strbuf *out, cJSON *o)
 {
-	char *s = print_free(o);
-	if (!s) {
-		out->rc = -ENOMEM;
-		return;
-	}
-	strbuf_put(out, "data: ", 6);
-	strbuf_put(out, s, strlen(s));
-	strbuf_put(out, "\n\n", 2);
-	free(s);
+	serve_json_put(out, "data: ", o, "\n\n");
 }
 
 /* A chunk with one choice: delta (chat) or text (completions). */
@@ -565,7 +570,7 @@ char *serve_json_error(const struct serve_error *e)
 		cJSON_AddStringToObject(err, "code", e->code);
 	else
 		cJSON_AddNullToObject(err, "code");
-	return print_free(o);
+	return serve_json_print(o);
 }
 
 static cJSON *model_obj(const char *id, long long created)
@@ -580,7 +585,7 @@ static cJSON *model_obj(const char *id, long long created)
 
 char *serve_json_model(const char *id, long long created)
 {
-	return print_free(model_obj(id, created));
+	return serve_json_print(model_obj(id, created));
 }
 
 char *serve_json_models(const char *id, long long created)
@@ -588,5 +593,5 @@ char *serve_json_models(const char *id, long long created)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "object", "list");
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), model_obj(id, created));
-	return print_free(o);
+	return serve_json_print(o);
 }

@@ -100,6 +100,14 @@ int serve_answer_sse(struct serve_answer *a, const struct serve_take *t, struct 
 /* {"error": {...}} (malloc'd). */
 char *serve_json_error(const struct serve_error *e);
 
+/* o printed unformatted (malloc'd; NULL when o is NULL or memory ran out),
+ * and o deleted either way. */
+char *serve_json_print(cJSON *o);
+/* Appends pre, o printed, post to out (o deleted; out->rc = -ENOMEM when
+ * it cannot be printed): an SSE event is ("data: ", o, "\n\n"), an NDJSON
+ * line ("", o, "\n"). */
+void serve_json_put(struct strbuf *out, const char *pre, cJSON *o, const char *post);
+
 /* A model object, and the list of the one model served. */
 char *serve_json_model(const char *id, long long created);
 char *serve_json_models(const char *id, long long created);

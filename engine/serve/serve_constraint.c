@@ -374,13 +374,24 @@ int serve_constraint_build(struct serve_constraint *c, const struct serve_reques
 		if (rc)
 			return serve_error_set(err, 400, "tool_choice", NULL, "'tool_choice' cannot be enforced: %s", why);
 	}
-	char why[256] = "";
-	rc = grammar_parse(&c->g, gbnf, strlen(gbnf), "root", why, sizeof why);
+	rc = serve_constraint_compile(c, gbnf, param, "gives a grammar colibri cannot run", tok, vocab, eos, n_eos,
+				      n_vocab, err);
 	free(gbnf);
+	return rc;
+}
+
+int serve_constraint_compile(struct serve_constraint *c, const char *gbnf, const char *param, const char *what,
+			     const struct tokenizer *tok, const struct grammar_vocab *vocab, const int32_t *eos,
+			     int n_eos, int32_t n_vocab, struct serve_error *err)
+{
+	char why[256] = "";
+	int rc = grammar_parse(&c->g, gbnf, strlen(gbnf), "root", why, sizeof why);
 	if (rc == -ENOMEM)
 		return serve_error_set(err, 500, NULL, NULL, "out of memory");
 	if (rc)
-		return serve_error_set(err, 400, param, NULL, "'%s' gives a grammar colibri cannot run: %s", param, why);
+		return serve_error_set(err, 400, param, NULL, "'%s' %s: %s", param, what, why);
+	/* Set first: a constrain_init that fails keeps what it allocated
+	 * for constrain_free, which serve_constraint_free then calls. */
 	c->have_cs = true;
 	rc = constrain_init(&c->cs, c->g, tok, vocab, eos, n_eos, n_vocab);
 	if (rc) {

@@ -66,6 +66,18 @@ int serve_constraint_build(struct serve_constraint *c, const struct serve_reques
 void serve_constraint_free(struct serve_constraint *c);
 
 /*
+ * The last step of serve_constraint_build, for other APIs' grammars too
+ * (llama-server's grammar and json_schema): compiles gbnf (root rule
+ * "root") into c and starts its constraint. Errors: 400 naming param
+ * ("'PARAM' WHAT: the parser's reason" for a grammar that does not
+ * compile), 500 when out of memory. c was zeroed; free it with
+ * serve_constraint_free, also after a failure.
+ */
+int serve_constraint_compile(struct serve_constraint *c, const char *gbnf, const char *param, const char *what,
+			     const struct tokenizer *tok, const struct grammar_vocab *vocab, const int32_t *eos,
+			     int n_eos, int32_t n_vocab, struct serve_error *err);
+
+/*
  * The GBNF text (root rule "root", malloc'd into *out) of one call in
  * format f of the function named only (NULL: any of tools). Returns 0, or
  * -EINVAL with a sentence in err, -ENOMEM.

@@ -68,12 +68,6 @@ static const char *error_type(int status)
 	}
 }
 
-static char *print_free(cJSON *o)
-{
-	char *s = o ? cJSON_PrintUnformatted(o) : NULL;
-	cJSON_Delete(o);
-	return s;
-}
 
 static char *error_json(const struct serve_error *e)
 {
@@ -81,7 +75,7 @@ static char *error_json(const struct serve_error *e)
 	cJSON_AddNumberToObject(err, "code", e->status);
 	cJSON_AddStringToObject(err, "message", e->message);
 	cJSON_AddStringToObject(err, "type", error_type(e->status));
-	return print_free(o);
+	return serve_json_print(o);
 }
 
 /* ---- reading fields ---- */
@@ -486,24 +480,10 @@ int serve_llama_constraint(struct serve_constraint *c, const struct serve_llama_
 			return serve_error_set(err, 400, param, NULL, "'json_schema' cannot be enforced: %s",
 					       rc == -E2BIG ? "its grammar is too large" : why);
 	}
-	const char *text = gbnf ? gbnf : x->grammar;
-	rc = grammar_parse(&c->g, text, strlen(text), "root", why, sizeof why);
+	rc = serve_constraint_compile(c, gbnf ? gbnf : x->grammar, param, "does not compile", tok, vocab, eos, n_eos,
+				      n_vocab, err);
 	free(gbnf);
-	if (rc == -ENOMEM)
-		return serve_error_set(err, 500, NULL, NULL, "out of memory");
-	if (rc)
-		return serve_error_set(err, 400, param, NULL, "'%s' does not compile: %s", param, why);
-	c->have_cs = true;
-	rc = constrain_init(&c->cs, c->g, tok, vocab, eos, n_eos, n_vocab);
-	if (rc) {
-		c->have_cs = false;
-		int status = rc == -ENOMEM ? 500 : 400;
-		serve_error_set(err, status, status == 400 ? param : NULL, NULL, "%s",
-				error_message()[0] ? error_message() : "the grammar cannot start");
-		error_clear();
-		return -EINVAL;
-	}
-	return 0;
+	return rc;
 }
 
 /* ---- the /completion answer ---- */
@@ -646,20 +626,12 @@ static cJSON *final_json(struct serve_answer *a, const struct serve_take *last)
 
 static char *llama_json(struct serve_answer *a, const struct serve_take *last)
 {
-	return print_free(final_json(a, last));
+	return serve_json_print(final_json(a, last));
 }
 
 static void sse_put(struct strbuf *out, cJSON *o)
 {
-	char *s = print_free(o);
-	if (!s) {
-		out->rc = -ENOMEM;
-		return;
-	}
-	strbuf_put(out, "data: ", 6);
-	strbuf_put(out, s, strlen(s));
-	strbuf_put(out, "\n\n", 2);
-	free(s);
+	serve_json_put(out, "data: ", o, "\n\n");
 }
 
 /* A stream: one event per token (its text, which a stop string being
@@ -864,7 +836,7 @@ char *serve_llama_tokenize(const char *body, size_t len, const struct tokenizer 
 	}
 	free(ids);
 	cJSON_Delete(o);
-	char *text = print_free(r);
+	char *text = serve_json_print(r);
 	if (!text)
 		serve_error_set(err, 500, NULL, NULL, "out of memory");
 	return text;
@@ -906,7 +878,7 @@ char *serve_llama_detokenize(const char *body, size_t len, const struct tokenize
 	}
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "content", text);
-	if (!(out = print_free(r)))
+	if (!(out = serve_json_print(r)))
 		serve_error_set(err, 500, NULL, NULL, "out of memory");
 done:
 	free(ids);
@@ -967,7 +939,7 @@ char *serve_llama_props(const struct serve_llama_info *info)
 	cJSON_AddStringToObject(o, "eos_token", or_empty(tokenizer_eos_token(info->tok)));
 	cJSON_AddStringToObject(o, "build_info", "colibri");
 	cJSON_AddBoolToObject(o, "is_sleeping", false);
-	return print_free(o);
+	return serve_json_print(o);
 }
 
 char *serve_llama_slots(const struct serve_llama_info *info, const struct serve_slot_info *slots)
@@ -975,7 +947,7 @@ char *serve_llama_slots(const struct serve_llama_info *info, const struct serve_
 	cJSON *a = cJSON_CreateArray();
 	for (int i = 0; a && i < info->n_slots; i++)
 		cJSON_AddItemToArray(a, slot_json(info, i, &slots[i]));
-	return print_free(a);
+	return serve_json_print(a);
 }
 
 /* ---- slot actions ---- */
@@ -1053,5 +1025,5 @@ char *serve_llama_slot_answer(const struct serve_slot_op *op, const char *filena
 	case SERVE_SLOT_LIST:
 		break;
 	}
-	return print_free(o);
+	return serve_json_print(o);
 }

@@ -589,12 +589,6 @@ static cJSON *head(const struct serve_ollama *o)
 	return x;
 }
 
-static char *print_free(cJSON *x)
-{
-	char *s = x ? cJSON_PrintUnformatted(x) : NULL;
-	cJSON_Delete(x);
-	return s;
-}
 
 /* The text fields of one object: message {role, content, thinking,
  * tool_calls} for chat, response and thinking for generate. calls: the
@@ -652,7 +646,7 @@ char *serve_ollama_done_json(const struct serve_ollama *o)
 	put_text(o, x, "", 0, NULL, 0, NULL, 0, 0);
 	cJSON_AddTrueToObject(x, "done");
 	cJSON_AddStringToObject(x, "done_reason", o->done_reason ? o->done_reason : "load");
-	return print_free(x);
+	return serve_json_print(x);
 }
 
 static char *ol_json(struct serve_answer *a, const struct serve_take *last)
@@ -671,19 +665,12 @@ static char *ol_json(struct serve_answer *a, const struct serve_take *last)
 	put_text(o, x, content, nc, a->reasoning.p, a->split ? a->reasoning.len : 0, a->tools ? &a->tp : NULL, 0,
 		 calls);
 	put_done(o, x, last);
-	return print_free(x);
+	return serve_json_print(x);
 }
 
 static void line_put(struct strbuf *out, cJSON *x)
 {
-	char *s = print_free(x);
-	if (!s) {
-		out->rc = -ENOMEM;
-		return;
-	}
-	strbuf_put(out, s, strlen(s));
-	strbuf_put(out, "\n", 1);
-	free(s);
+	serve_json_put(out, "", x, "\n");
 }
 
 /* A line of text not yet done (content, thinking, new calls). */
@@ -755,7 +742,7 @@ static char *ol_error(const struct serve_error *e)
 {
 	cJSON *x = cJSON_CreateObject();
 	cJSON_AddStringToObject(x, "error", e->message);
-	return print_free(x);
+	return serve_json_print(x);
 }
 
 const struct serve_dialect serve_ollama_dialect = {
@@ -919,7 +906,7 @@ char *serve_ollama_info(enum serve_route r, const struct serve_ollama_model *m, 
 		if (!x)
 			return NULL;
 	}
-	char *s = print_free(x);
+	char *s = serve_json_print(x);
 	if (!s)
 		serve_error_set(err, 500, NULL, NULL, "out of memory");
 	return s;
