@@ -193,6 +193,22 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 	return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
+int file_put_aside(const char *path, char *aside, size_t n)
+{
+	for (int k = 1; k < 1000; k++) {
+		if (k == 1)
+			snprintf(aside, n, "%s.refused", path);
+		else
+			snprintf(aside, n, "%s.refused.%d", path, k);
+		if (access(aside, F_OK) == 0)
+			continue;
+		if (rename(path, aside) != 0)
+			return error_set(errno, "%s: cannot rename the refused file aside: %s", path, strerror(errno));
+		return 0;
+	}
+	return error_set(EEXIST, "%s: too many refused copies beside it", path);
+}
+
 int dir_remove_tree(const char *path)
 {
 	if (access(path, F_OK) != 0)

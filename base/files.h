@@ -56,6 +56,13 @@ int file_copy(const char *src, const char *dst);
  * beforehand whether dest may be replaced. */
 int dir_publish(const char *tmp, const char *dest);
 
+/* Keeps a file that was refused (corrupt, truncated, another model's): it
+ * is renamed to PATH.refused, or PATH.refused.N for the first N from 2 that
+ * is free, and the new name written into aside[0..n). Never deleted, so the
+ * user can look at it or recover it. -errno with a message when it cannot
+ * be renamed or 999 copies are already there. */
+int file_put_aside(const char *path, char *aside, size_t n);
+
 /* Removes path and everything below it; a missing path is not an error. */
 int dir_remove_tree(const char *path);
 

@@ -182,24 +182,6 @@ int conversation_store_save(const struct conversation_store *st, const char *nam
 	return 0;
 }
 
-/* Renames path to path.refused (or .refused.N, the first that is free) and
- * writes the new name into aside. -errno when it cannot. */
-static int put_aside(const char *path, char *aside, size_t n)
-{
-	for (int k = 1; k < 1000; k++) {
-		if (k == 1)
-			snprintf(aside, n, "%s.refused", path);
-		else
-			snprintf(aside, n, "%s.refused.%d", path, k);
-		if (access(aside, F_OK) == 0)
-			continue;
-		if (rename(path, aside) != 0)
-			return error_set(errno, "%s: cannot rename the refused file aside: %s", path, strerror(errno));
-		return 0;
-	}
-	return error_set(EEXIST, "%s: too many refused copies beside it", path);
-}
-
 /* Reads and checks NAME.json into c; -EINVAL with a message for a file to
  * refuse. */
 static int read_json(const struct conversation_store *st, const char *path, struct conversation *c, bool *has_state,
@@ -291,11 +273,11 @@ int conversation_store_load(const struct conversation_store *st, const char *nam
 		r->refused = true;
 		snprintf(r->message, sizeof r->message, "%s", error_message());
 		error_clear();
-		if ((rc = put_aside(path, r->aside, sizeof r->aside)))
+		if ((rc = file_put_aside(path, r->aside, sizeof r->aside)))
 			return rc;
 		/* Its state belongs to the refused conversation: aside too. */
 		conversation_store_path(st, name, "state", state_path, sizeof state_path);
-		if (access(state_path, F_OK) == 0 && put_aside(state_path, r->state_aside, sizeof r->state_aside))
+		if (access(state_path, F_OK) == 0 && file_put_aside(state_path, r->state_aside, sizeof r->state_aside))
 			error_clear();
 		return 0;
 	}
@@ -310,7 +292,7 @@ int conversation_store_load(const struct conversation_store *st, const char *nam
 	} else if (rc) {
 		r->state_refused = true;
 		snprintf(r->message, sizeof r->message, "%s", error_message());
-		if (put_aside(state_path, r->state_aside, sizeof r->state_aside))
+		if (file_put_aside(state_path, r->state_aside, sizeof r->state_aside))
 			error_clear();
 	} else if ((uint32_t)s->n_tokens != tokens ||
 		   XXH3_64bits(s->tokens, (size_t)s->n_tokens * sizeof *s->tokens) != tokens_hash) {

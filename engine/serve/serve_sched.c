@@ -19,6 +19,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/files.h"
 #include "engine/decode/session.h"
 #include "engine/serve/serve_live.h"
 
@@ -87,7 +88,8 @@ int serve_sched_init(struct serve_sched *sc, struct session *s, const struct tok
 	sc->q_cap = sc->b.n_slots + o->queue_max;
 	sc->queue = calloc((size_t)sc->q_cap, sizeof *sc->queue);
 	sc->slot_job = calloc((size_t)sc->b.n_slots, sizeof *sc->slot_job);
-	if (!sc->queue || !sc->slot_job)
+	sc->slot_stuck = calloc((size_t)sc->b.n_slots, sizeof *sc->slot_stuck);
+	if (!sc->queue || !sc->slot_job || !sc->slot_stuck)
 		return error_set(ENOMEM, "out of memory");
 	if (!o->sessions_dir)
 		return 0;
@@ -99,7 +101,19 @@ int serve_sched_init(struct serve_sched *sc, struct session *s, const struct tok
 		if (access(path, F_OK) != 0)
 			continue;
 		if (batch_load(&sc->b, i, sc->model_id, path) != 0) {
-			fprintf(stderr, "colibri serve: warning: %s; slot %d starts empty\n", error_message(), i);
+			/* As chat does: a refused file is kept aside for the user,
+			 * never deleted by the empty slot's shutdown below. */
+			char why[1024], aside[PATH_MAX + 16];
+			snprintf(why, sizeof why, "%s", error_message());
+			error_clear();
+			if (file_put_aside(path, aside, sizeof aside) == 0) {
+				fprintf(stderr, "colibri serve: warning: %s; the file is kept as %s; slot %d starts empty\n",
+					why, aside, i);
+			} else {
+				fprintf(stderr, "colibri serve: warning: %s; %s, so it stays where it is and slot %d, which "
+						"starts empty, is not saved over it\n", why, error_message(), i);
+				sc->slot_stuck[i] = true;
+			}
 			error_clear();
 		} else {
 			fprintf(stderr, "colibri serve: slot %d: %d tokens from %s\n", i, sc->b.slots[i].n_tokens, path);
@@ -518,6 +532,8 @@ int serve_sched_join(struct serve_sched *sc)
 	for (int i = 0; i < sc->b.n_slots; i++) {
 		char path[PATH_MAX];
 		session_path(sc, i, path, sizeof path);
+		if (sc->slot_stuck[i])
+			continue;
 		if (sc->b.slots[i].n_tokens == 0) {
 			unlink(path);
 			continue;
@@ -538,6 +554,7 @@ void serve_sched_free(struct serve_sched *sc)
 		batch_free(&sc->b);
 	free(sc->queue);
 	free(sc->slot_job);
+	free(sc->slot_stuck);
 	pthread_mutex_destroy(&sc->mu);
 	pthread_cond_destroy(&sc->cv);
 	memset(sc, 0, sizeof *sc);

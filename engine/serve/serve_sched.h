@@ -12,6 +12,8 @@
  * submit says -EAGAIN (429). Shutdown: queued jobs end with 503 at once,
  * running ones may finish within the grace period and are then cancelled;
  * the slots' histories and states are saved when a sessions folder is set.
+ * A slot's file refused at start (truncated, corrupt, another model's) is
+ * renamed aside as chat's are (FILE.refused, .refused.2, ...), never deleted.
  *
  * Ownership: the scheduler borrows the session and tokenizer (which must
  * outlive it) and owns its batch; serve_sched_free after serve_sched_join.
@@ -101,6 +103,7 @@ struct serve_sched {
 	struct serve_slot_op *ops;   /* slot actions not yet done, in arrival order */
 	/* The thread's own. */
 	struct serve_job **slot_job; /* [n_slots] */
+	bool *slot_stuck;            /* [n_slots] its file was refused and could not be renamed aside: left alone */
 	int step_tokens;
 	bool step_failed;
 };
