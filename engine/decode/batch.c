@@ -6,7 +6,8 @@
  *
  * Session file of batch_save (little-endian):
  *   char[8] "CLBSESS1", u64 model_id, u32 n_tokens, i32 tokens[n_tokens],
- *   u64 XXH3-64 of the above, then the sequence state (seq_state_save).
+ *   u64 XXH3-64 of the above, then the sequence state (seq_state_save),
+ * and nothing after it: batch_load refuses trailing bytes.
  */
 #include "engine/decode/batch.h"
 
@@ -15,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -430,6 +432,21 @@ static int get(FILE *f, XXH3_state_t *h, void *p, size_t n)
 	return 0;
 }
 
+/* A session ends where its state ends: bytes after it were not written by
+ * batch_save and no checksum covers them, so the file is refused rather than
+ * read as if they were not there. */
+static int trailing_check(FILE *f, const char *path)
+{
+	long end = ftell(f);
+	struct stat st;
+	if (end < 0 || fstat(fileno(f), &st) != 0)
+		return error_set(errno, "%s: cannot read: %s", path, strerror(errno));
+	if (st.st_size != (off_t)end)
+		return error_set(EINVAL, "%s: %lld bytes after the end of the session (the session ends at byte %ld "
+					 "of %lld)", path, (long long)st.st_size - end, end, (long long)st.st_size);
+	return 0;
+}
+
 int batch_load(struct batch *b, int i, uint64_t model_id, const char *path)
 {
 	if (i < 0 || i >= b->n_slots || b->slots[i].state != BATCH_SLOT_FREE)
@@ -466,6 +483,8 @@ int batch_load(struct batch *b, int i, uint64_t model_id, const char *path)
 		rc = seq_state_load(seq, model_id, f, path);
 	if (!rc && seq->pos != (int32_t)n)
 		rc = error_set(EINVAL, "%s: the session's state holds %d positions for %u tokens", path, seq->pos, n);
+	if (!rc)
+		rc = trailing_check(f, path);
 	fclose(f);
 	if (rc) {
 		seq_state_reset(seq);

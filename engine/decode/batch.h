@@ -147,7 +147,8 @@ int batch_step(struct batch *b);
 /* Writes slot i's history and sequence state to path atomically (a
  * temporary file, fsync, rename), keyed to model_id; reads one back into a
  * free slot, refusing (with a message naming path) a file of another model,
- * layout or format, truncated or corrupted; on refusal the slot is empty. */
+ * layout or format, truncated, corrupted or with bytes after its end; on
+ * refusal the slot is empty. */
 int batch_save(const struct batch *b, int i, uint64_t model_id, const char *path);
 int batch_load(struct batch *b, int i, uint64_t model_id, const char *path);
 
