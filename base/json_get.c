@@ -131,3 +131,115 @@ int json_get_bool(const cJSON *o, const char *key, bool def, const char *src, bo
 	*out = cJSON_IsTrue(v);
 	return 0;
 }
+
+/* Objects this small are checked pairwise, with no sort and no memory. */
+#define DUP_PAIRWISE_MAX 16
+
+static int key_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key of o that appears twice, or NULL. *keys (of *cap pointers) is
+ * scratch kept between calls; *oom set when it cannot grow. */
+static const char *dup_key_of(const cJSON *o, const char ***keys, size_t *cap, bool *oom)
+{
+	size_t k = 0;
+	for (const cJSON *c = o->child; c; c = c->next)
+		k++;
+	if (k <= DUP_PAIRWISE_MAX) {
+		for (const cJSON *a = o->child; a; a = a->next)
+			for (const cJSON *b = a->next; b; b = b->next)
+				if (a->string && b->string && !strcmp(a->string, b->string))
+					return b->string;
+		return NULL;
+	}
+	if (k > *cap) {
+		const char **grown = realloc(*keys, k * sizeof *grown);
+		if (!grown) {
+			*oom = true;
+			return NULL;
+		}
+		*keys = grown;
+		*cap = k;
+	}
+	size_t m = 0;
+	for (const cJSON *c = o->child; c; c = c->next)
+		if (c->string)
+			(*keys)[m++] = c->string;
+	qsort(*keys, m, sizeof **keys, key_cmp);
+	for (size_t i = 1; i < m; i++)
+		if (!strcmp((*keys)[i - 1], (*keys)[i]))
+			return (*keys)[i];
+	return NULL;
+}
+
+/* Appends one step of a path: ".key" (or "key" first) under an object,
+ * "[i]" under an array. */
+static void path_step(char *path, size_t n, size_t *len, const cJSON *parent, const char *key, int i)
+{
+	if (*len >= n)
+		return;
+	int w = cJSON_IsArray(parent) ? snprintf(path + *len, n - *len, "[%d]", i)
+				      : snprintf(path + *len, n - *len, "%s%s", *len ? "." : "", key ? key : "");
+	*len = w < 0 ? n : *len + (size_t)w;
+}
+
+int json_find_duplicate_key(const cJSON *root, char *path, size_t n)
+{
+	/* The walk's stack: each container being walked and the next child
+	 * to visit, so a path can be named without recursion. */
+	struct frame {
+		const cJSON *node, *next;
+		int i;
+	};
+	enum { DEPTH_MAX = CJSON_NESTING_LIMIT + 1 };
+	if (n)
+		path[0] = 0;
+	if (!root || !(cJSON_IsObject(root) || cJSON_IsArray(root)))
+		return 0;
+	struct frame *st = malloc(DEPTH_MAX * sizeof *st);
+	if (!st)
+		return -ENOMEM;
+	const char **keys = NULL, *dup = NULL;
+	size_t cap = 0, depth = 0;
+	bool oom = false;
+	int rc = 0;
+	const cJSON *at = root;
+	if (cJSON_IsObject(root))
+		dup = dup_key_of(root, &keys, &cap, &oom);
+	if (!dup && !oom)
+		st[depth++] = (struct frame){ root, root->child, 0 };
+	while (depth && !dup && !oom) {
+		struct frame *f = &st[depth - 1];
+		const cJSON *c = f->next;
+		if (!c) {
+			depth--;
+			continue;
+		}
+		f->next = c->next;
+		f->i++;
+		if (!(cJSON_IsObject(c) || cJSON_IsArray(c)) || !c->child)
+			continue;
+		if (depth == DEPTH_MAX) {
+			rc = -E2BIG;
+			break;
+		}
+		st[depth++] = (struct frame){ c, c->child, 0 };
+		if (cJSON_IsObject(c) && (dup = dup_key_of(c, &keys, &cap, &oom)))
+			at = c;
+	}
+	if (oom)
+		rc = -ENOMEM;
+	else if (dup && !rc) {
+		/* Frame d's current child is frame d+1's node; its index is i - 1. */
+		size_t len = 0;
+		for (size_t d = 0; d + 1 < depth; d++)
+			path_step(path, n, &len, st[d].node, st[d + 1].node->string, st[d].i - 1);
+		path_step(path, n, &len, at, dup, 0);
+		rc = 1;
+	}
+	free(keys);
+	free(st);
+	return rc;
+}

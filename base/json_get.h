@@ -13,6 +13,7 @@
 #define COLIBRI_ENGINE_JSON_GET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct cJSON;
@@ -56,5 +57,16 @@ int json_get_float(const struct cJSON *o, const char *key, double def, double lo
 
 /* Member `key` as true or false; absent or null gives def. */
 int json_get_bool(const struct cJSON *o, const char *key, bool def, const char *src, bool *out);
+
+/* Looks for an object anywhere under root (root included) that holds one
+ * key twice. cJSON keeps both members and its lookups find the first, where
+ * Python and JavaScript keep the last, so a body with duplicates means one
+ * thing to colibri and another to a proxy that checked it: callers refuse
+ * it. Returns 1 with path[0..n) set to where the second one is
+ * ("messages[0].content", or "model" at the top), 0 when every object's
+ * keys differ, -ENOMEM, or -E2BIG past cJSON's nesting limit. No recursion;
+ * O(k log k) for an object of k keys (sorted key pointers), so a 4 MB body
+ * of 100k keys costs milliseconds. Sets no message. */
+int json_find_duplicate_key(const struct cJSON *root, char *path, size_t n);
 
 #endif

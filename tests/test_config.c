@@ -4,6 +4,8 @@
  * JSON number reader (base/json_get.c):
  *  - json_int refuses what an int cannot hold exactly: 1e30, 3e9 for an
  *    int32, fractions, infinities, non-numbers; accepts -0 and +-2^53;
+ *  - json_find_duplicate_key names the path of a key given twice at any
+ *    depth, in milliseconds for 100k keys, over 1000 levels;
  *  - integer fields out of range (eos_token_id 2147483648 or [1e30],
  *    mlp_only_layers [1e20], bos_token_id 1e30, a fractional expert count)
  *    and values that make a broken model (rms_norm_eps <= 0 or huge,
@@ -42,6 +44,7 @@
 #include <math.h>
 
 #include "engine/decode/generate.h"
+#include "base/clock.h"
 #include "base/json_get.h"
 #include "engine/model/model_config.h"
 #include "base/error.h"
@@ -103,6 +106,58 @@ Test(config, json_int_checks)
 		}
 		cJSON_Delete(v);
 	}
+}
+
+/* A key given twice in any object is found and named by its path; an
+ * object of 100k keys (a 4 MB request body holds that many) is sorted, not
+ * compared pairwise, and 1000 levels of nesting (cJSON's limit) are walked
+ * without recursion. */
+Test(config, duplicate_keys_found)
+{
+	static const struct {
+		const char *json, *path;
+	} cases[] = {
+		{ "{\"a\":1,\"b\":2}", NULL },
+		{ "[1,{\"a\":[]},{\"a\":{}}]", NULL },
+		{ "{\"a\":1,\"b\":2,\"a\":3}", "a" },
+		{ "{\"A\":1,\"a\":2}", NULL },
+		{ "{\"m\":[{\"r\":1},{\"c\":\"x\",\"c\":\"y\"}]}", "m[1].c" },
+		{ "[[0,{\"x\":{\"k\":1,\"k\":2}}]]", "[0][1].x.k" },
+		{ "{\"a\":{\"b\":1},\"c\":[{\"d\":{\"e\":1,\"f\":2}},{\"g\":null,\"g\":0}]}", "c[1].g" },
+	};
+	char path[96];
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		cJSON *v = cJSON_Parse(cases[i].json);
+		cr_assert_not_null(v, "%s", cases[i].json);
+		int rc = json_find_duplicate_key(v, path, sizeof path);
+		cr_expect_eq(rc, cases[i].path ? 1 : 0, "%s: %d", cases[i].json, rc);
+		if (cases[i].path)
+			cr_expect_str_eq(path, cases[i].path, "%s", cases[i].json);
+		cJSON_Delete(v);
+	}
+	enum { KEYS = 100000 };
+	cJSON *big = cJSON_CreateObject();
+	char key[32];
+	for (int i = 0; i < KEYS; i++) {
+		snprintf(key, sizeof key, "k%d", (i * 7919) % KEYS);
+		cJSON_AddItemToObject(big, key, cJSON_CreateNumber(i));
+	}
+	double t0 = clock_now_s();
+	cr_expect_eq(json_find_duplicate_key(big, path, sizeof path), 0);
+	cJSON_AddItemToObject(big, "k4242", cJSON_CreateTrue());
+	cr_expect_eq(json_find_duplicate_key(big, path, sizeof path), 1);
+	cr_expect_str_eq(path, "k4242");
+	double dt = clock_now_s() - t0;
+	cr_expect_lt(dt, 1.0, "two passes over %d keys took %.2f s", KEYS, dt);
+	cJSON_Delete(big);
+	char deep[2 * 1000 + 16];
+	memset(deep, '[', 1000);
+	memset(deep + 1000, ']', 1000);
+	deep[2000] = 0;
+	cJSON *d = cJSON_Parse(deep);
+	cr_assert_not_null(d, "cJSON refused 1000 levels");
+	cr_expect_eq(json_find_duplicate_key(d, path, sizeof path), 0);
+	cJSON_Delete(d);
 }
 
 /* Parses the config.json text with key (NULL: none) set to the JSON text

@@ -457,6 +457,7 @@ Test(serve, bad_requests)
 		{ "\"min_p\":1.5", "min_p" },                    { "\"repetition_penalty\":0", "repetition_penalty" },
 		{ "\"repeat_penalty\":1e-300", "repeat_penalty" }, { "\"repeat_last_n\":-2", "repeat_last_n" },
 		{ "\"repetition_penalty\":1.1,\"repeat_penalty\":1.2", "repeat_penalty" },
+		{ "\"temperature\":0.5,\"temperature\":1.9", "temperature" },
 	};
 	char body[1024];
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -482,6 +483,11 @@ Test(serve, bad_requests)
 		     "messages[0].role");
 	expect_error(&s, "POST", chat, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}", NULL, 400,
 		     "messages[0].content");
+	/* A key given twice means the first value to cJSON and the last to
+	 * Python or JavaScript: refused at any depth, naming where. */
+	expect_error(&s, "POST", chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"content\":\"b\"}]}",
+		     NULL, 400, "messages[0].content");
+	expect_error(&s, "POST", "/v1/completions", "{\"prompt\":\"a\",\"prompt\":\"b\"}", NULL, 400, "prompt");
 	expect_error(&s, "POST", chat,
 		     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}", NULL,
 		     400, "messages[0].content[0].type");

@@ -257,6 +257,9 @@ static void completion_shapes(const struct srv *s)
 	expect_llama_error(s, "POST", "/completion", "{\"prompt\":\"x\",\"grammar\":\"root ::= [\"}", 400,
 			   "invalid_request_error");
 	expect_llama_error(s, "POST", "/completion", "{\"prompt\":[\"a\",\"b\"]}", 400, "invalid_request_error");
+	expect_llama_error(s, "POST", "/completion", "{\"prompt\":\"x\",\"n_predict\":1,\"n_predict\":9}", 400,
+			   "invalid_request_error");
+	expect_llama_error(s, "POST", "/tokenize", "{\"content\":\"a\",\"content\":\"b\"}", 400, "invalid_request_error");
 }
 
 /* Save, erase, restore into another slot: the continuation runs without a

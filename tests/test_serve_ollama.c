@@ -123,6 +123,9 @@ static void raw_checks(const struct srv *s)
 	const char *g = "/api/generate", *c = "/api/chat";
 	expect_ollama_error(s, "POST", g, "{\"model\":", KEY, 400, "not valid JSON");
 	expect_ollama_error(s, "POST", c, "{\"messages\":[]}", KEY, 400, "model is required");
+	expect_ollama_error(s, "POST", c, "{\"model\":\"serve-qwen3_moe_tok\",\"messages\":[],\"messages\":[]}", KEY, 400,
+			    "'messages' is given twice");
+	expect_ollama_error(s, "POST", "/api/show", "{\"model\":\"a\",\"model\":\"b\"}", KEY, 400, "'model' is given twice");
 	expect_ollama_error(s, "POST", c, "{\"model\":\"other\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", KEY,
 			    404, "model 'other' not found");
 	expect_ollama_error(s, "POST", "/api/show", "{\"model\":\"other:7b\"}", KEY, 404, "model 'other:7b' not found");

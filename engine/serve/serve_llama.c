@@ -311,16 +311,8 @@ int serve_llama_completion_parse(struct serve_request *q, struct serve_llama_com
 	x->n_predict = -1;
 	x->id_slot = -1;
 	x->cache_prompt = true;
-	if (memchr(body, 0, len) || memmem(body, len, "\\u0000", 6))
-		return serve_error_set(err, 400, NULL, NULL, "the body holds a NUL character");
-	cJSON *o = cJSON_ParseWithLength(body, len);
-	int rc = 0;
-	if (!o)
-		rc = serve_error_set(err, 400, NULL, NULL, "the body is not valid JSON");
-	else if (!cJSON_IsObject(o))
-		rc = serve_error_set(err, 400, NULL, NULL, "the body must be a JSON object");
-	else
-		rc = translate(o, x, n_slots, err);
+	cJSON *o = serve_body_parse(body, len, err);
+	int rc = o ? translate(o, x, n_slots, err) : -EINVAL;
 	char *text = rc ? NULL : cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	if (!rc && !text)
@@ -765,27 +757,9 @@ int serve_llama_answer(struct serve_answer *a, const struct serve_request *q, co
 
 /* ---- /tokenize, /detokenize ---- */
 
-static cJSON *parse_body(const char *body, size_t len, struct serve_error *err)
-{
-	if (memchr(body, 0, len) || memmem(body, len, "\\u0000", 6)) {
-		serve_error_set(err, 400, NULL, NULL, "the body holds a NUL character");
-		return NULL;
-	}
-	cJSON *o = cJSON_ParseWithLength(body, len);
-	if (!o)
-		serve_error_set(err, 400, NULL, NULL, "the body is not valid JSON");
-	else if (!cJSON_IsObject(o))
-		serve_error_set(err, 400, NULL, NULL, "the body must be a JSON object");
-	if (o && !cJSON_IsObject(o)) {
-		cJSON_Delete(o);
-		o = NULL;
-	}
-	return o;
-}
-
 char *serve_llama_tokenize(const char *body, size_t len, const struct tokenizer *tok, struct serve_error *err)
 {
-	cJSON *o = parse_body(body, len, err);
+	cJSON *o = serve_body_parse(body, len, err);
 	if (!o)
 		return NULL;
 	bool add_special = false, parse_special = true, pieces = false;
@@ -848,7 +822,7 @@ out:
 
 char *serve_llama_detokenize(const char *body, size_t len, const struct tokenizer *tok, struct serve_error *err)
 {
-	cJSON *o = parse_body(body, len, err);
+	cJSON *o = serve_body_parse(body, len, err);
 	if (!o)
 		return NULL;
 	const cJSON *t = field(o, "tokens");
@@ -984,7 +958,7 @@ int serve_llama_slot_action(struct serve_slot_op *op, char **filename, const cha
 				       "slot %s needs a folder for its files: start colibri serve with --slot-save-path DIR "
 				       "(or --sessions DIR)",
 				       action);
-	cJSON *o = parse_body(body, len, err);
+	cJSON *o = serve_body_parse(body, len, err);
 	if (!o)
 		return -EINVAL;
 	const cJSON *f = field(o, "filename");

@@ -484,18 +484,12 @@ int serve_ollama_parse(struct serve_ollama *o, struct serve_request *r, bool cha
 	o->t_start = clock_now_s();
 	if (len == 0)
 		return serve_error_set(err, 400, NULL, NULL, "missing request body");
-	if (memchr(body, 0, len) || memmem(body, len, "\\u0000", 6))
-		return serve_error_set(err, 400, NULL, NULL, "the body holds a NUL character");
-	cJSON *in = cJSON_ParseWithLength(body, len), *oa = NULL;
+	cJSON *in = serve_body_parse(body, len, err), *oa = NULL;
 	int rc = 0;
 	char *text = NULL;
 	const char *model = NULL;
 	if (!in) {
-		rc = serve_error_set(err, 400, NULL, NULL, "the body is not valid JSON");
-		goto out;
-	}
-	if (!cJSON_IsObject(in)) {
-		rc = serve_error_set(err, 400, NULL, NULL, "the body must be a JSON object");
+		rc = -EINVAL;
 		goto out;
 	}
 	if ((rc = get_string(in, "model", &model, err)))
@@ -885,13 +879,13 @@ char *serve_ollama_info(enum serve_route r, const struct serve_ollama_model *m, 
 			serve_error_set(err, 400, NULL, NULL, "missing request body");
 			return NULL;
 		}
-		cJSON *in = cJSON_ParseWithLength(body, len);
+		cJSON *in = serve_body_parse(body, len, err);
+		if (!in)
+			return NULL;
 		const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "model");
 		if (!cJSON_IsString(name) || !name->valuestring[0])
 			name = cJSON_GetObjectItemCaseSensitive(in, "name");
-		if (!cJSON_IsObject(in))
-			serve_error_set(err, 400, NULL, NULL, in ? "the body must be a JSON object" : "the body is not valid JSON");
-		else if (!cJSON_IsString(name) || !name->valuestring[0])
+		if (!cJSON_IsString(name) || !name->valuestring[0])
 			serve_error_set(err, 400, "model", NULL, "model is required");
 		else if (!name_matches(name->valuestring, m->id))
 			serve_error_set(err, 404, "model", NULL, "model '%.200s' not found", name->valuestring);

@@ -686,6 +686,34 @@ static int parse_common(struct serve_request *r, const cJSON *o, const struct se
 	return 0;
 }
 
+cJSON *serve_body_parse(const char *body, size_t len, struct serve_error *err)
+{
+	if (memchr(body, 0, len) || memmem(body, len, "\\u0000", 6)) {
+		serve_error_set(err, 400, NULL, NULL, "the body holds a NUL character");
+		return NULL;
+	}
+	cJSON *o = cJSON_ParseWithLength(body, len);
+	if (!o) {
+		serve_error_set(err, 400, NULL, NULL, "the body is not valid JSON");
+		return NULL;
+	}
+	char path[sizeof err->param];
+	int dup = cJSON_IsObject(o) ? json_find_duplicate_key(o, path, sizeof path) : 0;
+	if (!cJSON_IsObject(o))
+		serve_error_set(err, 400, NULL, NULL, "the body must be a JSON object");
+	else if (dup == -ENOMEM)
+		serve_error_set(err, 500, NULL, NULL, "out of memory");
+	else if (dup < 0)
+		serve_error_set(err, 400, NULL, NULL, "the body nests too deep");
+	else if (dup)
+		serve_error_set(err, 400, path, NULL, "'%s' is given twice: a key may appear once in an object", path);
+	if (!cJSON_IsObject(o) || dup) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
 int serve_request_parse(struct serve_request *r, enum serve_endpoint e, const char *body, size_t len,
 			const struct serve_limits *lim, struct serve_error *err)
 {
@@ -693,15 +721,9 @@ int serve_request_parse(struct serve_request *r, enum serve_endpoint e, const ch
 	r->endpoint = e;
 	r->enable_thinking = -1;
 	r->max_tokens = -1;
-	if (memchr(body, 0, len) || memmem(body, len, "\\u0000", 6))
-		return serve_error_set(err, 400, NULL, NULL, "the body holds a NUL character");
-	cJSON *o = cJSON_ParseWithLength(body, len);
-	int rc;
-	if (!o)
-		rc = serve_error_set(err, 400, NULL, NULL, "the body is not valid JSON");
-	else if (!cJSON_IsObject(o))
-		rc = serve_error_set(err, 400, NULL, NULL, "the body must be a JSON object");
-	else if (!(rc = parse_common(r, o, lim, err)))
+	cJSON *o = serve_body_parse(body, len, err);
+	int rc = o ? 0 : -EINVAL;
+	if (o && !(rc = parse_common(r, o, lim, err)))
 		rc = e == SERVE_CHAT ? parse_chat(r, o, err) : parse_completion(r, o, lim, err);
 	cJSON_Delete(o);
 	if (rc) {

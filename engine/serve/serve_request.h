@@ -104,6 +104,16 @@ struct serve_request {
 	bool include_usage;          /* stream_options.include_usage */
 };
 
+struct cJSON;
+
+/* Parses a request body, for every API the server speaks: a JSON object
+ * with no NUL character and no key given twice in any object (cJSON keeps
+ * the first where Python and JavaScript keep the last, so a proxy that
+ * checked the body would have seen other values). Returns the object (the
+ * caller cJSON_Deletes it), or NULL with err set: a 400 naming what is
+ * wrong, the duplicate's path as the param ("messages[0].content"). */
+struct cJSON *serve_body_parse(const char *body, size_t len, struct serve_error *err);
+
 /* Parses body[0..len) for endpoint e. On success r holds the request (free
  * with serve_request_free); on failure -EINVAL, err says why and r is empty
  * (serve_request_free is still safe). */
