@@ -24,6 +24,22 @@ const char *plan_bytes_str(char buf[32], uint64_t b)
 	return buf;
 }
 
+/* plan_bytes_str rounded up at its last printed digit, for a figure a user
+ * copies back as --ram: 104.04 MiB prints 104.1, which is accepted, where
+ * 104.0 would be refused as below the minimum. */
+static const char *bytes_str_up(char buf[32], uint64_t b)
+{
+	uint64_t unit = b >= (1ull << 30) ? (1ull << 30) : b >= (1ull << 20) ? (1ull << 20) : (1ull << 10);
+	int digits = unit == (1ull << 30) ? 2 : 1;
+	uint64_t scale = digits == 2 ? 100 : 10;
+	if (b < (1ull << 10) || b > UINT64_MAX / scale)
+		return plan_bytes_str(buf, b);
+	uint64_t n = (b * scale + unit - 1) / unit; /* the figure x scale, rounded up */
+	snprintf(buf, 32, "%" PRIu64 ".%0*" PRIu64 " %s", n / scale, digits, n % scale,
+		 unit == (1ull << 30) ? "GiB" : unit == (1ull << 20) ? "MiB" : "KiB");
+	return buf;
+}
+
 static void row(FILE *f, const char *label, const char *value, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 static void row(FILE *f, const char *label, const char *value, const char *fmt, ...)
@@ -62,7 +78,7 @@ static void text_budget(FILE *f, const struct plan *p, const struct plan_inputs 
 		row(f, "budget", plan_bytes_str(v, p->budget_bytes), "--ram, as given");
 		break;
 	case PLAN_BUDGET_MIN:
-		row(f, "budget", plan_bytes_str(v, p->budget_bytes), "--ram min: the smallest budget that runs");
+		row(f, "budget", bytes_str_up(v, p->budget_bytes), "--ram min: the smallest budget that runs");
 		break;
 	case PLAN_BUDGET_DEFAULT:
 		row(f, "budget", plan_bytes_str(v, p->budget_bytes),

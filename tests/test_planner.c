@@ -524,6 +524,17 @@ static void plan_and_run_agree_on_the_minimum(void)
 		cJSON *j = cli_json_read(out);
 		double min = cli_json_num(j, "budget.min_bytes");
 		cr_expect_eq(cli_json_num(j, "budget.bytes"), min);
+		/* The text's budget figure, copied back as --ram, is not below
+		 * the minimum: rounded up at its last digit (issue 40; it said
+		 * 104.0 MiB and refused 104M as below 105 MiB). */
+		snprintf(args, sizeof args, "plan --model '%s' --ram min %s", model, shapes[i]);
+		cr_assert_eq(colibri(out, args), 0, "%s", args);
+		char *text = tu_read(out, NULL), *row = text ? strstr(text, "\nbudget ") : NULL;
+		double shown = 0;
+		cr_assert(row && sscanf(row, " budget %lf MiB", &shown) == 1, "no budget row in MiB:\n%s", text);
+		cr_expect(shown * MIB >= min && (shown - 0.1) * MIB < min, "plan --ram min shows %.1f MiB for %.0f bytes",
+			  shown, min);
+		free(text);
 		if (i == 0) {
 			/* What the function says for the same shape, called directly. */
 			struct plan_container c;
