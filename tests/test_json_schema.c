@@ -10,7 +10,9 @@
  *     against the jsonschema package by tests/schemas/check.py (offline);
  *   - integer and number ranges against arithmetic on every value of a grid;
  *   - string patterns against PCRE2 on a set of candidate strings;
- *   - warnings naming each unsupported keyword, refused regex features;
+ *   - warnings naming each unsupported keyword, refused regex features,
+ *     and a pattern beyond the grammar engine's limits (any string, as serve
+ *     then answers with a warning, not a 400);
  *   - errors for invalid, unsatisfiable, cyclic, deep and huge schemas;
  *   - json_object mode and the whitespace bound.
  */
@@ -31,6 +33,7 @@ static double now_s(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+#include "base/strbuf.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 
@@ -300,6 +303,8 @@ Test(json_schema, patterns_match_pcre2)
 		"^\\^", "\\$$", "^a\\|b$", "^\\(a\\)$", "^[^a-z]+$", "^[a-c-]+$", "^(?:ab|ba)$", "^[\\x01-\\x7f]$",
 		"^\\u00e9\\d$", "^[é-ü]$", "^[日本]+語?$", "^\"", "\\\\", "^(?<word>[a-z]+) ", "^a*?b??$", "\\t",
 		"^\\n?line",
+		/* Stars over what can match the empty string (issue 40, defect 4). */
+		"^([a-z]*\\s*)*$", "^(a?b?)*$", "^(a|)*b$", "^((a*)*|b)+$", "(x?)*",
 	};
 	for (size_t i = 0; i < sizeof patterns / sizeof *patterns; i++)
 		check_pattern(patterns[i], cands, sizeof cands / sizeof *cands);
@@ -369,6 +374,35 @@ Test(json_schema, unsupported_keywords_warned)
 			dump_warnings(&c.w);
 		conv_free(&c);
 	}
+}
+
+/*
+ * A pattern the translator can write but the grammar engine refuses (here
+ * 257 x 4096 elements, past GRAMMAR_ELEMS_MAX) is warned and not enforced,
+ * like the regex features above, so that serve answers a schema without
+ * "strict" with that warning instead of a 400 for the whole grammar.
+ */
+Test(json_schema, pattern_beyond_the_engine_warned)
+{
+	struct strbuf p = { 0 };
+	strbuf_put(&p, "^", 1);
+	for (int i = 0; i < 257; i++)
+		strbuf_put(&p, "a{4096}", 7);
+	strbuf_put(&p, "$", 1);
+	cr_assert_eq(p.rc, 0);
+	cJSON *s = cJSON_CreateObject();
+	cJSON_AddStringToObject(s, "type", "string");
+	cJSON_AddStringToObject(s, "pattern", p.p);
+	strbuf_free(&p);
+	struct conv c;
+	conv_run(&c, s, NULL);
+	cJSON_Delete(s);
+	cr_assert_eq(c.rc, 0, "%s", c.err);
+	cr_expect(c.w.count == 1 && strstr(c.w.msg[0], "\"pattern\" at / has what the grammar engine refuses") &&
+			  strstr(c.w.msg[0], "too large") && strstr(c.w.msg[0], "not enforced"),
+		  "%s", c.w.count ? c.w.msg[0] : "no warning");
+	cr_expect(accepts_str(c.g, "\"anything at all\""));
+	conv_free(&c);
 }
 
 Test(json_schema, errors)

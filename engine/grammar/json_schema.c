@@ -34,6 +34,7 @@
 
 #include "base/array.h"
 #include "base/strbuf.h"
+#include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema_internal.h"
 
 #define WS_MAX_DEFAULT 20
@@ -532,6 +533,32 @@ static const char *repeat(struct gen *g, long m, long n)
 	return js_fmt(g, "{%ld,%ld}", m < 0 ? 0 : m, n);
 }
 
+/*
+ * Whether a pattern's grammar e compiles on its own. The translator writes
+ * only what GBNF can say, but the grammar engine has limits of its own (its
+ * element count, left recursion), and a pattern beyond them is warned and
+ * left unenforced like any other refused pattern instead of failing the
+ * whole schema. why gets the engine's message without its position, which
+ * is in this trial text and not in the schema.
+ */
+static bool pattern_compiles(struct gen *g, const char *e, char *why, size_t why_len)
+{
+	struct strbuf b = { 0 };
+	strbuf_printf(&b, "root ::= %s\n%s ::= %s\n", e, prim_name[PRIM_CHAR], prim_body[PRIM_CHAR]);
+	struct grammar *gr = NULL;
+	char err[160] = "";
+	int rc = b.rc ? -ENOMEM : grammar_parse(&gr, b.p, b.len, "root", err, sizeof err);
+	strbuf_free(&b);
+	grammar_free(gr);
+	if (rc == -ENOMEM)
+		js_fail(g, ENOMEM, "out of memory");
+	if (rc == 0 || rc == -ENOMEM)
+		return true;
+	const char *msg = strstr(err, ": ");
+	snprintf(why, why_len, "what the grammar engine refuses (%s)", msg ? msg + 2 : err);
+	return false;
+}
+
 static const char *visit_string(struct gen *g, const cJSON *s, const char *path)
 {
 	const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
@@ -550,7 +577,12 @@ static const char *visit_string(struct gen *g, const cJSON *s, const char *path)
 			return NULL;
 		}
 		const char *why = NULL;
+		char refused[200];
 		const char *e = js_pattern_gbnf(g, pat->valuestring, &why);
+		if (e && !pattern_compiles(g, e, refused, sizeof refused)) {
+			why = refused;
+			e = NULL;
+		}
 		if (g->rc)
 			return NULL;
 		if (e) {
