@@ -12,8 +12,9 @@
  *    (cached tokens reported) with the same result as a fresh slot; on a
  *    hybrid (Gated DeltaNet), through the checkpoint at checkpoint_at;
  *  - a slot saved to a session file and loaded into a fresh forward
- *    continues bit-identically; foreign, truncated and corrupted files are
- *    refused naming the file, leaving the slot empty;
+ *    continues bit-identically; foreign, truncated, corrupted files and
+ *    ones with bytes appended are refused naming the file, leaving the
+ *    slot empty;
  *  - limits: n_predict, a full context (finish reason length), n_predict 0,
  *    a prompt longer than the context refused.
  */
@@ -296,7 +297,8 @@ Test(batch, prompt_cache_and_sessions)
 	cr_expect_eq(memcmp(g.r.id[2], warm.id[0], sizeof warm.id[0]), 0, "tokens differ after a reload");
 	cr_expect_eq(memcmp(g.r.lp[2], warm.lp[0], sizeof warm.lp[0]), 0, "logprobs differ after a reload");
 
-	/* Refused: another model, cut short, a flipped byte, not a session. */
+	/* Refused: another model, cut short, bytes appended, a flipped byte,
+	 * not a session. */
 	cr_expect_neq(batch_load(&g.b, 1, 98, path), 0);
 	cr_expect(strstr(error_message(), path) && strstr(error_message(), "another model"), "%s", error_message());
 	cr_expect_eq(g.b.slots[1].n_tokens, 0);
@@ -309,6 +311,19 @@ Test(batch, prompt_cache_and_sessions)
 	error_clear();
 	cr_expect_neq(batch_load(&g.b, 1, 99, bad), 0);
 	cr_expect(strstr(error_message(), bad), "%s", error_message());
+	/* Bytes after the state: no checksum covers them, so refused too. */
+	char *longer = malloc(len + 5);
+	cr_assert_not_null(longer);
+	memcpy(longer, bytes, len);
+	memcpy(longer + len, "extra", 5);
+	snprintf(bad, sizeof bad, "%s/tail.session", ws);
+	cr_assert_eq(tu_write(bad, longer, len + 5), 0);
+	free(longer);
+	error_clear();
+	cr_expect_neq(batch_load(&g.b, 1, 99, bad), 0, "a session with bytes appended was accepted");
+	cr_expect(strstr(error_message(), bad) && strstr(error_message(), "5 bytes after the end"), "%s",
+		  error_message());
+	cr_expect_eq(g.b.slots[1].n_tokens, 0);
 	bytes[20] ^= 1;
 	snprintf(bad, sizeof bad, "%s/flip.session", ws);
 	cr_assert_eq(tu_write(bad, bytes, len), 0);

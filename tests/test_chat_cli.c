@@ -412,34 +412,6 @@ Test(chat_cli, bad_session_files_are_refused_and_kept)
 	j = session_read(m, "last");
 	cr_expect_eq(cJSON_GetArraySize(messages_of(j)), 4, "the conversation was lost with its state");
 	cJSON_Delete(j);
-
-	/* Bytes appended to a state no checksum covers: refused and kept
-	 * aside whole, as the other damage is (issue 40). */
-	bytes = tu_read(state, &len);
-	cr_assert(bytes && len > 64);
-	char *longer = malloc(len + 5);
-	cr_assert_not_null(longer);
-	memcpy(longer, bytes, len);
-	memcpy(longer + len, "extra", 5);
-	free(bytes);
-	cr_assert_eq(tu_write(state, longer, len + 5), 0);
-	r = chat_pipe(m, "tail", "More?\n", "-n 6");
-	cr_expect(strstr(r.err, "its saved state was refused") && strstr(r.err, "5 bytes after the end"), "%s", r.err);
-	cr_assert(status_of(r.err, 0, &t, &p, &c));
-	cr_expect_eq(c, 0, "a state with trailing bytes restored something");
-	char aside[PATH_MAX + 160] = "";
-	const char *kept = strstr(r.err, "is kept as ");
-	if (kept)
-		sscanf(kept + strlen("is kept as "), "%4095[^;]", aside);
-	cr_expect(strstr(aside, "last.state.refused."), "%s", r.err);
-	run_free(&r);
-	bytes = tu_read(aside, &got_len);
-	cr_expect(bytes && got_len == len + 5 && !memcmp(bytes, longer, len + 5), "%s is not the refused file", aside);
-	free(bytes);
-	free(longer);
-	j = session_read(m, "last");
-	cr_expect_eq(cJSON_GetArraySize(messages_of(j)), 6, "the conversation was lost with its state");
-	cJSON_Delete(j);
 }
 
 Test(chat_cli, another_models_session_is_refused)
