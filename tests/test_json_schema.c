@@ -409,6 +409,9 @@ Test(json_schema, errors)
 {
 	static const char *const bad[][2] = {
 		{ "{\"type\":\"strin\"}", "unknown type \"strin\" at /" },
+		/* cJSON keeps bytes that are not UTF-8; the grammar's literals cannot (fuzz_grammar). */
+		{ "{\"properties\":{\"a\xff\":{}},\"required\":[\"a\xff\"]}", "not valid UTF-8" },
+		{ "{\"enum\":[\"\xed\xa0\x80\"]}", "not valid UTF-8" },
 		{ "{\"type\":3}", "\"type\" at / is not a string" },
 		{ "[1,2]", "not an object or a boolean" },
 		{ "false", "no value satisfies" },

@@ -42,6 +42,7 @@ ci_runs() {
     fuzz_config) echo 60000 ;;
     fuzz_gguf) echo 100000 ;;
     fuzz_gguf_meta) echo 40000 ;;
+    fuzz_grammar) echo 4000 ;;
     fuzz_jinja) echo 20000 ;;
     fuzz_manifest) echo 40000 ;;
     fuzz_safetensors) echo 60000 ;;

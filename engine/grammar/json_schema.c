@@ -1292,6 +1292,40 @@ static void gen_free(struct gen *g)
 	free(g->refs);
 }
 
+/* Whether s is valid UTF-8 as grammar_parse reads it: shortest forms, no
+ * surrogates, nothing above U+10FFFF. */
+static bool utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		unsigned char c = *p;
+		size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+		if (!n)
+			return false;
+		uint32_t v = n == 1 ? c : c & (0x7F >> n);
+		for (size_t i = 1; i < n; i++) {
+			if ((p[i] & 0xC0) != 0x80)
+				return false;
+			v = v << 6 | (p[i] & 0x3F);
+		}
+		if ((n == 3 && (v < 0x800 || (v >= 0xD800 && v <= 0xDFFF))) || (n == 4 && (v < 0x10000 || v > CP_MAX)))
+			return false;
+		p += n;
+	}
+	return true;
+}
+
+/* Refuses a schema with a key or string that is not UTF-8 (cJSON keeps
+ * such bytes): they would reach the grammar's literals, which must be. */
+static void schema_utf8_check(struct gen *g, const cJSON *s)
+{
+	if ((s->string && !utf8_valid(s->string)) ||
+	    (cJSON_IsString(s) && s->valuestring && !utf8_valid(s->valuestring)))
+		js_fail(g, EINVAL, "the schema holds a key or string that is not valid UTF-8");
+	for (const cJSON *c = s->child; c && !g->rc; c = c->next)
+		schema_utf8_check(g, c);
+}
+
 int json_schema_to_gbnf(const cJSON *schema, const struct json_schema_options *opt, char **gbnf_out,
 			struct json_schema_warnings *warnings, char *err, size_t err_len)
 {
@@ -1311,6 +1345,9 @@ int json_schema_to_gbnf(const cJSON *schema, const struct json_schema_options *o
 		js_fail(&g, EINVAL, "no schema");
 		return g.rc;
 	}
+	schema_utf8_check(&g, schema);
+	if (g.rc)
+		return g.rc;
 	for (int p = 0; p < PRIM_COUNT; p++) {
 		if (name_put(&g, prim_name[p])) {
 			gen_free(&g);
