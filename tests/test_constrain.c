@@ -7,13 +7,16 @@
  * with the same output; a grammar that admits everything changes nothing;
  * drafting under a grammar gives the greedy output without drafting; a
  * broken grammar is refused with its line and column before anything is
- * printed.
+ * printed; a schema too large or too wide for the matcher is refused at
+ * once, before the model loads.
  */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/strbuf.h"
 #include "engine/grammar/grammar.h"
 #include "tests/cli_util.h"
 #include "tests/family_model.h"
@@ -303,4 +306,45 @@ Test(constrain, json_schema_output_validates)
 	char *err = cli_read_err(out);
 	cr_expect(rc != 0 && err && strstr(err, "--json-schema: not valid JSON"), "%s", err ? err : "");
 	free(err);
+}
+
+/* Issue 40, defect 1: a schema too large to compile cheaply (20,000
+ * properties) or too wide for the matcher (a pattern of 5,000 alternatives)
+ * is refused naming the limit before the model is looked at (the model
+ * path does not exist), in well under a second; it used to take 101 s and
+ * then fail with "too many parse stacks". */
+static double mono_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+Test(constrain, json_schema_too_large_refused_at_once)
+{
+	struct strbuf b[2] = { { 0 }, { 0 } };
+	strbuf_printf(&b[0], "{\"type\":\"object\",\"properties\":{");
+	for (int i = 0; i < 20000; i++)
+		strbuf_printf(&b[0], "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+	strbuf_printf(&b[0], "}}");
+	strbuf_printf(&b[1], "{\"type\":\"string\",\"pattern\":\"^(");
+	for (int i = 0; i < 5000; i++)
+		strbuf_printf(&b[1], "%sa%d", i ? "|" : "", i);
+	strbuf_printf(&b[1], ")$\"}");
+	const char *limit[2] = { "2048", "4096" };
+	for (int i = 0; i < 2; i++) {
+		char path[4400], out[4400], name[16];
+		snprintf(name, sizeof name, "wide%d.json", i);
+		put_file(name, b[i].p, path, sizeof path);
+		snprintf(out, sizeof out, "%s/wide%d", ws, i);
+		double t0 = mono_s();
+		int rc = cli_run(cache, out, "run --model '%s/no-model' --prompt x -n 4 --json-schema '%s'", ws, path);
+		double dt = mono_s() - t0;
+		char *err = cli_read_err(out);
+		cr_expect(rc != 0 && err && strstr(err, path) && strstr(err, limit[i]), "%d: rc %d: %s", i, rc,
+			  err ? err : "");
+		cr_expect_lt(dt, 1.0, "%d: refused after %.2f s", i, dt);
+		free(err);
+		strbuf_free(&b[i]);
+	}
 }

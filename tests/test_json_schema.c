@@ -13,7 +13,8 @@
  *   - warnings naming each unsupported keyword, refused regex features,
  *     and a pattern beyond the grammar engine's limits (any string, as serve
  *     then answers with a warning, not a 400);
- *   - errors for invalid, unsatisfiable, cyclic, deep and huge schemas;
+ *   - errors for invalid, unsatisfiable, cyclic, deep and huge schemas, and
+ *     schemas too wide for the matcher refused at compile time, quickly;
  *   - json_object mode and the whitespace bound.
  */
 #include <criterion/criterion.h>
@@ -34,6 +35,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 #include "base/strbuf.h"
+#include "engine/decode/constrain.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 
@@ -534,6 +536,84 @@ Test(json_schema, hostile)
 	conv_free(&cw);
 	cJSON_Delete(w);
 	free(b.p);
+}
+
+/* Schema text of an object with n optional integer properties. */
+static char *wide_object(int n)
+{
+	struct strbuf b = { 0 };
+	strbuf_printf(&b, "{\"type\":\"object\",\"properties\":{");
+	for (int i = 0; i < n; i++)
+		strbuf_printf(&b, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+	strbuf_printf(&b, "}}");
+	return b.p;
+}
+
+/* Converts, compiles and checks schema as serve and run do; the sentence of
+ * the first step that refuses it in err, its rc returned. */
+static int admit(const char *schema, char *err, size_t err_len)
+{
+	cJSON *s = cJSON_Parse(schema);
+	cr_assert(s);
+	char *gbnf = NULL;
+	struct grammar *g = NULL;
+	int rc = json_schema_to_gbnf(s, NULL, &gbnf, NULL, err, err_len);
+	cJSON_Delete(s);
+	if (!rc)
+		rc = grammar_parse(&g, gbnf, strlen(gbnf), NULL, err, err_len);
+	if (!rc)
+		rc = constrain_check(g, err, err_len);
+	grammar_free(g);
+	free(gbnf);
+	return rc;
+}
+
+/* Issue 40, defect 1: schemas whose grammar fans out past the matcher's
+ * GRAMMAR_STACKS_MAX stacks, or whose size would cost a minute to compile,
+ * are refused at conversion / compile time with the limit named, in
+ * milliseconds; they used to convert and fail where the output fanned out. */
+Test(json_schema, too_wide_refused_at_compile_time)
+{
+	char err[512];
+	struct wide {
+		const char *what, *limit;
+		char *schema;
+	} c[4] = {
+		{ "4,100 optional properties", "2048", wide_object(4100) },
+		{ "20,000 properties", "2048", wide_object(20000) },
+	};
+	struct strbuf b = { 0 };
+	strbuf_printf(&b, "{\"type\":\"string\",\"pattern\":\"^(");
+	for (int i = 0; i < 5000; i++)
+		strbuf_printf(&b, "%sa%d", i ? "|" : "", i);
+	strbuf_printf(&b, ")$\"}");
+	c[2] = (struct wide){ "a pattern of 5,000 alternatives", "4096", b.p };
+	b = (struct strbuf){ 0 };
+	strbuf_printf(&b, "{\"type\":\"object\",\"properties\":{\"k\":{\"enum\":[");
+	for (int i = 0; i < 5000; i++)
+		strbuf_printf(&b, "%s\"v%d\"", i ? "," : "", i);
+	strbuf_printf(&b, "]}},\"required\":[\"k\"]}");
+	c[3] = (struct wide){ "an enum of 5,000 values in a property", "4096", b.p };
+	for (int i = 0; i < 4; i++) {
+		double t0 = now_s();
+		int rc = admit(c[i].schema, err, sizeof err);
+		double dt = now_s() - t0;
+		cr_expect_eq(rc, -E2BIG, "%s: rc %d (%s)", c[i].what, rc, err);
+		cr_expect(strstr(err, c[i].limit), "%s: the limit %s is not named: %s", c[i].what, c[i].limit, err);
+		cr_expect_lt(dt, 0.5, "%s: refused after %.3f s", c[i].what, dt);
+		free(c[i].schema);
+	}
+	/* Just inside the limits, the same shapes still run. */
+	char *ok = wide_object(200);
+	cr_expect_eq(admit(ok, err, sizeof err), 0, "%s", err);
+	free(ok);
+	b = (struct strbuf){ 0 };
+	strbuf_printf(&b, "{\"enum\":[");
+	for (int i = 0; i < 4000; i++)
+		strbuf_printf(&b, "%s%d", i ? "," : "", i);
+	strbuf_printf(&b, "]}");
+	cr_expect_eq(admit(b.p, err, sizeof err), 0, "%s", err);
+	strbuf_free(&b);
 }
 
 Test(json_schema, json_object_mode)

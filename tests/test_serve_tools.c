@@ -19,9 +19,11 @@
  *  - what is refused with a 400 naming the field: a schema that does not
  *    convert, a strict schema with keywords the grammar cannot enforce, an
  *    unknown response_format type, a tool_choice naming no tool or forcing
- *    a call without tools.
+ *    a call without tools, and schemas or tools whose grammar is wider than
+ *    the matcher's stacks or larger than a request may compile.
  */
 #include "base/strbuf.h"
+#include "engine/serve/serve_constraint.h"
 #include "engine/text/tool_calls.h"
 #include "tests/serve_util.h"
 
@@ -125,6 +127,76 @@ Test(serve, json_object_and_schema_always_parse)
 	cr_expect_eq(srv_stop(&s), 0);
 }
 
+/* Expects a 400 naming param whose message names limit. */
+static void expect_limit(const struct srv *s, const char *body, const char *param, const char *limit)
+{
+	char *resp = NULL;
+	int st = http(s, "POST", "/v1/chat/completions", body, NULL, &resp);
+	cJSON *j = cJSON_Parse(resp ? resp : "");
+	const cJSON *p = at(j, "error.param"), *msg = at(j, "error.message");
+	cr_expect(st == 400 && cJSON_IsString(p) && !strcmp(p->valuestring, param), "%d, param %s expected: %s", st,
+		  param, resp ? resp : "");
+	cr_expect(cJSON_IsString(msg) && strstr(msg->valuestring, limit), "the limit %s is not named: %s", limit,
+		  resp ? resp : "");
+	cJSON_Delete(j);
+	free(resp);
+}
+
+/* Issue 40, defect 1: grammars wider than the matcher's stacks (a pattern
+ * of 5,000 alternatives, 4,100 optional properties, a forced call of a
+ * function with 4,100 optional parameters) are refused at admission with
+ * a 400 naming the field and the limit; they were admitted and ended in
+ * 500 grammar_dead_end where the output fanned out. */
+static void wide_refusals(const struct srv *s, const char *m)
+{
+	struct strbuf b = { 0 };
+	strbuf_printf(&b, "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+		      "\"schema\":{\"type\":\"string\",\"pattern\":\"^(", m);
+	for (int i = 0; i < 5000; i++)
+		strbuf_printf(&b, "%sa%d", i ? "|" : "", i);
+	strbuf_printf(&b, ")$\"}}}}");
+	expect_limit(s, b.p, "response_format.json_schema", "4096");
+	strbuf_free(&b);
+	struct strbuf props = { 0 };
+	for (int i = 0; i < 4100; i++)
+		strbuf_printf(&props, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+	strbuf_printf(&b, "{%s,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+		      "\"schema\":{\"type\":\"object\",\"properties\":{%s}}}}}", m, props.p);
+	expect_limit(s, b.p, "response_format.json_schema", "2048");
+	strbuf_free(&b);
+	strbuf_free(&props);
+}
+
+/* The same for a forced call of a function with 4,100 optional parameters,
+ * in a JSON and an XML call format. In process: the tools' text in the
+ * prompt would overflow the test server's context before the grammar is
+ * built, which is what a server with a large context does. */
+Test(serve, wide_tool_grammar_refused)
+{
+	struct strbuf tools = { 0 };
+	strbuf_printf(&tools, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+		      "{\"type\":\"object\",\"properties\":{");
+	for (int i = 0; i < 4100; i++)
+		strbuf_printf(&tools, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+	strbuf_printf(&tools, "}}}}]");
+	struct serve_request r = { .tools_json = tools.p, .tool_choice = SERVE_TOOLS_REQUIRED };
+	const enum tool_format f[2] = { TOOL_FORMAT_HERMES, TOOL_FORMAT_QWEN_XML };
+	const char *limit[2] = { "2048", "4096" };
+	for (int i = 0; i < 2; i++) {
+		struct serve_constraint c;
+		struct serve_error e = { 0 };
+		double t0 = now_s();
+		int rc = serve_constraint_build(&c, &r, f[i], false, NULL, NULL, NULL, 0, 0, &e);
+		double dt = now_s() - t0;
+		serve_constraint_free(&c);
+		cr_expect(rc != 0 && e.status == 400 && !strcmp(e.param, "tool_choice"), "format %d: rc %d, %d %s: %s", i,
+			  rc, e.status, e.param, e.message);
+		cr_expect(strstr(e.message, limit[i]), "format %d: the limit %s is not named: %s", i, limit[i], e.message);
+		cr_expect_lt(dt, 0.5, "format %d: refused after %.3f s", i, dt);
+	}
+	strbuf_free(&tools);
+}
+
 Test(serve, constraint_refusals)
 {
 	NEED_FIXTURE();
@@ -167,6 +239,7 @@ Test(serve, constraint_refusals)
 	expect_error(&s, "POST", "/v1/chat/completions", body, NULL, 400, "tool_choice.function.name");
 	snprintf(body, sizeof body, "{%s,\"tool_choice\":\"sometimes\"}", m);
 	expect_error(&s, "POST", "/v1/chat/completions", body, NULL, 400, "tool_choice");
+	wide_refusals(&s, m);
 	cr_expect_eq(srv_stop(&s), 0);
 }
 

@@ -16,6 +16,7 @@
 #include "engine/cli/cmd.h"
 #include "engine/cli/default_model.h"
 #include "base/files.h"
+#include "engine/decode/constrain.h"
 #include "engine/decode/generate.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
@@ -104,6 +105,10 @@ static int run_grammar(const char *file, const char *text, struct grammar **out)
 		return rc;
 	rc = grammar_parse(out, file ? buf : text, len, NULL, err, sizeof err);
 	free(buf);
+	if (!rc && (rc = constrain_check(*out, err, sizeof err))) {
+		grammar_free(*out);
+		*out = NULL;
+	}
 	if (rc)
 		return error_set(-rc, "%s: %s", file ? file : "--grammar-text", err[0] ? err : "cannot compile the grammar");
 	return 0;
@@ -231,8 +236,16 @@ int cmd_run(int argc, char **argv)
 		char err[512] = "";
 		rc = grammar_parse(&gram, schema_gbnf, strlen(schema_gbnf), NULL, err, sizeof err);
 		free(schema_gbnf);
+		/* Before the model loads: a grammar the matcher cannot hold is
+		 * refused now, not when the output reaches the point it fans out. */
+		bool parsed = rc == 0;
+		if (parsed && (rc = constrain_check(gram, err, sizeof err))) {
+			grammar_free(gram);
+			gram = NULL;
+		}
 		if (rc) {
-			error_set(-rc, "%s: the schema's grammar does not compile: %s", json_schema, err);
+			error_set(-rc, "%s: %s%s", json_schema[0] == '{' ? "--json-schema" : json_schema,
+				  parsed ? "" : "the schema's grammar does not compile: ", err);
 			return cmd_fail("bad schema");
 		}
 	}

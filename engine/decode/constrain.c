@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,20 @@ int constrain_vocab(struct grammar_vocab **out, const struct tokenizer *tok, con
 {
 	int rc = grammar_vocab_from_tokenizer(out, tok, eos, (size_t)(n_eos > 0 ? n_eos : 0));
 	return rc ? error_set(-rc, "grammar: cannot index the vocabulary for masks") : 0;
+}
+
+int constrain_check(const struct grammar *g, char *why, size_t why_len)
+{
+	uint32_t width = 0;
+	int rc = grammar_width(g, &width);
+	if (rc)
+		return rc;
+	if (width <= GRAMMAR_STACKS_MAX)
+		return 0;
+	snprintf(why, why_len, "the grammar needs %u parse stacks at one point of the output, more than the %d the "
+		 "matcher holds (an enum, anyOf or pattern with thousands of alternatives, or thousands of "
+		 "optional properties)", width, GRAMMAR_STACKS_MAX);
+	return -E2BIG;
 }
 
 int constrain_init(struct constrain *c, const struct grammar *g, const struct tokenizer *tok,

@@ -16,6 +16,7 @@
 #define COLIBRI_ENGINE_CONSTRAIN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct grammar;
@@ -40,6 +41,13 @@ struct constrain {
  * sentence is complete. Immutable: one serves every constrain of a server.
  * Free with grammar_vocab_free. */
 int constrain_vocab(struct grammar_vocab **out, const struct tokenizer *tok, const int32_t *eos, int n_eos);
+
+/* Whether the matcher can run g at every point of its output: -E2BIG with
+ * a sentence in why (naming the stacks needed and GRAMMAR_STACKS_MAX) when
+ * one position fans out wider (grammar_width), 0, or -ENOMEM. Milliseconds
+ * on the largest grammars; callers check it right after grammar_parse, so
+ * such a grammar is refused before a model loads or a request is queued. */
+int constrain_check(const struct grammar *g, char *why, size_t why_len);
 
 /* A state at the start of g (which must outlive c) over vocab (built with
  * constrain_vocab from the same tok and eos, and outliving c), or, with

@@ -48,6 +48,18 @@ void grammar_free(struct grammar *g);
 size_t grammar_rule_count(const struct grammar *g);
 
 /*
+ * Sets *width to the most parse stacks one closure of g can make (at the
+ * start, or from any one position: an alternation or a run of optional
+ * items fans out to that many). Above GRAMMAR_STACKS_MAX the matcher
+ * would fail with -E2BIG where the output reaches that point, so callers
+ * refuse such a grammar at compile time. Stacks that alternatives sharing
+ * a prefix keep alive together are not counted. O(size of g). Returns 0,
+ * -ENOMEM, or -ELOOP for left recursion, which grammar_parse refuses
+ * (grammar_width.c).
+ */
+int grammar_width(const struct grammar *g, uint32_t *width);
+
+/*
  * A state at the start of the root rule. g must outlive the state; free
  * with grammar_state_free. Returns 0, -ENOMEM, or -E2BIG if the root
  * expands to more than GRAMMAR_STACKS_MAX stacks.

@@ -16,6 +16,7 @@
  * name cannot be written a second time as an "extra" with any value.
  *
  * Limits: nesting depth (depth_max), grammar size (JSON_SCHEMA_GBNF_BYTES_MAX),
+ * named rules (JSON_SCHEMA_RULES_MAX, checked as they are made),
  * repetition bounds (JSON_SCHEMA_REPEAT_MAX), MERGES_MAX allOf merges (json_schema_merge.c) and
  * VISITS_MAX subschema visits (allOf copies are not memoised, so a schema
  * recursing through allOf is cut off there). Objects with n properties cost
@@ -345,6 +346,13 @@ static void rule_add(struct gen *g, const char *name, const char *body)
 {
 	if (g->rc)
 		return;
+	/* Checked as rules are made, so a schema of 20,000 properties is
+	 * refused after a few thousand of them, in milliseconds. */
+	if (g->n_rules >= JSON_SCHEMA_RULES_MAX) {
+		js_fail(g, E2BIG, "the schema needs more than %d grammar rules (about %d object properties)",
+			JSON_SCHEMA_RULES_MAX, JSON_SCHEMA_RULES_MAX / 2);
+		return;
+	}
 	if (array_grow((void **)&g->rules, &g->cap_rules, g->n_rules + 1, sizeof *g->rules)) {
 		js_fail(g, ENOMEM, "out of memory");
 		return;
@@ -887,6 +895,13 @@ static const char *visit_object(struct gen *g, const cJSON *s, const char *name,
 	bool extras = addl ? !cJSON_IsFalse(addl) : !g->opt.strict;
 	const char *ws = js_prim(g, PRIM_WS);
 	size_t n_props = (size_t)cJSON_GetArraySize(props) + (size_t)cJSON_GetArraySize(req);
+	/* Each member is a rule of its own: refuse before the loops below,
+	 * which look each name up in "required" (O(n^2) over a huge object). */
+	if (n_props > JSON_SCHEMA_RULES_MAX) {
+		js_fail(g, E2BIG, "the object at %s lists %zu properties and required names, more than the %d "
+			"grammar rules a schema may need", js_at(path), n_props, JSON_SCHEMA_RULES_MAX);
+		return NULL;
+	}
 	struct member *m = calloc(n_props + 1, sizeof *m);
 	if (!m) {
 		js_fail(g, ENOMEM, "out of memory");

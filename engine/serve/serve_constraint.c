@@ -20,6 +20,9 @@
 #include "engine/grammar/json_schema.h"
 
 #define RAW_STRING_MAX GRAMMAR_REPEAT_MAX
+/* Named rules in one request's grammar (a schema's, every tool's, or
+ * llama-server's "grammar"): room for two schemas at their own limit. */
+#define SERVE_GRAMMAR_RULES_MAX (2 * JSON_SCHEMA_RULES_MAX)
 
 bool serve_constraint_wanted(const struct serve_request *r)
 {
@@ -330,7 +333,7 @@ static int format_gbnf(const struct serve_request *r, char **gbnf, char **warn, 
 		rc = serve_error_set(err, 500, NULL, NULL, "out of memory");
 	else if (rc)
 		rc = serve_error_set(err, 400, param, NULL, "'%s' cannot be enforced: %s", param,
-				     rc == -E2BIG ? "its grammar is too large" : why);
+				     why[0] ? why : "its grammar is too large");
 	struct strbuf all = { 0 };
 	for (size_t i = 0; i < w.count; i++) {
 		strbuf_put(&all, i ? "; " : "", i ? 2 : 0);
@@ -385,11 +388,24 @@ int serve_constraint_compile(struct serve_constraint *c, const char *gbnf, const
 			     int n_eos, int32_t n_vocab, struct serve_error *err)
 {
 	char why[256] = "";
+	/* Parsing costs O(rules^2) (linear rule look-up): count them first, so
+	 * that a huge grammar costs milliseconds, not a minute of CPU. */
+	size_t n_rules = 0;
+	for (const char *p = strstr(gbnf, "::="); p; p = strstr(p + 3, "::="))
+		n_rules++;
+	if (n_rules > SERVE_GRAMMAR_RULES_MAX)
+		return serve_error_set(err, 400, param, NULL, "'%s' %s: it has %zu grammar rules, more than the %d a "
+				       "request may compile", param, what, n_rules, SERVE_GRAMMAR_RULES_MAX);
 	int rc = grammar_parse(&c->g, gbnf, strlen(gbnf), "root", why, sizeof why);
 	if (rc == -ENOMEM)
 		return serve_error_set(err, 500, NULL, NULL, "out of memory");
 	if (rc)
 		return serve_error_set(err, 400, param, NULL, "'%s' %s: %s", param, what, why);
+	/* A grammar that fans out past the matcher's stacks would fail with
+	 * 500 where the output reaches that point: refuse it here. */
+	if ((rc = constrain_check(c->g, why, sizeof why)))
+		return rc == -ENOMEM ? serve_error_set(err, 500, NULL, NULL, "out of memory")
+				     : serve_error_set(err, 400, param, NULL, "'%s' %s: %s", param, what, why);
 	/* Set first: a constrain_init that fails keeps what it allocated
 	 * for constrain_free, which serve_constraint_free then calls. */
 	c->have_cs = true;

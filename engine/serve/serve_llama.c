@@ -470,7 +470,7 @@ int serve_llama_constraint(struct serve_constraint *c, const struct serve_llama_
 			return serve_error_set(err, 500, NULL, NULL, "out of memory");
 		if (rc)
 			return serve_error_set(err, 400, param, NULL, "'json_schema' cannot be enforced: %s",
-					       rc == -E2BIG ? "its grammar is too large" : why);
+					       why[0] ? why : "its grammar is too large");
 	}
 	rc = serve_constraint_compile(c, gbnf ? gbnf : x->grammar, param, "does not compile", tok, vocab, eos, n_eos,
 				      n_vocab, err);
