@@ -107,9 +107,10 @@ void copies_report_missing(const struct copy_set *cs, int n_layers_named)
 	for (int c = 0; c < cs->n_copies; c++) {
 		if (!cs->layers_missing[c])
 			continue;
-		fprintf(stderr, "colibri: warning: %s %d lacks %d of %d expert files (first: %s); "
-				"those layers read from the other copies\n",
-			copy_name(c), c, cs->layers_missing[c], n_layers_named, cs->first_missing[c]);
+		fprintf(stderr, "colibri: warning: %s %d lacks %d of %d expert files (first: %s); %s\n",
+			copy_name(c), c, cs->layers_missing[c], n_layers_named, cs->first_missing[c],
+			c == 0 ? "their mirrors serve those layers alone"
+			       : "those layers read from the other copies");
 	}
 }
 

@@ -17,7 +17,8 @@
  * a return doubles the wait (up to COPIES_READMIT_MAX_S), so a copy that
  * stays broken costs one failed block per wait, retried on another copy.
  * Copies absent at open are reported once per copy (copies_report_missing),
- * not once per layer.
+ * not once per layer; a layer whose primary file is absent or short is read
+ * from its mirrors alone, none of its stripes going to the primary.
  */
 #ifndef COLIBRI_STORAGE_COPIES_H
 #define COLIBRI_STORAGE_COPIES_H

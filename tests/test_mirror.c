@@ -3,6 +3,8 @@
  * registered (also partially, --layers); reads are striped over it with the
  * logits bit-identical to the unmirrored run; a corrupted or missing mirror
  * is taken out of rotation with a warning and the logits stay the same;
+ * a primary expert file truncated or deleted is served by a whole mirror
+ * with a warning and the same logits, and without one is the old error;
  * --verify catches a corrupted copy naming the file; --remove unregisters;
  * mirroring onto the model's own folder is refused; a disk without a saved
  * profile is measured once after mirroring, so stripes follow bandwidth;
@@ -95,6 +97,53 @@ Test(mirror, striped_reads_same_logits)
 	free(l);
 	cr_expect_eq(tu_sh("'%s' mirror --model '%s' --to '%s' --remove", tu_colibri(), model, mirror), 0);
 	cr_expect_neq(tu_sh("grep -q '\"mirrors\"' '%s/manifest.json'", model), 0, "mirror still registered");
+	free(base);
+}
+
+/* Issue 40, defect 3: a short or missing primary expert file stopped
+ * start-up even with a whole mirror of it registered. The mirror serves
+ * that layer now, with a warning naming the file; a mirror that is short
+ * too, or none, leaves the error as it was. */
+Test(mirror, damaged_primary_served_by_mirror)
+{
+	size_t n0, n1;
+	float *base = logits("base", "", &n0);
+	char file[4300], out[4400], want[4500];
+	snprintf(file, sizeof file, "%s/experts/layer-002.bin", model);
+	snprintf(out, sizeof out, "%s/refused.err", scratch);
+	snprintf(want, sizeof want, "%s: truncated: ", file);
+	/* A short primary with no mirror, then with a short one: the old error. */
+	for (int k = 0; k < 2; k++) {
+		if (k == 0)
+			cr_assert_eq(tu_sh("cp '%s' '%s/keep' && truncate -s 4096 '%s'", file, scratch, file), 0);
+		else
+			cr_assert_eq(tu_sh("mv '%s/keep' '%s' && '%s' mirror --quiet --no-probe --model '%s' --to '%s' "
+					   "--layers 2 && cp '%s' '%s/keep' && truncate -s 4096 '%s' '%s/experts/layer-002.bin'",
+					   scratch, file, tu_colibri(), model, mirror, file, scratch, file, mirror), 0);
+		cr_expect_eq(tu_sh("'%s' logits --model '%s' --tokens %s --out '%s/x.f32' --ram min --no-pin 2>'%s'",
+				   tu_colibri(), model, tokens, scratch, out), 1, "ran with %s", k ? "a short mirror" : "no mirror");
+		char *e = tu_read(out, NULL);
+		cr_assert_not_null(e);
+		cr_expect(strstr(e, want), "not the primary's error: %s", e);
+		free(e);
+	}
+	/* The mirror whole again, the primary short. */
+	cr_assert_eq(tu_sh("cp '%s/keep' '%s/experts/layer-002.bin' && cp '%s/keep' '%s' && "
+			   "truncate -s $(($(stat -c %%s '%s') / 2)) '%s'", scratch, mirror, scratch, file, file, file), 0);
+	float *l = logits("truncated", "", &n1);
+	cr_expect(n0 == n1 && memcmp(base, l, n0) == 0, "logits differ with the primary file truncated");
+	free(l);
+	cr_expect(err_has("truncated", "warning: primary copy 0 lacks 1 of 2 expert files") &&
+		  err_has("truncated", file) && err_has("truncated", "truncated expert file") &&
+		  err_has("truncated", "their mirrors serve those layers"), "no warning naming the file and the mirror");
+
+	cr_assert_eq(unlink(file), 0);
+	l = logits("deleted", "", &n1);
+	cr_expect(n0 == n1 && memcmp(base, l, n0) == 0, "logits differ with the primary file deleted");
+	free(l);
+	cr_expect(err_has("deleted", file) && err_has("deleted", "their mirrors serve those layers"),
+		  "no warning naming the deleted file");
+
 	free(base);
 }
 

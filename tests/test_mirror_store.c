@@ -11,9 +11,11 @@
  * and per-copy bytes follow the weights (within two blocks per layer, the
  * round robin's bound); one copy keeps one read per record; partial mirrors
  * (a missing or truncated file at open, or a NULL path) with one warning per
- * copy; failover: a corrupt record in a mirror or in the primary, a mirror
- * truncated after open (short read, end of file), each taking the copy out
- * of rotation with one warning while the bytes stay right; every copy bad
+ * copy, and a primary file missing or truncated at open read from the mirror
+ * alone; failover: a corrupt record in a mirror or in the primary, a mirror
+ * or the primary truncated after open (short read, end of file), each
+ * taking the copy out of rotation with one warning while the bytes stay
+ * right; every copy bad
  * fails with a message naming layer, expert, offset and each file; a bad
  * stripe size is refused.
  */
@@ -293,24 +295,49 @@ Test(mirror_store, partial_mirror)
 	store_fixture_free(&fx);
 }
 
+/* The primary's layer 2 file missing or short at open, the mirror's whole:
+ * one warning naming the file and the mirror, and layer 2's reads, the
+ * primary's stripe share included, go to the mirror (stripe 0: the
+ * default). The caller frees fx. */
+static void check_primary_lacks(struct store_fixture *fx, bool truncated, uint64_t stripe)
+{
+	mfx_make(fx, 2);
+	if (truncated)
+		cr_assert_eq(truncate(fx->paths[0][2], 12288 * 7), 0);
+	else
+		cr_assert_eq(unlink(fx->paths[0][2]), 0);
+	struct stderr_capture cap;
+	stderr_capture_begin(&cap);
+	struct expert_store *s = mstore_open(fx, 12, 8, stripe, NULL);
+	char *err = stderr_capture_end(&cap);
+	cr_assert(strstr(err, "primary copy 0 lacks 1 of 3 expert files") && strstr(err, fx->paths[0][2]) &&
+		  strstr(err, truncated ? "truncated" : "cannot open") && strstr(err, "their mirrors serve"), "%s", err);
+	free(err);
+	const struct expert_store_stats *st = expert_store_stats(s);
+	cr_assert_eq(st->stripe_bytes, stripe ? stripe : 1 << 20);
+	cr_assert_eq(st->copy_layers[0], 2);
+	cr_assert_eq(st->copy_layers[1], 3);
+	int32_t ids[3] = {2, 3, 4};
+	step_ok(s, fx, 2, ids, 3);
+	cr_assert_eq(st->copy_bytes_read[1], 3 * 12288);
+	cr_assert_eq(st->copy_bytes_read[0], 0, "a stripe of layer 2 went to the primary");
+	random_steps(s, fx, 60, 3);
+	cr_assert(st->copy_in_rotation[0], "the primary's other layers stay in rotation");
+	expert_store_close(s);
+}
+
+Test(mirror_store, primary_truncated_mirror_serves)
+{
+	struct store_fixture fx;
+	check_primary_lacks(&fx, true, 4096);
+	store_fixture_free(&fx);
+}
+
 Test(mirror_store, primary_missing_mirror_serves)
 {
 	struct store_fixture fx;
-	mfx_make(&fx, 2);
-	cr_assert_eq(unlink(fx.paths[0][2]), 0);
-	struct stderr_capture cap;
-	stderr_capture_begin(&cap);
-	struct expert_store *s = mstore_open(&fx, 12, 8, 0, NULL);
-	char *err = stderr_capture_end(&cap);
-	cr_assert(strstr(err, "primary copy 0 lacks 1 of 3 expert files"), "%s", err);
-	free(err);
-	const struct expert_store_stats *st = expert_store_stats(s);
-	cr_assert_eq(st->stripe_bytes, 1 << 20, "the default stripe");
-	int32_t ids[3] = {2, 3, 4};
-	step_ok(s, &fx, 2, ids, 3);
-	cr_assert_eq(st->copy_bytes_read[1], 3 * 12288);
-	random_steps(s, &fx, 60, 3);
-	expert_store_close(s);
+	check_primary_lacks(&fx, false, 0);
+	struct expert_store *s;
 
 	/* No copy of a layer opens: the primary's error. */
 	cr_assert_eq(unlink(fx.paths[1][2]), 0);
@@ -417,7 +444,9 @@ Test(mirror_store, corrupt_whole_record_read)
 	store_fixture_free(&fx);
 }
 
-static void check_truncated_mirror(bool pread)
+/* Copy `bad` of layer 3 truncated after open: its short reads fail over
+ * as a checksum mismatch does. */
+static void check_truncated_after_open(int bad, bool pread)
 {
 	if (pread)
 		setenv("COLIBRI_NO_IO_URING", "1", 1);
@@ -425,20 +454,22 @@ static void check_truncated_mirror(bool pread)
 	mfx_make(&fx, 2);
 	struct expert_store *s = mstore_open(&fx, 12, 16, 65536, NULL);
 	const struct expert_store_stats *st = expert_store_stats(s);
-	/* After open: records 8.. of layer 3 end early or vanish in the mirror. */
-	cr_assert_eq(truncate(fx.paths[1][3], 262144 * 8 + 6000), 0);
+	/* After open: records 8.. of layer 3 end early or vanish in that copy. */
+	cr_assert_eq(truncate(fx.paths[bad][3], 262144 * 8 + 6000), 0);
 	struct stderr_capture cap;
 	stderr_capture_begin(&cap);
 	int32_t ids[4] = {8, 9, 1, 2};
 	step_ok(s, &fx, 3, ids, 4);
 	random_steps(s, &fx, 80, 21);
 	char *err = stderr_capture_end(&cap);
+	char want[64];
+	snprintf(want, sizeof want, "%s copy %d is out of rotation", bad ? "mirror" : "primary", bad);
 	cr_assert_eq(stderr_count(err, "out of rotation"), 1, "%s", err);
-	cr_assert(strstr(err, "mirror copy 1 is out of rotation") && strstr(err, fx.paths[1][3]) &&
+	cr_assert(strstr(err, want) && strstr(err, fx.paths[bad][3]) &&
 		  strstr(err, "unexpected end of file in layer 3 expert"), "%s", err);
 	free(err);
-	cr_assert(!st->copy_in_rotation[1]);
-	cr_assert(st->copy_in_rotation[0]);
+	cr_assert(!st->copy_in_rotation[bad]);
+	cr_assert(st->copy_in_rotation[!bad]);
 	cr_assert_eq(st->read_failures, 0);
 	stats_check(st, 2);
 	expert_store_close(s);
@@ -447,12 +478,17 @@ static void check_truncated_mirror(bool pread)
 
 Test(mirror_store, truncated_mirror_after_open)
 {
-	check_truncated_mirror(false);
+	check_truncated_after_open(1, false);
 }
 
 Test(mirror_store, truncated_mirror_after_open_pread)
 {
-	check_truncated_mirror(true);
+	check_truncated_after_open(1, true);
+}
+
+Test(mirror_store, truncated_primary_after_open)
+{
+	check_truncated_after_open(0, false);
 }
 
 static void check_all_bad(bool pread)

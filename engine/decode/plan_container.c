@@ -16,13 +16,14 @@
 #include "planner/topology.h"
 #include "base/error.h"
 
-/* Appends copy `copy` of expert layer index `layer` when the copy lists it;
- * a mirror copy only when its file exists. */
+/* Appends copy `copy` of expert layer index `layer` when the copy lists it
+ * and its file exists: a missing mirror is out of rotation, and a missing
+ * primary file got past manifest_load only because a mirror serves it. */
 static int add_path(struct plan_container *c, const struct manifest *man, const char *dir, size_t copy,
 		    size_t layer)
 {
 	char path[PATH_MAX];
-	if (!manifest_copy_path(man, dir, copy, layer, path, sizeof path) || (copy && access(path, R_OK) != 0))
+	if (!manifest_copy_path(man, dir, copy, layer, path, sizeof path) || access(path, R_OK) != 0)
 		return 0;
 	if (!(c->paths[c->n_paths] = strdup(path)))
 		return error_set(ENOMEM, "out of memory");

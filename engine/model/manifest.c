@@ -238,10 +238,9 @@ static int records_from_json(struct manifest_expert_layer *l, const cJSON *rs, u
 }
 
 /* One experts.layers[] entry of ne experts into l. */
-static int layer_from_json(struct manifest_expert_layer *l, const cJSON *o, uint64_t ne, const char *dir,
-			   const char *path)
+static int layer_from_json(struct manifest_expert_layer *l, const cJSON *o, uint64_t ne, const char *path)
 {
-	uint64_t layer, fsize;
+	uint64_t layer;
 	const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
 	const cJSON *parts = cJSON_GetObjectItemCaseSensitive(o, "parts");
 	const cJSON *sums = cJSON_GetObjectItemCaseSensitive(o, "xxh3");
@@ -273,16 +272,57 @@ static int layer_from_json(struct manifest_expert_layer *l, const cJSON *o, uint
 	int rc = records_from_json(l, cJSON_GetObjectItemCaseSensitive(o, "records"), ne, path);
 	if (rc)
 		return rc;
-	if ((rc = file_size_of(dir, l->file, &fsize)))
-		return rc;
-	uint64_t nr = (uint64_t)l->n_records;
-	if (nr && (l->record_bytes > fsize / nr || fsize < nr * l->record_bytes))
-		return error_set(EINVAL, "%s/%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected", dir, l->file,
-				 fsize, nr * l->record_bytes);
-	return parts_check(l, path);
+	/* The file's size and then the parts are checked once the mirrors are
+	 * known (expert_layers_check); its name here. */
+	if (strstr(l->file, "..") || l->file[0] == '/')
+		return error_set(EINVAL, "%s: file name \"%s\" leaves the container", path, l->file);
+	return 0;
 }
 
-static int layers_from_json(struct manifest *m, const cJSON *ex, const char *dir, const char *path)
+/* 0 when the file at path holds the n_records records of l; else -ENOENT
+ * or -EINVAL, with why in the words of manifest_load's error. */
+static int expert_file_size(const struct manifest_expert_layer *l, const char *path, char *why, size_t why_bytes)
+{
+	struct stat sb;
+	if (stat(path, &sb) != 0) {
+		snprintf(why, why_bytes, "%s: missing (%s)", path, strerror(errno));
+		return -ENOENT;
+	}
+	uint64_t fsize = (uint64_t)sb.st_size, nr = (uint64_t)l->n_records;
+	if (nr && (l->record_bytes > fsize / nr || fsize < nr * l->record_bytes)) {
+		snprintf(why, why_bytes, "%s: truncated: %" PRIu64 " bytes, %" PRIu64 " expected", path, fsize,
+			 nr * l->record_bytes);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Every expert file holds its records, or a registered mirror's copy of it
+ * does: a missing or short primary file that a mirror covers is left to
+ * the expert store, which reads that layer from the mirror alone and says
+ * so (storage/copies.h); the records' checksums still judge every byte
+ * read. Without such a mirror, the primary's error. Then each layer's
+ * parts (after the size, whose check must not wrap however large the
+ * records claim to be). */
+static int expert_layers_check(const struct manifest *m, const char *dir, const char *manifest_path)
+{
+	char path[PATH_MAX], why[PATH_MAX + 128], mirror_why[PATH_MAX + 128];
+	for (size_t i = 0; i < m->n_expert_layers; i++) {
+		manifest_copy_path(m, dir, 0, i, path, sizeof path);
+		int rc = expert_file_size(&m->layers[i], path, why, sizeof why);
+		bool covered = false;
+		for (size_t k = 1; rc && !covered && k <= m->n_mirrors; k++)
+			covered = manifest_copy_path(m, dir, k, i, path, sizeof path) &&
+				  expert_file_size(&m->layers[i], path, mirror_why, sizeof mirror_why) == 0;
+		if (rc && !covered)
+			return error_set(-rc, "%s", why);
+		if ((rc = parts_check(&m->layers[i], manifest_path)))
+			return rc;
+	}
+	return 0;
+}
+
+static int layers_from_json(struct manifest *m, const cJSON *ex, const char *path)
 {
 	uint64_t ne = 0;
 	const cJSON *ls = cJSON_GetObjectItemCaseSensitive(ex, "layers");
@@ -294,7 +334,7 @@ static int layers_from_json(struct manifest *m, const cJSON *ex, const char *dir
 	if (!m->layers)
 		return error_set(ENOMEM, "out of memory");
 	for (const cJSON *o = ls->child; o; o = o->next) {
-		int rc = layer_from_json(&m->layers[m->n_expert_layers++], o, ne, dir, path);
+		int rc = layer_from_json(&m->layers[m->n_expert_layers++], o, ne, path);
 		if (rc)
 			return rc;
 		/* Increasing layers: a lookup finds the one entry of each. */
@@ -611,9 +651,11 @@ int manifest_load(struct manifest *m, const char *dir)
 
 	if ((rc = resident_from_json(m, res, dir, path)))
 		goto out;
-	rc = layers_from_json(m, ex, dir, path);
+	rc = layers_from_json(m, ex, path);
 	if (!rc)
 		rc = mirrors_from_json(m, cJSON_GetObjectItemCaseSensitive(root, "mirrors"), path);
+	if (!rc)
+		rc = expert_layers_check(m, dir, path);
 	if (!rc)
 		rc = shard_from_json(m, cJSON_GetObjectItemCaseSensitive(root, "shard"), path);
 out:

@@ -148,8 +148,10 @@ extern const char *const manifest_side_files[MANIFEST_SIDE_FILES];
 int manifest_write(const struct manifest *m, const char *dir);
 
 /* Reads and validates dir/manifest.json against the files beside it; a
- * shard's records must be exactly those its placement gives its rank.
- * Free with manifest_free, also after a failure. */
+ * shard's records must be exactly those its placement gives its rank. An
+ * expert file missing or shorter than its records is accepted only where a
+ * registered mirror holds that layer's file whole (the store reads it from
+ * the mirrors alone). Free with manifest_free, also after a failure. */
 int manifest_load(struct manifest *m, const char *dir);
 void manifest_free(struct manifest *m);
 
