@@ -38,12 +38,12 @@ cd "$here" || exit 1
 # its own entry.
 ci_runs() {
   case "$1" in
-    fuzz_chat) echo 4000 ;;
+    fuzz_chat) echo 25000 ;;
     fuzz_config) echo 60000 ;;
     fuzz_gguf) echo 100000 ;;
     fuzz_gguf_meta) echo 40000 ;;
     fuzz_grammar) echo 4000 ;;
-    fuzz_jinja) echo 20000 ;;
+    fuzz_jinja) echo 35000 ;;
     fuzz_manifest) echo 40000 ;;
     fuzz_safetensors) echo 60000 ;;
     fuzz_safetensors_index) echo 40000 ;;
