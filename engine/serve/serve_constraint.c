@@ -272,9 +272,23 @@ int serve_tool_call_gbnf(enum tool_format f, bool dsml_tool_calls, const cJSON *
 		snprintf(err, err_len, "the model's chat template has no tool-call format");
 		return -EINVAL;
 	}
+	/* Every tool is a rule and every parameter at least one: refuse a
+	 * grammar that cannot fit SERVE_GRAMMAR_RULES_MAX before converting
+	 * thousands of parameter schemas one by one. */
+	size_t n_rules = 0;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, tools) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
+		const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+		n_rules += 1 + (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(params, "properties"));
+	}
+	if (n_rules > SERVE_GRAMMAR_RULES_MAX) {
+		snprintf(err, err_len, "the tools and their parameters need more than the %d grammar rules a request may "
+			 "compile", SERVE_GRAMMAR_RULES_MAX);
+		return -E2BIG;
+	}
 	struct strbuf b = { 0 }, alts = { 0 };
 	int i = 0, rc = 0;
-	const cJSON *t;
 	cJSON_ArrayForEach(t, tools) {
 		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
 		const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");

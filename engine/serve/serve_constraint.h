@@ -80,7 +80,8 @@ int serve_constraint_compile(struct serve_constraint *c, const char *gbnf, const
 /*
  * The GBNF text (root rule "root", malloc'd into *out) of one call in
  * format f of the function named only (NULL: any of tools). Returns 0, or
- * -EINVAL with a sentence in err, -ENOMEM.
+ * -EINVAL with a sentence in err (-E2BIG when the tools need more rules
+ * than a request may compile), -ENOMEM.
  */
 int serve_tool_call_gbnf(enum tool_format f, bool dsml_tool_calls, const cJSON *tools, const char *only, char **out,
 			 char *err, size_t err_len);
