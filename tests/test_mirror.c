@@ -143,6 +143,16 @@ Test(mirror, damaged_primary_served_by_mirror)
 	free(l);
 	cr_expect(err_has("deleted", file) && err_has("deleted", "their mirrors serve those layers"),
 		  "no warning naming the deleted file");
+	/* doctor: a warning naming the mirror and the copy to put back, not a
+	 * failure to reconvert. */
+	char doc[4400];
+	snprintf(doc, sizeof doc, "%s/doctor.out", scratch);
+	int st = tu_sh("'%s' doctor --model '%s' >'%s' 2>&1", tu_colibri(), model, doc);
+	char *d = tu_read(doc, NULL);
+	cr_assert_not_null(d);
+	cr_expect(strstr(d, "missing: the mirror") && strstr(d, "serves that layer alone") && !strstr(d, "FAIL  files"),
+		  "doctor on a deleted primary that a mirror serves (exit %d): %s", st, d);
+	free(d);
 
 	free(base);
 }

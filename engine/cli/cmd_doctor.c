@@ -285,11 +285,23 @@ out:
 	free(offs);
 }
 
+/* The first registered mirror holding expert layer l's file, or -1. */
+static int mirror_of(const struct manifest *m, size_t l)
+{
+	for (size_t k = 0; k < m->n_mirrors; k++)
+		if (manifest_mirror_has(&m->mirrors[k], m->layers[l].layer))
+			return (int)k;
+	return -1;
+}
+
 /* Files larger than the manifest says: the manifest and data may not
- * belong together. (Shorter files already fail manifest_load.) */
+ * belong together. A missing or short file fails manifest_load, but for an
+ * expert file a registered mirror holds whole (manifest_load checked that
+ * mirror), which the mirror then serves alone: a warning with the way back
+ * to two copies. */
 static void check_sizes(struct doctor *d, const struct manifest *m)
 {
-	char path[4096], a[32], b[32];
+	char path[4096], a[32], b[32], fix[4096 + 128];
 	struct stat st;
 	uint64_t total = 0;
 	int bad = 0;
@@ -298,7 +310,19 @@ static void check_sizes(struct doctor *d, const struct manifest *m)
 		uint64_t want = l < m->n_expert_layers ? m->layers[l].record_bytes * (uint64_t)m->layers[l].n_records
 						      : m->resident_bytes;
 		snprintf(path, sizeof path, "%s/%s", d->dir, rel);
-		if (stat(path, &st) != 0) {
+		bool missing = stat(path, &st) != 0;
+		int k = l < m->n_expert_layers && (missing || (uint64_t)st.st_size < want) ? mirror_of(m, l) : -1;
+		if (k >= 0) {
+			snprintf(fix, sizeof fix, "copy %s/%s back to %s (colibri mirror --verify then checks both copies)",
+				 m->mirrors[k].dir, rel, path);
+			report(d, DOCTOR_WARN, "files", fix, "%s is %s: the mirror %s serves that layer alone", path,
+			       missing ? "missing" : "short", m->mirrors[k].dir);
+			bad++;
+			if (!missing)
+				total += (uint64_t)st.st_size;
+			continue;
+		}
+		if (missing) {
 			report(d, DOCTOR_FAIL, "files", fix_reconvert, "%s: %s", path, strerror(errno));
 			bad++;
 			continue;
