@@ -104,7 +104,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libcolibri.a $(wildcard tests/*.h)
 FUZZ_KEEP  = engine/decode/generate.c engine/decode/constrain.c engine/serve/serve_request.c \
              planner/placement.c compute/quant.c \
              engine/serve/serve_text.c engine/serve/serve_constraint.c engine/serve/serve_prompt.c \
-             engine/serve/serve_llama.c
+             engine/serve/serve_llama.c engine/serve/serve_ollama.c
 FUZZ_PLAIN = $(patsubst %.c,build-fuzz/%.o,$(filter-out $(FUZZ_KEEP),$(wildcard compute/*.c storage/*.c \
              planner/*.c engine/forward/*.c engine/dist/*.c engine/cli/*.c engine/decode/*.c engine/serve/*.c)))
 $(FUZZ_PLAIN): override SAN =

@@ -303,6 +303,12 @@ Test(ollama, parse)
 	cr_expect_eq(r.p.repeat_last_n, -1);
 	serve_request_free(&r);
 
+	/* A body that is not UTF-8, here only in a schema's key, which no
+	 * string check reached (fuzz_serve_ollama): refused whole. */
+	cr_expect_neq(parse(&o, &r, false, "{\"model\":\"m\",\"prompt\":\"Hi\",\"format\":{\"prope\xf2ties\":{}}}", &e), 0);
+	cr_expect(e.status == 400 && strstr(e.message, "UTF-8"), "%d %s", e.status, e.message);
+	serve_request_free(&r);
+
 	/* Nothing to run: load, or unload with keep_alive 0. */
 	cr_assert_eq(parse(&o, &r, false, "{\"model\":\"m\",\"prompt\":\"\"}", &e), 0);
 	cr_expect_str_eq(o.done_reason, "load");

@@ -48,6 +48,7 @@ ci_runs() {
     fuzz_safetensors) echo 60000 ;;
     fuzz_safetensors_index) echo 40000 ;;
     fuzz_serve_llama) echo 50000 ;;
+    fuzz_serve_ollama) echo 60000 ;;
     fuzz_serve_request) echo 200000 ;;
     fuzz_tokenizer) echo 12000 ;;
     *) echo 2000 ;;

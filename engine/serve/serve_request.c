@@ -692,6 +692,14 @@ cJSON *serve_body_parse(const char *body, size_t len, struct serve_error *err)
 		serve_error_set(err, 400, NULL, NULL, "the body holds a NUL character");
 		return NULL;
 	}
+	/* JSON text is UTF-8 (RFC 8259), and cJSON keeps whatever bytes a
+	 * string or key holds: checked once here, a schema's keys, a tool's
+	 * description or a message an API rewrites are valid text wherever
+	 * they go next (fuzz_serve_ollama found a schema key that was not). */
+	if (!serve_utf8_valid(body, len)) {
+		serve_error_set(err, 400, NULL, NULL, "the body is not valid UTF-8");
+		return NULL;
+	}
 	cJSON *o = cJSON_ParseWithLength(body, len);
 	if (!o) {
 		serve_error_set(err, 400, NULL, NULL, "the body is not valid JSON");

@@ -107,7 +107,7 @@ struct serve_request {
 struct cJSON;
 
 /* Parses a request body, for every API the server speaks: a JSON object
- * with no NUL character and no key given twice in any object (cJSON keeps
+ * in valid UTF-8 with no NUL character and no key given twice in any object (cJSON keeps
  * the first where Python and JavaScript keep the last, so a proxy that
  * checked the body would have seen other values). Returns the object (the
  * caller cJSON_Deletes it), or NULL with err set: a 400 naming what is
