@@ -776,19 +776,10 @@ int cmd_chat(int argc, char **argv)
 	while (!rc && (ch = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'n': rc = session_parse_int("n", optarg, 1, 1 << 24, &go.n_predict); break;
-		case CHAT_TEMP:
-			rc = session_parse_float("temp", optarg, 0, 100, &go.temp);
-			set |= GENERATE_SET_TEMP;
-			break;
-		case CHAT_TOP_P:
-			rc = session_parse_float("top-p", optarg, 1e-6f, 1, &go.top_p);
-			set |= GENERATE_SET_TOP_P;
-			break;
-		case CHAT_TOP_K:
-			rc = session_parse_int("top-k", optarg, 0, INT32_MAX, &go.top_k);
-			set |= GENERATE_SET_TOP_K;
-			break;
-		case CHAT_SEED: rc = session_parse_seed(optarg, &go.seed); break;
+		case CHAT_TEMP: rc = generate_options_parse(&go, &set, "temp", optarg); break;
+		case CHAT_TOP_P: rc = generate_options_parse(&go, &set, "top-p", optarg); break;
+		case CHAT_TOP_K: rc = generate_options_parse(&go, &set, "top-k", optarg); break;
+		case CHAT_SEED: rc = generate_options_parse(&go, &set, "seed", optarg); break;
 		case CHAT_MIN_P: rc = generate_options_parse(&go, &set, "min-p", optarg); break;
 		case CHAT_REPEAT_PENALTY: rc = generate_options_parse(&go, &set, "repeat-penalty", optarg); break;
 		case CHAT_REPEAT_LAST_N: rc = generate_options_parse(&go, &set, "repeat-last-n", optarg); break;

@@ -159,21 +159,10 @@ int cmd_run(int argc, char **argv)
 		case RUN_PROMPT: prompt = optarg; break;
 		case RUN_PROMPT_FILE: prompt_file = optarg; break;
 		case RUN_TOKENS: tokens_arg = optarg; break;
-		case RUN_TEMP:
-			rc = session_parse_float("temp", optarg, 0, 100, &go.temp);
-			set |= GENERATE_SET_TEMP;
-			break;
-		case RUN_TOP_P:
-			rc = session_parse_float("top-p", optarg, 1e-6f, 1, &go.top_p);
-			set |= GENERATE_SET_TOP_P;
-			break;
-		case RUN_TOP_K:
-			rc = session_parse_int("top-k", optarg, 0, INT32_MAX, &go.top_k);
-			set |= GENERATE_SET_TOP_K;
-			break;
-		case RUN_SEED:
-			rc = session_parse_seed(optarg, &go.seed);
-			break;
+		case RUN_TEMP: rc = generate_options_parse(&go, &set, "temp", optarg); break;
+		case RUN_TOP_P: rc = generate_options_parse(&go, &set, "top-p", optarg); break;
+		case RUN_TOP_K: rc = generate_options_parse(&go, &set, "top-k", optarg); break;
+		case RUN_SEED: rc = generate_options_parse(&go, &set, "seed", optarg); break;
 		case RUN_MIN_P: rc = generate_options_parse(&go, &set, "min-p", optarg); break;
 		case RUN_REPEAT_PENALTY: rc = generate_options_parse(&go, &set, "repeat-penalty", optarg); break;
 		case RUN_REPEAT_LAST_N: rc = generate_options_parse(&go, &set, "repeat-last-n", optarg); break;

@@ -94,6 +94,20 @@ int generate_options_model(struct generate_options *o, const char *model_dir, un
 
 int generate_options_parse(struct generate_options *o, unsigned *set, const char *name, const char *arg)
 {
+	if (!strcmp(name, "temp")) {
+		*set |= GENERATE_SET_TEMP;
+		return session_parse_float(name, arg, 0, 100, &o->temp);
+	}
+	if (!strcmp(name, "top-p")) {
+		*set |= GENERATE_SET_TOP_P;
+		return session_parse_float(name, arg, 1e-6f, 1, &o->top_p);
+	}
+	if (!strcmp(name, "top-k")) {
+		*set |= GENERATE_SET_TOP_K;
+		return session_parse_int(name, arg, 0, INT32_MAX, &o->top_k);
+	}
+	if (!strcmp(name, "seed"))
+		return session_parse_seed(arg, &o->seed);
 	if (!strcmp(name, "min-p")) {
 		*set |= GENERATE_SET_MIN_P;
 		return session_parse_float(name, arg, 0, 1, &o->min_p);

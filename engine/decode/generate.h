@@ -71,8 +71,8 @@ enum {
 	GENERATE_SET_REPEAT_PENALTY = 16, GENERATE_SET_REPEAT_LAST_N = 32,
 };
 
-/* The value of the sampling option --NAME (min-p, repeat-penalty,
- * repeat-last-n, presence-penalty, frequency-penalty) into o, marking in
+/* The value of the sampling option --NAME (temp, top-p, top-k, seed, min-p,
+ * repeat-penalty, repeat-last-n, presence-penalty, frequency-penalty) into o, marking in
  * *set what generate_options_model must leave: -EINVAL naming the option
  * for a value out of range, -ENOENT for another name. */
 int generate_options_parse(struct generate_options *o, unsigned *set, const char *name, const char *arg);
