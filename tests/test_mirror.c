@@ -5,6 +5,7 @@
  * is taken out of rotation with a warning and the logits stay the same;
  * a primary expert file truncated or deleted is served by a whole mirror
  * with a warning and the same logits, and without one is the old error;
+ * a new mirror of a damaged primary is copied from a whole mirror;
  * --verify catches a corrupted copy naming the file; --remove unregisters;
  * mirroring onto the model's own folder is refused; a disk without a saved
  * profile is measured once after mirroring, so stripes follow bandwidth;
@@ -154,6 +155,34 @@ Test(mirror, damaged_primary_served_by_mirror)
 		  "doctor on a deleted primary that a mirror serves (exit %d): %s", st, d);
 	free(d);
 
+	/* A new mirror of a deleted primary comes from the whole mirror, and
+	 * so does one of a primary with a flipped byte; a layer that no
+	 * mirror holds fails naming the damaged file, leaving nothing. */
+	char m2[4300], m3[4300], m4[4300], log[4400];
+	snprintf(m2, sizeof m2, "%s/m2", scratch);
+	snprintf(m3, sizeof m3, "%s/m3", scratch);
+	snprintf(m4, sizeof m4, "%s/m4", scratch);
+	snprintf(log, sizeof log, "%s/m.err", scratch);
+	cr_expect_eq(tu_sh("'%s' mirror --no-probe --model '%s' --to '%s' 2>'%s'", tu_colibri(), model, m2, log), 0,
+		     "mirroring a deleted primary failed");
+	cr_expect_eq(tu_sh("grep -q 'layer-002.bin copied from the mirror %s instead' '%s'", mirror, log), 0,
+		     "no warning naming the mirror copied from");
+	cr_expect_eq(tu_sh("cmp -s '%s/keep' '%s/experts/layer-002.bin' && cmp -s '%s/experts/layer-000.bin' "
+			   "'%s/experts/layer-000.bin'", scratch, m2, model, m2), 0, "the new mirror's files differ");
+	cr_assert_eq(tu_sh("cp '%s/keep' '%s' && printf '\\125' | dd of='%s' bs=1 seek=100 conv=notrunc status=none",
+			   scratch, file, file), 0);
+	cr_expect_eq(tu_sh("'%s' mirror --no-probe --model '%s' --to '%s' --layers 2 2>'%s'", tu_colibri(), model, m3,
+			   log), 0, "mirroring a corrupted primary failed");
+	cr_expect_eq(tu_sh("grep -q '%s: expert 0 (offset 0) does not match its checksum' '%s' && "
+			   "grep -q 'layer-002.bin copied from the mirror' '%s' && "
+			   "cmp -s '%s/keep' '%s/experts/layer-002.bin'", file, log, log, scratch, m3), 0,
+		     "the corrupted primary was not named, or the copy not taken from the mirror");
+	cr_assert_eq(tu_sh("f='%s/experts/layer-000.bin'; printf '\\125' | dd of=\"$f\" bs=1 seek=100 conv=notrunc "
+			   "status=none && '%s' mirror --model '%s' --to '%s' --remove", model, tu_colibri(), model, m2), 0);
+	cr_expect_eq(tu_sh("'%s' mirror --quiet --no-probe --model '%s' --to '%s' --layers 0 2>'%s'", tu_colibri(),
+			   model, m4, log), 1, "a corrupted layer no mirror holds was copied");
+	cr_expect_eq(tu_sh("grep -q '%s/experts/layer-000.bin: expert 0 (offset 0) does not match its checksum' '%s' && "
+			   "! ls '%s/experts' | grep -q .", model, log, m4), 0, "wrong error, or files left in %s", m4);
 	free(base);
 }
 

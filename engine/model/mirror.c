@@ -43,6 +43,7 @@ static void progress(struct mirror_progress *p, bool final)
 
 struct mirror_check {
 	const char *path;
+	const char *src;	/* what path was copied from, or NULL */
 	struct mirror_progress *p;
 };
 
@@ -51,6 +52,9 @@ static int check_bad(void *ctx, size_t i, uint64_t off, uint64_t hash, int rc)
 	const struct mirror_check *c = ctx;
 	if (rc)
 		return rc;   /* verify_file said where */
+	if (c->src)
+		return error_set(EIO, "%s: expert %zu (offset %" PRIu64 ") does not match its checksum (checked in "
+				      "its copy %s)", c->src, i, off, c->path);
 	return error_set(EIO, "%s: expert %zu (offset %" PRIu64 ") does not match its checksum", c->path, i, off);
 }
 
@@ -61,13 +65,14 @@ static void check_progress(void *ctx, uint64_t bytes)
 	progress(p, false);
 }
 
-/* Verifies every record of path, a copy of layer l, against the layer's
- * checksums, reading past the page cache when the file system allows
- * O_DIRECT. buf holds buf_bytes, 4096-aligned. */
-static int verify_copy(const char *path, const struct manifest_expert_layer *l, int n_experts, uint8_t *buf,
-		       size_t buf_bytes, struct mirror_progress *p)
+/* Verifies every record of path, a copy of layer l (made from src, NULL
+ * when it is the registered copy itself), against the layer's checksums,
+ * reading past the page cache when the file system allows O_DIRECT. buf
+ * holds buf_bytes, 4096-aligned. */
+static int verify_copy(const char *path, const char *src, const struct manifest_expert_layer *l, int n_experts,
+		       uint8_t *buf, size_t buf_bytes, struct mirror_progress *p)
 {
-	struct mirror_check c = { .path = path, .p = p };
+	struct mirror_check c = { .path = path, .src = src, .p = p };
 	struct verify v = { .buf = buf, .buf_bytes = buf_bytes, .direct = true, .bad = check_bad,
 			    .progress = check_progress, .ctx = &c };
 	uint64_t seed = manifest_record_seed(l->layer, 0);
@@ -80,6 +85,64 @@ static int copy_step(void *ctx, uint64_t bytes)
 	p->done += bytes;
 	progress(p, false);
 	return 0;
+}
+
+/* Copies the expert file of model layer `layer` to the mirror folder to,
+ * checked against the manifest's checksums before it takes the file's name.
+ * The source is the model's own file, else (missing, short, unreadable or
+ * failing a checksum) each registered mirror holding the layer in turn,
+ * but never the folder being written: a damaged primary whose layer a
+ * mirror still holds whole is copied from that mirror, with a warning. The
+ * error is the first source's when none gives a good copy. */
+static int copy_layer(const struct manifest *m, const char *model_dir, const char *to, int layer, uint8_t *buf,
+		      size_t buf_bytes, struct mirror_progress *p)
+{
+	const struct manifest_expert_layer *l = manifest_expert_layer(m, layer);
+	size_t li = (size_t)(l - m->layers), src_k[MANIFEST_MIRRORS_MAX + 1], n_src = 0;
+	char src[PATH_MAX], dst[PATH_MAX], tmp[PATH_MAX + 8], first[1024] = "";
+	int first_rc = 0;
+	for (size_t k = 0; k <= m->n_mirrors; k++)
+		if (manifest_copy_path(m, model_dir, k, li, src, sizeof src) &&
+		    (k == 0 || strcmp(m->mirrors[k - 1].dir, to) != 0))
+			src_k[n_src++] = k;
+	snprintf(dst, sizeof dst, "%s/%s", to, l->file);
+	snprintf(tmp, sizeof tmp, "%s.tmp", dst);
+	for (size_t i = 0; i < n_src; i++) {
+		manifest_copy_path(m, model_dir, src_k[i], li, src, sizeof src);
+		uint64_t done = p->done, bytes = 2 * l->record_bytes * (uint64_t)m->n_experts;
+		int rc = file_copy_through(src, tmp, buf, MIRROR_CHUNK, copy_step, p);
+		if (!rc)
+			rc = verify_copy(tmp, src, l, m->n_experts, buf, buf_bytes, p);
+		if (!rc && rename(tmp, dst) != 0)
+			rc = error_set(errno, "%s: cannot rename: %s", dst, strerror(errno));
+		if (!rc) {
+			if (i > 0 && !p->quiet)
+				fprintf(stderr, "mirror: %s copied from the mirror %s instead\n", l->file,
+					m->mirrors[src_k[i] - 1].dir);
+			return 0;
+		}
+		unlink(tmp);
+		if (!first_rc) {
+			first_rc = rc;
+			snprintf(first, sizeof first, "%s", error_message());
+		}
+		if (i + 1 == n_src)
+			break;
+		/* Another copy to try: this one's failure is a warning. */
+		if (!p->quiet)
+			fprintf(stderr, "%smirror: %s; trying the mirror %s\n", isatty(2) ? "\n" : "",
+				error_message()[0] ? error_message() : strerror(-rc), m->mirrors[src_k[i + 1] - 1].dir);
+		error_clear();
+		p->done = done + bytes;
+		p->total += bytes;
+	}
+	/* The first source's message is the one that stays pending when it
+	 * was the only one; after others, it is set again. */
+	if (n_src > 1 && first[0]) {
+		error_clear();
+		error_set(-first_rc, "%s", first);
+	}
+	return first_rc ? first_rc : error_set(ENOENT, "%s: no copy of %s to read", model_dir, l->file);
 }
 
 int mirror_leftovers(const struct manifest *m, const char *dir, int (*found)(void *ctx, const char *path),
@@ -202,20 +265,8 @@ int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers,
 		rc = error_set(ENOMEM, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; !rc && i < n_want; i++) {
-		const struct manifest_expert_layer *l = manifest_expert_layer(&m, want[i]);
-		char src[PATH_MAX], dst[PATH_MAX], tmp[PATH_MAX + 8];
-		snprintf(src, sizeof src, "%s/%s", model_dir, l->file);
-		snprintf(dst, sizeof dst, "%s/%s", to, l->file);
-		snprintf(tmp, sizeof tmp, "%s.tmp", dst);
-		rc = file_copy_through(src, tmp, buf, MIRROR_CHUNK, copy_step, &p);
-		if (!rc)
-			rc = verify_copy(tmp, l, m.n_experts, buf, buf_bytes, &p);
-		if (!rc && rename(tmp, dst) != 0)
-			rc = error_set(errno, "%s: cannot rename: %s", dst, strerror(errno));
-		if (rc)
-			unlink(tmp);
-	}
+	for (size_t i = 0; !rc && i < n_want; i++)
+		rc = copy_layer(&m, model_dir, to, want[i], buf, buf_bytes, &p);
 	if (!rc)
 		rc = write_identity(&m, to);
 	if (!rc) {
@@ -280,7 +331,7 @@ int mirror_verify(const char *model_dir, const char *to_dir, bool quiet)
 			const struct manifest_expert_layer *l = manifest_expert_layer(&m, mm->layers[k]);
 			char path[PATH_MAX];
 			manifest_copy_path(&m, model_dir, i + 1, (size_t)(l - m.layers), path, sizeof path);
-			rc = verify_copy(path, l, m.n_experts, buf, (size_t)rec_max, &p);
+			rc = verify_copy(path, NULL, l, m.n_experts, buf, (size_t)rec_max, &p);
 		}
 	}
 	if (!rc)

@@ -18,7 +18,11 @@
 struct manifest;
 
 /* Copies the expert files of layers[0..n) (all MoE layers when layers is
- * NULL) to to_dir and registers the mirror. */
+ * NULL) to to_dir, each checked against the manifest's checksums, and
+ * registers the mirror. A layer whose own file is missing, short or fails
+ * a checksum is copied from a registered mirror that holds it whole (a
+ * warning says which); with none, the error names the damaged file and
+ * nothing of that layer is left in to_dir. */
 int mirror_add(const char *model_dir, const char *to_dir, const int32_t *layers, int n, bool quiet);
 
 /* Re-checks every record of a registered mirror (every mirror when to_dir is
