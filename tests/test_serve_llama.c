@@ -249,6 +249,23 @@ static void completion_shapes(const struct srv *s)
 	cJSON_Delete(v);
 	cJSON_Delete(j);
 
+	/* Issue 40: a grammar within the compile-time bound whose shared
+	 * prefixes need more stacks than the matcher holds once the output
+	 * reaches them (2 x 3000 after the "x") ends in a 400 naming the
+	 * limit and the position, not a 500 grammar_dead_end. */
+	struct strbuf g = { 0 };
+	strbuf_printf(&g, "{\"prompt\":\"x\",\"n_predict\":4,\"grammar\":\"root ::= a \\\"1\\\" | a \\\"2\\\"\\n"
+		      "a ::= \\\"x\\\" b\\nb ::= ");
+	for (int i = 0; i < 3000; i++)
+		strbuf_printf(&g, "%s\\\"y\\\" \\\"%d\\\"", i ? " | " : "", i);
+	strbuf_printf(&g, "\"}");
+	char *wide = NULL;
+	int st = http(s, "POST", "/completion", g.p, NULL, &wide);
+	cr_expect(st == 400 && wide && strstr(wide, "at byte 0 of the output") && strstr(wide, "4096"),
+		  "a grammar too wide at run time: %d %s", st, wide ? wide : "");
+	free(wide);
+	strbuf_free(&g);
+
 	expect_llama_error(s, "POST", "/completion", "{\"prompt\":", 400, "invalid_request_error");
 	expect_llama_error(s, "POST", "/completion", "{\"prompt\":\"x\",\"n_predict\":\"many\"}", 400,
 			   "invalid_request_error");

@@ -4,6 +4,7 @@
 #include "engine/decode/constrain.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,14 +65,24 @@ void constrain_free(struct constrain *c)
 	memset(c, 0, sizeof *c);
 }
 
+/* The matcher ran out of parse stacks on the token at byte c->n_bytes of the output. */
+static int too_wide(struct constrain *c)
+{
+	c->too_wide = true;
+	return error_set(E2BIG, "grammar: at byte %" PRIu64 " of the output the grammar needs more than the %d parse "
+			 "stacks the matcher holds (alternatives sharing a prefix, each fanning out); simplify it, "
+			 "e.g. factor the shared prefix out", c->n_bytes, GRAMMAR_STACKS_MAX);
+}
+
 static int64_t allowed(struct constrain *c)
 {
 	if (c->n_allowed >= 0)
 		return c->n_allowed;
 	int n = grammar_allowed(c->state, c->vocab, c->bits);
+	if (n == -E2BIG)
+		return too_wide(c), n;
 	if (n < 0)
-		return error_set(-n, n == -E2BIG ? "grammar: too many parse stacks at this point of the output"
-						 : "out of memory"), n;
+		return error_set(-n, "out of memory"), n;
 	c->n_allowed = n;
 	return n;
 }
@@ -129,8 +140,11 @@ int constrain_accept(struct constrain *c, int32_t id)
 	else if (tokenizer_token_bytes(c->tok, id, &b, &len) != 0)
 		return error_set(EINVAL, "grammar: token %d is outside the tokenizer's vocabulary", id);
 	int rc = len ? grammar_state_advance(c->state, b, len) : 0;
+	if (rc == -E2BIG)
+		return too_wide(c);
 	if (rc)
 		return error_set(-rc, "grammar: token %d does not continue the output", id);
+	c->n_bytes += len;
 	c->n_allowed = -1;
 	return 0;
 }

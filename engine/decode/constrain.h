@@ -34,6 +34,8 @@ struct constrain {
 	int64_t n_allowed;            /* their count; -1: not computed yet */
 	int32_t eos[16];              /* ids that end the output (no bytes of it) */
 	int n_eos;
+	uint64_t n_bytes;             /* output bytes accepted so far */
+	bool too_wide;                /* failed: more stacks than the matcher holds */
 };
 
 /* The vocabulary a constrain masks over: tok's tokens as bytes, eos[n_eos]
@@ -70,7 +72,12 @@ int32_t constrain_forced(struct constrain *c);
 bool constrain_allows(struct constrain *c, int32_t id);
 
 /* Advances over id's bytes (an EOS or other special token adds none). -EILSEQ with the message
- * set when the grammar does not admit it. */
+ * set when the grammar does not admit it. -E2BIG, with too_wide set and a
+ * message naming the output position and GRAMMAR_STACKS_MAX, where several
+ * alternatives alive at once (sharing a prefix) need more parse stacks
+ * than the matcher holds: constrain_check bounds what one position fans
+ * out to, not that sum, so this is the grammar's fault found late; so is
+ * the same from constrain_mask. */
 int constrain_accept(struct constrain *c, int32_t id);
 
 /* A copy of the state, and back to it: drafts are tried on a copy. */

@@ -13,7 +13,9 @@
  * largest L over every position and the start. Counting emissions rather
  * than distinct stacks over-counts alternatives that reach the same stack
  * twice; the bound is what one position fans out to, not what several
- * stacks alive at once (alternatives sharing a prefix) add up to.
+ * stacks alive at once (alternatives sharing a prefix) add up to: that
+ * is found where the output reaches it, and constrain.c reports it as the
+ * grammar's fault (serve: 400 grammar_too_wide).
  *
  * L(p) depends on p + 1 and on the rules p's alternative starts with, so
  * without left recursion (gbnf.c refuses it) the dependencies are acyclic;

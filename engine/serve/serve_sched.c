@@ -62,7 +62,14 @@ static void on_token(void *ctx, int slot, const struct batch_token *t, enum batc
 			   : fin == BATCH_LENGTH ? SERVE_FINISH_LENGTH : SERVE_FINISH_ERROR;
 	if (fin == BATCH_STOPPED && !t)
 		sc->step_failed = true;
-	if (fin == BATCH_GRAMMAR) {
+	if (fin == BATCH_GRAMMAR && j->p.cs && j->p.cs->too_wide) {
+		/* The request's grammar, found too wide only where the output
+		 * reached it (constrain.h): its fault, as a refusal at
+		 * admission would have been. */
+		serve_error_set(&j->failed, 400, NULL, "grammar_too_wide", "%s", error_message());
+		error_clear();
+		j->pending = SERVE_FINISH_ERROR;
+	} else if (fin == BATCH_GRAMMAR) {
 		serve_error_set(&j->failed, 500, NULL, "grammar_dead_end", "the output's grammar admits no token: %s",
 				error_message()[0] ? error_message() : "no token continues it");
 		error_clear();
