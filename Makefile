@@ -27,7 +27,7 @@ CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(DBG) $(WARN) $(ARCH) -ffp-contract=
 AVX512   = -mavx512f -mavx512bw -mavx512vl -mavx512dq
 AVX512VNNI = $(AVX512) -mavx512vnni
 AVXVNNI  = -mavxvnni
-# Open MPI (engine/dist, colibri across hosts): only dist.c includes mpi.h.
+# Open MPI (engine/dist, colibri across hosts): only engine/dist includes mpi.h.
 MPI_CFLAGS = $(shell pkg-config --cflags ompi-c 2>/dev/null)
 MPI_LIBS   = $(shell pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
 LIBS     = -luring -lnuma -lhwloc -lcjson -lpcre2-8 -lxxhash -lmicrohttpd -ledit $(MPI_LIBS) -lm -pthread
@@ -63,7 +63,7 @@ $(BUILD)/colibri: $(BUILD)/engine/cli/main.o $(BUILD)/libcolibri.a
 $(BUILD)/libcolibri.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/engine/dist/dist.o: CFLAGS_ALL += $(MPI_CFLAGS)
+$(BUILD)/engine/dist/%.o: CFLAGS_ALL += $(MPI_CFLAGS)
 
 $(BUILD)/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)

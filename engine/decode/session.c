@@ -466,7 +466,7 @@ static int session_join(struct session *s, const struct dist_options *d, int rc)
 	if (!rc)
 		rc = session_pin(s, dist_owner_table(s->dist));
 	if (!rc && dist_rank() == 0)
-		s->fwd.dist = s->dist;
+		s->fwd.remote = dist_remote(s->dist);
 	return rc;
 }
 
@@ -521,7 +521,7 @@ void session_safe_point(struct session *s)
 void session_close(struct session *s)
 {
 	dist_free(s->dist); /* tells the serving ranks to stop */
-	s->fwd.dist = NULL;
+	s->fwd.remote = (struct remote_experts){ 0 };
 	if (s->pin_ready)
 		pinning_finish(&s->pin);
 	if (s->fwd_ready)

@@ -40,7 +40,7 @@
  * taken down at the end with MPI_Abort under plain mpirun, as nothing else
  * ends it (tests/mpi/README.md: what Open MPI does in each case).
  *
- * Only dist.c sees MPI. Without mpirun (no OMPI_COMM_WORLD_SIZE in the
+ * Only engine/dist sees MPI (README.md: which file holds what). Without mpirun (no OMPI_COMM_WORLD_SIZE in the
  * environment) nothing here runs and colibri is a single process.
  */
 #ifndef COLIBRI_ENGINE_DIST_H
@@ -49,6 +49,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/forward/remote.h"
 #include "planner/placement.h"
 
 struct forward;
@@ -136,34 +137,9 @@ void dist_free(struct dist *d);
 const char *dist_placement_why(const struct dist *d);
 const uint8_t *dist_owner_table(const struct dist *d); /* [n_layers * n_experts] */
 
-/* The token path (ffn_moe.c), rank 0. */
-
-/* Keeps in ids[0..*n) the experts this rank serves (order kept) and moves
- * the others, ascending, to remote[]; returns how many went there. */
-int dist_partition(const struct dist *d, int layer, int32_t *ids, int *n, int32_t *remote);
-
-/* After dist_layer_collect: the experts of that layer whose rank was lost
- * (with --replicas), ascending, into ids[]; their rows are still owed, and
- * dist_partition now places them on live holders. Returns their count
- * (0: every row is in). */
-int dist_layer_redo(struct dist *d, int32_t *ids);
-
-/* Counts n expert runs rank 0 did itself (for its line of the report). */
-void dist_count_local(struct dist *d, int n);
-
-/* Notes the next layer's predicted experts that other ranks serve; they
- * travel with the next dist_layer_send. */
-void dist_hint(struct dist *d, int layer, const int32_t *ids, int n);
-
-/* Sends each rank its experts of remote[0..n_remote) with the rows of xn
- * ([n, hidden]) and sel ([n, top_k]), and the hints; non-blocking. */
-int dist_layer_send(struct dist *d, int layer, int n, const int32_t *sel, const float *xn, const int32_t *remote,
-		    int n_remote);
-
-/* Waits for the answers of the last send and writes each row into its
- * cell of expert_out ([n, top_k, hidden]); an error names the rank that
- * failed or did not answer within the timeout. With replicas a lost rank
- * is a warning instead, and its rows are left to dist_layer_redo. */
-int dist_layer_collect(struct dist *d, int layer, float *expert_out);
+/* Rank 0: the ranks serving experts, as its forward calls them
+ * (engine/forward/remote.h; dist_layer.c). On the other ranks, and with d
+ * NULL, ops is NULL: every expert is served locally. */
+struct remote_experts dist_remote(struct dist *d);
 
 #endif

@@ -17,7 +17,7 @@
  *   sum     each expert's output lands in its (token, slot) cell and is
  *           added in slot order, so delivery order changes nothing.
  *
- * Over MPI (engine/dist) rank 0 keeps its own share of the union, sends
+ * Over MPI (engine/dist, through remote.h) rank 0 keeps its own share of the union, sends
  * the rest with the rows and the routing to the ranks that serve them,
  * runs its own meanwhile, and takes the answers into the same cells; the
  * serving ranks run ffn_moe_serve, the same expert code over the same rows.
@@ -34,7 +34,6 @@
 
 #include "base/error.h"
 #include "compute/kernels.h"
-#include "engine/dist/dist.h"
 #include "engine/forward/forward_internal.h"
 #include "compute/fmath.h"
 
@@ -352,9 +351,10 @@ static int next_moe_layer(const struct model_config *c, int layer)
  * others travel to their ranks with the next request. */
 static void prefetch_ids(struct forward *f, const struct moe_scratch *s, int layer, int32_t *ids, int n)
 {
-	if (f->dist) {
-		int nr = dist_partition(f->dist, layer, ids, &n, s->pred_remote);
-		dist_hint(f->dist, layer, s->pred_remote, nr);
+	const struct remote_experts *r = &f->remote;
+	if (r->ops) {
+		int nr = r->ops->partition(r->ctx, layer, ids, &n, s->pred_remote);
+		r->ops->hint(r->ctx, layer, s->pred_remote, nr);
 	}
 	expert_store_prefetch(f->m->store, layer, ids, n);
 }
@@ -519,6 +519,7 @@ static int routed_pass(struct forward *f, const struct moe_weights *w, const str
 		       int n_wanted, int n_remote, bool first_pass)
 {
 	struct expert_store *store = f->m->store;
+	const struct remote_experts *r = &f->remote;
 	int cap = expert_store_capacity(store, layer), rc = 0;
 	bool sent = false;
 	if (cap < 1)
@@ -532,8 +533,8 @@ static int routed_pass(struct forward *f, const struct moe_weights *w, const str
 				prefetch_next(f, s, layer, n); /* overlaps this layer's reads and compute */
 			/* The first pass tells every rank of the layer; a later
 			 * one only goes out for rows still owed elsewhere. */
-			if (f->dist && (first_pass || n_remote > 0)) {
-				rc = dist_layer_send(f->dist, layer, n, s->sel, f->xn, s->remote, n_remote);
+			if (r->ops && (first_pass || n_remote > 0)) {
+				rc = r->ops->send(r->ctx, layer, n, s->sel, f->xn, s->remote, n_remote);
 				sent = !rc;
 			}
 		}
@@ -544,7 +545,7 @@ static int routed_pass(struct forward *f, const struct moe_weights *w, const str
 	}
 	if (sent) {
 		/* Even after a local failure: nothing may stay in flight. */
-		int crc = dist_layer_collect(f->dist, layer, s->expert_out);
+		int crc = r->ops->collect(r->ctx, layer, s->expert_out);
 		rc = rc ? rc : crc;
 	}
 	return rc;
@@ -574,17 +575,18 @@ static int routed_run(struct forward *f, const struct moe_weights *w, const stru
 	prefetch_score(f, s, layer, n_wanted);
 	/* Over MPI: this rank's experts stay in wanted, the others go out
 	 * once this rank's reads and the prediction have started. */
+	const struct remote_experts *r = &f->remote;
 	int n_remote = 0;
-	if (f->dist) {
-		n_remote = dist_partition(f->dist, layer, s->wanted, &n_wanted, s->remote);
-		dist_count_local(f->dist, n_wanted);
+	if (r->ops) {
+		n_remote = r->ops->partition(r->ctx, layer, s->wanted, &n_wanted, s->remote);
+		r->ops->count_local(r->ctx, n_wanted);
 	}
 	int rc = routed_pass(f, w, s, layer, n, n_wanted, n_remote, true);
 	/* A rank lost mid-layer (--replicas): the rows it owed, again, from
 	 * the ranks that serve its experts now (rank 0 among them). */
-	while (!rc && f->dist && (n_wanted = dist_layer_redo(f->dist, s->wanted)) > 0) {
-		n_remote = dist_partition(f->dist, layer, s->wanted, &n_wanted, s->remote);
-		dist_count_local(f->dist, n_wanted);
+	while (!rc && r->ops && (n_wanted = r->ops->redo(r->ctx, s->wanted)) > 0) {
+		n_remote = r->ops->partition(r->ctx, layer, s->wanted, &n_wanted, s->remote);
+		r->ops->count_local(r->ctx, n_wanted);
 		rc = routed_pass(f, w, s, layer, n, n_wanted, n_remote, false);
 	}
 	if (rc)

@@ -19,11 +19,11 @@
 #include <stdint.h>
 
 #include "engine/forward/block.h"
+#include "engine/forward/remote.h"
 #include "engine/forward/seq_state.h"
 #include "engine/model/model.h"
 
 struct threadpool;
-struct dist;
 
 struct forward_prefetch_stats {
 	uint64_t predicted;          /* experts predicted for a layer (union per step) */
@@ -83,8 +83,8 @@ struct forward {
 				      * COLIBRI_PREFETCH_PRECISION from the environment (0: always read) */
 	int32_t *predicted;          /* [layers, n_experts] 1 if predicted for that layer this step */
 	struct forward_prefetch_stats pf;
-	struct dist *dist;           /* rank 0 of an MPI run: the ranks serving experts (engine/dist);
-				      * NULL on one host and on the serving ranks */
+	struct remote_experts remote; /* experts other processes serve (remote.h; rank 0 of an MPI run,
+				       * engine/dist); ops NULL on one host and on the serving ranks */
 };
 
 /* Binds the layer table, sizes and allocates everything for n_seqs
@@ -153,8 +153,9 @@ int64_t forward_mtp_dim(const struct forward *f);
 int forward_mtp(struct forward *f, int module, const float *hidden, const int32_t *next, int n, int pos0,
 		float *logits, float *hidden_out);
 
-/* A serving rank of an MPI run (engine/dist): runs experts[0..n_exp) of
- * `layer` (ascending, each one at least one row chose) over the rows of xn
+/* A process serving remote experts (remote.h; a rank of an MPI run,
+ * engine/dist): runs experts[0..n_exp) of `layer` (ascending, each one at
+ * least one row chose) over the rows of xn
  * ([n, hidden]) that sel ([n, top_k]) routes to them, with the kernels and
  * rows rank 0 would use, and starts the reads of hints[0..n_hint) of
  * hint_layer (rank 0's prediction for its next layer). Writes one output
