@@ -7,8 +7,9 @@
  * DeltaNet), mixer_v4.c (DeepSeek-V4's attention, with the compressors of
  * v4_compress.c), mixer_rel.c (Inkling's relative-position attention),
  * ffn_dense.c,
- * ffn_moe.c (routed experts, with or without shared experts). The forward
- * pass knows a kind only through this table:
+ * ffn_moe.c (routed experts, with or without shared experts, whose router
+ * is a kind of its own: struct route_kind below). The forward pass knows
+ * a kind only through this table:
  *
  *   bind   finds and checks the layer's tensors in the container and fills
  *          the kind's weights struct (zeroed, weights_bytes);
@@ -32,6 +33,7 @@
 #ifndef COLIBRI_ENGINE_FORWARD_BLOCK_H
 #define COLIBRI_ENGINE_FORWARD_BLOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,6 +71,32 @@ extern const struct block_kind *const block_kinds[BLOCK_KINDS];
 /* The kinds of a row. */
 const struct block_kind *block_mixer(enum mixer_kind k);
 const struct block_kind *block_ffn(enum ffn_kind k);
+
+struct moe_weights;
+
+/* A router kind: how FFN_MOE turns a token's router logits into its
+ * experts (moe_router.c). route: logits [router_rows] (overwritten with
+ * scores) into sel [top_k] and their weights wt [top_k], with
+ * ROUTER_SIGMOID_SHARED also the shared experts' weights shared_w
+ * [n_shared_experts]; choice [n_experts] is scratch. predict: the scores,
+ * in place, whose top_k the next layer's prediction takes (NULL: the
+ * logits themselves). A layer's kind is the config's router, or hash
+ * routing on a layer with a tid2eid table. */
+struct route_kind {
+	const char *name;
+	int id;                   /* index in route_kinds[] */
+	void (*route)(const struct model_config *c, const struct moe_weights *w, int32_t token, float *logits,
+		      int32_t *sel, float *wt, float *shared_w, float *choice);
+	void (*predict)(const struct moe_weights *w, int n_experts, float *logits);
+};
+
+extern const struct route_kind router_softmax, router_sigmoid_grouped, router_sqrtsoftplus, router_hash,
+	router_topk_softmax, router_sigmoid_shared;
+
+#define ROUTE_KINDS 6
+extern const struct route_kind *const route_kinds[ROUTE_KINDS];
+
+const struct route_kind *block_route(enum router_kind k, bool hashed);
 
 /* A hyper-connection of RESIDUAL_HC (DeepSeek-V4, hyper_conn.h): the
  * weights that turn hc_mult residual streams into a block's input and mix
