@@ -8,8 +8,10 @@
  * v4_compress.c), mixer_rel.c (Inkling's relative-position attention),
  * ffn_dense.c,
  * ffn_moe.c (routed experts, with or without shared experts, whose router
- * is a kind of its own: struct route_kind below). The forward pass knows
- * a kind only through this table:
+ * is a kind of its own: struct route_kind below). How a layer's blocks
+ * join the residual stream is a kind too (struct join_kind below: plain,
+ * hyper-connections, short convolutions). The forward pass knows a kind
+ * only through these tables:
  *
  *   bind   finds and checks the layer's tensors in the container and fills
  *          the kind's weights struct (zeroed, weights_bytes);
@@ -72,6 +74,28 @@ extern const struct block_kind *const block_kinds[BLOCK_KINDS];
 const struct block_kind *block_mixer(enum mixer_kind k);
 const struct block_kind *block_ffn(enum ffn_kind k);
 
+struct layer;
+
+/* A join kind: how a layer's two blocks join the residual stream, one
+ * per enum residual_kind (residual.c). bind: the layer's own weights for it, into ly; state_fixed_bytes:
+ * what it keeps per block after the block kind's own fixed state; run:
+ * block k (slot 0 the mixer, 1 the FFN) of layer over the step's n rows,
+ * with that block's norm, its output joined to the stream. */
+struct join_kind {
+	const char *name;
+	int id;                   /* index in join_kinds[] */
+	int (*bind)(struct layer *ly, const struct model *m, int layer);
+	size_t (*state_fixed_bytes)(const struct model_config *c);
+	int (*run)(struct forward *f, const struct block_kind *k, const float *norm, int layer, int slot, int n);
+};
+
+extern const struct join_kind join_plain, join_hc, join_sconv;
+
+#define JOIN_KINDS 3
+extern const struct join_kind *const join_kinds[JOIN_KINDS];
+
+const struct join_kind *block_join(enum residual_kind k);
+
 struct moe_weights;
 
 /* A router kind: how FFN_MOE turns a token's router logits into its
@@ -113,6 +137,7 @@ struct layer {
 	const float *attn_norm;           /* [hidden] before the mixer */
 	const float *ffn_norm;            /* [hidden] before the FFN */
 	const struct block_kind *mixer, *ffn;
+	const struct join_kind *join;     /* how its blocks join the residual stream */
 	void *mixer_w, *ffn_w;            /* the kinds' weights structs */
 	struct hc_weights attn_hc, ffn_hc; /* RESIDUAL_HC only */
 	const float *sconv[2];            /* RESIDUAL_SCONV: [hidden, sconv_kernel] after the mixer, the FFN */

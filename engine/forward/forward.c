@@ -50,9 +50,9 @@ static void block_sizes_of(const struct model_config *c, int n_layers, int ctx, 
 				fs->thread = bs.thread_bytes;
 			if (bs.private_bytes > fs->own[kinds[slot]->id])
 				fs->own[kinds[slot]->id] = bs.private_bytes;
-			/* RESIDUAL_SCONV keeps its convolution's history after the kind's own. */
-			size_t conv = c->rows[l].residual == RESIDUAL_SCONV ? sconv_state_bytes(c, c->hidden) : 0;
-			parts[2 * l + slot] = (struct seq_part_size){ bs.state_pos_bytes, bs.state_fixed_bytes + conv };
+			/* The residual kind keeps its own after the block kind's. */
+			size_t res = block_join(c->rows[l].residual)->state_fixed_bytes(c);
+			parts[2 * l + slot] = (struct seq_part_size){ bs.state_pos_bytes, bs.state_fixed_bytes + res };
 		}
 	}
 }
@@ -190,8 +190,8 @@ int forward_init(struct forward *f, const struct model *m, struct threadpool *po
 	block_sizes_of(c, f->n_layers, ctx, batch, &fs, parts);
 	for (int l = 0; l < f->n_layers; l++)
 		for (int slot = 0; slot < 2; slot++)
-			if (c->rows[l].residual == RESIDUAL_SCONV)
-				f->layers[l].sconv_off[slot] = parts[2 * l + slot].fixed_bytes - sconv_state_bytes(c, c->hidden);
+			f->layers[l].sconv_off[slot] = parts[2 * l + slot].fixed_bytes -
+						       f->layers[l].join->state_fixed_bytes(c);
 	f->thread_bytes = fs.thread;
 	f->seqs = calloc((size_t)(n_seqs > 0 ? n_seqs : 1), sizeof *f->seqs);
 	if (!f->seqs)
@@ -254,31 +254,14 @@ void forward_rope_as(const struct forward *f, float *x, int64_t pos, int interle
 			x[i] *= c->rope_attn_factor;
 }
 
-/* One layer over the step's rows: each block of its row on
- * the normed residual stream, added back to it (RESIDUAL_PLAIN), through
- * its short convolution (RESIDUAL_SCONV, sconv.c), or between the
- * hyper-connected streams (RESIDUAL_HC, hyper_conn.c). */
+/* One layer over the step's rows: its mixer, then its FFN, each on its
+ * normed input and joined to the residual stream as the row's residual
+ * kind says (residual.c). */
 static int layer_forward(struct forward *f, int l, int n)
 {
-	const struct model_config *c = &f->m->cfg;
 	const struct layer *ly = &f->layers[l];
-	int64_t H = c->hidden;
-	if (c->rows[l].residual == RESIDUAL_HC) {
-		int rc = hc_block(f, &ly->attn_hc, ly->attn_norm, ly->mixer, l, n);
-		return rc ? rc : hc_block(f, &ly->ffn_hc, ly->ffn_norm, ly->ffn, l, n);
-	}
-	if (c->rows[l].residual == RESIDUAL_SCONV) {
-		int rc = sconv_block(f, ly->mixer, ly->attn_norm, l, 0, n);
-		return rc ? rc : sconv_block(f, ly->ffn, ly->ffn_norm, l, 1, n);
-	}
-	for (int t = 0; t < n; t++)
-		rmsnorm(f->xn + t * H, f->x + t * H, ly->attn_norm, H, c->rms_eps);
-	int rc = ly->mixer->run(f, l, n, f->x);
-	if (rc)
-		return rc;
-	for (int t = 0; t < n; t++)
-		rmsnorm(f->xn + t * H, f->x + t * H, ly->ffn_norm, H, c->rms_eps);
-	return ly->ffn->run(f, l, n, f->x);
+	int rc = ly->join->run(f, ly->mixer, ly->attn_norm, l, 0, n);
+	return rc ? rc : ly->join->run(f, ly->ffn, ly->ffn_norm, l, 1, n);
 }
 
 int forward_step_rows(struct forward *f, const struct forward_row *rows, int n, const int *out, int n_out,

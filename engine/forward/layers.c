@@ -90,21 +90,12 @@ int forward_layers_bind(struct forward *f)
 		int64_t h = c->hidden;
 		ly->mixer = block_mixer(c->rows[l].mixer);
 		ly->ffn = block_ffn(c->rows[l].ffn);
+		ly->join = block_join(c->rows[l].residual);
 		rc = model_vector(m, &ly->attn_norm, h, "model.layers.%d.input_layernorm.weight", l);
 		rc = rc ? rc : model_vector(m, &ly->ffn_norm, h, "model.layers.%d.post_attention_layernorm.weight", l);
 		rc = rc ? rc : bind_kind(ly->mixer, &ly->mixer_w, m, l);
 		rc = rc ? rc : bind_kind(ly->ffn, &ly->ffn_w, m, l);
-		if (!rc && c->rows[l].residual == RESIDUAL_SCONV) {
-			struct qmatrix a, b;
-			rc = model_f32_matrix(m, &a, h, c->sconv_kernel, "model.layers.%d.attn_sconv.conv1d.weight", l);
-			rc = rc ? rc : model_f32_matrix(m, &b, h, c->sconv_kernel, "model.layers.%d.mlp_sconv.conv1d.weight", l);
-			ly->sconv[0] = rc ? NULL : a.data;
-			ly->sconv[1] = rc ? NULL : b.data;
-		}
-		if (!rc && c->rows[l].residual == RESIDUAL_HC) {
-			rc = hc_bind(&ly->attn_hc, m, l, "attn_hc");
-			rc = rc ? rc : hc_bind(&ly->ffn_hc, m, l, "ffn_hc");
-		}
+		rc = rc ? rc : ly->join->bind(ly, m, l);
 	}
 	if (!rc && c->n_layers > 0 && c->rows[0].residual == RESIDUAL_HC)
 		rc = hc_head_bind(&f->hc_head, m, -1);
