@@ -90,7 +90,10 @@ if [ ! -f "$out/container/manifest.json" ] || [ "$out/colibri" -nt "$out/contain
   "$out/colibri" convert "$COLIBRI_FIXTURES/hf/qwen3_moe" "$out/container" >"$out/convert.log" 2>&1 ||
     { echo "fuzz: converting the qwen3_moe fixture failed, see $out/convert.log" >&2; exit 1; }
 fi
-export COLIBRI_FUZZ_CONTAINER="$here/$out/container"
+case "$out" in
+  /*) export COLIBRI_FUZZ_CONTAINER="$out/container" ;;   # --build /abs/dir
+  *) export COLIBRI_FUZZ_CONTAINER="$here/$out/container" ;;
+esac
 # The container's own manifest seeds fuzz_manifest on every run: committed
 # seeds of an older format version would all be refused at the version
 # check and leave the harness fuzzing nothing but that check. They are
