@@ -73,6 +73,9 @@ void js_warn(struct gen *g, const char *f, ...) __attribute__((format(printf, 2,
 const char *js_at(const char *path);
 /* The rule name of a shared primitive (ws, string, number, ...), marked used. */
 const char *js_prim(struct gen *g, enum prim p);
+/* The shared rules' names and bodies (json_schema.c). */
+extern const char *const js_prim_name[PRIM_COUNT];
+extern const char *const js_prim_body[PRIM_COUNT];
 /* The n alternatives joined in b (" | " between them) as one element:
  * itself when n is 1, else in parentheses; b is consumed. */
 const char *js_alternatives(struct gen *g, struct strbuf *b, int n);
@@ -119,5 +122,45 @@ bool js_type_has(const cJSON *t, const char *name);
 /* The merge of schemas a and b (b may be NULL: a with its allOf flattened);
  * $refs followed; owned by g. NULL with g's error set on failure. */
 cJSON *js_merge(struct gen *g, const cJSON *a, const cJSON *b, const char *path, int depth);
+
+/* json_schema.c's walk, shared with json_schema_object.c: the expression
+ * of subschema s (js_visit; name: the rule it becomes, if any); the
+ * expression e as a rule named after hint unless it is one already; a
+ * new rule's name; a rule added; a child's JSON pointer; a JSON string
+ * literal as GBNF. */
+const char *js_visit(struct gen *g, const cJSON *s, const char *name, const char *path);
+const char *js_as_rule(struct gen *g, const char *hint, const char *e);
+const char *js_name_new(struct gen *g, const char *hint);
+int js_name_put(struct gen *g, const char *n);   /* n, not taken, into the set of names */
+void js_rule_add(struct gen *g, const char *name, const char *body);
+const char *js_path_child(struct gen *g, const char *path, const char *key);
+const char *js_path_index(struct gen *g, const char *path, const char *key, int i);
+void js_put_json_string(struct strbuf *b, const char *s);
+
+/* An object or array schema's expression (json_schema_object.c); a
+ * string schema's (json_schema_string.c); a $ref's (json_schema_merge.c). */
+const char *js_visit_object(struct gen *g, const cJSON *s, const char *name, const char *path);
+const char *js_visit_array(struct gen *g, const cJSON *s, const char *name, const char *path);
+const char *js_visit_string(struct gen *g, const cJSON *s, const char *path);
+const char *js_visit_ref(struct gen *g, const char *ref, const char *path);
+
+/* A non-negative integer keyword of s, -1 when absent or above
+ * JSON_SCHEMA_REPEAT_MAX (warned); the GBNF repetition of m..n (n < 0:
+ * unbounded) (json_schema_string.c). */
+long js_count_get(struct gen *g, const cJSON *s, const char *key, const char *path);
+const char *js_repeat(struct gen *g, long m, long n);
+
+/* A named rule, in the order made. */
+struct rule {
+	const char *name, *body;
+};
+
+/* A $ref being visited or done, memoised by its pointer text. */
+struct ref {
+	const char *ptr;	/* the $ref text */
+	const char *name;	/* its rule */
+	bool done;		/* the rule body is built */
+	int consume;		/* g->consume when the rule was started */
+};
 
 #endif

@@ -315,3 +315,44 @@ cJSON *js_merge(struct gen *g, const cJSON *a, const cJSON *b, const char *path,
 	return g->rc ? NULL : out;
 }
 
+/* A $ref: its target visited once as a named rule (memoised by the
+ * pointer text), a cycle that consumes no input refused, a reference
+ * outside the schema warned and left as any value. */
+const char *js_visit_ref(struct gen *g, const char *ref, const char *path)
+{
+	for (size_t i = 0; i < g->n_refs; i++) {
+		if (strcmp(g->refs[i].ptr, ref))
+			continue;
+		if (!g->refs[i].done && g->refs[i].consume == g->consume) {
+			js_fail(g, EINVAL, "$ref \"%s\" at %s is a cycle that consumes no input", ref, js_at(path));
+			return NULL;
+		}
+		return g->refs[i].name;
+	}
+	if (ref[0] != '#') {
+		js_warn(g, "$ref \"%s\" at %s is outside the schema; not enforced (any value)", ref, js_at(path));
+		return js_prim(g, PRIM_VALUE);
+	}
+	const cJSON *t = js_ref_resolve(g->root, ref);
+	if (!t) {
+		js_fail(g, EINVAL, "$ref \"%s\" at %s does not resolve within the schema", ref, js_at(path));
+		return NULL;
+	}
+	const char *slash = strrchr(ref, '/');
+	const char *name = js_name_new(g, slash ? slash + 1 : "root-ref");
+	const char *rp = js_fmt(g, "%s", ref + 1);
+	if (!name || !rp)
+		return NULL;
+	if (array_grow((void **)&g->refs, &g->cap_refs, g->n_refs + 1, sizeof *g->refs)) {
+		js_fail(g, ENOMEM, "out of memory");
+		return NULL;
+	}
+	size_t k = g->n_refs++;
+	g->refs[k] = (struct ref){ js_fmt(g, "%s", ref), name, false, g->consume };
+	const char *e = js_visit(g, t, name, rp);
+	if (!e)
+		return NULL;
+	js_rule_add(g, name, e);
+	g->refs[k].done = true;
+	return name;
+}
