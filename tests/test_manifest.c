@@ -17,6 +17,7 @@
  * records are each refused naming the field.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 
@@ -746,8 +747,9 @@ Test(manifest, duplicates_and_disorder_refused)
 
 /* ---- shards (colibri shard): the shard object and each layer's records ---- */
 
-/* Makes dir the shard of rank 1 of 2 (weights 1.5 and 2.25: fractions must
- * survive a round trip) of the reference container: each expert file
+/* Makes dir the shard of rank 1 of 2 (weights one ulp above 1.5, and 2.25:
+ * fractions must survive a round trip to the last bit, where cJSON's own
+ * printing gave back 1.5) of the reference container: each expert file
  * shrunk to the records the placement gives rank 1, listed in "records".
  * Fills *out with what was written (free with manifest_free). */
 static void write_shard_container(struct manifest *out)
@@ -755,7 +757,7 @@ static void write_shard_container(struct manifest *out)
 	build_manifest(out);
 	struct manifest_shard *sh = &out->shard;
 	*sh = (struct manifest_shard){ .present = true, .ranks = 2, .rank = 1, .replicas = 1 };
-	sh->weights[0] = 1.5;
+	sh->weights[0] = nextafter(1.5, 2.0);
 	sh->weights[1] = 2.25;
 	uint64_t *holders = manifest_shard_holders(sh, 4, N_EXPERTS);
 	cr_assert_not_null(holders);
@@ -791,7 +793,8 @@ Test(manifest, shard_round_trip)
 	cr_assert_eq(got.shard.ranks, 2);
 	cr_assert_eq(got.shard.rank, 1);
 	cr_assert_eq(got.shard.replicas, 1);
-	cr_assert_eq(got.shard.weights[0], 1.5);
+	cr_assert_eq(got.shard.weights[0], nextafter(1.5, 2.0), "weight %.17g read back as %.17g", nextafter(1.5, 2.0),
+		     got.shard.weights[0]);
 	cr_assert_eq(got.shard.weights[1], 2.25);
 	for (size_t i = 0; i < 2; i++) {
 		const struct manifest_expert_layer *a = &got.layers[i], *b = &want.layers[i];
